@@ -1,0 +1,5 @@
+"""``python -m dpkps_core`` entry point."""
+
+from dpkps_core.cli import main
+
+raise SystemExit(main())

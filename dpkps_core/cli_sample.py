@@ -1,0 +1,136 @@
+"""``python -m dpkps_core sample``: corpus → Ṽ (ε_voc) → DP densities (ε_kde) → keyphrase sequences."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dpkps_core.corpus import Corpus, load_corpus, load_demo_corpus
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS, EmbeddingCache, get_embedder
+from dpkps_core.errors import CorpusError
+from dpkps_core.pipeline import DENSITIES, PAPER_SETTINGS, SamplingConfig, run_sampling, write_run_folder
+from dpkps_core.sampling import METHODS
+from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
+
+DEMO_SPECS = {"demo:bbc": ("bbc", None), "demo:drugs": ("drugs", "condition"), "demo:drugs-rating": ("drugs", "rating")}
+
+
+def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column: str | None = None) -> Corpus:
+    """``demo:bbc``, ``demo:drugs`` (label = condition), ``demo:drugs-rating`` or a path."""
+    if spec.startswith("demo:"):
+        if spec not in DEMO_SPECS:
+            raise CorpusError(f"Unknown demo corpus {spec!r}; choose one of {', '.join(DEMO_SPECS)}.")
+        name, label = DEMO_SPECS[spec]
+        return load_demo_corpus(name, label=label) if label else load_demo_corpus(name)
+    if not Path(spec).exists():
+        raise CorpusError(f"The corpus file {spec!r} does not exist.")
+    return load_corpus(spec, text_column=text_column, label_column=label_column)
+
+
+def load_vocabulary_for(config: SamplingConfig) -> PublicVocabulary:
+    return load_vocabulary(config.vocabulary, remove_stopwords=config.remove_stopwords,
+                           junk_filter=config.junk_filter, max_terms=config.vocab_max_terms)
+
+
+def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``sample`` and the commands that run sampling (sweep, forecast…)."""
+    d = SamplingConfig()
+    g = p.add_argument_group("corpus (private)")
+    g.add_argument("--corpus", default=d.corpus, help="demo:bbc (default), demo:drugs, demo:drugs-rating, or a path "
+                   "to CSV/TSV/JSONL/Parquet/ZIP of .txt/folder of class sub-folders")
+    g.add_argument("--text-column", help="column holding the document text (guessed when omitted)")
+    g.add_argument("--label-column", help="column holding the class label (guessed when omitted)")
+    g.add_argument("--test-fraction", type=float, default=d.test_fraction,
+                   help="share of each class held out for evaluation; never touched by a DP step (default %(default)s)")
+    g.add_argument("--client-fraction", type=float, default=d.client_fraction,
+                   help="share of the held-out part set aside as unlabelled client data for Deep CORAL (default %(default)s)")
+    g.add_argument("--split-seed", type=int, default=d.split_seed, help="seed of the stratified split (default %(default)s)")
+    g = p.add_argument_group("public vocabulary")
+    g.add_argument("--vocabulary", default=d.vocabulary, help="glove (default), wordfreq, medical, or a path to a "
+                   "UTF-8 file with one term per line")
+    g.add_argument("--keep-stopwords", action="store_true", help="do not remove English stop words from V")
+    g.add_argument("--no-junk-filter", action="store_true", help="keep terms without letters or with digits inside")
+    g.add_argument("--vocab-max-terms", type=int, default=None, help="keep only the first K terms of V (public frequency order)")
+    g = p.add_argument_group("privacy")
+    g.add_argument("--eps-voc", type=float, default=d.eps_voc, help="ε for the private vocabulary (default %(default)s)")
+    g.add_argument("--eps-kde", type=float, default=d.eps_kde, help="ε for the per-class densities (default %(default)s)")
+    g.add_argument("--epsilon-cap", type=float, default=None, help="refuse to spend more than this total ε")
+    g.add_argument("--seed", type=int, default=None, help="REPRODUCIBLE DEMO ONLY: seed all noise (not for release); "
+                   "default: OS entropy")
+    g = p.add_argument_group("method")
+    g.add_argument("--method", choices=METHODS, default=d.method, help="sequence sampler (default %(default)s)")
+    g.add_argument("--density", choices=DENSITIES, default=d.density, help="auto: exact smoothed DP histogram for "
+                   "independent, RFF DP-KDE for iterative; rff: the paper's RFF DP-KDE")
+    g.add_argument("--paper-settings", action="store_true", help="the DP-KPS paper's configuration (RFF, σ = 1, "
+                   "I = 2000, no junk filter) for comparisons")
+    g.add_argument("--length", "-L", type=int, default=d.length, help="keyphrases per sequence L (default %(default)s)")
+    g.add_argument("--per-class", "-K", type=int, default=d.per_class, help="sequences per class (default %(default)s)")
+    g.add_argument("--vocab-size", "-N", type=int, default=d.vocab_size, help="private vocabulary size N (default %(default)s)")
+    g.add_argument("--terms-per-doc", "-S", type=int, default=d.terms_per_doc,
+                   help="distinct terms counted per document S = sensitivity of the vocabulary histogram (default %(default)s)")
+    g.add_argument("--selection-rule", choices=("top-n", "noise-floor"), default=d.selection_rule,
+                   help="how Ṽ is cut from the noisy counts (default %(default)s)")
+    g.add_argument("--features", "-I", type=int, default=None, help="random features I (RFF only; default: auto ≈ n_c·ε/2)")
+    g.add_argument("--bandwidth", type=float, default=None, help="kernel bandwidth σ (default: auto from Ṽ's embeddings)")
+    g.add_argument("--temperature", type=float, default=d.temperature, help="sampling temperature T (0 = argmax)")
+    g.add_argument("--max-keyphrases", type=int, default=None, help="keyphrases kept per document M (default L)")
+    g.add_argument("--class-size-estimate", type=float, default=None,
+                   help="your estimate of documents per class, used to choose I (default: DP estimate)")
+    g.add_argument("--embedding-model", choices=tuple(EMBEDDING_MODELS), default=DEFAULT_MODEL,
+                   help="public embedding model (default %(default)s)")
+
+
+def config_from_args(args: argparse.Namespace) -> SamplingConfig:
+    cfg = SamplingConfig(
+        corpus=args.corpus, text_column=args.text_column, label_column=args.label_column,
+        vocabulary=args.vocabulary, remove_stopwords=not args.keep_stopwords, junk_filter=not args.no_junk_filter,
+        vocab_max_terms=args.vocab_max_terms, eps_voc=args.eps_voc, eps_kde=args.eps_kde, method=args.method,
+        density=args.density, length=args.length, per_class=args.per_class, vocab_size=args.vocab_size,
+        terms_per_doc=args.terms_per_doc, selection_rule=args.selection_rule, features=args.features,
+        bandwidth=args.bandwidth, temperature=args.temperature, max_keyphrases_per_doc=args.max_keyphrases,
+        class_size_estimate=args.class_size_estimate, embedding_model=args.embedding_model, seed=args.seed,
+        test_fraction=args.test_fraction, client_fraction=args.client_fraction, split_seed=args.split_seed,
+        epsilon_cap=args.epsilon_cap,
+    )
+    if args.paper_settings:
+        for k, v in PAPER_SETTINGS.items():
+            setattr(cfg, k, v)
+    return cfg.validate()
+
+
+def _cmd_sample(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    config = config_from_args(args)
+    corpus = load_corpus_spec(config.corpus, text_column=config.text_column, label_column=config.label_column)
+    vocabulary = load_vocabulary_for(config)
+    embedder = get_embedder(config.embedding_model)
+    with tqdm(total=100, unit="%", desc="sample", leave=False) as bar:
+        def progress(frac: float, message: str) -> None:
+            bar.n = int(100 * frac)
+            bar.set_postfix_str(message[:60])
+            bar.refresh()
+
+        run = run_sampling(corpus, config, vocabulary=vocabulary, embedder=embedder, cache=EmbeddingCache(),
+                           noise=NoiseSource(config.seed), progress=progress)
+    out = write_run_folder(run, args.out)
+    rep = run.privacy_report()
+    print(f"wrote {len(run.outcome.sequences):,} sequences ({config.method}) to {out / 'sequences.jsonl'}")
+    print(f"ε spent: {rep['epsilon_total']:g} (vocabulary {rep['epsilon_vocabulary']:g} + densities {rep['epsilon_kde']:g}); "
+          f"|Ṽ| = {len(run.private_vocabulary)}; noise: {run.noise.policy}")
+    if run.noise.seed is not None:
+        print("WARNING: seeded noise — reproducible demo, NOT FOR RELEASE.")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "sample", help="DP keyphrase sequences from a private corpus",
+        description="Run DP-KPS steps 1–4: private vocabulary (ε_voc), per-class DP densities (ε_kde), and "
+                    "keyphrase sequence sampling. Writes sequences.jsonl, privacy_report.json, "
+                    "private_vocabulary.json, run_config.json and split.json (private) to --out.",
+    )
+    add_sampling_arguments(p)
+    p.add_argument("--out", required=True, help="run folder to write (created owner-only)")
+    p.set_defaults(func=_cmd_sample)

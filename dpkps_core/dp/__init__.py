@@ -1,0 +1,1 @@
+from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger

@@ -1,0 +1,48 @@
+"""Bounded per-document contributions shared by the density mechanisms (DESIGN §2.2, issue 8 §1).
+
+Each document is reduced to its keyphrases — its matches of Ṽ in text order, repeats kept, truncated to M —
+and gives weight 1/m to each of its m occurrences, so its total weight is exactly 1 (or 0 if it has none).
+Summing those weights per class gives the class's keyphrase histogram over Ṽ; its L1 change when one document is
+added or removed is at most 1. The RFF DP-KDE sum of per-document mean features equals that histogram times
+the feature matrix, which is how it is computed (one GEMM, no loop over documents × features).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def class_keyphrase_histograms(
+    keyphrases: Sequence[Sequence[int]], labels: Sequence[str], classes: Sequence[str], vocab_size: int,
+    *, max_per_doc: int | None = None,
+) -> np.ndarray:
+    """(C, |Ṽ|) array: for each class, Σ over its documents of 1/m per keyphrase occurrence.
+
+    Documents without keyphrases contribute nothing. Vectorised with one ``bincount``.
+    """
+    class_index = {c: i for i, c in enumerate(classes)}
+    lengths = np.fromiter(
+        (min(len(k), max_per_doc) if max_per_doc else len(k) for k in keyphrases), dtype=np.int64, count=len(keyphrases)
+    )
+    if lengths.sum() == 0:
+        return np.zeros((len(classes), vocab_size))
+    flat = np.concatenate([np.asarray(k[:n], dtype=np.int64) for k, n in zip(keyphrases, lengths) if n > 0])
+    doc_class = np.array([class_index[lab] for lab in labels], dtype=np.int64)
+    keep = lengths > 0
+    occ_class = np.repeat(doc_class[keep], lengths[keep])
+    occ_weight = np.repeat(1.0 / lengths[keep], lengths[keep])
+    hist = np.bincount(occ_class * vocab_size + flat, weights=occ_weight, minlength=len(classes) * vocab_size)
+    return hist.reshape(len(classes), vocab_size)
+
+
+def prefix_matrix(
+    keyphrases: Sequence[Sequence[int]], labels: Sequence[str], class_name: str, blocks: int
+) -> np.ndarray:
+    """(n_c', blocks) int array: the first ``blocks`` keyphrases of each document of ``class_name`` that has at
+    least that many (shorter documents are left out of that ensemble member, DESIGN §2.4)."""
+    rows = [k[:blocks] for k, lab in zip(keyphrases, labels) if lab == class_name and len(k) >= blocks]
+    if not rows:
+        return np.zeros((0, blocks), dtype=np.int64)
+    return np.asarray(rows, dtype=np.int64)

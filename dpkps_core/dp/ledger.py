@@ -1,0 +1,161 @@
+"""Privacy ledger: immutable privacy events composed by an accountant (DESIGN §2).
+
+In the style of Google's ``dp_accounting``: each mechanism run produces a frozen :class:`PrivacyEvent`; the
+:class:`PrivacyLedger` composes them with basic (sequential) composition. Parallel composition over disjoint
+documents (e.g. one DP-KDE per class) is a single event whose ε is that of one part.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import math
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+from dpkps_core.errors import ParameterError, PrivacyBudgetError
+
+ADD_REMOVE_ONE_DOCUMENT = "add/remove one document"
+
+_FLOAT_SLACK = 1e-9
+
+
+def _freeze(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(params or {}))
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyEvent:
+    """One run of a DP mechanism.
+
+    Attributes:
+        mechanism: name of the mechanism (e.g. ``"laplace_vocabulary_histogram"``).
+        step: pipeline step that ran it (``"vocabulary"``, ``"kde"``, ``"class_counts"``…).
+        epsilon: ε spent by this event (after parallel composition where it applies).
+        delta: δ spent (0 for the pure ε-DP mechanisms of DP-KPS).
+        neighbouring: the neighbouring relation the guarantee is stated for.
+        sensitivity: L1 (or L2, say so in ``params``) sensitivity of the released statistic.
+        noise_scale: scale of the noise actually added (Laplace b, or Gaussian σ).
+        released: what left the private side, in words.
+        params: further public parameters (vocabulary size, features, …); stored read-only.
+        timestamp: UTC time of the release, ISO 8601.
+    """
+
+    mechanism: str
+    step: str
+    epsilon: float
+    sensitivity: float
+    noise_scale: float
+    released: str
+    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT
+    delta: float = 0.0
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    timestamp: str = dataclasses.field(
+        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    )
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.epsilon, (int, float)) and math.isfinite(self.epsilon) and self.epsilon > 0):
+            raise ParameterError(f"A privacy event needs a finite ε > 0, got {self.epsilon!r}.")
+        if not (0.0 <= self.delta < 1.0):
+            raise ParameterError(f"A privacy event needs 0 ≤ δ < 1, got {self.delta!r}.")
+        object.__setattr__(self, "epsilon", float(self.epsilon))
+        object.__setattr__(self, "delta", float(self.delta))
+        object.__setattr__(self, "params", _freeze(self.params))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["params"] = dict(self.params)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PrivacyEvent":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+class PrivacyLedger:
+    """Accountant for one run: basic composition of :class:`PrivacyEvent` s under an optional ε cap.
+
+    ``charge`` refuses (raises :class:`PrivacyBudgetError`) *before* anything is recorded when the event would
+    take the total over the cap, so a caller checks affordability, runs the mechanism, then charges — or uses
+    :meth:`require` first and :meth:`charge` after the release.
+    """
+
+    def __init__(self, cap: float | None = None, events: Iterable[PrivacyEvent] = ()) -> None:
+        if cap is not None and not (math.isfinite(cap) and cap > 0):
+            raise ParameterError(f"The budget cap must be a finite ε > 0, got {cap!r}.")
+        self._cap = None if cap is None else float(cap)
+        self._events: list[PrivacyEvent] = list(events)
+
+    @property
+    def cap(self) -> float | None:
+        return self._cap
+
+    @cap.setter
+    def cap(self, value: float | None) -> None:
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ParameterError(f"The budget cap must be a finite ε > 0, got {value!r}.")
+        self._cap = None if value is None else float(value)
+
+    @property
+    def events(self) -> tuple[PrivacyEvent, ...]:
+        return tuple(self._events)
+
+    @property
+    def total_epsilon(self) -> float:
+        return float(sum(e.epsilon for e in self._events))
+
+    @property
+    def total_delta(self) -> float:
+        return float(sum(e.delta for e in self._events))
+
+    @property
+    def remaining(self) -> float | None:
+        return None if self._cap is None else max(self._cap - self.total_epsilon, 0.0)
+
+    def can_afford(self, epsilon: float) -> bool:
+        return self._cap is None or self.total_epsilon + epsilon <= self._cap + _FLOAT_SLACK
+
+    def require(self, epsilon: float, what: str = "this step") -> None:
+        """Raise :class:`PrivacyBudgetError` if spending ``epsilon`` would exceed the cap."""
+        if not self.can_afford(epsilon):
+            raise PrivacyBudgetError(
+                f"Running {what} would spend ε = {epsilon:g}, taking the total to "
+                f"{self.total_epsilon + epsilon:g}, over the budget cap of {self._cap:g}; nothing was spent. "
+                "Raise the cap or lower ε."
+            )
+
+    def charge(self, event: PrivacyEvent) -> PrivacyEvent:
+        self.require(event.epsilon, f"{event.step} ({event.mechanism})")
+        self._events.append(event)
+        return event
+
+    def by_step(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for e in self._events:
+            out[e.step] = out.get(e.step, 0.0) + e.epsilon
+        return out
+
+    def copy(self) -> "PrivacyLedger":
+        return PrivacyLedger(self._cap, self._events)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "epsilon_total": self.total_epsilon,
+            "delta_total": self.total_delta,
+            "epsilon_cap": self._cap,
+            "epsilon_by_step": self.by_step(),
+            "events": [e.to_dict() for e in self._events],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PrivacyLedger":
+        return cls(data.get("epsilon_cap"), [PrivacyEvent.from_dict(e) for e in data.get("events", [])])
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __repr__(self) -> str:
+        cap = "∞" if self._cap is None else f"{self._cap:g}"
+        return f"PrivacyLedger(ε={self.total_epsilon:g} / {cap}, events={len(self._events)})"
