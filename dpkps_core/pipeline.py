@@ -126,13 +126,16 @@ PAPER_SETTINGS = dict(
 def build_private_vocabulary(
     texts: Sequence[str], vocabulary: PublicVocabulary, *, eps_voc: float, terms_per_doc: int, vocab_size: int,
     noise: NoiseSource, ledger: PrivacyLedger, selection_rule: str = "top-n",
-    matcher: TermMatcher | None = None, progress: Progress | None = None,
+    matcher: TermMatcher | None = None, progress: Progress | None = None, counts: np.ndarray | None = None,
 ) -> PrivateVocabulary:
-    """Step 1 (ε_voc): first-S-distinct term counts over V, Laplace(S/ε) on all of V, top N → Ṽ."""
-    matcher = matcher or TermMatcher(vocabulary.terms)
-    if progress:
-        progress(0.05, f"matching {len(texts):,} documents against {len(vocabulary):,} public terms")
-    counts = matcher.counts_first_distinct(texts, terms_per_doc, max_chars=LIMITS["max_chars_per_doc"])
+    """Step 1 (ε_voc): first-S-distinct term counts over V, Laplace(S/ε) on all of V, top N → Ṽ.
+
+    ``counts`` may be passed when already computed (:func:`term_counts`; they do not depend on ε), e.g. by an
+    ε sweep that re-runs only the noise."""
+    if counts is None:
+        if progress:
+            progress(0.05, f"matching {len(texts):,} documents against {len(vocabulary):,} public terms")
+        counts = term_counts(texts, vocabulary, terms_per_doc=terms_per_doc, matcher=matcher)
     if counts.sum() == 0:
         raise VocabularyError(
             f"No document contains any term of the {vocabulary.name} vocabulary; choose a vocabulary that "
@@ -147,6 +150,14 @@ def build_private_vocabulary(
     if progress:
         progress(1.0, f"private vocabulary of {len(result)} terms")
     return result
+
+
+def term_counts(texts: Sequence[str], vocabulary: PublicVocabulary, *, terms_per_doc: int,
+                matcher: TermMatcher | None = None) -> np.ndarray:
+    """Private per-term document counts over V (each document's first S distinct matches). Never released
+    without :func:`build_private_vocabulary`'s noise."""
+    matcher = matcher or TermMatcher(vocabulary.terms)
+    return matcher.counts_first_distinct(texts, terms_per_doc, max_chars=LIMITS["max_chars_per_doc"])
 
 
 def extract_keyphrases(texts: Sequence[str], private_vocabulary: PrivateVocabulary, *, max_per_doc: int) -> list[list[int]]:
