@@ -156,7 +156,7 @@ def term_counts(texts: Sequence[str], vocabulary: PublicVocabulary, *, terms_per
                 matcher: TermMatcher | None = None) -> np.ndarray:
     """Private per-term document counts over V (each document's first S distinct matches). Never released
     without :func:`build_private_vocabulary`'s noise."""
-    matcher = matcher or TermMatcher(vocabulary.terms)
+    matcher = matcher or vocabulary.matcher
     return matcher.counts_first_distinct(texts, terms_per_doc, max_chars=LIMITS["max_chars_per_doc"])
 
 

@@ -99,6 +99,23 @@ def _sum_features_over_prefixes(
     return total
 
 
+def rff_feature_sums(
+    keyphrases: Sequence[Sequence[int]], labels: Sequence[str], *, classes: Sequence[str], embeddings: np.ndarray,
+    features: RandomFourierFeatures, blocks: int, block_scale: float, kind: str, max_per_doc: int,
+) -> np.ndarray:
+    """The (C, I) statistic Σ_docs φ(doc) per class, before noise. Each document adds one φ ∈ [−√2, √2]^I, so
+    adding or removing a document moves it by at most √2·I in L1."""
+    emb32 = np.asarray(embeddings, dtype=np.float32)
+    if kind == "independent":
+        hist = class_keyphrase_histograms(keyphrases, labels, classes, emb32.shape[0], max_per_doc=max_per_doc)
+        return hist @ features.transform(emb32).astype(np.float64)  # Σ_docs mean_x f(x) = h_c · F
+    truncated = [k[:max_per_doc] for k in keyphrases]
+    return np.stack([
+        _sum_features_over_prefixes(features, emb32, prefix_matrix(truncated, labels, c, blocks), block_scale)
+        for c in classes
+    ])
+
+
 def build_rff_density(
     keyphrases: Sequence[Sequence[int]],
     labels: Sequence[str],
@@ -135,23 +152,13 @@ def build_rff_density(
     if ledger is not None:
         ledger.require(epsilon, "the keyphrase density step")
     rng = noise.child()
-    d = embeddings.shape[1]
     eps_member = epsilon / len(layout)
     scale = SQRT2 * features / eps_member
     members = []
-    emb32 = np.asarray(embeddings, dtype=np.float32)
     for j, (blocks, block_scale) in enumerate(layout):
-        rff = RandomFourierFeatures.draw(dim=d * blocks, features=features, bandwidth=bandwidth, rng=rng)
-        if kind == "independent":
-            hist = class_keyphrase_histograms(keyphrases, labels, classes, emb32.shape[0], max_per_doc=max_per_doc)
-            sums = hist @ rff.transform(emb32).astype(np.float64)  # Σ_docs mean_x f(x) = h_c · F
-        else:
-            sums = np.stack([
-                _sum_features_over_prefixes(
-                    rff, emb32, prefix_matrix([k[:max_per_doc] for k in keyphrases], labels, c, blocks), block_scale
-                )
-                for c in classes
-            ])
+        rff = RandomFourierFeatures.draw(dim=embeddings.shape[1] * blocks, features=features, bandwidth=bandwidth, rng=rng)
+        sums = rff_feature_sums(keyphrases, labels, classes=classes, embeddings=embeddings, features=rff,
+                                blocks=blocks, block_scale=block_scale, kind=kind, max_per_doc=max_per_doc)
         noisy = sums + noise.laplace(scale, sums.shape)
         members.append(RFFMember(rff, blocks, block_scale, noisy, eps_member, scale))
         if progress is not None:

@@ -1,0 +1,39 @@
+"""Shared pytest fixtures: small in-memory corpora built by the tests themselves (no private data)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpkps_core.corpus import Corpus
+
+_SPORT = [
+    "The striker scored twice as the home team won the league match on Saturday afternoon.",
+    "A late goal from the captain sealed the cup final and the fans celebrated in the stadium.",
+    "The coach praised his defence after a narrow win against the champions in the derby.",
+    "Injury worries mount for the national team ahead of the qualifying match next week.",
+]
+_TECH = [
+    "The new smartphone ships with a faster processor and a larger battery than last year's model.",
+    "Software developers released a security update for the popular web browser on Tuesday.",
+    "Broadband speeds rose sharply as the network operator upgraded its fibre infrastructure.",
+    "The games console sold out within hours as online retailers struggled with demand.",
+]
+_BUSINESS = [
+    "Shares in the bank fell after profits dropped for the third quarter in a row.",
+    "The central bank held interest rates steady amid concerns about rising inflation.",
+    "The airline announced job cuts as fuel prices squeezed its operating margins.",
+]
+
+
+@pytest.fixture
+def toy_corpus() -> Corpus:
+    """A small labelled corpus (11 documents, 3 classes: business, sport, tech), built in memory."""
+    texts = _SPORT + _TECH + _BUSINESS
+    labels = ["sport"] * len(_SPORT) + ["tech"] * len(_TECH) + ["business"] * len(_BUSINESS)
+    return Corpus(texts=tuple(texts), labels=tuple(labels), name="toy", source="tests/conftest.py")
+
+
+@pytest.fixture
+def toy_records(toy_corpus: Corpus) -> list[dict[str, str]]:
+    """The toy corpus as a list of ``{"text": ..., "label": ...}`` records (for writing test files)."""
+    return [{"text": t, "label": y} for t, y in zip(toy_corpus.texts, toy_corpus.labels)]

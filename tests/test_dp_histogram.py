@@ -1,0 +1,73 @@
+"""Exact smoothed DP histogram (issue 8 §1): sensitivity 1, empirical DP, noise scale, σ → 0 = unsmoothed."""
+
+import math
+
+import numpy as np
+import pytest
+
+from dp_stats import assert_ratio_within, tail_event
+from dpkps_core.dp.contributions import class_keyphrase_histograms
+from dpkps_core.dp.histogram import build_smoothed_histogram_density
+from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.embeddings import HashingEmbedder
+
+CLASSES = ("a", "b")
+KP = [[0, 1, 1], [2], [3, 0], [4, 4, 4, 1]]
+LABELS = ["a", "a", "b", "b"]
+EMB = HashingEmbedder(dim=16).encode([f"t{i}" for i in range(6)])
+
+
+def test_sensitivity_is_one_even_for_a_spammy_document():
+    base = class_keyphrase_histograms(KP, LABELS, CLASSES, 6, max_per_doc=10)
+    for doc in ([5] * 1000, [0, 1, 2, 3, 4, 5], [2]):
+        with_doc = class_keyphrase_histograms(KP + [doc], LABELS + ["b"], CLASSES, 6, max_per_doc=10)
+        assert np.abs(with_doc - base).sum() == pytest.approx(1.0)
+    empty = class_keyphrase_histograms(KP + [[]], LABELS + ["a"], CLASSES, 6)
+    assert np.array_equal(empty, base)
+
+
+def test_empirical_privacy_ratio_on_neighbouring_corpora():
+    eps, trials = 1.0, 200_000
+    led = PrivacyLedger()
+    dens = build_smoothed_histogram_density(KP, LABELS, classes=CLASSES, embeddings=EMB, epsilon=eps, bandwidth=0,
+                                            noise=NoiseSource(seed=0), ledger=led)
+    assert dens.noise_scale == pytest.approx(1 / eps) and led.events[0].sensitivity == 1.0
+    h_d = class_keyphrase_histograms(KP, LABELS, CLASSES, 6).ravel()
+    h_d2 = class_keyphrase_histograms(KP + [[5, 5]], LABELS + ["a"], CLASSES, 6).ravel()
+    noise = NoiseSource(seed=7)
+    out_d = h_d + noise.laplace(dens.noise_scale, (trials, h_d.size))
+    out_d2 = h_d2 + noise.laplace(dens.noise_scale, (trials, h_d.size))
+    changed = np.flatnonzero(h_d != h_d2)
+    thr = h_d2[changed]
+    ratio = assert_ratio_within(tail_event(out_d2, changed, thr).sum(), tail_event(out_d, changed, thr).sum(), trials, eps)
+    assert ratio == pytest.approx(math.e, rel=0.1)  # a whole-weight change on one entry: the bound is tight
+
+
+def test_noise_variance_matches_formula():
+    eps = 2.0
+    noise = NoiseSource(seed=1)
+    draws = np.stack([
+        build_smoothed_histogram_density(KP, LABELS, classes=CLASSES, embeddings=EMB, epsilon=eps, bandwidth=0,
+                                         noise=noise).noisy_histograms
+        for _ in range(3000)
+    ])
+    assert draws.var(axis=0).mean() == pytest.approx(2 / eps**2, rel=0.06)
+
+
+def test_zero_bandwidth_equals_unsmoothed_noisy_histogram():
+    d0 = build_smoothed_histogram_density(KP, LABELS, classes=CLASSES, embeddings=EMB, epsilon=1, bandwidth=0,
+                                          noise=NoiseSource(seed=5))
+    assert np.array_equal(d0.scores(), d0.noisy_histograms)
+    tiny = build_smoothed_histogram_density(KP, LABELS, classes=CLASSES, embeddings=EMB, epsilon=1, bandwidth=1e-4,
+                                            noise=NoiseSource(seed=5))
+    assert np.allclose(tiny.scores(), d0.noisy_histograms, atol=1e-12)
+    wide = build_smoothed_histogram_density(KP, LABELS, classes=CLASSES, embeddings=EMB, epsilon=1, bandwidth=2.0,
+                                            noise=NoiseSource(seed=5))
+    assert not np.allclose(wide.scores(), wide.noisy_histograms)
+
+
+def test_every_entry_of_every_class_gets_noise():
+    d = build_smoothed_histogram_density([[0]], ["a"], classes=("a", "b", "c"), embeddings=EMB, epsilon=1,
+                                         bandwidth=0, noise=NoiseSource(seed=2))
+    assert np.count_nonzero(d.noisy_histograms) == 3 * 6
