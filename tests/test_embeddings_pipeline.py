@@ -1,0 +1,80 @@
+"""Embedding cache (a term is embedded once, ever; only Ṽ is cached) and the whole sampling pipeline."""
+
+import numpy as np
+import pytest
+
+from dpkps_core.corpus import Corpus
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.embeddings import EmbeddingCache, HashingEmbedder, embed_terms, get_embedder
+from dpkps_core.pipeline import SamplingConfig, run_sampling, write_run_folder
+from dpkps_core.vocabulary import PublicVocabulary
+
+
+class CountingEmbedder(HashingEmbedder):
+    def __init__(self):
+        super().__init__(dim=16, name="counting")
+        self.seen: list[str] = []
+
+    def encode(self, texts, batch_size=0):
+        self.seen.extend(texts)
+        return super().encode(texts)
+
+
+def test_cache_embeds_each_term_once_ever(tmp_path):
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    emb = CountingEmbedder()
+    a = embed_terms(["goal", "bank", "goal"], emb, cache=cache)
+    b = embed_terms(["bank", "chip"], emb, cache=EmbeddingCache(tmp_path / "c.sqlite"))  # reopened: persistent
+    assert emb.seen == ["goal", "bank", "chip"]
+    assert np.allclose(a[1], b[0]) and np.allclose(a[0], a[2])
+    assert cache.terms("counting") == {"goal", "bank", "chip"}
+    assert oct((tmp_path / "c.sqlite").stat().st_mode)[-3:] == "600"
+
+
+@pytest.mark.model
+def test_minilm_embeddings_are_unit_norm_and_semantic():
+    e = get_embedder()
+    v = e.encode(["football match", "soccer game", "interest rates"])
+    assert v.shape == (3, 384) and np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-4)
+    assert v[0] @ v[1] > v[0] @ v[2]
+
+
+def _planted_corpus():
+    common = ["match goal league team", "bank shares profit market"]
+    texts, labels = [], []
+    for i in range(60):
+        topic = i % 2
+        texts.append(f"{common[topic]} story {i} {'zyxcanary' if i == 3 else ''}".strip())
+        labels.append(["sport", "business"][topic])
+    return Corpus(tuple(texts), tuple(labels), "planted", "test")
+
+
+def test_cache_holds_only_private_vocabulary_terms_never_rare_private_ones(tmp_path):
+    terms = ("match", "goal", "league", "team", "bank", "shares", "profit", "market", "story", "zyxcanary") + tuple(
+        f"public{i}" for i in range(500)
+    )
+    vocab = PublicVocabulary("test", terms, "test", "test")
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    cfg = SamplingConfig(corpus="planted", eps_voc=0.5, eps_kde=1, vocab_size=20, terms_per_doc=5, per_class=4,
+                         length=3, junk_filter=False, embedding_model="counting")
+    run = run_sampling(_planted_corpus(), cfg, vocabulary=vocab, embedder=CountingEmbedder(), cache=cache,
+                       noise=NoiseSource(seed=0))
+    cached = cache.terms()
+    assert cached == set(run.private_vocabulary.terms)
+    if "zyxcanary" not in run.private_vocabulary.terms:  # the noisy histogram did not select it
+        assert "zyxcanary" not in cached
+
+
+def test_pipeline_touches_only_training_documents_and_writes_report(tmp_path):
+    corpus = _planted_corpus()
+    vocab = PublicVocabulary("test", ("match", "goal", "league", "team", "bank", "shares", "profit", "market"),
+                             "test", "test")
+    cfg = SamplingConfig(corpus="planted", eps_voc=3, eps_kde=2, vocab_size=8, terms_per_doc=4, per_class=5,
+                         length=3, test_fraction=0.25, embedding_model="counting")
+    run = run_sampling(corpus, cfg, vocabulary=vocab, embedder=CountingEmbedder(), noise=NoiseSource(seed=1))
+    assert len(run.split.test) == 16 and not set(run.split.test) & set(run.split.train)
+    assert run.ledger.total_epsilon == pytest.approx(5)
+    out = write_run_folder(run, tmp_path / "run")
+    report = (out / "privacy_report.json").read_text()
+    assert '"epsilon_total": 5.0' in report and "story" not in report
+    assert len((out / "sequences.jsonl").read_text().splitlines()) == 10
