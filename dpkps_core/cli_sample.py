@@ -9,7 +9,7 @@ from dpkps_core.corpus import Corpus, load_corpus, load_demo_corpus
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS, EmbeddingCache, get_embedder
 from dpkps_core.errors import CorpusError
-from dpkps_core.pipeline import DENSITIES, PAPER_SETTINGS, SamplingConfig, run_sampling, write_run_folder
+from dpkps_core.pipeline import DENSITIES, LIMITS, PAPER_SETTINGS, SamplingConfig, run_sampling, write_run_folder
 from dpkps_core.sampling import METHODS
 from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
 
@@ -119,6 +119,9 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     print(f"wrote {len(run.outcome.sequences):,} sequences ({config.method}) to {out / 'sequences.jsonl'}")
     print(f"ε spent: {rep['epsilon_total']:g} (vocabulary {rep['epsilon_vocabulary']:g} + densities {rep['epsilon_kde']:g}); "
           f"|Ṽ| = {len(run.private_vocabulary)}; noise: {run.noise.policy}")
+    if run.truncated_documents:
+        print(f"note: {run.truncated_documents} document(s) longer than {LIMITS['max_chars_per_doc']:,} characters "
+              "were truncated for term extraction.")
     if run.noise.seed is not None:
         print("WARNING: seeded noise — reproducible demo, NOT FOR RELEASE.")
     return 0

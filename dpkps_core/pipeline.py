@@ -27,7 +27,7 @@ from dpkps_core.embeddings import DEFAULT_MODEL, Embedder, EmbeddingCache, embed
 from dpkps_core.errors import ParameterError, VocabularyError
 from dpkps_core.sampling import METHODS, SamplingOutcome, sample_independent, sample_iterative
 from dpkps_core.split import CorpusSplit, split_corpus
-from dpkps_core.vocabulary import PublicVocabulary, TermMatcher
+from dpkps_core.vocabulary import PublicVocabulary, TermMatcher, truncated_count
 
 Progress = Callable[[float, str], None]
 DENSITIES = ("auto", "histogram", "rff")
@@ -266,6 +266,7 @@ class SamplingRun:
     classes: tuple[str, ...]
     timings: dict[str, float]
     vocabulary_name: str
+    truncated_documents: int = 0  # documents longer than LIMITS["max_chars_per_doc"] (local, private count)
 
     def privacy_report(self) -> dict[str, Any]:
         """The public privacy report (DP outputs and public parameters only)."""
@@ -338,7 +339,7 @@ def run_sampling(
     timings["sampling"] = time.perf_counter() - t
     report(1.0, f"{len(outcome.sequences):,} sequences sampled")
     return SamplingRun(config, split, ledger, noise, pv, embeddings, density, info, outcome, classes, timings,
-                       vocabulary.name)
+                       vocabulary.name, truncated_count(train.texts, LIMITS["max_chars_per_doc"]))
 
 
 def write_run_folder(run: SamplingRun, out_dir: str | Path) -> Path:
