@@ -7,6 +7,7 @@ writes the run folder (docs/ARCHITECTURE.md). Only the training part of the spli
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import time
@@ -352,7 +353,13 @@ def write_run_folder(run: SamplingRun, out_dir: str | Path) -> Path:
             f.write(json.dumps(s.to_dict(), ensure_ascii=False) + "\n")
     _write_json(out / "privacy_report.json", run.privacy_report())
     _write_json(out / "private_vocabulary.json", run.private_vocabulary.to_dict())
-    _write_json(out / "run_config.json", run.config.to_dict())
+    config = run.config.to_dict()
+    corpus_file = Path(run.config.corpus)
+    if not run.config.corpus.startswith("demo:") and corpus_file.is_file():
+        # lets the LLM step refuse the private corpus as a few-shot file; the hash is dropped from the bundle
+        config["corpus_path"] = str(corpus_file.resolve())
+        config["corpus_sha256"] = hashlib.sha256(corpus_file.read_bytes()).hexdigest()
+    _write_json(out / "run_config.json", config)
     run.split.save(out / "split.json")  # private: never exported
     return out
 

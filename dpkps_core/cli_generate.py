@@ -1,0 +1,238 @@
+"""CLI commands ``generate`` (LLM writing step) and ``export`` (release bundle).
+
+``python -m dpkps_core generate --sequences RUN/sequences.jsonl --doc-type "a news article"`` writes
+``documents.jsonl`` next to the sequences (resuming a previous run), with a progress bar;
+``python -m dpkps_core export --run RUN --zip bundle.zip`` packages the release bundle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from dpkps_core.errors import ParameterError
+
+_RUN_CONFIG_PATH_KEYS = ("corpus_path", "private_corpus_path", "corpus_file")
+_RUN_CONFIG_HASH_KEYS = ("corpus_sha256", "corpus_fingerprint", "private_corpus_sha256")
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``generate`` and ``export`` sub-commands."""
+    g = subparsers.add_parser(
+        "generate",
+        help="write synthetic documents from DP keyphrase sequences with an LLM",
+        description=(
+            "Prompt an LLM once per DP keyphrase sequence and append each finished document to documents.jsonl "
+            "in the output folder. Re-running the same command resumes: finished documents are kept and skipped. "
+            "Prompts hold only the public template, the document type, the DP sequence and PUBLIC few-shot "
+            "examples, so this step is DP post-processing (no privacy cost). Every prompt sent is recorded in "
+            "audit_log.jsonl; failures in generation_failures.jsonl."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    g.add_argument("--sequences", required=True, metavar="FILE", help="sequences.jsonl written by the sampling step")
+    g.add_argument("--backend", choices=("offline", "openai"), default="offline",
+                   help="offline = bundled SmolLM2-135M-Instruct on the CPU (no key); openai = any OpenAI-compatible "
+                        "chat-completions server (OpenAI, vLLM, llama.cpp server, Ollama, LM Studio, Azure)")
+    g.add_argument("--base-url", metavar="URL", default=None,
+                   help="server base URL for --backend openai, e.g. http://127.0.0.1:8000/v1 (default: OpenAI)")
+    g.add_argument("--model", metavar="NAME", default=None,
+                   help="model name for --backend openai (required with --base-url; default gpt-4o-mini on OpenAI)")
+    g.add_argument("--api-key-env", metavar="VAR", default="OPENAI_API_KEY",
+                   help="environment variable holding the API key (the key is never written or printed; "
+                        "local servers may need none)")
+    g.add_argument("--doc-type", required=True, metavar="TEXT",
+                   help='document type with its article, e.g. "a medical record" or "a news article"')
+    g.add_argument("--template", metavar="TEXT", default=None,
+                   help="custom prompt template with {doc_type} and {keyphrases} (and {label} with --include-labels)")
+    g.add_argument("--few-shot", metavar="FILE", default=None,
+                   help="PUBLIC example documents (.csv/.jsonl with a 'text' and optional 'keyphrases' column, or "
+                        ".txt with blank-line-separated examples); never the private corpus")
+    g.add_argument("--few-shot-count", type=int, default=6, metavar="N", help="most few-shot examples to use")
+    g.add_argument("--private-corpus", metavar="FILE", default=None,
+                   help="the private corpus file, so that a few-shot file identical to it is refused (also read "
+                        "from run_config.json when present)")
+    g.add_argument("--include-labels", action="store_true",
+                   help="put each sequence's class name in the prompt; only if class names are PUBLIC")
+    g.add_argument("--concurrency", type=int, default=4, metavar="N",
+                   help="requests in flight for remote backends (the offline backend runs one at a time)")
+    g.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds one request may take")
+    g.add_argument("--retries", type=int, default=4, metavar="N",
+                   help="retries per document on rate limits, server errors, timeouts, connection errors and "
+                        "empty or malformed replies (exponential backoff with jitter)")
+    g.add_argument("--backoff-base", type=float, default=1.0, metavar="S",
+                   help="first retry delay in seconds (doubles each retry, randomised, at most 30 s)")
+    g.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                   help="most tokens per document (default 256 offline, 512 remote)")
+    g.add_argument("--temperature", type=float, default=0.7, metavar="T", help="sampling temperature (0 = greedy)")
+    g.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads for the offline model")
+    g.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N sequences")
+    g.add_argument("--estimate-only", action="store_true",
+                   help="print the token, cost and time estimate and the first prompt, then stop (no LLM call)")
+    g.add_argument("--price-per-1k", type=float, default=None, metavar="P",
+                   help="price per 1,000 tokens (prompt + completion) for the cost estimate")
+    g.add_argument("--out", metavar="DIR", default=None, help="run folder to write into (default: the sequences' folder)")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.set_defaults(func=cmd_generate)
+
+    e = subparsers.add_parser(
+        "export",
+        help="package the release bundle (ZIP and/or folder)",
+        description=(
+            "Build the release bundle from an allowlist of run-folder files: synthetic documents (CSV, JSONL, "
+            "Parquet), sequences, privacy report (JSON + Markdown), run configuration, private vocabulary, prompt "
+            "audit log. Never private text, split.json, evaluation.json or API keys."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    e.add_argument("--run", required=True, metavar="DIR", help="the run folder")
+    e.add_argument("--zip", required=True, metavar="FILE", help="ZIP file to write")
+    e.add_argument("--folder", metavar="DIR2", default=None, help="also write the same files into this folder")
+    e.set_defaults(func=cmd_export)
+
+
+def _private_corpus_hints(run_dir: Path) -> tuple[str | None, list[str]]:
+    """Private corpus path / fingerprints recorded by the sampling step in run_config.json, if any."""
+    cfg_path = run_dir / "run_config.json"
+    if not cfg_path.is_file():
+        return None, []
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None, []
+    if not isinstance(cfg, dict):
+        return None, []
+    scopes = [cfg] + [v for k, v in cfg.items() if k in ("corpus", "data", "input") and isinstance(v, dict)]
+    path, hashes = None, []
+    for scope in scopes:
+        for key in _RUN_CONFIG_PATH_KEYS + ("path",):
+            if path is None and isinstance(scope.get(key), str) and (scope is not cfg or key != "path"):
+                path = scope[key]
+        for key in _RUN_CONFIG_HASH_KEYS + ("sha256", "fingerprint"):
+            if isinstance(scope.get(key), str) and (scope is not cfg or key in _RUN_CONFIG_HASH_KEYS):
+                hashes.append(scope[key])
+    return path, hashes
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Run the LLM writing step."""
+    from dpkps_core.llm import (
+        GenerationSettings,
+        PromptConfig,
+        estimate_cost,
+        load_few_shot,
+        make_backend,
+        preview,
+        read_sequences,
+        run_generation,
+    )
+    from dpkps_core.llm.prompts import DEFAULT_TEMPLATE, check_not_private
+
+    seq_path = Path(args.sequences)
+    sequences = read_sequences(seq_path)
+    out = Path(args.out) if args.out else seq_path.parent
+    max_tokens = args.max_tokens or (256 if args.backend == "offline" else 512)
+    settings = GenerationSettings(
+        max_tokens=max_tokens, temperature=args.temperature, timeout=args.timeout, retries=args.retries,
+        concurrency=args.concurrency, backoff_base=args.backoff_base, backoff_max=max(30.0, args.backoff_base),
+        limit=args.limit,
+    )
+    few_shot = ()
+    if args.few_shot:
+        hint_path, hint_hashes = _private_corpus_hints(seq_path.parent)
+        if out != seq_path.parent:
+            p2, h2 = _private_corpus_hints(out)
+            hint_path, hint_hashes = hint_path or p2, hint_hashes + h2
+        for candidate in (args.private_corpus, hint_path):
+            if candidate:
+                check_not_private(args.few_shot, private_corpus_path=candidate, private_fingerprints=hint_hashes)
+        few_shot = load_few_shot(args.few_shot, private_fingerprints=hint_hashes, max_examples=args.few_shot_count)
+    elif args.private_corpus:
+        raise ParameterError("--private-corpus is only used to check --few-shot; give --few-shot too or leave it out.")
+    config = PromptConfig(
+        doc_type=args.doc_type, template=args.template or DEFAULT_TEMPLATE, few_shot=few_shot,
+        include_label=bool(args.include_labels),
+    )
+    backend = make_backend(
+        args.backend, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+        timeout=args.timeout, concurrency=args.concurrency, threads=args.threads,
+    )
+    job = sequences[: settings.limit] if settings.limit else sequences
+    est = estimate_cost(
+        job, prompt_config=config, backend=backend, max_tokens=max_tokens, concurrency=settings.concurrency,
+        price_per_1k=args.price_per_1k,
+    )
+    print(f"estimate: {est.summary()}", file=sys.stderr)
+    if args.estimate_only:
+        print("first prompt:\n" + preview(job[0], config))
+        return 0
+
+    cancel = threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def _on_sigint(signum: int, frame: Any) -> None:
+            if cancel.is_set():
+                raise KeyboardInterrupt
+            cancel.set()
+            print("\ncancelling: finishing the requests in flight (Ctrl-C again to stop now)…", file=sys.stderr)
+
+        previous = signal.signal(signal.SIGINT, _on_sigint)
+
+    bar = None
+    if not args.quiet:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(job), unit="doc", desc="generate", file=sys.stderr, dynamic_ncols=True)
+
+    def on_progress(p: Any) -> None:
+        if bar is None:
+            return
+        bar.n = p.done + p.failed
+        bar.set_postfix(failed=p.failed, refresh=False)
+        bar.refresh()
+
+    try:
+        summary = run_generation(
+            sequences, backend=backend, prompt_config=config, run_dir=out, settings=settings,
+            progress=on_progress, cancel=cancel,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        backend.close()
+    print(
+        f"{summary.done}/{summary.total} documents in {out / 'documents.jsonl'} "
+        f"({summary.written} new, {summary.already_done} from before), {summary.failed} failed",
+        file=sys.stderr,
+    )
+    if summary.cancelled:
+        print("cancelled: re-run the same command to continue.", file=sys.stderr)
+        return 130
+    if summary.failed:
+        print(
+            f"error: {summary.failed} document(s) failed; see {out / 'generation_failures.jsonl'} and re-run to retry.",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the release bundle."""
+    from dpkps_core.export import build_bundle
+
+    secrets = [os.environ[v] for v in ("OPENAI_API_KEY",) if os.environ.get(v)]
+    manifest = build_bundle(args.run, out_zip=args.zip, out_dir=args.folder, secrets=secrets)
+    where = args.zip + (f" and {args.folder}" if args.folder else "")
+    print(f"wrote {len(manifest.files)} files to {where}", file=sys.stderr)
+    for f in manifest.files:
+        print(f"{f.sha256}  {f.name}")
+    return 0

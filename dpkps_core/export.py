@@ -1,0 +1,501 @@
+"""Release bundle: the DP outputs of a run folder as a ZIP (and/or a folder), built from an ALLOWLIST.
+
+Only these run-folder files are ever read for the bundle: ``sequences.jsonl``, ``privacy_report.json``,
+``private_vocabulary.json``, ``run_config.json``, ``documents.jsonl``, ``generation_failures.jsonl`` and
+``audit_log.jsonl`` (docs/ARCHITECTURE.md). ``split.json``, ``evaluation.json``, the private corpus and any other
+file are refused with :class:`~dpkps_core.errors.ExportError`. JSONL records are re-written with allowlisted
+fields only, and every output file is checked for secrets (API keys) before anything is written.
+
+Bundle contents: ``documents.csv`` / ``documents.jsonl`` / ``documents.parquet`` (id, text, label, keyphrases,
+model), ``sequences.jsonl``, ``privacy_report.json`` (+ a ``generation`` section), ``privacy_report.md``,
+``run_config.json``, ``private_vocabulary.json``, ``audit_log.jsonl``, ``generation_failures.jsonl`` and
+``manifest.json`` (sha256 of every other file).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterable, Mapping, Sequence
+
+from dpkps_core.errors import ExportError
+from dpkps_core.llm.runner import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE, iter_jsonl, read_documents, read_failures
+
+SEQUENCES_FILE = "sequences.jsonl"
+PRIVACY_REPORT_FILE = "privacy_report.json"
+VOCABULARY_FILE = "private_vocabulary.json"
+RUN_CONFIG_FILE = "run_config.json"
+
+#: Run-folder files the bundle may read. Everything else is refused.
+ALLOWED_RUN_FILES: tuple[str, ...] = (
+    SEQUENCES_FILE,
+    PRIVACY_REPORT_FILE,
+    VOCABULARY_FILE,
+    RUN_CONFIG_FILE,
+    DOCUMENTS_FILE,
+    FAILURES_FILE,
+    AUDIT_FILE,
+)
+#: Run-folder files that hold private data: never exported, whatever is asked.
+FORBIDDEN_RUN_FILES: tuple[str, ...] = ("split.json", "evaluation.json")
+REQUIRED_RUN_FILES: tuple[str, ...] = (SEQUENCES_FILE, PRIVACY_REPORT_FILE)
+
+DEMO_SEED_POLICY = "seeded-demo-not-for-release"
+DEMO_HEADING = "# ⚠ REPRODUCIBLE DEMO — NOT FOR RELEASE ⚠"
+DOC_FIELDS = ("id", "text", "label", "keyphrases", "model")
+SEQ_FIELDS = ("id", "label", "keyphrases", "method")
+FAILURE_FIELDS = ("id", "label", "keyphrases", "error", "attempts", "retryable", "backend", "model", "timestamp")
+AUDIT_FIELDS = (
+    "timestamp", "id", "attempt", "backend", "model", "backend_info", "parameters", "prompt_config", "messages",
+)
+CSV_DANGEROUS_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+KEYPHRASE_CSV_SEPARATOR = "; "
+_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+_MIN_SECRET_CHARS = 8
+_FINGERPRINT_KEY_PARTS = ("sha256", "fingerprint", "checksum")
+
+
+@dataclasses.dataclass(frozen=True)
+class BundleFile:
+    """One file of the bundle."""
+
+    name: str
+    sha256: str
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class BundleManifest:
+    """Files written (name, sha256, size) and where."""
+
+    files: tuple[BundleFile, ...]
+    zip_path: str | None = None
+    folder: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"files": [dataclasses.asdict(f) for f in self.files]}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Allowlist
+
+
+def check_allowed(name: str) -> str:
+    """Return ``name`` if it is an allowlisted run-folder file, else raise ExportError."""
+    if not isinstance(name, str) or not name:
+        raise ExportError("Export file names must be non-empty strings.")
+    pure = PurePosixPath(name.replace("\\", "/"))
+    base = pure.name
+    if base in FORBIDDEN_RUN_FILES or name in FORBIDDEN_RUN_FILES:
+        raise ExportError(f"{base} holds private data and is never exported.")
+    if len(pure.parts) != 1 or name not in ALLOWED_RUN_FILES:
+        raise ExportError(
+            f"{name!r} is not on the export allowlist ({', '.join(ALLOWED_RUN_FILES)}); private files are never exported."
+        )
+    return name
+
+
+def csv_safe(value: Any) -> str:
+    """A CSV cell that spreadsheets will not run as a formula (leading = + - @ tab CR get a single quote)."""
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(CSV_DANGEROUS_PREFIXES) else text
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reading the run folder (allowlisted names only)
+
+
+def _path(run: Path, name: str) -> Path:
+    return run / check_allowed(name)
+
+
+def _read_json(run: Path, name: str, *, required: bool) -> dict[str, Any] | None:
+    p = _path(run, name)
+    if not p.is_file():
+        if required:
+            raise ExportError(f"The run folder has no {name}; run the sampling step first.")
+        return None
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ExportError(f"{name} in the run folder is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise ExportError(f"{name} in the run folder is not a JSON object.")
+    return data
+
+
+def _pick(obj: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    return {k: obj[k] for k in fields if k in obj}
+
+
+def _jsonl_bytes(objs: Iterable[Mapping[str, Any]]) -> bytes:
+    return "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objs).encode("utf-8")
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=False) + "\n").encode("utf-8")
+
+
+def _documents_csv(docs: Sequence[Mapping[str, Any]]) -> bytes:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
+    w.writerow(DOC_FIELDS)
+    for d in docs:
+        kps = KEYPHRASE_CSV_SEPARATOR.join(str(k) for k in d.get("keyphrases", []))
+        w.writerow([csv_safe(d.get("id")), csv_safe(d.get("text")), csv_safe(d.get("label")), csv_safe(kps), csv_safe(d.get("model"))])
+    return buf.getvalue().encode("utf-8")
+
+
+def _documents_parquet(docs: Sequence[Mapping[str, Any]]) -> bytes:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:  # pragma: no cover - pinned dependency
+        raise ExportError("pyarrow is needed for the Parquet file; run `pip install -r requirements.txt`.") from exc
+    table = pa.table(
+        {
+            "id": pa.array([str(d.get("id", "")) for d in docs], pa.string()),
+            "text": pa.array([str(d.get("text", "")) for d in docs], pa.string()),
+            "label": pa.array([str(d.get("label", "")) for d in docs], pa.string()),
+            "keyphrases": pa.array([[str(k) for k in d.get("keyphrases", [])] for d in docs], pa.list_(pa.string())),
+            "model": pa.array([str(d.get("model", "")) for d in docs], pa.string()),
+        }
+    )
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()
+
+
+def _generation_section(
+    audit: Sequence[Mapping[str, Any]], docs: Sequence[Mapping[str, Any]], failures: Sequence[Mapping[str, Any]],
+    n_sequences: int,
+) -> dict[str, Any]:
+    configs: list[dict[str, Any]] = []
+    for entry in audit:
+        cfg = {
+            "backend": entry.get("backend"),
+            "model": entry.get("model"),
+            "backend_info": entry.get("backend_info", {}),
+            "parameters": entry.get("parameters", {}),
+            "prompt_config": entry.get("prompt_config", {}),
+        }
+        if cfg not in configs:
+            configs.append(cfg)
+    last = configs[-1] if configs else {}
+    return {
+        "post_processing": True,
+        "note": "Documents are written by an LLM from the DP keyphrase sequences only (DP post-processing): "
+        "no further privacy cost.",
+        "backend": last.get("backend"),
+        "model": last.get("model"),
+        "backend_info": last.get("backend_info", {}),
+        "parameters": last.get("parameters", {}),
+        "prompt_config": last.get("prompt_config", {}),
+        "configurations": configs,
+        "document_models": sorted({str(d.get("model", "")) for d in docs}),
+        "counts": {
+            "sequences": n_sequences,
+            "documents": len(docs),
+            "failed": len(failures),
+            "prompts_sent": len(audit),
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Human-readable report
+
+
+def _md(value: Any) -> str:
+    if isinstance(value, float):
+        text = f"{value:g}"
+    elif isinstance(value, (dict, list)):
+        text = json.dumps(value, ensure_ascii=False)
+    elif value is None:
+        text = "—"
+    else:
+        text = str(value)
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def _eps(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else _md(value)
+
+
+def render_report_markdown(report: Mapping[str, Any]) -> str:
+    """The human-readable privacy report (Markdown) from a privacy report with its ``generation`` section."""
+    lines: list[str] = []
+    seed_policy = report.get("seed_policy")
+    if seed_policy == DEMO_SEED_POLICY:
+        lines += [
+            DEMO_HEADING,
+            "",
+            "This run used a fixed random seed so that it can be reproduced. Seeded noise is predictable: "
+            "**the DP guarantee does not hold. Do not release these files.** Re-run with OS entropy to release.",
+            "",
+        ]
+    lines += ["# DP-KPS release report", ""]
+    lines += [
+        "## Privacy guarantee",
+        "",
+        f"- Total ε: **{_eps(report.get('epsilon_total'))}** "
+        f"(vocabulary ε_voc = {_eps(report.get('epsilon_vocabulary'))}, "
+        f"keyphrase density ε_kde = {_eps(report.get('epsilon_kde'))})",
+        f"- Budget cap: {_eps(report.get('epsilon_cap'))}",
+        "- Unit of privacy: one whole document (add/remove one document).",
+        "- The synthetic documents are post-processing of the DP keyphrase sequences: the LLM never saw private "
+        "text, so they carry the same ε.",
+        "",
+    ]
+    events = report.get("events") or []
+    if isinstance(events, Mapping):
+        events = events.get("events", [])
+    lines += ["## What each ε bought", ""]
+    if events:
+        lines += ["| step | mechanism | ε | δ | sensitivity | noise scale | released |", "|---|---|---|---|---|---|---|"]
+        for e in events:
+            if isinstance(e, Mapping):
+                lines.append(
+                    f"| {_md(e.get('step'))} | {_md(e.get('mechanism'))} | {_eps(e.get('epsilon'))} | "
+                    f"{_eps(e.get('delta', 0))} | {_eps(e.get('sensitivity'))} | {_eps(e.get('noise_scale'))} | "
+                    f"{_md(e.get('released'))} |"
+                )
+    else:
+        lines.append("No privacy events were recorded.")
+    lines.append("")
+    mechanisms = report.get("mechanisms")
+    lines += ["## Mechanisms", ""]
+    if isinstance(mechanisms, Mapping):
+        lines += [f"- **{_md(k)}**: {_md(v)}" for k, v in mechanisms.items()]
+    elif isinstance(mechanisms, (list, tuple)):
+        lines += [f"- {_md(m)}" for m in mechanisms]
+    else:
+        lines.append(f"- {_md(mechanisms)}")
+    lines.append("")
+    params = report.get("parameters")
+    lines += ["## Parameters", ""]
+    if isinstance(params, Mapping) and params:
+        lines += ["| parameter | value |", "|---|---|"] + [f"| {_md(k)} | {_md(v)} |" for k, v in params.items()]
+    else:
+        lines.append(_md(params))
+    lines.append("")
+    lines += [
+        "## Public inputs",
+        "",
+        f"- Vocabulary: {_md(report.get('vocabulary'))}",
+        f"- Embedding model: {_md(report.get('embedding_model'))}",
+        f"- Seed policy: {_md(seed_policy)}",
+        "",
+    ]
+    gen = report.get("generation") or {}
+    counts = gen.get("counts", {}) if isinstance(gen, Mapping) else {}
+    lines += ["## LLM used", ""]
+    if gen.get("backend"):
+        lines += [
+            f"- Backend: {_md(gen.get('backend'))}",
+            f"- Model: {_md(gen.get('model'))}",
+            f"- Backend settings: {_md(gen.get('backend_info'))}",
+            f"- Generation parameters: {_md(gen.get('parameters'))}",
+        ]
+        prompt = gen.get("prompt_config") or {}
+        if prompt:
+            lines += [
+                f"- Document type: {_md(prompt.get('doc_type'))}",
+                f"- Prompt template: `{_md(prompt.get('template'))}`",
+                f"- Public few-shot examples: {_md(prompt.get('few_shot_examples'))}",
+                "- Class names in prompts: "
+                + ("**yes** (class names were marked public)" if prompt.get("include_label") else "no"),
+            ]
+        if len(gen.get("configurations", [])) > 1:
+            lines.append(f"- Several configurations were used: {_md(gen.get('configurations'))}")
+    else:
+        lines.append("- No LLM generation recorded in this run.")
+    lines += [
+        "",
+        "## Counts",
+        "",
+        f"- Keyphrase sequences: {_md(counts.get('sequences'))}",
+        f"- Synthetic documents: {_md(counts.get('documents'))}",
+        f"- Failed generations: {_md(counts.get('failed'))}",
+        f"- Prompts sent (audit log): {_md(counts.get('prompts_sent'))}",
+        "",
+        "## Not included",
+        "",
+        "No private text, no held-out split (split.json), no evaluation on real data (evaluation.json) and no API "
+        "keys are in this bundle. `manifest.json` lists every file with its SHA-256.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Building
+
+
+def _without_fingerprints(obj: Any) -> Any:
+    """Drop hashes of private files (e.g. ``corpus_sha256``): a hash of the private corpus is not DP."""
+    if isinstance(obj, Mapping):
+        return {
+            k: _without_fingerprints(v) for k, v in obj.items()
+            if not any(t in str(k).lower() for t in _FINGERPRINT_KEY_PARTS)
+        }
+    if isinstance(obj, list):
+        return [_without_fingerprints(v) for v in obj]
+    return obj
+
+
+def _secrets(extra: Iterable[str]) -> list[str]:
+    found = [s for s in extra if isinstance(s, str) and len(s) >= _MIN_SECRET_CHARS]
+    env = os.environ.get("OPENAI_API_KEY", "")
+    if len(env) >= _MIN_SECRET_CHARS:
+        found.append(env)
+    return found
+
+
+def collect_bundle(
+    run_dir: str | os.PathLike[str], *, files: Iterable[str] | None = None, secrets: Iterable[str] = ()
+) -> dict[str, bytes]:
+    """The bundle's files as ``{name: bytes}`` (in memory), from allowlisted run-folder files only.
+
+    ``files`` restricts which run-folder files are used (each must be on the allowlist, else ExportError);
+    ``sequences.jsonl`` and ``privacy_report.json`` are always needed.
+    """
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise ExportError(f"Run folder {run} does not exist.")
+    wanted = tuple(ALLOWED_RUN_FILES) if files is None else tuple(check_allowed(f) for f in files)
+    for name in REQUIRED_RUN_FILES:
+        if name not in wanted:
+            raise ExportError(f"{name} is required in every bundle.")
+    if not _path(run, SEQUENCES_FILE).is_file():
+        raise ExportError(f"The run folder has no {SEQUENCES_FILE}; run the sampling step first.")
+    report = _read_json(run, PRIVACY_REPORT_FILE, required=True) or {}
+
+    sequences = [_pick(o, SEQ_FIELDS) for o in iter_jsonl(_path(run, SEQUENCES_FILE)) if "id" in o]
+    order = {s["id"]: i for i, s in enumerate(sequences)}
+    docs = [_pick(d, DOC_FIELDS) for d in read_documents(run)] if DOCUMENTS_FILE in wanted else []
+    docs.sort(key=lambda d: order.get(d["id"], len(order)))  # sequence order, whatever the completion order
+    failures = [_pick(f, FAILURE_FIELDS) for f in read_failures(run)] if FAILURES_FILE in wanted else []
+    audit = [_pick(a, AUDIT_FIELDS) for a in iter_jsonl(_path(run, AUDIT_FILE))] if AUDIT_FILE in wanted else []
+
+    out: dict[str, bytes] = {}
+    out["documents.csv"] = _documents_csv(docs)
+    out["documents.jsonl"] = _jsonl_bytes(docs)
+    out["documents.parquet"] = _documents_parquet(docs)
+    out[SEQUENCES_FILE] = _jsonl_bytes(sequences)
+    report = dict(report)
+    report["generation"] = _generation_section(audit, docs, failures, len(sequences))
+    out[PRIVACY_REPORT_FILE] = _json_bytes(report)
+    out["privacy_report.md"] = render_report_markdown(report).encode("utf-8")
+    for name in (RUN_CONFIG_FILE, VOCABULARY_FILE):
+        if name in wanted:
+            data = _read_json(run, name, required=False)
+            if data is not None:
+                out[name] = _json_bytes(_without_fingerprints(data) if name == RUN_CONFIG_FILE else data)
+    if AUDIT_FILE in wanted:
+        out[AUDIT_FILE] = _jsonl_bytes(audit)
+    if FAILURES_FILE in wanted:
+        out[FAILURES_FILE] = _jsonl_bytes(failures)
+
+    for secret in _secrets(secrets):
+        needle = secret.encode("utf-8")
+        for name, data in out.items():
+            if needle in data:
+                raise ExportError(f"{name} would contain an API key; nothing was exported.")
+    manifest = {
+        "files": [
+            {"name": n, "sha256": hashlib.sha256(b).hexdigest(), "size": len(b)} for n, b in sorted(out.items())
+        ]
+    }
+    out["manifest.json"] = _json_bytes(manifest)
+    return out
+
+
+def _manifest(contents: Mapping[str, bytes], *, zip_path: str | None, folder: str | None) -> BundleManifest:
+    return BundleManifest(
+        files=tuple(
+            BundleFile(name=n, sha256=hashlib.sha256(b).hexdigest(), size=len(b)) for n, b in sorted(contents.items())
+        ),
+        zip_path=zip_path,
+        folder=folder,
+    )
+
+
+def _zip_bytes(contents: Mapping[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(contents):
+            info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, contents[name])
+    return buf.getvalue()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def build_bundle(
+    run_dir: str | os.PathLike[str],
+    *,
+    out_zip: str | os.PathLike[str] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    files: Iterable[str] | None = None,
+    secrets: Iterable[str] = (),
+) -> BundleManifest:
+    """Write the release bundle as a ZIP and/or a folder; return the file list with SHA-256.
+
+    Args:
+        run_dir: the run folder.
+        out_zip: ZIP file to write.
+        out_dir: folder to write the same files into (must not be the run folder).
+        files: allowlisted run-folder files to use (default: all present); others raise ExportError.
+        secrets: strings (API keys) that must appear in no file; ``$OPENAI_API_KEY`` is always checked.
+    """
+    if out_zip is None and out_dir is None:
+        raise ExportError("Say where to write the bundle: a ZIP file, a folder, or both.")
+    run = Path(run_dir)
+    if out_dir is not None:
+        folder = Path(out_dir)
+        if folder.exists() and run.exists() and folder.resolve() == run.resolve():
+            raise ExportError("The bundle folder must not be the run folder; choose another folder.")
+        if folder.exists() and not folder.is_dir():
+            raise ExportError(f"{folder} exists and is not a folder.")
+    contents = collect_bundle(run, files=files, secrets=secrets)
+    zip_str = dir_str = None
+    try:
+        if out_zip is not None:
+            zp = Path(out_zip)
+            zp.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(zp, _zip_bytes(contents))
+            zip_str = str(zp)
+        if out_dir is not None:
+            folder = Path(out_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, data in contents.items():
+                _atomic_write(folder / name, data)
+            dir_str = str(folder)
+    except OSError as exc:
+        raise ExportError(f"Could not write the bundle ({exc.strerror or type(exc).__name__}).") from None
+    return _manifest(contents, zip_path=zip_str, folder=dir_str)
+
+
+def bundle_bytes(run_dir: str | os.PathLike[str], *, secrets: Iterable[str] = ()) -> bytes:
+    """The release bundle as ZIP bytes (for the app's download button)."""
+    return _zip_bytes(collect_bundle(run_dir, secrets=secrets))

@@ -1,0 +1,555 @@
+"""The LLM writing step: one prompt per DP keyphrase sequence, reliably, resumably.
+
+Files in the run folder (docs/ARCHITECTURE.md):
+- ``documents.jsonl``: one finished document per line, appended at once (flush + fsync) by one writer. A re-run
+  skips ids already there; a truncated last line (process killed mid-write) is cut off first.
+- ``generation_failures.jsonl``: items that failed after all retries, with their final error. At the start of a
+  run, entries for items that are done or about to be retried are dropped, so an id is never both written and
+  failed.
+- ``audit_log.jsonl``: every prompt actually sent (messages, backend, model, parameters, attempt, time); never
+  the API key.
+
+Only ids, counts and errors are logged; document text never is.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import dataclasses
+import datetime as _dt
+import json
+import logging
+import math
+import os
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+from dpkps_core.errors import LLMError, ParameterError
+from dpkps_core.llm.backends import LLMBackend, TransientLLMError, redact
+from dpkps_core.llm.prompts import KeyphraseSequence, PromptConfig, as_sequence, render_prompt
+
+log = logging.getLogger(__name__)
+
+DOCUMENTS_FILE = "documents.jsonl"
+FAILURES_FILE = "generation_failures.jsonl"
+AUDIT_FILE = "audit_log.jsonl"
+LOCK_FILE = ".generation.lock"
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Settings, progress, results
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationSettings:
+    """How the runner calls the backend.
+
+    Attributes:
+        max_tokens: most tokens per reply.
+        temperature: sampling temperature (0 = greedy).
+        timeout: seconds one request may take.
+        retries: further attempts after the first, for retryable failures.
+        concurrency: requests in flight (capped by the backend's own limit; 1 for offline).
+        backoff_base: first retry delay in seconds (doubled each attempt, with full jitter).
+        backoff_max: longest retry delay in seconds.
+        limit: generate for at most the first ``limit`` sequences (None = all).
+    """
+
+    max_tokens: int = 512
+    temperature: float = 0.7
+    timeout: float = 60.0
+    retries: int = 4
+    concurrency: int = 4
+    backoff_base: float = 1.0
+    backoff_max: float = 30.0
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        def _int(name: str, lo: int, hi: int) -> None:
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+                raise ParameterError(f"{name} must be an integer from {lo} to {hi}, got {v!r}.")
+
+        _int("max_tokens", 1, 32768)
+        _int("retries", 0, 20)
+        _int("concurrency", 1, 256)
+        if self.limit is not None:
+            _int("limit", 1, 10_000_000)
+        if not (isinstance(self.temperature, (int, float)) and 0 <= self.temperature <= 2):
+            raise ParameterError(f"temperature must be between 0 and 2, got {self.temperature!r}.")
+        for name in ("timeout", "backoff_max"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ParameterError(f"{name} must be a positive number of seconds, got {v!r}.")
+        if not (isinstance(self.backoff_base, (int, float)) and 0 <= self.backoff_base <= self.backoff_max):
+            raise ParameterError("backoff_base must be between 0 and backoff_max.")
+
+    def request_params(self) -> dict[str, Any]:
+        """Parameters recorded with every prompt in the audit log."""
+        return {"max_tokens": self.max_tokens, "temperature": self.temperature, "timeout": self.timeout}
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """Progress of a generation run (for tqdm in the CLI and the app's progress bar)."""
+
+    done: int
+    total: int
+    failed: int
+    rate_per_s: float
+    eta_s: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationSummary:
+    """What a run did."""
+
+    total: int
+    already_done: int
+    written: int
+    failed: int
+    cancelled: bool
+    elapsed_s: float
+    failed_ids: tuple[str, ...] = ()
+
+    @property
+    def done(self) -> int:
+        """Documents present for the job after this run."""
+        return self.already_done + self.written
+
+    @property
+    def remaining(self) -> int:
+        """Items neither written nor failed (cancelled or never scheduled)."""
+        return self.total - self.done - self.failed
+
+
+@dataclasses.dataclass(frozen=True)
+class CostEstimate:
+    """Before-the-run estimate.
+
+    ``completion_tokens`` is the upper bound ``prompts × max_tokens``; ``cost`` is None without a price.
+    """
+
+    prompts: int
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    price_per_1k: float | None
+    cost: float | None
+    seconds: float
+    token_method: str
+
+    def summary(self) -> str:
+        """One line for the CLI/app."""
+        cost = f", about {self.cost:.4f} at {self.price_per_1k:g} per 1k tokens" if self.cost is not None else ""
+        return (
+            f"{self.prompts} prompts, ~{self.prompt_tokens} prompt + ≤{self.completion_tokens} completion tokens "
+            f"({self.token_method}){cost}, about {_fmt_seconds(self.seconds)}"
+        )
+
+
+def _fmt_seconds(s: float) -> str:
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def estimate_cost(
+    sequences: Sequence[KeyphraseSequence | Mapping[str, Any]],
+    *,
+    prompt_config: PromptConfig,
+    backend: LLMBackend,
+    max_tokens: int,
+    concurrency: int = 1,
+    price_per_1k: float | None = None,
+) -> CostEstimate:
+    """Prompt count × tokens, optional price per 1k tokens, and time from the backend's rate assumption.
+
+    Prompt tokens come from ``backend.count_prompt_tokens`` (the tokenizer offline, ~4 chars/token remote).
+    """
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ParameterError("max_tokens must be a positive integer.")
+    if price_per_1k is not None and not (math.isfinite(price_per_1k) and price_per_1k >= 0):
+        raise ParameterError("The price per 1k tokens must be a number ≥ 0.")
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise ParameterError("Concurrency must be a positive integer.")
+    prompt_tokens = sum(backend.count_prompt_tokens(render_prompt(s, prompt_config)) for s in sequences)
+    n = len(sequences)
+    completion = n * max_tokens
+    total = prompt_tokens + completion
+    cost = None if price_per_1k is None else total / 1000.0 * price_per_1k
+    parallel = max(1, min(concurrency, backend.max_concurrency))
+    per_request = backend.latency_s + max_tokens / backend.tokens_per_s
+    seconds = math.ceil(n / parallel) * per_request if n else 0.0
+    method = "tokenizer" if type(backend).count_prompt_tokens is not LLMBackend.count_prompt_tokens else "~4 chars/token"
+    return CostEstimate(
+        prompts=n, prompt_tokens=prompt_tokens, completion_tokens=completion, total_tokens=total,
+        price_per_1k=price_per_1k, cost=cost, seconds=float(seconds), token_method=method,
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# JSONL files
+
+
+def repair_jsonl_tail(path: str | os.PathLike[str]) -> int:
+    """Cut off a truncated last line (no trailing newline, e.g. after a kill). Returns bytes removed."""
+    p = Path(path)
+    if not p.is_file():
+        return 0
+    size = p.stat().st_size
+    if size == 0:
+        return 0
+    with p.open("rb+") as fh:
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return 0
+        keep = 0
+        pos = size
+        block = 65536
+        while pos > 0:
+            start = max(0, pos - block)
+            fh.seek(start)
+            chunk = fh.read(pos - start)
+            idx = chunk.rfind(b"\n")
+            if idx >= 0:
+                keep = start + idx + 1
+                break
+            pos = start
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    log.warning("Removed a truncated last line from %s (%d bytes)", p.name, size - keep)
+    return size - keep
+
+
+def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """JSON objects of a JSONL file, skipping blank, damaged or non-object lines."""
+    p = Path(path)
+    if not p.is_file():
+        return
+    with p.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                log.warning("Skipping damaged line %d of %s", lineno, p.name)
+                continue
+            if isinstance(obj, dict):
+                yield obj
+
+
+def read_documents(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Finished documents of a run folder, first occurrence per id, in file order."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for obj in iter_jsonl(Path(run_dir) / DOCUMENTS_FILE):
+        sid = obj.get("id")
+        if isinstance(sid, str) and isinstance(obj.get("text"), str) and sid not in seen:
+            seen.add(sid)
+            out.append(obj)
+    return out
+
+
+def read_failures(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Current failures of a run folder (last entry per id, ids that have a document left out)."""
+    done = {d["id"] for d in read_documents(run_dir)}
+    last: dict[str, dict[str, Any]] = {}
+    for obj in iter_jsonl(Path(run_dir) / FAILURES_FILE):
+        sid = obj.get("id")
+        if isinstance(sid, str) and sid not in done:
+            last[sid] = obj
+    return list(last.values())
+
+
+class JsonlAppender:
+    """Append-only JSONL writer: one line per object, flushed and fsynced at once, under a lock."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        repair_jsonl_tail(self.path)
+        self._lock = threading.Lock()
+        self._fh = self.path.open("ab")
+
+    def append(self, obj: Mapping[str, Any]) -> None:
+        line = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        with self._lock:
+            self._fh.write(line)
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.close()
+
+    def __enter__(self) -> "JsonlAppender":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _rewrite_jsonl(path: Path, objs: Iterable[Mapping[str, Any]]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as fh:
+        for obj in objs:
+            fh.write((json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The run
+
+
+class _ItemFailed(Exception):
+    def __init__(self, message: str, attempts: int, retryable: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.attempts = attempts
+        self.retryable = retryable
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def backoff_delay(attempt: int, *, base: float, cap: float, rng: random.Random | None = None) -> float:
+    """Full-jitter exponential backoff: uniform(0, min(cap, base·2^(attempt-1)))."""
+    r = rng or random
+    return r.uniform(0.0, min(cap, base * (2 ** max(0, attempt - 1))))
+
+
+def run_generation(
+    sequences: Sequence[KeyphraseSequence | Mapping[str, Any]],
+    *,
+    backend: LLMBackend,
+    prompt_config: PromptConfig,
+    run_dir: str | os.PathLike[str],
+    settings: GenerationSettings | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    cancel: threading.Event | None = None,
+    secrets: Sequence[str] = (),
+) -> GenerationSummary:
+    """Write one document per sequence into ``run_dir/documents.jsonl``, resuming a previous run.
+
+    Args:
+        sequences: the DP keyphrase sequences (``KeyphraseSequence`` or their dicts).
+        backend: where prompts go.
+        prompt_config: the public prompt settings.
+        run_dir: the run folder (created if missing).
+        settings: retries, timeout, concurrency…
+        progress: called with a :class:`Progress` at the start and after each finished item.
+        cancel: when set, no new item is started; finished documents are kept.
+        secrets: extra strings (e.g. an API key) to mask in error messages.
+    """
+    settings = settings or GenerationSettings()
+    if not isinstance(backend, LLMBackend):
+        raise ParameterError("backend must be an LLMBackend (see dpkps_core.llm.make_backend).")
+    if not isinstance(prompt_config, PromptConfig):
+        raise ParameterError("prompt_config must be a PromptConfig.")
+    all_seqs = [as_sequence(s) for s in sequences]
+    full_by_id = {s.id: s for s in all_seqs}
+    if len(full_by_id) != len(all_seqs):
+        raise ParameterError("Sequence ids must be unique.")
+    seqs = all_seqs[: settings.limit] if settings.limit is not None else all_seqs
+    cancel = cancel or threading.Event()
+    mask = tuple(secrets) + tuple(getattr(backend, "secrets", ()))
+    run = Path(run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+
+    docs_path, fail_path = run / DOCUMENTS_FILE, run / FAILURES_FILE
+    with _run_lock(run):
+        return _run_locked(
+            seqs, full_by_id, backend=backend, prompt_config=prompt_config, run=run, settings=settings,
+            progress=progress, cancel=cancel, mask=mask, docs_path=docs_path, fail_path=fail_path,
+        )
+
+
+@contextlib.contextmanager
+def _run_lock(run: Path) -> Iterator[None]:
+    """One generation per run folder at a time (an OS lock, released by the kernel if the process dies)."""
+    path = run / LOCK_FILE
+    fh = path.open("a+b")
+    try:
+        try:
+            import fcntl
+
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # pragma: no cover - non-POSIX
+            pass
+        except OSError:
+            raise LLMError(f"Another generation is already writing into {run}; wait for it or cancel it.") from None
+        yield
+    finally:
+        fh.close()
+
+
+def _run_locked(
+    seqs: list[KeyphraseSequence],
+    full_by_id: dict[str, KeyphraseSequence],
+    *,
+    backend: LLMBackend,
+    prompt_config: PromptConfig,
+    run: Path,
+    settings: GenerationSettings,
+    progress: Callable[[Progress], None] | None,
+    cancel: threading.Event,
+    mask: tuple[str, ...],
+    docs_path: Path,
+    fail_path: Path,
+) -> GenerationSummary:
+    repair_jsonl_tail(docs_path)
+    repair_jsonl_tail(fail_path)
+    existing = read_documents(run)
+    for doc in existing:
+        seq = full_by_id.get(doc["id"])
+        if seq is None or list(doc.get("keyphrases", [])) != list(seq.keyphrases):
+            raise LLMError(
+                f"{DOCUMENTS_FILE} in {run} belongs to a different sequences file (id {doc['id']!r}); "
+                "use a new output folder."
+            )
+    done_ids = {d["id"] for d in existing}
+    seq_ids = {s.id for s in seqs}
+    todo = [s for s in seqs if s.id not in done_ids]
+    todo_ids = {s.id for s in todo}
+    # Keep only failures that stay unresolved: not done now, not retried in this run.
+    old_failures = [
+        f for f in iter_jsonl(fail_path) if f.get("id") not in done_ids and f.get("id") not in todo_ids
+    ]
+    if fail_path.exists():
+        _rewrite_jsonl(fail_path, old_failures)
+
+    total = len(seqs)
+    already = len(seq_ids & done_ids)
+    state = {"written": 0, "failed": 0}
+    failed_ids: list[str] = []
+    t0 = time.monotonic()
+    lock = threading.Lock()
+
+    def report() -> None:
+        if progress is None:
+            return
+        elapsed = max(time.monotonic() - t0, 1e-9)
+        finished = state["written"] + state["failed"]
+        rate = finished / elapsed if finished else 0.0
+        left = total - already - finished
+        eta = left / rate if rate > 0 else None
+        progress(Progress(done=already + state["written"], total=total, failed=state["failed"], rate_per_s=rate, eta_s=eta))
+
+    log.info("Generation: %d sequences, %d already done, %d to write (backend %s)", total, already, len(todo), backend.name)
+    report()
+    if not todo:
+        return GenerationSummary(total, already, 0, 0, False, 0.0)
+
+    params = settings.request_params()
+    described = backend.describe()
+    prompt_public = prompt_config.to_dict()
+    rng = random.Random()
+    audit = JsonlAppender(run / AUDIT_FILE)
+    docs = JsonlAppender(docs_path)
+    fails = JsonlAppender(fail_path)
+
+    def attempt_item(seq: KeyphraseSequence) -> str:
+        messages = render_prompt(seq, prompt_config)
+        attempts = settings.retries + 1
+        last = ""
+        for attempt in range(1, attempts + 1):
+            if cancel.is_set():
+                raise _Cancelled()
+            audit.append({
+                "timestamp": _now(), "id": seq.id, "attempt": attempt, "backend": backend.name,
+                "model": backend.model, "backend_info": described, "parameters": params,
+                "prompt_config": prompt_public, "messages": messages,
+            })
+            try:
+                return backend.generate(
+                    messages, max_tokens=settings.max_tokens, temperature=settings.temperature, timeout=settings.timeout
+                )
+            except TransientLLMError as exc:
+                last = redact(str(exc), mask)
+                if attempt == attempts:
+                    break
+                delay = backoff_delay(attempt, base=settings.backoff_base, cap=settings.backoff_max, rng=rng)
+                if exc.retry_after is not None:
+                    delay = min(settings.backoff_max, max(delay, exc.retry_after))
+                log.info("Item %s attempt %d failed (%s); retrying in %.2f s", seq.id, attempt, last, delay)
+                if cancel.wait(delay):
+                    raise _Cancelled() from None
+            except LLMError as exc:
+                raise _ItemFailed(redact(str(exc), mask), attempt, retryable=False) from None
+            except Exception as exc:  # noqa: BLE001 - a backend bug must not kill the run
+                raise _ItemFailed(f"Unexpected {type(exc).__name__} in the backend.", attempt, retryable=False) from None
+        raise _ItemFailed(last or "Failed.", attempts, retryable=True)
+
+    def finish(seq: KeyphraseSequence, fut: cf.Future[str]) -> None:
+        try:
+            text = fut.result()
+        except _Cancelled:
+            return
+        except _ItemFailed as exc:
+            fails.append({
+                "id": seq.id, "label": seq.label, "keyphrases": list(seq.keyphrases), "error": exc.message,
+                "attempts": exc.attempts, "retryable": exc.retryable, "backend": backend.name,
+                "model": backend.model, "timestamp": _now(),
+            })
+            with lock:
+                state["failed"] += 1
+                failed_ids.append(seq.id)
+            log.warning("Item %s failed after %d attempt(s): %s", seq.id, exc.attempts, exc.message)
+        else:
+            docs.append({
+                "id": seq.id, "label": seq.label, "keyphrases": list(seq.keyphrases), "text": text,
+                "model": backend.model,
+            })
+            with lock:
+                state["written"] += 1
+        report()
+
+    workers = max(1, min(settings.concurrency, backend.max_concurrency))
+    cancelled = False
+    try:
+        with cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpkps-llm") as pool:
+            pending: dict[cf.Future[str], KeyphraseSequence] = {}
+            queue = iter(todo)
+            exhausted = False
+            while True:
+                while not exhausted and len(pending) < workers and not cancel.is_set():
+                    seq = next(queue, None)
+                    if seq is None:
+                        exhausted = True
+                        break
+                    pending[pool.submit(attempt_item, seq)] = seq
+                if not pending:
+                    break
+                finished, _ = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
+                for fut in finished:
+                    finish(pending.pop(fut), fut)
+                if cancel.is_set() and not exhausted:
+                    cancelled = True
+    finally:
+        audit.close()
+        docs.close()
+        fails.close()
+    cancelled = cancelled or (cancel.is_set() and state["written"] + state["failed"] < len(todo))
+    elapsed = time.monotonic() - t0
+    log.info("Generation finished: %d written, %d failed in %.1f s", state["written"], state["failed"], elapsed)
+    return GenerationSummary(
+        total=total, already_done=already, written=state["written"], failed=state["failed"],
+        cancelled=cancelled, elapsed_s=elapsed, failed_ids=tuple(failed_ids),
+    )

@@ -1,0 +1,206 @@
+"""Test helpers for the LLM step: a scripted in-process backend, a fault-injecting chat-completions server
+(pytest-httpserver bound to 127.0.0.1 only) and a fake run folder."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import pytest
+
+from dpkps_core.errors import LLMError
+from dpkps_core.llm.backends import LLMBackend, TransientLLMError
+
+TERM_RE = re.compile(r"\bterm(\d+)\b")
+
+
+def make_sequences(n: int, *, labels: Sequence[str] = ("sport", "business")) -> list[dict[str, Any]]:
+    """n sequences; sequence i carries the unique keyphrase ``term{i}``."""
+    return [
+        {"id": f"seq-{i:06d}", "label": labels[i % len(labels)], "keyphrases": [f"term{i}", "goal", "market"],
+         "method": "independent"}
+        for i in range(1, n + 1)
+    ]
+
+
+def write_jsonl(path: Path, objs: Sequence[Mapping[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs), encoding="utf-8")
+    return path
+
+
+def make_run_dir(
+    root: Path, n: int = 6, *, seed_policy: str = "os-entropy", canary: str | None = None
+) -> Path:
+    """A run folder as the sampling step writes it (+ private files holding ``canary`` when given)."""
+    run = root / "run"
+    run.mkdir(parents=True, exist_ok=True)
+    write_jsonl(run / "sequences.jsonl", make_sequences(n))
+    report = {
+        "epsilon_total": 6.0, "epsilon_vocabulary": 1.0, "epsilon_kde": 5.0, "epsilon_cap": 10.0,
+        "events": [
+            {"mechanism": "laplace_vocabulary_histogram", "step": "vocabulary", "epsilon": 1.0, "delta": 0.0,
+             "sensitivity": 10, "noise_scale": 10.0, "released": "noisy counts of 400,000 public terms",
+             "neighbouring": "add/remove one document", "params": {}},
+            {"mechanism": "smoothed_dp_histogram", "step": "kde", "epsilon": 5.0, "delta": 0.0,
+             "sensitivity": 1, "noise_scale": 0.2, "released": "per-class keyphrase densities over Ṽ",
+             "neighbouring": "add/remove one document", "params": {}},
+        ],
+        "seed_policy": seed_policy,
+        "mechanisms": ["Laplace noisy histogram (vocabulary)", "smoothed DP histogram (densities)"],
+        "parameters": {"S": 10, "N": 1000, "L": 5, "sigma": 0.3},
+        "vocabulary": "GloVe 6B 400k",
+        "embedding_model": "all-MiniLM-L6-v2",
+    }
+    (run / "privacy_report.json").write_text(json.dumps(report), encoding="utf-8")
+    (run / "private_vocabulary.json").write_text(
+        json.dumps({"vocabulary": "GloVe 6B 400k", "terms": ["goal", "market"], "noisy_counts": [12.5, 9.1]}),
+        encoding="utf-8",
+    )
+    config = {"epsilon_vocabulary": 1.0, "epsilon_kde": 5.0, "method": "independent", "seed_policy": seed_policy}
+    if canary is not None:
+        corpus = root / "private_corpus.csv"
+        corpus.write_text(
+            "text,label\n" + "".join(f'"{canary} private note {i}",sport\n' for i in range(5)), encoding="utf-8"
+        )
+        config["corpus_path"] = str(corpus)
+        (run / "split.json").write_text(json.dumps({"test": [1, 2], "note": canary}), encoding="utf-8")
+        (run / "evaluation.json").write_text(json.dumps({"accuracy": 0.9, "example": canary}), encoding="utf-8")
+    (run / "run_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return run
+
+
+def term_index(messages: Sequence[Mapping[str, str]]) -> int:
+    """The i of ``term{i}`` in the user message."""
+    m = TERM_RE.search(messages[-1]["content"])
+    assert m, "prompt has no term marker"
+    return int(m.group(1))
+
+
+class FakeBackend(LLMBackend):
+    """Scripted in-process backend: ``script[i]`` lists outcomes per attempt for item i ("ok", "transient",
+    "fatal", "slow"); records calls and the most requests seen in flight."""
+
+    name = "fake"
+    model = "fake-model"
+
+    def __init__(self, script: Mapping[int, Sequence[str]] | None = None, *, delay: float = 0.0,
+                 max_concurrency: int = 4, on_call: Callable[[int], None] | None = None) -> None:
+        self.script = {k: list(v) for k, v in (script or {}).items()}
+        self.delay = delay
+        self.max_concurrency = max_concurrency
+        self.on_call = on_call
+        self.calls: list[int] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+
+    def generate(self, messages, *, max_tokens, temperature, timeout):  # type: ignore[override]
+        i = term_index(messages)
+        with self._lock:
+            self.calls.append(i)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            steps = self.script.get(i, [])
+            outcome = steps.pop(0) if steps else "ok"
+        try:
+            if self.on_call:
+                self.on_call(i)
+            if self.delay:
+                time.sleep(self.delay)
+            if outcome == "transient":
+                raise TransientLLMError("server error (fake)")
+            if outcome == "fatal":
+                raise LLMError("bad request (fake)")
+            return f"Document number {i} mentions term{i}."
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A real HTTP server speaking the chat-completions protocol
+
+
+def completion_json(text: str | None, model: str = "test-model") -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+class ChatServer:
+    """Fault-injecting chat-completions handler; ``faults[i]`` lists what attempt 1, 2, … of item i get:
+    "ok", "429", "500", "503", "slow" (sleeps ``slow_s``), "malformed" (bad JSON), "html", "empty",
+    "nochoices", "401" (echoes the bearer token in the body, like some servers do)."""
+
+    def __init__(self, faults: Mapping[int, Sequence[str]] | None = None, *, delay: float = 0.0,
+                 slow_s: float = 1.0) -> None:
+        self.faults = {k: list(v) for k, v in (faults or {}).items()}
+        self.delay = delay
+        self.slow_s = slow_s
+        self.bodies: list[str] = []
+        self.auth_headers: list[str] = []
+        self.attempts: collections.Counter[int] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def handler(self, request: Any) -> Any:
+        from werkzeug import Response
+
+        raw = request.get_data(as_text=True)
+        body = json.loads(raw)
+        i = term_index(body["messages"])
+        with self._lock:
+            self.bodies.append(raw)
+            self.auth_headers.append(request.headers.get("Authorization", ""))
+            self.attempts[i] += 1
+            steps = self.faults.get(i, [])
+            fault = steps.pop(0) if steps else "ok"
+        if self.delay:
+            time.sleep(self.delay)
+        js = "application/json"
+        if fault == "429":
+            return Response(json.dumps({"error": {"message": "rate limited"}}), status=429, content_type=js,
+                            headers={"Retry-After": "0"})
+        if fault in ("500", "503"):
+            return Response(json.dumps({"error": {"message": "boom"}}), status=int(fault), content_type=js)
+        if fault == "401":
+            token = request.headers.get("Authorization", "")
+            return Response(json.dumps({"error": {"message": f"Incorrect API key provided: {token}"}}),
+                            status=401, content_type=js)
+        if fault == "slow":
+            time.sleep(self.slow_s)
+        if fault == "malformed":
+            return Response('{"choices": [ {"message": ', status=200, content_type=js)
+        if fault == "html":
+            return Response("<html>gateway</html>", status=200, content_type="text/html")
+        if fault == "nochoices":
+            return Response(json.dumps({"id": "x", "choices": []}), status=200, content_type=js)
+        text = "" if fault == "empty" else f"Synthetic document {i} about term{i}."
+        return Response(json.dumps(completion_json(text, body.get("model", "m"))), status=200, content_type=js)
+
+
+@pytest.fixture
+def chat_server() -> Iterator[Any]:
+    """A threaded pytest-httpserver on 127.0.0.1 (never another interface)."""
+    from pytest_httpserver import HTTPServer
+
+    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.clear()
+        if server.is_running():
+            server.stop()
+
+
+def serve(server: Any, script: ChatServer) -> str:
+    """Route the chat-completions endpoint to ``script``; return the base URL."""
+    server.expect_request("/v1/chat/completions", method="POST").respond_with_handler(script.handler)
+    return server.url_for("/v1")

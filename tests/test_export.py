@@ -1,0 +1,159 @@
+"""Release bundle: allowlist, CSV escaping, report, manifest, no secrets."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from llm_fakes import FakeBackend, make_run_dir
+
+from dpkps_core.errors import ExportError
+from dpkps_core.export import (
+    ALLOWED_RUN_FILES,
+    DEMO_HEADING,
+    build_bundle,
+    bundle_bytes,
+    check_allowed,
+    collect_bundle,
+    csv_safe,
+)
+from dpkps_core.llm import GenerationSettings, PromptConfig, run_generation
+from dpkps_core.llm.runner import DOCUMENTS_FILE
+
+EXPECTED = {
+    "documents.csv", "documents.jsonl", "documents.parquet", "sequences.jsonl", "privacy_report.json",
+    "privacy_report.md", "run_config.json", "private_vocabulary.json", "audit_log.jsonl",
+    "generation_failures.jsonl", "manifest.json",
+}
+
+
+def _generated_run(tmp_path: Path, *, seed_policy: str = "os-entropy", canary: str | None = None) -> Path:
+    run = make_run_dir(tmp_path, 4, seed_policy=seed_policy, canary=canary)
+    seqs = [json.loads(x) for x in (run / "sequences.jsonl").read_text().splitlines()]
+    run_generation(seqs, backend=FakeBackend({4: ["fatal"]}), prompt_config=PromptConfig(doc_type="a note"),
+                   run_dir=run, settings=GenerationSettings(retries=0, max_tokens=50, backoff_base=0.0))
+    return run
+
+
+@pytest.mark.parametrize(
+    "value,expected",
+    [("=SUM(A1)", "'=SUM(A1)"), ("+1", "'+1"), ("-2", "'-2"), ("@cmd", "'@cmd"), ("\tx", "'\tx"),
+     ("\rx", "'\rx"), ("plain", "plain"), ("a=b", "a=b"), ("", ""), (None, "")],
+)
+def test_csv_safe(value: object, expected: str) -> None:
+    assert csv_safe(value) == expected
+
+
+def test_allowlist_refuses_private_and_unknown_files(tmp_path: Path) -> None:
+    for name in ALLOWED_RUN_FILES:
+        assert check_allowed(name) == name
+    for bad in ("split.json", "evaluation.json", "sub/split.json", "../corpus.csv", "notes.txt", "", "/etc/passwd",
+                "..\\evaluation.json"):
+        with pytest.raises(ExportError):
+            check_allowed(bad)
+    run = _generated_run(tmp_path, canary="CANARY-EXPORT")
+    with pytest.raises(ExportError, match="never exported"):
+        build_bundle(run, out_zip=tmp_path / "b.zip", files=["sequences.jsonl", "privacy_report.json", "split.json"])
+    with pytest.raises(ExportError, match="never exported"):
+        build_bundle(run, out_zip=tmp_path / "b.zip", files=list(ALLOWED_RUN_FILES) + ["evaluation.json"])
+    with pytest.raises(ExportError, match="required"):
+        build_bundle(run, out_zip=tmp_path / "b.zip", files=["sequences.jsonl"])
+    assert not (tmp_path / "b.zip").exists()
+
+
+def test_bundle_contents_zip_folder_manifest(tmp_path: Path) -> None:
+    run = _generated_run(tmp_path, canary="CANARY-EXPORT")
+    # a document whose text starts like a formula
+    with (run / DOCUMENTS_FILE).open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"id": "seq-000004", "label": "=HYPERLINK(\"x\")", "keyphrases": ["term4"],
+                             "text": "=1+1 and more", "model": "fake-model"}) + "\n")
+    zip_path, folder = tmp_path / "out" / "bundle.zip", tmp_path / "bundle"
+    manifest = build_bundle(run, out_zip=zip_path, out_dir=folder)
+    assert set(manifest.names) == EXPECTED
+    with zipfile.ZipFile(zip_path) as zf:
+        assert set(zf.namelist()) == EXPECTED
+        for f in manifest.files:
+            data = zf.read(f.name)
+            assert hashlib.sha256(data).hexdigest() == f.sha256 == hashlib.sha256((folder / f.name).read_bytes()).hexdigest()
+            assert b"CANARY-EXPORT" not in data
+    listed = json.loads((folder / "manifest.json").read_text())["files"]
+    assert {f["name"] for f in listed} == EXPECTED - {"manifest.json"}
+    assert bundle_bytes(run) == zip_path.read_bytes()  # deterministic
+
+    rows = list(csv.DictReader(io.StringIO((folder / "documents.csv").read_text(encoding="utf-8"))))
+    assert [r["id"] for r in rows] == ["seq-000001", "seq-000002", "seq-000003", "seq-000004"]
+    last = rows[-1]
+    assert last["text"] == "'=1+1 and more" and last["label"].startswith("'=")
+    assert rows[0]["keyphrases"] == "term1; goal; market" and rows[0]["model"] == "fake-model"
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(folder / "documents.parquet")
+    assert table.column_names == ["id", "text", "label", "keyphrases", "model"]
+    assert table.column("keyphrases").to_pylist()[0] == ["term1", "goal", "market"]
+    assert table.column("text").to_pylist()[-1] == "=1+1 and more"  # only the CSV is escaped
+
+    report = json.loads((folder / "privacy_report.json").read_text())
+    gen = report["generation"]
+    assert gen["backend"] == "fake" and gen["model"] == "fake-model"
+    assert gen["counts"] == {"sequences": 4, "documents": 4, "failed": 0, "prompts_sent": 4}
+    assert gen["parameters"]["max_tokens"] == 50
+    assert report["epsilon_total"] == 6.0
+    md = (folder / "privacy_report.md").read_text(encoding="utf-8")
+    assert DEMO_HEADING not in md and "Total ε: **6**" in md and "GloVe 6B 400k" in md
+    assert "all-MiniLM-L6-v2" in md and "noisy counts of 400,000 public terms" in md and "fake-model" in md
+    assert "Document type: a note" in md and "Class names in prompts: no" in md
+    assert gen["prompt_config"]["include_label"] is False
+    failures = (folder / "generation_failures.jsonl").read_text()
+    assert failures == ""  # seq-000004 failed, but now has a document
+
+
+def test_demo_seed_policy_gets_big_heading(tmp_path: Path) -> None:
+    run = _generated_run(tmp_path, seed_policy="seeded-demo-not-for-release")
+    files = collect_bundle(run)
+    md = files["privacy_report.md"].decode("utf-8")
+    assert md.startswith(DEMO_HEADING + "\n") and "NOT FOR RELEASE" in DEMO_HEADING
+    assert json.loads(files["generation_failures.jsonl"])["id"] == "seq-000004"
+
+
+def test_export_refuses_secret_and_bad_targets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _generated_run(tmp_path)
+    secret = "sk-live-SECRET-123456789"
+    cfg = json.loads((run / "run_config.json").read_text())
+    cfg["oops"] = secret
+    (run / "run_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ExportError, match="API key"):
+        build_bundle(run, out_zip=tmp_path / "b.zip", secrets=[secret])
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    with pytest.raises(ExportError, match="API key"):
+        bundle_bytes(run)
+    assert not (tmp_path / "b.zip").exists()
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(ExportError, match="not be the run folder"):
+        build_bundle(run, out_dir=run)
+    with pytest.raises(ExportError, match="Say where"):
+        build_bundle(run)
+    (run / "privacy_report.json").unlink()
+    with pytest.raises(ExportError, match="privacy_report.json"):
+        bundle_bytes(run)
+
+
+def test_private_file_fingerprints_are_dropped_from_run_config(tmp_path: Path) -> None:
+    run = make_run_dir(tmp_path, 2)
+    cfg = {"epsilon_kde": 5.0, "corpus_sha256": "ab" * 32, "corpus": {"path": "c.csv", "fingerprint": "cd" * 32}}
+    (run / "run_config.json").write_text(json.dumps(cfg))
+    exported = json.loads(collect_bundle(run)["run_config.json"])
+    assert exported == {"epsilon_kde": 5.0, "corpus": {"path": "c.csv"}}
+
+
+def test_export_without_generation(tmp_path: Path) -> None:
+    run = make_run_dir(tmp_path, 3)
+    files = collect_bundle(run)
+    assert files["documents.jsonl"] == b"" and files["documents.csv"].startswith(b"id,text,label,keyphrases,model")
+    assert json.loads(files["privacy_report.json"])["generation"]["counts"]["documents"] == 0
+    assert "No LLM generation" in files["privacy_report.md"].decode()
