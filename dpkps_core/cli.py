@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "dpkps_core.cli_sample",
     "dpkps_core.cli_generate",
     "dpkps_core.cli_evaluate",
+    "dpkps_core.cli_compare",
 )
 
 
