@@ -107,7 +107,7 @@ class IterativeScorer:
         omega_b = member.features.omega[:, block * self.d:(block + 1) * self.d]
         return (self.embeddings @ omega_b.T) * (member.block_scale * member.features.projection_scale)
 
-    def _trig_for(self, m: int, block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def trig_for(self, m: int, block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         key = (m, block)
         if key not in self._trig:
             a = self.block_projection(self.density.members[m], block)
@@ -126,7 +126,7 @@ class IterativeScorer:
     def scores_from_projection(self, m: int, step: int, proj: np.ndarray, class_index: int | np.ndarray) -> np.ndarray:
         """(B, |Ṽ|) scores from running projections ``proj`` (B, I); ``class_index`` is one class or one per row."""
         member = self.density.members[m]
-        _, cos_a, sin_a = self._trig_for(m, step - 1)
+        _, cos_a, sin_a = self.trig_for(m, step - 1)
         phase = proj + member.features.beta
         f_tilde = member.noisy_sums.astype(np.float32)[class_index]
         left = np.cos(phase) * f_tilde
@@ -186,7 +186,7 @@ def sample_iterative(
             fallbacks += int(empty.sum())
             chosen = draw_rows(probs, rng)
             seqs[lo:hi, step - 1] = chosen
-            proj[bi] = proj[bi] + scorer._trig_for(m, step - 1)[0][chosen]
+            proj[bi] = proj[bi] + scorer.trig_for(m, step - 1)[0][chosen]
         current = m
         if progress is not None:
             progress(step / length, f"sampled position {step}/{length} of {row_class.size} sequences")
