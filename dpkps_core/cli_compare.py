@@ -1,0 +1,151 @@
+"""``python -m dpkps_core compare``: DP-KPS, private prediction and AugPE+Ṽ at equal ε on the same split.
+
+Writes ``compare.csv`` and ``compare.md`` (PRIVATE: accuracies on real data) plus each method's synthetic
+documents, privacy report and public-prompt audit log into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from dpkps_core.compare import METHODS
+from dpkps_core.sampling import METHODS as SAMPLING_METHODS
+
+PP_WARNING_CLI = (
+    "WARNING: private prediction puts PRIVATE documents into the prompt of the LOCAL offline model (it needs "
+    "token logits); it never sends them to a remote API."
+)
+
+
+def _methods(value: str) -> list[str]:
+    out = [m.strip() for m in value.split(",") if m.strip()]
+    bad = [m for m in out if m not in METHODS]
+    if bad or not out:
+        raise argparse.ArgumentTypeError(f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(METHODS)}")
+    return out
+
+
+def _theta(value: str) -> float | None:
+    v = value.strip().lower()
+    if v in ("none", "off", "-inf"):
+        return None
+    try:
+        return math.inf if v in ("inf", "+inf") else float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError("θ must be a number, 'inf' or 'off'") from None
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "compare", help="compare DP-KPS, private prediction and AugPE+Ṽ at equal ε",
+        description=(
+            "Run the selected methods at the same privacy level on the same held-out split and report downstream "
+            "accuracy (logistic regression on sentence embeddings, tested on real held-out documents), LLM calls, "
+            "tokens and wall time in one table. DP-KPS is pure ε-DP; private prediction and AugPE+Ṽ are (ε, δ)-DP. "
+            "Private prediction runs on the local offline model only and puts PRIVATE text into its prompts. "
+            "Results are PRIVATE (accuracies on real data): do not release compare.csv / compare.md."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    g = p.add_argument_group("corpus (private)")
+    g.add_argument("--corpus", default="demo:bbc", help="demo:bbc, demo:drugs, demo:drugs-rating or a file/folder")
+    g.add_argument("--text-column", help="column holding the document text (guessed when omitted)")
+    g.add_argument("--label-column", help="column holding the class label (guessed when omitted)")
+    g.add_argument("--test-fraction", type=float, default=0.2, help="held-out share of each class")
+    g.add_argument("--split-seed", type=int, default=0, help="seed of the stratified split")
+    g = p.add_argument_group("privacy")
+    g.add_argument("--eps", type=float, required=True, help="total ε spent by EVERY method")
+    g.add_argument("--delta", type=float, default=1e-6, help="δ of the (ε, δ) methods (DP-KPS needs none)")
+    g.add_argument("--eps-voc", type=float, default=None,
+                   help="ε of the private vocabulary Ṽ shared by DP-KPS and AugPE+Ṽ (default: ε/2)")
+    g.add_argument("--seed", type=int, default=None, help="REPRODUCIBLE DEMO ONLY: seed all noise (not for release)")
+    g = p.add_argument_group("what to run")
+    g.add_argument("--methods", type=_methods, default=list(METHODS),
+                   help=f"comma-separated subset of {','.join(METHODS)}")
+    g.add_argument("--per-class", "-K", type=int, default=2, help="synthetic documents per class (every method)")
+    g.add_argument("--max-tokens", type=int, default=48, help="most tokens per synthetic document")
+    g.add_argument("--doc-type", default="a document", help='document type with its article, e.g. "a news article"')
+    g.add_argument("--temperature", type=float, default=0.7, help="LLM temperature (DP-KPS, AugPE+Ṽ)")
+    g.add_argument("--seeds", type=int, default=3, help="classifier seeds of the evaluation")
+    g.add_argument("--no-real-baseline", action="store_true", help="skip the real-documents row")
+    g = p.add_argument_group("LLM (DP-KPS and AugPE+Ṽ; private prediction always uses the local offline model)")
+    g.add_argument("--backend", choices=("offline", "openai"), default="offline")
+    g.add_argument("--base-url", default=None, help="server base URL for --backend openai")
+    g.add_argument("--model", default=None, help="model name for --backend openai")
+    g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    g.add_argument("--concurrency", type=int, default=4, help="requests in flight (openai backend)")
+    g.add_argument("--threads", type=int, default=1,
+                   help="CPU threads of the offline model (more helps only on an otherwise idle machine; "
+                        "oversubscribed cores make torch much slower)")
+    g = p.add_argument_group("DP-KPS")
+    g.add_argument("--vocabulary", default="glove", help="public vocabulary V (glove, wordfreq, medical or a file)")
+    g.add_argument("--sampling-method", choices=SAMPLING_METHODS, default="independent", help="DP-KPS sequence sampler")
+    g.add_argument("--length", "-L", type=int, default=10, help="keyphrases per sequence")
+    g = p.add_argument_group("private prediction (paper 004)")
+    g.add_argument("--pp-batch-size", type=int, default=16,
+                   help="expected batch size s (prompts per batch; compute per document grows with s)")
+    g.add_argument("--pp-private-tokens", type=int, default=None, help="r, private tokens per batch (default: max tokens)")
+    g.add_argument("--pp-temperature", type=float, default=2.0, help="τ (the clip c is calibrated to ε)")
+    g.add_argument("--pp-svt-threshold", type=_theta, default=None, help="θ of the sparse vector ('off' = every token private)")
+    g.add_argument("--pp-svt-noise", type=float, default=0.2, help="σ of the sparse vector")
+    g.add_argument("--pp-top-k", type=int, default=20, help="sample among the public prediction's top-k tokens (0 = all)")
+    g.add_argument("--pp-prompt-tokens", type=int, default=96, help="private documents are cut to this many tokens")
+    g.add_argument("--class-size-estimate", type=float, default=None,
+                   help="PUBLIC estimate of documents per class for the hash buckets (default: the training size, "
+                        "which treats n as public)")
+    g = p.add_argument_group("AugPE+Ṽ (paper 001 §3)")
+    g.add_argument("--augpe-epochs", type=int, default=10, help="vote/variation epochs T (T prompts per document)")
+    g.add_argument("--augpe-words", type=int, default=10, help="random Ṽ words per first prompt")
+    p.add_argument("--embedding-model", default=None, help="public sentence embedder (default all-MiniLM-L6-v2)")
+    p.add_argument("--out", required=True, help="folder for compare.csv, compare.md and per-method files")
+    p.set_defaults(func=_cmd_compare)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from dpkps_core.augpe import AugPEConfig
+    from dpkps_core.cli_sample import load_corpus_spec
+    from dpkps_core.compare import compare_methods
+    from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
+    from dpkps_core.llm.backends import make_backend
+    from dpkps_core.private_prediction import PrivatePredictionConfig
+
+    corpus = load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column)
+    if "private-prediction" in args.methods:
+        print(PP_WARNING_CLI, file=sys.stderr)
+    if args.seed is not None:
+        print("WARNING: seeded noise — reproducible demo, NOT FOR RELEASE.", file=sys.stderr)
+    if args.backend == "openai":
+        backend = make_backend("openai", model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+                               concurrency=args.concurrency)
+    else:
+        backend = make_backend("offline", threads=args.threads)
+    pp_cfg = PrivatePredictionConfig(
+        batch_size=args.pp_batch_size, private_tokens=args.pp_private_tokens or args.max_tokens,
+        temperature=args.pp_temperature, svt_threshold=args.pp_svt_threshold, svt_noise=args.pp_svt_noise,
+        public_top_k=args.pp_top_k or None, max_prompt_tokens=args.pp_prompt_tokens,
+    )
+    au_cfg = AugPEConfig(epochs=args.augpe_epochs, words_per_prompt=args.augpe_words)
+    embedder = get_embedder(args.embedding_model or DEFAULT_MODEL)
+    with tqdm(total=100, unit="%", desc="compare", leave=False) as bar:
+        def progress(frac: float, message: str) -> None:
+            bar.n = int(100 * min(max(frac, 0.0), 1.0))
+            bar.set_postfix_str(message[:60])
+            bar.refresh()
+
+        result = compare_methods(
+            corpus, methods=args.methods, eps_total=args.eps, delta=args.delta, per_class=args.per_class,
+            eps_voc=args.eps_voc, max_tokens=args.max_tokens, doc_type=args.doc_type, backend=backend,
+            embedder=embedder, sampling={"vocabulary": args.vocabulary, "method": args.sampling_method,
+                                         "length": args.length, "embedding_model": embedder.name},
+            private_prediction=pp_cfg, augpe_config=au_cfg, class_size_estimate=args.class_size_estimate,
+            temperature=args.temperature, seeds=range(max(1, args.seeds)), seed=args.seed,
+            test_fraction=args.test_fraction, split_seed=args.split_seed, real_baseline=not args.no_real_baseline,
+            threads=args.threads, out_dir=args.out, progress=progress,
+        )
+    print(result.to_markdown())
+    print(f"wrote compare.csv and compare.md (PRIVATE: accuracies on real data) to {args.out}")
+    return 0

@@ -1,0 +1,544 @@
+"""Side-by-side comparison of DP-KPS, private prediction and AugPE+Ṽ at equal ε on the same split (DESIGN §3–§5).
+
+:func:`compare_methods` splits the corpus once (stratified, seeded), runs each selected method on the training
+part only at the same total privacy level, writes each method's synthetic documents, and evaluates all of them
+with the same classifier (logistic regression on sentence embeddings, tested on the held-out real part), next to
+the same classifier trained on the same number of real documents. The table reports downstream accuracy, LLM
+calls, tokens and wall time.
+
+Privacy levels (all "add/remove one document"):
+
+* **DP-KPS**: pure ε-DP, ε_total = ε_voc + ε_kde (δ = 0).
+* **Private prediction** (paper 004): (ε_total, δ)-DP by Theorem 1; the clip c is calibrated so the reported ε
+  never exceeds ε_total. Runs on the local offline model (it needs logits) whatever ``backend`` is, and puts
+  PRIVATE text into that local model's prompts.
+* **AugPE+Ṽ** (paper 001 §3): (ε_voc + ε_aug, δ)-DP — Ṽ (pure ε_voc) plus T Gaussian vote histograms calibrated
+  to (ε_total − ε_voc, δ). The same Ṽ release as DP-KPS's is reused (built once).
+
+Results hold accuracies measured on real data: they are PRIVATE (local to the data owner, not for release).
+Document text is never logged.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from dpkps_core.corpus import Corpus
+from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.validation import check_epsilon, check_positive_int
+from dpkps_core.errors import ParameterError
+
+Progress = Callable[[float, str], None]
+
+METHODS = ("dpkps", "private-prediction", "augpe")
+METHOD_LABELS = {"dpkps": "DP-KPS", "private-prediction": "Private prediction", "augpe": "AugPE+Ṽ"}
+PRIVATE_NOTE = "local evaluation on real data — not for release"
+GUARANTEE_NOTE = ("DP-KPS is pure ε-DP (δ = 0); private prediction and AugPE+Ṽ are (ε, δ)-DP at the same ε "
+                  "with the δ shown.")
+COMPARE_PP_DEFAULTS = {"batch_size": 16, "max_prompt_tokens": 96, "public_top_k": 20}
+"""Private prediction in a comparison: small batches and short prompts keep a CPU run to minutes (compute per
+synthetic document grows with s × prompt length; the paper's s = 250 needs an accelerator). At small s the
+privacy budget allows an effective logit range of only c/τ (≈ 4 nats at s = 16, ε = 10), so the candidate set is
+the public prediction's top 20 (a public set; paper 004 §E.1 restricts to the top 1024 for the same reason)."""
+CSV_COLUMNS = ("method", "label", "epsilon", "delta", "guarantee", "documents", "llm_calls", "prompts_per_document",
+               "prompt_tokens", "completion_tokens", "wall_seconds", "accuracy", "accuracy_sd", "macro_f1", "notes")
+
+
+@dataclasses.dataclass
+class MethodRow:
+    """One line of the comparison table (public figures + PRIVATE accuracies)."""
+
+    method: str
+    label: str
+    epsilon: float
+    delta: float
+    guarantee: str
+    documents: int
+    llm_calls: int
+    prompts_per_document: float
+    prompt_tokens: int
+    completion_tokens: int
+    wall_seconds: float
+    accuracy: float = math.nan
+    accuracy_sd: float = math.nan
+    macro_f1: float = math.nan
+    notes: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class CompareResult:
+    """Every method's row, documents and privacy report, and the shared evaluation info (PRIVATE)."""
+
+    rows: list[MethodRow]
+    info: dict[str, Any]
+    documents: dict[str, list[dict[str, Any]]]
+    privacy: dict[str, dict[str, Any]]
+    audit: dict[str, list[dict[str, Any]]]
+    warnings: list[str]
+
+    def table(self) -> list[dict[str, Any]]:
+        return [r.to_dict() for r in self.rows]
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
+        w.writeheader()
+        for r in self.rows:
+            d = r.to_dict()
+            w.writerow({k: _fmt_csv(d[k]) for k in CSV_COLUMNS})
+        return buf.getvalue()
+
+    def to_markdown(self) -> str:
+        i = self.info
+        lines = [
+            f"# Method comparison on {i.get('corpus', 'the corpus')} at ε = {i['eps_total']:g}",
+            "",
+            f"*{PRIVATE_NOTE}.* Same stratified split for every method: {i['n_train']:,} training documents (the only "
+            f"ones any DP step sees), {i['n_test']:,} held-out test documents; {i['per_class']} synthetic documents "
+            f"per class; classifier: logistic regression on {i.get('embedding_model', 'sentence')} embeddings, "
+            f"{len(i.get('seeds', []))} seed(s); chance (majority class) {i.get('chance_accuracy', math.nan):.3f}.",
+            "",
+            f"**Privacy:** {GUARANTEE_NOTE}",
+            "",
+            "| method | ε | δ | guarantee | docs | LLM calls | prompts/doc | prompt tokens | completion tokens | "
+            "wall s | accuracy | macro-F1 |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in self.rows:
+            acc = "—" if math.isnan(r.accuracy) else f"{r.accuracy:.3f} ± {r.accuracy_sd:.3f}"
+            f1 = "—" if math.isnan(r.macro_f1) else f"{r.macro_f1:.3f}"
+            eps = "—" if math.isnan(r.epsilon) else f"{r.epsilon:.4g}"
+            delta = "—" if math.isnan(r.delta) else f"{r.delta:g}"
+            lines.append(f"| {r.label} | {eps} | {delta} | {r.guarantee} | {r.documents} | {r.llm_calls:,} | "
+                         f"{r.prompts_per_document:g} | {r.prompt_tokens:,} | {r.completion_tokens:,} | "
+                         f"{r.wall_seconds:.1f} | {acc} | {f1} |")
+        notes = [(r.label, r.notes) for r in self.rows if r.notes]
+        if notes:
+            lines += ["", "Notes:"] + [f"- **{label}**: {note}" for label, note in notes]
+        if self.warnings:
+            lines += ["", "Warnings:"] + [f"- {w}" for w in self.warnings]
+        return "\n".join(lines) + "\n"
+
+    def write(self, out_dir: str | os.PathLike[str]) -> Path:
+        """``compare.csv``, ``compare.md`` (PRIVATE: accuracies on real data), and per method its synthetic
+        documents, privacy report and (public-prompt) audit log. The folder is owner-only."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        os.chmod(out, 0o700)
+        (out / "compare.csv").write_text(self.to_csv(), encoding="utf-8")
+        (out / "compare.md").write_text(self.to_markdown(), encoding="utf-8")
+        for method, docs in self.documents.items():
+            with open(out / f"documents_{method}.jsonl", "w", encoding="utf-8") as f:
+                for d in docs:
+                    f.write(json.dumps(d, ensure_ascii=False) + "\n")
+        for method, rep in self.privacy.items():
+            (out / f"privacy_{method}.json").write_text(json.dumps(rep, indent=2, ensure_ascii=False, default=_json),
+                                                        encoding="utf-8")
+        for method, entries in self.audit.items():
+            with open(out / f"audit_{method}.jsonl", "w", encoding="utf-8") as f:
+                for e in entries:
+                    f.write(json.dumps(e, ensure_ascii=False, default=_json) + "\n")
+        (out / "compare_info.json").write_text(json.dumps({"private": True, "note": PRIVATE_NOTE, **self.info},
+                                                          indent=2, default=_json), encoding="utf-8")
+        return out
+
+
+def _fmt_csv(v: Any) -> Any:
+    if isinstance(v, float):
+        return "" if math.isnan(v) else f"{v:.6g}"
+    return v
+
+
+def _json(obj: Any) -> Any:
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if hasattr(obj, "items"):
+        return dict(obj)
+    return str(obj)
+
+
+# ------------------------------------------------------------------------------------------------ evaluation
+
+def _accuracy(syn_texts: list[str], syn_labels: list[str], test_emb: np.ndarray, test_labels: Sequence[str], *,
+              embedder: Any, seeds: Sequence[int]) -> tuple[float, float, float, str]:
+    """Mean ± sd accuracy and macro-F1 of logistic regression trained on the synthetic documents."""
+    from dpkps_core.embeddings import embed_texts
+
+    keep = [(t, y) for t, y in zip(syn_texts, syn_labels) if t and t.strip()]
+    if len({y for _, y in keep}) < 2:
+        return math.nan, math.nan, math.nan, "fewer than two classes of non-empty synthetic documents: not evaluated"
+    emb = embed_texts([t for t, _ in keep], embedder)
+    labels = [y for _, y in keep]
+    try:
+        from dpkps_core.evaluation import embedding_accuracy
+
+        m = embedding_accuracy(emb, labels, test_emb, list(test_labels), seeds=list(seeds), name="accuracy")
+        return m.accuracy_mean, m.accuracy_sd, m.macro_f1_mean, ""
+    except ImportError:  # pragma: no cover - the evaluation layer is part of the build
+        return (*_local_logreg(emb, labels, test_emb, test_labels, seeds), "")
+
+
+def _local_logreg(x: np.ndarray, y: list[str], test_x: np.ndarray, test_y: Sequence[str],
+                  seeds: Sequence[int]) -> tuple[float, float, float]:  # pragma: no cover - fallback
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import accuracy_score, f1_score
+
+    acc, f1 = [], []
+    for s in seeds:
+        pred = LogisticRegression(max_iter=2000, random_state=s).fit(x, y).predict(test_x)
+        acc.append(accuracy_score(list(test_y), pred))
+        f1.append(f1_score(list(test_y), pred, average="macro", zero_division=0))
+    return float(np.mean(acc)), float(np.std(acc, ddof=1)) if len(acc) > 1 else 0.0, float(np.mean(f1))
+
+
+def _real_baseline(train: Corpus, test_emb: np.ndarray, test_labels: Sequence[str], *, per_class: int, embedder: Any,
+                   seeds: Sequence[int]) -> tuple[float, float, float]:
+    per = {c: per_class for c in train.classes}
+    try:
+        from dpkps_core.evaluation import real_baseline_accuracy
+
+        m = real_baseline_accuracy(train.texts, train.labels, test_emb, list(test_labels), per_class=per,
+                                   embedder=embedder, seeds=list(seeds))
+        return m.accuracy_mean, m.accuracy_sd, m.macro_f1_mean
+    except ImportError:  # pragma: no cover
+        from dpkps_core.embeddings import embed_texts
+
+        rng = np.random.default_rng(0)
+        labels = np.asarray(train.labels)
+        idx = [i for c in train.classes for i in rng.choice(np.flatnonzero(labels == c),
+                                                             size=min(per_class, int((labels == c).sum())),
+                                                             replace=False)]
+        emb = embed_texts([train.texts[i] for i in idx], embedder)
+        return _local_logreg(emb, [train.labels[i] for i in idx], test_emb, test_labels, seeds)
+
+
+# ------------------------------------------------------------------------------------------------ methods
+
+def _resolve_backend(backend: Any, threads: int) -> Any:
+    from dpkps_core.llm.backends import LLMBackend, make_backend
+
+    if isinstance(backend, LLMBackend):
+        return backend
+    if backend in (None, "offline"):
+        return make_backend("offline", threads=threads)
+    if isinstance(backend, str):
+        return make_backend(backend)
+    raise ParameterError("backend must be 'offline', 'openai' or an LLMBackend.")
+
+
+def compare_methods(
+    corpus: Corpus, *, methods: Sequence[str] = METHODS, eps_total: float, delta: float = 1e-6, per_class: int = 2,
+    eps_voc: float | None = None, max_tokens: int = 48, doc_type: str = "a document", backend: Any = "offline",
+    embedder: Any = None, vocabulary: Any = None, sampling: Mapping[str, Any] | None = None,
+    private_prediction: Any = None, augpe_config: Any = None, local_lm: tuple[Any, Any] | None = None,
+    class_size_estimate: float | None = None, temperature: float = 0.7, seeds: Sequence[int] = (0, 1, 2),
+    seed: int | None = None, test_fraction: float = 0.2, split_seed: int = 0, real_baseline: bool = True,
+    threads: int = 1, out_dir: str | os.PathLike[str] | None = None, progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> CompareResult:
+    """Run the selected methods at the same privacy level on the same split and evaluate them alike.
+
+    Args:
+        corpus: the labelled PRIVATE corpus.
+        methods: any of ``"dpkps"``, ``"private-prediction"``, ``"augpe"``.
+        eps_total: the total ε every method spends.
+        delta: δ of the (ε, δ) methods (DP-KPS uses none).
+        per_class: synthetic documents per class, for every method.
+        eps_voc: ε of the private vocabulary Ṽ shared by DP-KPS (ε_kde = ε_total − ε_voc) and AugPE+Ṽ
+            (ε_aug = ε_total − ε_voc); default ε_total / 2.
+        max_tokens: most tokens per synthetic document (all methods).
+        doc_type: the public document type ("a news article").
+        backend: ``"offline"`` (default), ``"openai"`` or an LLMBackend, for DP-KPS and AugPE+Ṽ. Private
+            prediction always runs on the local offline model.
+        embedder: public sentence embedder (default all-MiniLM-L6-v2): votes of AugPE and the evaluation.
+        vocabulary: public vocabulary V (default GloVe, stop words removed, junk filtered).
+        sampling: overrides of :class:`~dpkps_core.pipeline.SamplingConfig` for DP-KPS (length, method, …).
+        private_prediction: a :class:`~dpkps_core.private_prediction.PrivatePredictionConfig` (c is calibrated).
+        augpe_config: an :class:`~dpkps_core.augpe.AugPEConfig` (population = ``per_class``).
+        local_lm: ``(model, tokenizer)`` to use for private prediction instead of the offline model (tests).
+        class_size_estimate: a PUBLIC documents-per-class figure that sets private prediction's hash buckets;
+            when None the training size per class is used and the row says that n is treated as public.
+        temperature: LLM temperature of DP-KPS and AugPE+Ṽ generations.
+        seeds: classifier seeds of the evaluation.
+        seed: REPRODUCIBLE DEMO ONLY: seeds all DP noise (default OS entropy).
+        test_fraction, split_seed: the held-out split (same for every method).
+        real_baseline: add the row "real documents (same count)".
+        threads: CPU threads of the offline model.
+        out_dir: where to write ``compare.csv``, ``compare.md`` and per-method files (optional).
+        progress: ``progress(fraction, message)``.
+        cancel: stop between steps when set.
+    """
+    from dpkps_core.augpe import AugPEConfig, prompt_budget, run_augpe
+    from dpkps_core.embeddings import DEFAULT_MODEL, embed_texts, get_embedder
+    from dpkps_core.private_prediction import (PRIVATE_PROMPT_WARNING, PrivatePredictionConfig, buckets_for, calibrate,
+                                               load_local_lm, public_messages, run_private_prediction)
+    from dpkps_core.split import split_corpus
+
+    methods = tuple(dict.fromkeys(methods))
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ParameterError(f"Unknown method(s) {unknown}; choose from {', '.join(METHODS)}.")
+    eps_total = check_epsilon(eps_total, "ε (total)")
+    if not 0 < float(delta) < 1:
+        raise ParameterError(f"δ must be in (0, 1), e.g. 1e-6; got {delta!r}.")
+    per_class = check_positive_int(per_class, "synthetic documents per class", maximum=100_000)
+    max_tokens = check_positive_int(max_tokens, "maximum tokens", maximum=8192)
+    eps_voc = eps_total / 2 if eps_voc is None else check_epsilon(eps_voc, "ε_voc")
+    needs_voc = "dpkps" in methods or "augpe" in methods
+    if needs_voc and eps_voc >= eps_total:
+        raise ParameterError(f"ε_voc = {eps_voc:g} leaves nothing of ε = {eps_total:g} for the densities / votes; "
+                             "lower ε_voc.")
+    seeds = [int(s) for s in seeds] or [0]
+    if len(corpus.classes) < 2:
+        raise ParameterError("Comparing methods needs a labelled corpus with at least two classes.")
+    report = progress or (lambda f, m: None)
+    share = 0.9 / len(methods)
+    noise = NoiseSource(seed)
+    warnings: list[str] = []
+    if noise.seed is not None:
+        warnings.append("Seeded noise: reproducible demo, NOT FOR RELEASE.")
+
+    split = split_corpus(corpus.labels, test_fraction=test_fraction, seed=split_seed)
+    train, test = corpus.subset(split.train), corpus.subset(split.test)
+    if len(test) == 0:
+        raise ParameterError("The comparison needs held-out test documents; set a test fraction above 0.")
+    classes = tuple(corpus.classes)
+    embedder = embedder or get_embedder(DEFAULT_MODEL)
+    llm = _resolve_backend(backend, threads) if needs_voc else None
+    rows: list[MethodRow] = []
+    documents: dict[str, list[dict[str, Any]]] = {}
+    privacy: dict[str, dict[str, Any]] = {}
+    audit: dict[str, list[dict[str, Any]]] = {}
+    dpkps_run = None
+    voc_seconds = 0.0
+
+    def stopped() -> bool:
+        return cancel is not None and cancel.is_set()
+
+    for k, method in enumerate(methods):
+        if stopped():
+            break
+        base = 0.02 + k * share
+        sub = lambda f, m, b=base: report(b + share * f, m)  # noqa: E731
+        t0 = time.perf_counter()
+        if method == "dpkps":
+            dpkps_run, row, docs, aud = _run_dpkps(corpus=corpus, eps_voc=eps_voc, eps_total=eps_total,
+                                                   per_class=per_class, max_tokens=max_tokens, doc_type=doc_type,
+                                                   backend=llm, embedder=embedder, vocabulary=vocabulary,
+                                                   sampling=sampling, noise=noise, temperature=temperature,
+                                                   test_fraction=test_fraction, split_seed=split_seed,
+                                                   progress=sub, cancel=cancel)
+            voc_seconds = dpkps_run.timings.get("vocabulary", 0.0)
+            privacy[method] = dpkps_run.privacy_report()
+        elif method == "augpe":
+            ledger = PrivacyLedger(cap=eps_total + 1e-9)
+            t_voc = time.perf_counter()
+            if dpkps_run is not None:
+                pv = dpkps_run.private_vocabulary
+                for ev in dpkps_run.ledger.events:
+                    if ev.step == "vocabulary":
+                        ledger.charge(ev)
+                note_voc = "Ṽ shared with DP-KPS (the same ε_voc release; its build time counted here too)"
+                voc_time = voc_seconds
+            else:
+                pv = _build_vocabulary(train, eps_voc=eps_voc, vocabulary=vocabulary, sampling=sampling, noise=noise,
+                                       ledger=ledger, progress=lambda f, m: sub(0.1 * f, m))
+                voc_time = 0.0  # already inside this method's wall time
+                note_voc = f"Ṽ built for AugPE+Ṽ ({time.perf_counter() - t_voc:.1f} s)"
+            acfg = augpe_config or AugPEConfig()
+            acfg = dataclasses.replace(acfg, population=per_class, max_tokens=max_tokens, doc_type=doc_type,
+                                       temperature=temperature)
+            res = run_augpe(train.texts, train.labels, vocabulary_terms=pv.terms, classes=classes, config=acfg,
+                            epsilon=eps_total - eps_voc, delta=delta, embedder=embedder, backend=llm, noise=noise,
+                            ledger=ledger, progress=lambda f, m: sub(0.1 + 0.9 * f, m), cancel=cancel)
+            docs, aud = res.documents, res.audit
+            budget = prompt_budget(classes=len(classes), population=per_class, epochs=acfg.epochs)
+            led = ledger.to_dict()
+            privacy[method] = {**res.privacy_report(), "epsilon_total": led["epsilon_total"],
+                               "delta_total": led["delta_total"], "epsilon_by_step": led["epsilon_by_step"],
+                               "events": led["events"], "seed_policy": noise.policy}
+            row = MethodRow(
+                method, METHOD_LABELS[method], ledger.total_epsilon, ledger.total_delta, "(ε, δ)-DP", len(docs),
+                res.stats["llm_calls"], budget["prompts_per_document"], res.stats["prompt_tokens"],
+                res.stats["completion_tokens"], 0.0,
+                notes=f"ε_voc = {eps_voc:g} (Ṽ, pure DP) + ε_aug = {res.epsilon:.4g} ({acfg.epochs} Gaussian vote "
+                      f"rounds, σ = {res.sigma:.4g}); {budget['prompts']} prompts = {budget['prompts_per_document']}× "
+                      f"DP-KPS's one prompt per document; {note_voc}; {res.stats['distinct_documents']} distinct texts",
+            )
+            row.wall_seconds = voc_time  # added to the run time below
+        else:  # private prediction
+            pcfg = private_prediction or PrivatePredictionConfig(**COMPARE_PP_DEFAULTS)
+            pcfg = dataclasses.replace(pcfg, max_new_tokens=max_tokens, doc_type=doc_type)
+            calibrate(pcfg, epsilon=eps_total, delta=delta)  # fail fast (e.g. SVT over budget) before loading the model
+            if local_lm is not None:
+                model, tok, name = local_lm[0], local_lm[1], "local-model"
+            else:
+                from dpkps_core.llm.backends import OfflineBackend
+
+                offline = llm if isinstance(llm, OfflineBackend) else OfflineBackend(threads=threads)
+                model, tok, name = load_local_lm(offline)
+            if class_size_estimate is not None:
+                n_est, note_n = float(class_size_estimate), "hash buckets from the public class-size estimate"
+            else:
+                n_est = len(train) / len(classes)
+                note_n = ("hash buckets from the training size per class (treats n as public, as paper 004 §4's "
+                          "h mod n/s does; give a public class-size estimate to avoid it)")
+            buckets = buckets_for(n_est, pcfg.batch_size)
+            if math.ceil(per_class / pcfg.examples_per_batch) > buckets:  # fewer buckets than documents wanted
+                more = math.ceil(per_class / buckets)
+                note_n += (f"; {buckets} bucket(s) per class for {per_class} documents: {more} examples per batch "
+                           f"and r × {more / pcfg.examples_per_batch:g}")
+                pcfg = dataclasses.replace(pcfg, examples_per_batch=more,
+                                           private_tokens=math.ceil(pcfg.private_tokens * more / pcfg.examples_per_batch))
+            ledger = PrivacyLedger(cap=eps_total + 1e-9)
+            res = run_private_prediction(train.texts, train.labels, model=model, tokenizer=tok, config=pcfg,
+                                         epsilon=eps_total, delta=delta, per_class=per_class, num_buckets=buckets,
+                                         classes=classes, noise=noise, ledger=ledger, model_name=name,
+                                         progress=sub, cancel=cancel)
+            docs = res.documents
+            aud = [{"purpose": "public prompt p_public (the private prompts hold private documents and are never "
+                               "logged)", "messages": public_messages(res.config), "private_prompts": res.stats["private_prompts"]}]
+            privacy[method] = {**res.privacy_report(), "seed_policy": noise.policy}
+            st = res.stats
+            row = MethodRow(
+                method, METHOD_LABELS[method], res.epsilon, res.delta, "(ε, δ)-DP", len(docs), st["prompts"],
+                st["prompts"] / max(len(docs), 1), st["prompt_tokens"], st["generated_tokens"], 0.0,
+                notes=f"local model only — {PRIVATE_PROMPT_WARNING} s = {res.config.batch_size}, r = "
+                      f"{res.config.private_tokens}, c = {res.config.clip:g} (calibrated), τ = {res.config.temperature:g}, "
+                      f"SVT {'θ = ' + str(res.config.svt_threshold) if res.config.svt_enabled else 'off'}; "
+                      f"ρ = {res.rho:.4g}-zCDP; {st['batches']} batches ({st['forward_passes']} batched forward passes, "
+                      f"{st['private_tokens']} private / {st['public_tokens']} public tokens); {note_n}",
+            )
+            warnings.append(PRIVATE_PROMPT_WARNING)
+        row.wall_seconds += time.perf_counter() - t0
+        rows.append(row)
+        documents[method] = docs
+        audit[method] = aud
+
+    # ---- evaluation (local, private)
+    report(0.92, f"evaluating: embedding {len(test):,} held-out test documents (in memory only)")
+    test_emb = embed_texts(test.texts, embedder)
+    for row in rows:
+        docs = documents[row.method]
+        acc, sd, f1, note = _accuracy([d["text"] for d in docs], [d["label"] for d in docs], test_emb, test.labels,
+                                      embedder=embedder, seeds=seeds)
+        row.accuracy, row.accuracy_sd, row.macro_f1 = acc, sd, f1
+        if note:
+            row.notes = f"{row.notes}; {note}" if row.notes else note
+    if real_baseline:
+        report(0.97, "real-document baseline")
+        acc, sd, f1 = _real_baseline(train, test_emb, test.labels, per_class=per_class, embedder=embedder, seeds=seeds)
+        rows.append(MethodRow("real", "Real documents (same count)", math.nan, math.nan, "none (not private)",
+                              per_class * len(classes), 0, 0, 0, 0, 0.0, acc, sd, f1,
+                              "the same classifier on the same number of REAL training documents per class"))
+    try:
+        from dpkps_core.evaluation import chance_accuracy
+    except ImportError:  # pragma: no cover
+        def chance_accuracy(y: Sequence[str]) -> float:
+            _, counts = np.unique(np.asarray(y), return_counts=True)
+            return float(counts.max() / counts.sum())
+
+    info = {
+        "corpus": corpus.name, "eps_total": eps_total, "delta": float(delta), "eps_voc": eps_voc if needs_voc else None,
+        "methods": list(methods), "per_class": per_class, "max_tokens": max_tokens, "doc_type": doc_type,
+        "classes": list(classes), "n_train": len(train), "n_test": len(test), "test_fraction": test_fraction,
+        "split_seed": split_seed, "seeds": seeds, "chance_accuracy": chance_accuracy(test.labels),
+        "embedding_model": getattr(embedder, "name", ""), "backend": llm.describe() if llm is not None else None,
+        "seed_policy": noise.policy, "guarantees": GUARANTEE_NOTE,
+    }
+    report(1.0, "comparison done")
+    result = CompareResult(rows, info, documents, privacy, audit, list(dict.fromkeys(warnings)))
+    if out_dir is not None:
+        result.write(out_dir)
+    return result
+
+
+def _sampling_config(*, eps_voc: float, eps_kde: float, per_class: int, sampling: Mapping[str, Any] | None,
+                     seed: int | None, test_fraction: float, split_seed: int, corpus_name: str) -> Any:
+    from dpkps_core.pipeline import SamplingConfig
+
+    base = {"corpus": corpus_name, "eps_voc": eps_voc, "eps_kde": eps_kde, "per_class": per_class, "seed": seed,
+            "test_fraction": test_fraction, "split_seed": split_seed, "client_fraction": 0.0}
+    over = dict(sampling or {})
+    for k in ("eps_voc", "eps_kde", "per_class", "test_fraction", "split_seed"):
+        over.pop(k, None)  # fixed by the comparison
+    return SamplingConfig.from_dict({**SamplingConfig().to_dict(), **base, **over}).validate()
+
+
+def _vocabulary_for(config: Any, vocabulary: Any) -> Any:
+    if vocabulary is not None:
+        return vocabulary
+    from dpkps_core.vocabulary import load_vocabulary
+
+    return load_vocabulary(config.vocabulary, remove_stopwords=config.remove_stopwords,
+                           junk_filter=config.junk_filter, max_terms=config.vocab_max_terms)
+
+
+def _build_vocabulary(train: Corpus, *, eps_voc: float, vocabulary: Any, sampling: Mapping[str, Any] | None,
+                      noise: NoiseSource, ledger: PrivacyLedger, progress: Progress) -> Any:
+    from dpkps_core.pipeline import build_private_vocabulary
+
+    cfg = _sampling_config(eps_voc=eps_voc, eps_kde=1.0, per_class=1, sampling=sampling, seed=None, test_fraction=0.2,
+                           split_seed=0, corpus_name=train.name)
+    return build_private_vocabulary(train.texts, _vocabulary_for(cfg, vocabulary), eps_voc=eps_voc,
+                                    terms_per_doc=cfg.terms_per_doc, vocab_size=cfg.vocab_size, noise=noise,
+                                    ledger=ledger, selection_rule=cfg.selection_rule, progress=progress)
+
+
+def _run_dpkps(*, corpus: Corpus, eps_voc: float, eps_total: float, per_class: int, max_tokens: int,
+               doc_type: str, backend: Any, embedder: Any, vocabulary: Any, sampling: Mapping[str, Any] | None,
+               noise: NoiseSource, temperature: float, test_fraction: float, split_seed: int, progress: Progress,
+               cancel: threading.Event | None) -> tuple[Any, MethodRow, list[dict[str, Any]], list[dict[str, Any]]]:
+    """DP-KPS: run_sampling on the (same) split, then one prompt per sequence through the shared generator."""
+    from dpkps_core.augpe import generate_texts
+    from dpkps_core.llm.prompts import PromptConfig, render_prompt
+    from dpkps_core.pipeline import run_sampling
+    from dpkps_core.split import split_corpus
+
+    cfg = _sampling_config(eps_voc=eps_voc, eps_kde=eps_total - eps_voc, per_class=per_class, sampling=sampling,
+                           seed=noise.seed, test_fraction=test_fraction, split_seed=split_seed,
+                           corpus_name=corpus.name)
+    run = run_sampling(corpus, cfg, vocabulary=_vocabulary_for(cfg, vocabulary), embedder=embedder,
+                       noise=noise, ledger=PrivacyLedger(cap=eps_total + 1e-9),
+                       progress=lambda f, m: progress(0.4 * f, m))
+    if run.split != split_corpus(corpus.labels, test_fraction=test_fraction, seed=split_seed):  # pragma: no cover
+        raise ParameterError("DP-KPS used another split than the comparison; this is a bug.")
+    prompt_cfg = PromptConfig(doc_type=doc_type)
+    seqs = run.outcome.sequences
+    msgs = [render_prompt(s.to_dict(), prompt_cfg) for s in seqs]
+    aud: list[dict[str, Any]] = []
+    texts, st = generate_texts(msgs, backend=backend, max_tokens=max_tokens, temperature=temperature, audit=aud,
+                               purpose="DP-KPS keyphrase prompt", cancel=cancel,
+                               progress=lambda f, m: progress(0.4 + 0.6 * f, f"DP-KPS: {m}"))
+    docs = []
+    for s, text in zip(seqs, texts):
+        d = s.to_dict()
+        if text:
+            docs.append({"id": d["id"], "label": d["label"], "keyphrases": d["keyphrases"], "text": text,
+                         "model": backend.model, "method": "dpkps"})
+    rep = run.privacy_report()
+    row = MethodRow("dpkps", METHOD_LABELS["dpkps"], rep["epsilon_total"], 0.0, "ε-DP (pure)", len(docs), st.calls,
+                    1.0, st.prompt_tokens, st.completion_tokens, 0.0,
+                    notes=f"ε_voc = {rep['epsilon_vocabulary']:g} + ε_kde = {rep['epsilon_kde']:g}; {cfg.method} "
+                          f"sampling, L = {cfg.length}; one prompt per document"
+                          + (f"; {st.failed} generation(s) failed" if st.failed else ""))
+    return run, row, docs, aud

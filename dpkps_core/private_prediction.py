@@ -1,0 +1,770 @@
+"""Private prediction: clipped-logit exponential mechanism + sparse vector (paper 004, Algorithm 1; DESIGN §3).
+
+Every private document becomes one *private prompt* ("Here is a document: … Write a similar one."). Prompts are
+partitioned into disjoint batches by a keyed hash of the prompt (Assumption 1; optionally grouped by label). For
+each batch, synthetic text is decoded token by token from ALL the batch's prompts in parallel (one batched
+forward pass per token, KV cache over the batch), plus one public prompt in the same forward pass:
+
+* Eq. (1): each logit vector z is clipped and re-centred, clip_c(z)_i = max(−c, z_i − max_j z_j + c);
+  z̄ = (1/s)·Σ clip_c(z) over the batch (s = the *expected* batch size, a public constant), x ~ softmax(z̄/τ).
+* Sparse vector (optional): d = ‖(1/s)·Σ softmax(z) − softmax(z_public)‖₁ (Eq. 2) + Laplace(2σ) is compared
+  with a noisy threshold θ + Laplace(σ); below it the token is drawn from the public distribution
+  softmax(z_public/τ_public) at no privacy cost; at or above it a private token is drawn and the threshold is
+  refreshed.
+* At most r private tokens per batch (Theorem 1 bounds the privacy loss by r). Once r is reached, the example
+  being written is finished from the public distribution only (post-processing of the released prefix) and no
+  new example starts.
+
+Privacy (Theorem 1): ρ = r·(½(c/(sτ))² + 2/(sσ)²)-zCDP per batch (the SVT term only when the SVT runs),
+parallel composition across the disjoint batches, converted to (ε, δ)-DP with ε = ρ + √(4ρ·log(1/δ)) or the
+tighter ε = inf_{α>1} αρ + (log(1/δ) + (α−1)·log(1 − 1/α) − log α)/(α − 1) (Canonne et al. 2020, Cor. 13; the
+paper's δ-form of the same bound). :func:`calibrate` picks the clip c (or τ) for a target (ε, δ).
+
+The private text DOES enter the (local) model's prompt: :data:`PRIVATE_PROMPT_WARNING` must be shown wherever
+this method is offered. Prompts holding private text are never logged or written; only counts are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import math
+import threading
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
+from dpkps_core.errors import LLMError, ParameterError
+
+Progress = Callable[[float, str], None]
+
+METHOD = "private-prediction"
+MECHANISM = "private_prediction_clipped_logits_svt"
+STEP = "private_prediction"
+PRIVATE_PROMPT_WARNING = (
+    "Private prediction puts PRIVATE documents into the language model's prompt. Run it only on a local model "
+    "(the bundled offline model); never send these prompts to a remote API."
+)
+CONVERSIONS = ("tight", "closed-form")
+PUBLIC_PLACEHOLDER = "<text of {doc_type}>"
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant who writes realistic documents."
+PRIVATE_TEMPLATE = (
+    "Here is {doc_type}:\n\n{text}\n\n"
+    "Write {doc_type} similar to the one above. Write only the document itself, with no title or preamble."
+)
+LABEL_SENTENCE = "The document is about: {label}."
+LIMITS = {"batch_size": 4096, "private_tokens": 4096, "max_new_tokens": 2048, "examples_per_batch": 1000,
+          "num_buckets": 1_000_000, "max_prompt_tokens": 8192}
+
+
+# ------------------------------------------------------------------------------------------------ accounting
+
+def rho_per_batch(*, batch_size: float, private_tokens: int, clip: float, temperature: float,
+                  svt_noise: float | None) -> float:
+    """Theorem 1: ρ = r·(½(c/(sτ))² + 2/(sσ)²) zCDP for one batch (= the whole run, by parallel composition).
+
+    ``svt_noise=None`` means the sparse vector step does not run (θ = −∞): every token is private and the SVT
+    term 2/(sσ)² is dropped (Lemma 4 alone)."""
+    s = check_positive_float(batch_size, "s (expected batch size)")
+    r = check_positive_int(private_tokens, "r (private tokens per batch)")
+    c = check_positive_float(clip, "c (clip)")
+    tau = check_positive_float(temperature, "τ (temperature)")
+    per_token = 0.5 * (c / (s * tau)) ** 2
+    if svt_noise is not None:
+        sigma = check_positive_float(svt_noise, "σ (SVT noise)")
+        per_token += 2.0 / (s * sigma) ** 2
+    return r * per_token
+
+
+def epsilon_closed_form(rho: float, delta: float) -> float:
+    """ε = ρ + √(4ρ·log(1/δ)) (Bun & Steinke 2016, Lemma 3.5; Theorem 1's second form)."""
+    rho, delta = _check_rho(rho), _check_delta(delta)
+    return rho + math.sqrt(4.0 * rho * math.log(1.0 / delta))
+
+
+def _eps_at_alpha(alpha: float, rho: float, log_inv_delta: float) -> float:
+    # ε(α) = αρ + (log(1/δ) + (α−1)·log(1−1/α) − log α)/(α−1): every α > 1 gives a valid (ε, δ) guarantee.
+    return alpha * rho + (log_inv_delta + (alpha - 1.0) * math.log1p(-1.0 / alpha) - math.log(alpha)) / (alpha - 1.0)
+
+
+def epsilon_tight(rho: float, delta: float) -> tuple[float, float]:
+    """The inf-over-α conversion (Canonne et al. 2020, Cor. 13 — Theorem 1's first form solved for ε).
+
+    Returns ``(ε, α)``. Every α > 1 yields a valid guarantee, so whatever α the numerical search lands on, the
+    reported ε is a true bound (never an under-estimate); it is also never above the closed form."""
+    from scipy.optimize import minimize_scalar
+
+    rho, delta = _check_rho(rho), _check_delta(delta)
+    if rho == 0:
+        return 0.0, math.inf
+    lid = math.log(1.0 / delta)
+    grid = np.logspace(-6, 8, 1401)  # α − 1 (ε(α) as in _eps_at_alpha, vectorised)
+    alphas = 1.0 + grid
+    vals = alphas * rho + (lid + grid * np.log1p(-1.0 / alphas) - np.log(alphas)) / grid
+    k = int(np.argmin(vals))
+    lo, hi = math.log(grid[max(k - 1, 0)]), math.log(grid[min(k + 1, len(grid) - 1)])
+    res = minimize_scalar(lambda u: _eps_at_alpha(1.0 + math.exp(u), rho, lid), bounds=(lo, hi), method="bounded",
+                          options={"xatol": 1e-10})
+    eps, alpha = float(vals[k]), float(1.0 + grid[k])
+    if res.success and float(res.fun) < eps:
+        eps, alpha = float(res.fun), float(1.0 + math.exp(res.x))
+    closed = epsilon_closed_form(rho, delta)
+    if closed < eps:  # mathematically impossible (α → its optimum recovers the closed form); round-off guard
+        return closed, math.nan
+    return eps, alpha
+
+
+def delta_tight(rho: float, epsilon: float) -> float:
+    """Theorem 1's first form: δ = inf_{α>1} e^{(α−1)(αρ−ε)}/(α−1)·(1 − 1/α)^α."""
+    rho = _check_rho(rho)
+    eps = float(epsilon)
+    if rho == 0:
+        return 0.0
+    alphas = 1.0 + np.logspace(-6, 8, 4001)
+    logd = (alphas - 1) * (alphas * rho - eps) - np.log(alphas - 1) + alphas * np.log1p(-1.0 / alphas)
+    return float(min(1.0, math.exp(float(np.min(logd)))))
+
+
+def zcdp_to_epsilon(rho: float, delta: float, *, conversion: str = "tight") -> float:
+    """(ε, δ)-DP from ρ-zCDP: ``tight`` (inf over α, never larger than the closed form) or ``closed-form``."""
+    if conversion not in CONVERSIONS:
+        raise ParameterError(f"Unknown conversion {conversion!r}; choose one of {', '.join(CONVERSIONS)}.")
+    if conversion == "closed-form":
+        return epsilon_closed_form(rho, delta)
+    return epsilon_tight(rho, delta)[0]
+
+
+def max_rho_for(epsilon: float, delta: float, *, conversion: str = "tight") -> float:
+    """The largest ρ whose (ε, δ) conversion does not exceed the target ε (bisection; closed form exact)."""
+    eps = check_epsilon(epsilon)
+    delta = _check_delta(delta)
+    lid = math.log(1.0 / delta)
+    closed = (math.sqrt(lid + eps) - math.sqrt(lid)) ** 2  # solves ρ + 2√(ρ·L) = ε
+    if conversion == "closed-form":
+        return closed
+    lo, hi = closed, max(closed * 4, eps)
+    while zcdp_to_epsilon(hi, delta) <= eps:
+        lo, hi = hi, hi * 2
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if zcdp_to_epsilon(mid, delta) <= eps:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _check_rho(rho: float) -> float:
+    value = float(rho)
+    if not math.isfinite(value) or value < 0:
+        raise ParameterError(f"ρ must be a finite number ≥ 0, got {rho!r}.")
+    return value
+
+
+def _check_delta(delta: float) -> float:
+    try:
+        value = float(delta)
+    except (TypeError, ValueError):
+        raise ParameterError(f"δ must be a number in (0, 1), got {delta!r}.") from None
+    if not 0.0 < value < 1.0:
+        raise ParameterError(f"δ must be in (0, 1) (e.g. 1e-6, well below 1/n), got {delta!r}.")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------- configuration
+
+@dataclasses.dataclass(frozen=True)
+class PrivatePredictionConfig:
+    """Public parameters of Algorithm 1 (paper 004 Table 7 names in brackets).
+
+    Attributes:
+        batch_size: expected batch size s — the divisor of the batch sums (public; sets the sensitivity c/s).
+        private_tokens: r, the most private tokens per batch.
+        clip: c, the clip bound of Eq. (1).
+        temperature: τ, the private sampling temperature.
+        public_temperature: τ_public.
+        svt_threshold: θ; ``None`` (or −∞) = no sparse vector (every token private, no SVT cost);
+            +∞ = every token public (zero private tokens).
+        svt_noise: σ, the SVT Laplace scale (threshold Laplace(σ), query Laplace(2σ)).
+        max_new_tokens: most tokens per synthetic example.
+        examples_per_batch: most synthetic examples written from one batch.
+        public_top_k: sample only among the public prediction's top-k tokens (paper 004 §E.1, after Tang et al.;
+            a public candidate set, so the exponential-mechanism analysis is unchanged); ``None`` = full vocabulary.
+        max_prompt_tokens: each private document is cut to this many tokens before it enters its prompt.
+        group_by_label: batches hold documents of one label (batch key = hash(label) ‖ hash(prompt)).
+        doc_type: document type in words ("a news article").
+        include_label: put the class name into the prompts (only when class names are public; default off).
+        hash_key: public salt of the batch hash.
+        rows_per_forward: most prompts in one forward pass (memory bound; the batch is split into chunks).
+    """
+
+    batch_size: int = 32
+    private_tokens: int = 48
+    clip: float = 10.0
+    temperature: float = 2.0
+    public_temperature: float = 1.5
+    svt_threshold: float | None = None
+    svt_noise: float = 0.2
+    max_new_tokens: int = 48
+    examples_per_batch: int = 1
+    public_top_k: int | None = 100
+    max_prompt_tokens: int = 192
+    group_by_label: bool = True
+    doc_type: str = "a document"
+    include_label: bool = False
+    hash_key: str = "dpkps-private-prediction"
+    rows_per_forward: int = 64
+
+    def validate(self) -> "PrivatePredictionConfig":
+        check_positive_int(self.batch_size, "s (expected batch size)", maximum=LIMITS["batch_size"])
+        check_positive_int(self.private_tokens, "r (private tokens per batch)", maximum=LIMITS["private_tokens"])
+        check_positive_float(self.clip, "c (clip)")
+        check_positive_float(self.temperature, "τ (temperature)")
+        check_positive_float(self.public_temperature, "τ_public (public temperature)")
+        if self.svt_enabled:
+            check_positive_float(self.svt_noise, "σ (SVT noise)")
+        if self.svt_threshold is not None and math.isnan(float(self.svt_threshold)):
+            raise ParameterError("θ (SVT threshold) must be a number, −∞, +∞ or None.")
+        check_positive_int(self.max_new_tokens, "maximum new tokens", maximum=LIMITS["max_new_tokens"])
+        check_positive_int(self.examples_per_batch, "examples per batch", maximum=LIMITS["examples_per_batch"])
+        if self.public_top_k is not None:
+            check_positive_int(self.public_top_k, "public top-k")
+        check_positive_int(self.max_prompt_tokens, "maximum prompt tokens", maximum=LIMITS["max_prompt_tokens"])
+        check_positive_int(self.rows_per_forward, "rows per forward pass")
+        if not isinstance(self.group_by_label, bool) or not isinstance(self.include_label, bool):
+            raise ParameterError("group_by_label and include_label must be True or False.")
+        if not str(self.doc_type).strip():
+            raise ParameterError("The document type is empty; say what to write, e.g. 'a news article'.")
+        return self
+
+    @property
+    def svt_enabled(self) -> bool:
+        """Whether the sparse vector step runs (θ finite or +∞; None and −∞ switch it off)."""
+        return self.svt_threshold is not None and not (math.isinf(self.svt_threshold) and self.svt_threshold < 0)
+
+    def rho(self) -> float:
+        return rho_per_batch(batch_size=self.batch_size, private_tokens=self.private_tokens, clip=self.clip,
+                             temperature=self.temperature, svt_noise=self.svt_noise if self.svt_enabled else None)
+
+    def epsilon(self, delta: float, *, conversion: str = "tight") -> float:
+        return zcdp_to_epsilon(self.rho(), delta, conversion=conversion)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        if out["svt_threshold"] is not None and math.isinf(out["svt_threshold"]):
+            out["svt_threshold"] = "inf" if out["svt_threshold"] > 0 else "-inf"
+        return out
+
+
+def calibrate(
+    config: PrivatePredictionConfig, *, epsilon: float, delta: float, solve_for: str = "clip",
+    conversion: str = "tight",
+) -> PrivatePredictionConfig:
+    """The config with c (``solve_for="clip"``) or τ (``"temperature"``) set so that the reported ε ≤ target.
+
+    Conservative: ρ_max = the largest ρ converting to at most ε (:func:`max_rho_for`); c is rounded *down* (τ
+    *up*) to 4 significant digits and the result re-checked. Raises :class:`ParameterError` when the SVT term
+    alone (2r/(sσ)²) already exceeds the budget."""
+    config = config.validate()
+    eps = check_epsilon(epsilon)
+    delta = _check_delta(delta)
+    if solve_for not in ("clip", "temperature"):
+        raise ParameterError("solve_for must be 'clip' or 'temperature'.")
+    rho_max = max_rho_for(eps, delta, conversion=conversion)
+    s, r = config.batch_size, config.private_tokens
+    svt = 2.0 / (s * config.svt_noise) ** 2 if config.svt_enabled else 0.0
+    room = rho_max / r - svt
+    if room <= 0:
+        raise ParameterError(
+            f"At ε = {eps:g}, δ = {delta:g} the sparse-vector step alone (2r/(sσ)² = {r * svt:.3g}) uses more than "
+            f"the budget (ρ = {rho_max:.3g}); raise the batch size s or the SVT noise σ, lower r, or switch the "
+            "sparse vector off."
+        )
+    # ½(c/(sτ))² = room  →  c = sτ·√(2·room)
+    if solve_for == "clip":
+        value = s * config.temperature * math.sqrt(2.0 * room)
+        value = _round_sig(value, down=True)
+        out = dataclasses.replace(config, clip=value)
+    else:
+        value = config.clip / (s * math.sqrt(2.0 * room))
+        value = _round_sig(value, down=False)
+        out = dataclasses.replace(config, temperature=value)
+    for _ in range(1000):  # re-check after rounding; nudge further the safe way if round-off bites
+        if out.epsilon(delta, conversion=conversion) <= eps:
+            return out.validate()
+        if solve_for == "clip":
+            out = dataclasses.replace(out, clip=out.clip * (1 - 1e-4))
+        else:
+            out = dataclasses.replace(out, temperature=out.temperature * (1 + 1e-4))
+    raise ParameterError("Could not calibrate private prediction to the target ε; lower r or raise s.")  # pragma: no cover
+
+
+def _round_sig(x: float, *, down: bool, digits: int = 4) -> float:
+    if x <= 0:
+        return x
+    scale = 10 ** (digits - 1 - math.floor(math.log10(x)))
+    return (math.floor(x * scale) if down else math.ceil(x * scale)) / scale
+
+
+# ------------------------------------------------------------------------------------------------ Eq. 1 / Eq. 2
+
+def clip_logits(z: Any, c: float) -> Any:
+    """Eq. (1): clip_c(z)_i = max(−c, z_i − max_j z_j + c), row-wise for a (…, V) array or tensor."""
+    try:
+        import torch
+
+        if isinstance(z, torch.Tensor):
+            return torch.clamp(z - z.max(dim=-1, keepdim=True).values + c, min=-c)
+    except ImportError:  # pragma: no cover
+        pass
+    z = np.asarray(z, dtype=np.float64)
+    return np.maximum(-c, z - z.max(axis=-1, keepdims=True) + c)
+
+
+def svt_distance(private_logits: Any, public_logits: Any, *, batch_size: float) -> float:
+    """Eq. (2): d(Z, z_pub) = ‖(1/s)·Σ_{z∈Z} softmax(z) − softmax(z_pub)‖₁ (sensitivity 1/s)."""
+    import torch
+
+    z = torch.as_tensor(private_logits, dtype=torch.float32)
+    zp = torch.as_tensor(public_logits, dtype=torch.float32)
+    mean = torch.softmax(z, dim=-1).sum(dim=0) / float(batch_size) if z.shape[0] else torch.zeros_like(zp)
+    return float((mean - torch.softmax(zp, dim=-1)).abs().sum())
+
+
+# ----------------------------------------------------------------------------------------------------- batches
+
+def batch_key(text: str, *, label: str | None, key: str, num_buckets: int) -> tuple[str | None, int]:
+    """Batch of one prompt from the prompt alone (Assumption 1): ``(label, SHA-256(key ‖ text) mod B)``.
+
+    The private document's text stands for its prompt (the prompt is that text in a public template)."""
+    h = hashlib.sha256(f"{key}\x00{text}".encode("utf-8")).digest()
+    return label, int.from_bytes(h[:8], "big") % num_buckets
+
+
+def assign_batches(
+    texts: Sequence[str], labels: Sequence[str] | None = None, *, num_buckets: int, group_by_label: bool = True,
+    key: str = "dpkps-private-prediction",
+) -> dict[tuple[str | None, int], list[int]]:
+    """Disjoint, deterministic batches (indices into ``texts``) keyed by ``(label or None, bucket)``.
+
+    A prompt's batch depends only on the prompt (and its label when grouping), never on the other prompts, so
+    adding or removing one document changes exactly one batch (paper 004 Assumption 1, Lemma 2)."""
+    b = check_positive_int(num_buckets, "number of hash buckets", maximum=LIMITS["num_buckets"])
+    if group_by_label and labels is None:
+        raise ParameterError("Grouping batches by label needs the labels.")
+    out: dict[tuple[str | None, int], list[int]] = {}
+    for i, t in enumerate(texts):
+        lab = labels[i] if group_by_label and labels is not None else None
+        out.setdefault(batch_key(t, label=lab, key=key, num_buckets=b), []).append(i)
+    return out
+
+
+def buckets_for(class_size: float, batch_size: int) -> int:
+    """Hash buckets per class so that batches hold ≈ s prompts: ⌊n_c / s⌋ (at least 1). ``class_size`` must be a
+    public figure (an estimate) — deriving it from the private corpus makes the batch layout depend on n."""
+    return max(1, int(float(class_size) // max(int(batch_size), 1)))
+
+
+# ------------------------------------------------------------------------------------------------- prompts
+
+def _label_suffix(label: str | None, config: PrivatePredictionConfig) -> str:
+    return f"\n{LABEL_SENTENCE.format(label=label)}" if config.include_label and label else ""
+
+
+def private_messages(text: str, config: PrivatePredictionConfig, label: str | None = None) -> list[dict[str, str]]:
+    """Chat messages of one PRIVATE prompt (holds the private document; never logged)."""
+    user = PRIVATE_TEMPLATE.format(doc_type=config.doc_type, text=text) + _label_suffix(label, config)
+    return [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def public_messages(config: PrivatePredictionConfig, label: str | None = None) -> list[dict[str, str]]:
+    """The public prompt p_public: the private template with the document replaced by a placeholder (paper 004
+    §E.2)."""
+    return private_messages(PUBLIC_PLACEHOLDER.format(doc_type=config.doc_type), config, label)
+
+
+# ---------------------------------------------------------------------------------------- batched decoding
+
+def _chat_ids(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> list[int]:
+    out = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True, return_dict=True)
+    ids = out["input_ids"] if hasattr(out, "keys") else out
+    if hasattr(ids, "tolist"):
+        ids = ids.tolist()
+    if ids and isinstance(ids[0], list):
+        ids = ids[0]
+    return [int(i) for i in ids]
+
+
+def _truncate(tokenizer: Any, text: str, max_tokens: int) -> str:
+    ids = tokenizer.encode(text[: max_tokens * 12], add_special_tokens=False)
+    if len(ids) <= max_tokens:
+        return text
+    return tokenizer.decode(ids[:max_tokens], skip_special_tokens=True)
+
+
+def stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
+    """End-of-text tokens: the tokenizer's EOS, the model's generation EOS ids and ``<|im_end|>``."""
+    ids: set[int] = set()
+    for v in (getattr(tokenizer, "eos_token_id", None),
+              getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+        if isinstance(v, int):
+            ids.add(v)
+        elif isinstance(v, (list, tuple)):
+            ids.update(int(x) for x in v)
+    conv = getattr(tokenizer, "convert_tokens_to_ids", None)
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if conv is not None:
+        try:
+            t = conv("<|im_end|>")
+            if isinstance(t, int) and t != unk:
+                ids.add(t)
+        except Exception:  # noqa: BLE001 - optional token
+            pass
+    return ids
+
+
+class BatchedDecoder:
+    """Left-padded prompts decoded in lock-step with a KV cache: every row receives the same next token.
+
+    ``logits()`` gives the (rows, V) next-token logits; ``append(token)`` feeds one token to every row (one
+    forward pass per chunk of ``rows_per_forward`` rows); ``reset()`` crops the cache back to the prompts (or
+    recomputes them when the cache cannot be cropped)."""
+
+    def __init__(self, model: Any, prompts: Sequence[Sequence[int]], *, pad_id: int, rows_per_forward: int = 64) -> None:
+        import torch
+
+        if not prompts:
+            raise ParameterError("The decoder needs at least one prompt.")
+        self.model = model
+        self.pad_id = int(pad_id)
+        self.prompts = [list(p) for p in prompts]
+        self.rows_per_forward = int(rows_per_forward)
+        self.prompt_tokens = sum(len(p) for p in self.prompts)
+        self.forward_passes = 0
+        self.rows_decoded = 0
+        try:
+            params = inspect.signature(model.forward).parameters
+        except (TypeError, ValueError, AttributeError):
+            params = {}
+        self._keep = "logits_to_keep" in params
+        self._chunks = [list(range(i, min(i + self.rows_per_forward, len(prompts))))
+                        for i in range(0, len(prompts), self.rows_per_forward)]
+        self._torch = torch
+        self._prefill()
+
+    def _prefill(self) -> None:
+        torch = self._torch
+        self._state = []
+        last = []
+        for rows in self._chunks:
+            width = max(len(self.prompts[r]) for r in rows)
+            ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for j, r in enumerate(rows):
+                p = self.prompts[r]
+                if p:
+                    ids[j, width - len(p):] = torch.tensor(p, dtype=torch.long)
+                    mask[j, width - len(p):] = 1
+            pos = (mask.cumsum(dim=1) - 1).clamp(min=0)
+            out = self._forward(ids, mask, pos, None)
+            self._state.append({"mask": mask, "pos": pos[:, -1:].clone(), "prompt_pos": pos[:, -1:].clone(),
+                                "cache": out.past_key_values, "width": width})
+            last.append(out.logits[:, -1, :].float())
+        self._logits = self._prompt_logits = torch.cat(last, dim=0)
+
+    def _forward(self, ids: Any, mask: Any, pos: Any, cache: Any) -> Any:
+        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "position_ids": pos,
+                                  "past_key_values": cache, "use_cache": True}
+        if self._keep:
+            kwargs["logits_to_keep"] = 1
+        with self._torch.inference_mode():
+            out = self.model(**kwargs)
+        self.forward_passes += 1
+        return out
+
+    def logits(self) -> Any:
+        return self._logits
+
+    def append(self, token: int) -> None:
+        torch = self._torch
+        last = []
+        for st in self._state:
+            n = st["mask"].shape[0]
+            st["mask"] = torch.cat([st["mask"], torch.ones((n, 1), dtype=torch.long)], dim=1)
+            st["pos"] = st["pos"] + 1
+            ids = torch.full((n, 1), int(token), dtype=torch.long)
+            out = self._forward(ids, st["mask"], st["pos"], st["cache"])
+            st["cache"] = out.past_key_values
+            last.append(out.logits[:, -1, :].float())
+            self.rows_decoded += n
+        self._logits = torch.cat(last, dim=0)
+
+    def reset(self) -> None:
+        """Back to the end of the prompts (start of a new example): crop every cache to the prompt width and
+        restore the prompt logits; recompute the prompts when a cache cannot be cropped."""
+        if not all(hasattr(st["cache"], "crop") for st in self._state):
+            self._prefill()
+            return
+        for st in self._state:
+            st["cache"].crop(st["width"])
+            st["mask"] = st["mask"][:, : st["width"]]
+            st["pos"] = st["prompt_pos"].clone()
+        self._logits = self._prompt_logits
+
+
+# --------------------------------------------------------------------------------------------- Algorithm 1
+
+@dataclasses.dataclass
+class BatchOutcome:
+    """What one batch produced: texts, and (local diagnostics) how many tokens were private or public."""
+
+    key: tuple[str | None, int]
+    size: int
+    texts: list[str]
+    private_tokens: int
+    public_tokens: int
+    public_after_budget: int
+    prompt_tokens: int
+    forward_passes: int
+    rows_decoded: int
+    seconds: float
+
+
+def _sample(logits: Any, temperature: float, candidates: Any, rng: np.random.Generator) -> int:
+    """x ~ softmax(logits/τ) over ``candidates`` (all tokens when None), in float64."""
+    z = logits if candidates is None else logits[candidates]
+    z = z.double().cpu().numpy() / temperature
+    z = z - z.max()
+    p = np.exp(z)
+    p /= p.sum()
+    k = int(rng.choice(p.shape[0], p=p))
+    return int(candidates[k]) if candidates is not None else k
+
+
+def generate_batch(
+    model: Any, tokenizer: Any, prompts: Sequence[Sequence[Mapping[str, str]]], public_prompt: Sequence[Mapping[str, str]],
+    *, config: PrivatePredictionConfig, noise: NoiseSource, key: tuple[str | None, int] = (None, 0),
+    stop_ids: set[int] | None = None, cancel: threading.Event | None = None,
+) -> BatchOutcome:
+    """Algorithm 1 on ONE batch: the batch's private prompts + the public prompt decoded together."""
+    import torch
+
+    t0 = time.perf_counter()
+    s = float(config.batch_size)
+    stop_ids = stop_token_ids(model, tokenizer) if stop_ids is None else stop_ids
+    rows = [_chat_ids(tokenizer, m) for m in prompts] + [_chat_ids(tokenizer, public_prompt)]
+    pad = getattr(tokenizer, "pad_token_id", None)
+    pad = pad if pad is not None else (next(iter(stop_ids)) if stop_ids else 0)
+    dec = BatchedDecoder(model, rows, pad_id=pad, rows_per_forward=config.rows_per_forward)
+    n_priv = len(prompts)
+    svt = config.svt_enabled
+    theta = float(config.svt_threshold) if svt else -math.inf
+    sigma = float(config.svt_noise)
+    lap = lambda scale: float(noise.laplace(scale, 1)[0])  # noqa: E731
+    theta_hat = theta + lap(sigma) if svt else -math.inf  # line 4: noisy threshold
+    t = 0
+    texts: list[str] = []
+    n_public = n_after = 0
+    for e in range(config.examples_per_batch):
+        if t >= config.private_tokens or (cancel is not None and cancel.is_set()):
+            break
+        if e > 0:
+            dec.reset()
+        x: list[int] = []
+        while len(x) < config.max_new_tokens:
+            logits = dec.logits()
+            z_priv, z_pub = logits[:n_priv], logits[n_priv]
+            cand = None
+            if config.public_top_k is not None and config.public_top_k < z_pub.shape[0]:
+                cand = torch.topk(z_pub, config.public_top_k).indices
+            if t >= config.private_tokens:
+                private = False  # budget spent: public continuation (post-processing of the released prefix)
+                n_after += 1
+            elif svt:
+                d = svt_distance(z_priv, z_pub, batch_size=s)  # Eq. (2)
+                private = d + lap(2 * sigma) >= theta_hat  # line 12–13
+            else:
+                private = True
+            if private:
+                zbar = clip_logits(z_priv, config.clip).sum(dim=0) / s if n_priv else torch.zeros_like(z_pub)  # Eq. 1
+                token = _sample(zbar, config.temperature, cand, noise.rng)  # line 15
+                t += 1
+                if svt:
+                    theta_hat = theta + lap(sigma)  # line 17: fresh noisy threshold
+            else:
+                token = _sample(z_pub, config.public_temperature, cand, noise.rng)  # line 19
+                n_public += 1
+            if token in stop_ids:
+                break
+            x.append(token)
+            if len(x) < config.max_new_tokens:
+                dec.append(token)
+        texts.append(tokenizer.decode(x, skip_special_tokens=True).strip())
+    return BatchOutcome(key, n_priv, texts, t, n_public - n_after, n_after, dec.prompt_tokens, dec.forward_passes,
+                        dec.rows_decoded, time.perf_counter() - t0)
+
+
+@dataclasses.dataclass
+class PrivatePredictionResult:
+    """Synthetic documents and the public accounting of one private-prediction run."""
+
+    documents: list[dict[str, Any]]
+    config: PrivatePredictionConfig
+    epsilon: float
+    delta: float
+    rho: float
+    conversion: str
+    event: PrivacyEvent
+    stats: dict[str, Any]
+    warning: str = PRIVATE_PROMPT_WARNING
+
+    def privacy_report(self) -> dict[str, Any]:
+        return {
+            "method": METHOD, "epsilon_total": self.epsilon, "delta_total": self.delta, "rho_zcdp": self.rho,
+            "conversion": self.conversion, "neighbouring": "add/remove one document",
+            "guarantee": "(ε, δ)-differential privacy of the synthetic texts (Theorem 1 of paper 004: ρ-zCDP per "
+                         "batch, parallel composition over disjoint hash batches)",
+            "warning": self.warning, "events": [self.event.to_dict()], "parameters": self.config.to_dict(),
+        }
+
+
+def run_private_prediction(
+    texts: Sequence[str], labels: Sequence[str], *, model: Any, tokenizer: Any, config: PrivatePredictionConfig,
+    epsilon: float | None = None, delta: float, per_class: int | Mapping[str, int], num_buckets: int,
+    classes: Sequence[str] | None = None, noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None,
+    conversion: str = "tight", model_name: str = "local-model", progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> PrivatePredictionResult:
+    """Algorithm 1 over a labelled PRIVATE corpus (training part only).
+
+    Args:
+        texts, labels: the private documents (each becomes one private prompt) and their labels.
+        model, tokenizer: a local causal LM returning logits (HF-style forward with a KV cache).
+        config: public parameters; with ``epsilon`` given, c is calibrated first (:func:`calibrate`).
+        delta: the δ of the (ε, δ) guarantee.
+        per_class: synthetic documents wanted per class (int or mapping) — ⌈K/examples_per_batch⌉ batches per
+            class are run: the first buckets 0, 1, … (a public choice; unused batches are never touched). Without
+            ``group_by_label`` the batches mix classes and Σ per_class documents come out with an empty label.
+        num_buckets: hash buckets per class (public; see :func:`buckets_for`).
+        classes: the public class names (default: sorted distinct labels).
+        noise: randomness (Laplace SVT noise and token sampling).
+        ledger: charged ONE event (parallel composition over batches) with δ.
+    """
+    if len(texts) != len(labels):
+        raise ParameterError("Private prediction needs exactly one label per document.")
+    if epsilon is not None:
+        config = calibrate(config, epsilon=epsilon, delta=delta, conversion=conversion)
+    config = config.validate()
+    delta = _check_delta(delta)
+    noise = noise or NoiseSource()
+    classes = tuple(classes) if classes is not None else tuple(sorted(set(labels)))
+    wanted = {c: int(per_class[c]) if isinstance(per_class, Mapping) else int(per_class) for c in classes}
+    for c, k in wanted.items():
+        check_positive_int(k, f"synthetic documents for class {c!r}", minimum=0)
+    need = {c: math.ceil(k / config.examples_per_batch) for c, k in wanted.items()}
+    num_buckets = check_positive_int(num_buckets, "number of hash buckets", maximum=LIMITS["num_buckets"])
+    groups = classes if config.group_by_label else (None,)
+    if config.group_by_label and max(need.values(), default=0) > num_buckets:
+        raise ParameterError(
+            f"{max(need.values())} batches per class are needed but only {num_buckets} hash buckets exist; raise "
+            "examples per batch or the number of buckets (a smaller batch size s)."
+        )
+    rho = config.rho()
+    eps = zcdp_to_epsilon(rho, delta, conversion=conversion)
+    if ledger is not None:
+        ledger.require(eps, "private prediction")
+    report = progress or (lambda f, m: None)
+    stops = stop_token_ids(model, tokenizer)
+    # ---- prompts (private, in memory only) and batches
+    label_seq = list(labels) if config.group_by_label else None
+    batches = assign_batches(texts, label_seq, num_buckets=num_buckets, group_by_label=config.group_by_label,
+                             key=config.hash_key)
+    plan: list[tuple[tuple[str | None, int], str | None, int]] = []  # (batch key, label given to docs, examples)
+    if config.group_by_label:
+        for c in classes:
+            left = wanted[c]
+            for b in range(need[c]):
+                plan.append(((c, b), c, min(config.examples_per_batch, left)))
+                left -= config.examples_per_batch
+    else:
+        total = sum(wanted.values())
+        n_batches = math.ceil(total / config.examples_per_batch)
+        if n_batches > num_buckets:
+            raise ParameterError(f"{n_batches} batches are needed but only {num_buckets} hash buckets exist.")
+        for b in range(n_batches):
+            plan.append(((None, b), None, config.examples_per_batch))
+    t0 = time.perf_counter()
+    outcomes: list[BatchOutcome] = []
+    documents: list[dict[str, Any]] = []
+    for i, (key, label, n_examples) in enumerate(plan):
+        if cancel is not None and cancel.is_set():
+            break
+        members = batches.get(key, [])
+        report(i / max(len(plan), 1), f"private prediction: batch {i + 1}/{len(plan)} ({len(members)} prompts)")
+        bcfg = dataclasses.replace(config, examples_per_batch=max(n_examples, 1))
+        prompts = [private_messages(_truncate(tokenizer, texts[j], config.max_prompt_tokens), config, labels[j])
+                   for j in members]
+        pub_label = label if config.include_label else None
+        out = generate_batch(model, tokenizer, prompts, public_messages(config, pub_label), config=bcfg, noise=noise,
+                             key=key, stop_ids=stops, cancel=cancel)
+        del prompts
+        outcomes.append(out)
+        for text in out.texts:
+            documents.append({"id": f"pp-{len(documents) + 1:06d}", "label": label if label is not None else "",
+                              "text": text, "model": model_name, "method": METHOD})
+    elapsed = time.perf_counter() - t0
+    report(1.0, f"private prediction: {len(documents)} documents")
+    n_priv = sum(o.private_tokens for o in outcomes)
+    n_pub = sum(o.public_tokens + o.public_after_budget for o in outcomes)
+    generated = n_priv + n_pub
+    event = PrivacyEvent(
+        mechanism=MECHANISM, step=STEP, epsilon=eps, delta=delta, sensitivity=config.clip / config.batch_size,
+        noise_scale=config.temperature,
+        released=f"{len(documents)} synthetic texts from {len(plan)} disjoint hash batches (at most r = "
+                 f"{config.private_tokens} private tokens each)",
+        params={"rho_zcdp": rho, "conversion": conversion, "batch_size_s": config.batch_size,
+                "private_tokens_r": config.private_tokens, "clip_c": config.clip, "temperature_tau": config.temperature,
+                "svt": config.svt_enabled, "svt_threshold_theta": config.to_dict()["svt_threshold"],
+                "svt_noise_sigma": config.svt_noise if config.svt_enabled else None, "num_buckets": num_buckets,
+                "group_by_label": config.group_by_label, "public_top_k": config.public_top_k,
+                "composition": "parallel over disjoint hash batches (paper 004 Lemma 2)",
+                "sensitivity_note": "L∞ sensitivity c/s of the averaged clipped logits (Lemma 3); SVT query 1/s"},
+    )
+    if ledger is not None:
+        ledger.charge(event)
+    stats = {
+        "batches": len(plan), "prompts": sum(o.size for o in outcomes) + len(outcomes),
+        "private_prompts": sum(o.size for o in outcomes), "public_prompts": len(outcomes),
+        "batch_sizes": [o.size for o in outcomes], "prompt_tokens": sum(o.prompt_tokens for o in outcomes),
+        "generated_tokens": generated, "private_tokens": n_priv, "public_tokens": n_pub,
+        "public_tokens_after_budget": sum(o.public_after_budget for o in outcomes),
+        "forward_passes": sum(o.forward_passes for o in outcomes),
+        "row_tokens_decoded": sum(o.rows_decoded for o in outcomes), "seconds": elapsed,
+        "tokens_per_s": generated / elapsed if elapsed > 0 else None,
+        "empty_documents": sum(1 for d in documents if not d["text"]),
+    }
+    return PrivatePredictionResult(documents, config, eps, delta, rho, conversion, event, stats)
+
+
+# --------------------------------------------------------------------------------------------- local model
+
+def load_local_lm(backend: Any = None, *, threads: int | None = None) -> tuple[Any, Any, str]:
+    """``(model, tokenizer, name)`` of the bundled offline model, loaded through :class:`OfflineBackend`."""
+    from dpkps_core.llm.backends import OfflineBackend
+
+    if backend is None:
+        import os
+
+        backend = OfflineBackend(threads=threads or max(1, os.cpu_count() or 1))
+    if not isinstance(backend, OfflineBackend):
+        raise LLMError("Private prediction needs token logits, so it runs only on the local offline model.")
+    backend.load()
+    model, tok = getattr(backend, "_model", None), getattr(backend, "_tokenizer", None)
+    if model is None or tok is None:  # pragma: no cover - defensive
+        raise LLMError("The offline model did not load.")
+    return model, tok, backend.model

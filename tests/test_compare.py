@@ -1,0 +1,151 @@
+"""``compare_methods`` and ``python -m dpkps_core compare``: the three methods at equal ε on the same split, one
+table, compare.csv + compare.md — with a fake LLM backend, a fake causal LM and a hashing embedder."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+from dpkps_core import compare as cmp
+from dpkps_core.cli import build_parser
+from dpkps_core.corpus import Corpus
+from dpkps_core.embeddings import HashingEmbedder
+from dpkps_core.errors import ParameterError
+from dpkps_core.llm.backends import LLMBackend
+from dpkps_core.private_prediction import PrivatePredictionConfig
+from dpkps_core.vocabulary import PublicVocabulary
+from test_private_prediction import FakeLM, FakeTokenizer
+
+TOPICS = {
+    "sport": ["match", "goal", "league", "team", "coach", "stadium"],
+    "business": ["bank", "market", "shares", "profit", "inflation", "airline"],
+    "tech": ["phone", "chip", "software", "browser", "network", "console"],
+}
+
+
+def _corpus() -> Corpus:
+    texts, labels = [], []
+    for c, words in TOPICS.items():
+        for i in range(20):
+            texts.append(f"zzprivate{c}{i} " + " ".join(words[(i + j) % 6] for j in range(4)) + f" story {i}")
+            labels.append(c)
+    return Corpus(tuple(texts), tuple(labels), "topics", "tests")
+
+
+VOCAB = PublicVocabulary("test", tuple(w for ws in TOPICS.values() for w in ws) + ("story", "river", "city"),
+                         "test", "test")
+
+
+class EchoBackend(LLMBackend):
+    """Writes a 'document' from the words of its prompt (keyphrases, Ṽ words or the text to rewrite)."""
+
+    name = "echo"
+    model = "echo-model"
+    max_concurrency = 2
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+        self.lock = threading.Lock()
+
+    def generate(self, messages, *, max_tokens, temperature, timeout):  # type: ignore[override]
+        user = messages[-1]["content"]
+        with self.lock:
+            self.prompts.append(" ".join(m["content"] for m in messages))
+        words = [w for w in re.findall(r"[a-z]+", user.lower()) if any(w in ws for ws in TOPICS.values())]
+        return "a text about " + " ".join(words[:8] or ["nothing"])
+
+
+def _run(tmp_path: Path, methods=cmp.METHODS, **kw):
+    backend = EchoBackend()
+    res = cmp.compare_methods(
+        _corpus(), methods=methods, eps_total=8.0, delta=1e-6, per_class=2, max_tokens=6, backend=backend,
+        embedder=HashingEmbedder(dim=32), vocabulary=VOCAB,
+        sampling={"vocab_size": 12, "terms_per_doc": 4, "length": 3, "junk_filter": False,
+                  "embedding_model": "hashing-test"},
+        private_prediction=PrivatePredictionConfig(batch_size=4, private_tokens=6, public_top_k=None),
+        augpe_config=None, local_lm=(FakeLM(seed=7), FakeTokenizer()), class_size_estimate=16, seeds=(0, 1),
+        seed=11, out_dir=tmp_path / "cmp", **kw)
+    return res, backend
+
+
+def test_compare_runs_every_method_at_equal_epsilon_and_writes_one_table(tmp_path: Path) -> None:
+    res, backend = _run(tmp_path)
+    rows = {r.method: r for r in res.rows}
+    assert list(rows) == ["dpkps", "private-prediction", "augpe", "real"]
+    for m in cmp.METHODS:  # same ε for every method (never above it); δ = 0 only for DP-KPS
+        assert rows[m].epsilon <= 8.0 + 1e-9 and rows[m].epsilon > 7.9
+        assert rows[m].documents == 6 and not math.isnan(rows[m].accuracy)
+    assert rows["dpkps"].delta == 0 and rows["dpkps"].guarantee.startswith("ε-DP")
+    assert rows["private-prediction"].delta == 1e-6 and rows["augpe"].delta == 1e-6
+    # prompt budget: AugPE makes T = 10 prompts per document, DP-KPS one
+    assert rows["augpe"].prompts_per_document == 10 and rows["dpkps"].prompts_per_document == 1
+    assert rows["augpe"].llm_calls == 3 * 2 * 10 and rows["dpkps"].llm_calls == 6
+    assert rows["private-prediction"].llm_calls > 0 and rows["private-prediction"].prompt_tokens > 0
+    # the same split for everybody, and Ṽ shared: AugPE's ledger holds DP-KPS's vocabulary event
+    assert res.info["n_train"] + res.info["n_test"] == 60
+    voc = [e for e in res.privacy["augpe"]["events"] if e["step"] == "vocabulary"]
+    assert len(voc) == 1 and voc[0]["epsilon"] == 4.0
+    assert res.privacy["dpkps"]["epsilon_vocabulary"] == 4.0
+    # files
+    out = tmp_path / "cmp"
+    with open(out / "compare.csv", encoding="utf-8") as f:
+        table = list(csv.DictReader(f))
+    assert [r["method"] for r in table] == ["dpkps", "private-prediction", "augpe", "real"]
+    assert set(cmp.CSV_COLUMNS) <= set(table[0])
+    md = (out / "compare.md").read_text(encoding="utf-8")
+    assert "pure ε-DP" in md and "(ε, δ)" in md and "not for release" in md and "AugPE+Ṽ" in md
+    for m in cmp.METHODS:
+        docs = [json.loads(line) for line in (out / f"documents_{m}.jsonl").read_text().splitlines()]
+        assert len(docs) == 6
+        assert (out / f"privacy_{m}.json").is_file()
+    # no private text in any prompt sent to the (remote-style) backend, nor in the written audit logs
+    written = "".join((out / f"audit_{m}.jsonl").read_text() for m in cmp.METHODS)
+    for blob in backend.prompts + [written]:
+        assert "zzprivate" not in blob
+    assert oct(out.stat().st_mode)[-3:] == "700"
+
+
+def test_compare_subset_builds_its_own_vocabulary_and_validates(tmp_path: Path) -> None:
+    res, _ = _run(tmp_path, methods=("augpe",), real_baseline=False)
+    assert [r.method for r in res.rows] == ["augpe"]
+    assert res.rows[0].epsilon <= 8.0 and res.rows[0].notes.count("Ṽ built for AugPE") == 1
+    with pytest.raises(ParameterError):
+        cmp.compare_methods(_corpus(), methods=("dpkps",), eps_total=2.0, eps_voc=2.0, backend=EchoBackend(),
+                            embedder=HashingEmbedder())
+    with pytest.raises(ParameterError):
+        cmp.compare_methods(_corpus(), methods=("nope",), eps_total=2.0, embedder=HashingEmbedder())
+
+
+def test_cli_compare_is_registered_and_warns_about_private_prompts(monkeypatch, tmp_path: Path, capsys) -> None:
+    parser = build_parser()
+    args = parser.parse_args(["compare", "--eps", "6", "--methods", "dpkps,private-prediction", "--per-class", "2",
+                              "--pp-svt-threshold", "0.5", "--out", str(tmp_path / "o")])
+    assert args.methods == ["dpkps", "private-prediction"] and args.pp_svt_threshold == 0.5 and args.delta == 1e-6
+    with pytest.raises(SystemExit):
+        parser.parse_args(["compare", "--eps", "6", "--methods", "magic", "--out", "x"])
+    seen = {}
+
+    def fake_compare(corpus, **kw):
+        seen.update(kw)
+        res = cmp.CompareResult([cmp.MethodRow("dpkps", "DP-KPS", 6.0, 0.0, "ε-DP (pure)", 4, 4, 1, 10, 10, 1.0,
+                                               0.5, 0.1, 0.4)],
+                                {"eps_total": 6.0, "n_train": 8, "n_test": 2, "per_class": 2, "seeds": [0],
+                                 "chance_accuracy": 0.5}, {}, {}, {}, [])
+        res.write(kw["out_dir"])
+        return res
+
+    monkeypatch.setattr("dpkps_core.compare.compare_methods", fake_compare)
+    monkeypatch.setattr("dpkps_core.embeddings.get_embedder", lambda name: HashingEmbedder(name=name))
+    monkeypatch.setattr("dpkps_core.cli_sample.load_corpus_spec", lambda spec, **kw: _corpus())
+    code = args.func(args)
+    captured = capsys.readouterr()
+    assert code == 0 and "private prediction puts PRIVATE documents" in captured.err
+    assert "| DP-KPS |" in captured.out and (tmp_path / "o" / "compare.csv").is_file()
+    assert seen["eps_total"] == 6.0 and seen["private_prediction"].svt_threshold == 0.5
+    assert seen["private_prediction"].private_tokens == 48
