@@ -1,0 +1,74 @@
+"""Step 1 — the private corpus: a demo or an upload, its columns, a private summary and the held-out split."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from studio import charts, state, widgets
+
+widgets.page_header(0, "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
+                       "memory on this machine; only DP outputs ever leave it.")
+s = st.session_state
+
+widgets.bound(st.radio, "Corpus", "corpus_source", options=["demo", "upload"], horizontal=True,
+              format_func={"demo": "Demo corpus (preselected)", "upload": "Upload my corpus"}.get)
+
+if s["corpus_source"] == "demo":
+    widgets.bound(st.selectbox, "Demo corpus", "demo_spec", options=list(state.DEMO_CHOICES),
+                  format_func=state.DEMO_CHOICES.get)
+    with widgets.guard():
+        if s.get("corpus_id") != s["demo_spec"]:
+            with st.spinner("Loading the demo corpus…"):
+                state.load_demo(s["demo_spec"])
+else:
+    st.markdown("CSV, TSV, JSONL, Parquet (one document per row, a text and a label column) or a ZIP of `.txt` "
+                "files in one folder per class. Up to 200 MB.")
+    upload = st.file_uploader("Private corpus file", type=["csv", "tsv", "jsonl", "json", "parquet", "zip"],
+                              key="corpus_upload")
+    if upload is not None:
+        data = upload.getvalue()
+        with widgets.guard():
+            columns, guess_text, guess_label = state.upload_columns(data, upload.name)
+            if columns:
+                c1, c2 = st.columns(2)
+                text_col = c1.selectbox("Text column", columns,
+                                        index=columns.index(guess_text) if guess_text in columns else None,
+                                        placeholder="choose the column with the documents", key="upload_text_col")
+                label_col = c2.selectbox("Label column", columns,
+                                         index=columns.index(guess_label) if guess_label in columns else None,
+                                         placeholder="choose the column with the class", key="upload_label_col")
+            else:
+                text_col = label_col = None
+                st.caption("ZIP of .txt files: each file is a document, labelled by the folder that holds it.")
+            if st.button("Load this corpus", type="primary", icon=":material/upload_file:"):
+                c = state.load_upload(data, upload.name, text_column=text_col, label_column=label_col)
+                st.success(f"Loaded {len(c):,} documents in {len(c.classes)} classes.")
+
+corpus = state.corpus()
+if corpus is not None:
+    st.divider()
+    st.subheader(f"Summary of “{corpus.name}”")
+    st.markdown(widgets.PRIVATE_BADGE)
+    info = state.corpus_summary(corpus)
+    m = st.columns(4)
+    m[0].metric("Documents", f"{info['documents']:,}")
+    m[1].metric("Classes", info["classes"])
+    m[2].metric("Median words / document", f"{info['words_median']:,.0f}")
+    m[3].metric("Longest document (words)", f"{info['words_max']:,}")
+    if corpus.report is not None:
+        st.caption(corpus.report.summary())
+    left, right = st.columns(2)
+    left.plotly_chart(charts.class_counts_bar(info["class_counts"]), key="chart.class_counts")
+    right.plotly_chart(charts.length_histogram(info["words"], corpus.labels), key="chart.lengths")
+    st.dataframe({"class": list(info["class_counts"]), "documents": list(info["class_counts"].values())},
+                 hide_index=True, key="table.class_counts")
+
+    st.subheader("Held-out part for evaluation")
+    widgets.bound(st.slider, "Test fraction (held out per class; never touched by a DP step)", "test_fraction",
+                  min_value=0.0, max_value=0.5, step=0.05)
+    sp = state.split()
+    st.caption(f"{len(sp.train):,} training documents feed the DP steps; {len(sp.test):,} are held out for the "
+               "local evaluation (page 7). Changing this after building Ṽ discards Ṽ and what followed.")
+    widgets.next_button(0)
+else:
+    st.info("Load a corpus to continue.")

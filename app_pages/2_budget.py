@@ -1,0 +1,127 @@
+"""Step 2 — the public vocabulary, S and N, the privacy budget and its split, and "Will this work?"."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dpkps_core.embeddings import EMBEDDING_MODELS
+from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
+from dpkps_core.pipeline import LIMITS
+from dpkps_core.vocabulary import VOCABULARIES
+from studio import charts, state, widgets
+
+widgets.page_header(1, "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
+                       "each document may contribute, and how the privacy budget ε is split.")
+s = st.session_state
+
+# ------------------------------------------------------------------------------------------- vocabulary
+st.subheader("Public vocabulary")
+names = {**{k: k for k in state.BUILTIN_VOCABULARIES}, "upload": "upload my own (one term per line)"}
+widgets.bound(st.selectbox, "Vocabulary V", "vocabulary", options=list(names), format_func=names.get)
+if s["vocabulary"] == "upload":
+    up = st.file_uploader("Public vocabulary file (UTF-8, one term per line)", type=["txt", "csv", "tsv"],
+                          key="vocab_upload")
+    if up is not None:
+        state.save_vocabulary_upload(up.getvalue(), up.name)
+    if s.get("vocab_upload_name"):
+        st.caption(f"Using {s['vocab_upload_name']} (public; kept in a session temp folder).")
+else:
+    meta = VOCABULARIES[s["vocabulary"]]
+    st.caption(f"{meta['description']} Licence: {meta['licence']}")
+c1, c2, c3 = st.columns(3)
+widgets.bound(c1.checkbox, "Remove English stop words", "remove_stopwords")
+widgets.bound(c2.checkbox, "Drop junk terms", "junk_filter",
+              help="Terms without letters, with digits inside words (“66-day”, “x86”), decimals, one-letter terms.")
+widgets.bound(c3.number_input, "Keep only the first K terms of V (0 = all)", "vocab_max_terms", min_value=0,
+              max_value=1_000_000, step=1000)
+vocab = None
+with widgets.guard():
+    vocab = state.public_vocabulary()
+    st.caption(f"|V| = {len(vocab):,} public terms ({vocab.multiword_count:,} multi-word).")
+
+c1, c2, c3 = st.columns(3)
+widgets.bound(c1.number_input, "S — distinct terms counted per document", "terms_per_doc", min_value=1,
+              max_value=LIMITS["terms_per_doc"], help="The sensitivity of the vocabulary histogram.")
+widgets.bound(c2.number_input, "N — private vocabulary size", "vocab_size", min_value=10,
+              max_value=LIMITS["vocab_size"], step=100)
+widgets.bound(c3.selectbox, "How Ṽ is cut from the noisy counts", "selection_rule", options=["top-n", "noise-floor"],
+              format_func={"top-n": "top N (paper)", "noise-floor": "top N above the noise floor"}.get)
+widgets.bound(st.selectbox, "Embedding model (public)", "embedding_model", options=list(EMBEDDING_MODELS),
+              format_func=lambda m: f"{m} — {EMBEDDING_MODELS[m]['description']}")
+
+# ------------------------------------------------------------------------------------------- budget
+st.subheader("Privacy budget")
+c1, c2 = st.columns([1, 2])
+widgets.bound(c1.number_input, "Total ε = ε_voc + ε_kde", "eps_total", min_value=0.1, max_value=100.0, step=0.5)
+widgets.bound(c2.slider, "Share of ε for the private vocabulary (ε_voc); the rest builds the densities (ε_kde)",
+              "eps_voc_share", min_value=0.05, max_value=0.95, step=0.05)
+eps_voc, eps_kde = state.eps_split()
+c1, c2, c3 = st.columns(3)
+c1.metric("ε_voc (vocabulary)", f"{eps_voc:g}")
+c2.metric("ε_kde (densities)", f"{eps_kde:g}")
+widgets.bound(c3.checkbox, "Budget cap", "cap_enabled",
+              help="Any step that would take the ledger over the cap is refused before anything is spent.")
+if s["cap_enabled"]:
+    widgets.bound(c3.number_input, "Cap on the total ε spent in this run", "epsilon_cap", min_value=0.1,
+                  max_value=1000.0, step=1.0)
+led = state.ledger()
+st.plotly_chart(charts.budget_split_bar(eps_voc, eps_kde, led.total_epsilon, led.cap), key="chart.budget")
+if led.cap is not None and not led.can_afford(eps_voc + eps_kde):
+    st.warning(f"This plan needs ε = {eps_voc + eps_kde:g} but only {led.remaining:g} is left under the cap: a step "
+               "that would go over it is refused before anything is spent.", icon=":material/warning:")
+
+with st.expander("What does ε mean here?", expanded=True):
+    cfg = state.current_config()
+    x = state.epsilon_explainer(eps_voc=eps_voc, eps_kde=eps_kde, terms_per_doc=cfg.terms_per_doc,
+                                public_vocabulary_size=len(vocab) if vocab else 2, density_kind=cfg.density_kind,
+                                features=cfg.features)
+    st.markdown(
+        f"""
+- **Odds bound.** Adding or removing any one document changes the probability of any output by at most a factor
+  e^ε: e^{eps_voc + eps_kde:g} ≈ **{x['odds_total']:,.1f}×** for the whole run (vocabulary e^{eps_voc:g} ≈
+  {x['odds_voc']:,.1f}×, densities e^{eps_kde:g} ≈ {x['odds_kde']:,.1f}×). Smaller ε → stronger guarantee.
+- **Noise per vocabulary count.** Each of the |V| counts gets Laplace noise of scale S/ε_voc = **{x['voc_scale']:.2f}**
+  documents (typical size ±{x['voc_mean_abs']:.1f}, sd {x['voc_sd']:.1f}). Among {len(vocab) if vocab else 0:,}
+  terms that never occur, the largest noise reaches about **{x['voc_floor']:,.0f}**: real terms need more documents
+  than that to be picked reliably.
+- **Noise per density feature.** """ + (
+            f"Each class's keyphrase histogram over Ṽ gets Laplace(1/ε_kde) per term: sd **{x['kde_sd']:.2f}** "
+            "(a document contributes weight 1 in total)." if cfg.density_kind == "histogram" else
+            f"Each of the I = {x.get('kde_features', 0):,.0f} random features gets Laplace(√2·I/ε_kde) = scale "
+            f"**{x['kde_scale']:,.0f}** (sd {x['kde_sd']:,.0f}) on a sum of up to n_c values in [−√2, √2].") + """
+- **Common ranges.** ε ≤ 1 is a strong guarantee; reviews of deployed DP systems and DP-trained models report ε
+  between about 5 and 15 and advocate ε ≤ 10 for real deployments (the DP-KPS paper uses totals of 6–15).
+- The guarantee covers the sequences and, by post-processing, every text the LLM writes from them.
+""")
+
+# ------------------------------------------------------------------------------------------- presets
+st.subheader("Presets and noise source")
+widgets.bound(st.toggle, "Paper settings (RFF DP-KDE, σ = 1, I = 2000, no junk filter) instead of the defaults",
+              "paper_settings", on_change=lambda: state.apply_paper_settings(bool(s["paper_settings"])))
+widgets.bound(st.checkbox, "Reproducible demo (seeded noise, NOT FOR RELEASE)", "seeded_demo",
+              help="Unticked (default): noise comes from the operating system's entropy. Ticked: a fixed seed, so "
+                   "the same clicks give the same output; the report and bundle then say NOT FOR RELEASE.")
+if s["seeded_demo"]:
+    widgets.bound(st.number_input, "Demo seed", "demo_seed", min_value=0, max_value=2**31 - 1)
+    st.warning("Seeded noise is predictable: outputs of this mode are a demo, NOT FOR RELEASE.",
+               icon=":material/warning:")
+
+# ------------------------------------------------------------------------------------------- forecast
+st.subheader("Will this work?")
+st.markdown(widgets.PRIVATE_BADGE)
+st.caption(DISCLOSURE_NOTE)
+if st.button("Forecast with these settings", icon=":material/query_stats:"):
+    with widgets.guard(), st.spinner("Counting terms of the training part (private, once) and simulating…"):
+        state.ensure_corpus()
+        state.run_forecast()
+f = s.get("forecast")
+if f is not None:
+    (st.success if f.usable else st.warning)(f.verdict)
+    m = st.columns(4)
+    m[0].metric("Expected noise share of Ṽ", f"{f.expected_noise_share:.0%}")
+    m[1].metric("Real terms expected in Ṽ", f"{f.expected_real_terms:,.0f}")
+    m[2].metric("Noise floor (documents)", f"{f.noise_floor:,.0f}")
+    m[3].metric("Terms of V in the corpus", f"{f.terms_in_corpus:,}")
+    st.plotly_chart(forecast_figure(f), key="chart.forecast")
+
+widgets.next_button(1)

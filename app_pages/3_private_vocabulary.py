@@ -1,0 +1,69 @@
+"""Step 3 — the private vocabulary Ṽ (ε_voc): a Laplace-noised histogram over all of V, top N."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from studio import charts, state, widgets
+
+widgets.page_header(2, "Each training document counts its first S distinct terms of V; Laplace noise is added to "
+                       "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
+s = st.session_state
+
+with widgets.guard():
+    state.ensure_corpus()
+if state.corpus() is None:
+    st.info("Load a corpus first.")
+    widgets.go_to(0)
+else:
+    eps_voc, _ = state.eps_split()
+    cfg = state.current_config()
+    pv = s.get("pv")
+    already = pv is not None
+    st.markdown(
+        f"Running this step spends **ε_voc = {eps_voc:g}** from the ledger"
+        + (" — **again**: re-running charges the ledger a second time (basic composition), it does not replace "
+           "the earlier spend." if already else ".")
+        + f" Settings: S = {cfg.terms_per_doc}, N = {cfg.vocab_size:,}, vocabulary “{cfg.vocabulary}”.")
+    label = f"Re-run (spends ε_voc = {eps_voc:g} again)" if already else f"Build Ṽ (spends ε_voc = {eps_voc:g})"
+    if st.button(label, type="secondary" if already else "primary", icon=":material/casino:"):
+        with widgets.guard(), st.status("Building the private vocabulary…", expanded=True) as status:
+            st.write("Counting each training document's first S distinct terms of V (private, in memory)…")
+            pv = state.run_private_vocabulary()
+            status.update(label=f"Ṽ built: {len(pv):,} terms (ε_voc = {pv.epsilon:g} charged)", state="complete")
+            st.rerun()
+
+    pv = s.get("pv")
+    if pv is not None:
+        meta = s["pv_meta"]
+        changed = state.settings_changed_since(meta, state.vocabulary_settings_now())
+        if changed:
+            st.warning(f"Settings changed since Ṽ was built ({', '.join(changed)}); Ṽ below uses the old ones. "
+                       "Re-run to apply them (spends ε_voc again).", icon=":material/sync_problem:")
+        st.subheader("Ṽ — the private vocabulary")
+        st.markdown(widgets.DP_BADGE)
+        m = st.columns(4)
+        m[0].metric("Terms in Ṽ", f"{len(pv):,}")
+        m[1].metric("ε_voc spent for it", f"{pv.epsilon:g}")
+        m[2].metric("Noise scale S/ε_voc", f"{pv.noise_scale:.2f}")
+        m[3].metric("Public vocabulary |V|", f"{pv.public_vocabulary_size:,}")
+        floor = state.vocabulary_noise_floor(pv)
+        left, right = st.columns([3, 2])
+        left.plotly_chart(charts.noisy_counts_bar(pv.terms, pv.noisy_counts, top=30, noise_floor=floor),
+                          key="chart.noisy_counts")
+        right.dataframe(pd.DataFrame({"term": pv.terms[:200], "noisy count": [round(float(c), 1)
+                                                                             for c in pv.noisy_counts[:200]]}),
+                        hide_index=True, height=520)
+
+        st.subheader("How much of the real top terms did Ṽ recover?")
+        st.markdown(widgets.PRIVATE_BADGE)
+        st.caption("Computed locally from the TRUE counts; for you only — it is not DP and never exported.")
+        with widgets.guard():
+            chk = s.get("vocab_check") or state.vocabulary_check()
+            m = st.columns(3)
+            m[0].metric(f"Recall of the true top {chk['top']:,}", f"{chk['recall']:.0%}")
+            m[1].metric("Share of Ṽ that is pure noise", f"{chk['noise_share']:.0%}",
+                        help="Terms of Ṽ that never occur in the training documents (selected by noise alone).")
+            m[2].metric("Terms of V that occur in the corpus", f"{chk['terms_in_corpus']:,}")
+        widgets.next_button(2)

@@ -1,0 +1,64 @@
+"""Step 5 — keyphrase sequences per class (post-processing: free) and the cheap no-LLM check."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dpkps_core.pipeline import LIMITS
+from studio import charts, state, widgets
+
+widgets.page_header(4, "Sequences are sampled from the DP densities: post-processing, so sampling (and re-sampling) "
+                       "costs no privacy. They are written to the run folder with the privacy report.")
+s = st.session_state
+
+if s.get("dp_density") is None:
+    st.info("Build the keyphrase densities first.")
+    widgets.go_to(3)
+else:
+    meta = s["density_meta"]
+    st.markdown(f"**Method:** {meta['method']} · **L** = {meta['length']} · density {meta['density_kind']} "
+                "(chosen on page 4; changing them means rebuilding the densities, which charges ε_kde again).")
+    widgets.go_to(3, "Change the method or L on page 4")
+    c1, c2 = st.columns(2)
+    widgets.bound(c1.number_input, "Sequences per class", "per_class", min_value=1, max_value=LIMITS["per_class"])
+    widgets.bound(c2.slider, "Temperature T (1 = sample from the density; → 0 = most likely terms only)",
+                  "temperature", min_value=0.05, max_value=2.0, step=0.05)
+    n_classes = len(state.corpus().classes)
+    sampled = s.get("outcome") is not None
+    label = "Sample again (free)" if sampled else f"Sample {int(s['per_class']) * n_classes:,} sequences (free)"
+    if st.button(label, type="secondary" if sampled else "primary", icon=":material/shuffle:"):
+        with widgets.guard(), st.spinner("Sampling…"):
+            state.run_sequences()
+            st.rerun()
+
+    outcome = s.get("outcome")
+    if outcome is not None:
+        st.subheader(f"{len(outcome.sequences):,} sequences")
+        st.markdown(widgets.DP_BADGE)
+        if outcome.uniform_fallbacks:
+            st.caption(f"{outcome.uniform_fallbacks:,} of {outcome.draws:,} draws fell back to uniform over Ṽ "
+                       "(every density score of that step was ≤ 0).")
+        rows = []
+        for cls in state.corpus().classes:
+            rows += [{"id": q.id, "class": q.label, "keyphrases": ", ".join(q.keyphrases)}
+                     for q in [q for q in outcome.sequences if q.label == cls][:5]]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, key="table.sequences")
+        st.caption(f"Written to the run folder with the privacy report: `{s.get('run_dir')}`.")
+
+        st.subheader("No-LLM check: are these sequences useful before spending LLM calls?")
+        st.markdown(widgets.PRIVATE_BADGE)
+        st.caption("A TF-IDF classifier trained on the DP sequences classifies the held-out documents' own keyphrase "
+                   "sequences (paper Table 5). Compare methods here before writing documents; rebuilding densities "
+                   "for another method charges ε_kde again.")
+        if st.button("Run the no-LLM check", icon=":material/fact_check:"):
+            with widgets.guard(), st.spinner("Classifying held-out documents (private, local)…"):
+                state.no_llm_check()
+        res = s.get("no_llm")
+        if res is not None:
+            m = st.columns(3)
+            m[0].metric("No-LLM accuracy", f"{res['no_llm_accuracy']:.2f}")
+            m[1].metric("Real keyphrase baseline", f"{res['real_keyphrase_baseline']:.2f}")
+            m[2].metric("Chance (majority class)", f"{res['chance']:.2f}")
+            st.plotly_chart(charts.no_llm_bars(s.get("no_llm_history", [])), key="chart.no_llm")
+        widgets.next_button(4)

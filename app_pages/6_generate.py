@@ -1,0 +1,106 @@
+"""Step 6 — write one document per DP keyphrase sequence with an LLM (post-processing; resumable)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dpkps_core.llm import preview
+from studio import state, widgets
+
+widgets.page_header(5, "Each prompt holds only a public template, the document type, one DP keyphrase sequence and "
+                       "(optionally) PUBLIC examples — never the private corpus. Every prompt sent is logged in the "
+                       "run's audit log.")
+s = st.session_state
+
+if s.get("outcome") is None:
+    st.info("Sample keyphrase sequences first.")
+    widgets.go_to(4)
+else:
+    job = s.get("job_generation")
+    running = isinstance(job, state.Job) and job.running
+    st.subheader("Backend")
+    widgets.bound(st.radio, "LLM", "backend", options=["offline", "openai"], horizontal=True, disabled=running,
+                  format_func={"offline": "Offline SmolLM2-135M (default, runs here)",
+                               "openai": "OpenAI-compatible server"}.get)
+    if s["backend"] == "openai":
+        c1, c2 = st.columns(2)
+        widgets.bound(c1.text_input, "Base URL (empty = api.openai.com)", "base_url",
+                      placeholder="http://127.0.0.1:8000/v1")
+        widgets.bound(c2.text_input, "Model", "llm_model")
+        widgets.bound(c1.text_input, "API key (kept in this session's memory only; never written anywhere)",
+                      "api_key", type="password")
+        widgets.bound(c2.number_input, "Requests in flight", "concurrency", min_value=1, max_value=64)
+        widgets.bound(c1.number_input, "Price per 1k tokens (optional, for the estimate)", "price_per_1k",
+                      min_value=0.0, step=0.001, format="%.4f")
+        st.caption("The DP sequences (not the private corpus) are sent to this server.")
+
+    st.subheader("Prompt")
+    c1, c2 = st.columns([3, 2])
+    widgets.bound(c1.text_input, "Document type (with its article)", "doc_type", placeholder="a short news article")
+    widgets.bound(c2.checkbox, "Class names are public: mention each sequence's class in its prompt", "include_label")
+    few = st.file_uploader("Optional PUBLIC few-shot examples (CSV/JSONL with a 'text' column, or .txt with examples "
+                           "separated by blank lines) — never the private corpus", type=["csv", "jsonl", "txt"],
+                           key="few_shot_upload")
+    if few is not None and few.name != s.get("few_shot_name"):
+        with widgets.guard():
+            ex = state.parse_few_shot_upload(few.getvalue(), few.name)
+            st.success(f"{len(ex)} public example(s) loaded from {few.name}.")
+    if s.get("few_shot"):
+        st.caption(f"Using {len(s['few_shot'])} public example(s) from {s['few_shot_name']}.")
+        if st.button("Remove the few-shot examples"):
+            s["few_shot"], s["few_shot_name"] = (), ""
+            st.rerun()
+    c1, c2, c3 = st.columns(3)
+    widgets.bound(c1.number_input, "Max tokens per document", "max_tokens", min_value=8, max_value=4096, step=16)
+    widgets.bound(c2.slider, "LLM temperature", "llm_temperature", min_value=0.0, max_value=1.5, step=0.05)
+    total = len(s["outcome"].sequences)
+    if int(s["n_documents"]) > total:
+        s["n_documents"] = total
+    widgets.bound(c3.number_input, f"Write documents for the first … sequences (of {total:,}; round-robin over "
+                  "classes; finished ones are skipped)", "n_documents", min_value=1, max_value=total)
+
+    with widgets.guard():
+        seqs = state.job_sequences()
+        pconf = state.prompt_config()
+        st.markdown("**Exact prompt for the first sequence**")
+        st.code(preview(seqs[0], pconf), language="text", wrap_lines=True)
+        est = state.estimate_generation(int(s["n_documents"]))
+        st.caption(f"Estimate: {est.summary()}.")
+
+        done = state.documents()
+        remaining = max(int(s["n_documents"]) - len([d for d in done if d["id"] in {q["id"] for q in
+                                                                                    seqs[: int(s['n_documents'])]}]), 0)
+        label = "Continue writing" if done else "Write documents"
+        if not running and st.button(f"{label} ({remaining:,} to go)", type="primary", icon=":material/edit_note:",
+                                     disabled=remaining == 0):
+            state.start_generation(int(s["n_documents"]))
+            st.rerun()
+
+    def show_documents(j: state.Job) -> None:
+        docs = state.documents()
+        fails = state.failures()
+        if j.error:
+            st.error(j.error, icon=":material/error:")
+        elif not j.running and j.result is not None:
+            r = j.result
+            msg = (f"{r.done:,} of {r.total:,} documents in the run folder ({r.written:,} new, {r.already_done:,} "
+                   f"from before), {r.failed:,} failed.")
+            (st.warning if r.cancelled or r.failed else st.success)(
+                msg + (" Cancelled: press “Continue writing” to resume." if r.cancelled else ""))
+        st.markdown(f"**{len(docs):,} document(s) written** (newest first)")
+        if docs:
+            st.dataframe(pd.DataFrame([{"id": d["id"], "class": d["label"], "text": d["text"]}
+                                       for d in reversed(docs)]), hide_index=True, key="table.documents")
+        if fails:
+            st.caption(f"{len(fails)} failed item(s) (see generation_failures.jsonl; “Continue” retries them).")
+
+    if isinstance(job, state.Job):
+        widgets.job_monitor("job_generation", body=show_documents, cancel_label="Cancel (keeps finished documents)")
+    else:
+        docs = state.documents()
+        if docs:
+            st.markdown(f"**{len(docs):,} document(s) in the run folder**")
+            st.dataframe(pd.DataFrame([{"id": d["id"], "class": d["label"], "text": d["text"]} for d in docs]),
+                         hide_index=True, key="table.documents")
+    widgets.next_button(5)

@@ -1,0 +1,121 @@
+"""Step 7 — local evaluation (PRIVATE): downstream accuracy, real-vs-synthetic overlays, the ε sweep explorer."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dpkps_core.evaluation import DISCLOSURE_NOTE, PRIVATE_NOTE, sweep_figures, sweep_summary
+from dpkps_core.sampling import METHODS
+from studio import charts, state, widgets
+
+widgets.page_header(6, "Everything on this page reads the real corpus, runs on this machine for you, and is never "
+                       f"part of the release bundle ({PRIVATE_NOTE}).")
+st.markdown(widgets.PRIVATE_BADGE)
+s = st.session_state
+
+tab_acc, tab_map, tab_sweep = st.tabs(["Downstream accuracy", "Real vs synthetic map", "ε sweep explorer"])
+
+with tab_acc:
+    if s.get("outcome") is None:
+        st.info("Sample keyphrase sequences first (page 5).")
+    else:
+        n_docs = len(state.documents())
+        n_test = len(s["split"].test) if s.get("split") is not None else 0
+        st.caption(f"Trains a classifier on the synthetic documents ({n_docs:,} so far) and tests it on the {n_test:,} "
+                   "held-out real documents, next to the same classifier on as many real documents, plus the no-LLM "
+                   "check. Every held-out document is embedded in memory: a few hundred documents take a few minutes "
+                   "on a small CPU (it runs in the background; you can leave this page).")
+        widgets.bound(st.columns(3)[0].number_input, "Seeds (repetitions)", "eval_seeds", min_value=1, max_value=10)
+        job = s.get("job_evaluation")
+        if not (isinstance(job, state.Job) and job.running):
+            if st.button("Evaluate this run", icon=":material/analytics:"):
+                with widgets.guard():
+                    state.start_evaluation(int(s["eval_seeds"]))
+                    st.rerun()
+
+        def show_evaluation(j: state.Job) -> None:
+            if j.error:
+                st.error(j.error, icon=":material/error:")
+            elif not j.running and j.result is not None:
+                res = j.result
+                rows = [{"metric": name, "accuracy": round(m.accuracy_mean, 3), "± sd": round(m.accuracy_sd, 3),
+                         "macro-F1": round(m.macro_f1_mean, 3), "training items": m.n_train, "note": m.note}
+                        for name, m in res.metrics.items()]
+                st.dataframe(pd.DataFrame(rows), hide_index=True, key="table.evaluation")
+                st.plotly_chart(charts.metrics_bars({n: (m.accuracy_mean, m.accuracy_sd)
+                                                     for n, m in res.metrics.items()},
+                                                    res.info.get("chance_accuracy")), key="chart.evaluation")
+                st.caption(f"{res.info.get('n_test', 0):,} held-out test documents; chance (majority class) "
+                           f"{res.info.get('chance_accuracy', 0):.2f}.")
+
+        widgets.job_monitor("job_evaluation", body=show_evaluation)
+
+with tab_map:
+    if not state.documents():
+        st.info("Write some synthetic documents first (page 6).")
+    else:
+        widgets.bound(st.columns(3)[0].number_input, "Real held-out documents to embed (a sample, for speed)",
+                      "projection_points", min_value=10, max_value=2000, step=50)
+        job = s.get("job_projection")
+        if not (isinstance(job, state.Job) and job.running):
+            if st.button("Draw t-SNE and UMAP overlays", icon=":material/scatter_plot:"):
+                with widgets.guard():
+                    state.start_projection(int(s["projection_points"]))
+                    st.rerun()
+
+        def show_projection(j: state.Job) -> None:
+            if j.error:
+                st.error(j.error, icon=":material/error:")
+            elif not j.running and j.result:
+                for method, df in j.result.items():
+                    left, right = st.columns(2)
+                    left.plotly_chart(charts.projection_by(df, color="label", method=method), key=f"chart.{method}.l")
+                    right.plotly_chart(charts.projection_by(df, color="source", method=method),
+                                       key=f"chart.{method}.s")
+
+        widgets.job_monitor("job_projection", body=show_projection)
+
+with tab_sweep:
+    st.caption("No-LLM accuracy and vocabulary recall over a grid of ε_voc × ε_kde, without spending ε on the "
+               "real release: each cell is a local, seeded experiment on the training part, scored on the held-out "
+               f"part. {DISCLOSURE_NOTE}")
+    grid = [0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 10.0, 15.0, 20.0]
+    c1, c2 = st.columns(2)
+    widgets.bound(c1.multiselect, "ε_voc values", "sweep_eps_voc", options=grid)
+    widgets.bound(c2.multiselect, "ε_kde values", "sweep_eps_kde", options=grid)
+    c1, c2, c3 = st.columns(3)
+    widgets.bound(c1.multiselect, "Methods", "sweep_methods", options=list(METHODS))
+    widgets.bound(c2.number_input, "Seeds", "sweep_seeds", min_value=1, max_value=10)
+    widgets.bound(c3.number_input, "Sequences per class", "sweep_per_class", min_value=5, max_value=2000, step=10)
+    cells = len(s["sweep_eps_voc"]) * len(s["sweep_eps_kde"]) * len(s["sweep_methods"]) * int(s["sweep_seeds"])
+    job = s.get("job_sweep")
+    if not (isinstance(job, state.Job) and job.running):
+        if st.button(f"Run the sweep ({cells} cells)", icon=":material/grid_on:", disabled=cells == 0):
+            with widgets.guard():
+                state.ensure_corpus()
+                state.start_sweep(eps_voc=s["sweep_eps_voc"], eps_kde=s["sweep_eps_kde"], methods=s["sweep_methods"],
+                                  seeds=int(s["sweep_seeds"]), per_class=int(s["sweep_per_class"]))
+                st.rerun()
+
+    def show_sweep(j: state.Job) -> None:
+        if j.error:
+            st.error(j.error, icon=":material/error:")
+        rows = list(j.partial)
+        if not rows:
+            return
+        df = pd.DataFrame(rows)
+        if not j.running:
+            st.caption(f"{len(rows)} cell(s) finished" + (" (cancelled: finished cells kept)." if j.cancelled else "."))
+        figs = sweep_figures(df)
+        for name, fig in figs.items():
+            if name.startswith("heatmap"):
+                fig.update_xaxes(type="category").update_yaxes(type="category")
+            st.plotly_chart(fig, key=f"chart.sweep.{name}")
+        cols = ["method", "eps_voc", "eps_kde", "no_llm_accuracy_mean", "vocabulary_recall_mean",
+                "noise_term_share_mean", "seeds"]
+        st.dataframe(sweep_summary(df)[cols].round(3), hide_index=True, key="table.sweep")
+
+    widgets.job_monitor("job_sweep", body=show_sweep, cancel_label="Cancel (keeps finished cells)")
+
+widgets.next_button(6)

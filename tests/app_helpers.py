@@ -1,0 +1,172 @@
+"""Helpers for the app tests (Streamlit AppTest): start a session, switch pages, click, wait for jobs.
+
+The app runs in this process with ``DPKPS_TEST_FAST=1`` (2 sequences per class, N = 200, 2 LLM documents of 16
+tokens) and its run folders under a per-test ``DPKPS_RUNS_DIR``. Models are shared by all sessions through
+``st.cache_resource``, so only the first test pays for loading them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from streamlit.testing.v1 import AppTest
+
+from studio import PAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+TIMEOUT = 120.0
+
+_WORDS = {
+    "sport": "football match goal league striker coach team season cup champions stadium fans players win "
+             "defence tournament injury referee victory squad".split(),
+    "tech": "software computer internet mobile phone network users online broadband digital chip data "
+            "technology device browser security update gadget microsoft apple".split(),
+    "business": "bank shares profits market economy interest rates investors company growth prices sales "
+                "inflation firm deal quarter earnings oil trade budget".split(),
+}
+_FILLER = "the a and of to in on for with after this year people said".split()
+
+
+def toy_records(per_class: int = 20, seed: int = 0) -> list[dict[str, str]]:
+    """A small, clearly separable labelled corpus built by the test itself (no private data)."""
+    rng = random.Random(seed)
+    rows = []
+    for label, words in _WORDS.items():
+        for _ in range(per_class):
+            tokens = [rng.choice(words) if rng.random() < 0.6 else rng.choice(_FILLER) for _ in range(40)]
+            rows.append({"text": " ".join(tokens).capitalize() + ".", "label": label})
+    rng.shuffle(rows)
+    return rows
+
+
+def toy_csv(per_class: int = 20, *, text: str = "text", label: str = "label", seed: int = 0) -> bytes:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=[text, label])
+    w.writeheader()
+    for r in toy_records(per_class, seed):
+        w.writerow({text: r["text"], label: r["label"]})
+    return buf.getvalue().encode("utf-8")
+
+
+def problems(at: AppTest) -> list[str]:
+    return [e.value for e in at.exception] + [e.value for e in at.error]
+
+
+def assert_clean(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def new_app(**session: Any) -> AppTest:
+    """A fresh session (like a new browser tab) on page 1, after its first run."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for k, v in session.items():
+        at.session_state[k] = v
+    at.run()
+    return assert_clean(at)
+
+
+def goto(at: AppTest, index: int, *, clean: bool = True) -> AppTest:
+    at.switch_page(PAGES[index].path).run()
+    return assert_clean(at) if clean else at
+
+
+def button(at: AppTest, prefix: str) -> Any:
+    found = [b for b in at.button if b.label.startswith(prefix)]
+    assert found, f"no button starting with {prefix!r}; buttons: {[b.label for b in at.button]}"
+    return found[0]
+
+
+def click(at: AppTest, prefix: str, *, clean: bool = True) -> AppTest:
+    button(at, prefix).click().run()
+    return assert_clean(at) if clean else at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def ledger_total(at: AppTest) -> float:
+    return at.session_state["ledgers"][at.session_state["corpus_id"]].total_epsilon
+
+
+def upload_corpus(at: AppTest, data: bytes, filename: str = "private.csv", *, load: bool = True) -> AppTest:
+    """Page 1: switch to "upload", give the file and press "Load this corpus"."""
+    goto(at, 0)
+    at.radio(key="_w.corpus_source").set_value("upload").run()
+    at.file_uploader(key="corpus_upload").set_value((filename, data, "text/csv")).run()
+    if load and [b for b in at.button if b.label.startswith("Load this corpus")]:
+        click(at, "Load this corpus", clean=False)
+    return at
+
+
+def wait_job(at: AppTest, key: str, timeout: float = 180.0) -> Any:
+    """Wait for a background job of the session, then rerun the page once."""
+    deadline = time.monotonic() + timeout
+    job = at.session_state[key]
+    while job.running:
+        assert time.monotonic() < deadline, f"job {key} still running: {job.message}"
+        time.sleep(0.2)
+    at.run()
+    return job
+
+
+def walk(at: AppTest, upto: int) -> AppTest:
+    """Run the default flow's actions up to page index ``upto`` (2 = Ṽ, 3 = densities, 4 = sequences, 5 = LLM)."""
+    if upto >= 2:
+        goto(at, 2)
+        click(at, "Build Ṽ")
+    if upto >= 3:
+        goto(at, 3)
+        click(at, "Build densities")
+    if upto >= 4:
+        goto(at, 4)
+        click(at, "Sample")
+    if upto >= 5:
+        goto(at, 5)
+        click(at, "Write documents")
+        job = wait_job(at, "job_generation")
+        assert job.error is None, job.error
+    return at
+
+
+def table(at: AppTest, column: str) -> Any:
+    """The first dataframe on the page (main area or sidebar) that has ``column``."""
+    for df in at.dataframe:
+        value = df.value
+        if column in value.columns:
+            return value
+    raise AssertionError(f"no table with column {column!r}")
+
+PAGES_SPECS_FIRST_TITLE = PAGES[0].title
+
+
+class FakeUMAP:
+    """Stand-in for ``umap.UMAP`` in AppTests: the app's wiring is what is tested here; real UMAP (≈20 s of numba
+    compilation per process) is covered by tests/test_evaluation.py."""
+
+    def __init__(self, n_components: int = 2, **_: Any) -> None:
+        self.n_components = n_components
+
+    def fit_transform(self, x: Any) -> Any:
+        import numpy as np
+
+        x = np.asarray(x, dtype=np.float64)
+        x = x - x.mean(axis=0)
+        _, _, vt = np.linalg.svd(x, full_matrices=False)
+        return x @ vt[: self.n_components].T
+
+
+def fake_umap_module() -> Any:
+    import types
+
+    mod = types.ModuleType("umap")
+    mod.UMAP = FakeUMAP
+    return mod

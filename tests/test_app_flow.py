@@ -1,0 +1,112 @@
+"""AppTest: the whole default flow ("next" all the way through) and two sessions side by side."""
+
+from __future__ import annotations
+
+import io
+import json
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from dpkps_core.export import bundle_bytes
+from app_helpers import (assert_clean, click, goto, ledger_total, metrics, new_app, table, toy_csv, upload_corpus,
+                         wait_job, walk)
+
+pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def _fast_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv("DPKPS_TEST_FAST", "1")
+    monkeypatch.setenv("DPKPS_WARMUP", "0")
+    monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+def test_default_flow_next_all_the_way_to_a_bundle(_fast_env: Path) -> None:
+    at = new_app()
+    # 1 — the demo corpus is preselected and loaded on the first visit
+    m = metrics(at)
+    assert m["Documents"] == "2,127" and m["Classes"] == "5"
+    assert table(at, "documents")["documents"].sum() == 2127
+    assert m["ε spent / cap"] == "0 / 20"
+    assert at.session_state["corpus_id"] == "demo:bbc"
+    assert len(at.session_state["split"].train) + len(at.session_state["split"].test) == 2127
+    click(at, "Next: Vocabulary & budget")
+    # 2 — defaults only
+    assert at.title[0].value.endswith("2 · Vocabulary & budget")
+    m = metrics(at)
+    assert (m["ε_voc (vocabulary)"], m["ε_kde (densities)"]) == ("5", "5")
+    click(at, "Next: Private vocabulary")
+    # 3 — Ṽ (ε_voc = 5 charged)
+    click(at, "Build Ṽ (spends ε_voc = 5)")
+    m = metrics(at)
+    assert m["Terms in Ṽ"] == "200" and m["ε spent / cap"] == "5 / 20"
+    assert at.session_state["ledgers"]["demo:bbc"].by_step() == {"vocabulary": 5.0}
+    click(at, "Next: Keyphrase densities")
+    # 4 — densities (ε_kde = 5 charged)
+    click(at, "Build densities (spends ε_kde = 5)")
+    assert metrics(at)["ε spent / cap"] == "10 / 20"
+    assert metrics(at)["Density"] == "histogram"
+    click(at, "Next: Sequences")
+    # 5 — 2 sequences per class, free
+    click(at, "Sample 10 sequences (free)")
+    assert len(table(at, "keyphrases")) == 10                     # 2 per class shown, 5 classes
+    assert set(table(at, "keyphrases")["class"]) == {"business", "entertainment", "politics", "sports", "tech"}
+    assert ledger_total(at) == pytest.approx(10.0)
+    run_dir = Path(at.session_state["run_dir"])
+    assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
+    assert (run_dir / "sequences.jsonl").read_text().count("\n") == 10
+    click(at, "Next: Write with an LLM")
+    # 6 — offline LLM, 2 documents
+    assert "Write a short news article that contains the following terms:" in at.code[0].value
+    click(at, "Write documents (2 to go)")
+    job = wait_job(at, "job_generation")
+    assert job.error is None and job.result.written == 2
+    assert len(table(at, "text")) == 2
+    click(at, "Next: Evaluate")
+    click(at, "Next: Export")
+    # 8 — the bundle
+    m = metrics(at)
+    assert m["Total ε (pure DP)"] == "10" and m["Noise"] == "OS entropy"
+    assert [d.proto.label for d in at.get("download_button")][0] == "Download the release bundle (ZIP)"
+    names = set(table(at, "file")["file"])
+    assert {"documents.csv", "documents.jsonl", "sequences.jsonl", "privacy_report.json", "manifest.json"} <= names
+    assert "split.json" not in names
+    report = json.loads((run_dir / "privacy_report.json").read_text())
+    assert report["epsilon_total"] == 10 and report["seed_policy"] == "os-entropy"
+    # the bytes behind the download button
+    with zipfile.ZipFile(io.BytesIO(bundle_bytes(run_dir))) as zf:
+        assert set(zf.namelist()) == names
+        assert zf.read("documents.jsonl").decode().count("\n") == 2
+
+
+def test_two_sessions_never_see_each_other(_fast_env: Path) -> None:
+    a = new_app()
+    b = new_app()
+    upload_corpus(a, toy_csv(20), "mine.csv")
+    assert_clean(a)
+    assert metrics(a)["Documents"] == "60"
+    walk(a, 4)
+    assert ledger_total(a) == pytest.approx(10.0)
+    # B still sees only the demo corpus, an empty ledger and no outputs
+    goto(b, 2)
+    assert b.session_state["corpus_id"] == "demo:bbc"
+    assert metrics(b)["ε spent / cap"] == "0 / 20"
+    assert "pv" not in b.session_state and "outcome" not in b.session_state
+    assert b.session_state["run_dirs"] == []
+    click(b, "Build Ṽ")
+    assert metrics(b)["ε spent / cap"] == "5 / 20"
+    # A's ledger did not move; the two sessions hold different Ṽ and different run folders
+    goto(a, 2)
+    assert metrics(a)["ε spent / cap"] == "10 / 20"
+    assert a.session_state["pv"].terms != b.session_state["pv"].terms
+    mine = "upload:" + a.session_state["corpus_fingerprint"][:16] + ":text:label"
+    assert a.session_state["ledgers"][mine].total_epsilon == pytest.approx(10.0)
+    assert a.session_state["ledgers"]["demo:bbc"].total_epsilon == 0      # A saw the demo first, spent nothing on it
+    assert set(b.session_state["ledgers"]) == {"demo:bbc"}
+    assert a.session_state["session_token"] != b.session_state["session_token"]
+    goto(b, 7)
+    assert "Nothing to export yet" in b.info[0].value

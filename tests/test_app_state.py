@@ -1,0 +1,124 @@
+"""The app's pure helpers (studio.state): run folders, ordering, summaries, the ε explainer, the run assembly."""
+
+from __future__ import annotations
+
+import json
+import math
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpkps_core.corpus import Corpus
+from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.embeddings import HashingEmbedder, embed_terms
+from dpkps_core.errors import ParameterError
+from dpkps_core.pipeline import (SamplingConfig, build_density, build_private_vocabulary, extract_keyphrases,
+                                 sample_sequences, write_run_folder)
+from dpkps_core.split import split_corpus
+from dpkps_core.vocabulary import PublicVocabulary
+from studio import PAGES, charts, state
+
+
+def test_runs_root_from_env_is_created_owner_only(tmp_path: Path) -> None:
+    root = state.runs_root({"DPKPS_RUNS_DIR": str(tmp_path / "r" / "s")})
+    assert root == tmp_path / "r" / "s" and root.is_dir()
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+
+
+def test_runs_root_default_is_under_the_home_or_a_tempdir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    root = state.runs_root({})
+    assert root == tmp_path / ".local" / "share" / "dpkps" / "runs"
+
+
+def test_run_dirs_are_fresh_and_owner_only(tmp_path: Path) -> None:
+    a = state.create_run_dir(tmp_path, "tok")
+    b = state.create_run_dir(tmp_path, "tok")
+    assert a != b and a.name.startswith("run-") and "tok" in a.name
+    assert stat.S_IMODE(a.stat().st_mode) == 0o700
+
+
+def test_interleave_by_class_round_robin_keeps_ids() -> None:
+    seqs = [{"id": f"s{i}", "label": lab} for i, lab in enumerate("aaabbc")]
+    out = state.interleave_by_class(seqs)
+    assert [s["label"] for s in out] == list("abcaba")
+    assert sorted(s["id"] for s in out) == sorted(s["id"] for s in seqs)
+
+
+def test_corpus_summary_counts(toy_corpus: Corpus) -> None:
+    info = state.corpus_summary(toy_corpus)
+    assert info["documents"] == 11 and info["classes"] == 3
+    assert info["class_counts"] == {"business": 3, "sport": 4, "tech": 4}
+    assert info["words_min"] <= info["words_median"] <= info["words_max"]
+
+
+def test_few_shot_examples_from_the_corpus_are_refused(toy_corpus: Corpus) -> None:
+    state.check_few_shot_not_private(["a public example"], toy_corpus)
+    with pytest.raises(ParameterError, match="private corpus"):
+        state.check_few_shot_not_private([" " + toy_corpus.texts[3] + "\n"], toy_corpus)
+
+
+def test_epsilon_explainer_plain_numbers() -> None:
+    x = state.epsilon_explainer(eps_voc=1.0, eps_kde=5.0, terms_per_doc=10, public_vocabulary_size=400_000,
+                                density_kind="histogram")
+    assert x["odds_total"] == pytest.approx(math.exp(6)) and x["odds_voc"] == pytest.approx(math.e)
+    assert x["voc_scale"] == 10 and x["voc_sd"] == pytest.approx(10 * math.sqrt(2))
+    assert x["voc_floor"] == pytest.approx(10 * math.log(200_000))
+    assert x["kde_sd"] == pytest.approx(math.sqrt(2) / 5)
+    r = state.epsilon_explainer(eps_voc=1.0, eps_kde=5.0, terms_per_doc=10, public_vocabulary_size=10,
+                                density_kind="rff", features=1000)
+    assert r["kde_scale"] == pytest.approx(math.sqrt(2) * 1000 / 5)
+
+
+def test_assemble_run_writes_the_cli_run_folder(toy_corpus: Corpus, tmp_path: Path) -> None:
+    vocab = PublicVocabulary("toy", ("goal", "match", "team", "software", "browser", "bank", "profits", "shares",
+                                     "network", "league", "rates"), "test", "test")
+    cfg = SamplingConfig(eps_voc=2.0, eps_kde=3.0, vocab_size=8, per_class=2, length=3, test_fraction=0.0)
+    split = split_corpus(toy_corpus.labels, test_fraction=0.0)
+    train = toy_corpus.subset(split.train)
+    ledger, noise = PrivacyLedger(10.0), NoiseSource(7)
+    pv = build_private_vocabulary(train.texts, vocab, eps_voc=2.0, terms_per_doc=10, vocab_size=8, noise=noise,
+                                  ledger=ledger)
+    emb = embed_terms(pv.terms, HashingEmbedder(16))
+    kp = extract_keyphrases(train.texts, pv, max_per_doc=3)
+    density, info = build_density(kp, train.labels, classes=tuple(toy_corpus.classes), embeddings=emb, config=cfg,
+                                  private_vocabulary=pv, noise=noise, ledger=ledger)
+    outcome = sample_sequences(density, terms=pv.terms, embeddings=emb, config=cfg, rng=noise.child())
+    run = state.assemble_run(config=cfg, split=split, ledger=ledger, noise=noise, private_vocabulary=pv,
+                             embeddings=emb, density=density, density_info=info, outcome=outcome,
+                             classes=toy_corpus.classes, vocabulary_name="toy")
+    out = write_run_folder(run, tmp_path / "run")
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+    assert {p.name for p in out.iterdir()} == {"sequences.jsonl", "privacy_report.json", "private_vocabulary.json",
+                                               "run_config.json", "split.json"}
+    report = json.loads((out / "privacy_report.json").read_text())
+    assert report["epsilon_total"] == pytest.approx(5.0) and report["epsilon_cap"] == 10.0
+    assert report["seed_policy"] == "seeded-demo-not-for-release"
+    assert len((out / "sequences.jsonl").read_text().splitlines()) == 6
+
+
+def test_pages_registry_points_at_files() -> None:
+    root = Path(__file__).resolve().parents[1]
+    assert len(PAGES) == 8 and len({p.url_path for p in PAGES}) == 8
+    for p in PAGES:
+        assert (root / p.path).is_file()
+        text = (root / p.path).read_text()
+        assert "import streamlit" in text and "dpkps_core.dp" not in text     # thin pages: no DP logic
+
+
+def test_core_never_imports_streamlit() -> None:
+    root = Path(__file__).resolve().parents[1] / "dpkps_core"
+    offenders = [p.name for p in root.rglob("*.py") if "import streamlit" in p.read_text()]
+    assert offenders == []
+
+
+def test_charts_are_plotly_figures() -> None:
+    fig = charts.density_bars(["a", "b"], ["x", "y", "z"], np.array([[1.0, 2.0, 0.5], [0.1, 0.2, 3.0]]), top=2)
+    assert len(fig.data) == 2 and list(fig.data[0].y) == ["x", "y"]
+    fig = charts.umap_density_map(np.zeros((3, 2)), ["x", "y", "z"], np.array([-1.0, 2.0, 3.0]), "a")
+    assert list(fig.data[0].marker.color) == [0.0, 2.0, 3.0]            # clipped at 0 like the sampler
+    fig = charts.noisy_counts_bar(["x", "y"], [5.0, 3.0], noise_floor=4.0)
+    assert list(fig.data[0].y) == ["y", "x"]
