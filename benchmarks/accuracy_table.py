@@ -68,7 +68,7 @@ def run_corpus(spec: str, *, seeds: int, per_class: int, embedder: Any, cache: E
     overrides = {key: ov for key, _, _, ov in CONFIGS}
     for k, (key, method, (e_voc, e_kde), seed) in enumerate(cells):
         cfg = dataclasses.replace(base, method=method, eps_voc=e_voc, eps_kde=e_kde, **overrides[key])
-        vkey = (cfg.junk_filter, cfg.vocab_max_terms, cfg.remove_stopwords)
+        vkey = (cfg.junk_filter, cfg.effective_vocab_max_terms, cfg.remove_stopwords)
         if vkey not in evaluators:
             evaluators[vkey] = NoLLMEvaluator(corpus, config=cfg, vocabulary=load_vocabulary_for(cfg), embedder=embedder,
                                               cache=cache)

@@ -30,7 +30,7 @@ def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column:
 
 def load_vocabulary_for(config: SamplingConfig) -> PublicVocabulary:
     return load_vocabulary(config.vocabulary, remove_stopwords=config.remove_stopwords,
-                           junk_filter=config.junk_filter, max_terms=config.vocab_max_terms)
+                           junk_filter=config.junk_filter, max_terms=config.effective_vocab_max_terms)
 
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,7 +51,9 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
                    "UTF-8 file with one term per line")
     g.add_argument("--keep-stopwords", action="store_true", help="do not remove English stop words from V")
     g.add_argument("--no-junk-filter", action="store_true", help="keep terms without letters or with digits inside")
-    g.add_argument("--vocab-max-terms", type=int, default=None, help="keep only the first K terms of V (public frequency order)")
+    g.add_argument("--vocab-max-terms", type=int, default=d.vocab_max_terms,
+                   help="keep only the K most frequent terms of a frequency-ordered V (glove, wordfreq); 0 = all "
+                        "(default %(default)s, chosen by measurement: docs/DEFAULTS.md)")
     g = p.add_argument_group("privacy")
     g.add_argument("--eps-voc", type=float, default=d.eps_voc, help="ε for the private vocabulary (default %(default)s)")
     g.add_argument("--eps-kde", type=float, default=d.eps_kde, help="ε for the per-class densities (default %(default)s)")

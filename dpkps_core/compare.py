@@ -490,7 +490,7 @@ def _vocabulary_for(config: Any, vocabulary: Any) -> Any:
     from dpkps_core.vocabulary import load_vocabulary
 
     return load_vocabulary(config.vocabulary, remove_stopwords=config.remove_stopwords,
-                           junk_filter=config.junk_filter, max_terms=config.vocab_max_terms)
+                           junk_filter=config.junk_filter, max_terms=config.effective_vocab_max_terms)
 
 
 def _build_vocabulary(train: Corpus, *, eps_voc: float, vocabulary: Any, sampling: Mapping[str, Any] | None,

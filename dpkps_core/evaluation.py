@@ -694,7 +694,7 @@ def write_evaluation(result: EvaluationResult, run_dir: str | Path) -> Path:
 # --------------------------------------------------------------------------------------- no-LLM cells
 
 def _vocabulary_key(config: SamplingConfig) -> tuple:
-    return (config.vocabulary, config.remove_stopwords, config.junk_filter, config.vocab_max_terms, config.terms_per_doc)
+    return (config.vocabulary, config.remove_stopwords, config.junk_filter, config.effective_vocab_max_terms, config.terms_per_doc)
 
 
 def _split_key(config: SamplingConfig) -> tuple:

@@ -54,7 +54,7 @@ class SamplingConfig:
     vocabulary: str = "glove"
     remove_stopwords: bool = True
     junk_filter: bool = True
-    vocab_max_terms: int | None = None
+    vocab_max_terms: int | None = 50_000  # frequency-ordered vocabularies only (see effective_max_terms)
     eps_voc: float = 5.0
     eps_kde: float = 5.0
     method: str = "independent"
@@ -101,6 +101,10 @@ class SamplingConfig:
         return self
 
     @property
+    def effective_vocab_max_terms(self) -> int | None:
+        return effective_max_terms(self.vocabulary, self.vocab_max_terms)
+
+    @property
     def density_kind(self) -> str:
         if self.density == "auto":
             return "histogram" if self.method == "independent" else "rff"
@@ -113,6 +117,18 @@ class SamplingConfig:
     def from_dict(cls, data: dict[str, Any]) -> "SamplingConfig":
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+FREQUENCY_ORDERED_VOCABULARIES = ("glove", "wordfreq")
+
+
+def effective_max_terms(vocabulary: str, max_terms: int | None) -> int | None:
+    """The frequency limit K actually applied to V: only GloVe and wordfreq are in public frequency order, so
+    keeping their first K terms keeps the K most frequent English words (issue 8 §2; chosen by measurement in
+    docs/DEFAULTS.md). For the medical glossary and user files the order carries no frequency, so no cut."""
+    if not max_terms or vocabulary not in FREQUENCY_ORDERED_VOCABULARIES:
+        return None
+    return int(max_terms)
 
 
 PAPER_SETTINGS = dict(

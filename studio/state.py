@@ -42,7 +42,7 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.embeddings import DEFAULT_MODEL, EmbeddingCache, embed_terms, embed_texts, get_embedder
 from dpkps_core.errors import CorpusError, DPKPSError, ParameterError, VocabularyError
-from dpkps_core.pipeline import PAPER_SETTINGS, SamplingConfig, SamplingRun
+from dpkps_core.pipeline import PAPER_SETTINGS, SamplingConfig, SamplingRun, effective_max_terms
 from dpkps_core.sampling import SamplingOutcome
 from dpkps_core.split import CorpusSplit, split_corpus
 from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
@@ -200,7 +200,7 @@ def default_settings() -> dict[str, Any]:
         "test_fraction": d.test_fraction,
         # 2 vocabulary & budget
         "vocabulary": "glove", "remove_stopwords": d.remove_stopwords, "junk_filter": d.junk_filter,
-        "vocab_max_terms": 0, "terms_per_doc": d.terms_per_doc, "vocab_size": 200 if fast else d.vocab_size,
+        "vocab_max_terms": d.vocab_max_terms or 0, "terms_per_doc": d.terms_per_doc, "vocab_size": 200 if fast else d.vocab_size,
         "selection_rule": d.selection_rule, "embedding_model": DEFAULT_MODEL,
         "eps_total": float(d.eps_voc + d.eps_kde), "eps_voc_share": d.eps_voc / (d.eps_voc + d.eps_kde),
         "cap_enabled": True, "epsilon_cap": 20.0, "paper_settings": False,
@@ -317,7 +317,7 @@ def _warm_up() -> None:
     d = SamplingConfig()
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("vocabulary", lambda: load_vocabulary(d.vocabulary, remove_stopwords=d.remove_stopwords,
-                                               junk_filter=d.junk_filter, max_terms=d.vocab_max_terms)),
+                                               junk_filter=d.junk_filter, max_terms=d.effective_vocab_max_terms)),
         ("embedder", lambda: get_embedder(DEFAULT_MODEL)),
         ("llm", lambda: offline_backend().load()),
     ]
@@ -547,8 +547,9 @@ def save_vocabulary_upload(data: bytes, filename: str) -> Path:
 
 def public_vocabulary() -> PublicVocabulary:
     s = ss()
-    return cached_vocabulary(vocabulary_spec(), bool(s["remove_stopwords"]), bool(s["junk_filter"]),
-                             int(s["vocab_max_terms"]) or None)
+    spec = vocabulary_spec()
+    return cached_vocabulary(spec, bool(s["remove_stopwords"]), bool(s["junk_filter"]),
+                             effective_max_terms(spec, int(s["vocab_max_terms"]) or None))
 
 
 def term_counts(vocab: PublicVocabulary, terms_per_doc: int) -> np.ndarray:
@@ -608,7 +609,7 @@ def run_private_vocabulary() -> PrivateVocabulary:
         "eps_voc": cfg.eps_voc, "terms_per_doc": cfg.terms_per_doc, "vocab_size": cfg.vocab_size,
         "selection_rule": cfg.selection_rule, "vocabulary": vocab.name, "vocabulary_spec": cfg.vocabulary,
         "public_size": len(vocab), "remove_stopwords": cfg.remove_stopwords, "junk_filter": cfg.junk_filter,
-        "vocab_max_terms": cfg.vocab_max_terms, "seeded": nz.seed is not None,
+        "vocab_max_terms": cfg.effective_vocab_max_terms, "seeded": nz.seed is not None,
         "seconds": round(time.perf_counter() - t0, 2), "ledger_events": len(led),
     }
     return pv
@@ -653,7 +654,7 @@ def vocabulary_settings_now() -> dict[str, Any]:
     return {"eps_voc": cfg.eps_voc, "terms_per_doc": cfg.terms_per_doc, "vocab_size": cfg.vocab_size,
             "selection_rule": cfg.selection_rule, "vocabulary_spec": cfg.vocabulary,
             "remove_stopwords": cfg.remove_stopwords, "junk_filter": cfg.junk_filter,
-            "vocab_max_terms": cfg.vocab_max_terms}
+            "vocab_max_terms": cfg.effective_vocab_max_terms}
 
 
 # ============================================================================================ 4. densities

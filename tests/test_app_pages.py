@@ -80,7 +80,7 @@ def test_page1_zip_of_txt_folders() -> None:
 def test_page2_budget_split_cap_paper_settings_seed_and_forecast() -> None:
     at = new_app()
     goto(at, 1)
-    assert any("349,367 public terms" in c for c in at.caption.values)
+    assert any("50,000 public terms" in c for c in at.caption.values)  # GloVe, 50k most frequent (the default)
     at.number_input(key="_w.eps_total").set_value(6.0).run()
     at.slider(key="_w.eps_voc_share").set_value(0.25).run()
     m = metrics(at)

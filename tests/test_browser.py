@@ -125,7 +125,7 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
         click("Next: Vocabulary & budget →")
 
         heading("2 · Vocabulary & budget")
-        expect(page.get_by_text("349,367").first).to_be_visible()        # |V| of cleaned GloVe
+        expect(page.get_by_text("50,000 public terms").first).to_be_visible()  # |V|: GloVe, 50k most frequent
         shot("2_budget")
         click("Next: Private vocabulary →")
 
