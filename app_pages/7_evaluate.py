@@ -6,6 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.evaluation import DISCLOSURE_NOTE, PRIVATE_NOTE, sweep_figures, sweep_summary
+from dpkps_core.augpe import AugPEConfig, prompt_budget
+from dpkps_core.compare import METHODS as COMPARE_METHODS
+from dpkps_core.private_prediction import PRIVATE_PROMPT_WARNING
 from dpkps_core.sampling import METHODS
 from studio import charts, state, widgets
 
@@ -14,7 +17,8 @@ widgets.page_header(6, "Everything on this page reads the real corpus, runs on t
 st.markdown(widgets.PRIVATE_BADGE)
 s = st.session_state
 
-tab_acc, tab_map, tab_sweep = st.tabs(["Downstream accuracy", "Real vs synthetic map", "ε sweep explorer"])
+tab_acc, tab_map, tab_sweep, tab_compare = st.tabs(["Downstream accuracy", "Real vs synthetic map", "ε sweep explorer",
+                                                    "Compare methods"])
 
 with tab_acc:
     if s.get("outcome") is None:
@@ -117,5 +121,42 @@ with tab_sweep:
         st.dataframe(sweep_summary(df)[cols].round(3), hide_index=True, key="table.sweep")
 
     widgets.job_monitor("job_sweep", body=show_sweep, cancel_label="Cancel (keeps finished cells)")
+
+with tab_compare:
+    st.caption("DP-KPS next to the two other methods of the field — private prediction (clipped logits + sparse "
+               "vector, paper 004) and AugPE seeded with the private vocabulary — at the same ε, on the same split, "
+               "evaluated alike. A local experiment: its accuracies read real data; nothing of it is released, and it "
+               "does not charge this session's release ledger (each method's own ε and δ are in the table). "
+               "DP-KPS is pure ε-DP; the other two are (ε, δ)-DP.")
+    st.warning(PRIVATE_PROMPT_WARNING, icon=":material/warning:")
+    c1, c2, c3, c4 = st.columns(4)
+    widgets.bound(c1.number_input, "ε (every method)", "compare_eps", min_value=0.1, max_value=100.0, step=1.0)
+    widgets.bound(c2.number_input, "δ (private prediction, AugPE)", "compare_delta", min_value=1e-12, max_value=1e-2,
+                  format="%.0e")
+    widgets.bound(c3.number_input, "Documents per class", "compare_per_class", min_value=1, max_value=50)
+    widgets.bound(c4.number_input, "Max tokens per document", "compare_max_tokens", min_value=8, max_value=512, step=8)
+    widgets.bound(st.multiselect, "Methods", "compare_methods", options=list(COMPARE_METHODS))
+    n_classes = len(s["corpus"].classes) if s.get("corpus") is not None else 0
+    budget = prompt_budget(classes=n_classes, population=int(s["compare_per_class"]), epochs=AugPEConfig().epochs)
+    st.caption(f"LLM prompts: DP-KPS {budget['dpkps_prompts_for_same_documents']:,}; AugPE+Ṽ {budget['prompts']:,} "
+               f"(≈ {budget['prompts_per_document']}× per synthetic document). On this CPU with the offline model, "
+               "expect minutes per method even at 2 documents per class.")
+    job = s.get("job_compare")
+    if not (isinstance(job, state.Job) and job.running):
+        if st.button("Compare at this privacy level", icon=":material/compare:"):
+            with widgets.guard():
+                state.ensure_corpus()
+                state.start_compare(methods=s["compare_methods"], eps_total=float(s["compare_eps"]),
+                                    delta=float(s["compare_delta"]), per_class=int(s["compare_per_class"]),
+                                    max_tokens=int(s["compare_max_tokens"]))
+                st.rerun()
+
+    def show_compare(j: state.Job) -> None:
+        if j.error:
+            st.error(j.error, icon=":material/error:")
+        elif not j.running and j.result is not None:
+            st.dataframe(pd.DataFrame(j.result.table()), hide_index=True, key="table.compare")
+
+    widgets.job_monitor("job_compare", body=show_compare)
 
 widgets.next_button(6)

@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 import traceback
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, MutableMapping, Sequence
 
@@ -219,6 +220,8 @@ def default_settings() -> dict[str, Any]:
         "eval_seeds": 1 if fast else 3, "projection_points": 60 if fast else 300,
         "sweep_eps_voc": [1.0, 5.0], "sweep_eps_kde": [2.0, 5.0, 10.0], "sweep_methods": ["independent"],
         "sweep_seeds": 1, "sweep_per_class": 20 if fast else 100,
+        "compare_eps": 10.0, "compare_delta": 1e-6, "compare_per_class": 1 if fast else 2,
+        "compare_max_tokens": 16 if fast else 48, "compare_methods": ["dpkps", "private-prediction", "augpe"],
     }
 
 
@@ -1025,6 +1028,31 @@ def start_evaluation(seeds: int) -> Job:
         return evaluation.evaluate_run(out, seeds=seeds, embedder=emb, corpus=c, progress=job.report)
 
     return start_job("job_evaluation", "evaluation", work)
+
+
+def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per_class: int, max_tokens: int) -> Job:
+    """DP-KPS vs private prediction vs AugPE+Ṽ at one privacy level on the same split (dpkps_core.compare) —
+    a LOCAL experiment: its accuracies read real data and nothing of it enters the release bundle."""
+    from dpkps_core import compare
+
+    if not methods:
+        raise ParameterError("Pick at least one method to compare.")
+    c = corpus()
+    s = ss()
+    out = runs_root() / f"compare-{uuid.uuid4().hex[:8]}"
+    emb = embedder(DEFAULT_MODEL)
+    vocab = public_vocabulary()
+    doc_type = s.get("doc_type") or "a document"
+    test_fraction = float(s["test_fraction"])  # session state is read here, never from the worker thread
+    backend = offline_backend()
+
+    def work(job: Job) -> Any:
+        return compare.compare_methods(
+            c, methods=tuple(methods), eps_total=float(eps_total), delta=float(delta), per_class=int(per_class),
+            max_tokens=int(max_tokens), doc_type=doc_type, backend=backend, embedder=emb,
+            vocabulary=vocab, test_fraction=test_fraction, out_dir=out, progress=job.report, cancel=job.cancel)
+
+    return start_job("job_compare", "method comparison", work)
 
 
 def start_projection(max_real: int) -> Job:

@@ -326,3 +326,21 @@ def test_seeded_demo_is_marked_not_for_release_everywhere() -> None:
     assert any("NOT FOR RELEASE" in e.value for e in at.error)
     report = json.loads((Path(at.session_state["run_dir"]) / "privacy_report.json").read_text())
     assert report["seed_policy"] == "seeded-demo-not-for-release"
+
+
+def test_page7_compare_methods_section() -> None:
+    at = toy_app()
+    walk(at, 1)
+    goto(at, 6)
+    assert any("PRIVATE documents into the language model's prompt" in w.value for w in at.warning)
+    captions = " ".join(c.value for c in at.caption)
+    assert "AugPE+Ṽ" in captions and "× per synthetic document" in captions
+    at.multiselect(key="_w.compare_methods").set_value([]).run()
+    click(at, "Compare at this privacy level", clean=False)
+    assert any("Pick at least one method" in e.value for e in at.error)
+    at.multiselect(key="_w.compare_methods").set_value(["dpkps"]).run()
+    click(at, "Compare at this privacy level")
+    job = wait_job(at, "job_compare", timeout=300)
+    assert job.error is None, job.error
+    rows = table(at, "method")
+    assert list(rows["method"]) == ["dpkps"] or "dpkps" in " ".join(map(str, rows["method"]))
