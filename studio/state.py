@@ -528,14 +528,17 @@ def vocabulary_spec() -> str:
 
 
 def session_tmp() -> Path:
-    """A private temp folder of this session (owner-only) for PUBLIC uploads such as a vocabulary file."""
+    """A private temp folder of this session (owner-only) for PUBLIC uploads such as a vocabulary file.
+
+    It is a ``tempfile.TemporaryDirectory`` held only by this session's state: when the session ends, Streamlit
+    drops the state, the object is garbage-collected and its finalizer deletes the folder (also at exit)."""
     s = ss()
-    path = s.get("session_tmp")
-    if not path or not Path(path).is_dir():
-        path = tempfile.mkdtemp(prefix="dpkps-session-")
-        os.chmod(path, 0o700)
-        s["session_tmp"] = path
-    return Path(path)
+    holder = s.get("session_tmp")
+    if not isinstance(holder, tempfile.TemporaryDirectory) or not Path(holder.name).is_dir():
+        holder = tempfile.TemporaryDirectory(prefix="dpkps-session-")
+        os.chmod(holder.name, 0o700)
+        s["session_tmp"] = holder
+    return Path(holder.name)
 
 
 def save_vocabulary_upload(data: bytes, filename: str) -> Path:

@@ -122,3 +122,18 @@ def test_charts_are_plotly_figures() -> None:
     assert list(fig.data[0].marker.color) == [0.0, 2.0, 3.0]            # clipped at 0 like the sampler
     fig = charts.noisy_counts_bar(["x", "y"], [5.0, 3.0], noise_floor=4.0)
     assert list(fig.data[0].y) == ["y", "x"]
+
+
+def test_session_upload_folder_is_removed_when_the_session_state_goes(monkeypatch) -> None:
+    import gc
+
+    from studio import state as studio_state
+
+    fake_session: dict = {}
+    monkeypatch.setattr(studio_state, "ss", lambda: fake_session)
+    path = studio_state.save_vocabulary_upload(b"goal\nmatch\n", "my vocab.txt")
+    folder = path.parent
+    assert path.read_bytes() == b"goal\nmatch\n" and oct(folder.stat().st_mode)[-3:] == "700"
+    fake_session.clear()  # what Streamlit does with a session's state when the session ends
+    gc.collect()
+    assert not folder.exists()

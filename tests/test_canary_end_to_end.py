@@ -47,7 +47,10 @@ def _assert_clean(blobs: dict[str, bytes]) -> None:
 
 
 @pytest.mark.model
-def test_canaries_never_leave_the_private_side(tmp_path, chat_server, monkeypatch, capsys):  # noqa: F811
+def test_canaries_never_leave_the_private_side(tmp_path, chat_server, monkeypatch, capsys, caplog):  # noqa: F811
+    import logging
+
+    caplog.set_level(logging.DEBUG)
     cache = tmp_path / "cache"
     monkeypatch.setenv("DPKPS_CACHE_DIR", str(cache))
     corpus = tmp_path / "private.csv"
@@ -97,3 +100,7 @@ def test_canaries_never_leave_the_private_side(tmp_path, chat_server, monkeypatc
     _assert_clean(_scan(offline_run))
     _assert_clean(_scan(cache))        # embedding cache: Ṽ only
     _assert_clean({"stdout": outputs.out.encode(), "stderr": outputs.err.encode()})
+    # every log record of every library at DEBUG level: no document text (the canaries' sentences)
+    log_text = "\n".join(r.getMessage() for r in caplog.records)
+    _assert_clean({"logs": log_text.encode()})
+    assert "Item 1:" not in log_text

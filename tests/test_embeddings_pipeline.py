@@ -44,13 +44,15 @@ def _planted_corpus():
     texts, labels = [], []
     for i in range(60):
         topic = i % 2
-        texts.append(f"{common[topic]} story {i} {'zyxcanary' if i == 3 else ''}".strip())
+        rare = f" zyxcanary{i}" if i < 6 else ""  # six planted rare words, each in one document
+        texts.append(f"{common[topic]} story {i}{rare}")
         labels.append(["sport", "business"][topic])
     return Corpus(tuple(texts), tuple(labels), "planted", "test")
 
 
 def test_cache_holds_only_private_vocabulary_terms_never_rare_private_ones(tmp_path):
-    terms = ("match", "goal", "league", "team", "bank", "shares", "profit", "market", "story", "zyxcanary") + tuple(
+    planted = {f"zyxcanary{i}" for i in range(6)}
+    terms = ("match", "goal", "league", "team", "bank", "shares", "profit", "market", "story", *sorted(planted)) + tuple(
         f"public{i}" for i in range(500)
     )
     vocab = PublicVocabulary("test", terms, "test", "test")
@@ -61,8 +63,9 @@ def test_cache_holds_only_private_vocabulary_terms_never_rare_private_ones(tmp_p
                        noise=NoiseSource(seed=0))
     cached = cache.terms()
     assert cached == set(run.private_vocabulary.terms)
-    if "zyxcanary" not in run.private_vocabulary.terms:  # the noisy histogram did not select it
-        assert "zyxcanary" not in cached
+    unselected = planted - set(run.private_vocabulary.terms)
+    assert len(unselected) >= 4  # rare private words in V that the noisy histogram did not select ...
+    assert not unselected & cached  # ... never reach the persistent cache
 
 
 def test_pipeline_touches_only_training_documents_and_writes_report(tmp_path):
