@@ -104,3 +104,37 @@ def test_opendp_sampler_has_the_stated_scale():
     noisy = NoiseSource(sampler="opendp").laplace(4.0, 20_000, integer_valued=True)
     assert np.all(noisy == np.round(noisy))
     assert noisy.var() == pytest.approx(2 * 16, rel=0.08)
+
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    counts_a=st.lists(st.integers(0, 500), min_size=30, max_size=30),
+    counts_b=st.lists(st.integers(0, 500), min_size=30, max_size=30),
+    size=st.integers(1, 30),
+    rule=st.sampled_from(["top-n", "noise-floor"]),
+    eps=st.floats(0.1, 20),
+)
+def test_kept_set_depends_only_on_noisy_counts_and_public_inputs(counts_a, counts_b, size, rule, eps):
+    """Property (issue 8): whatever the private counts, the same noisy release gives the same Ṽ under every rule."""
+    import dpkps_core.dp.vocabulary as vocab_mod
+
+    terms = [f"w{i}" for i in range(30)]
+    noisy = np.random.default_rng(size).laplace(0, 10, 30) + np.arange(30)
+    original = vocab_mod.noisy_term_histogram
+    vocab_mod.noisy_term_histogram = lambda counts, **kw: noisy.copy()
+    try:
+        picks = []
+        for counts in (counts_a, counts_b):
+            try:
+                pv = privatize_vocabulary(np.array(counts), terms, epsilon=eps, terms_per_doc=5, size=size,
+                                          noise=NoiseSource(seed=0), selection_rule=rule, floor_fraction=0.01)
+                picks.append(pv.terms)
+            except Exception as exc:  # noqa: BLE001 - an empty selection must then be empty for both
+                picks.append(type(exc).__name__)
+    finally:
+        vocab_mod.noisy_term_histogram = original
+    assert picks[0] == picks[1]
