@@ -45,3 +45,22 @@ def test_long_documents_are_truncated_for_extraction_and_counted(monkeypatch):
     cfg = SamplingConfig(eps_voc=2, eps_kde=2, vocab_size=5, per_class=2, length=3, test_fraction=0.0)
     run = run_sampling(corpus, cfg, vocabulary=vocab, embedder=HashingEmbedder(8), noise=NoiseSource(seed=0))
     assert run.truncated_documents == 10
+
+
+def test_llm_max_tokens_limit():
+    from dpkps_core.llm.runner import GenerationSettings
+
+    with pytest.raises(ParameterError, match="max_tokens must be an integer from 1 to 32768"):
+        GenerationSettings(max_tokens=32769)
+    GenerationSettings(max_tokens=32768)
+
+
+def test_user_vocabulary_file_size_limit(tmp_path, monkeypatch):
+    import dpkps_core.vocabulary as vocabulary
+    from dpkps_core.errors import VocabularyError
+
+    monkeypatch.setattr(vocabulary, "MAX_USER_VOCABULARY_BYTES", 100)
+    p = tmp_path / "big.txt"
+    p.write_text("\n".join(f"term{i}" for i in range(100)))
+    with pytest.raises(VocabularyError, match="larger than"):
+        vocabulary._read_user_terms(p)
