@@ -527,9 +527,14 @@ def _read_txt_zip(data: bytes, max_documents: int, max_bytes: int) -> tuple[list
         texts, labels, names = [], [], []
         for m in members:
             parts = PurePosixPath(m.filename).parts
+            if m.compress_type not in _READABLE_ZIP_METHODS:
+                raise CorpusError(
+                    f"The file '{m.filename}' in the ZIP uses a compression method this reader does not support; "
+                    "recreate the ZIP with standard (deflate) compression."
+                )
             try:
                 raw = zf.read(m)
-            except (zipfile.BadZipFile, RuntimeError, NotImplementedError):
+            except (zipfile.BadZipFile, RuntimeError):
                 raise CorpusError(
                     f"The file '{m.filename}' in the ZIP could not be read (damaged or encrypted); recreate the ZIP."
                 ) from None
@@ -537,6 +542,9 @@ def _read_txt_zip(data: bytes, max_documents: int, max_bytes: int) -> tuple[list
             labels.append(parts[-2] if len(parts) > 1 else "")
             names.append(m.filename)
     return texts, labels, names
+
+
+_READABLE_ZIP_METHODS = frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA})
 
 
 def _check_count(n: int, max_documents: int) -> None:

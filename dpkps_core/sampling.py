@@ -19,19 +19,9 @@ from dpkps_core.dp.kde import RFFDensity, RFFMember
 from dpkps_core.dp.rff import SQRT2
 from dpkps_core.dp.validation import check_positive_float, check_positive_int
 from dpkps_core.errors import ParameterError
+from dpkps_core.sequences import KeyphraseSequence
 
 METHODS = ("independent", "iterative-linear", "iterative-log")
-
-
-@dataclasses.dataclass(frozen=True)
-class KeyphraseSequence:
-    label: str
-    keyphrases: tuple[str, ...]
-    method: str
-    id: str = ""
-
-    def to_dict(self) -> dict[str, object]:
-        return {"id": self.id, "label": self.label, "keyphrases": list(self.keyphrases), "method": self.method}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +75,7 @@ def sample_independent(
             continue
         idx = rng.choice(len(terms), size=(k, length), p=probs[ci])
         fallbacks += int(empty[ci]) * k * length
-        out.extend(KeyphraseSequence(c, tuple(terms[i] for i in row), "independent") for row in idx)
+        out.extend(KeyphraseSequence(id="", label=c, keyphrases=tuple(terms[i] for i in row), method="independent") for row in idx)
     return SamplingOutcome(_with_ids(out), fallbacks, sum(len(s.keyphrases) for s in out))
 
 
@@ -191,7 +181,8 @@ def sample_iterative(
         if progress is not None:
             progress(step / length, f"sampled position {step}/{length} of {row_class.size} sequences")
     out = [
-        KeyphraseSequence(density.classes[ci], tuple(terms[i] for i in row), density.kind)
+        KeyphraseSequence(id="", label=density.classes[ci], keyphrases=tuple(terms[i] for i in row),
+                          method=density.kind)
         for ci, row in zip(row_class, seqs)
     ]
     return SamplingOutcome(_with_ids(out), fallbacks, len(out) * length)

@@ -12,6 +12,8 @@ import io
 import random
 import time
 from pathlib import Path
+
+import pytest
 from typing import Any
 
 from streamlit.testing.v1 import AppTest
@@ -170,3 +172,12 @@ def fake_umap_module() -> Any:
     mod = types.ModuleType("umap")
     mod.UMAP = FakeUMAP
     return mod
+
+
+@pytest.fixture
+def fast_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Test fast mode, no warm-up, and this test's own runs folder (used by every AppTest module)."""
+    monkeypatch.setenv("DPKPS_TEST_FAST", "1")
+    monkeypatch.setenv("DPKPS_WARMUP", "0")
+    monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
+    return tmp_path / "runs"

@@ -14,18 +14,14 @@ from dpkps_core.export import bundle_bytes
 from app_helpers import (assert_clean, click, goto, ledger_total, metrics, new_app, table, toy_csv, upload_corpus,
                          wait_job, walk)
 
-pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow]
+from app_helpers import fast_env  # noqa: E402,F401 (fixture)
+
+pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow, pytest.mark.usefixtures("fast_env")]
 
 
-@pytest.fixture(autouse=True)
-def _fast_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    monkeypatch.setenv("DPKPS_TEST_FAST", "1")
-    monkeypatch.setenv("DPKPS_WARMUP", "0")
-    monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
-    return tmp_path / "runs"
 
 
-def test_default_flow_next_all_the_way_to_a_bundle(_fast_env: Path) -> None:
+def test_default_flow_next_all_the_way_to_a_bundle(fast_env: Path) -> None:
     at = new_app()
     # 1 — the demo corpus is preselected and loaded on the first visit
     m = metrics(at)
@@ -83,7 +79,7 @@ def test_default_flow_next_all_the_way_to_a_bundle(_fast_env: Path) -> None:
         assert zf.read("documents.jsonl").decode().count("\n") == 2
 
 
-def test_two_sessions_never_see_each_other(_fast_env: Path) -> None:
+def test_two_sessions_never_see_each_other(fast_env: Path) -> None:
     a = new_app()
     b = new_app()
     upload_corpus(a, toy_csv(20), "mine.csv")

@@ -14,15 +14,11 @@ import pytest
 from app_helpers import (assert_clean, button, click, fake_umap_module, goto, ledger_total, metrics, new_app, problems,
                          table, toy_csv, toy_records, upload_corpus, wait_job, walk)
 
-pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow]
+from app_helpers import fast_env  # noqa: E402,F401 (fixture)
+
+pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow, pytest.mark.usefixtures("fast_env")]
 
 
-@pytest.fixture(autouse=True)
-def _fast_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    monkeypatch.setenv("DPKPS_TEST_FAST", "1")
-    monkeypatch.setenv("DPKPS_WARMUP", "0")
-    monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
-    return tmp_path / "runs"
 
 
 @pytest.fixture
@@ -292,7 +288,7 @@ def test_page7_evaluation_overlays_and_sweep(fake_umap: None) -> None:
 
 # ------------------------------------------------------------------------------------------- 8 export
 
-def test_page8_bundle_summary_and_delete(_fast_env: Path) -> None:
+def test_page8_bundle_summary_and_delete(fast_env: Path) -> None:
     at = toy_app()
     walk(at, 5)
     goto(at, 7)

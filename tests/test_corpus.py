@@ -385,3 +385,27 @@ def test_demo_min_class_size_too_large():
 def test_demo_unknown_name():
     with pytest.raises(ParameterError, match="Unknown demo corpus"):
         load_demo_corpus("imdb")
+
+
+def test_zip_with_unsupported_compression_method(tmp_path):
+    import io
+    import zipfile
+
+    import pytest
+
+    from dpkps_core.corpus import load_corpus
+    from dpkps_core.errors import CorpusError
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for i, label in enumerate(["a", "b"] * 3):
+            zf.writestr(f"{label}/{i}.txt", f"document number {i} about the topic {label} in some detail")
+    data = bytearray(buf.getvalue())
+    # rewrite the compression method of every entry to 99 (AES/unknown), in local and central headers
+    for sig, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+        start = 0
+        while (pos := data.find(sig, start)) != -1:
+            data[pos + offset:pos + offset + 2] = (99).to_bytes(2, "little")
+            start = pos + 4
+    with pytest.raises(CorpusError, match="compression method"):
+        load_corpus(bytes(data), filename="docs.zip")
