@@ -153,10 +153,11 @@ def nn_votes(private_embeddings: np.ndarray, synthetic_embeddings: np.ndarray) -
     return np.bincount(np.argmin(d2, axis=1), minlength=k).astype(np.int64)
 
 
-def noisy_votes(votes: np.ndarray, *, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    """votes + N(0, σ²) on every bin (the Gaussian mechanism)."""
+def noisy_votes(votes: np.ndarray, *, sigma: float, noise: NoiseSource) -> np.ndarray:
+    """votes + N(0, σ²) on every bin (the Gaussian mechanism; L2 sensitivity 1), drawn by ``noise``
+    (OpenDP's Gaussian measurement by default, NumPy's when seeded)."""
     sigma = check_positive_float(sigma, "σ (Gaussian noise)")
-    return np.asarray(votes, dtype=np.float64) + rng.normal(0.0, sigma, size=len(votes))
+    return noise.add_gaussian(np.asarray(votes, dtype=np.float64).reshape(-1), sigma=sigma)
 
 
 def select(noisy: np.ndarray, *, k: int, threshold: float, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
@@ -480,7 +481,7 @@ def run_augpe(
         selected: dict[str, list[str]] = {}
         for i, c in enumerate(classes):
             votes = nn_votes(by_class[c], syn[i * k:(i + 1) * k])  # private; released only with noise
-            noisy = noisy_votes(votes, sigma=sigma, rng=rng)
+            noisy = noisy_votes(votes, sigma=sigma, noise=noise)
             del votes
             idx, fb = select(noisy, k=k, threshold=config.vote_threshold, rng=rng)
             fallbacks += int(fb)

@@ -67,7 +67,7 @@ def test_selection_follows_noisy_votes_and_falls_back_to_uniform() -> None:
     assert not fb and set(idx.tolist()) == {1}
     idx, fb = augpe.select(np.array([-3.0, -1.0]), k=50, threshold=0.0, rng=rng)
     assert fb and set(idx.tolist()) == {0, 1}
-    noisy = augpe.noisy_votes(np.zeros(20000), sigma=2.0, rng=rng)
+    noisy = augpe.noisy_votes(np.zeros(20000), sigma=2.0, noise=NoiseSource(seed=1))
     assert noisy.std() == pytest.approx(2.0, rel=0.05)
 
 

@@ -88,7 +88,7 @@ def build_smoothed_histogram_density(
         ledger.require(epsilon, "the keyphrase density step")
     hist = class_keyphrase_histograms(keyphrases, labels, classes, vocab_size, max_per_doc=max_per_doc)
     scale = 1.0 / epsilon
-    noisy = hist + noise.laplace(scale, hist.shape)
+    noisy = noise.add_laplace(hist, scale=scale)  # the statistic goes through the (OpenDP) sampler
     density = SmoothedHistogramDensity(
         classes=classes,
         noisy_histograms=noisy,

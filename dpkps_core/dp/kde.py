@@ -159,7 +159,7 @@ def build_rff_density(
         rff = RandomFourierFeatures.draw(dim=embeddings.shape[1] * blocks, features=features, bandwidth=bandwidth, rng=rng)
         sums = rff_feature_sums(keyphrases, labels, classes=classes, embeddings=embeddings, features=rff,
                                 blocks=blocks, block_scale=block_scale, kind=kind, max_per_doc=max_per_doc)
-        noisy = sums + noise.laplace(scale, sums.shape)
+        noisy = noise.add_laplace(sums, scale=scale)  # the statistic goes through the (OpenDP) sampler
         members.append(RFFMember(rff, blocks, block_scale, noisy, eps_member, scale))
         if progress is not None:
             progress((j + 1) / len(layout), f"DP-KDE member {j + 1}/{len(layout)} ({blocks} block(s))")

@@ -77,8 +77,8 @@ def noisy_term_histogram(
     with i.i.d. Laplace(S/ε) on every entry. L1 sensitivity S under add/remove one document."""
     epsilon = check_epsilon(epsilon, "ε_voc")
     terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)")
-    counts = np.asarray(counts, dtype=np.float64)
-    return counts + noise.laplace(terms_per_doc / epsilon, counts.shape, integer_valued=True)
+    # integer counts: OpenDP's exact discrete Laplace by default (NumPy's continuous Laplace when seeded)
+    return noise.add_laplace(np.asarray(counts), scale=terms_per_doc / epsilon, integer_valued=True)
 
 
 def noise_floor(*, epsilon: float, terms_per_doc: int, vocabulary_size: int) -> float:

@@ -1,0 +1,149 @@
+"""NoiseSource: OpenDP's vetted samplers by default, NumPy when seeded or asked for (issue 11 §4).
+
+Variance checks use n draws and a tolerance of 6 standard errors of the sample variance (Laplace: excess
+kurtosis 3, so Var(s²) ≈ (2 + 3)·(2b²)²/n; Gaussian: Var(s²) ≈ 2σ⁴/n): a false failure has probability < 1e-8.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpkps_core.dp import rng as rng_mod
+from dpkps_core.dp.rng import SEED_POLICY_DEMO, SEED_POLICY_OS, NoiseSource
+from dpkps_core.errors import ParameterError
+
+N = 20_000  # draws per variance check (OpenDP ≈ 10–20 µs each)
+
+
+def _var_ok(x: np.ndarray, var: float, kurtosis_excess: float) -> bool:
+    se = var * math.sqrt((2.0 + kurtosis_excess) / x.size)
+    return abs(float(np.mean(x * x)) - var) < 6 * se  # mean zero known: E[x²] = Var
+
+
+def test_default_sampler_is_opendp_and_os_entropy() -> None:
+    noise = NoiseSource()
+    assert noise.sampler == noise.requested_sampler == "opendp" and noise.policy == SEED_POLICY_OS
+    rep = noise.describe()
+    assert rep["sampler"] == "opendp" and rep["seed_policy"] == SEED_POLICY_OS and "sampler_note" not in rep
+    assert set(rep["samplers"]) == {"integer_laplace", "float_laplace", "gaussian"}
+    assert all(v.startswith("OpenDP") for v in rep["samplers"].values())
+    assert rep["samplers"]["integer_laplace"].startswith("OpenDP discrete Laplace")
+
+
+def test_seed_means_numpy_and_not_for_release() -> None:
+    noise = NoiseSource(seed=5)  # sampler defaults to opendp, which cannot be seeded
+    assert noise.sampler == "numpy" and noise.requested_sampler == "opendp" and noise.policy == SEED_POLICY_DEMO
+    rep = noise.describe()
+    assert rep["sampler"] == rep["laplace_sampler"] == "numpy" and rep["seed"] == 5
+    assert "NOT FOR RELEASE" in rep["sampler_note"] and "cannot be seeded" in rep["sampler_note"]
+    assert all(v.startswith("NumPy") for v in rep["samplers"].values())
+    a, b = NoiseSource(seed=5), NoiseSource(seed=5, sampler="opendp")
+    assert np.array_equal(a.add_laplace(np.arange(4), scale=2.0, integer_valued=True),
+                          b.add_laplace(np.arange(4), scale=2.0, integer_valued=True))
+    assert np.array_equal(a.gaussian(1.0, 3), b.gaussian(1.0, 3))
+
+
+def test_numpy_is_an_explicit_option() -> None:
+    noise = NoiseSource(sampler="numpy")
+    assert noise.sampler == "numpy" and noise.policy == SEED_POLICY_OS
+    assert "fast option" in noise.describe()["sampler_note"]
+    assert noise.laplace(1.0, 5).shape == (5,)
+
+
+def test_describe_counts_the_draws_of_each_kind() -> None:
+    noise = NoiseSource()
+    noise.add_laplace(np.zeros(7, dtype=np.int64), scale=1.0, integer_valued=True)
+    noise.add_laplace(np.zeros((2, 3)), scale=1.0)
+    noise.gaussian(1.0, 4)
+    assert noise.describe()["noisy_values_drawn"] == {"integer_laplace": 7, "float_laplace": 6, "gaussian": 4}
+
+
+def test_opendp_integer_laplace_is_integer_with_variance_2b2() -> None:
+    b = 3.0
+    x = NoiseSource().laplace(b, N, integer_valued=True)
+    assert x.dtype == np.float64 and np.array_equal(x, np.round(x))
+    # discrete Laplace with scale b: Var = 2·e^{-1/b}/(1 − e^{-1/b})² ≈ 2b² − 1/6
+    t = math.exp(-1.0 / b)
+    assert _var_ok(x, 2 * t / (1 - t) ** 2, 3.0)
+    assert abs(2 * t / (1 - t) ** 2 - 2 * b * b) < 0.2
+
+
+def test_opendp_integer_release_keeps_the_counts() -> None:
+    counts = np.array([[0, 5, 1_000_000], [7, 0, 3]])
+    noisy = NoiseSource().add_laplace(counts, scale=0.5, integer_valued=True)
+    assert noisy.shape == counts.shape and np.array_equal(noisy, np.round(noisy))
+    assert np.abs(noisy - counts).max() < 30  # P(|noise| ≥ 30 at b = 0.5) ≈ e^-60
+    floats = NoiseSource().add_laplace(np.array([1.0, 2.0]), scale=1.0, integer_valued=True)  # whole floats ok
+    assert np.array_equal(floats, np.round(floats))
+
+
+def test_opendp_float_laplace_variance_and_shape() -> None:
+    b = 2.5
+    noise = NoiseSource()
+    x = noise.laplace(b, (4, N // 4))
+    assert x.shape == (4, N // 4) and not np.array_equal(x, np.round(x))
+    assert _var_ok(x.ravel(), 2 * b * b, 3.0)
+    stat = np.array([[0.25, -3.5], [1e6, 2.0]])
+    out = noise.add_laplace(stat, scale=1e-3)
+    assert out.shape == stat.shape and np.abs(out - stat).max() < 0.1
+
+
+def test_opendp_gaussian_variance_and_shape() -> None:
+    sigma = 1.7
+    noise = NoiseSource()
+    x = noise.gaussian(sigma, N)
+    assert x.shape == (N,) and _var_ok(x, sigma * sigma, 0.0)
+    votes = np.array([0, 3, 10], dtype=np.int64)
+    out = noise.add_gaussian(votes, sigma=1e-3)
+    assert out.shape == (3,) and np.abs(out - votes).max() < 0.1
+
+
+def test_numpy_sampler_variances() -> None:
+    noise = NoiseSource(seed=0)
+    assert _var_ok(noise.laplace(2.0, 50_000), 8.0, 3.0)
+    assert _var_ok(noise.gaussian(3.0, 50_000), 9.0, 0.0)
+
+
+@pytest.mark.parametrize("sampler", ["opendp", "numpy"])
+def test_empty_and_multidimensional_shapes(sampler: str) -> None:
+    noise = NoiseSource(sampler=sampler)
+    assert noise.laplace(1.0, 0).shape == (0,)
+    assert noise.laplace(1.0, (2, 0), integer_valued=True).shape == (2, 0)
+    assert noise.gaussian(1.0, (2, 3, 2)).shape == (2, 3, 2)
+    assert noise.add_laplace(np.zeros((3, 1)), scale=1.0).shape == (3, 1)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, "x", None, True])
+def test_invalid_scales_refused(bad: object) -> None:
+    noise = NoiseSource()
+    with pytest.raises(ParameterError, match="scale"):
+        noise.laplace(bad, 3)  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="scale"):
+        noise.add_gaussian(np.zeros(3), sigma=bad)  # type: ignore[arg-type]
+
+
+def test_invalid_arguments_refused() -> None:
+    with pytest.raises(ParameterError, match="sampler"):
+        NoiseSource(sampler="random")
+    with pytest.raises(ParameterError, match="seed"):
+        NoiseSource(seed=-1)
+    with pytest.raises(ParameterError, match="shape"):
+        NoiseSource().laplace(1.0, (2, -1))
+    with pytest.raises(ParameterError, match="integer counts"):
+        NoiseSource().add_laplace(np.array([0.5, 1.0]), scale=1.0, integer_valued=True)
+    with pytest.raises(ParameterError, match="finite"):
+        NoiseSource().add_laplace(np.array([np.nan, 1.0]), scale=1.0)
+    with pytest.raises(ParameterError, match="finite"):
+        NoiseSource().add_gaussian(np.array([np.inf]), sigma=1.0)
+
+
+def test_opendp_lattice_costs_no_measurable_epsilon() -> None:
+    """OpenDP's own privacy map of the float measurement: rounding to the 2^k lattice adds ≤ n·2^-40 to ε."""
+    n, scale = 400_000, 3000.0
+    meas = rng_mod._measurement("float_laplace", scale, n)
+    sensitivity = math.sqrt(2) * 2000
+    eps = meas.map(sensitivity)
+    assert sensitivity / scale <= eps <= sensitivity / scale + n * 2.0 ** -rng_mod.GRANULARITY_BITS
