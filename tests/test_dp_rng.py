@@ -55,6 +55,7 @@ def test_numpy_is_an_explicit_option() -> None:
 
 def test_describe_counts_the_draws_of_each_kind() -> None:
     noise = NoiseSource()
+    assert "noisy_values_drawn" not in noise.describe()
     noise.add_laplace(np.zeros(7, dtype=np.int64), scale=1.0, integer_valued=True)
     noise.add_laplace(np.zeros((2, 3)), scale=1.0)
     noise.gaussian(1.0, 4)

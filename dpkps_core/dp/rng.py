@@ -155,8 +155,9 @@ class NoiseSource:
             "sampler": self.sampler, "sampler_requested": self.requested_sampler,
             "laplace_sampler": self.sampler,  # older reports' key
             "samplers": self.samplers(),
-            "noisy_values_drawn": {k: self._draws[k] for k in RELEASE_KINDS if k in self._draws},
         }
+        if self._draws:  # a source that drew the noise also says how many values of each kind
+            out["noisy_values_drawn"] = {k: self._draws[k] for k in RELEASE_KINDS if k in self._draws}
         if self.seed is not None:
             out["sampler_note"] = ("Reproducible demo seed: NumPy's seeded sampler was used for all noise "
                                    "(OpenDP's samplers cannot be seeded). NOT FOR RELEASE.")
