@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "dpkps_core.cli_generate",
     "dpkps_core.cli_evaluate",
     "dpkps_core.cli_compare",
+    "dpkps_core.cli_ledger",
+    "dpkps_core.cli_audit",
 )
 
 

@@ -124,14 +124,23 @@ def user_box() -> None:
 def sidebar() -> None:
     """The privacy ledger (spent / cap, per step) and the run's state — on every page."""
     s = st.session_state
-    led = state.ledger()
     st.subheader("Privacy ledger")
-    cap = led.cap
-    total = led.total_epsilon
+    try:
+        led = state.ledger()
+        cap = led.cap
+        total = getattr(led, "corpus_epsilon", led.total_epsilon)  # the corpus's total over all its releases
+    except DPKPSError as exc:  # e.g. the ledger folder cannot be used: say so, spend nothing
+        st.error(str(exc), icon=":material/error:")
+        return
     st.metric("ε spent / cap", f"{total:g} / {cap:g}" if cap else f"{total:g} / no cap",
-              help="Pure ε-DP, basic composition: every run of a DP step adds its ε, re-runs included.")
+              help="Everything ever released from this corpus — app and CLI, every session (its persistent "
+                   "ledger) — against the corpus's cap. Pure ε-DP, basic composition: every run of a DP step adds "
+                   "its ε, re-runs included.")
     if cap:
         st.progress(min(total / cap, 1.0), text=f"{total / cap:.0%} of the cap")
+    if total != led.total_epsilon:
+        st.caption(f"This session: ε = {led.total_epsilon:g}; earlier sessions and CLI runs on the same documents: "
+                   f"ε = {total - led.total_epsilon:g} (page 2 lists every release).")
     by = led.by_step()
     labels = {"vocabulary": "vocabulary (ε_voc)", "kde": "densities (ε_kde)", "class_counts": "class counts"}
     lines = [f"- {labels.get(k, k)}: **{v:g}**" for k, v in by.items()] or ["- nothing spent yet"]

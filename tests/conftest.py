@@ -25,6 +25,13 @@ _BUSINESS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _isolated_ledger_store(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every test gets its own persistent-ledger folder ($DPKPS_LEDGER_DIR): no test writes into the home folder,
+    and no test sees ε another test spent."""
+    monkeypatch.setenv("DPKPS_LEDGER_DIR", str(tmp_path_factory.mktemp("ledgers")))
+
+
 @pytest.fixture
 def toy_corpus() -> Corpus:
     """A small labelled corpus (11 documents, 3 classes: business, sport, tech), built in memory."""

@@ -159,3 +159,46 @@ class PrivacyLedger:
     def __repr__(self) -> str:
         cap = "∞" if self._cap is None else f"{self._cap:g}"
         return f"PrivacyLedger(ε={self.total_epsilon:g} / {cap}, events={len(self._events)})"
+
+
+class SubLedger(PrivacyLedger):
+    """One part of a larger account (e.g. one method of a comparison): its own events and cap, and every charge
+    is also charged to ``parent`` (say the corpus's persistent ledger), whose cap is enforced too.
+
+    :meth:`reuse` counts here an event the parent already holds (a release shared by two parts, such as one Ṽ
+    used by two methods), so the parent — the joint cost — counts it once."""
+
+    def __init__(self, parent: PrivacyLedger | None = None, cap: float | None = None) -> None:
+        super().__init__(cap)
+        if parent is not None and not isinstance(parent, PrivacyLedger):
+            raise ParameterError("A sub-ledger's parent must be a PrivacyLedger.")
+        self.parent = parent
+
+    def can_afford(self, epsilon: float) -> bool:
+        return super().can_afford(epsilon) and (self.parent is None or self.parent.can_afford(epsilon))
+
+    def _require_own(self, epsilon: float, what: str) -> None:
+        if not PrivacyLedger.can_afford(self, epsilon):
+            raise PrivacyBudgetError(
+                f"Running {what} would spend ε = {epsilon:g}, taking its part's total to "
+                f"{self.total_epsilon + epsilon:g}, over the budget cap of {self._cap:g}; nothing was spent. "
+                "Raise the cap or lower ε."
+            )
+
+    def require(self, epsilon: float, what: str = "this step") -> None:
+        self._require_own(epsilon, what)
+        if self.parent is not None:
+            self.parent.require(epsilon, what)
+
+    def charge(self, event: PrivacyEvent) -> PrivacyEvent:
+        self._require_own(event.epsilon, f"{event.step} ({event.mechanism})")
+        if self.parent is not None:
+            self.parent.charge(event)  # enforces the parent's cap (atomically for a persistent ledger)
+        self._events.append(event)
+        return event
+
+    def reuse(self, event: PrivacyEvent) -> PrivacyEvent:
+        """Count ``event`` (already charged to the parent) in this part without charging the parent again."""
+        self._require_own(event.epsilon, f"{event.step} ({event.mechanism})")
+        self._events.append(event)
+        return event
