@@ -148,3 +148,58 @@ def test_opendp_lattice_costs_no_measurable_epsilon() -> None:
     sensitivity = math.sqrt(2) * 2000
     eps = meas.map(sensitivity)
     assert sensitivity / scale <= eps <= sensitivity / scale + n * 2.0 ** -rng_mod.GRANULARITY_BITS
+
+
+def test_cli_and_config_carry_the_sampler_to_the_run() -> None:
+    import argparse
+
+    from dpkps_core.cli_sample import add_sampling_arguments, config_from_args
+    from dpkps_core.corpus import Corpus
+    from dpkps_core.embeddings import HashingEmbedder
+    from dpkps_core.pipeline import SamplingConfig, run_sampling
+    from dpkps_core.vocabulary import PublicVocabulary
+
+    parser = argparse.ArgumentParser()
+    add_sampling_arguments(parser)
+    assert config_from_args(parser.parse_args([])).noise_sampler == "opendp"
+    cfg = config_from_args(parser.parse_args(["--noise-sampler", "numpy"]))
+    assert cfg.noise_sampler == "numpy"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--noise-sampler", "random"])
+    with pytest.raises(ParameterError, match="noise sampler"):
+        SamplingConfig(noise_sampler="random").validate()
+
+    texts = tuple(["goal match team", "bank shares profit"] * 10)
+    corpus = Corpus(texts, tuple(["a", "b"] * 10), "t", "t", public_classes=("a", "b"))
+    vocab = PublicVocabulary("v", ("goal", "match", "team", "bank", "shares", "profit"), "x", "x")
+    for sampler in ("opendp", "numpy"):
+        cfg = SamplingConfig(eps_voc=2, eps_kde=2, vocab_size=4, per_class=2, length=3, test_fraction=0.0,
+                             noise_sampler=sampler)
+        run = run_sampling(corpus, cfg, vocabulary=vocab, embedder=HashingEmbedder(8))
+        rep = run.privacy_report()["noise"]
+        assert rep["sampler"] == sampler and rep["seed_policy"] == SEED_POLICY_OS
+        assert set(rep["noisy_values_drawn"]) == {"integer_laplace", "float_laplace"}
+    run = run_sampling(corpus, SamplingConfig(eps_voc=2, eps_kde=2, vocab_size=4, per_class=2, length=3,
+                                              test_fraction=0.0, seed=1), vocabulary=vocab, embedder=HashingEmbedder(8))
+    assert run.privacy_report()["noise"]["sampler"] == "numpy"
+
+
+@pytest.mark.model
+@pytest.mark.assets
+@pytest.mark.slow
+def test_budget_page_offers_the_sampler_choice(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from app_helpers import assert_clean, goto, new_app
+
+    monkeypatch.setenv("DPKPS_TEST_FAST", "1")
+    monkeypatch.setenv("DPKPS_WARMUP", "0")
+    monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
+    at = goto(new_app(), 1)
+    radio = at.radio(key="_w.noise_sampler")
+    assert at.session_state["noise_sampler"] == radio.value == "opendp" and list(radio.options) == [
+        "OpenDP (vetted samplers, default)", "NumPy (faster, floating-point)"]
+    radio.set_value("numpy").run()
+    assert_clean(at)
+    assert at.session_state["noise_sampler"] == "numpy"
+    at.radio(key="_w.noise_sampler").set_value("opendp").run()
+    at.checkbox(key="_w.seeded_demo").check().run()
+    assert any("seeded NumPy sampler is used" in c for c in at.caption.values)
