@@ -266,15 +266,16 @@ def generate_texts(
 ) -> tuple[list[str | None], GenerationStats]:
     """One reply per prompt (None where it failed). PUBLIC prompts only — every prompt goes to ``audit``.
 
-    The offline backend runs batched forward passes (left-padded ``generate`` over ``offline_batch`` prompts at a
-    time); any other backend gets concurrent ``generate`` calls with the runner's retry and full-jitter backoff."""
-    from dpkps_core.llm.backends import OfflineBackend
+    A local backend (offline or ``local`` model folder) runs batched forward passes (left-padded ``generate``
+    over ``offline_batch`` prompts at a time, on its device); any other backend gets concurrent ``generate``
+    calls with the runner's retry and full-jitter backoff."""
+    from dpkps_core.llm.backends import LocalTransformersBackend
 
     if audit is not None:
         for m in messages:
             audit.append({"timestamp": _now(), "purpose": purpose, "backend": backend.name, "model": backend.model,
                           "parameters": {"max_tokens": max_tokens, "temperature": temperature}, "messages": m})
-    if isinstance(backend, OfflineBackend):
+    if isinstance(backend, LocalTransformersBackend):
         return _generate_offline(messages, backend=backend, max_tokens=max_tokens, temperature=temperature,
                                  batch=offline_batch, cancel=cancel, progress=progress)
     return _generate_remote(messages, backend=backend, max_tokens=max_tokens, temperature=temperature,
@@ -283,47 +284,29 @@ def generate_texts(
 
 def _generate_offline(messages: Sequence[ChatMessages], *, backend: Any, max_tokens: int, temperature: float,
                       batch: int, cancel: threading.Event | None, progress: Progress | None) -> tuple[list[str | None], GenerationStats]:
-    import torch
+    from dpkps_core.llm.backends import GenerationCancelled, chat_token_ids
 
-    from dpkps_core.private_prediction import _chat_ids, load_local_lm, stop_token_ids
-
-    model, tok, _ = load_local_lm(backend)
-    stops = stop_token_ids(model, tok)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else next(iter(stops))
+    backend.load()
+    tok = backend._tokenizer
     stats = GenerationStats()
     out: list[str | None] = [None] * len(messages)
     t0 = time.perf_counter()
     for start in range(0, len(messages), batch):
         if cancel is not None and cancel.is_set():
             break
-        rows = [_chat_ids(tok, m) for m in messages[start:start + batch]]
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for j, r in enumerate(rows):
-            ids[j, width - len(r):] = torch.tensor(r)
-            mask[j, width - len(r):] = 1
-        kwargs: dict[str, Any] = {"max_new_tokens": int(max_tokens), "pad_token_id": pad,
-                                  "eos_token_id": sorted(stops) or None}
-        if temperature > 0:
-            kwargs.update(do_sample=True, temperature=float(temperature), top_p=getattr(backend, "top_p", 0.95))
-        else:
-            kwargs.update(do_sample=False)
-        with backend._lock, torch.inference_mode():
-            torch.set_num_threads(backend.threads)
-            try:
-                gen = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
-            except Exception as exc:  # noqa: BLE001
-                raise LLMError(f"The offline model failed ({type(exc).__name__}).") from exc
-        for j, r in enumerate(rows):
-            new = gen[j, width:].tolist()
-            cut = next((i for i, t in enumerate(new) if t in stops), len(new))
-            text = tok.decode(new[:cut], skip_special_tokens=True).strip()
-            out[start + j] = text or None
-            stats.completion_tokens += cut
-            stats.prompt_tokens += len(r)
-        stats.calls += len(rows)
-        stats.prompts += len(rows)
+        chunk = list(messages[start:start + batch])
+        tokens0 = backend.tokens_generated
+        try:
+            replies = backend.generate_batch(chunk, max_tokens=int(max_tokens), temperature=float(temperature),
+                                             timeout=0.0, cancel=cancel)
+        except GenerationCancelled:
+            break
+        for j, reply in enumerate(replies):
+            out[start + j] = reply if isinstance(reply, str) else None
+            stats.prompt_tokens += len(chat_token_ids(tok, chunk[j]))
+        stats.completion_tokens += backend.tokens_generated - tokens0
+        stats.calls += len(chunk)
+        stats.prompts += len(chunk)
         if progress is not None:
             progress(min(start + batch, len(messages)) / max(len(messages), 1), "generating")
     stats.failed = sum(1 for t in out if t is None)

@@ -16,7 +16,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.errors import ParameterError
+from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
 
 _RUN_CONFIG_PATH_KEYS = ("corpus_path", "private_corpus_path", "corpus_file")
 _RUN_CONFIG_HASH_KEYS = ("corpus_sha256", "corpus_fingerprint", "private_corpus_sha256")
@@ -37,9 +39,19 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     g.add_argument("--sequences", required=True, metavar="FILE", help="sequences.jsonl written by the sampling step")
-    g.add_argument("--backend", choices=("offline", "openai"), default="offline",
-                   help="offline = bundled SmolLM2-135M-Instruct on the CPU (no key); openai = any OpenAI-compatible "
-                        "chat-completions server (OpenAI, vLLM, llama.cpp server, Ollama, LM Studio, Azure)")
+    g.add_argument("--backend", choices=("offline", "local", "openai"), default="offline",
+                   help="offline = bundled SmolLM2-135M-Instruct (no key); local = your own Hugging Face model folder "
+                        "on disk (--model-path), loaded offline; openai = any OpenAI-compatible chat-completions server "
+                        "(OpenAI, vLLM, llama.cpp server, Ollama, LM Studio, Azure)")
+    g.add_argument("--model-path", metavar="DIR", default=None,
+                   help="folder of a Hugging Face causal language model (config.json, safetensors weights, tokenizer) "
+                        "for --backend local; nothing is downloaded")
+    g.add_argument("--device", choices=DEVICE_CHOICES, default=default_device_setting(),
+                   help="where the offline/local model runs: auto = CUDA when torch sees a GPU, else the CPU "
+                        "(bf16/fp16 on CUDA, float32 on the CPU); default from $DPKPS_DEVICE")
+    g.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, metavar="N",
+                   help="prompts written together in one batched call by the offline/local model (1 = one at a time; "
+                        "each finished document is still saved at once)")
     g.add_argument("--base-url", metavar="URL", default=None,
                    help="server base URL for --backend openai, e.g. http://127.0.0.1:8000/v1 (default: OpenAI)")
     g.add_argument("--model", metavar="NAME", default=None,
@@ -71,7 +83,7 @@ def register(subparsers: Any) -> None:
     g.add_argument("--max-tokens", type=int, default=None, metavar="N",
                    help="most tokens per document (default 256 offline, 512 remote)")
     g.add_argument("--temperature", type=float, default=0.7, metavar="T", help="sampling temperature (0 = greedy)")
-    g.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads for the offline model")
+    g.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads for the offline/local model")
     g.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N sequences")
     g.add_argument("--estimate-only", action="store_true",
                    help="print the token, cost and time estimate and the first prompt, then stop (no LLM call)")
@@ -137,11 +149,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     seq_path = Path(args.sequences)
     sequences = read_sequences(seq_path)
     out = Path(args.out) if args.out else seq_path.parent
-    max_tokens = args.max_tokens or (256 if args.backend == "offline" else 512)
+    local = args.backend in ("offline", "local")
+    if args.model_path and args.backend != "local":
+        raise ParameterError("--model-path is for --backend local.")
+    if args.backend == "local" and not args.model_path:
+        raise ParameterError("--backend local needs --model-path DIR (a Hugging Face model folder on disk).")
+    max_tokens = args.max_tokens or (256 if local else 512)
     settings = GenerationSettings(
         max_tokens=max_tokens, temperature=args.temperature, timeout=args.timeout, retries=args.retries,
         concurrency=args.concurrency, backoff_base=args.backoff_base, backoff_max=max(30.0, args.backoff_base),
-        limit=args.limit,
+        limit=args.limit, batch_size=args.batch_size,
     )
     few_shot = ()
     if args.few_shot:
@@ -162,13 +179,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
     backend = make_backend(
         args.backend, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
         timeout=args.timeout, concurrency=args.concurrency, threads=args.threads,
+        device=args.device if local else None, model_path=args.model_path,
     )
     job = sequences[: settings.limit] if settings.limit else sequences
     est = estimate_cost(
         job, prompt_config=config, backend=backend, max_tokens=max_tokens, concurrency=settings.concurrency,
-        price_per_1k=args.price_per_1k,
+        price_per_1k=args.price_per_1k, batch_size=settings.batch_size,
     )
     print(f"estimate: {est.summary()}", file=sys.stderr)
+    if local:
+        print(f"model: {backend.model} on {backend.device}, {settings.batch_size} prompt(s) per batch, "
+              f"{args.threads} thread(s)", file=sys.stderr)
     if args.estimate_only:
         print("first prompt:\n" + preview(job[0], config))
         return 0

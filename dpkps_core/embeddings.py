@@ -53,14 +53,18 @@ class Embedder(Protocol):
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model with unit-norm float32 output."""
+    """A sentence-transformers model with unit-norm float32 output, on the resolved ``device`` setting
+    (auto/cpu/cuda, :mod:`dpkps_core.device`; the CPU on a machine without a GPU)."""
 
-    def __init__(self, name: str = DEFAULT_MODEL, *, threads: int | None = None) -> None:
+    def __init__(self, name: str = DEFAULT_MODEL, *, threads: int | None = None, device: str | None = None) -> None:
+        from dpkps_core.device import resolve_device
+
         if name not in EMBEDDING_MODELS:
             raise EmbeddingError(f"Unknown embedding model {name!r}; choose one of {', '.join(EMBEDDING_MODELS)}.")
         self.name = name
         self.dim = EMBEDDING_MODELS[name]["dim"]
-        self._model = _load_sentence_transformer(name)
+        self.device = resolve_device(device)
+        self._model = _load_sentence_transformer(name, self.device)
         self._threads = threads
         self._lock = threading.Lock()
 
@@ -75,13 +79,13 @@ class SentenceTransformerEmbedder:
         return np.asarray(vecs, dtype=np.float32)
 
 
-@functools.lru_cache(maxsize=2)
-def _load_sentence_transformer(name: str):
+@functools.lru_cache(maxsize=4)
+def _load_sentence_transformer(name: str, device: str = "cpu"):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(model_path(name)), device="cpu")
+    return SentenceTransformer(str(model_path(name)), device=device)
 
 
 def model_path(name: str) -> Path:
@@ -133,10 +137,17 @@ def _model_root(folder: Path) -> Path:
     raise EmbeddingError(f"No model files found in {folder}.")
 
 
+def get_embedder(name: str = DEFAULT_MODEL, threads: int | None = None, *, device: str | None = None) -> SentenceTransformerEmbedder:
+    """Process-wide model instance per (model, threads, resolved device) (models are public; the app wraps this
+    in ``st.cache_resource``). ``device``: auto (default, CUDA when torch sees it) | cpu | cuda."""
+    from dpkps_core.device import resolve_device
+
+    return _get_embedder(name, threads, resolve_device(device))
+
+
 @functools.lru_cache(maxsize=4)
-def get_embedder(name: str = DEFAULT_MODEL, threads: int | None = None) -> SentenceTransformerEmbedder:
-    """Process-wide model instance (models are public; the app wraps this in ``st.cache_resource``)."""
-    return SentenceTransformerEmbedder(name, threads=threads)
+def _get_embedder(name: str, threads: int | None, device: str) -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(name, threads=threads, device=device)
 
 
 class EmbeddingCache:

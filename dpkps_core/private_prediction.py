@@ -420,6 +420,19 @@ def stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
     return ids
 
 
+def _model_device(model: Any) -> Any:
+    """The device of a model's weights (CPU for models without parameters, e.g. test fakes)."""
+    import torch
+
+    dev = getattr(model, "device", None)
+    if isinstance(dev, torch.device):
+        return dev
+    try:
+        return next(model.parameters()).device
+    except (AttributeError, StopIteration, TypeError):
+        return torch.device("cpu")
+
+
 class BatchedDecoder:
     """Left-padded prompts decoded in lock-step with a KV cache: every row receives the same next token.
 
@@ -447,6 +460,7 @@ class BatchedDecoder:
         self._chunks = [list(range(i, min(i + self.rows_per_forward, len(prompts))))
                         for i in range(0, len(prompts), self.rows_per_forward)]
         self._torch = torch
+        self.device = _model_device(model)  # tensors follow the model (cpu or cuda, from the device setting)
         self._prefill()
 
     def _prefill(self) -> None:
@@ -462,6 +476,7 @@ class BatchedDecoder:
                 if p:
                     ids[j, width - len(p):] = torch.tensor(p, dtype=torch.long)
                     mask[j, width - len(p):] = 1
+            ids, mask = ids.to(self.device), mask.to(self.device)
             pos = (mask.cumsum(dim=1) - 1).clamp(min=0)
             out = self._forward(ids, mask, pos, None)
             self._state.append({"mask": mask, "pos": pos[:, -1:].clone(), "prompt_pos": pos[:, -1:].clone(),
@@ -487,9 +502,9 @@ class BatchedDecoder:
         last = []
         for st in self._state:
             n = st["mask"].shape[0]
-            st["mask"] = torch.cat([st["mask"], torch.ones((n, 1), dtype=torch.long)], dim=1)
+            st["mask"] = torch.cat([st["mask"], torch.ones((n, 1), dtype=torch.long, device=self.device)], dim=1)
             st["pos"] = st["pos"] + 1
-            ids = torch.full((n, 1), int(token), dtype=torch.long)
+            ids = torch.full((n, 1), int(token), dtype=torch.long, device=self.device)
             out = self._forward(ids, st["mask"], st["pos"], st["cache"])
             st["cache"] = out.past_key_values
             last.append(out.logits[:, -1, :].float())
@@ -745,18 +760,21 @@ def run_private_prediction(
 
 # --------------------------------------------------------------------------------------------- local model
 
-def load_local_lm(backend: Any = None, *, threads: int | None = None) -> tuple[Any, Any, str]:
-    """``(model, tokenizer, name)`` of the bundled offline model, loaded through :class:`OfflineBackend`."""
-    from dpkps_core.llm.backends import OfflineBackend
+def load_local_lm(backend: Any = None, *, threads: int | None = None, device: str | None = None) -> tuple[Any, Any, str]:
+    """``(model, tokenizer, name)`` of a local model: the bundled offline model (default) or any
+    :class:`~dpkps_core.llm.backends.LocalTransformersBackend` (``local`` backend: a model folder on disk), on the
+    backend's device (``device`` = auto/cpu/cuda for the default offline model)."""
+    from dpkps_core.llm.backends import LocalTransformersBackend, OfflineBackend
 
     if backend is None:
         import os
 
-        backend = OfflineBackend(threads=threads or max(1, os.cpu_count() or 1))
-    if not isinstance(backend, OfflineBackend):
-        raise LLMError("Private prediction needs token logits, so it runs only on the local offline model.")
+        backend = OfflineBackend(threads=threads or max(1, os.cpu_count() or 1), device=device)
+    if not isinstance(backend, LocalTransformersBackend):
+        raise LLMError("Private prediction needs token logits, so it runs only on a local model (offline or local "
+                       "backend), never on a remote API.")
     backend.load()
     model, tok = getattr(backend, "_model", None), getattr(backend, "_tokenizer", None)
     if model is None or tok is None:  # pragma: no cover - defensive
-        raise LLMError("The offline model did not load.")
+        raise LLMError("The local model did not load.")
     return model, tok, backend.model

@@ -204,3 +204,51 @@ def serve(server: Any, script: ChatServer) -> str:
     """Route the chat-completions endpoint to ``script``; return the base URL."""
     server.expect_request("/v1/chat/completions", method="POST").respond_with_handler(script.handler)
     return server.url_for("/v1")
+
+
+class FakeBatchBackend(LLMBackend):
+    """Scripted batched backend (like the local models): ``generate_batch`` takes up to ``max_batch_size``
+    prompts per call; ``script[i]`` lists per-attempt outcomes of item i ("ok", "transient", "fatal", "empty");
+    ``delay`` seconds per call; ``on_batch(indices)`` runs at the start of each call (e.g. to cancel)."""
+
+    name = "fakebatch"
+    model = "fake-batch-model"
+    max_concurrency = 1
+
+    def __init__(self, script: Mapping[int, Sequence[str]] | None = None, *, max_batch_size: int = 64,
+                 delay: float = 0.0, on_batch: Callable[[list[int]], None] | None = None,
+                 honour_cancel: bool = True) -> None:
+        self.script = {k: list(v) for k, v in (script or {}).items()}
+        self.max_batch_size = max_batch_size
+        self.delay = delay
+        self.on_batch = on_batch
+        self.honour_cancel = honour_cancel
+        self.batches: list[list[int]] = []
+
+    def generate(self, messages, *, max_tokens, temperature, timeout):  # type: ignore[override]
+        raise AssertionError("a batched backend must be driven through generate_batch")
+
+    def generate_batch(self, batch, *, max_tokens, temperature, timeout, cancel=None):  # type: ignore[override]
+        from dpkps_core.llm.backends import GenerationCancelled
+
+        idx = [term_index(m) for m in batch]
+        self.batches.append(idx)
+        if self.on_batch:
+            self.on_batch(idx)
+        if self.delay:
+            time.sleep(self.delay)
+        if self.honour_cancel and cancel is not None and cancel.is_set():
+            raise GenerationCancelled("Generation was cancelled.")
+        out: list[Any] = []
+        for i in idx:
+            steps = self.script.get(i, [])
+            outcome = steps.pop(0) if steps else "ok"
+            if outcome == "transient":
+                out.append(TransientLLMError("server error (fake)"))
+            elif outcome == "fatal":
+                out.append(LLMError("bad request (fake)"))
+            elif outcome == "empty":
+                out.append("  ")
+            else:
+                out.append(f"Document number {i} mentions term{i}.")
+        return out

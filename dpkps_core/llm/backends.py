@@ -1,4 +1,8 @@
-"""LLM backends behind one interface: offline SmolLM2 (default) and any OpenAI-compatible server.
+"""LLM backends behind one interface: offline SmolLM2 (default), any local Hugging Face model folder, and any
+OpenAI-compatible server.
+
+The two local backends (``offline``, ``local``) generate a whole batch of prompts in one ``generate`` call on
+the configured device (:mod:`dpkps_core.device`); remote backends take one request per call, several in flight.
 
 A backend turns chat messages into one reply. It raises :class:`TransientLLMError` for failures worth a retry
 (429, 5xx, timeouts, connection errors, empty or malformed replies) and :class:`~dpkps_core.errors.LLMError`
@@ -47,6 +51,10 @@ class TransientLLMError(LLMError):
         self.retry_after = retry_after
 
 
+class GenerationCancelled(LLMError):
+    """A batched generate call was stopped because the run was cancelled (its rows are incomplete: discard)."""
+
+
 def cache_root() -> Path:
     """User cache folder of DP-KPS Studio: ``$DPKPS_CACHE_DIR`` or ``~/.cache/dpkps`` (never the repo)."""
     env = os.environ.get("DPKPS_CACHE_DIR")
@@ -82,6 +90,7 @@ class LLMBackend(abc.ABC):
         name: backend kind (``"offline"``, ``"openai"``…), written to the audit log.
         model: model name, written next to each document.
         max_concurrency: most requests the runner may have in flight.
+        max_batch_size: most prompts one ``generate_batch`` call takes (1 = no batched path).
         tokens_per_s: assumed generation speed of one request (for time estimates).
         latency_s: assumed fixed cost of one request (for time estimates).
     """
@@ -89,12 +98,32 @@ class LLMBackend(abc.ABC):
     name: str = "backend"
     model: str = ""
     max_concurrency: int = 1
+    max_batch_size: int = 1
     tokens_per_s: float = 20.0
     latency_s: float = 0.5
 
     @abc.abstractmethod
     def generate(self, messages: ChatMessages, *, max_tokens: int, temperature: float, timeout: float) -> str:
         """Return the reply text (stripped, non-empty) or raise LLMError / TransientLLMError."""
+
+    def generate_batch(
+        self, batch: Sequence[ChatMessages], *, max_tokens: int, temperature: float, timeout: float,
+        cancel: threading.Event | None = None,
+    ) -> list[str | LLMError]:
+        """One reply (or the LLMError it ended with) per prompt; this default calls :meth:`generate` in turn."""
+        out: list[str | LLMError] = []
+        for messages in batch:
+            if cancel is not None and cancel.is_set():
+                raise GenerationCancelled("Generation was cancelled.")
+            try:
+                out.append(self.generate(messages, max_tokens=max_tokens, temperature=temperature, timeout=timeout))
+            except LLMError as exc:
+                out.append(exc)
+        return out
+
+    def batch_cost(self, batch_size: int) -> float:
+        """Time of one call over ``batch_size`` prompts relative to one prompt (no batching gain by default)."""
+        return float(max(1, int(batch_size)))
 
     def count_prompt_tokens(self, messages: ChatMessages) -> int:
         """Estimated prompt tokens: ~4 characters per token (remote backends)."""
@@ -195,105 +224,293 @@ def _convert_offline_model(*, keep: bool) -> tuple[Any, Any] | None:
         return (model, tok) if keep else None
 
 
-class OfflineBackend(LLMBackend):
-    """SmolLM2-135M-Instruct on the CPU with transformers; one request at a time."""
+# Prompts per batched call: measured on 2 shared CPU cores with SmolLM2-135M (benchmarks/generation.py --sweep):
+# 12 tokens/s one at a time, ~37 at 8, ~49 at 16; larger batches gain little more and make each checkpoint
+# (and what a kill can lose) coarser.
+DEFAULT_BATCH_SIZE = 16
+MAX_BATCH_SIZE = 256
 
-    name = "offline"
+
+def stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
+    """End-of-text tokens: the tokenizer's EOS, the model's generation EOS ids and ``<|im_end|>`` when known."""
+    ids: set[int] = set()
+    for v in (getattr(tokenizer, "eos_token_id", None),
+              getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+        if isinstance(v, int):
+            ids.add(v)
+        elif isinstance(v, (list, tuple)):
+            ids.update(int(x) for x in v)
+    conv = getattr(tokenizer, "convert_tokens_to_ids", None)
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if conv is not None:
+        try:
+            t = conv("<|im_end|>")
+            if isinstance(t, int) and t != unk:
+                ids.add(t)
+        except Exception:  # noqa: BLE001 - optional token
+            pass
+    return ids
+
+
+def chat_token_ids(tokenizer: Any, messages: ChatMessages) -> list[int]:
+    """Prompt token ids with the tokenizer's chat template (plain "role: content" lines when it has none)."""
+    msgs = [{"role": m["role"], "content": m["content"]} for m in messages]
+    if getattr(tokenizer, "chat_template", None):
+        out = tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=True)
+        return list(out["input_ids"])
+    text = "".join(f"{m['role']}: {m['content']}\n\n" for m in msgs) + "assistant: "
+    return list(tokenizer(text, add_special_tokens=True)["input_ids"])
+
+
+class LocalTransformersBackend(LLMBackend):
+    """A causal language model on this machine, run with transformers: batched generation and real logits.
+
+    ``generate_batch`` writes a batch of prompts in ONE ``model.generate`` call (left padding, the same sampling
+    parameters for every row, each row stopping at its end-of-text token); the runner feeds it batches. The model
+    runs on the resolved ``device`` (:mod:`dpkps_core.device`): float32 on the CPU, bf16/fp16 on CUDA.
+    Subclasses say where the weights come from (:meth:`_load_weights`).
+    """
+
     max_concurrency = 1
-    tokens_per_s = 12.0
+    max_batch_size = MAX_BATCH_SIZE
     latency_s = 0.2
 
-    def __init__(self, *, threads: int = 1, top_p: float = 0.95) -> None:
+    def __init__(self, *, threads: int = 1, top_p: float = 0.95, device: str | None = None) -> None:
+        from dpkps_core.device import resolve_device
+
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1 or threads > 256:
             raise ParameterError("The thread count must be an integer from 1 to 256.")
-        if not 0 < top_p <= 1:
+        if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
             raise ParameterError("top_p must be in (0, 1].")
         self.threads = threads
-        self.top_p = top_p
-        self.model = OFFLINE_MODEL_NAME
-        self.tokens_per_s = 12.0 * min(threads, 2) ** 0.5
+        self.top_p = float(top_p)
+        self.device = resolve_device(device)
         self._model: Any = None
         self._tokenizer: Any = None
+        self._stops: set[int] = set()
         self._lock = threading.Lock()
         self.load_seconds: float | None = None
+        self.last_tokens = 0
+        self.last_seconds = 0.0
+        self.tokens_generated = 0
+        self.generate_seconds = 0.0
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "model": self.model, "threads": self.threads, "top_p": self.top_p}
+        return {"backend": self.name, "model": self.model, "threads": self.threads, "top_p": self.top_p,
+                "device": self.device}
+
+    @abc.abstractmethod
+    def _load_weights(self, dtype: Any) -> tuple[Any, Any]:
+        """Return ``(model, tokenizer)`` loaded offline with ``dtype`` (on the CPU)."""
+
+    def _tokenizer_only(self) -> Any:
+        """The tokenizer without the model (for token counts); default: load everything."""
+        self.load()
+        return self._tokenizer
 
     def _load_tokenizer(self) -> Any:
-        if self._tokenizer is None and not (offline_model_dir() / _MARKER).is_file():
-            self.load()  # converts once and keeps model and tokenizer
         if self._tokenizer is None:
-            _set_offline_env()
-            from transformers import AutoTokenizer
-
-            self._tokenizer = AutoTokenizer.from_pretrained(str(offline_model_dir()), local_files_only=True)
+            self._tokenizer = self._tokenizer_only()
         return self._tokenizer
 
     def load(self) -> None:
-        """Load tokenizer and model (converting once if needed)."""
+        """Load tokenizer and model onto the device (once)."""
         if self._model is not None:
             return
         t0 = time.monotonic()
         _set_offline_env()
         import torch
-        from transformers import AutoModelForCausalLM
+
+        from dpkps_core.device import model_dtype
 
         torch.set_num_threads(self.threads)
-        fresh = _convert_offline_model(keep=True)
-        if fresh is not None:  # converted just now: use it, no second load
-            model, self._tokenizer = fresh
-        else:
-            folder = offline_model_dir()
+        model, tok = self._load_weights(model_dtype(self.device))
+        if self.device != "cpu":
             try:
-                model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, local_files_only=True)
-            except Exception as exc:  # noqa: BLE001
-                raise LLMError(
-                    f"Could not load the cached offline model ({type(exc).__name__}); delete {folder} to convert it again."
-                ) from exc
-        tok = self._load_tokenizer()
+                model = model.to(self.device)
+            except Exception as exc:  # noqa: BLE001 - e.g. out of GPU memory
+                raise LLMError(f"Could not move the model to {self.device} ({type(exc).__name__}); try --device cpu.") from exc
         model.eval()
         if tok.pad_token_id is None:
+            if tok.eos_token_id is None:
+                raise LLMError(f"The tokenizer of {self.model} has neither a padding nor an end-of-text token.")
             tok.pad_token = tok.eos_token
+        self._tokenizer = tok
+        self._stops = stop_token_ids(model, tok)
         self._model = model
         self.load_seconds = time.monotonic() - t0
 
     def count_prompt_tokens(self, messages: ChatMessages) -> int:
         """Exact prompt tokens with the model's chat template."""
-        tok = self._load_tokenizer()
-        ids = tok.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True, return_dict=True)
-        return len(ids["input_ids"])
+        return len(chat_token_ids(self._load_tokenizer(), messages))
+
+    def batch_cost(self, batch_size: int) -> float:
+        """Time of one batched decoding step relative to one row alone (for time estimates).
+
+        Measured on 2 CPU cores with SmolLM2-135M (benchmarks/generation.py --sweep): a step over 8 rows costs
+        about 2.5 single-row steps, over 16 rows about 4; on a GPU a batch is nearly free."""
+        b = max(1, int(batch_size))
+        return 1.0 + (0.03 if self.device == "cuda" else 0.2) * (b - 1)
 
     def generate(self, messages: ChatMessages, *, max_tokens: int, temperature: float, timeout: float) -> str:
+        result = self.generate_batch([messages], max_tokens=max_tokens, temperature=temperature, timeout=timeout)[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def generate_batch(
+        self, batch: Sequence[ChatMessages], *, max_tokens: int, temperature: float, timeout: float,
+        cancel: threading.Event | None = None,
+    ) -> list[str | LLMError]:
+        """One reply per prompt from ONE ``generate`` call: the text, or a TransientLLMError for an empty reply.
+
+        ``timeout`` is per prompt, so the batch may take ``timeout × len(batch)`` seconds (as many requests in a
+        row would). Raises :class:`GenerationCancelled` when ``cancel`` stopped the call (rows incomplete) and
+        :class:`LLMError` when the model itself failed.
+        """
+        if not batch:
+            return []
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ParameterError("max_tokens must be a positive integer.")
         self.load()
         import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
 
+        tok, model = self._tokenizer, self._model
+        rows = [chat_token_ids(tok, m) for m in batch]
+        width = max(len(r) for r in rows)
+        pad = int(tok.pad_token_id)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for j, r in enumerate(rows):  # left padding: every prompt ends at the same column
+            ids[j, width - len(r):] = torch.tensor(r, dtype=torch.long)
+            mask[j, width - len(r):] = 1
+        stops = sorted(self._stops)
+        kwargs: dict[str, Any] = {"max_new_tokens": int(max_tokens), "pad_token_id": pad,
+                                  "eos_token_id": stops or None}
+        if temperature > 0:
+            kwargs.update(do_sample=True, temperature=float(temperature), top_p=self.top_p)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if timeout and timeout > 0:
+            kwargs["max_time"] = float(timeout) * len(rows)
+        stopped = {"cancel": False}
+        if cancel is not None:
+            class _Cancel(StoppingCriteria):
+                def __call__(self, input_ids: Any, scores: Any, **kw: Any) -> Any:
+                    hit = cancel.is_set()
+                    stopped["cancel"] = stopped["cancel"] or hit
+                    return torch.full((input_ids.shape[0],), hit, dtype=torch.bool, device=input_ids.device)
+
+            kwargs["stopping_criteria"] = StoppingCriteriaList([_Cancel()])
         with self._lock:
             torch.set_num_threads(self.threads)
-            tok, model = self._tokenizer, self._model
-            inputs = tok.apply_chat_template(
-                list(messages), add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
-            )
-            kwargs: dict[str, Any] = {"max_new_tokens": int(max_tokens), "pad_token_id": tok.pad_token_id}
-            if temperature > 0:
-                kwargs.update(do_sample=True, temperature=float(temperature), top_p=self.top_p)
-            else:
-                kwargs.update(do_sample=False)
-            if timeout and timeout > 0:
-                kwargs["max_time"] = float(timeout)
             t0 = time.monotonic()
             try:
                 with torch.inference_mode():
-                    out = model.generate(**inputs, **kwargs)
+                    out = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
+                                         **kwargs)
             except Exception as exc:  # noqa: BLE001
-                raise LLMError(f"The offline model failed ({type(exc).__name__}).") from exc
-            new = out[0, inputs["input_ids"].shape[1]:]
-            self.last_tokens = int(new.shape[0])
-            self.last_seconds = time.monotonic() - t0
-            text = tok.decode(new, skip_special_tokens=True).strip()
-        if not text:
-            raise TransientLLMError("The offline model returned an empty reply.")
-        return text
+                raise LLMError(f"The local model {self.model} failed ({type(exc).__name__}).") from exc
+            seconds = time.monotonic() - t0
+        if stopped["cancel"]:
+            raise GenerationCancelled("Generation was cancelled.")
+        new = out[:, width:].tolist()
+        results: list[str | LLMError] = []
+        n_tokens = 0
+        stop_set = set(stops)
+        for row in new:
+            cut = next((i for i, t in enumerate(row) if t in stop_set), len(row))
+            n_tokens += cut + (1 if cut < len(row) else 0)  # the end-of-text token was generated too
+            text = tok.decode(row[:cut], skip_special_tokens=True).strip()
+            results.append(text if text else TransientLLMError(f"The local model {self.model} returned an empty reply."))
+        self.last_tokens, self.last_seconds = n_tokens, seconds
+        self.tokens_generated += n_tokens
+        self.generate_seconds += seconds
+        return results
+
+
+class OfflineBackend(LocalTransformersBackend):
+    """The bundled SmolLM2-135M-Instruct (converted once into the user cache), batched, on the CPU or a GPU."""
+
+    name = "offline"
+
+    def __init__(self, *, threads: int = 1, top_p: float = 0.95, device: str | None = None) -> None:
+        super().__init__(threads=threads, top_p=top_p, device=device)
+        self.model = OFFLINE_MODEL_NAME
+        self.tokens_per_s = 12.0 * min(threads, 2) ** 0.5 if self.device == "cpu" else 60.0
+
+    def _tokenizer_only(self) -> Any:
+        if not (offline_model_dir() / _MARKER).is_file():
+            self.load()  # converts once and keeps model and tokenizer
+            return self._tokenizer
+        _set_offline_env()
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(offline_model_dir()), local_files_only=True)
+
+    def _load_weights(self, dtype: Any) -> tuple[Any, Any]:
+        from transformers import AutoModelForCausalLM
+
+        fresh = _convert_offline_model(keep=True)
+        if fresh is not None:  # converted just now: use it, no second load
+            model, tok = fresh
+            return model.to(dtype=dtype), tok
+        folder = offline_model_dir()
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype, local_files_only=True)
+        except Exception as exc:  # noqa: BLE001
+            raise LLMError(
+                f"Could not load the cached offline model ({type(exc).__name__}); delete {folder} to convert it again."
+            ) from exc
+        return model, self._tokenizer or self._tokenizer_only()
+
+
+class LocalModelBackend(LocalTransformersBackend):
+    """Any Hugging Face causal-LM folder on disk (config.json, weights, tokenizer), loaded offline.
+
+    For organisations with their own approved model files; nothing is downloaded (``local_files_only``)."""
+
+    name = "local"
+
+    def __init__(self, *, model_path: str | os.PathLike[str], threads: int = 1, top_p: float = 0.95,
+                 device: str | None = None) -> None:
+        if model_path is None or not str(model_path).strip():
+            raise ParameterError("Give the folder of the local model (--model-path DIR).")
+        path = Path(model_path).expanduser()
+        if not path.is_dir():
+            raise ParameterError(f"The local model folder {path} does not exist.")
+        if not (path / "config.json").is_file():
+            raise ParameterError(f"{path} is not a Hugging Face model folder (no config.json).")
+        super().__init__(threads=threads, top_p=top_p, device=device)
+        self.model_path = path.resolve()
+        self.model = self.model_path.name
+        self.tokens_per_s = 8.0 * min(threads, 2) ** 0.5 if self.device == "cpu" else 40.0
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "model_path": str(self.model_path)}
+
+    def _tokenizer_only(self) -> Any:
+        _set_offline_env()
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(str(self.model_path), local_files_only=True)
+        except Exception as exc:  # noqa: BLE001
+            raise LLMError(f"Could not load the tokenizer from {self.model_path} ({type(exc).__name__}).") from exc
+
+    def _load_weights(self, dtype: Any) -> tuple[Any, Any]:
+        from transformers import AutoModelForCausalLM
+
+        tok = self._tokenizer or self._tokenizer_only()
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(self.model_path), dtype=dtype, local_files_only=True)
+        except Exception as exc:  # noqa: BLE001
+            raise LLMError(
+                f"Could not load a causal language model from {self.model_path} ({type(exc).__name__}); the folder "
+                "needs config.json, the weights (safetensors) and the tokenizer files."
+            ) from exc
+        return model, tok
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -428,7 +645,7 @@ def _retry_after(response: Any) -> float | None:
         return None
 
 
-BACKEND_KINDS = ("offline", "openai")
+BACKEND_KINDS = ("offline", "local", "openai")
 
 
 def make_backend(
@@ -441,10 +658,17 @@ def make_backend(
     timeout: float = 60.0,
     concurrency: int = 4,
     threads: int = 1,
+    device: str | None = None,
+    model_path: str | os.PathLike[str] | None = None,
 ) -> LLMBackend:
-    """Build a backend by kind: ``"offline"`` (SmolLM2, no key) or ``"openai"`` (any compatible server)."""
+    """Build a backend by kind: ``"offline"`` (SmolLM2, no key), ``"local"`` (a Hugging Face model folder at
+    ``model_path``) or ``"openai"`` (any compatible server). ``device`` (auto/cpu/cuda) applies to the local two."""
     if kind == "offline":
-        return OfflineBackend(threads=threads)
+        return OfflineBackend(threads=threads, device=device)
+    if kind == "local":
+        if model_path is None:
+            raise ParameterError("The local backend needs the model folder (--model-path DIR).")
+        return LocalModelBackend(model_path=model_path, threads=threads, device=device)
     if kind == "openai":
         return OpenAICompatibleBackend(
             model=model, base_url=base_url, api_key=api_key, api_key_env=api_key_env,

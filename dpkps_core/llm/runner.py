@@ -7,13 +7,18 @@ Files in the run folder (docs/ARCHITECTURE.md):
   run, entries for items that are done or about to be retried are dropped, so an id is never both written and
   failed.
 - ``audit_log.jsonl``: every prompt actually sent (messages, backend, model, parameters, attempt, time); never
-  the API key.
+  the API key. Prompts sent together in one batched call share a ``batch`` number.
+
+Local backends (``max_batch_size > 1``) get batches of ``batch_size`` prompts in one call; every document of a
+batch is appended as soon as the call returns, so a kill loses at most the batch in flight, never a finished
+document. Remote backends get ``concurrency`` single requests in flight.
 
 Only ids, counts and errors are logged; document text never is.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import contextlib
 import dataclasses
@@ -29,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from dpkps_core.errors import LLMError, ParameterError
-from dpkps_core.llm.backends import LLMBackend, TransientLLMError, redact
+from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE, GenerationCancelled, LLMBackend, TransientLLMError, redact
 from dpkps_core.llm.prompts import KeyphraseSequence, PromptConfig, as_sequence, render_prompt
 
 log = logging.getLogger(__name__)
@@ -61,6 +66,8 @@ class GenerationSettings:
         backoff_base: first retry delay in seconds (doubled each attempt, with full jitter).
         backoff_max: longest retry delay in seconds.
         limit: generate for at most the first ``limit`` sequences (None = all).
+        batch_size: prompts per batched call for local backends (capped by the backend's ``max_batch_size``;
+            1 = one document at a time). Remote backends ignore it.
     """
 
     max_tokens: int = 512
@@ -71,6 +78,7 @@ class GenerationSettings:
     backoff_base: float = 1.0
     backoff_max: float = 30.0
     limit: int | None = None
+    batch_size: int = DEFAULT_BATCH_SIZE
 
     def __post_init__(self) -> None:
         def _int(name: str, lo: int, hi: int) -> None:
@@ -81,6 +89,7 @@ class GenerationSettings:
         _int("max_tokens", 1, 32768)
         _int("retries", 0, 20)
         _int("concurrency", 1, 256)
+        _int("batch_size", 1, 256)
         if self.limit is not None:
             _int("limit", 1, 10_000_000)
         if not (isinstance(self.temperature, (int, float)) and 0 <= self.temperature <= 2):
@@ -172,10 +181,12 @@ def estimate_cost(
     max_tokens: int,
     concurrency: int = 1,
     price_per_1k: float | None = None,
+    batch_size: int = 1,
 ) -> CostEstimate:
     """Prompt count × tokens, optional price per 1k tokens, and time from the backend's rate assumption.
 
-    Prompt tokens come from ``backend.count_prompt_tokens`` (the tokenizer offline, ~4 chars/token remote).
+    Prompt tokens come from ``backend.count_prompt_tokens`` (the tokenizer offline, ~4 chars/token remote). For a
+    batched backend, ``batch_size`` prompts share one call whose decoding steps cost ``backend.batch_cost(b)``.
     """
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ParameterError("max_tokens must be a positive integer.")
@@ -183,14 +194,21 @@ def estimate_cost(
         raise ParameterError("The price per 1k tokens must be a number ≥ 0.")
     if not isinstance(concurrency, int) or concurrency < 1:
         raise ParameterError("Concurrency must be a positive integer.")
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ParameterError("The batch size must be a positive integer.")
     prompt_tokens = sum(backend.count_prompt_tokens(render_prompt(s, prompt_config)) for s in sequences)
     n = len(sequences)
     completion = n * max_tokens
     total = prompt_tokens + completion
     cost = None if price_per_1k is None else total / 1000.0 * price_per_1k
-    parallel = max(1, min(concurrency, backend.max_concurrency))
-    per_request = backend.latency_s + max_tokens / backend.tokens_per_s
-    seconds = math.ceil(n / parallel) * per_request if n else 0.0
+    batch = max(1, min(batch_size, backend.max_batch_size))
+    if batch > 1:
+        per_batch = backend.latency_s + max_tokens / backend.tokens_per_s * float(backend.batch_cost(batch))
+        seconds = math.ceil(n / batch) * per_batch if n else 0.0
+    else:
+        parallel = max(1, min(concurrency, backend.max_concurrency))
+        per_request = backend.latency_s + max_tokens / backend.tokens_per_s
+        seconds = math.ceil(n / parallel) * per_request if n else 0.0
     method = "tokenizer" if type(backend).count_prompt_tokens is not LLMBackend.count_prompt_tokens else "~4 chars/token"
     return CostEstimate(
         prompts=n, prompt_tokens=prompt_tokens, completion_tokens=completion, total_tokens=total,
@@ -497,51 +515,133 @@ def _run_locked(
                 raise _ItemFailed(f"Unexpected {type(exc).__name__} in the backend.", attempt, retryable=False) from None
         raise _ItemFailed(last or "Failed.", attempts, retryable=True)
 
+    def record_failure(seq: KeyphraseSequence, exc: _ItemFailed) -> None:
+        fails.append({
+            "id": seq.id, "label": seq.label, "keyphrases": list(seq.keyphrases), "error": exc.message,
+            "attempts": exc.attempts, "retryable": exc.retryable, "backend": backend.name,
+            "model": backend.model, "timestamp": _now(),
+        })
+        with lock:
+            state["failed"] += 1
+            failed_ids.append(seq.id)
+        log.warning("Item %s failed after %d attempt(s): %s", seq.id, exc.attempts, exc.message)
+        report()
+
+    def record_document(seq: KeyphraseSequence, text: str) -> None:
+        docs.append({
+            "id": seq.id, "label": seq.label, "keyphrases": list(seq.keyphrases), "text": text,
+            "model": backend.model,
+        })
+        with lock:
+            state["written"] += 1
+        report()
+
     def finish(seq: KeyphraseSequence, fut: cf.Future[str]) -> None:
         try:
             text = fut.result()
         except _Cancelled:
             return
         except _ItemFailed as exc:
-            fails.append({
-                "id": seq.id, "label": seq.label, "keyphrases": list(seq.keyphrases), "error": exc.message,
-                "attempts": exc.attempts, "retryable": exc.retryable, "backend": backend.name,
-                "model": backend.model, "timestamp": _now(),
-            })
-            with lock:
-                state["failed"] += 1
-                failed_ids.append(seq.id)
-            log.warning("Item %s failed after %d attempt(s): %s", seq.id, exc.attempts, exc.message)
+            record_failure(seq, exc)
         else:
-            docs.append({
-                "id": seq.id, "label": seq.label, "keyphrases": list(seq.keyphrases), "text": text,
-                "model": backend.model,
-            })
-            with lock:
-                state["written"] += 1
-        report()
+            record_document(seq, text)
 
-    workers = max(1, min(settings.concurrency, backend.max_concurrency))
+    def run_batched(batch_size: int) -> bool:
+        """Batches of up to ``batch_size`` prompts per call; retried items rejoin the queue. True if cancelled."""
+        attempts = settings.retries + 1
+        queue: collections.deque[list[Any]] = collections.deque([s, 1, 0.0] for s in todo)  # seq, attempt, not before
+        messages_of: dict[str, Any] = {}
+        batch_no = 0
+        while queue:
+            if cancel.is_set():
+                return True
+            now = time.monotonic()
+            ready: list[list[Any]] = []
+            deferred: list[list[Any]] = []
+            while queue and len(ready) < batch_size:
+                item = queue.popleft()
+                (ready if item[2] <= now else deferred).append(item)
+            queue.extendleft(reversed(deferred))
+            if not ready:
+                if cancel.wait(max(0.0, min(item[2] for item in queue) - now)):
+                    return True
+                continue
+            batch_no += 1
+            batch_params = {**params, "batch_size": len(ready)}
+            batch_msgs = []
+            for seq, attempt, _ in ready:
+                msgs = messages_of.setdefault(seq.id, render_prompt(seq, prompt_config))
+                batch_msgs.append(msgs)
+                audit.append({
+                    "timestamp": _now(), "id": seq.id, "attempt": attempt, "batch": batch_no, "backend": backend.name,
+                    "model": backend.model, "backend_info": described, "parameters": batch_params,
+                    "prompt_config": prompt_public, "messages": msgs,
+                })
+            try:
+                results: list[Any] = list(backend.generate_batch(
+                    batch_msgs, max_tokens=settings.max_tokens, temperature=settings.temperature,
+                    timeout=settings.timeout, cancel=cancel,
+                ))
+                if len(results) != len(ready):
+                    raise LLMError(f"The backend returned {len(results)} replies for {len(ready)} prompts.")
+            except GenerationCancelled:
+                return True  # the rows of this batch are incomplete: nothing written, resumed next run
+            except LLMError as exc:
+                results = [exc] * len(ready)
+            except Exception as exc:  # noqa: BLE001 - a backend bug must not kill the run
+                results = [LLMError(f"Unexpected {type(exc).__name__} in the backend.")] * len(ready)
+            retry: list[list[Any]] = []
+            for item, res in zip(ready, results):
+                seq, attempt = item[0], item[1]
+                if isinstance(res, str) and res.strip():
+                    record_document(seq, res)
+                    continue
+                if not isinstance(res, Exception):
+                    res = TransientLLMError("The backend returned an empty reply.")
+                message = redact(str(res), mask)
+                if isinstance(res, TransientLLMError):
+                    if attempt < attempts:
+                        delay = backoff_delay(attempt, base=settings.backoff_base, cap=settings.backoff_max, rng=rng)
+                        if res.retry_after is not None:
+                            delay = min(settings.backoff_max, max(delay, res.retry_after))
+                        log.info("Item %s attempt %d failed (%s); retrying in %.2f s", seq.id, attempt, message, delay)
+                        retry.append([seq, attempt + 1, time.monotonic() + delay])
+                    else:
+                        record_failure(seq, _ItemFailed(message or "Failed.", attempt, retryable=True))
+                elif isinstance(res, LLMError):
+                    record_failure(seq, _ItemFailed(message, attempt, retryable=False))
+                else:
+                    record_failure(seq, _ItemFailed(f"Unexpected {type(res).__name__} in the backend.", attempt,
+                                                    retryable=False))
+            queue.extendleft(reversed(retry))  # retried items go first once their backoff is over
+        return False
+
+    batch_size = max(1, min(settings.batch_size, int(getattr(backend, "max_batch_size", 1))))
+    batched = int(getattr(backend, "max_batch_size", 1)) > 1
     cancelled = False
     try:
-        with cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpkps-llm") as pool:
-            pending: dict[cf.Future[str], KeyphraseSequence] = {}
-            queue = iter(todo)
-            exhausted = False
-            while True:
-                while not exhausted and len(pending) < workers and not cancel.is_set():
-                    seq = next(queue, None)
-                    if seq is None:
-                        exhausted = True
+        if batched:
+            cancelled = run_batched(batch_size)
+        else:
+            workers = max(1, min(settings.concurrency, backend.max_concurrency))
+            with cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpkps-llm") as pool:
+                pending: dict[cf.Future[str], KeyphraseSequence] = {}
+                queue = iter(todo)
+                exhausted = False
+                while True:
+                    while not exhausted and len(pending) < workers and not cancel.is_set():
+                        seq = next(queue, None)
+                        if seq is None:
+                            exhausted = True
+                            break
+                        pending[pool.submit(attempt_item, seq)] = seq
+                    if not pending:
                         break
-                    pending[pool.submit(attempt_item, seq)] = seq
-                if not pending:
-                    break
-                finished, _ = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
-                for fut in finished:
-                    finish(pending.pop(fut), fut)
-                if cancel.is_set() and not exhausted:
-                    cancelled = True
+                    finished, _ = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
+                    for fut in finished:
+                        finish(pending.pop(fut), fut)
+                    if cancel.is_set() and not exhausted:
+                        cancelled = True
     finally:
         audit.close()
         docs.close()
