@@ -228,7 +228,7 @@ class LedgerStore:
     """The folder of per-corpus ledger files (see the module docstring). Safe across threads and processes."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
-        self.root = ledger_root() if root is None else _prepare_root(Path(root))
+        self.root = ledger_root() if root is None else ledger_root({LEDGER_DIR_ENV: os.fspath(root)})
         self._key: bytes | None = None
 
     def fingerprint(self, texts: Iterable[str]) -> str:
@@ -261,7 +261,7 @@ class LedgerStore:
             return CorpusLedgerRecord.from_dict(json.loads(raw))
         except (ValueError, KeyError, TypeError, ParameterError):
             raise PrivacyBudgetError(
-                f"The privacy ledger of this corpus ({path.name} in {self.root}) is damaged; restore it from a backup "
+                f"The privacy ledger of this corpus (in {self.root}) is damaged; restore it from a backup "
                 "before releasing anything more from this corpus (it is never reset silently). Nothing was spent."
             ) from None
 
