@@ -1,0 +1,126 @@
+"""The ``local`` backend: any Hugging Face model folder on disk, loaded offline. The tests build and save a
+tiny randomly initialised Llama (2 layers, hidden 32) and its tokenizer themselves — nothing is downloaded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from dpkps_core.cli import main
+from dpkps_core.errors import LLMError, ParameterError
+from dpkps_core.llm import GenerationSettings, PromptConfig, make_backend, read_documents, run_generation
+from dpkps_core.llm.backends import LocalModelBackend, LocalTransformersBackend, chat_token_ids
+from llm_fakes import make_sequences, write_jsonl
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }} {{ m['content'] }}<|im_end|> {% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant {% endif %}")
+WORDS = ("write a short news article that uses these keyphrases in order the match goal market bank sport "
+         "business term document football season shares profits , . : - and of to in is was").split()
+
+
+def build_tiny_model(folder: Path, *, chat_template: bool = True) -> Path:
+    """Save a random 2-layer Llama (hidden 32) and a word-level tokenizer into ``folder``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<unk>", "<|im_start|>", "<|im_end|>"]
+    vocab = {t: i for i, t in enumerate(specials + WORDS + [f"term{i}" for i in range(100)])}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    core.add_special_tokens(specials)
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", eos_token="<|im_end|>")
+    if chat_template:
+        tok.chat_template = CHATML
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                      pad_token_id=vocab["<pad>"], eos_token_id=vocab["<|im_end|>"], bos_token_id=None)
+    model = LlamaForCausalLM(cfg)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(folder))
+    tok.save_pretrained(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-llama")
+
+
+def _norm(results: list) -> list[str]:
+    return [r if isinstance(r, str) else f"<{type(r).__name__}>" for r in results]
+
+
+def test_batched_greedy_equals_one_at_a_time(tiny_model: Path) -> None:
+    b = LocalModelBackend(model_path=tiny_model, device="cpu")
+    assert b.name == "local" and b.model == "tiny-llama" and isinstance(b, LocalTransformersBackend)
+    prompts = [[{"role": "user", "content": f"write a short news article about term{i}" + " goal" * i}]
+               for i in range(1, 5)]  # different lengths → left padding
+    batched = b.generate_batch(prompts, max_tokens=6, temperature=0.0, timeout=30.0)
+    alone = [b.generate_batch([p], max_tokens=6, temperature=0.0, timeout=30.0)[0] for p in prompts]
+    assert _norm(batched) == _norm(alone) and any(isinstance(r, str) for r in batched)
+    assert 1 <= b.last_tokens <= 6 and b.tokens_generated >= b.last_tokens
+    assert b.describe()["device"] == "cpu" and b.describe()["model_path"] == str(tiny_model.resolve())
+    assert b.count_prompt_tokens(prompts[0]) == len(chat_token_ids(b._tokenizer, prompts[0])) > 8
+    sampled = b.generate_batch(prompts, max_tokens=4, temperature=0.9, timeout=30.0)
+    assert len(sampled) == 4
+
+
+def test_runner_cli_and_errors_with_a_local_folder(tiny_model: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    backend = make_backend("local", model_path=tiny_model, device="cpu")
+    seqs = make_sequences(5)
+    s = run_generation(seqs, backend=backend, prompt_config=PromptConfig(doc_type="a news article"),
+                       run_dir=tmp_path / "run", settings=GenerationSettings(max_tokens=5, batch_size=2, retries=0))
+    assert s.written + s.failed == 5
+    audit = [json.loads(x) for x in (tmp_path / "run" / "audit_log.jsonl").read_text().splitlines()]
+    assert {a["backend"] for a in audit} == {"local"} and audit[0]["backend_info"]["device"] == "cpu"
+    assert max(a["batch"] for a in audit) >= 3 and all(a["parameters"]["batch_size"] <= 2 for a in audit)
+    # the CLI: --backend local --model-path DIR --device cpu --batch-size N
+    seq_file = write_jsonl(tmp_path / "sequences.jsonl", seqs)
+    rc = main(["generate", "--sequences", str(seq_file), "--backend", "local", "--model-path", str(tiny_model),
+               "--device", "cpu", "--batch-size", "3", "--max-tokens", "4", "--retries", "0", "--doc-type",
+               "a news article", "--quiet", "--out", str(tmp_path / "cli")])
+    err = capsys.readouterr().err
+    assert rc in (0, 1) and "tiny-llama on cpu, 3 prompt(s) per batch" in err
+    assert len(read_documents(tmp_path / "cli")) + err.count("failed") >= 1
+    assert main(["generate", "--sequences", str(seq_file), "--backend", "local", "--doc-type", "a note"]) == 2
+    assert "--model-path" in capsys.readouterr().err
+    with pytest.raises(ParameterError, match="does not exist"):
+        LocalModelBackend(model_path=tmp_path / "missing")
+    with pytest.raises(ParameterError, match="no config.json"):
+        LocalModelBackend(model_path=tmp_path)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    with pytest.raises(LLMError):
+        LocalModelBackend(model_path=broken).load()
+
+
+def test_tokenizer_without_chat_template_falls_back_to_plain_lines(tmp_path: Path) -> None:
+    folder = build_tiny_model(tmp_path / "plain", chat_template=False)
+    b = LocalModelBackend(model_path=folder)
+    out = b.generate_batch([[{"role": "user", "content": "write a goal"}]], max_tokens=3, temperature=0.0, timeout=10)
+    assert len(out) == 1 and b.count_prompt_tokens([{"role": "user", "content": "write a goal"}]) >= 4
+
+
+def test_private_prediction_and_augpe_accept_the_local_backend(tiny_model: Path) -> None:
+    from dpkps_core import augpe
+    from dpkps_core import private_prediction as pp
+    from dpkps_core.dp.rng import NoiseSource
+
+    backend = LocalModelBackend(model_path=tiny_model, device="cpu")
+    model, tok, name = pp.load_local_lm(backend)
+    assert name == "tiny-llama" and next(model.parameters()).device.type == "cpu"
+    cfg = pp.PrivatePredictionConfig(batch_size=2, private_tokens=3, max_new_tokens=3, max_prompt_tokens=16,
+                                     doc_type="a news article", public_top_k=8)
+    prompts = [pp.private_messages(t, cfg) for t in ("the match goal", "bank shares profits")]
+    out = pp.generate_batch(model, tok, prompts, pp.public_messages(cfg), config=cfg, noise=NoiseSource())
+    assert out.size == 2 and len(out.texts) == 1 and out.private_tokens >= 1
+    acfg = augpe.AugPEConfig(doc_type="a news article")
+    msgs = [augpe.random_api_messages(["goal", "match"], acfg), augpe.random_api_messages(["bank"], acfg)]
+    texts, st = augpe.generate_texts(msgs, backend=backend, max_tokens=4, temperature=0.7, offline_batch=2)
+    assert len(texts) == 2 and st.calls == 2 and st.prompt_tokens > 10
