@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dpkps_core.embeddings import EMBEDDING_MODELS
@@ -67,10 +68,24 @@ if s["cap_enabled"]:
     widgets.bound(c3.number_input, "Cap on the total ε spent in this run", "epsilon_cap", min_value=0.1,
                   max_value=1000.0, step=1.0)
 led = state.ledger()
-st.plotly_chart(charts.budget_split_bar(eps_voc, eps_kde, led.total_epsilon, led.cap), key="chart.budget")
+spent = getattr(led, "corpus_epsilon", led.total_epsilon)  # every release on this corpus, app and CLI
+st.plotly_chart(charts.budget_split_bar(eps_voc, eps_kde, spent, led.cap), key="chart.budget")
 if led.cap is not None and not led.can_afford(eps_voc + eps_kde):
     st.warning(f"This plan needs ε = {eps_voc + eps_kde:g} but only {led.remaining:g} is left under the cap: a step "
                "that would go over it is refused before anything is spent.", icon=":material/warning:")
+releases = getattr(led, "corpus_releases", ())
+with st.expander(f"Every release on this corpus ({len(releases)}) — its persistent ledger"):
+    st.caption("The cap covers everything ever released from these documents: this session, earlier sessions and "
+               "CLI runs, whatever the file name or label column. The ledger is kept on this machine, owner-only, "
+               "and never exported; `python -m dpkps_core ledger --corpus …` shows the same list.")
+    if releases:
+        st.dataframe(pd.DataFrame([{"recorded (UTC)": r.recorded, "ε": r.event.epsilon, "δ": r.event.delta,
+                                    "step": r.event.step, "mechanism": r.event.mechanism,
+                                    "spent by": r.tool + (f" · {r.run}" if r.run else "")} for r in releases]),
+                     hide_index=True)
+        st.markdown(f"Total over all releases: **ε = {spent:g}**, δ = {sum(r.event.delta for r in releases):g}.")
+    else:
+        st.caption("Nothing has been released from this corpus yet.")
 
 with st.expander("What does ε mean here?", expanded=True):
     cfg = state.current_config()

@@ -61,6 +61,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--eps-voc", type=float, default=None,
                    help="ε of the private vocabulary Ṽ shared by DP-KPS and AugPE+Ṽ (default: ε/2)")
     g.add_argument("--seed", type=int, default=None, help="REPRODUCIBLE DEMO ONLY: seed all noise (not for release)")
+    g.add_argument("--epsilon-cap", type=float, default=None,
+                   help="set (or raise) this corpus's cap on the total ε of ALL its releases, past ones included; the "
+                        "comparison's joint cost (every method's ε summed, δ summed) is charged to it")
     g = p.add_argument_group("what to run")
     g.add_argument("--methods", type=_methods, default=list(METHODS),
                    help=f"comma-separated subset of {','.join(METHODS)}")
@@ -108,12 +111,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     from dpkps_core.augpe import AugPEConfig
     from dpkps_core.cli_sample import load_corpus_spec
-    from dpkps_core.compare import compare_methods
+    from dpkps_core.cli_ledger import corpus_ledger, ledger_summary
+    from dpkps_core.compare import compare_methods, joint_cost
     from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
     from dpkps_core.llm.backends import make_backend
     from dpkps_core.private_prediction import PrivatePredictionConfig
 
     corpus = load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column)
+    ledger = corpus_ledger(corpus, tool="cli compare", out=args.out, cap=args.epsilon_cap)
+    joint_eps, joint_delta = joint_cost(args.methods, eps_total=args.eps, delta=args.delta,
+                                        eps_voc=args.eps / 2 if args.eps_voc is None else args.eps_voc)
+    ledger.require(joint_eps, f"this comparison of {len(args.methods)} method(s) on the same data (joint cost)")
     if "private-prediction" in args.methods:
         print(PP_WARNING_CLI, file=sys.stderr)
     if args.seed is not None:
@@ -144,8 +152,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             private_prediction=pp_cfg, augpe_config=au_cfg, class_size_estimate=args.class_size_estimate,
             temperature=args.temperature, seeds=range(max(1, args.seeds)), seed=args.seed,
             test_fraction=args.test_fraction, split_seed=args.split_seed, real_baseline=not args.no_real_baseline,
-            threads=args.threads, out_dir=args.out, progress=progress,
+            threads=args.threads, out_dir=args.out, progress=progress, ledger=ledger,
         )
     print(result.to_markdown())
     print(f"wrote compare.csv and compare.md (PRIVATE: accuracies on real data) to {args.out}")
+    joint = result.info.get("joint") or {}
+    print(f"joint cost of this comparison: ε = {joint.get('epsilon', joint_eps):.4g}, "
+          f"δ = {joint.get('delta', joint_delta):g} (every method's ε and δ summed; a shared Ṽ counted once)")
+    print(ledger_summary(ledger))
     return 0

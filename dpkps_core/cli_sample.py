@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from dpkps_core.cli_ledger import corpus_ledger, ledger_summary
 from dpkps_core.corpus import Corpus, load_corpus, load_demo_corpus
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS, EmbeddingCache, get_embedder
@@ -57,7 +58,9 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("privacy")
     g.add_argument("--eps-voc", type=float, default=d.eps_voc, help="ε for the private vocabulary (default %(default)s)")
     g.add_argument("--eps-kde", type=float, default=d.eps_kde, help="ε for the per-class densities (default %(default)s)")
-    g.add_argument("--epsilon-cap", type=float, default=None, help="refuse to spend more than this total ε")
+    g.add_argument("--epsilon-cap", type=float, default=None,
+                   help="cap on the total ε of ALL releases on this corpus, past ones included; `sample` sets (or "
+                        "raises) it in the corpus's persistent ledger (default: keep the cap it has)")
     g.add_argument("--seed", type=int, default=None, help="REPRODUCIBLE DEMO ONLY: seed all noise (not for release); "
                    "default: OS entropy")
     g = p.add_argument_group("method")
@@ -106,6 +109,8 @@ def _cmd_sample(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     corpus = load_corpus_spec(config.corpus, text_column=config.text_column, label_column=config.label_column)
+    ledger = corpus_ledger(corpus, tool="cli sample", out=args.out, cap=config.epsilon_cap)
+    ledger.require(config.eps_voc + config.eps_kde, "this sampling run")  # before loading models
     vocabulary = load_vocabulary_for(config)
     embedder = get_embedder(config.embedding_model)
     with tqdm(total=100, unit="%", desc="sample", leave=False) as bar:
@@ -115,12 +120,13 @@ def _cmd_sample(args: argparse.Namespace) -> int:
             bar.refresh()
 
         run = run_sampling(corpus, config, vocabulary=vocabulary, embedder=embedder, cache=EmbeddingCache(),
-                           noise=NoiseSource(config.seed), progress=progress)
+                           noise=NoiseSource(config.seed), ledger=ledger, progress=progress)
     out = write_run_folder(run, args.out)
     rep = run.privacy_report()
     print(f"wrote {len(run.outcome.sequences):,} sequences ({config.method}) to {out / 'sequences.jsonl'}")
     print(f"ε spent: {rep['epsilon_total']:g} (vocabulary {rep['epsilon_vocabulary']:g} + densities {rep['epsilon_kde']:g}); "
           f"|Ṽ| = {len(run.private_vocabulary)}; noise: {run.noise.policy}")
+    print(ledger_summary(ledger))
     if run.truncated_documents:
         print(f"note: {run.truncated_documents} document(s) longer than {LIMITS['max_chars_per_doc']:,} characters "
               "were truncated for term extraction.")

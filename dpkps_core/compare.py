@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from dpkps_core.corpus import Corpus
-from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.errors import ParameterError
@@ -115,6 +115,12 @@ class CompareResult:
             "",
             f"**Privacy:** {GUARANTEE_NOTE}",
             "",
+        ]
+        joint = i.get("joint")
+        if joint:
+            lines += [f"**Joint cost:** running these methods on the same data spends ε = {joint['epsilon']:.4g} and "
+                      f"δ = {joint['delta']:g} in total ({JOINT_NOTE}).", ""]
+        lines += [
             "| method | ε | δ | guarantee | docs | LLM calls | prompts/doc | prompt tokens | completion tokens | "
             "wall s | accuracy | macro-F1 |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -245,6 +251,31 @@ def _resolve_backend(backend: Any, threads: int) -> Any:
     raise ParameterError("backend must be 'offline', 'openai' or an LLMBackend.")
 
 
+JOINT_NOTE = ("basic composition: the methods' ε summed and their δ summed; a Ṽ shared by DP-KPS and AugPE+Ṽ is one "
+              "release, counted once")
+
+
+def joint_cost(methods: Sequence[str], *, eps_total: float, eps_voc: float, delta: float) -> tuple[float, float]:
+    """Planned (ε, δ) of running ``methods`` in this order on the same data: every method spends ε_total; AugPE+Ṽ
+    after DP-KPS reuses its Ṽ (ε_voc not spent again); the (ε, δ) methods each add δ."""
+    eps, dlt = 0.0, 0.0
+    for k, m in enumerate(methods):
+        eps += eps_total - (eps_voc if m == "augpe" and "dpkps" in methods[:k] else 0.0)
+        dlt += 0.0 if m == "dpkps" else float(delta)
+    return eps, dlt
+
+
+def _joint_spent(ledgers: Sequence[PrivacyLedger], *, planned: tuple[float, float]) -> dict[str, Any]:
+    """What the methods spent together: every distinct release once (a shared Ṽ is the same event object)."""
+    seen: dict[int, Any] = {}
+    for led in ledgers:
+        for ev in led.events:
+            seen.setdefault(id(ev), ev)
+    return {"epsilon": float(sum(e.epsilon for e in seen.values())),
+            "delta": float(sum(e.delta for e in seen.values())), "releases": len(seen),
+            "planned_epsilon": planned[0], "planned_delta": planned[1], "note": JOINT_NOTE}
+
+
 def compare_methods(
     corpus: Corpus, *, methods: Sequence[str] = METHODS, eps_total: float, delta: float = 1e-6, per_class: int = 2,
     eps_voc: float | None = None, max_tokens: int = 48, doc_type: str = "a document", backend: Any = "offline",
@@ -253,7 +284,7 @@ def compare_methods(
     class_size_estimate: float | None = None, temperature: float = 0.7, seeds: Sequence[int] = (0, 1, 2),
     seed: int | None = None, test_fraction: float = 0.2, split_seed: int = 0, real_baseline: bool = True,
     threads: int = 1, out_dir: str | os.PathLike[str] | None = None, progress: Progress | None = None,
-    cancel: threading.Event | None = None,
+    cancel: threading.Event | None = None, ledger: PrivacyLedger | None = None,
 ) -> CompareResult:
     """Run the selected methods at the same privacy level on the same split and evaluate them alike.
 
@@ -286,6 +317,9 @@ def compare_methods(
         out_dir: where to write ``compare.csv``, ``compare.md`` and per-method files (optional).
         progress: ``progress(fraction, message)``.
         cancel: stop between steps when set.
+        ledger: the corpus's ledger (e.g. :class:`~dpkps_core.ledger_store.PersistentLedger`): the joint cost of
+            all the methods (their ε and δ summed; a Ṽ shared by DP-KPS and AugPE+Ṽ counted once) must fit its
+            cap before anything runs, and every release is charged to it as it happens.
     """
     from dpkps_core.augpe import AugPEConfig, prompt_budget, run_augpe
     from dpkps_core.embeddings import DEFAULT_MODEL, embed_texts, get_embedder
@@ -311,6 +345,18 @@ def compare_methods(
     if len(corpus.classes) < 2:
         raise ParameterError("Comparing methods needs a labelled corpus with at least two classes.")
     report = progress or (lambda f, m: None)
+    corpus_ledger = ledger
+    joint_eps, joint_delta = joint_cost(methods, eps_total=eps_total, eps_voc=eps_voc, delta=delta)
+    if corpus_ledger is not None:
+        corpus_ledger.require(joint_eps, f"this comparison of {len(methods)} method(s) on the same data (joint cost)")
+    method_ledgers: list[SubLedger] = []
+
+    def method_ledger() -> SubLedger:
+        """One method's ledger: capped at ε_total, every charge also charged to the corpus's ledger."""
+        led = SubLedger(corpus_ledger, cap=eps_total + 1e-9)
+        method_ledgers.append(led)
+        return led
+
     share = 0.9 / len(methods)
     noise = NoiseSource(seed)
     warnings: list[str] = []
@@ -346,17 +392,17 @@ def compare_methods(
                                                    backend=llm, embedder=embedder, vocabulary=vocabulary,
                                                    sampling=sampling, noise=noise, temperature=temperature,
                                                    test_fraction=test_fraction, split_seed=split_seed,
-                                                   progress=sub, cancel=cancel)
+                                                   ledger=method_ledger(), progress=sub, cancel=cancel)
             voc_seconds = dpkps_run.timings.get("vocabulary", 0.0)
             privacy[method] = dpkps_run.privacy_report()
         elif method == "augpe":
-            ledger = PrivacyLedger(cap=eps_total + 1e-9)
+            ledger = method_ledger()
             t_voc = time.perf_counter()
             if dpkps_run is not None:
                 pv = dpkps_run.private_vocabulary
                 for ev in dpkps_run.ledger.events:
                     if ev.step == "vocabulary":
-                        ledger.charge(ev)
+                        ledger.reuse(ev)  # the same release: counted once in the joint cost
                 note_voc = "Ṽ shared with DP-KPS (the same ε_voc release; its build time counted here too)"
                 voc_time = voc_seconds
             else:
@@ -409,7 +455,7 @@ def compare_methods(
                            f"and r × {more / pcfg.examples_per_batch:g}")
                 pcfg = dataclasses.replace(pcfg, examples_per_batch=more,
                                            private_tokens=math.ceil(pcfg.private_tokens * more / pcfg.examples_per_batch))
-            ledger = PrivacyLedger(cap=eps_total + 1e-9)
+            ledger = method_ledger()
             res = run_private_prediction(train.texts, train.labels, model=model, tokenizer=tok, config=pcfg,
                                          epsilon=eps_total, delta=delta, per_class=per_class, num_buckets=buckets,
                                          classes=classes, noise=noise, ledger=ledger, model_name=name,
@@ -464,6 +510,7 @@ def compare_methods(
         "split_seed": split_seed, "seeds": seeds, "chance_accuracy": chance_accuracy(test.labels),
         "embedding_model": getattr(embedder, "name", ""), "backend": llm.describe() if llm is not None else None,
         "seed_policy": noise.policy, "guarantees": GUARANTEE_NOTE,
+        "joint": _joint_spent(method_ledgers, planned=(joint_eps, joint_delta)),
     }
     report(1.0, "comparison done")
     result = CompareResult(rows, info, documents, privacy, audit, list(dict.fromkeys(warnings)))
@@ -506,8 +553,8 @@ def _build_vocabulary(train: Corpus, *, eps_voc: float, vocabulary: Any, samplin
 
 def _run_dpkps(*, corpus: Corpus, eps_voc: float, eps_total: float, per_class: int, max_tokens: int,
                doc_type: str, backend: Any, embedder: Any, vocabulary: Any, sampling: Mapping[str, Any] | None,
-               noise: NoiseSource, temperature: float, test_fraction: float, split_seed: int, progress: Progress,
-               cancel: threading.Event | None) -> tuple[Any, MethodRow, list[dict[str, Any]], list[dict[str, Any]]]:
+               noise: NoiseSource, temperature: float, test_fraction: float, split_seed: int, ledger: PrivacyLedger,
+               progress: Progress, cancel: threading.Event | None) -> tuple[Any, MethodRow, list[dict[str, Any]], list[dict[str, Any]]]:
     """DP-KPS: run_sampling on the (same) split, then one prompt per sequence through the shared generator."""
     from dpkps_core.augpe import generate_texts
     from dpkps_core.llm.prompts import PromptConfig, render_prompt
@@ -518,7 +565,7 @@ def _run_dpkps(*, corpus: Corpus, eps_voc: float, eps_total: float, per_class: i
                            seed=noise.seed, test_fraction=test_fraction, split_seed=split_seed,
                            corpus_name=corpus.name)
     run = run_sampling(corpus, cfg, vocabulary=_vocabulary_for(cfg, vocabulary), embedder=embedder,
-                       noise=noise, ledger=PrivacyLedger(cap=eps_total + 1e-9),
+                       noise=noise, ledger=ledger,
                        progress=lambda f, m: progress(0.4 * f, m))
     if run.split != split_corpus(corpus.labels, test_fraction=test_fraction, seed=split_seed):  # pragma: no cover
         raise ParameterError("DP-KPS used another split than the comparison; this is a bug.")

@@ -310,6 +310,9 @@ class SamplingRun:
                            **{f"density_{k}": v for k, v in self.density_info.items()}},
             "sequences": len(self.outcome.sequences),
             "uniform_fallback_draws": self.outcome.uniform_fallbacks,
+            # a persistent ledger (dpkps_core.ledger_store) adds the corpus's totals to date, kept apart from
+            # this run's events above: ε / δ of every release on this corpus, app and CLI, every session
+            **({"corpus_to_date": led["corpus"]} if "corpus" in led else {}),
         }
 
 

@@ -43,6 +43,7 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.embeddings import DEFAULT_MODEL, EmbeddingCache, embed_terms, embed_texts, get_embedder
 from dpkps_core.errors import CorpusError, DPKPSError, ParameterError, VocabularyError
+from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
 from dpkps_core.pipeline import PAPER_SETTINGS, SamplingConfig, SamplingRun, effective_max_terms
 from dpkps_core.sampling import SamplingOutcome
 from dpkps_core.split import CorpusSplit, split_corpus
@@ -388,16 +389,36 @@ def corpus_id() -> str | None:
 
 
 def ledger() -> PrivacyLedger:
-    """The privacy ledger of the current corpus (one per corpus per session; never reset)."""
+    """The privacy ledger of the current corpus: its persistent ledger (``dpkps_core.ledger_store``), shared by
+    every session and CLI run on the same documents, so it survives reloads, new sessions and another label
+    column. ``events`` are this session's releases; ``cap``/``remaining``/``corpus_*`` are the corpus's.
+
+    The cap is the corpus's: a corpus without one takes the session's; a change made here is written to the
+    corpus; a change made elsewhere (another session, the CLI) is shown here."""
     s = ss()
     cid = s.get("corpus_id") or "(no corpus)"
     ledgers: dict[str, PrivacyLedger] = s["ledgers"]
     if cid not in ledgers:
-        ledgers[cid] = PrivacyLedger()
+        c = s.get("corpus")
+        ledgers[cid] = open_corpus_ledger(c, tool="app") if c is not None and s.get("corpus_id") else PrivacyLedger()
     led = ledgers[cid]
     cap = float(s["epsilon_cap"]) if s.get("cap_enabled") else None
-    if led.cap != cap:
-        led.cap = cap
+    if not isinstance(led, PersistentLedger):
+        if led.cap != cap:
+            led.cap = cap
+        return led
+    rd = s.get("run_dir")
+    led.run = Path(rd).name if rd else f"session {s.get('session_token', '?')}"
+    seen: dict[str, float | None] = s.setdefault("ledger_caps", {})
+    stored = led.cap
+    if (cid in seen and cap != seen[cid]) or (cid not in seen and stored is None and cap is not None):
+        if cap != stored:  # changed in this session, or a corpus without a cap: the session's cap is the corpus's
+            led.cap = stored = cap
+    elif cap != stored:  # set by another session or the CLI: show it
+        s["cap_enabled"] = stored is not None
+        if stored is not None:
+            s["epsilon_cap"] = stored
+    seen[cid] = stored
     return led
 
 
