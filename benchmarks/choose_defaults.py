@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for spec in corpora:
         corpus = load_corpus_spec(spec)
-        outer = split_corpus(corpus.labels, test_fraction=0.2, seed=0)  # the reported test part stays untouched
+        outer = split_corpus(corpus.texts, test_fraction=0.2, seed=0)  # the reported test part stays untouched
         train_part = corpus.subset(outer.train)
         for label, overrides in CANDIDATES:
             base = dataclasses.replace(SamplingConfig(corpus=spec, split_seed=1, test_fraction=0.25), **overrides)

@@ -58,13 +58,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------- sweep
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from dpkps_core.cli_sample import config_from_args, load_corpus_spec, load_vocabulary_for
+    from dpkps_core.cli_sample import config_from_args, load_config_corpus, load_vocabulary_for
     from dpkps_core.embeddings import EmbeddingCache, get_embedder
     from dpkps_core.evaluation import PRIVATE_NOTE, run_sweep, sweep_summary, write_sweep_outputs
 
     config = config_from_args(args)
     methods = args.methods
-    corpus = load_corpus_spec(config.corpus, text_column=config.text_column, label_column=config.label_column)
+    corpus = load_config_corpus(config)
     vocabulary = load_vocabulary_for(config)
     t = time.perf_counter()
     df = run_sweep(corpus, config=config, vocabulary=vocabulary, embedder=get_embedder(config.embedding_model),
@@ -88,15 +88,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------ forecast
 
 def _cmd_forecast(args: argparse.Namespace) -> int:
-    from dpkps_core.cli_sample import config_from_args, load_corpus_spec, load_vocabulary_for
+    from dpkps_core.cli_sample import config_from_args, load_config_corpus, load_vocabulary_for
     from dpkps_core.embeddings import get_embedder
     from dpkps_core.evaluation import PRIVATE_NOTE, forecast, forecast_figure
     from dpkps_core.split import split_corpus
 
     config = config_from_args(args)
-    corpus = load_corpus_spec(config.corpus, text_column=config.text_column, label_column=config.label_column)
+    corpus = load_config_corpus(config)
     vocabulary = load_vocabulary_for(config)
-    split = split_corpus(corpus.labels, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
+    split = split_corpus(corpus.texts, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
                          seed=config.split_seed)
     train = corpus.subset(split.train)
     needs_embedder = config.density_kind == "rff" and not args.no_embedder

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from typing import Sequence
+
 from dpkps_core.cli_ledger import corpus_ledger, ledger_summary
-from dpkps_core.corpus import Corpus, load_corpus, load_demo_corpus
-from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.corpus import Corpus, check_class_names, load_corpus, load_demo_corpus
+from dpkps_core.dp.rng import SAMPLERS, NoiseSource
 from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS, EmbeddingCache, get_embedder
-from dpkps_core.errors import CorpusError
+from dpkps_core.errors import CorpusError, ParameterError
 from dpkps_core.pipeline import DENSITIES, LIMITS, PAPER_SETTINGS, SamplingConfig, run_sampling, write_run_folder
 from dpkps_core.sampling import METHODS
 from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
@@ -17,16 +19,55 @@ from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
 DEMO_SPECS = {"demo:bbc": ("bbc", None), "demo:drugs": ("drugs", "condition"), "demo:drugs-rating": ("drugs", "rating")}
 
 
-def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column: str | None = None) -> Corpus:
-    """``demo:bbc``, ``demo:drugs`` (label = condition), ``demo:drugs-rating`` or a path."""
+def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column: str | None = None,
+                     classes: Sequence[str] | None = None) -> Corpus:
+    """``demo:bbc``, ``demo:drugs`` (label = condition), ``demo:drugs-rating`` or a path.
+
+    ``classes``: the declared public class names (demo corpora carry their own; a file has none until
+    declared)."""
     if spec.startswith("demo:"):
         if spec not in DEMO_SPECS:
             raise CorpusError(f"Unknown demo corpus {spec!r}; choose one of {', '.join(DEMO_SPECS)}.")
         name, label = DEMO_SPECS[spec]
-        return load_demo_corpus(name, label=label) if label else load_demo_corpus(name)
+        corpus = load_demo_corpus(name, label=label) if label else load_demo_corpus(name)
+        return corpus if classes is None else corpus.with_classes(classes)
     if not Path(spec).exists():
         raise CorpusError(f"The corpus file {spec!r} does not exist.")
-    return load_corpus(spec, text_column=text_column, label_column=label_column)
+    return load_corpus(spec, text_column=text_column, label_column=label_column, classes=classes)
+
+
+def load_config_corpus(config: SamplingConfig) -> Corpus:
+    """The corpus a sampling configuration names, with its declared public classes.
+
+    Without a declaration (a user's file and no ``--classes``) this refuses with the labels found in the
+    file as a local suggestion: the data owner reads them on their own terminal; nothing is released."""
+    corpus = load_corpus_spec(config.corpus, text_column=config.text_column, label_column=config.label_column,
+                              classes=config.classes)
+    if not corpus.declared:
+        found = corpus.observed_classes
+        shown = ", ".join(found[:20]) + (f" … ({len(found)} in all)" if len(found) > 20 else "")
+        raise ParameterError(
+            "Declare the public class names with --classes a,b,c or --classes-file FILE: they are released with "
+            f"the synthetic data, so they must be public. Labels found in your file (private, shown only to you): "
+            f"{shown}."
+        )
+    return corpus
+
+
+def parse_classes(value: str | None, file: str | None) -> tuple[str, ...] | None:
+    """``--classes a,b,c`` or ``--classes-file FILE`` (one public class name per line) → the declared list."""
+    if value and file:
+        raise ParameterError("Give the public class names either with --classes or with --classes-file, not both.")
+    if file:
+        path = Path(file)
+        if not path.is_file():
+            raise ParameterError(f"The class list file {file!r} does not exist.")
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as exc:
+            raise ParameterError(f"The class list file {file!r} is not UTF-8 text; save it as UTF-8.") from exc
+        return check_class_names([ln.strip() for ln in lines if ln.strip()])
+    return None if not value else check_class_names(value)
 
 
 def load_vocabulary_for(config: SamplingConfig) -> PublicVocabulary:
@@ -42,11 +83,16 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
                    "to CSV/TSV/JSONL/Parquet/ZIP of .txt/folder of class sub-folders")
     g.add_argument("--text-column", help="column holding the document text (guessed when omitted)")
     g.add_argument("--label-column", help="column holding the class label (guessed when omitted)")
+    g.add_argument("--classes", help="the PUBLIC class names, comma-separated (required for your own corpus; demo "
+                   "corpora carry theirs). Documents with other labels enter no DP step; a listed class without "
+                   "documents still gets a (noise-only) density")
+    g.add_argument("--classes-file", help="a UTF-8 file with one public class name per line (instead of --classes)")
     g.add_argument("--test-fraction", type=float, default=d.test_fraction,
-                   help="share of each class held out for evaluation; never touched by a DP step (default %(default)s)")
+                   help="share of documents held out for evaluation (each assigned on its own by a keyed hash of its "
+                        "text; never touched by a DP step) (default %(default)s)")
     g.add_argument("--client-fraction", type=float, default=d.client_fraction,
                    help="share of the held-out part set aside as unlabelled client data for Deep CORAL (default %(default)s)")
-    g.add_argument("--split-seed", type=int, default=d.split_seed, help="seed of the stratified split (default %(default)s)")
+    g.add_argument("--split-seed", type=int, default=d.split_seed, help="public seed of the hash split (default %(default)s)")
     g = p.add_argument_group("public vocabulary")
     g.add_argument("--vocabulary", default=d.vocabulary, help="glove (default), wordfreq, medical, or a path to a "
                    "UTF-8 file with one term per line")
@@ -63,6 +109,9 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
                         "raises) it in the corpus's persistent ledger (default: keep the cap it has)")
     g.add_argument("--seed", type=int, default=None, help="REPRODUCIBLE DEMO ONLY: seed all noise (not for release); "
                    "default: OS entropy")
+    g.add_argument("--noise-sampler", choices=SAMPLERS, default=d.noise_sampler,
+                   help="opendp: OpenDP's vetted samplers for every noisy release (default); numpy: NumPy's faster "
+                        "floating-point samplers. A --seed always uses NumPy (OpenDP cannot be seeded)")
     g = p.add_argument_group("method")
     g.add_argument("--method", choices=METHODS, default=d.method, help="sequence sampler (default %(default)s)")
     g.add_argument("--density", choices=DENSITIES, default=d.density, help="auto: exact smoothed DP histogram for "
@@ -95,8 +144,9 @@ def config_from_args(args: argparse.Namespace) -> SamplingConfig:
         terms_per_doc=args.terms_per_doc, selection_rule=args.selection_rule, features=args.features,
         bandwidth=args.bandwidth, temperature=args.temperature, max_keyphrases_per_doc=args.max_keyphrases,
         class_size_estimate=args.class_size_estimate, embedding_model=args.embedding_model, seed=args.seed,
+        noise_sampler=getattr(args, "noise_sampler", SamplingConfig.noise_sampler),
         test_fraction=args.test_fraction, client_fraction=args.client_fraction, split_seed=args.split_seed,
-        epsilon_cap=args.epsilon_cap,
+        epsilon_cap=args.epsilon_cap, classes=parse_classes(args.classes, args.classes_file),
     )
     if args.paper_settings:
         for k, v in PAPER_SETTINGS.items():
@@ -108,7 +158,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     config = config_from_args(args)
-    corpus = load_corpus_spec(config.corpus, text_column=config.text_column, label_column=config.label_column)
+    corpus = load_config_corpus(config)
     ledger = corpus_ledger(corpus, tool="cli sample", out=args.out, cap=config.epsilon_cap)
     ledger.require(config.eps_voc + config.eps_kde, "this sampling run")  # before loading models
     vocabulary = load_vocabulary_for(config)
@@ -120,13 +170,19 @@ def _cmd_sample(args: argparse.Namespace) -> int:
             bar.refresh()
 
         run = run_sampling(corpus, config, vocabulary=vocabulary, embedder=embedder, cache=EmbeddingCache(),
-                           noise=NoiseSource(config.seed), ledger=ledger, progress=progress)
+                           noise=NoiseSource(config.seed, sampler=config.noise_sampler), ledger=ledger, progress=progress)
     out = write_run_folder(run, args.out)
     rep = run.privacy_report()
     print(f"wrote {len(run.outcome.sequences):,} sequences ({config.method}) to {out / 'sequences.jsonl'}")
     print(f"ε spent: {rep['epsilon_total']:g} (vocabulary {rep['epsilon_vocabulary']:g} + densities {rep['epsilon_kde']:g}); "
-          f"|Ṽ| = {len(run.private_vocabulary)}; noise: {run.noise.policy}")
+          f"|Ṽ| = {len(run.private_vocabulary)}; noise: {run.noise.policy}, {run.noise.sampler} sampler")
     print(ledger_summary(ledger))
+    for warning in run.local_warnings:
+        print(f"warning (private check, shown only to you; the release went ahead as it would for any "
+              f"neighbouring corpus): {warning}")
+    if run.undeclared_documents:
+        print(f"note (private): {run.undeclared_documents:,} training document(s) carry a label outside the declared "
+              "classes and entered no DP step.")
     if run.truncated_documents:
         print(f"note: {run.truncated_documents} document(s) longer than {LIMITS['max_chars_per_doc']:,} characters "
               "were truncated for term extraction.")

@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from dpkps_core.corpus import Corpus
+from dpkps_core.dp.count import release_count
 from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
@@ -276,6 +277,12 @@ def _joint_spent(ledgers: Sequence[PrivacyLedger], *, planned: tuple[float, floa
             "planned_epsilon": planned[0], "planned_delta": planned[1], "note": JOINT_NOTE}
 
 
+def size_epsilon(eps_total: float) -> float:
+    """ε spent on the DP training-part count that sizes private prediction's hash buckets when no public
+    class-size estimate is given: 5 % of the method's ε, at most 0.1 (Laplace(10) on n is ample for ⌊n/s⌋)."""
+    return min(0.1, 0.05 * float(eps_total))
+
+
 def compare_methods(
     corpus: Corpus, *, methods: Sequence[str] = METHODS, eps_total: float, delta: float = 1e-6, per_class: int = 2,
     eps_voc: float | None = None, max_tokens: int = 48, doc_type: str = "a document", backend: Any = "offline",
@@ -363,8 +370,9 @@ def compare_methods(
     if noise.seed is not None:
         warnings.append("Seeded noise: reproducible demo, NOT FOR RELEASE.")
 
-    split = split_corpus(corpus.labels, test_fraction=test_fraction, seed=split_seed)
-    train, test = corpus.subset(split.train), corpus.subset(split.test)
+    split = split_corpus(corpus.texts, test_fraction=test_fraction, seed=split_seed)
+    # only documents of the declared public classes enter a DP step or the evaluation (issue 11 §2)
+    train, test = corpus.subset(split.train).declared_only(), corpus.subset(split.test).declared_only()
     if len(test) == 0:
         raise ParameterError("The comparison needs held-out test documents; set a test fraction above 0.")
     classes = tuple(corpus.classes)
@@ -434,7 +442,12 @@ def compare_methods(
         else:  # private prediction
             pcfg = private_prediction or PrivatePredictionConfig(**COMPARE_PP_DEFAULTS)
             pcfg = dataclasses.replace(pcfg, max_new_tokens=max_tokens, doc_type=doc_type)
-            calibrate(pcfg, epsilon=eps_total, delta=delta)  # fail fast (e.g. SVT over budget) before loading the model
+            ledger = method_ledger()
+            # The hash buckets must not follow the private n (paper 004 Assumption 1; issue 11 §3): a public
+            # estimate, or a DP count of the training part charged to this method's budget.
+            eps_size = 0.0 if class_size_estimate is not None else size_epsilon(eps_total)
+            eps_pp = eps_total - eps_size
+            calibrate(pcfg, epsilon=eps_pp, delta=delta)  # fail fast (e.g. SVT over budget) before loading the model
             if local_lm is not None:
                 model, tok, name = local_lm[0], local_lm[1], "local-model"
             else:
@@ -445,9 +458,10 @@ def compare_methods(
             if class_size_estimate is not None:
                 n_est, note_n = float(class_size_estimate), "hash buckets from the public class-size estimate"
             else:
-                n_est = len(train) / len(classes)
-                note_n = ("hash buckets from the training size per class (treats n as public, as paper 004 §4's "
-                          "h mod n/s does; give a public class-size estimate to avoid it)")
+                released = release_count(len(train), epsilon=eps_size, noise=noise, ledger=ledger)
+                n_est = released.clamped / len(classes)
+                note_n = (f"hash buckets from a DP count of the training part (ε = {eps_size:g}, Laplace "
+                          f"{released.noise_scale:g}); give a public class-size estimate to spend all of ε on text")
             buckets = buckets_for(n_est, pcfg.batch_size)
             if math.ceil(per_class / pcfg.examples_per_batch) > buckets:  # fewer buckets than documents wanted
                 more = math.ceil(per_class / buckets)
@@ -455,18 +469,20 @@ def compare_methods(
                            f"and r × {more / pcfg.examples_per_batch:g}")
                 pcfg = dataclasses.replace(pcfg, examples_per_batch=more,
                                            private_tokens=math.ceil(pcfg.private_tokens * more / pcfg.examples_per_batch))
-            ledger = method_ledger()
             res = run_private_prediction(train.texts, train.labels, model=model, tokenizer=tok, config=pcfg,
-                                         epsilon=eps_total, delta=delta, per_class=per_class, num_buckets=buckets,
+                                         epsilon=eps_pp, delta=delta, per_class=per_class, num_buckets=buckets,
                                          classes=classes, noise=noise, ledger=ledger, model_name=name,
                                          progress=sub, cancel=cancel)
             docs = res.documents
             aud = [{"purpose": "public prompt p_public (the private prompts hold private documents and are never "
                                "logged)", "messages": public_messages(res.config), "private_prompts": res.stats["private_prompts"]}]
-            privacy[method] = {**res.privacy_report(), "seed_policy": noise.policy}
+            led = ledger.to_dict()
+            privacy[method] = {**res.privacy_report(), "epsilon_total": led["epsilon_total"],
+                               "delta_total": led["delta_total"], "epsilon_by_step": led["epsilon_by_step"],
+                               "events": led["events"], "seed_policy": noise.policy}
             st = res.stats
             row = MethodRow(
-                method, METHOD_LABELS[method], res.epsilon, res.delta, "(ε, δ)-DP", len(docs), st["prompts"],
+                method, METHOD_LABELS[method], res.epsilon + eps_size, res.delta, "(ε, δ)-DP", len(docs), st["prompts"],
                 st["prompts"] / max(len(docs), 1), st["prompt_tokens"], st["generated_tokens"], 0.0,
                 notes=f"local model only — {PRIVATE_PROMPT_WARNING} s = {res.config.batch_size}, r = "
                       f"{res.config.private_tokens}, c = {res.config.clip:g} (calibrated), τ = {res.config.temperature:g}, "
@@ -567,7 +583,7 @@ def _run_dpkps(*, corpus: Corpus, eps_voc: float, eps_total: float, per_class: i
     run = run_sampling(corpus, cfg, vocabulary=_vocabulary_for(cfg, vocabulary), embedder=embedder,
                        noise=noise, ledger=ledger,
                        progress=lambda f, m: progress(0.4 * f, m))
-    if run.split != split_corpus(corpus.labels, test_fraction=test_fraction, seed=split_seed):  # pragma: no cover
+    if run.split != split_corpus(corpus.texts, test_fraction=test_fraction, seed=split_seed):  # pragma: no cover
         raise ParameterError("DP-KPS used another split than the comparison; this is a bug.")
     prompt_cfg = PromptConfig(doc_type=doc_type)
     seqs = run.outcome.sequences

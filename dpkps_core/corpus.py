@@ -19,7 +19,7 @@ import os
 import re
 import zipfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable, Sequence
 
@@ -31,6 +31,7 @@ __all__ = [
     "FORMATS",
     "Corpus",
     "LoadReport",
+    "check_class_names",
     "list_columns",
     "load_corpus",
     "load_demo_corpus",
@@ -99,13 +100,18 @@ class LoadReport:
 
 @dataclass(frozen=True)
 class Corpus:
-    """A labelled PRIVATE corpus (ARCHITECTURE: Corpus). ``report`` is not part of equality."""
+    """A labelled PRIVATE corpus (ARCHITECTURE: Corpus). ``report`` is not part of equality.
+
+    ``public_classes`` are the class names the user declared public (DESIGN §2; issue 11 §2): they, not the
+    labels found in the data, decide which classes the DP steps release. Demo corpora carry theirs; a loaded
+    file has none until the user declares them (:meth:`with_classes`)."""
 
     texts: tuple[str, ...]
     labels: tuple[str, ...]
     name: str
     source: str
     report: LoadReport | None = field(default=None, compare=False, repr=False)
+    public_classes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.texts, tuple):
@@ -116,16 +122,38 @@ class Corpus:
             raise CorpusError("A corpus needs exactly one label per document.")
         if not all(isinstance(t, str) for t in self.texts) or not all(isinstance(x, str) for x in self.labels):
             raise CorpusError("Corpus texts and labels must all be strings.")
+        if self.public_classes is not None:
+            object.__setattr__(self, "public_classes", check_class_names(self.public_classes))
 
     def __len__(self) -> int:
         return len(self.texts)
 
     def __repr__(self) -> str:  # never show document text
-        return f"Corpus(name={self.name!r}, documents={len(self.texts)}, classes={len(self.classes)})"
+        declared = "undeclared" if self.public_classes is None else str(len(self.public_classes))
+        return f"Corpus(name={self.name!r}, documents={len(self.texts)}, public classes={declared})"
+
+    @property
+    def declared(self) -> bool:
+        """True when the public class names have been declared."""
+        return self.public_classes is not None
 
     @property
     def classes(self) -> list[str]:
-        """Sorted distinct labels."""
+        """The declared PUBLIC class names, in declaration order (what the DP steps release per class).
+
+        Raises :class:`ParameterError` when none were declared: the set of labels found in the data is
+        private and must never decide what is released."""
+        if self.public_classes is None:
+            raise ParameterError(
+                "Declare the public class names first (app: confirm the class list on the Corpus page; CLI: "
+                "--classes a,b,c or --classes-file FILE). The labels found in the data are private and are "
+                "never released on their own."
+            )
+        return list(self.public_classes)
+
+    @property
+    def observed_classes(self) -> list[str]:
+        """Sorted distinct labels found in the data (PRIVATE: local suggestions for the data owner only)."""
         return sorted(set(self.labels))
 
     @property
@@ -134,8 +162,25 @@ class Corpus:
         counts = Counter(self.labels)
         return {c: counts[c] for c in sorted(counts)}
 
+    @property
+    def undeclared_count(self) -> int:
+        """Documents whose label is not a declared class (PRIVATE count; they enter no DP step)."""
+        if self.public_classes is None:
+            return 0
+        declared = set(self.public_classes)
+        return sum(1 for y in self.labels if y not in declared)
+
+    def with_classes(self, classes: Sequence[str] | None) -> Corpus:
+        """The same corpus with ``classes`` declared as its public class names (``None`` clears them)."""
+        return replace(self, public_classes=None if classes is None else check_class_names(classes))
+
+    def declared_only(self) -> Corpus:
+        """The documents whose label is a declared class (those that may enter the DP steps)."""
+        declared = set(self.classes)
+        return self.subset(i for i, y in enumerate(self.labels) if y in declared)
+
     def subset(self, indices: Iterable[int]) -> Corpus:
-        """The documents at ``indices`` (in that order) as a new corpus with the same name and source."""
+        """The documents at ``indices`` (in that order) as a new corpus with the same name, source and classes."""
         idx = [int(i) for i in indices]
         n = len(self.texts)
         if any(i < 0 or i >= n for i in idx):
@@ -145,7 +190,28 @@ class Corpus:
             labels=tuple(self.labels[i] for i in idx),
             name=self.name,
             source=self.source,
+            public_classes=self.public_classes,
         )
+
+
+def check_class_names(classes: Sequence[str] | str) -> tuple[str, ...]:
+    """Validate declared public class names: a non-empty list of distinct, non-empty strings (order kept).
+
+    A comma-separated string is split. At least two classes are needed for a labelled synthetic corpus."""
+    if isinstance(classes, str):
+        classes = [c for c in classes.split(",")]
+    names = tuple(str(c).strip() for c in classes)
+    if any(not c for c in names):
+        raise ParameterError("Public class names must not be empty; remove the empty entry from the class list.")
+    dupes = sorted({c for c in names if names.count(c) > 1})
+    if dupes:
+        raise ParameterError(f"The class list names {dupes[0]!r} twice; list each public class once.")
+    if len(names) < 2:
+        raise ParameterError(
+            "Declare at least two public class names: a synthetic corpus of one class needs no labels. "
+            "Add the other classes to the list."
+        )
+    return names
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -606,7 +672,7 @@ def _clean(
         )
     counts = Counter(labels)
     n_dropped_classes = 0
-    if drop_small_classes:
+    if drop_small_classes:  # demo corpora only: their public class lists are fixed (DEMO_PUBLIC_CLASSES)
         small = {c for c, k in counts.items() if k < min_class_size}
         if small:
             keep = [i for i, y in enumerate(labels) if y not in small]
@@ -614,23 +680,21 @@ def _clean(
             texts = [texts[i] for i in keep]
             labels = [labels[i] for i in keep]
             counts = Counter(labels)
-            if len(counts) < 2:
+            if len(counts) < 2:  # a public decision: the demo data are public
                 raise ParameterError(
                     f"Fewer than two classes have at least {min_class_size} documents; lower min_class_size."
                 )
+    # Checks on the labels found in the data are local warnings, never refusals: whether anything is released
+    # must not depend on one private document (issue 11 §2). The declared public class list decides.
+    notes: list[str] = []
     if len(counts) < 2:
-        raise CorpusError(
-            "The corpus needs at least two classes, but all kept documents have the same label; choose another "
-            "label column or add documents of other classes."
-        )
-    small = sorted((c for c, k in counts.items() if k < min_class_size), key=lambda c: (counts[c], c))
-    if small:
-        c = small[0]
-        more = f" (and {len(small) - 1} more classes)" if len(small) > 1 else ""
-        raise CorpusError(
-            f"Class '{c}' has only {counts[c]} document(s){more}, fewer than the minimum of {min_class_size}; "
-            "add documents to it or remove that class."
-        )
+        notes.append("All kept documents carry the same label: check that the label column is the right one.")
+    small_found = sorted((c for c, k in counts.items() if k < min_class_size), key=lambda c: (counts[c], c))
+    if small_found:
+        more = f" and {len(small_found) - 1} more" if len(small_found) > 1 else ""
+        notes.append(f"{len(small_found)} label(s) have fewer than {min_class_size} documents (e.g. "
+                     f"'{small_found[0]}'{more}); their documents still count, and a declared class with few or no "
+                     "documents gets a noise-dominated density.")
     report = LoadReport(
         n_read=n_read,
         n_empty=n_empty,
@@ -639,6 +703,7 @@ def _clean(
         n_kept=len(texts),
         truncated=truncated,
         n_dropped_classes=n_dropped_classes,
+        notes=tuple(notes),
     )
     return texts, labels, report
 
@@ -668,6 +733,7 @@ def load_corpus(
     min_class_size: int = 2,
     drop_duplicates: bool = True,
     truncate: bool = False,
+    classes: Sequence[str] | str | None = None,
 ) -> Corpus:
     """Load and validate a labelled private corpus; ``corpus.report`` says what was dropped.
 
@@ -677,6 +743,9 @@ def load_corpus(
     content or the longest string column; label: label/class/category/condition/target). Documents shorter
     than ``min_chars`` characters and exact duplicates are dropped and counted. More than ``max_documents``
     documents is an error unless ``truncate=True`` (then the first ``max_documents`` are kept).
+    ``classes``: the public class names the user declares (see :meth:`Corpus.with_classes`); labels found in
+    the data are only local suggestions. Checks on the labels (one label only, tiny classes) are local notes in
+    ``corpus.report.notes``, not errors, so that whether anything is released never hinges on one document.
     Raises :class:`CorpusError` with one actionable sentence for every bad input.
     """
     min_chars = _check_int(min_chars, "min_chars", 0)
@@ -735,6 +804,7 @@ def load_corpus(
         name=display_name,
         source=inp.display,
         report=report,
+        public_classes=None if classes is None else check_class_names(classes),
     )
 
 
@@ -908,4 +978,6 @@ def load_demo_corpus(name: str, *, label: str | None = None, min_class_size: int
         name=name if name != "drugs" else f"drugs ({label})",
         source=source,
         report=report,
+        # the demo data are public, so the class list read off them is public input
+        public_classes=tuple(sorted(set(clean_labels))),
     )

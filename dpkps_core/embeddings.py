@@ -194,8 +194,38 @@ class EmbeddingCache:
             con.execute("DELETE FROM emb")
 
 
+class MemoryEmbeddingCache:
+    """An in-memory embedding cache for terms that must not be stored at rest (issue 11 §4).
+
+    Vocabularies drawn by an ε sweep or an audit use seeded (or many) noise draws over private counts: the
+    set of terms is a function of private data that no DP release covers, so it stays in this process's memory
+    and is gone with it. ``read_from`` (optional) is a persistent cache that is only READ, never written.
+    """
+
+    def __init__(self, read_from: EmbeddingCache | None = None) -> None:
+        self._vectors: dict[tuple[str, str], np.ndarray] = {}
+        self._read_from = read_from
+
+    def get_many(self, model: str, terms: Sequence[str], dim: int) -> dict[str, np.ndarray]:
+        found = {t: self._vectors[(model, t)] for t in terms if (model, t) in self._vectors}
+        missing = [t for t in terms if t not in found]
+        if missing and self._read_from is not None:
+            found.update(self._read_from.get_many(model, missing, dim))
+        return found
+
+    def put_many(self, model: str, terms: Sequence[str], vectors: np.ndarray) -> None:
+        for t, v in zip(terms, np.asarray(vectors)):
+            self._vectors[(model, t)] = np.asarray(v, dtype=np.float32)
+
+    def terms(self, model: str | None = None) -> set[str]:
+        return {t for (m, t) in self._vectors if model is None or m == model}
+
+    def clear(self) -> None:
+        self._vectors.clear()
+
+
 def embed_terms(
-    terms: Sequence[str], embedder: Embedder, *, cache: EmbeddingCache | None = None, batch_size: int = 256,
+    terms: Sequence[str], embedder: Embedder, *, cache: EmbeddingCache | MemoryEmbeddingCache | None = None, batch_size: int = 256,
     progress: Callable[[float, str], None] | None = None,
 ) -> np.ndarray:
     """Unit-norm embeddings (len(terms), d) of PUBLIC or DP-released terms, via the persistent cache.

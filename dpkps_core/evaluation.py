@@ -45,7 +45,7 @@ from dpkps_core.dp.rff import exact_gaussian_kernel, optimal_features, rff_expec
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary, noise_floor
-from dpkps_core.embeddings import Embedder, EmbeddingCache, embed_terms, embed_texts
+from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache, embed_terms, embed_texts
 from dpkps_core.errors import CorpusError, ParameterError
 from dpkps_core.pipeline import SamplingConfig
 from dpkps_core.sampling import METHODS
@@ -487,11 +487,17 @@ class RunData:
 
     @property
     def train(self) -> Corpus:
-        return self.corpus.subset(self.split.train)
+        """The training documents of the declared classes (those that fed the DP steps)."""
+        return self._declared(self.corpus.subset(self.split.train))
 
     @property
     def test(self) -> Corpus:
-        return self.corpus.subset(self.split.test)
+        """The held-out documents of the declared classes (evaluation only)."""
+        return self._declared(self.corpus.subset(self.split.test))
+
+    @staticmethod
+    def _declared(part: Corpus) -> Corpus:
+        return part.declared_only() if part.declared else part
 
     @property
     def client(self) -> Corpus:
@@ -517,7 +523,7 @@ def load_run(run_dir: str | Path, *, corpus: Corpus | None = None) -> RunData:
     """Reload a run folder: ``run_config.json`` (the corpus spec is reloaded with ``load_corpus_spec`` unless
     ``corpus`` is given), ``split.json``, ``private_vocabulary.json``, ``sequences.jsonl`` and, when present,
     ``documents.jsonl``."""
-    from dpkps_core.cli_sample import load_corpus_spec
+    from dpkps_core.cli_sample import load_config_corpus
 
     run = Path(run_dir)
     for name in ("run_config.json", "split.json", "private_vocabulary.json", "sequences.jsonl"):
@@ -525,14 +531,16 @@ def load_run(run_dir: str | Path, *, corpus: Corpus | None = None) -> RunData:
             raise ParameterError(f"The run folder {run} has no {name}; run `python -m dpkps_core sample --out {run}` first.")
     config = SamplingConfig.from_dict(json.loads((run / "run_config.json").read_text(encoding="utf-8")))
     if corpus is None:
-        corpus = load_corpus_spec(config.corpus, text_column=config.text_column, label_column=config.label_column)
+        corpus = load_config_corpus(config)
+    elif config.classes is not None:
+        corpus = corpus.with_classes(config.classes)
     split = CorpusSplit.load(run / "split.json")
     every = list(split.train) + list(split.test) + list(split.client)
     mismatch = CorpusError("The corpus no longer matches the run's held-out split; evaluate with the corpus the run "
                            "was sampled from.")
     if every and (max(every) >= len(corpus) or min(every) < 0):
         raise mismatch
-    if split != split_corpus(corpus.labels, test_fraction=split.test_fraction, client_fraction=split.client_fraction,
+    if split != split_corpus(corpus.texts, test_fraction=split.test_fraction, client_fraction=split.client_fraction,
                              seed=split.seed):
         raise mismatch  # same size but other labels: a different corpus
     pv = PrivateVocabulary.from_dict(json.loads((run / "private_vocabulary.json").read_text(encoding="utf-8")))
@@ -707,7 +715,7 @@ class NoLLMEvaluator:
     Prepared once (private, in memory): the split, the training part's term counts over V (independent of ε),
     the true top terms and the test labels. Each :meth:`evaluate` call re-runs only what depends on ε and the
     method, in the same order and with the same noise draws as :func:`pipeline.run_sampling` with that seed:
-    noise + top-N selection, keyphrase extraction (memoised per Ṽ), embeddings of Ṽ (persistent cache), the DP
+    noise + top-N selection, keyphrase extraction (memoised per Ṽ), embeddings of Ṽ (in memory only), the DP
     density and sequence sampling; then scores the sequences. Only ``split.train`` reaches a DP step.
     """
 
@@ -716,14 +724,18 @@ class NoLLMEvaluator:
         self.config = dataclasses.replace(config).validate()
         self.vocabulary = vocabulary
         self.embedder = embedder
-        self.cache = cache
-        self.split = split or split_corpus(corpus.labels, test_fraction=config.test_fraction,
+        # Ṽs drawn here are functions of private counts under seeded noise: embed them in memory only, reading
+        # (never writing) the persistent cache (issue 11 §4).
+        self.cache = MemoryEmbeddingCache(read_from=cache)
+        if config.classes is not None:
+            corpus = corpus.with_classes(config.classes)
+        self.classes = tuple(corpus.classes)
+        self.split = split or split_corpus(corpus.texts, test_fraction=config.test_fraction,
                                            client_fraction=config.client_fraction, seed=config.split_seed)
-        self.train = corpus.subset(self.split.train)
-        self.test = corpus.subset(self.split.test)
+        self.train = corpus.subset(self.split.train).declared_only()
+        self.test = corpus.subset(self.split.test).declared_only()
         if len(self.test) == 0:
             raise ParameterError("The no-LLM check needs held-out test documents; set a test fraction above 0.")
-        self.classes = tuple(corpus.classes)
         self.counts = pipeline.term_counts(self.train.texts, vocabulary, terms_per_doc=config.terms_per_doc)
         self.chance = chance_accuracy(self.test.labels)
         self._memo: OrderedDict[tuple, dict[str, Any]] = OrderedDict()

@@ -16,16 +16,16 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpkps_core.corpus import Corpus
+from dpkps_core.corpus import Corpus, check_class_names
 from dpkps_core.dp.histogram import SmoothedHistogramDensity, build_smoothed_histogram_density
 from dpkps_core.dp.kde import RFFDensity, build_rff_density, ensemble_blocks
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rff import optimal_features, rff_expected_error
-from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.rng import SAMPLERS, NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary, estimate_documents_from_noisy_total, privatize_vocabulary
 from dpkps_core.embeddings import DEFAULT_MODEL, Embedder, EmbeddingCache, embed_terms
-from dpkps_core.errors import ParameterError, VocabularyError
+from dpkps_core.errors import ParameterError
 from dpkps_core.sampling import METHODS, SamplingOutcome, sample_independent, sample_iterative
 from dpkps_core.split import CorpusSplit, split_corpus
 from dpkps_core.vocabulary import PublicVocabulary, TermMatcher, truncated_count
@@ -71,10 +71,16 @@ class SamplingConfig:
     class_size_estimate: float | None = None
     embedding_model: str = DEFAULT_MODEL
     seed: int | None = None
+    noise_sampler: str = "opendp"  # "opendp" (vetted, default) or "numpy" (fast); a seed means NumPy
     test_fraction: float = 0.2
     client_fraction: float = 0.0
     split_seed: int = 0
     epsilon_cap: float | None = None
+    classes: tuple[str, ...] | None = None  # declared PUBLIC class names (demo corpora carry their own)
+
+    def __post_init__(self) -> None:
+        if self.classes is not None and not isinstance(self.classes, tuple):
+            self.classes = tuple(self.classes) if not isinstance(self.classes, str) else (self.classes,)
 
     def validate(self) -> "SamplingConfig":
         check_epsilon(self.eps_voc, "ε_voc")
@@ -93,8 +99,12 @@ class SamplingConfig:
             check_positive_int(self.features, "I (random features)", maximum=LIMITS["features"])
         if self.bandwidth is not None and (not np.isfinite(self.bandwidth) or self.bandwidth < 0):
             raise ParameterError(f"σ (bandwidth) must be ≥ 0, got {self.bandwidth!r}.")
+        if self.noise_sampler not in SAMPLERS:
+            raise ParameterError(f"Unknown noise sampler {self.noise_sampler!r}; choose one of {', '.join(SAMPLERS)}.")
         if self.temperature < 0:
             raise ParameterError(f"The temperature must be ≥ 0, got {self.temperature!r}.")
+        if self.classes is not None:
+            self.classes = check_class_names(self.classes)
         total = self.eps_voc + self.eps_kde
         if self.epsilon_cap is not None and total > self.epsilon_cap + 1e-9:
             raise ParameterError(f"ε_voc + ε_kde = {total:g} is over the budget cap of {self.epsilon_cap:g}.")
@@ -153,11 +163,8 @@ def build_private_vocabulary(
         if progress:
             progress(0.05, f"matching {len(texts):,} documents against {len(vocabulary):,} public terms")
         counts = term_counts(texts, vocabulary, terms_per_doc=terms_per_doc, matcher=matcher)
-    if counts.sum() == 0:
-        raise VocabularyError(
-            f"No document contains any term of the {vocabulary.name} vocabulary; choose a vocabulary that "
-            "matches the corpus language and domain."
-        )
+    # No refusal on private data here (issue 11 §2): a corpus without any term of V still gets its (noise-only)
+    # release, so that whether Ṽ is released never depends on one document. run_sampling warns locally.
     if progress:
         progress(0.8, "adding Laplace noise to every term of the public vocabulary")
     result = privatize_vocabulary(
@@ -284,6 +291,8 @@ class SamplingRun:
     timings: dict[str, float]
     vocabulary_name: str
     truncated_documents: int = 0  # documents longer than LIMITS["max_chars_per_doc"] (local, private count)
+    undeclared_documents: int = 0  # training documents whose label is not a declared class (local, private)
+    local_warnings: tuple[str, ...] = ()  # checks on the private data: shown to the data owner, never released
 
     def privacy_report(self) -> dict[str, Any]:
         """The public privacy report (DP outputs and public parameters only)."""
@@ -316,6 +325,25 @@ class SamplingRun:
         }
 
 
+def local_warnings(train: Corpus, counts: np.ndarray, *, vocabulary_name: str) -> list[str]:
+    """Checks on the PRIVATE training part that protect the user (DESIGN §2; docs/PRIVACY.md "Checks").
+
+    They are advisory and local: the release happens whatever they find, for D and for any neighbour alike,
+    so that no automatic decision to release depends on one document. Counts only, never text."""
+    out: list[str] = []
+    if len(train) == 0:
+        out.append("No training document belongs to a declared class: every density is pure noise. Check the "
+                   "class list and the label column.")
+    elif counts.sum() == 0:
+        out.append(f"No training document contains any term of the {vocabulary_name} vocabulary: the private "
+                   "vocabulary is pure noise. Choose a vocabulary that matches the corpus language and domain.")
+    empty = [c for c in train.classes if c not in set(train.labels)]
+    if empty and len(train):
+        out.append(f"{len(empty)} declared class(es) have no training document (e.g. '{empty[0]}'): their "
+                   "densities are pure noise.")
+    return out
+
+
 def run_sampling(
     corpus: Corpus, config: SamplingConfig, *, vocabulary: PublicVocabulary, embedder: Embedder,
     cache: EmbeddingCache | None = None, noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None,
@@ -323,21 +351,27 @@ def run_sampling(
 ) -> SamplingRun:
     """Split → Ṽ (ε_voc) → keyphrases → embeddings of Ṽ → DP density (ε_kde) → sequences."""
     config.validate()
-    noise = noise or NoiseSource(config.seed)
+    noise = noise or NoiseSource(config.seed, sampler=config.noise_sampler)
     ledger = ledger if ledger is not None else PrivacyLedger(config.epsilon_cap)
     ledger.require(config.eps_voc + config.eps_kde, "this sampling run")
     report = progress or (lambda f, m: None)
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    split = split_corpus(corpus.labels, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
+    if config.classes is not None:
+        corpus = corpus.with_classes(config.classes)
+    classes = tuple(corpus.classes)  # the declared public list; raises when none was declared
+    split = split_corpus(corpus.texts, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
                          seed=config.split_seed)
-    train = corpus.subset(split.train)
-    classes = tuple(corpus.classes)
-    report(0.02, f"split: {len(split.train):,} training documents feed the DP steps")
+    train_all = corpus.subset(split.train)
+    train = train_all.declared_only()  # undeclared labels enter no DP step (issue 11 §2)
+    report(0.02, f"split: {len(train):,} training documents of the declared classes feed the DP steps")
+    report(0.03, f"matching {len(train):,} documents against {len(vocabulary):,} public terms")
+    counts = term_counts(train.texts, vocabulary, terms_per_doc=config.terms_per_doc)
+    warnings = local_warnings(train, counts, vocabulary_name=vocabulary.name)
     pv = build_private_vocabulary(
         train.texts, vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
         vocab_size=config.vocab_size, noise=noise, ledger=ledger, selection_rule=config.selection_rule,
-        progress=lambda f, m: report(0.02 + 0.3 * f, m),
+        progress=lambda f, m: report(0.02 + 0.3 * f, m), counts=counts,
     )
     timings["vocabulary"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -359,7 +393,8 @@ def run_sampling(
     timings["sampling"] = time.perf_counter() - t
     report(1.0, f"{len(outcome.sequences):,} sequences sampled")
     return SamplingRun(config, split, ledger, noise, pv, embeddings, density, info, outcome, classes, timings,
-                       vocabulary.name, truncated_count(train.texts, LIMITS["max_chars_per_doc"]))
+                       vocabulary.name, truncated_count(train.texts, LIMITS["max_chars_per_doc"]),
+                       undeclared_documents=len(train_all) - len(train), local_warnings=tuple(warnings))
 
 
 def write_run_folder(run: SamplingRun, out_dir: str | Path) -> Path:

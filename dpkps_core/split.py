@@ -1,13 +1,17 @@
 """Held-out split of the private corpus (DESIGN §5): the training part is the ONLY part any DP step touches.
 
-The split is stratified by class and seeded (the split is not DP noise; a fixed seed makes evaluations
-comparable). An optional *client* part is carved out of the test part for unlabelled domain adaptation
-(Deep CORAL) and is never used for evaluation. The split's indices are private and never exported.
+Every document is assigned by a keyed hash of its own text and the public split seed, independently of all
+other documents, so adding or removing one document changes the training part by that document only
+(DESIGN §2; the split is not DP noise, and a fixed seed makes evaluations comparable). An optional *client*
+part is carved out of the held-out range for unlabelled domain adaptation (Deep CORAL) and is never used for
+evaluation. The split's indices are private and never exported.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import json
 from pathlib import Path
 from typing import Sequence
@@ -51,27 +55,44 @@ class CorpusSplit:
 
 
 def split_corpus(
-    labels: Sequence[str], *, test_fraction: float = 0.2, client_fraction: float = 0.0, seed: int = 0
+    texts: Sequence[str], *, test_fraction: float = 0.2, client_fraction: float = 0.0, seed: int = 0,
+    groups: Sequence[str] | None = None,
 ) -> CorpusSplit:
-    """Stratified split: per class, ``test_fraction`` of documents go to test (at least one when the class has
-    two or more), then ``client_fraction`` of the test part becomes the client part."""
+    """Assign every document to train / test / client on its own (DESIGN §2, issue 11 §1).
+
+    Each document's part depends only on a keyed hash of its own text (or of its ``groups`` entry, e.g. a
+    person identifier, so that all documents of one group land together) and the public ``seed``: it is
+    uniform in [0, 1) and compared with the fractions — below ``test_fraction`` the document is held out,
+    and the first ``client_fraction`` of that range is the client part. Adding or removing one document (or
+    one group) therefore changes the training part by exactly that document (group) and moves no other,
+    which the DP steps downstream rely on. Stratification by class is only approximate: each class's test
+    share is ``test_fraction`` in expectation (binomial), and a class with very few documents may end up with
+    none in one part.
+    """
     if not 0.0 <= test_fraction < 1.0:
         raise ParameterError(f"The test fraction must be in [0, 1), got {test_fraction!r}.")
     if not 0.0 <= client_fraction < 1.0:
         raise ParameterError(f"The client fraction must be in [0, 1), got {client_fraction!r}.")
-    rng = np.random.default_rng(seed)
-    labels = np.asarray(labels)
-    train, test, client = [], [], []
-    for c in sorted(set(labels.tolist())):
-        idx = np.flatnonzero(labels == c)
-        rng.shuffle(idx)
-        n_test = int(round(test_fraction * idx.size))
-        if test_fraction > 0 and idx.size >= 2:
-            n_test = min(max(n_test, 1), idx.size - 1)
-        held, kept = idx[:n_test], idx[n_test:]
-        n_client = int(round(client_fraction * held.size))
-        client.extend(held[:n_client].tolist())
-        test.extend(held[n_client:].tolist())
-        train.extend(kept.tolist())
-    return CorpusSplit(tuple(sorted(train)), tuple(sorted(test)), tuple(sorted(client)),
-                       test_fraction, client_fraction, seed)
+    if isinstance(texts, str):
+        raise ParameterError("split_corpus needs the documents' texts, not one string.")
+    keys = list(texts) if groups is None else list(groups)
+    if groups is not None and len(keys) != len(texts):
+        raise ParameterError("split_corpus needs one group per document.")
+    u = split_positions(keys, seed=seed)
+    held = u < test_fraction
+    client = held & (u < test_fraction * client_fraction)
+    test = held & ~client
+    return CorpusSplit(tuple(np.flatnonzero(~held).tolist()), tuple(np.flatnonzero(test).tolist()),
+                       tuple(np.flatnonzero(client).tolist()), test_fraction, client_fraction, seed)
+
+
+def split_positions(keys: Sequence[str], *, seed: int = 0) -> np.ndarray:
+    """Per key, a position in [0, 1) from HMAC-SHA256(key = split seed, message = the key's UTF-8 bytes).
+
+    Deterministic, independent across keys and uniform for distinct keys; never stored or exported."""
+    secret = f"dpkps-split/{int(seed)}".encode()
+    out = np.empty(len(keys), dtype=np.float64)
+    for i, key in enumerate(keys):
+        digest = hmac.new(secret, str(key).encode("utf-8"), hashlib.sha256).digest()
+        out[i] = int.from_bytes(digest[:8], "big") / 2.0**64
+    return out

@@ -36,6 +36,8 @@ import numpy as np
 import streamlit as st
 
 from dpkps_core import pipeline
+from dpkps_core.device import default_device_setting
+from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
 from dpkps_core.cli_sample import DEMO_SPECS, load_corpus_spec
 from dpkps_core.corpus import Corpus, list_columns, load_corpus, suggest_columns
 from dpkps_core.dp.ledger import PrivacyLedger
@@ -206,7 +208,7 @@ def default_settings() -> dict[str, Any]:
         "selection_rule": d.selection_rule, "embedding_model": DEFAULT_MODEL,
         "eps_total": float(d.eps_voc + d.eps_kde), "eps_voc_share": d.eps_voc / (d.eps_voc + d.eps_kde),
         "cap_enabled": True, "epsilon_cap": 20.0, "paper_settings": False,
-        "seeded_demo": False, "demo_seed": 2024,
+        "seeded_demo": False, "demo_seed": 2024, "noise_sampler": d.noise_sampler,
         # 4 densities
         "method": d.method, "density": d.density, "length": d.length,
         "bandwidth_auto": True, "bandwidth": 0.3, "features_auto": True, "features": 2000,
@@ -214,6 +216,7 @@ def default_settings() -> dict[str, Any]:
         "per_class": 2 if fast else 20, "temperature": d.temperature,
         # 6 LLM
         "backend": "offline", "base_url": "", "llm_model": "gpt-4o-mini", "api_key": "",
+        "device": default_device_setting(), "llm_batch_size": DEFAULT_BATCH_SIZE, "local_model_path": "",
         "doc_type": "", "include_label": False, "max_tokens": 16 if fast else 200, "llm_temperature": 0.7,
         "n_documents": 2 if fast else 10, "price_per_1k": 0.0, "concurrency": 4, "few_shot": (),
         "few_shot_name": "",
@@ -289,6 +292,7 @@ def current_config(**overrides: Any) -> SamplingConfig:
         bandwidth=None if s["bandwidth_auto"] else float(s["bandwidth"]),
         temperature=float(s["temperature"]), embedding_model=s["embedding_model"],
         seed=int(s["demo_seed"]) if s["seeded_demo"] else None, test_fraction=float(s["test_fraction"]),
+        noise_sampler=str(s.get("noise_sampler") or "opendp"),
         epsilon_cap=float(s["epsilon_cap"]) if s["cap_enabled"] else None,
     )
     for k, v in overrides.items():
@@ -343,9 +347,10 @@ def wait_for_warm_up(name: str, timeout: float = 600.0) -> None:
 
 
 @st.cache_resource(show_spinner="Loading the embedding model (public, once per server)…")
-def embedder(name: str = DEFAULT_MODEL) -> Any:
+def embedder(name: str = DEFAULT_MODEL, device: str | None = None) -> Any:
+    """The embedding model on ``device`` (auto/cpu/cuda; None = $DPKPS_DEVICE or auto)."""
     wait_for_warm_up("embedder")
-    return get_embedder(name)
+    return get_embedder(name, device=device)
 
 
 @st.cache_resource(show_spinner=False)
@@ -365,12 +370,35 @@ def demo_corpus(spec: str) -> Corpus:
     return load_corpus_spec(spec)
 
 
+def offline_backend(device: str | None = None) -> Any:
+    """The offline SmolLM2 backend on ``device`` (auto/cpu/cuda; public weights; one per server and device)."""
+    from dpkps_core.device import resolve_device
+
+    return _offline_backend(resolve_device(device))
+
+
 @st.cache_resource(show_spinner=False)
-def offline_backend() -> Any:
-    """The offline SmolLM2 backend (public model weights; one per server, used one request at a time)."""
+def _offline_backend(device: str) -> Any:
     from dpkps_core.llm import make_backend
 
-    return make_backend("offline", threads=int(os.environ.get("DPKPS_LLM_THREADS", "1")))
+    return make_backend("offline", threads=int(os.environ.get("DPKPS_LLM_THREADS", "1")), device=device)
+
+
+def local_backend(model_path: str, device: str | None = None) -> Any:
+    """The user's own Hugging Face model folder (``local`` backend), loaded offline; one per server, folder, device."""
+    from dpkps_core.device import resolve_device
+
+    if not (model_path or "").strip():
+        raise ParameterError("Give the folder of your local model (a Hugging Face model folder on this server).")
+    return _local_backend(str(Path(model_path.strip()).expanduser().resolve()), resolve_device(device))
+
+
+@st.cache_resource(show_spinner=False)
+def _local_backend(model_path: str, device: str) -> Any:
+    from dpkps_core.llm import make_backend
+
+    return make_backend("local", model_path=model_path, threads=int(os.environ.get("DPKPS_LLM_THREADS", "1")),
+                        device=device)
 
 
 # ============================================================================================ session accessors
@@ -426,9 +454,10 @@ def noise() -> NoiseSource:
     """OS entropy by default; seeded only when "reproducible demo (NOT FOR RELEASE)" is ticked."""
     s = ss()
     seed = int(s["demo_seed"]) if s.get("seeded_demo") else None
+    sampler = str(s.get("noise_sampler") or "opendp")  # OpenDP (vetted, default) or NumPy; a seed means NumPy
     cur: NoiseSource | None = s.get("noise")
-    if cur is None or cur.seed != seed:
-        cur = NoiseSource(seed)
+    if cur is None or cur.seed != seed or cur.requested_sampler != sampler:
+        cur = NoiseSource(seed, sampler=sampler)
         s["noise"] = cur
     return cur
 
@@ -511,7 +540,7 @@ def split() -> CorpusSplit | None:
         return None
     key = (s.get("corpus_id"), float(s["test_fraction"]))
     if s.get("split_key") != key:
-        new = split_corpus(c.labels, test_fraction=float(s["test_fraction"]), seed=0)
+        new = split_corpus(c.texts, test_fraction=float(s["test_fraction"]), seed=0)
         if s.get("split_key") is not None and s.get("pv") is not None:
             notice("The held-out fraction changed, so the training part changed: the private vocabulary and what "
                    "followed were discarded (the ε they spent stays on the ledger).")
@@ -835,7 +864,7 @@ def write_run() -> Path:
         notice(f"New sequences start a new run folder; the documents written before stay in {out.name}.")
         out = run_dir()
     cfg = sampling_config_used()
-    report_noise = NoiseSource(cfg.seed)  # describes the seed policy of the outputs (demo seed or OS entropy)
+    report_noise = NoiseSource(cfg.seed, sampler=cfg.noise_sampler)  # describes the seed policy of the outputs (demo seed or OS entropy)
     c = corpus()
     run = assemble_run(
         config=cfg, split=s["split"], ledger=ledger(), noise=report_noise, private_vocabulary=s["pv"],
@@ -956,7 +985,9 @@ def llm_backend() -> Any:
 
     s = ss()
     if s["backend"] == "offline":
-        return offline_backend()
+        return offline_backend(s.get("device"))
+    if s["backend"] == "local":
+        return local_backend(s.get("local_model_path") or "", s.get("device"))
     return make_backend("openai", model=(s["llm_model"] or "").strip() or None,
                         base_url=(s["base_url"] or "").strip() or None, api_key=s["api_key"] or None,
                         concurrency=int(s["concurrency"]))
@@ -977,10 +1008,11 @@ def generation_settings(limit: int) -> Any:
     from dpkps_core.llm import GenerationSettings
 
     s = ss()
-    offline = s["backend"] == "offline"
+    offline = s["backend"] in ("offline", "local")
     return GenerationSettings(max_tokens=int(s["max_tokens"]), temperature=float(s["llm_temperature"]),
                               timeout=120.0 if offline else 60.0, retries=2 if offline else 4,
-                              concurrency=1 if offline else int(s["concurrency"]), limit=int(limit))
+                              concurrency=1 if offline else int(s["concurrency"]), limit=int(limit),
+                              batch_size=int(s.get("llm_batch_size") or DEFAULT_BATCH_SIZE))
 
 
 def estimate_generation(limit: int) -> Any:
@@ -991,7 +1023,7 @@ def estimate_generation(limit: int) -> Any:
     settings = generation_settings(limit)
     price = float(s["price_per_1k"]) or None
     return estimate_cost(seqs, prompt_config=prompt_config(), backend=llm_backend(), max_tokens=settings.max_tokens,
-                         concurrency=settings.concurrency, price_per_1k=price)
+                         concurrency=settings.concurrency, price_per_1k=price, batch_size=settings.batch_size)
 
 
 def start_generation(limit: int) -> Job:
@@ -1046,7 +1078,7 @@ def start_evaluation(seeds: int) -> Job:
     if out is None or ss().get("outcome") is None:
         raise ParameterError("Sample keyphrase sequences first (page 5).")
     c = corpus()
-    emb = embedder(ss()["density_meta"]["embedding_model"])
+    emb = embedder(ss()["density_meta"]["embedding_model"], ss().get("device"))
 
     def work(job: Job) -> Any:
         return evaluation.evaluate_run(out, seeds=seeds, embedder=emb, corpus=c, progress=job.report)

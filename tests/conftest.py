@@ -37,7 +37,8 @@ def toy_corpus() -> Corpus:
     """A small labelled corpus (11 documents, 3 classes: business, sport, tech), built in memory."""
     texts = _SPORT + _TECH + _BUSINESS
     labels = ["sport"] * len(_SPORT) + ["tech"] * len(_TECH) + ["business"] * len(_BUSINESS)
-    return Corpus(texts=tuple(texts), labels=tuple(labels), name="toy", source="tests/conftest.py")
+    return Corpus(texts=tuple(texts), labels=tuple(labels), name="toy", source="tests/conftest.py",
+                  public_classes=("business", "sport", "tech"))
 
 
 @pytest.fixture

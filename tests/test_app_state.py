@@ -77,7 +77,7 @@ def test_assemble_run_writes_the_cli_run_folder(toy_corpus: Corpus, tmp_path: Pa
     vocab = PublicVocabulary("toy", ("goal", "match", "team", "software", "browser", "bank", "profits", "shares",
                                      "network", "league", "rates"), "test", "test")
     cfg = SamplingConfig(eps_voc=2.0, eps_kde=3.0, vocab_size=8, per_class=2, length=3, test_fraction=0.0)
-    split = split_corpus(toy_corpus.labels, test_fraction=0.0)
+    split = split_corpus(toy_corpus.texts, test_fraction=0.0)
     train = toy_corpus.subset(split.train)
     ledger, noise = PrivacyLedger(10.0), NoiseSource(7)
     pv = build_private_vocabulary(train.texts, vocab, eps_voc=2.0, terms_per_doc=10, vocab_size=8, noise=noise,

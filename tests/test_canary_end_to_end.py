@@ -60,7 +60,7 @@ def test_canaries_never_leave_the_private_side(tmp_path, chat_server, monkeypatc
     vocab.write_text("\n".join(" ".join(TOPICS.values()).split() + [c.lower() for c in CANARIES]) + "\n")
     run = tmp_path / "run"
     assert main(["sample", "--corpus", str(corpus), "--vocabulary", str(vocab), "--eps-voc", "2", "--eps-kde", "2",
-                 "-S", "4", "-N", "12", "--length", "4", "--per-class", "3", "--seed", "0", "--out", str(run)]) == 0
+                 "-S", "4", "-N", "12", "--length", "4", "--per-class", "3", "--seed", "0", "--classes", ",".join(TOPICS), "--out", str(run)]) == 0
     pv = json.loads((run / "private_vocabulary.json").read_text())
     assert not set(pv["terms"]) & {c.lower() for c in CANARIES}
 

@@ -38,9 +38,9 @@ def corpus_files(tmp_path: Path) -> tuple[Path, Path]:
 def _make_run(tmp_path: Path, corpus_csv: Path, *, client_fraction: float, documents: bool) -> Path:
     from dpkps_core.cli_sample import load_corpus_spec
 
-    corpus = load_corpus_spec(str(corpus_csv))
+    corpus = load_corpus_spec(str(corpus_csv), classes=tuple(POOLS))
     cfg = dataclasses.replace(toy_config(), corpus=str(corpus_csv), seed=3, client_fraction=client_fraction,
-                              test_fraction=0.4, per_class=12)
+                              test_fraction=0.4, per_class=12, classes=tuple(POOLS))
     run = run_sampling(corpus, cfg.validate(), vocabulary=make_toy_vocabulary(), embedder=BowEmbedder())
     out = write_run_folder(run, tmp_path / "run")
     if documents:
@@ -99,7 +99,8 @@ def test_sweep_cli_rows_and_files(tmp_path: Path, corpus_files, fake_models, cap
     out = tmp_path / "sweep"
     args = ["sweep", "--corpus", str(corpus_csv), "--vocabulary", str(vocab), "--out", str(out),
             "--eps-voc-grid", "2,20", "--eps-kde-grid", "5", "--methods", "independent,iterative-log", "--seeds", "2",
-            "--per-class", "10", "-N", "30", "-S", "5", "-L", "5", "--test-fraction", "0.25"]
+            "--per-class", "10", "-N", "30", "-S", "5", "-L", "5", "--test-fraction", "0.25",
+            "--classes", ",".join(POOLS)]
     assert main(args) == 0
     import pandas as pd
 
@@ -114,7 +115,8 @@ def test_sweep_cli_rows_and_files(tmp_path: Path, corpus_files, fake_models, cap
 
 def test_forecast_cli(tmp_path: Path, corpus_files, fake_models, capsys: pytest.CaptureFixture[str]) -> None:
     corpus_csv, vocab = corpus_files
-    base = ["forecast", "--corpus", str(corpus_csv), "--vocabulary", str(vocab), "-N", "30", "-S", "5", "-L", "5"]
+    base = ["forecast", "--corpus", str(corpus_csv), "--vocabulary", str(vocab), "-N", "30", "-S", "5", "-L", "5",
+            "--classes", ",".join(POOLS)]
     assert main(base + ["--eps-voc", "0.05", "--eps-kde", "0.05", "--method", "iterative-log",
                         "--out", str(tmp_path / "f")]) == 0
     low = capsys.readouterr().out

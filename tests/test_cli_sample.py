@@ -43,7 +43,7 @@ def test_sample_writes_run_folder(tmp_path, corpus_csv, vocab_file, capsys):
     out = tmp_path / "run"
     rc = _run(["sample", "--corpus", corpus_csv, "--vocabulary", vocab_file, "--eps-voc", 5, "--eps-kde", 5,
                "--method", "iterative-log", "--length", 4, "--per-class", 3, "--vocab-size", 20, "-S", 3,
-               "--seed", 1, "--out", out])
+               "--seed", 1, "--classes", "sport,tech,business", "--out", out])
     assert rc == 0
     seqs = [json.loads(line) for line in (out / "sequences.jsonl").read_text().splitlines()]
     assert len(seqs) == 9 and {s["label"] for s in seqs} == set(TOPICS)
@@ -69,7 +69,8 @@ def test_sample_writes_run_folder(tmp_path, corpus_csv, vocab_file, capsys):
     ],
 )
 def test_bad_parameters_give_specific_errors(tmp_path, corpus_csv, vocab_file, capsys, extra, message):
-    rc = _run(["sample", "--corpus", corpus_csv, "--vocabulary", vocab_file, *extra, "--out", tmp_path / "r"])
+    rc = _run(["sample", "--corpus", corpus_csv, "--vocabulary", vocab_file, "--classes", "sport,tech,business",
+               *extra, "--out", tmp_path / "r"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err.startswith("error: ") and message in err and "\n" not in err
 
@@ -87,29 +88,50 @@ def test_unknown_demo(tmp_path, capsys):
 def test_one_class_corpus(tmp_path, vocab_file, capsys):
     p = tmp_path / "one.csv"
     p.write_text("text,label\n" + "".join(f'"goal number {i} in the league match",sport\n' for i in range(10)))
-    assert _run(["sample", "--corpus", p, "--vocabulary", vocab_file, "--out", tmp_path / "r"]) == 2
-    assert "two classes" in capsys.readouterr().err
+    assert _run(["sample", "--corpus", p, "--vocabulary", vocab_file, "--classes", "sport", "--out", tmp_path / "r"]) == 2
+    assert "at least two public class names" in capsys.readouterr().err
 
 
-def test_no_vocabulary_match(tmp_path, corpus_csv, capsys):
+def test_undeclared_classes_are_refused_with_local_suggestions(tmp_path, corpus_csv, vocab_file, capsys):
+    assert _run(["sample", "--corpus", corpus_csv, "--vocabulary", vocab_file, "--out", tmp_path / "r"]) == 2
+    err = capsys.readouterr().err
+    assert "--classes" in err and "business, sport, tech" in err and "\n" not in err.strip()
+    assert not (tmp_path / "r").exists()
+
+
+def test_classes_file_and_both_given(tmp_path, corpus_csv, vocab_file, capsys):
+    f = tmp_path / "classes.txt"
+    f.write_text("sport\ntech\n\nbusiness\n", encoding="utf-8")
+    assert _run(["sample", "--corpus", corpus_csv, "--vocabulary", vocab_file, "--classes-file", f, "-K", 1,
+                 "--vocab-size", 10, "--seed", 0, "--out", tmp_path / "r"]) == 0
+    assert json.loads((tmp_path / "r" / "run_config.json").read_text())["classes"] == ["sport", "tech", "business"]
+    assert _run(["sample", "--corpus", corpus_csv, "--vocabulary", vocab_file, "--classes-file", f, "--classes",
+                 "a,b", "--out", tmp_path / "r2"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_declared_classes_decide_the_release(tmp_path, corpus_csv, vocab_file, capsys):
+    """Issue 11 §2: an undeclared label is left out; a declared class without documents still gets its
+    (noise-only) density and its sequences, so the release has the same shape whatever the data hold."""
+    out = tmp_path / "r"
+    assert _run(["sample", "--corpus", corpus_csv, "--vocabulary", vocab_file, "--classes", "sport,tech,weather",
+                 "-K", 2, "--vocab-size", 10, "--seed", 0, "--out", out]) == 0
+    printed = capsys.readouterr().out
+    assert "30 training document(s) carry a label outside" not in printed  # the exact count depends on the split
+    assert "outside the declared classes" in printed and "no training document" in printed
+    seqs = [json.loads(line) for line in (out / "sequences.jsonl").read_text().splitlines()]
+    assert [s["label"] for s in seqs] == ["sport", "sport", "tech", "tech", "weather", "weather"]
+    report = json.loads((out / "privacy_report.json").read_text())
+    assert report["classes"] == ["sport", "tech", "weather"]
+    assert "business" not in json.dumps(report)
+
+
+def test_no_vocabulary_match_still_releases_and_warns_locally(tmp_path, corpus_csv, capsys):
+    """Issue 11 §2: "no document contains any term of V" must not decide whether Ṽ is released (a neighbour with
+    one matching document would be released): the run goes ahead, noise only, with a local warning."""
     v = tmp_path / "v.txt"
     v.write_text("zebra\nquasar\n")
-    assert _run(["sample", "--corpus", corpus_csv, "--vocabulary", v, "--out", tmp_path / "r"]) == 2
-    assert "No document contains any term" in capsys.readouterr().err
-
-
-def test_subprocess_exit_code_and_one_line_message(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "dpkps_core", "sample", "--corpus", "demo:nope", "--out",
-                           str(tmp_path / "r")], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().count("\n") == 0 and proc.stderr.startswith("error: ")
-    assert "Traceback" not in proc.stderr
-
-
-def test_help_explains_every_option():
-    proc = subprocess.run([sys.executable, "-m", "dpkps_core", "sample", "--help"], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0
-    for opt in ("--corpus", "--vocabulary", "--eps-voc", "--eps-kde", "--method", "--length", "--per-class",
-                "--vocab-size", "--terms-per-doc", "--features", "--bandwidth", "--seed", "--out"):
-        assert opt in proc.stdout
+    assert _run(["sample", "--corpus", corpus_csv, "--vocabulary", v, "--classes", "sport,tech,business", "-K", 1,
+                 "--vocab-size", 2, "--seed", 0, "--out", tmp_path / "r"]) == 0
+    assert "No training document contains any term" in capsys.readouterr().out
+    assert len((tmp_path / "r" / "sequences.jsonl").read_text().splitlines()) == 3

@@ -35,7 +35,7 @@ def _corpus() -> Corpus:
         for i in range(20):
             texts.append(f"zzprivate{c}{i} " + " ".join(words[(i + j) % 6] for j in range(4)) + f" story {i}")
             labels.append(c)
-    return Corpus(tuple(texts), tuple(labels), "topics", "tests")
+    return Corpus(tuple(texts), tuple(labels), "topics", "tests", public_classes=tuple(TOPICS))
 
 
 VOCAB = PublicVocabulary("test", tuple(w for ws in TOPICS.values() for w in ws) + ("story", "river", "city"),

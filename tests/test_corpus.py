@@ -35,7 +35,8 @@ def _csv_bytes(records: list[dict[str, str]], sep: str = ",") -> bytes:
 def _same(corpus: Corpus, toy: Corpus) -> None:
     assert corpus.texts == toy.texts
     assert corpus.labels == toy.labels
-    assert corpus.classes == ["business", "sport", "tech"]
+    assert corpus.observed_classes == ["business", "sport", "tech"]
+    assert not corpus.declared  # a loaded file has no public class list until the user declares one
 
 
 # ---- Corpus dataclass ---------------------------------------------------------------------------------
@@ -57,7 +58,8 @@ def test_corpus_properties_and_subset(toy_corpus):
 
 def test_corpus_report_not_part_of_equality(toy_corpus):
     report = LoadReport(n_read=11, n_empty=0, n_too_short=0, n_duplicates=0, n_kept=11)
-    other = Corpus(toy_corpus.texts, toy_corpus.labels, toy_corpus.name, toy_corpus.source, report=report)
+    other = Corpus(toy_corpus.texts, toy_corpus.labels, toy_corpus.name, toy_corpus.source, report=report,
+                   public_classes=toy_corpus.public_classes)
     assert other == toy_corpus
     assert "11 documents kept" in report.summary()
 
@@ -159,7 +161,7 @@ def test_zip_without_class_folders_is_an_error(toy_corpus):
 def test_column_guessing_by_name(toy_records):
     recs = [{"ID": str(i), "Review": r["text"], "Category": r["label"]} for i, r in enumerate(toy_records)]
     c = load_corpus(_csv_bytes(recs), filename="x.csv")
-    assert c.classes == ["business", "sport", "tech"]
+    assert c.observed_classes == ["business", "sport", "tech"]
     assert suggest_columns(_csv_bytes(recs), filename="x.csv") == ("Review", "Category")
 
 
@@ -292,18 +294,35 @@ def test_error_missing_label_in_jsonl(toy_records):
         load_corpus("\n".join(lines).encode(), filename="x.jsonl")
 
 
-def test_error_only_one_class(toy_records):
+def test_one_label_is_a_local_note_not_a_refusal(toy_records):
+    """Whether anything is released must not hinge on one document's label (issue 11 §2): a file whose
+    documents all carry one label loads with a local note; the public class list decides."""
     recs = [dict(r, label="same") for r in toy_records]
-    with pytest.raises(CorpusError, match="needs at least two classes"):
-        load_corpus(_csv_bytes(recs), filename="x.csv")
+    c = load_corpus(_csv_bytes(recs), filename="x.csv")
+    assert any("same label" in n for n in c.report.notes)
+    with pytest.raises(ParameterError, match="at least two public class names"):
+        c.with_classes(["same"])
 
 
-def test_error_class_too_small(toy_records):
+def test_small_class_is_a_local_note_not_a_refusal(toy_records):
     recs = toy_records + [{"text": "A single lonely document about weather today.", "label": "weather"}]
-    with pytest.raises(CorpusError, match="Class 'weather' has only 1 document.*minimum of 2"):
-        load_corpus(_csv_bytes(recs), filename="x.csv")
-    with pytest.raises(CorpusError, match=r"Class 'business' has only 3 document\(s\) \(and 2 more classes\)"):
-        load_corpus(_csv_bytes(toy_records), filename="x.csv", min_class_size=5)
+    c = load_corpus(_csv_bytes(recs), filename="x.csv")
+    assert any("fewer than 2 documents" in n and "weather" in n for n in c.report.notes)
+    c5 = load_corpus(_csv_bytes(toy_records), filename="x.csv", min_class_size=5)
+    assert any("3 label(s) have fewer than 5" in n for n in c5.report.notes)
+
+
+def test_declared_classes(toy_records):
+    c = load_corpus(_csv_bytes(toy_records), filename="x.csv", classes="sport, tech, weather")
+    assert c.classes == ["sport", "tech", "weather"]  # declaration order, an empty class allowed
+    assert c.undeclared_count == 3  # the business documents (private count, local only)
+    assert set(c.declared_only().labels) == {"sport", "tech"}
+    with pytest.raises(ParameterError, match="Declare the public class names"):
+        load_corpus(_csv_bytes(toy_records), filename="x.csv").classes
+    with pytest.raises(ParameterError, match="twice"):
+        c.with_classes(["a", "a"])
+    with pytest.raises(ParameterError, match="must not be empty"):
+        c.with_classes(["a", ""])
 
 
 def test_error_file_too_big(tmp_path, toy_records):

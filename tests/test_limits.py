@@ -40,7 +40,7 @@ def test_corpus_document_limit(tmp_path):
 def test_long_documents_are_truncated_for_extraction_and_counted(monkeypatch):
     monkeypatch.setitem(LIMITS, "max_chars_per_doc", 40)
     texts = tuple(["goal match " * 50, "bank shares profit"] * 10)
-    corpus = Corpus(texts, tuple(["a", "b"] * 10), "t", "t")
+    corpus = Corpus(texts, tuple(["a", "b"] * 10), "t", "t", public_classes=("a", "b"))
     vocab = PublicVocabulary("v", ("goal", "match", "bank", "shares", "profit"), "x", "x")
     cfg = SamplingConfig(eps_voc=2, eps_kde=2, vocab_size=5, per_class=2, length=3, test_fraction=0.0)
     run = run_sampling(corpus, cfg, vocabulary=vocab, embedder=HashingEmbedder(8), noise=NoiseSource(seed=0))

@@ -20,16 +20,21 @@ def class_keyphrase_histograms(
 ) -> np.ndarray:
     """(C, |Ṽ|) array: for each class, Σ over its documents of 1/m per keyphrase occurrence.
 
-    Documents without keyphrases contribute nothing. Vectorised with one ``bincount``.
+    ``classes`` is the declared public class list: documents whose label is not in it contribute nothing, and a
+    declared class without documents gets a zero row (its release is then noise only), so the output shape
+    never depends on the private labels (issue 11 §2). Documents without keyphrases contribute nothing.
+    Vectorised with one ``bincount``.
     """
     class_index = {c: i for i, c in enumerate(classes)}
+    declared = np.fromiter((lab in class_index for lab in labels), dtype=bool, count=len(labels))
     lengths = np.fromiter(
         (min(len(k), max_per_doc) if max_per_doc else len(k) for k in keyphrases), dtype=np.int64, count=len(keyphrases)
     )
+    lengths = np.where(declared, lengths, 0)
     if lengths.sum() == 0:
         return np.zeros((len(classes), vocab_size))
     flat = np.concatenate([np.asarray(k[:n], dtype=np.int64) for k, n in zip(keyphrases, lengths) if n > 0])
-    doc_class = np.array([class_index[lab] for lab in labels], dtype=np.int64)
+    doc_class = np.array([class_index.get(lab, -1) for lab in labels], dtype=np.int64)
     keep = lengths > 0
     occ_class = np.repeat(doc_class[keep], lengths[keep])
     occ_weight = np.repeat(1.0 / lengths[keep], lengths[keep])
