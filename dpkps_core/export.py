@@ -354,6 +354,24 @@ def _without_fingerprints(obj: Any) -> Any:
     return obj
 
 
+PRIVATE_CORPUS_PLACEHOLDER = "private corpus (its path and file name stay in the local run folder)"
+_PRIVATE_LOCATION_KEYS = ("corpus_path", "private_corpus_path", "corpus_file", "source", "filename", "upload")
+
+
+def public_run_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The run configuration as released (issue 11 §4): no hash of a private file, and no private path or file
+    name — a user's corpus becomes a placeholder (the local run folder keeps the path for re-runs); a bundled
+    public demo corpus keeps its ``demo:…`` name."""
+    out = dict(_without_fingerprints(config))
+    corpus = out.get("corpus")
+    if not (isinstance(corpus, str) and corpus.startswith("demo:")):
+        out["corpus"] = PRIVATE_CORPUS_PLACEHOLDER
+    for key in list(out):
+        if any(part in str(key).lower() for part in _PRIVATE_LOCATION_KEYS):
+            del out[key]
+    return out
+
+
 def _secrets(extra: Iterable[str]) -> list[str]:
     found = [s for s in extra if isinstance(s, str) and len(s) >= _MIN_SECRET_CHARS]
     env = os.environ.get("OPENAI_API_KEY", "")
@@ -401,7 +419,7 @@ def collect_bundle(
         if name in wanted:
             data = _read_json(run, name, required=False)
             if data is not None:
-                out[name] = _json_bytes(_without_fingerprints(data) if name == RUN_CONFIG_FILE else data)
+                out[name] = _json_bytes(public_run_config(data) if name == RUN_CONFIG_FILE else data)
     if AUDIT_FILE in wanted:
         out[AUDIT_FILE] = _jsonl_bytes(audit)
     if FAILURES_FILE in wanted:

@@ -16,6 +16,7 @@ from dpkps_core.errors import ExportError
 from dpkps_core.export import (
     ALLOWED_RUN_FILES,
     DEMO_HEADING,
+    PRIVATE_CORPUS_PLACEHOLDER,
     build_bundle,
     bundle_bytes,
     check_allowed,
@@ -148,7 +149,23 @@ def test_private_file_fingerprints_are_dropped_from_run_config(tmp_path: Path) -
     cfg = {"epsilon_kde": 5.0, "corpus_sha256": "ab" * 32, "corpus": {"path": "c.csv", "fingerprint": "cd" * 32}}
     (run / "run_config.json").write_text(json.dumps(cfg))
     exported = json.loads(collect_bundle(run)["run_config.json"])
-    assert exported == {"epsilon_kde": 5.0, "corpus": {"path": "c.csv"}}
+    assert exported == {"epsilon_kde": 5.0, "corpus": PRIVATE_CORPUS_PLACEHOLDER}
+
+
+def test_bundle_holds_no_private_path_or_file_name(tmp_path: Path) -> None:
+    """Issue 11 §4: the run folder keeps the corpus path for re-runs; the bundle names no private file."""
+    run = make_run_dir(tmp_path, 2)
+    cfg = {"corpus": "/home/alice/ward7_patients_2024.csv", "corpus_path": "/home/alice/ward7_patients_2024.csv",
+           "text_column": "note", "eps_voc": 5.0}
+    (run / "run_config.json").write_text(json.dumps(cfg))
+    files = collect_bundle(run)
+    assert all(b"ward7_patients" not in data and b"/home/alice" not in data for data in files.values())
+    exported = json.loads(files["run_config.json"])
+    assert exported["corpus"] == PRIVATE_CORPUS_PLACEHOLDER and exported["eps_voc"] == 5.0
+    assert "ward7_patients" in (run / "run_config.json").read_text()  # kept locally for re-runs
+    demo = {"corpus": "demo:bbc", "eps_voc": 5.0}
+    (run / "run_config.json").write_text(json.dumps(demo))
+    assert json.loads(collect_bundle(run)["run_config.json"])["corpus"] == "demo:bbc"
 
 
 def test_export_without_generation(tmp_path: Path) -> None:
