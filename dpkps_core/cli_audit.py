@@ -1,0 +1,131 @@
+"""``python -m dpkps_core audit``: empirical privacy audit of the release path on your corpus (issue 11 §5).
+
+Runs :func:`dpkps_core.audit.run_audit` with the same corpus, vocabulary and sampling options as ``sample``,
+prints ``empirical_epsilon_lower_bound: X (claimed: Y)`` and the verdict, and writes a PRIVATE JSON report and
+Markdown section (``--out``; never part of a release bundle). It charges nothing to any privacy ledger.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from dpkps_core import audit, cli_sample
+from dpkps_core.embeddings import get_embedder
+from dpkps_core.pipeline import SamplingConfig
+
+
+def _load_corpus(config: SamplingConfig):
+    """The corpus the config names, with its declared public classes, loaded as ``sample`` loads it."""
+    loader = getattr(cli_sample, "load_config_corpus", None)
+    if loader is not None:
+        return loader(config)
+    return cli_sample.load_corpus_spec(config.corpus, text_column=config.text_column, label_column=config.label_column)
+
+
+def settings_from_args(args: argparse.Namespace) -> audit.AuditSettings:
+    return audit.AuditSettings(
+        trials=args.trials, time_budget=args.time_budget, vocabulary_trials=args.vocabulary_trials, confidence=args.confidence,
+        selection_fraction=args.selection_fraction, canary_documents=args.canaries, canary_terms=args.canary_terms,
+        noise_sampler=args.audit_sampler, seed=args.audit_seed,
+    ).validate()
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+    try:
+        os.chmod(path, 0o600)
+    except OSError:
+        pass
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    config = cli_sample.config_from_args(args)
+    settings = settings_from_args(args)
+    corpus = _load_corpus(config)
+    vocabulary = cli_sample.load_vocabulary_for(config)
+    embedder = get_embedder(config.embedding_model)
+    print("Empirical privacy audit — runs on in-memory copies with throwaway ledgers: it charges nothing to the "
+          "privacy ledger and writes nothing to a run folder or bundle.")
+    with tqdm(total=1000, desc="audit", unit="‰", leave=False, disable=args.quiet) as bar:
+        def progress(frac: float, message: str) -> None:
+            bar.n = int(1000 * frac)
+            bar.set_postfix_str(message[:70])
+            bar.refresh()
+
+        def on_plan(plan: dict) -> None:
+            bar.write(f"plan: {plan['trials_per_neighbour']} trials on each of {plan['neighbours']} neighbouring "
+                      f"corpora; measured {plan['seconds_per_round']:.2f} s per round → about "
+                      f"{audit.format_seconds(plan['estimated_seconds'])} in all")
+
+        result = audit.run_audit(corpus, config, vocabulary=vocabulary, embedder=embedder, settings=settings,
+                                 progress=progress, on_plan=on_plan)
+    r = result.to_dict()
+    best = result.best_event()
+    print(result.line())
+    print(result.verdict)
+    print(f"trials: {r['trials_per_neighbour']} per neighbour ({r['evaluation_trials']} for the bound), "
+          f"{r['runs_of_release_path']} runs in {r['seconds']:g} s; largest certifiable ε with these trials: "
+          f"{r['max_certifiable_epsilon']:.2f}")
+    if best.get("threshold") is not None:
+        print(f"strongest event: {best['neighbour_a']} vs {best['neighbour_b']}, {best['event']}: "
+              f"p = {best['p_a']:.3f} vs {best['p_b']:.3f}, ε ≥ {best['epsilon_lower_bound']:.3f}")
+    ex = r.get("exposure")
+    if ex:
+        w, o = ex["with_canaries"], ex["without_canaries"]
+        print(f"canary exposure: {w['canary_occurrences_per_1000_keyphrases']:.3f} canary terms per 1,000 sampled "
+              f"keyphrases with {ex['canaries']} canaries planted vs {o['canary_occurrences_per_1000_keyphrases']:.3f} "
+              f"without; canary terms in Ṽ per trial {w['canary_terms_in_vocabulary_per_trial']:.2f} vs "
+              f"{o['canary_terms_in_vocabulary_per_trial']:.2f}")
+    for warning in r.get("warnings", []):
+        print(f"warning: {warning}")
+    print("The ledger was charged nothing (each trial used its own throwaway ledger).")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        os.chmod(out, 0o700)
+        _write_private(out / "audit_report.json", json.dumps(r, indent=2, ensure_ascii=False))
+        _write_private(out / "audit_report.md", audit.render_markdown(result))
+        print(f"wrote the PRIVATE audit report (local only, never part of a bundle) to {out / 'audit_report.json'} "
+              f"and {out / 'audit_report.md'}")
+    return 1 if (result.violation and args.fail_on_violation) else 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "audit", help="empirical privacy audit of the release path on your corpus (private, costs no ε)",
+        description="Runs the exact release path many times on neighbouring copies of your corpus (one document "
+                    "removed, one canary added) and reports an empirical lower bound on ε with Clopper–Pearson "
+                    "confidence, next to the claimed ε, plus canary exposure. A lower bound, not a proof. Nothing "
+                    "is released and no ledger is charged.",
+    )
+    cli_sample.add_sampling_arguments(p)
+    d = audit.AuditSettings()
+    g = p.add_argument_group("audit")
+    g.add_argument("--trials", type=int, default=None,
+                   help="runs of the release path per neighbouring corpus (default: as many as fit --time-budget, at "
+                        f"least {d.min_trials})")
+    g.add_argument("--time-budget", type=float, default=d.time_budget,
+                   help="seconds the trials may take when --trials is not given (default %(default)s)")
+    g.add_argument("--vocabulary-trials", type=int, default=None,
+                   help="trials of the cheap vocabulary stage (private vocabulary alone, bounded against ε_voc) per "
+                        f"neighbour (default: as many as fit {d.vocabulary_time_budget:g} s, at most "
+                        f"{d.max_vocabulary_trials})")
+    g.add_argument("--confidence", type=float, default=d.confidence, help="confidence of the bound (default %(default)s)")
+    g.add_argument("--selection-fraction", type=float, default=d.selection_fraction,
+                   help="share of trials used only to choose the events (default 1/3)")
+    g.add_argument("--canaries", type=int, default=d.canary_documents,
+                   help="canary documents of the exposure test; 0 skips it (default %(default)s)")
+    g.add_argument("--canary-terms", type=int, default=None, help="rare public terms per canary (default S)")
+    g.add_argument("--audit-sampler", choices=audit.SAMPLER_CHOICES, default=d.noise_sampler,
+                   help="noise sampler of the trials: numpy (default, fast; same distributions), opendp, or release "
+                        "(the --noise-sampler of the release; OpenDP takes seconds per trial on 50k terms)")
+    g.add_argument("--audit-seed", type=int, default=None, help="seed the audit (reproducible tests); default OS entropy")
+    g.add_argument("--out", help="folder for the PRIVATE audit_report.json and audit_report.md (never exported)")
+    g.add_argument("--fail-on-violation", action="store_true", help="exit with status 1 when a violation is found")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_audit)
