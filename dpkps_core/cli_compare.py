@@ -12,6 +12,7 @@ import sys
 
 from dpkps_core.compare import METHODS
 from dpkps_core.sampling import METHODS as SAMPLING_METHODS
+from dpkps_core.cli_sample import add_class_arguments
 
 PP_WARNING_CLI = (
     "WARNING: private prediction puts PRIVATE documents into the prompt of the LOCAL offline model (it needs "
@@ -53,8 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--corpus", default="demo:bbc", help="demo:bbc, demo:drugs, demo:drugs-rating or a file/folder")
     g.add_argument("--text-column", help="column holding the document text (guessed when omitted)")
     g.add_argument("--label-column", help="column holding the class label (guessed when omitted)")
-    g.add_argument("--test-fraction", type=float, default=0.2, help="held-out share of each class")
-    g.add_argument("--split-seed", type=int, default=0, help="seed of the stratified split")
+    add_class_arguments(g)
+    g.add_argument("--test-fraction", type=float, default=0.2,
+                   help="held-out share (each document assigned on its own by a keyed hash of its text)")
+    g.add_argument("--split-seed", type=int, default=0, help="public seed of the hash split")
     g = p.add_argument_group("privacy")
     g.add_argument("--eps", type=float, required=True, help="total ε spent by EVERY method")
     g.add_argument("--delta", type=float, default=1e-6, help="δ of the (ε, δ) methods (DP-KPS needs none)")
@@ -96,8 +99,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--pp-top-k", type=int, default=20, help="sample among the public prediction's top-k tokens (0 = all)")
     g.add_argument("--pp-prompt-tokens", type=int, default=96, help="private documents are cut to this many tokens")
     g.add_argument("--class-size-estimate", type=float, default=None,
-                   help="PUBLIC estimate of documents per class for the hash buckets (default: the training size, "
-                        "which treats n as public)")
+                   help="PUBLIC estimate of documents per class for the hash buckets (default: a DP count of the "
+                        "training part, charged to private prediction's ε: min(0.1, 5 %% of ε))")
     g = p.add_argument_group("AugPE+Ṽ (paper 001 §3)")
     g.add_argument("--augpe-epochs", type=int, default=10, help="vote/variation epochs T (T prompts per document)")
     g.add_argument("--augpe-words", type=int, default=10, help="random Ṽ words per first prompt")
@@ -110,14 +113,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from dpkps_core.augpe import AugPEConfig
-    from dpkps_core.cli_sample import load_corpus_spec
+    from dpkps_core.cli_sample import load_corpus_spec, parse_classes, require_declared
     from dpkps_core.cli_ledger import corpus_ledger, ledger_summary
     from dpkps_core.compare import compare_methods, joint_cost
     from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
     from dpkps_core.llm.backends import make_backend
     from dpkps_core.private_prediction import PrivatePredictionConfig
 
-    corpus = load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column)
+    corpus = require_declared(load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column,
+                                               classes=parse_classes(args.classes, args.classes_file)))
     ledger = corpus_ledger(corpus, tool="cli compare", out=args.out, cap=args.epsilon_cap)
     joint_eps, joint_delta = joint_cost(args.methods, eps_total=args.eps, delta=args.delta,
                                         eps_voc=args.eps / 2 if args.eps_voc is None else args.eps_voc)

@@ -37,12 +37,14 @@ def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column:
 
 
 def load_config_corpus(config: SamplingConfig) -> Corpus:
-    """The corpus a sampling configuration names, with its declared public classes.
+    """The corpus a sampling configuration names, with its declared public classes (see :func:`require_declared`)."""
+    return require_declared(load_corpus_spec(config.corpus, text_column=config.text_column,
+                                             label_column=config.label_column, classes=config.classes))
 
-    Without a declaration (a user's file and no ``--classes``) this refuses with the labels found in the
-    file as a local suggestion: the data owner reads them on their own terminal; nothing is released."""
-    corpus = load_corpus_spec(config.corpus, text_column=config.text_column, label_column=config.label_column,
-                              classes=config.classes)
+
+def require_declared(corpus: Corpus) -> Corpus:
+    """Refuse a corpus without declared public classes, with the labels found in it as a LOCAL suggestion: the
+    data owner reads them on their own terminal; nothing is released or spent."""
     if not corpus.declared:
         found = corpus.observed_classes
         shown = ", ".join(found[:20]) + (f" … ({len(found)} in all)" if len(found) > 20 else "")
@@ -52,6 +54,14 @@ def load_config_corpus(config: SamplingConfig) -> Corpus:
             f"{shown}."
         )
     return corpus
+
+
+def add_class_arguments(g: argparse._ArgumentGroup) -> None:
+    """``--classes`` / ``--classes-file``: the declared public class names (every command that releases)."""
+    g.add_argument("--classes", help="the PUBLIC class names, comma-separated (required for your own corpus; demo "
+                   "corpora carry theirs). Documents with other labels enter no DP step; a listed class without "
+                   "documents still gets a (noise-only) density")
+    g.add_argument("--classes-file", help="a UTF-8 file with one public class name per line (instead of --classes)")
 
 
 def parse_classes(value: str | None, file: str | None) -> tuple[str, ...] | None:
@@ -83,10 +93,7 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
                    "to CSV/TSV/JSONL/Parquet/ZIP of .txt/folder of class sub-folders")
     g.add_argument("--text-column", help="column holding the document text (guessed when omitted)")
     g.add_argument("--label-column", help="column holding the class label (guessed when omitted)")
-    g.add_argument("--classes", help="the PUBLIC class names, comma-separated (required for your own corpus; demo "
-                   "corpora carry theirs). Documents with other labels enter no DP step; a listed class without "
-                   "documents still gets a (noise-only) density")
-    g.add_argument("--classes-file", help="a UTF-8 file with one public class name per line (instead of --classes)")
+    add_class_arguments(g)
     g.add_argument("--test-fraction", type=float, default=d.test_fraction,
                    help="share of documents held out for evaluation (each assigned on its own by a keyed hash of its "
                         "text; never touched by a DP step) (default %(default)s)")

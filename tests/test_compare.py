@@ -149,3 +149,31 @@ def test_cli_compare_is_registered_and_warns_about_private_prompts(monkeypatch, 
     assert "| DP-KPS |" in captured.out and (tmp_path / "o" / "compare.csv").is_file()
     assert seen["eps_total"] == 6.0 and seen["private_prediction"].svt_threshold == 0.5
     assert seen["private_prediction"].private_tokens == 48
+
+
+def test_private_prediction_buckets_never_follow_the_private_size(tmp_path: Path, monkeypatch) -> None:
+    """Issue 11 §3: without a public class-size estimate the hash buckets used to be ⌊(n_train / C) / s⌋ from the
+    private n (written into the released report). Now they come from a DP count charged to the method's ε."""
+    from dpkps_core import private_prediction as pp
+
+    sizes: list[float] = []
+    original = pp.buckets_for
+    monkeypatch.setattr(pp, "buckets_for", lambda n, s: sizes.append(n) or original(n, s))
+    backend = EchoBackend()
+    res = cmp.compare_methods(
+        _corpus(), methods=("private-prediction",), eps_total=8.0, delta=1e-6, per_class=2, max_tokens=6,
+        backend=backend, embedder=HashingEmbedder(dim=32), vocabulary=VOCAB,
+        private_prediction=PrivatePredictionConfig(batch_size=4, private_tokens=6, public_top_k=None),
+        local_lm=(FakeLM(seed=7), FakeTokenizer()), class_size_estimate=None, seeds=(0,), seed=None,
+        real_baseline=False)
+    events = res.privacy["private-prediction"]["events"]
+    size = [e for e in events if e["step"] == "size"]
+    assert len(size) == 1 and size[0]["sensitivity"] == 1.0 and size[0]["epsilon"] == pytest.approx(cmp.size_epsilon(8.0))
+    assert res.privacy["private-prediction"]["epsilon_total"] == pytest.approx(8.0, abs=1e-3)
+    assert res.rows[0].epsilon == pytest.approx(8.0, abs=1e-3) and res.rows[0].epsilon <= 8.0
+    n_train = res.info["n_train"]
+    released = json.dumps(res.privacy["private-prediction"])
+    assert "DP count" in res.rows[0].notes and f"n_train\": {n_train}" not in released
+    # the buckets were sized from the noisy count, not from n_train / C
+    noisy = size[0]["params"]["noisy_count"]
+    assert sizes == [pytest.approx(max(noisy, 1.0) / 3)]
