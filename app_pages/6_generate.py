@@ -5,7 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from dpkps_core.device import DEVICE_CHOICES, cuda_available, describe_device
 from dpkps_core.llm import preview
+from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
 from studio import state, widgets
 
 widgets.page_header(5, "Each prompt holds only a public template, the document type, one DP keyphrase sequence and "
@@ -20,9 +22,28 @@ else:
     job = s.get("job_generation")
     running = isinstance(job, state.Job) and job.running
     st.subheader("Backend")
-    widgets.bound(st.radio, "LLM", "backend", options=["offline", "openai"], horizontal=True, disabled=running,
+    widgets.bound(st.radio, "LLM", "backend", options=["offline", "local", "openai"], horizontal=True,
+                  disabled=running,
                   format_func={"offline": "Offline SmolLM2-135M (default, runs here)",
+                               "local": "My own model folder (runs here)",
                                "openai": "OpenAI-compatible server"}.get)
+    if s["backend"] == "local":
+        widgets.bound(st.text_input, "Model folder on this server (a Hugging Face causal-LM folder: config.json, "
+                      "safetensors weights, tokenizer; loaded offline, nothing is downloaded)", "local_model_path",
+                      placeholder="/models/my-approved-instruct-model", disabled=running)
+    if s["backend"] in ("offline", "local"):
+        c1, c2 = st.columns(2)
+        widgets.bound(c1.radio, "Device", "device", options=list(DEVICE_CHOICES), horizontal=True, disabled=running,
+                      format_func={"auto": "auto (GPU when present)", "cpu": "CPU", "cuda": "CUDA GPU"}.get)
+        widgets.bound(c2.number_input, "Documents per batch (written together in one model call)", "llm_batch_size",
+                      min_value=1, max_value=256, disabled=running)
+        has_gpu = cuda_available()
+        st.caption(f"This server: {'a CUDA GPU (' + describe_device('cuda') + ')' if has_gpu else 'no CUDA GPU, CPU'}"
+                   f". The device also runs the embedding of real documents in the evaluation. Batches of "
+                   f"{DEFAULT_BATCH_SIZE} were about 4× faster than one document at a time on 2 CPU cores; every "
+                   "finished document is still saved at once.")
+        if s["device"] == "cuda" and not has_gpu:
+            st.warning("No CUDA GPU is visible here: choose auto or CPU.", icon=":material/warning:")
     if s["backend"] == "openai":
         c1, c2 = st.columns(2)
         widgets.bound(c1.text_input, "Base URL (empty = api.openai.com)", "base_url",

@@ -1,6 +1,6 @@
 """Generation speed of the offline model: N documents one at a time vs batched, in one run on one machine.
 
-    python -m benchmarks.generation                    # N=8, batch 8, 96 tokens, 1 thread (~3 min on 2 cores)
+    python -m benchmarks.generation                    # N=16, batch 16, 96 tokens, 1 thread (~4 min on 2 cores)
     python -m benchmarks.generation --sweep 1,2,4,8,16 # tokens/s per batch size (how the default was chosen)
 
 Both timings go through the real runner (:func:`dpkps_core.llm.run_generation`: checkpointing, audit log,
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE, OfflineBackend
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.generation", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=8, help="documents per timing (serial and batched)")
+    ap.add_argument("--n", type=int, default=16, help="documents per timing (serial and batched)")
     ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="batch size of the batched timing")
     ap.add_argument("--max-tokens", type=int, default=96, help="most tokens per document")
     ap.add_argument("--temperature", type=float, default=0.7)

@@ -7,43 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from dpkps_core.cli import main
 from dpkps_core.errors import LLMError, ParameterError
 from dpkps_core.llm import GenerationSettings, PromptConfig, make_backend, read_documents, run_generation
 from dpkps_core.llm.backends import LocalModelBackend, LocalTransformersBackend, chat_token_ids
-from llm_fakes import make_sequences, write_jsonl
-
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }} {{ m['content'] }}<|im_end|> {% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant {% endif %}")
-WORDS = ("write a short news article that uses these keyphrases in order the match goal market bank sport "
-         "business term document football season shares profits , . : - and of to in is was").split()
-
-
-def build_tiny_model(folder: Path, *, chat_template: bool = True) -> Path:
-    """Save a random 2-layer Llama (hidden 32) and a word-level tokenizer into ``folder``."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    specials = ["<pad>", "<unk>", "<|im_start|>", "<|im_end|>"]
-    vocab = {t: i for i, t in enumerate(specials + WORDS + [f"term{i}" for i in range(100)])}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Whitespace()
-    core.add_special_tokens(specials)
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", eos_token="<|im_end|>")
-    if chat_template:
-        tok.chat_template = CHATML
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                      pad_token_id=vocab["<pad>"], eos_token_id=vocab["<|im_end|>"], bos_token_id=None)
-    model = LlamaForCausalLM(cfg)
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(folder))
-    tok.save_pretrained(str(folder))
-    return folder
-
+from llm_fakes import build_tiny_model, make_sequences, write_jsonl
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
