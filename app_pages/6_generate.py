@@ -39,9 +39,9 @@ else:
                       min_value=1, max_value=256, disabled=running)
         has_gpu = cuda_available()
         st.caption(f"This server: {'a CUDA GPU (' + describe_device('cuda') + ')' if has_gpu else 'no CUDA GPU, CPU'}"
-                   f". The device also runs the embedding of real documents in the evaluation. Batches of "
-                   f"{DEFAULT_BATCH_SIZE} were about 4× faster than one document at a time on 2 CPU cores; every "
-                   "finished document is still saved at once.")
+                   f". The device also runs the embedding of real documents in the evaluation. A batch of "
+                   f"{DEFAULT_BATCH_SIZE} wrote documents 3.7× faster than one at a time on 2 CPU cores "
+                   "(benchmarks/generation.py); every finished document is still saved at once.")
         if s["device"] == "cuda" and not has_gpu:
             st.warning("No CUDA GPU is visible here: choose auto or CPU.", icon=":material/warning:")
     if s["backend"] == "openai":
