@@ -11,6 +11,7 @@ import math
 import sys
 
 from dpkps_core.compare import METHODS
+from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.sampling import METHODS as SAMPLING_METHODS
 from dpkps_core.cli_sample import add_class_arguments
 
@@ -76,8 +77,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--temperature", type=float, default=0.7, help="LLM temperature (DP-KPS, AugPE+Ṽ)")
     g.add_argument("--seeds", type=int, default=3, help="classifier seeds of the evaluation")
     g.add_argument("--no-real-baseline", action="store_true", help="skip the real-documents row")
-    g = p.add_argument_group("LLM (DP-KPS and AugPE+Ṽ; private prediction always uses the local offline model)")
-    g.add_argument("--backend", choices=("offline", "openai"), default="offline")
+    g = p.add_argument_group("LLM (DP-KPS and AugPE+Ṽ; private prediction uses the local model: offline, or "
+                             "--backend local)")
+    g.add_argument("--backend", choices=("offline", "local", "openai"), default="offline")
+    g.add_argument("--model-path", metavar="DIR", default=None,
+                   help="Hugging Face model folder on disk for --backend local (loaded offline)")
+    g.add_argument("--device", choices=DEVICE_CHOICES, default=default_device_setting(),
+                   help="where the offline/local model runs: auto = CUDA when torch sees a GPU, else the CPU")
     g.add_argument("--base-url", default=None, help="server base URL for --backend openai")
     g.add_argument("--model", default=None, help="model name for --backend openai")
     g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
@@ -134,7 +140,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         backend = make_backend("openai", model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
                                concurrency=args.concurrency)
     else:
-        backend = make_backend("offline", threads=args.threads)
+        backend = make_backend(args.backend, threads=args.threads, device=args.device, model_path=args.model_path)
     pp_cfg = PrivatePredictionConfig(
         batch_size=args.pp_batch_size, private_tokens=args.pp_private_tokens or args.max_tokens,
         temperature=args.pp_temperature, svt_threshold=args.pp_svt_threshold, svt_noise=args.pp_svt_noise,

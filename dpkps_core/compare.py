@@ -451,10 +451,11 @@ def compare_methods(
             if local_lm is not None:
                 model, tok, name = local_lm[0], local_lm[1], "local-model"
             else:
-                from dpkps_core.llm.backends import OfflineBackend
+                from dpkps_core.llm.backends import LocalTransformersBackend, OfflineBackend
 
-                offline = llm if isinstance(llm, OfflineBackend) else OfflineBackend(threads=threads)
-                model, tok, name = load_local_lm(offline)
+                # a local model (offline SmolLM2 or a `local` model folder) gives logits; a remote one cannot
+                local = next((b for b in (llm, backend) if isinstance(b, LocalTransformersBackend)), None)
+                model, tok, name = load_local_lm(local or OfflineBackend(threads=threads))
             if class_size_estimate is not None:
                 n_est, note_n = float(class_size_estimate), "hash buckets from the public class-size estimate"
             else:

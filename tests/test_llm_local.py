@@ -93,3 +93,20 @@ def test_private_prediction_and_augpe_accept_the_local_backend(tiny_model: Path)
     msgs = [augpe.random_api_messages(["goal", "match"], acfg), augpe.random_api_messages(["bank"], acfg)]
     texts, st = augpe.generate_texts(msgs, backend=backend, max_tokens=4, temperature=0.7, offline_batch=2)
     assert len(texts) == 2 and st.calls == 2 and st.prompt_tokens > 10
+
+
+def test_compare_runs_private_prediction_on_the_local_backend(tiny_model: Path, tmp_path: Path) -> None:
+    from test_compare import VOCAB, _corpus
+
+    from dpkps_core import compare as cmp
+    from dpkps_core.embeddings import HashingEmbedder
+    from dpkps_core.private_prediction import PrivatePredictionConfig
+
+    res = cmp.compare_methods(
+        _corpus(), methods=("private-prediction",), eps_total=8.0, delta=1e-6, per_class=1, max_tokens=3,
+        backend=LocalModelBackend(model_path=tiny_model), embedder=HashingEmbedder(dim=32), vocabulary=VOCAB,
+        private_prediction=PrivatePredictionConfig(batch_size=4, private_tokens=3, public_top_k=8),
+        class_size_estimate=16, seeds=(0,), seed=11, out_dir=tmp_path / "cmp", real_baseline=False)
+    assert [r.method for r in res.rows] == ["private-prediction"]
+    docs = [json.loads(x) for x in (tmp_path / "cmp" / "documents_private-prediction.jsonl").read_text().splitlines()]
+    assert docs and {d["model"] for d in docs} == {"tiny-llama"}
