@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from dpkps_core.device import DEVICE_CHOICES
+
 
 
 def _floats(text: str) -> list[float]:
@@ -47,7 +49,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from dpkps_core.evaluation import PRIVATE_NOTE, evaluate_run, write_evaluation
 
     result = evaluate_run(args.run, seeds=args.seeds, classifier=args.classifier, coral=args.coral,
-                          coral_weight=args.coral_weight, progress=_stderr_progress("evaluate"))
+                          coral_weight=args.coral_weight, progress=_stderr_progress("evaluate"), device=args.device)
     path = write_evaluation(result, args.run)
     for line in result.summary_lines():
         print(line)
@@ -158,6 +160,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--no-coral", dest="coral", action="store_false",
                    help="skip Deep CORAL (default: run it when the split has client documents)")
     p.add_argument("--coral-weight", type=float, default=1.0, help="λ of the CORAL term (default %(default)s)")
+    p.add_argument("--device", choices=DEVICE_CHOICES, default=None,
+                   help="where the embedding model runs: auto = CUDA when torch sees a GPU, else the CPU "
+                        "(default: $DPKPS_DEVICE, else auto)")
     p.set_defaults(func=_cmd_evaluate)
 
     p = subparsers.add_parser(

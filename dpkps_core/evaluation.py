@@ -602,12 +602,13 @@ class EvaluationResult:
 def evaluate_run(
     run_dir: str | Path, *, seeds: int | Sequence[int] = 3, classifier: str = "logreg", coral: bool | None = None,
     coral_weight: float = 1.0, embedder: Embedder | None = None, corpus: Corpus | None = None,
-    progress: Progress | None = None,
+    progress: Progress | None = None, device: str | None = None,
 ) -> EvaluationResult:
     """Evaluate a run folder locally (DESIGN §5): the no-LLM check and its real keyphrase baseline always; with
     ``documents.jsonl``, downstream accuracy of the synthetic documents and the real-document baseline; Deep CORAL
     variants (with and without the CORAL term) when ``coral`` is True, or when None and the split has client
-    documents. ``embedder`` defaults to the run's embedding model."""
+    documents. ``embedder`` defaults to the run's embedding model on ``device`` (auto/cpu/cuda, None =
+    ``$DPKPS_DEVICE`` or auto); each real document is embedded once per evaluation, whatever the seeds."""
     from dpkps_core.embeddings import get_embedder
 
     report = progress or _noop
@@ -655,7 +656,9 @@ def evaluate_run(
     }
     if run.documents:
         t = time.perf_counter()
-        embedder = embedder or get_embedder(run.config.embedding_model)
+        if embedder is None:
+            name = run.config.embedding_model
+            embedder = get_embedder(name) if device is None else get_embedder(name, device=device)
         report(0.15, f"embedding {len(test):,} real test documents (in memory only)")
         test_emb = embed_texts(test.texts, embedder, progress=lambda f, m: report(0.15 + 0.25 * f, m))
         report(0.4, f"embedding {len(run.documents):,} synthetic documents")
