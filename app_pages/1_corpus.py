@@ -42,9 +42,12 @@ else:
                 st.caption("ZIP of .txt files: each file is a document, labelled by the folder that holds it.")
             if st.button("Load this corpus", type="primary", icon=":material/upload_file:"):
                 c = state.load_upload(data, upload.name, text_column=text_col, label_column=label_col)
-                st.success(f"Loaded {len(c):,} documents in {len(c.classes)} classes.")
+                st.success(f"Loaded {len(c):,} documents with {len(c.observed_classes)} distinct labels.")
 
 corpus = state.corpus()
+if corpus is not None and s["corpus_source"] == "upload" and not str(s.get("corpus_id") or "").startswith("upload:"):
+    corpus = None  # the demo corpus loaded before is not the user's: say so instead of showing it under "upload"
+    st.info("No corpus of yours is loaded yet: choose a file above and press “Load this corpus”.")
 if corpus is not None:
     st.divider()
     st.subheader(f"Summary of “{corpus.name}”")
@@ -63,12 +66,43 @@ if corpus is not None:
     st.dataframe({"class": list(info["class_counts"]), "documents": list(info["class_counts"].values())},
                  hide_index=True, key="table.class_counts")
 
+    st.subheader("Public class names")
+    if s.get("corpus_source") == "demo":
+        st.markdown(f"The demo corpus is public, and so is its class list: **{', '.join(corpus.classes)}**.")
+    else:
+        st.markdown("The class names are **released** with the synthetic corpus (its labels, the privacy report), "
+                    "so they must be names you are allowed to publish. The labels found in your file are shown "
+                    "below only as a suggestion for you (private). Documents with a label you do not declare take "
+                    "part in no DP step; a declared class without documents still gets a (noise-only) density.")
+        suggested = list(corpus.public_classes or corpus.observed_classes)
+        names = st.multiselect("Public class names (add your own by typing)",
+                               options=list(dict.fromkeys(corpus.observed_classes + suggested)),
+                               default=suggested, accept_new_options=True, key=f"class_names:{s['corpus_id']}")
+        confirmed = st.checkbox("I confirm these class names are public",
+                                key=f"class_names_confirmed:{s['corpus_id']}")
+        if st.button("Declare these classes public", disabled=not confirmed, icon=":material/public:"):
+            with widgets.guard():
+                state.declare_classes(names)
+                st.rerun()
+        if corpus.declared:
+            st.success(f"Declared public classes: {', '.join(corpus.classes)}.")
+            if corpus.undeclared_count:
+                st.caption(f"{widgets.PRIVATE_BADGE} {corpus.undeclared_count:,} document(s) carry a label outside "
+                           "the declared classes and take part in no DP step.")
+        else:
+            st.warning("Declare the public class names to continue: nothing is built before they are confirmed.")
+    if corpus.report is not None and corpus.report.notes:
+        for note in corpus.report.notes:
+            st.caption(f"{widgets.PRIVATE_BADGE} {note}")
+
     st.subheader("Held-out part for evaluation")
-    widgets.bound(st.slider, "Test fraction (held out per class; never touched by a DP step)", "test_fraction",
+    widgets.bound(st.slider, "Test fraction (held out; never touched by a DP step)", "test_fraction",
                   min_value=0.0, max_value=0.5, step=0.05)
     sp = state.split()
     st.caption(f"{len(sp.train):,} training documents feed the DP steps; {len(sp.test):,} are held out for the "
-               "local evaluation (page 7). Changing this after building Ṽ discards Ṽ and what followed.")
-    widgets.next_button(0)
-else:
+               "local evaluation (page 7). Each document is assigned on its own by a keyed hash of its text, so "
+               "adding or removing one document moves no other; the classes' shares are therefore only "
+               "approximately equal. Changing this after building Ṽ discards Ṽ and what followed.")
+    widgets.next_button(0, enabled=corpus.declared, help=None if corpus.declared else "Declare the public class names first.")
+elif s["corpus_source"] == "demo":
     st.info("Load a corpus to continue.")

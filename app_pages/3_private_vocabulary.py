@@ -37,6 +37,10 @@ else:
     pv = s.get("pv")
     if pv is not None:
         meta = s["pv_meta"]
+        for warning in meta.get("local_warnings", ()):
+            st.warning(f"{warning} (A private check shown only to you: the release went ahead as it would for any "
+                       "neighbouring corpus, so that whether anything is released never hinges on one document.)",
+                       icon=":material/lock:")
         changed = state.settings_changed_since(meta, state.vocabulary_settings_now())
         if changed:
             st.warning(f"Settings changed since Ṽ was built ({', '.join(changed)}); Ṽ below uses the old ones. "

@@ -80,8 +80,9 @@ else:
             m[3].metric("Expected error", f"{info['total_error']:.3f}",
                         help=f"RFF {info['rff_error']:.3f} + DP noise {info['noise_error']:.3f}")
         if meta["documents_without_keyphrases"]:
-            st.caption(f"{meta['documents_without_keyphrases']:,} training documents contain no term of Ṽ and "
-                       "contribute nothing.")
+            st.caption(f"{widgets.PRIVATE_BADGE} {meta['documents_without_keyphrases']:,} training documents "
+                       "contain no term of Ṽ and contribute nothing (an exact count of the private corpus: not a "
+                       "DP output, never exported).")
         c = state.corpus()
         scores = state.density_scores()
         st.plotly_chart(charts.density_bars(c.classes, s["pv"].terms, scores, top=10), key="chart.density_bars")

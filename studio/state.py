@@ -142,7 +142,7 @@ def corpus_summary(corpus: Corpus) -> dict[str, Any]:
     words = np.array([len(t.split()) for t in corpus.texts], dtype=np.int64)
     return {
         "documents": len(corpus),
-        "classes": len(corpus.classes),
+        "classes": len(corpus.observed_classes),
         "class_counts": corpus.class_counts,
         "words_min": int(words.min()) if words.size else 0,
         "words_median": float(np.median(words)) if words.size else 0.0,
@@ -532,6 +532,25 @@ def _set_corpus(c: Corpus, *, cid: str, spec: str, fingerprint: str | None, text
                "folder and ledger are kept.")
 
 
+def declare_classes(names: Sequence[str]) -> Corpus:
+    """The user confirms ``names`` as the PUBLIC class names of the current corpus (issue 11 §2).
+
+    Suggestions read off the data are only shown locally; this declaration is what the DP steps release per
+    class. Changing it discards Ṽ and what followed (the ε they spent stays on the ledger)."""
+    s = ss()
+    c = corpus()
+    if c is None:
+        raise CorpusError("Load a corpus first (page 1).")
+    declared = c.with_classes(list(names))  # validates: ≥ 2 distinct non-empty names
+    if declared.public_classes != c.public_classes:
+        if s.get("pv") is not None:
+            notice("The public class list changed: the private vocabulary and what followed were discarded (the ε "
+                   "they spent stays on the ledger).")
+        clear_after("corpus")
+        s["corpus"] = declared
+    return declared
+
+
 def split() -> CorpusSplit | None:
     """The held-out split of the current corpus; only ``split.train`` feeds DP steps."""
     s = ss()
@@ -554,7 +573,7 @@ def train_part() -> Corpus:
     sp = split()
     if c is None or sp is None:
         raise CorpusError("Load a corpus first (page 1).")
-    return c.subset(sp.train)
+    return c.subset(sp.train).declared_only()  # undeclared labels enter no DP step
 
 
 def test_part() -> Corpus:
@@ -562,7 +581,8 @@ def test_part() -> Corpus:
     sp = split()
     if c is None or sp is None:
         raise CorpusError("Load a corpus first (page 1).")
-    return c.subset(sp.test)
+    part = c.subset(sp.test)
+    return part.declared_only() if part.declared else part
 
 
 # ============================================================================================ 2. vocabulary & budget
@@ -611,8 +631,9 @@ def public_vocabulary() -> PublicVocabulary:
 def term_counts(vocab: PublicVocabulary, terms_per_doc: int) -> np.ndarray:
     """PRIVATE first-S-distinct term counts of the training part (session only; they do not depend on ε)."""
     s = ss()
-    key = (s.get("corpus_id"), s.get("split_key"), vocab.name, vocab.source, len(vocab), vocab.terms[:5],
-           vocab.terms[-5:], int(terms_per_doc))
+    c = corpus()
+    key = (s.get("corpus_id"), s.get("split_key"), c.public_classes if c is not None else None, vocab.name,
+           vocab.source, len(vocab), vocab.terms[:5], vocab.terms[-5:], int(terms_per_doc))
     cache = s.get("term_counts")
     if not cache or cache[0] != key:
         counts = pipeline.term_counts(train_part().texts, vocab, terms_per_doc=terms_per_doc)
@@ -667,6 +688,8 @@ def run_private_vocabulary() -> PrivateVocabulary:
         "public_size": len(vocab), "remove_stopwords": cfg.remove_stopwords, "junk_filter": cfg.junk_filter,
         "vocab_max_terms": cfg.effective_vocab_max_terms, "seeded": nz.seed is not None,
         "seconds": round(time.perf_counter() - t0, 2), "ledger_events": len(led),
+        # PRIVATE checks on the training part: shown locally; the release above went ahead regardless
+        "local_warnings": pipeline.local_warnings(train, counts, vocabulary_name=vocab.name),
     }
     return pv
 

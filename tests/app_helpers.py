@@ -99,13 +99,26 @@ def ledger_total(at: AppTest) -> float:
     return at.session_state["ledgers"][at.session_state["corpus_id"]].total_epsilon
 
 
-def upload_corpus(at: AppTest, data: bytes, filename: str = "private.csv", *, load: bool = True) -> AppTest:
-    """Page 1: switch to "upload", give the file and press "Load this corpus"."""
+def upload_corpus(at: AppTest, data: bytes, filename: str = "private.csv", *, load: bool = True,
+                  declare: bool = True) -> AppTest:
+    """Page 1: switch to "upload", give the file and press "Load this corpus"; then (``declare``) confirm the
+    suggested class names as public."""
     goto(at, 0)
     at.radio(key="_w.corpus_source").set_value("upload").run()
     at.file_uploader(key="corpus_upload").set_value((filename, data, "text/csv")).run()
     if load and [b for b in at.button if b.label.startswith("Load this corpus")]:
         click(at, "Load this corpus", clean=False)
+        if declare and at.session_state["corpus"] is not None and not at.session_state["corpus"].declared:
+            declare_classes(at)
+    return at
+
+
+def declare_classes(at: AppTest, names: list[str] | None = None) -> AppTest:
+    """Page 1: pick the public class names (default: the suggestions), confirm and declare them."""
+    if names is not None:
+        at.multiselect[0].set_value(names).run()
+    at.checkbox[0].check().run()
+    click(at, "Declare these classes public", clean=False)
     return at
 
 

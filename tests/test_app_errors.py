@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import click, goto, ledger_total, new_app, problems, toy_csv, upload_corpus
+from app_helpers import click, declare_classes, goto, ledger_total, new_app, problems, toy_csv, upload_corpus
 
 pytestmark = [pytest.mark.assets]
 
@@ -16,6 +16,13 @@ def _fast_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("DPKPS_TEST_FAST", "1")
     monkeypatch.setenv("DPKPS_WARMUP", "0")
     monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
+
+
+def visible(at, fragment: str) -> None:
+    """``fragment`` is on the page (an error, a warning, a caption or a success message)."""
+    assert not at.exception, [e.value for e in at.exception]
+    texts = [e.value for group in (at.error, at.warning, at.caption, at.success, at.markdown) for e in group]
+    assert any(fragment in t for t in texts), texts
 
 
 def shows(at, fragment: str) -> None:
@@ -51,13 +58,28 @@ def test_missing_label_column() -> None:
 
 
 def test_one_class_only() -> None:
+    """One label in the file is a local note; declaring only one public class is the refusal (public input)."""
     csv = b"text,label\n" + b"".join(f"document number {i} is long enough to keep,same\n".encode() for i in range(20))
     at = new_app()
-    upload_corpus(at, csv, "oneclass.csv")
-    shows(at, "at least two classes")
+    upload_corpus(at, csv, "oneclass.csv", declare=False)
+    visible(at, "same label")
+    declare_classes(at)
+    shows(at, "at least two public class names")
+    assert not at.session_state["corpus"].declared
 
 
-def test_zero_vocabulary_matches_charges_nothing() -> None:
+def test_classes_must_be_declared_before_anything_is_built() -> None:
+    at = new_app()
+    upload_corpus(at, toy_csv(10), "toy.csv", declare=False)
+    visible(at, "Declare the public class names to continue")
+    declare_classes(at, ["sport", "tech", "weather"])
+    assert at.session_state["corpus"].classes == ["sport", "tech", "weather"]
+    visible(at, "take part in no DP step")  # the business documents (a private count, shown locally)
+
+
+def test_zero_vocabulary_matches_release_noise_and_warn_locally() -> None:
+    """Issue 11 §2: no match must not decide whether Ṽ is released (a neighbour with one match would be); the
+    release goes ahead (noise only) and the data owner sees a private warning."""
     at = new_app()
     upload_corpus(at, toy_csv(10), "toy.csv")
     goto(at, 1)
@@ -66,6 +88,6 @@ def test_zero_vocabulary_matches_charges_nothing() -> None:
     assert not problems(at)
     goto(at, 2)
     click(at, "Build Ṽ", clean=False)
-    shows(at, "No document contains any term of the")
-    assert ledger_total(at) == 0
-    assert "pv" not in at.session_state
+    visible(at, "No training document contains any term")
+    assert ledger_total(at) > 0 and "pv" in at.session_state
+

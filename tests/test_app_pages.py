@@ -41,7 +41,7 @@ def test_page1_demo_summary_upload_and_split() -> None:
     assert dict(zip(table(at, "documents")["class"], table(at, "documents")["documents"])) == {
         "business": 503, "entertainment": 369, "politics": 403, "sports": 505, "tech": 347}
     assert any("private — local only" in md.value for md in at.markdown)
-    assert "1,701 training documents" in at.caption.values[-1] or any("1,701 training" in c for c in at.caption.values)
+    assert any("1,698 training documents" in c and "keyed hash" in c for c in at.caption.values)
     # another demo corpus
     at.selectbox(key="_w.demo_spec").set_value("demo:drugs-rating").run()
     assert_clean(at)
@@ -53,11 +53,11 @@ def test_page1_demo_summary_upload_and_split() -> None:
     click(at, "Load this corpus")
     m = metrics(at)
     assert (m["Documents"], m["Classes"]) == ("60", "3")
-    assert any("Loaded 60 documents in 3 classes" in s.value for s in at.success)
+    assert any("Loaded 60 documents with 3 distinct labels" in s.value for s in at.success)
     # the held-out fraction
     at.slider(key="_w.test_fraction").set_value(0.5).run()
     sp = at.session_state["split"]
-    assert (len(sp.train), len(sp.test)) == (30, 30)
+    assert (len(sp.train), len(sp.test)) == (29, 31)  # each document on its own: about half
 
 
 def test_page1_zip_of_txt_folders() -> None:
@@ -152,6 +152,11 @@ def test_page4_histogram_then_iterative_rff_and_umap_map(fake_umap: None) -> Non
     click(at, "Build densities (spends ε_kde = 5)")
     m = metrics(at)
     assert m["Density"] == "histogram" and m["Noise sd per term"] == "0.283"
+    # issue 11 §4: an exact count of the private corpus is never shown under the DP badge
+    at.session_state["density_meta"]["documents_without_keyphrases"] = 3
+    at.run()
+    counted = [c for c in at.caption.values if "contain no term of Ṽ" in c]
+    assert counted and all("private" in c for c in counted)
     assert ledger_total(at) == pytest.approx(10.0)
     assert len(at.get("plotly_chart")) == 1
     # switching the method warns that a rebuild is needed (and charges again)
@@ -196,7 +201,7 @@ def test_page5_sequences_resample_free_and_no_llm_check() -> None:
     assert ledger_total(at) == pytest.approx(10.0)                 # post-processing: free
     click(at, "Run the no-LLM check")
     res = at.session_state["no_llm"]
-    assert 0 <= res["no_llm_accuracy"] <= 1 and res["n_test"] == 12
+    assert 0 <= res["no_llm_accuracy"] <= 1 and res["n_test"] == 15  # the hash split holds out 15 of 60
     m = metrics(at)
     assert m["No-LLM accuracy"] == f"{res['no_llm_accuracy']:.2f}"
     assert m["Real keyphrase baseline"] == f"{res['real_keyphrase_baseline']:.2f}"
