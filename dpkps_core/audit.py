@@ -81,7 +81,8 @@ class AuditSettings:
 
     Attributes:
         trials: runs of the release path per neighbour; ``None`` chooses as many as fit ``time_budget``
-            (measured on the first rounds, at least ``min_trials``).
+            (measured on the first rounds, at least ``min_trials``; if the machine slows down, the trials stop
+            at the budget once ``min_trials`` are done).
         time_budget: seconds the whole audit may take when ``trials`` is ``None``.
         vocabulary_trials: trials of the vocabulary stage per neighbour (cheap: no embeddings, no density);
             ``None`` fits ``vocabulary_time_budget`` (at most ``max_vocabulary_trials``).
@@ -99,7 +100,7 @@ class AuditSettings:
     vocabulary_trials: int | None = None
     vocabulary_time_budget: float = 20.0
     max_vocabulary_trials: int = 3000
-    min_trials: int = 20
+    min_trials: int = 12
     max_trials: int = 2000
     confidence: float = 0.95
     selection_fraction: float = 1 / 3
@@ -542,6 +543,8 @@ def run_audit(
     moved = {"remove": _moved(d.train, minus.train, removed=target, size_d=len(corpus)),
              "add": _moved(d.train, plus.train, removed=None, size_d=len(corpus))}
 
+    t_round0 = time.perf_counter() - started
+
     # ---- vocabulary stage: build_private_vocabulary alone, many trials
     vocab_rel: dict[str, list[_Release]] = {"D": [], "D⁻": [], "D⁺": []}
     texts = {nb.name: train_texts(nb) for nb in (d, minus, plus)}
@@ -566,6 +569,8 @@ def run_audit(
         if r % 50 == 0 or r == n_voc - 1:
             report(0.03 + 0.17 * (r + 1) / n_voc, f"vocabulary stage: trial {r + 1}/{n_voc} on each neighbour")
 
+    t_vocab = time.perf_counter() - started - t_round0
+
     # ---- release stage, round 1 (timed) and the plan
     t_round = time.perf_counter()
     for nb in neighbours:
@@ -584,7 +589,13 @@ def run_audit(
     if on_plan is not None:
         on_plan(dict(plan))
     total_runs = n * len(neighbours)
+    timings = {"round_1": round(t_round0, 1), "vocabulary_stage": round(t_vocab, 1)}
+    deadline = None if settings.trials is not None else started + settings.time_budget
+    out_of_time = False
     for r in range(2, n):
+        if deadline is not None and r >= settings.min_trials and time.perf_counter() > deadline:
+            out_of_time = True  # the machine got slower than measured: keep the time budget
+            break
         for nb in neighbours:
             if stopped():
                 cancelled = True
@@ -644,7 +655,8 @@ def run_audit(
         "vocabulary_evaluation_trials": n_eval_v,
         "bonferroni_events": m, "alpha_per_bound": alpha, "max_certifiable_epsilon": certifiable,
         "max_certifiable_epsilon_release_stage": max_certifiable_epsilon(n_eval, alpha),
-        "cancelled": cancelled, "runs_of_release_path": runner.runs, "seconds": round(time.perf_counter() - started, 1),
+        "cancelled": cancelled, "stopped_at_time_budget": out_of_time, "runs_of_release_path": runner.runs,
+        "timings_seconds": {**timings, "release_stage": round(time.perf_counter() - started - t_round0 - t_vocab, 1)}, "seconds": round(time.perf_counter() - started, 1),
         "plan": plan, "noise_sampler": runner.sampler,
         "noise": "OS entropy" if settings.seed is None else "seeded (reproducible audit)",
         "ledger": "charged nothing: every trial used its own throwaway ledger on an in-memory copy",
@@ -772,28 +784,40 @@ def estimate_audit_time(
     corpus: Corpus, config: SamplingConfig, *, vocabulary: PublicVocabulary, embedder: Any,
     settings: AuditSettings | None = None,
 ) -> dict[str, Any]:
-    """Measure two runs of the release path on D (the first warms the in-memory embeddings) and extrapolate.
+    """Measure two runs of the release path on D (the first warms the in-memory embeddings) and a few
+    vocabulary-stage trials, and extrapolate to the audit's plan. Nothing is kept; nothing is charged.
 
-    Returns ``{"seconds_per_trial", "neighbours", "trials", "estimated_seconds"}``; nothing is kept."""
+    Returns ``seconds_per_trial``, ``first_trial_seconds``, ``neighbours``, ``trials``, ``vocabulary_trials`` and
+    ``estimated_seconds``."""
     settings = (settings or AuditSettings()).validate()
     config = dataclasses.replace(config)
     config.validate()
     runner = _Runner(config, vocabulary, MemoryEmbedder(embedder), settings)
     t0 = time.perf_counter()
-    runner.run(corpus)
+    _, split = runner.run(corpus)
     first = time.perf_counter() - t0
     t1 = time.perf_counter()
     runner.run(corpus)
     per_trial = time.perf_counter() - t1
+    texts = [corpus.texts[i] for i in _training_part(corpus, split, declared_classes(corpus, config))]
+    counts = pipeline.term_counts(texts, vocabulary, terms_per_doc=config.terms_per_doc)
+    t2 = time.perf_counter()
+    for _ in range(3):
+        pipeline.build_private_vocabulary(texts, vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
+                                          vocab_size=config.vocab_size, noise=runner.noise(), ledger=PrivacyLedger(),
+                                          selection_rule=config.selection_rule, counts=counts)
+    t_voc = (time.perf_counter() - t2) / 3
     neighbours = 3 + (1 if settings.canary_documents else 0)
+    n_voc = settings.vocabulary_trials or int(min(max(settings.vocabulary_time_budget / (3 * max(t_voc, 1e-6)),
+                                                      settings.min_trials * 5), settings.max_vocabulary_trials))
     if settings.trials is not None:
         trials = settings.trials
     else:
-        trials = int(min(max(settings.time_budget / max(per_trial * neighbours, 1e-6), settings.min_trials),
-                         settings.max_trials))
-    return {"seconds_per_trial": round(per_trial, 3), "first_trial_seconds": round(first, 3),
-            "neighbours": neighbours, "trials": trials,
-            "estimated_seconds": round(first * neighbours + per_trial * neighbours * max(trials - 1, 0), 1)}
+        left = settings.time_budget - first * neighbours - 3 * n_voc * t_voc
+        trials = int(min(max(2 + left / max(per_trial * neighbours, 1e-6), settings.min_trials), settings.max_trials))
+    estimated = first * neighbours + per_trial * neighbours * max(trials - 1, 0) + 3 * n_voc * t_voc
+    return {"seconds_per_trial": per_trial, "first_trial_seconds": first, "neighbours": neighbours,
+            "trials": trials, "vocabulary_trials": n_voc, "estimated_seconds": estimated}
 
 
 # ------------------------------------------------------------------------------------------ private report
@@ -811,8 +835,10 @@ def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
         f"{r['evaluation_trials']} to bound them); {r['runs_of_release_path']} runs of the release path in "
         f"{r['seconds']:g} s; noise: {r['noise']} ({r['noise_sampler']} sampler)."
         + (" Cancelled: the finished rounds were analysed." if r.get("cancelled") else ""),
-        f"- Largest ε these trials can certify: {r['max_certifiable_epsilon']:.2f} "
-        f"(Bonferroni over {r['bonferroni_events']} events).",
+        f"- Vocabulary stage (Ṽ alone, {r['vocabulary_trials_per_neighbour']} trials per neighbour): lower bound "
+        f"{r['vocabulary_stage_lower_bound']:.3f} vs ε_voc = {r['epsilon_vocabulary']:g}.",
+        f"- Largest ε these trials can certify: {r['max_certifiable_epsilon_release_stage']:.2f} (release stage), "
+        f"{r['max_certifiable_epsilon']:.2f} (vocabulary stage); Bonferroni over {r['bonferroni_events']} events.",
         f"- {r['ledger'][0].upper() + r['ledger'][1:]}. Embeddings: {r['embeddings']}.", "",
         "| pair | statistic | event | p(A) | p(B) | ε lower bound | point estimate |",
         "|---|---|---|---|---|---|---|",

@@ -68,9 +68,12 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     best = result.best_event()
     print(result.line())
     print(result.verdict)
-    print(f"trials: {r['trials_per_neighbour']} per neighbour ({r['evaluation_trials']} for the bound), "
-          f"{r['runs_of_release_path']} runs in {r['seconds']:g} s; largest certifiable ε with these trials: "
-          f"{r['max_certifiable_epsilon']:.2f}")
+    print(f"vocabulary stage (Ṽ alone): lower bound {r['vocabulary_stage_lower_bound']:.3f} vs ε_voc = "
+          f"{r['epsilon_vocabulary']:g}, {r['vocabulary_trials_per_neighbour']} trials per neighbour")
+    print(f"release stage: {r['trials_per_neighbour']} trials per neighbour ({r['evaluation_trials']} for the bound), "
+          f"{r['runs_of_release_path']} runs of the release path; largest certifiable ε: "
+          f"{r['max_certifiable_epsilon_release_stage']:.2f} (vocabulary stage: {r['max_certifiable_epsilon']:.2f})")
+    print(f"wall time: {r['seconds']:g} s" + (" (stopped at the time budget)" if r.get("stopped_at_time_budget") else ""))
     if best.get("threshold") is not None:
         print(f"strongest event: {best['neighbour_a']} vs {best['neighbour_b']}, {best['event']}: "
               f"p = {best['p_a']:.3f} vs {best['p_b']:.3f}, ε ≥ {best['epsilon_lower_bound']:.3f}")

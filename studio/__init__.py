@@ -28,6 +28,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("app_pages/6_generate.py", "6 · Write with an LLM", ":material/edit_note:", "generate"),
     PageSpec("app_pages/7_evaluate.py", "7 · Evaluate", ":material/analytics:", "evaluate"),
     PageSpec("app_pages/8_export.py", "8 · Export", ":material/inventory_2:", "export"),
+    PageSpec("app_pages/9_audit.py", "9 · Privacy audit", ":material/policy:", "audit"),
 )
 
 

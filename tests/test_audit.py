@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app_helpers import fast_env  # noqa: F401 (fixture)
+
 from dpkps_core import audit
 from dpkps_core.corpus import Corpus
 from dpkps_core.embeddings import HashingEmbedder
@@ -215,14 +217,17 @@ def test_time_estimate_extrapolates_a_measured_trial() -> None:
     est = audit.estimate_audit_time(corpus, config, vocabulary=vocab, embedder=HashingEmbedder(dim=8),
                                     settings=audit.AuditSettings(trials=30, canary_documents=2))
     assert est["neighbours"] == 4 and est["trials"] == 30
-    assert est["estimated_seconds"] >= est["seconds_per_trial"] * 4 * 29
+    assert est["estimated_seconds"] >= est["seconds_per_trial"] * 4 * 29 and est["vocabulary_trials"] >= 60
 
 
 # ------------------------------------------------------------------------------------------- the command line
 
-def test_cli_audit_prints_the_bound_and_writes_a_private_report(tmp_path: Path, capsys) -> None:
-    from dpkps_core import cli_sample
+def test_cli_audit_prints_the_bound_and_writes_a_private_report(tmp_path: Path, capsys,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpkps_core import cli_audit, cli_sample
     from dpkps_core.cli import main
+
+    monkeypatch.setattr(cli_audit, "get_embedder", lambda name: HashingEmbedder(dim=16))  # no model load here
 
     corpus, vocab, _ = synthetic(60)
     csv = tmp_path / "private.csv"
@@ -247,3 +252,30 @@ def test_cli_audit_prints_the_bound_and_writes_a_private_report(tmp_path: Path, 
         assert stat.S_IMODE((out / name).stat().st_mode) == 0o600
     assert sorted(p.name for p in out.iterdir()) == ["audit_report.json", "audit_report.md"]
     assert corpus.texts[0] not in printed  # no document text
+
+
+# ------------------------------------------------------------------------------------------- the app page
+
+@pytest.mark.model
+@pytest.mark.assets
+@pytest.mark.slow
+def test_app_audit_page_estimates_runs_in_the_background_and_charges_nothing(fast_env: Path) -> None:
+    from app_helpers import click, goto, ledger_total, new_app, wait_job
+
+    at = new_app()
+    spent = ledger_total(at)
+    goto(at, 8)
+    assert any("charges nothing to the privacy ledger" in c for c in at.caption.values)
+    assert any("private — local only" in md.value for md in at.markdown)
+    click(at, "Estimate the time")
+    assert any("estimated" in c and "trials on each of 4" in c for c in at.caption.values)
+    click(at, "Run the audit")
+    job = wait_job(at, "job_audit", timeout=300)
+    assert job.error is None, job.error
+    result = job.result["result"]
+    assert result.info["trials_per_neighbour"] == 4 and result.info["vocabulary_trials_per_neighbour"] == 40
+    assert [c.value for c in at.code] == [result.line()]
+    assert any(m.label == "Empirical ε lower bound" for m in at.metric)
+    assert len(at.get("plotly_chart")) == 2 and len(at.get("download_button")) == 2
+    assert ledger_total(at) == spent  # the audit charged nothing
+    assert not any(p.name.startswith("audit") for p in fast_env.rglob("*"))  # nothing in a run folder

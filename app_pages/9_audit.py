@@ -1,0 +1,47 @@
+"""Step 9 — empirical privacy audit of the implementation on this corpus and these settings (PRIVATE, costs no ε)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dpkps_core.audit import format_seconds
+from studio import audit_view, state, widgets
+
+widgets.page_header(8, "Tests the implementation, not just the maths: the exact release path runs many times with fresh "
+                       "noise on neighbouring copies of your corpus (one influential document removed, one canary "
+                       "document of rare public terms added), and the outputs are compared. The result is an "
+                       "empirical LOWER bound on ε with a confidence level, next to the ε you chose — it can reveal a "
+                       "leak, never prove there is none.")
+st.markdown(widgets.PRIVATE_BADGE)
+st.caption("Runs on in-memory copies with throwaway ledgers: it charges nothing to the privacy ledger, writes nothing "
+           "to the run folder, and nothing of it enters the release bundle. Embeddings of the trials' vocabularies "
+           "stay in memory (never in the persistent cache).")
+audit_view.init()
+s = st.session_state
+
+with widgets.guard():
+    state.ensure_corpus()
+    cfg = state.current_config()
+    st.markdown(f"**Audited settings:** ε = {cfg.eps_voc + cfg.eps_kde:g} (ε_voc {cfg.eps_voc:g} + ε_kde {cfg.eps_kde:g}), "
+                f"method {cfg.method}, S = {cfg.terms_per_doc}, N = {cfg.vocab_size}, L = {cfg.length}, "
+                f"vocabulary {cfg.vocabulary} (pages 2–5).")
+    audit_view.settings_widgets()
+
+job = s.get(audit_view.JOB_KEY)
+running = isinstance(job, state.Job) and job.running
+c1, c2 = st.columns(2)
+if c1.button("Estimate the time", icon=":material/timer:", disabled=running):
+    with widgets.guard(), st.spinner("Measuring one trial of the release path…"):
+        audit_view.estimate()
+est = s.get("audit_estimate")
+if est and est.get("corpus_id") == state.corpus_id():
+    st.caption(f"Measured {est['seconds_per_trial']:.2f} s per trial (the first, which also embeds Ṽ, took "
+               f"{est['first_trial_seconds']:.2f} s): {est['trials']} trials on each of {est['neighbours']} "
+               f"neighbouring corpora, plus {est['vocabulary_trials']:,} cheap vocabulary-stage trials each → "
+               f"estimated {format_seconds(est['estimated_seconds'])}.")
+if not running and c2.button("Run the audit", type="primary", icon=":material/policy:"):
+    with widgets.guard():
+        audit_view.start()
+        st.rerun()
+
+widgets.job_monitor(audit_view.JOB_KEY, body=audit_view.show_job, cancel_label="Cancel (analyses the finished rounds)")

@@ -1,0 +1,197 @@
+"""The audit page's session keys, background job and rendering (issue 11 §5). The audit itself — neighbours,
+trials, statistics, bounds — is :mod:`dpkps_core.audit`; here are only widgets, a job and plotly figures.
+
+The audit reads the private corpus: its results are PRIVATE (this session only, never in a run folder or the
+bundle) and it charges nothing to the session's ledger (every trial uses its own throwaway ledger).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from dpkps_core import audit
+from dpkps_core.errors import CorpusError
+from studio import fast_mode, state, widgets
+
+JOB_KEY = "job_audit"
+
+
+def defaults() -> dict[str, Any]:
+    """The page's settings (fast mode: a handful of trials so an AppTest takes seconds)."""
+    d = audit.AuditSettings()
+    fast = fast_mode()
+    return {"audit_trials_auto": not fast, "audit_trials": 4 if fast else 60, "audit_time_budget": d.time_budget,
+            "audit_vocabulary_trials": 40 if fast else 1000, "audit_confidence": d.confidence,
+            "audit_canaries": 1 if fast else d.canary_documents}
+
+
+def init() -> None:
+    s = st.session_state
+    for k, v in defaults().items():
+        if k not in s:
+            s[k] = v
+
+
+def current_settings() -> audit.AuditSettings:
+    s = st.session_state
+    return audit.AuditSettings(
+        trials=None if s["audit_trials_auto"] else int(s["audit_trials"]), time_budget=float(s["audit_time_budget"]),
+        vocabulary_trials=None if s["audit_trials_auto"] else int(s["audit_vocabulary_trials"]),
+        confidence=float(s["audit_confidence"]), canary_documents=int(s["audit_canaries"]),
+    ).validate()
+
+
+def _inputs() -> tuple[Any, Any, Any, Any]:
+    """Corpus, sampling config, public vocabulary and embedder of the current settings (read on this thread)."""
+    corpus = state.ensure_corpus()
+    if corpus is None:
+        raise CorpusError("Load a corpus first (page 1).")
+    config = state.current_config()
+    config.validate()
+    return corpus, config, state.public_vocabulary(), state.embedder(config.embedding_model)
+
+
+def estimate() -> dict[str, Any]:
+    """Measure one trial of the release path and extrapolate (kept in the session)."""
+    corpus, config, vocab, emb = _inputs()
+    est = audit.estimate_audit_time(corpus, config, vocabulary=vocab, embedder=emb, settings=current_settings())
+    st.session_state["audit_estimate"] = {**est, "corpus_id": state.corpus_id()}
+    return est
+
+
+def start() -> state.Job:
+    """Run the audit in a background job (progress, cancel); the result stays in this session only."""
+    corpus, config, vocab, emb = _inputs()
+    settings = current_settings()
+    cid = state.corpus_id()
+
+    def work(job: state.Job) -> Any:
+        result = audit.run_audit(corpus, config, vocabulary=vocab, embedder=emb, settings=settings,
+                                 progress=job.report, cancel=job.cancel, on_plan=job.partial.append)
+        return {"result": result, "corpus_id": cid}
+
+    return state.start_job(JOB_KEY, "privacy audit", work)
+
+
+# ------------------------------------------------------------------------------------------------ figures
+
+def histogram_figure(event: dict[str, Any]) -> go.Figure:
+    """The chosen statistic under both neighbours (all trials) and the event's threshold."""
+    fig = go.Figure()
+    for name, values, color in ((event["neighbour_a"], event["values_a"], "#4C78A8"),
+                                (event["neighbour_b"], event["values_b"], "#E45756")):
+        fig.add_trace(go.Histogram(x=values, name=name, opacity=0.6, marker_color=color, nbinsx=40))
+    if event.get("threshold") is not None:
+        fig.add_vline(x=event["threshold"], line_dash="dash", line_color="#333",
+                      annotation_text=f"event: {event['side']} {event['threshold']:.3g}")
+    stage = "vocabulary stage" if event["stage"] == "vocabulary" else "whole release"
+    fig.update_layout(barmode="overlay", height=320, margin={"t": 50, "b": 40},
+                      title=f"{event['statistic']} — {event['neighbour_a']} vs {event['neighbour_b']} ({stage}) "
+                            "(private — local only)",
+                      xaxis_title=event["statistic_label"], yaxis_title="trials")
+    return fig
+
+
+def events_table(result: audit.AuditResult) -> pd.DataFrame:
+    rows = []
+    for e in result.events:
+        rows.append({"stage": e["stage"], "pair": f"{e['neighbour_a']} vs {e['neighbour_b']}",
+                     "statistic": e["statistic"], "event": e.get("event", "—"), "p(A)": e.get("p_a"),
+                     "p(B)": e.get("p_b"), "ε lower bound": round(e["epsilon_lower_bound"], 3),
+                     "point estimate": round(e["point_estimate"], 2)})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+
+def show_job(job: state.Job) -> None:
+    """Body of the job monitor: the plan while running, the findings when done."""
+    if job.error:
+        st.error(job.error, icon=":material/error:")
+        return
+    if job.running:
+        if job.partial:
+            p = job.partial[-1]
+            st.caption(f"Plan: {p['trials_per_neighbour']} trials on each of {p['neighbours']} neighbouring corpora "
+                       f"({p['vocabulary_trials_per_neighbour']} vocabulary-stage trials each); "
+                       f"{p['seconds_per_round']:.2f} s per round → about "
+                       f"{audit.format_seconds(p['estimated_seconds'])} in all.")
+        return
+    if not job.result:
+        return
+    if job.result["corpus_id"] != state.corpus_id():
+        st.info("This audit was run on another corpus; run it again for the current one.")
+        return
+    show_result(job.result["result"])
+
+
+def show_result(result: audit.AuditResult) -> None:
+    r = result.to_dict()
+    st.code(result.line(), language=None)
+    (st.error if result.violation else st.success)(result.verdict, icon=":material/gpp_maybe:" if result.violation
+                                                   else ":material/verified_user:")
+    m = st.columns(4)
+    m[0].metric("Empirical ε lower bound", f"{result.lower_bound:.3f}")
+    m[1].metric("Claimed ε", f"{result.claimed_epsilon:g}")
+    m[2].metric("Vocabulary stage (vs ε_voc)", f"{r['vocabulary_stage_lower_bound']:.3f} / {r['epsilon_vocabulary']:g}")
+    m[3].metric("Largest certifiable ε", f"{r['max_certifiable_epsilon']:.2f}",
+                help="With these trials no bound could exceed this: only leaks larger than it can show.")
+    st.caption(f"{r['trials_per_neighbour']} release-path trials and {r['vocabulary_trials_per_neighbour']} "
+               f"vocabulary-stage trials per neighbour, {r['runs_of_release_path']} runs in {r['seconds']:g} s"
+               + (" (cancelled: the finished rounds were analysed)" if r["cancelled"] else "")
+               + f". {r['ledger'][0].upper() + r['ledger'][1:]}. {audit.LIMITATION_NOTE}")
+    for warning in r.get("warnings", []):
+        st.warning(warning, icon=":material/warning:")
+    st.dataframe(events_table(result), hide_index=True, key="table.audit_events")
+    best = {stage: max((e for e in result.events if e["stage"] == stage and e.get("threshold") is not None),
+                       key=lambda e: (e["epsilon_lower_bound"], e["point_estimate"]), default=None)
+            for stage in ("vocabulary", "release")}
+    cols = st.columns(2)
+    for col, (stage, event) in zip(cols, best.items()):
+        if event is not None:
+            col.plotly_chart(histogram_figure(event), key=f"chart.audit.{stage}")
+    ex = result.exposure
+    if ex:
+        st.subheader("Canary exposure")
+        w, o = ex["with_canaries"], ex["without_canaries"]
+        st.dataframe(pd.DataFrame([
+            {"measure": "canary terms in Ṽ per trial", "with canaries": w["canary_terms_in_vocabulary_per_trial"],
+             "without": o["canary_terms_in_vocabulary_per_trial"]},
+            {"measure": "canary terms per 1,000 sampled keyphrases",
+             "with canaries": w["canary_occurrences_per_1000_keyphrases"],
+             "without": o["canary_occurrences_per_1000_keyphrases"]},
+            {"measure": "sequences with a canary pair per trial", "with canaries": w["canary_pair_sequences_per_trial"],
+             "without": o["canary_pair_sequences_per_trial"]},
+        ]).round(4), hide_index=True, key="table.audit_exposure")
+        st.caption(f"{ex['canaries']} canary documents of {ex['terms_per_canary']} rare public terms "
+                   f"({ex['planted_in_training_part']} in the training part). {ex['reading']}")
+    c1, c2 = st.columns(2)
+    c1.download_button("Download the private audit report (Markdown)", audit.render_markdown(result),
+                       file_name="audit_report.md", mime="text/markdown", icon=":material/lock:",
+                       key="download.audit_md")
+    c2.download_button("Download the private audit data (JSON)", json.dumps(r, indent=2, ensure_ascii=False),
+                       file_name="audit_report.json", mime="application/json", icon=":material/lock:",
+                       key="download.audit_json")
+
+
+def settings_widgets() -> None:
+    s = st.session_state
+    c1, c2, c3 = st.columns(3)
+    widgets.bound(c1.toggle, "Choose the number of trials from a time budget", "audit_trials_auto")
+    if s["audit_trials_auto"]:
+        widgets.bound(c2.number_input, "Time budget (seconds)", "audit_time_budget", min_value=10.0,
+                      max_value=3600.0, step=30.0)
+    else:
+        widgets.bound(c2.number_input, "Release-path trials per neighbour", "audit_trials", min_value=audit.MIN_TRIALS,
+                      max_value=100_000, step=10)
+        widgets.bound(c3.number_input, "Vocabulary-stage trials per neighbour", "audit_vocabulary_trials",
+                      min_value=audit.MIN_TRIALS, max_value=1_000_000, step=100)
+    c1, c2 = st.columns(2)
+    widgets.bound(c1.select_slider, "Confidence", "audit_confidence", options=[0.9, 0.95, 0.99])
+    widgets.bound(c2.number_input, "Canary documents (exposure test; 0 = skip)", "audit_canaries", min_value=0,
+                  max_value=50)
