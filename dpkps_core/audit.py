@@ -774,8 +774,9 @@ def _exposure_summary(canaries: Sequence[Sequence[str]], planted: Sequence[bool]
             "occurrence_ratio": ratio if (w["canary_occurrences_per_1000_keyphrases"]
                                           or o["canary_occurrences_per_1000_keyphrases"]) else 1.0,
             "per_canary": per,
-            "reading": "Sampled sequences are ε-DP: planting a canary may raise its terms' frequency by at most a "
-                       "factor e^ε per document in distribution; a much larger echo points to a leak."}
+            "reading": "Under ε-DP, adding k documents can change the probability of any event about the release "
+                       "by at most a factor e^(kε) (group privacy): at small ε the canaries' echo must stay close "
+                       "to the runs without them; at large ε a visible echo is allowed and expected."}
 
 
 # ------------------------------------------------------------------------------------------ time estimate

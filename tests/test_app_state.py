@@ -102,7 +102,7 @@ def test_assemble_run_writes_the_cli_run_folder(toy_corpus: Corpus, tmp_path: Pa
 
 def test_pages_registry_points_at_files() -> None:
     root = Path(__file__).resolve().parents[1]
-    assert len(PAGES) == 8 and len({p.url_path for p in PAGES}) == 8
+    assert len(PAGES) == 9 and len({p.url_path for p in PAGES}) == 9
     for p in PAGES:
         assert (root / p.path).is_file()
         text = (root / p.path).read_text()

@@ -254,6 +254,15 @@ def test_cli_audit_prints_the_bound_and_writes_a_private_report(tmp_path: Path, 
     assert corpus.texts[0] not in printed  # no document text
 
 
+def test_audit_reports_can_never_enter_a_release_bundle() -> None:
+    from dpkps_core.errors import ExportError
+    from dpkps_core.export import check_allowed
+
+    for name in ("audit_report.json", "audit_report.md"):
+        with pytest.raises(ExportError):
+            check_allowed(name)
+
+
 # ------------------------------------------------------------------------------------------- the app page
 
 @pytest.mark.model
