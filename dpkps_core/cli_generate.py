@@ -215,7 +215,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if bar is None:
             return
         bar.n = p.done + p.failed
-        bar.set_postfix(failed=p.failed, refresh=False)
+        if p.in_flight:
+            bar.set_postfix(failed=p.failed, batch=f"{p.in_flight} docs, {p.in_flight_fraction:.0%} of tokens",
+                            refresh=False)
+        else:
+            bar.set_postfix(failed=p.failed, refresh=False)
         bar.refresh()
 
     try:

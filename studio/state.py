@@ -1065,7 +1065,10 @@ def start_generation(limit: int) -> Job:
     def work(job: Job) -> Any:
         def on_progress(p: Any) -> None:
             eta = f", about {p.eta_s:.0f} s left" if p.eta_s is not None else ""
-            job.report(p.done / max(p.total, 1), f"{p.done}/{p.total} documents written, {p.failed} failed{eta}")
+            batch = (f"; writing a batch of {p.in_flight} ({p.in_flight_fraction:.0%} of its tokens)"
+                     if p.in_flight else "")
+            job.report((p.done + p.failed + p.in_flight * p.in_flight_fraction) / max(p.total, 1),
+                       f"{p.done}/{p.total} documents written, {p.failed} failed{batch}{eta}")
 
         if hasattr(backend, "load"):
             job.report(0.0, "loading the offline model (first time ~10–30 s)…")

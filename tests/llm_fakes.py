@@ -228,7 +228,8 @@ class FakeBatchBackend(LLMBackend):
     def generate(self, messages, *, max_tokens, temperature, timeout):  # type: ignore[override]
         raise AssertionError("a batched backend must be driven through generate_batch")
 
-    def generate_batch(self, batch, *, max_tokens, temperature, timeout, cancel=None):  # type: ignore[override]
+    def generate_batch(self, batch, *, max_tokens, temperature, timeout, cancel=None,  # type: ignore[override]
+                       on_step=None):
         from dpkps_core.llm.backends import GenerationCancelled
 
         idx = [term_index(m) for m in batch]
@@ -236,7 +237,10 @@ class FakeBatchBackend(LLMBackend):
         if self.on_batch:
             self.on_batch(idx)
         if self.delay:
-            time.sleep(self.delay)
+            for step in range(1, 5):  # four decoding "steps"
+                time.sleep(self.delay / 4)
+                if on_step is not None:
+                    on_step(step, 4)
         if self.honour_cancel and cancel is not None and cancel.is_set():
             raise GenerationCancelled("Generation was cancelled.")
         out: list[Any] = []

@@ -147,3 +147,13 @@ def test_estimate_accounts_for_batches() -> None:
     assert serial.seconds == pytest.approx(10 * (b.latency_s + 100 / b.tokens_per_s))
     with pytest.raises(ParameterError):
         estimate_cost(seqs, prompt_config=CFG, backend=b, max_tokens=10, batch_size=0)
+
+
+def test_progress_moves_within_a_batch(tmp_path: Path) -> None:
+    events: list[Progress] = []
+    run_generation(make_sequences(6), backend=FakeBatchBackend(delay=0.4), prompt_config=CFG, run_dir=tmp_path,
+                   settings=GenerationSettings(batch_size=3, **FAST), progress=events.append)
+    inside = [e for e in events if e.in_flight]
+    assert inside and inside[0].done == 0 and inside[0].in_flight == 3 and inside[0].in_flight_fraction == 0.25
+    assert inside[0].rate_per_s > 0 and inside[0].eta_s is not None  # an ETA before the first batch is saved
+    assert events[-1].in_flight == 0 and events[-1].done == 6

@@ -24,7 +24,7 @@ import time
 import urllib.parse
 import uuid
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from dpkps_core.errors import LLMError, ParameterError
 
@@ -108,17 +108,21 @@ class LLMBackend(abc.ABC):
 
     def generate_batch(
         self, batch: Sequence[ChatMessages], *, max_tokens: int, temperature: float, timeout: float,
-        cancel: threading.Event | None = None,
+        cancel: threading.Event | None = None, on_step: Callable[[int, int], None] | None = None,
     ) -> list[str | LLMError]:
-        """One reply (or the LLMError it ended with) per prompt; this default calls :meth:`generate` in turn."""
+        """One reply (or the LLMError it ended with) per prompt; this default calls :meth:`generate` in turn.
+
+        ``on_step(step, steps)`` may be called while the batch is written (progress within the batch)."""
         out: list[str | LLMError] = []
-        for messages in batch:
+        for i, messages in enumerate(batch):
             if cancel is not None and cancel.is_set():
                 raise GenerationCancelled("Generation was cancelled.")
             try:
                 out.append(self.generate(messages, max_tokens=max_tokens, temperature=temperature, timeout=timeout))
             except LLMError as exc:
                 out.append(exc)
+            if on_step is not None:
+                on_step(i + 1, len(batch))
         return out
 
     def batch_cost(self, batch_size: int) -> float:
@@ -360,13 +364,14 @@ class LocalTransformersBackend(LLMBackend):
 
     def generate_batch(
         self, batch: Sequence[ChatMessages], *, max_tokens: int, temperature: float, timeout: float,
-        cancel: threading.Event | None = None,
+        cancel: threading.Event | None = None, on_step: Callable[[int, int], None] | None = None,
     ) -> list[str | LLMError]:
         """One reply per prompt from ONE ``generate`` call: the text, or a TransientLLMError for an empty reply.
 
         ``timeout`` is per prompt, so the batch may take ``timeout × len(batch)`` seconds (as many requests in a
-        row would). Raises :class:`GenerationCancelled` when ``cancel`` stopped the call (rows incomplete) and
-        :class:`LLMError` when the model itself failed.
+        row would). ``on_step(step, max_tokens)`` is called after every decoding step. Raises
+        :class:`GenerationCancelled` when ``cancel`` stopped the call (rows incomplete) and :class:`LLMError` when
+        the model itself failed.
         """
         if not batch:
             return []
@@ -395,14 +400,21 @@ class LocalTransformersBackend(LLMBackend):
         if timeout and timeout > 0:
             kwargs["max_time"] = float(timeout) * len(rows)
         stopped = {"cancel": False}
-        if cancel is not None:
-            class _Cancel(StoppingCriteria):
+        if cancel is not None or on_step is not None:
+            class _Watch(StoppingCriteria):
+                """Reports each decoding step and stops every row when the run is cancelled."""
+
                 def __call__(self, input_ids: Any, scores: Any, **kw: Any) -> Any:
-                    hit = cancel.is_set()
+                    if on_step is not None:
+                        try:
+                            on_step(int(input_ids.shape[1]) - width, int(max_tokens))
+                        except Exception:  # noqa: BLE001 - a progress callback must not break generation
+                            log.debug("on_step callback failed", exc_info=True)
+                    hit = cancel is not None and cancel.is_set()
                     stopped["cancel"] = stopped["cancel"] or hit
                     return torch.full((input_ids.shape[0],), hit, dtype=torch.bool, device=input_ids.device)
 
-            kwargs["stopping_criteria"] = StoppingCriteriaList([_Cancel()])
+            kwargs["stopping_criteria"] = StoppingCriteriaList([_Watch()])
         with self._lock:
             torch.set_num_threads(self.threads)
             t0 = time.monotonic()

@@ -108,13 +108,20 @@ class GenerationSettings:
 
 @dataclasses.dataclass(frozen=True)
 class Progress:
-    """Progress of a generation run (for tqdm in the CLI and the app's progress bar)."""
+    """Progress of a generation run (for tqdm in the CLI and the app's progress bar).
+
+    ``done`` counts saved documents. While a batch is being written, ``in_flight`` is its size and
+    ``in_flight_fraction`` the share of its token budget already decoded (rows may end sooner), so that the rate
+    (documents per second, in-flight work counted pro rata) and the ETA move before the first batch is saved.
+    """
 
     done: int
     total: int
     failed: int
     rate_per_s: float
     eta_s: float | None
+    in_flight: int = 0
+    in_flight_fraction: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -460,15 +467,17 @@ def _run_locked(
     t0 = time.monotonic()
     lock = threading.Lock()
 
-    def report() -> None:
+    def report(in_flight: int = 0, fraction: float = 0.0) -> None:
         if progress is None:
             return
         elapsed = max(time.monotonic() - t0, 1e-9)
         finished = state["written"] + state["failed"]
-        rate = finished / elapsed if finished else 0.0
-        left = total - already - finished
-        eta = left / rate if rate > 0 else None
-        progress(Progress(done=already + state["written"], total=total, failed=state["failed"], rate_per_s=rate, eta_s=eta))
+        worked = finished + in_flight * fraction
+        rate = worked / elapsed if worked > 0 else 0.0
+        left = total - already - worked
+        eta = max(0.0, left / rate) if rate > 0 else None
+        progress(Progress(done=already + state["written"], total=total, failed=state["failed"], rate_per_s=rate,
+                          eta_s=eta, in_flight=in_flight, in_flight_fraction=fraction))
 
     log.info("Generation: %d sequences, %d already done, %d to write (backend %s)", total, already, len(todo), backend.name)
     report()
@@ -577,10 +586,18 @@ def _run_locked(
                     "model": backend.model, "backend_info": described, "parameters": batch_params,
                     "prompt_config": prompt_public, "messages": msgs,
                 })
+            last_step = [0.0]
+
+            def on_step(step: int, steps: int, n: int = len(ready)) -> None:
+                now = time.monotonic()
+                if now - last_step[0] >= 1.0 and steps > 0:  # at most once a second
+                    last_step[0] = now
+                    report(n, min(1.0, step / steps))
+
             try:
                 results: list[Any] = list(backend.generate_batch(
                     batch_msgs, max_tokens=settings.max_tokens, temperature=settings.temperature,
-                    timeout=settings.timeout, cancel=cancel,
+                    timeout=settings.timeout, cancel=cancel, on_step=on_step,
                 ))
                 if len(results) != len(ready):
                     raise LLMError(f"The backend returned {len(results)} replies for {len(ready)} prompts.")
