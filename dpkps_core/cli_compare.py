@@ -56,6 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--text-column", help="column holding the document text (guessed when omitted)")
     g.add_argument("--label-column", help="column holding the class label (guessed when omitted)")
     add_class_arguments(g)
+    g.add_argument("--person-column", help="unit of privacy = one person (ids stay private): DP-KPS bounds each "
+                   "person's total contribution; private prediction and AugPE+Ṽ keep one document per person")
     g.add_argument("--test-fraction", type=float, default=0.2,
                    help="held-out share (each document assigned on its own by a keyed hash of its text)")
     g.add_argument("--split-seed", type=int, default=0, help="public seed of the hash split")
@@ -127,7 +129,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from dpkps_core.private_prediction import PrivatePredictionConfig
 
     corpus = require_declared(load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column,
-                                               classes=parse_classes(args.classes, args.classes_file)))
+                                               classes=parse_classes(args.classes, args.classes_file),
+                                               person_column=args.person_column))
     ledger = corpus_ledger(corpus, tool="cli compare", out=args.out, cap=args.epsilon_cap)
     joint_eps, joint_delta = joint_cost(args.methods, eps_total=args.eps, delta=args.delta,
                                         eps_voc=args.eps / 2 if args.eps_voc is None else args.eps_voc)

@@ -93,13 +93,13 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
     from dpkps_core.cli_sample import config_from_args, load_config_corpus, load_vocabulary_for
     from dpkps_core.embeddings import get_embedder
     from dpkps_core.evaluation import PRIVATE_NOTE, forecast, forecast_figure
-    from dpkps_core.split import split_corpus
+    from dpkps_core.split import split_documents
 
     config = config_from_args(args)
     corpus = load_config_corpus(config)
     vocabulary = load_vocabulary_for(config)
-    split = split_corpus(corpus.texts, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
-                         seed=config.split_seed)
+    split = split_documents(corpus, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
+                            seed=config.split_seed, by_person=bool(config.person_column))
     train = corpus.subset(split.train)
     needs_embedder = config.density_kind == "rff" and not args.no_embedder
     f = forecast(train.texts, train.labels, vocabulary, eps_voc=config.eps_voc, eps_kde=config.eps_kde,

@@ -20,7 +20,7 @@ DEMO_SPECS = {"demo:bbc": ("bbc", None), "demo:drugs": ("drugs", "condition"), "
 
 
 def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column: str | None = None,
-                     classes: Sequence[str] | None = None) -> Corpus:
+                     classes: Sequence[str] | None = None, person_column: str | None = None) -> Corpus:
     """``demo:bbc``, ``demo:drugs`` (label = condition), ``demo:drugs-rating`` or a path.
 
     ``classes``: the declared public class names (demo corpora carry their own; a file has none until
@@ -29,17 +29,19 @@ def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column:
         if spec not in DEMO_SPECS:
             raise CorpusError(f"Unknown demo corpus {spec!r}; choose one of {', '.join(DEMO_SPECS)}.")
         name, label = DEMO_SPECS[spec]
-        corpus = load_demo_corpus(name, label=label) if label else load_demo_corpus(name)
+        corpus = load_demo_corpus(name, label=label or None, person_column=person_column)
         return corpus if classes is None else corpus.with_classes(classes)
     if not Path(spec).exists():
         raise CorpusError(f"The corpus file {spec!r} does not exist.")
-    return load_corpus(spec, text_column=text_column, label_column=label_column, classes=classes)
+    return load_corpus(spec, text_column=text_column, label_column=label_column, classes=classes,
+                       person_column=person_column)
 
 
 def load_config_corpus(config: SamplingConfig) -> Corpus:
     """The corpus a sampling configuration names, with its declared public classes (see :func:`require_declared`)."""
     return require_declared(load_corpus_spec(config.corpus, text_column=config.text_column,
-                                             label_column=config.label_column, classes=config.classes))
+                                             label_column=config.label_column, classes=config.classes,
+                                             person_column=config.person_column))
 
 
 def require_declared(corpus: Corpus) -> Corpus:
@@ -94,6 +96,9 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--text-column", help="column holding the document text (guessed when omitted)")
     g.add_argument("--label-column", help="column holding the class label (guessed when omitted)")
     add_class_arguments(g)
+    g.add_argument("--person-column", help="unit of privacy = one PERSON: the column identifying whom each document "
+                   "is about (ids stay private; every mechanism bounds each person's total contribution; the split "
+                   "keeps a person's documents together). demo:drugs has 'drug' as a documented synthetic person")
     g.add_argument("--test-fraction", type=float, default=d.test_fraction,
                    help="share of documents held out for evaluation (each assigned on its own by a keyed hash of its "
                         "text; never touched by a DP step) (default %(default)s)")
@@ -154,6 +159,7 @@ def config_from_args(args: argparse.Namespace) -> SamplingConfig:
         noise_sampler=getattr(args, "noise_sampler", SamplingConfig.noise_sampler),
         test_fraction=args.test_fraction, client_fraction=args.client_fraction, split_seed=args.split_seed,
         epsilon_cap=args.epsilon_cap, classes=parse_classes(args.classes, args.classes_file),
+        person_column=args.person_column,
     )
     if args.paper_settings:
         for k, v in PAPER_SETTINGS.items():

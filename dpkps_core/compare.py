@@ -332,7 +332,7 @@ def compare_methods(
     from dpkps_core.embeddings import DEFAULT_MODEL, embed_texts, get_embedder
     from dpkps_core.private_prediction import (PRIVATE_PROMPT_WARNING, PrivatePredictionConfig, buckets_for, calibrate,
                                                load_local_lm, public_messages, run_private_prediction)
-    from dpkps_core.split import split_corpus
+    from dpkps_core.split import split_documents
 
     methods = tuple(dict.fromkeys(methods))
     unknown = [m for m in methods if m not in METHODS]
@@ -370,9 +370,15 @@ def compare_methods(
     if noise.seed is not None:
         warnings.append("Seeded noise: reproducible demo, NOT FOR RELEASE.")
 
-    split = split_corpus(corpus.texts, test_fraction=test_fraction, seed=split_seed)
+    by_person = corpus.persons is not None  # a corpus loaded with a person column: the unit is the person
+    split = split_documents(corpus, test_fraction=test_fraction, seed=split_seed, by_person=by_person)
     # only documents of the declared public classes enter a DP step or the evaluation (issue 11 §2)
     train, test = corpus.subset(split.train).declared_only(), corpus.subset(split.test).declared_only()
+    # private prediction and AugPE+Ṽ need whole documents: one per person keeps their per-document guarantee a
+    # per-person one (issue 15); DP-KPS bounds each person's total contribution instead
+    whole = train.capped_per_person(1)
+    unit_note = (f"; unit: {corpus.privacy_unit} — each person capped to 1 document for this method"
+                 if by_person else "")
     if len(test) == 0:
         raise ParameterError("The comparison needs held-out test documents; set a test fraction above 0.")
     classes = tuple(corpus.classes)
@@ -421,7 +427,7 @@ def compare_methods(
             acfg = augpe_config or AugPEConfig()
             acfg = dataclasses.replace(acfg, population=per_class, max_tokens=max_tokens, doc_type=doc_type,
                                        temperature=temperature)
-            res = run_augpe(train.texts, train.labels, vocabulary_terms=pv.terms, classes=classes, config=acfg,
+            res = run_augpe(whole.texts, whole.labels, vocabulary_terms=pv.terms, classes=classes, config=acfg,
                             epsilon=eps_total - eps_voc, delta=delta, embedder=embedder, backend=llm, noise=noise,
                             ledger=ledger, progress=lambda f, m: sub(0.1 + 0.9 * f, m), cancel=cancel)
             docs, aud = res.documents, res.audit
@@ -436,7 +442,8 @@ def compare_methods(
                 res.stats["completion_tokens"], 0.0,
                 notes=f"ε_voc = {eps_voc:g} (Ṽ, pure DP) + ε_aug = {res.epsilon:.4g} ({acfg.epochs} Gaussian vote "
                       f"rounds, σ = {res.sigma:.4g}); {budget['prompts']} prompts = {budget['prompts_per_document']}× "
-                      f"DP-KPS's one prompt per document; {note_voc}; {res.stats['distinct_documents']} distinct texts",
+                      f"DP-KPS's one prompt per document; {note_voc}; {res.stats['distinct_documents']} distinct texts"
+                      f"{unit_note}",
             )
             row.wall_seconds = voc_time  # added to the run time below
         else:  # private prediction
@@ -459,7 +466,7 @@ def compare_methods(
             if class_size_estimate is not None:
                 n_est, note_n = float(class_size_estimate), "hash buckets from the public class-size estimate"
             else:
-                released = release_count(len(train), epsilon=eps_size, noise=noise, ledger=ledger)
+                released = release_count(len(whole), epsilon=eps_size, noise=noise, ledger=ledger)
                 n_est = released.clamped / len(classes)
                 note_n = (f"hash buckets from a DP count of the training part (ε = {eps_size:g}, Laplace "
                           f"{released.noise_scale:g}); give a public class-size estimate to spend all of ε on text")
@@ -470,7 +477,7 @@ def compare_methods(
                            f"and r × {more / pcfg.examples_per_batch:g}")
                 pcfg = dataclasses.replace(pcfg, examples_per_batch=more,
                                            private_tokens=math.ceil(pcfg.private_tokens * more / pcfg.examples_per_batch))
-            res = run_private_prediction(train.texts, train.labels, model=model, tokenizer=tok, config=pcfg,
+            res = run_private_prediction(whole.texts, whole.labels, model=model, tokenizer=tok, config=pcfg,
                                          epsilon=eps_pp, delta=delta, per_class=per_class, num_buckets=buckets,
                                          classes=classes, noise=noise, ledger=ledger, model_name=name,
                                          progress=sub, cancel=cancel)
@@ -489,7 +496,7 @@ def compare_methods(
                       f"{res.config.private_tokens}, c = {res.config.clip:g} (calibrated), τ = {res.config.temperature:g}, "
                       f"SVT {'θ = ' + str(res.config.svt_threshold) if res.config.svt_enabled else 'off'}; "
                       f"ρ = {res.rho:.4g}-zCDP; {st['batches']} batches ({st['forward_passes']} batched forward passes, "
-                      f"{st['private_tokens']} private / {st['public_tokens']} public tokens); {note_n}",
+                      f"{st['private_tokens']} private / {st['public_tokens']} public tokens); {note_n}{unit_note}",
             )
             warnings.append(PRIVATE_PROMPT_WARNING)
         row.wall_seconds += time.perf_counter() - t0
@@ -537,11 +544,13 @@ def compare_methods(
 
 
 def _sampling_config(*, eps_voc: float, eps_kde: float, per_class: int, sampling: Mapping[str, Any] | None,
-                     seed: int | None, test_fraction: float, split_seed: int, corpus_name: str) -> Any:
+                     seed: int | None, test_fraction: float, split_seed: int, corpus_name: str,
+                     person_column: str | None = None) -> Any:
     from dpkps_core.pipeline import SamplingConfig
 
     base = {"corpus": corpus_name, "eps_voc": eps_voc, "eps_kde": eps_kde, "per_class": per_class, "seed": seed,
-            "test_fraction": test_fraction, "split_seed": split_seed, "client_fraction": 0.0}
+            "test_fraction": test_fraction, "split_seed": split_seed, "client_fraction": 0.0,
+            "person_column": person_column}
     over = dict(sampling or {})
     for k in ("eps_voc", "eps_kde", "per_class", "test_fraction", "split_seed"):
         over.pop(k, None)  # fixed by the comparison
@@ -565,7 +574,8 @@ def _build_vocabulary(train: Corpus, *, eps_voc: float, vocabulary: Any, samplin
                            split_seed=0, corpus_name=train.name)
     return build_private_vocabulary(train.texts, _vocabulary_for(cfg, vocabulary), eps_voc=eps_voc,
                                     terms_per_doc=cfg.terms_per_doc, vocab_size=cfg.vocab_size, noise=noise,
-                                    ledger=ledger, selection_rule=cfg.selection_rule, progress=progress)
+                                    ledger=ledger, selection_rule=cfg.selection_rule, progress=progress,
+                                    groups=train.persons, neighbouring=train.privacy_unit)
 
 
 def _run_dpkps(*, corpus: Corpus, eps_voc: float, eps_total: float, per_class: int, max_tokens: int,
@@ -576,15 +586,16 @@ def _run_dpkps(*, corpus: Corpus, eps_voc: float, eps_total: float, per_class: i
     from dpkps_core.augpe import generate_texts
     from dpkps_core.llm.prompts import PromptConfig, render_prompt
     from dpkps_core.pipeline import run_sampling
-    from dpkps_core.split import split_corpus
+    from dpkps_core.split import split_documents
 
     cfg = _sampling_config(eps_voc=eps_voc, eps_kde=eps_total - eps_voc, per_class=per_class, sampling=sampling,
                            seed=noise.seed, test_fraction=test_fraction, split_seed=split_seed,
-                           corpus_name=corpus.name)
+                           corpus_name=corpus.name, person_column=corpus.person_column if corpus.persons else None)
     run = run_sampling(corpus, cfg, vocabulary=_vocabulary_for(cfg, vocabulary), embedder=embedder,
                        noise=noise, ledger=ledger,
                        progress=lambda f, m: progress(0.4 * f, m))
-    if run.split != split_corpus(corpus.texts, test_fraction=test_fraction, seed=split_seed):  # pragma: no cover
+    if run.split != split_documents(corpus, test_fraction=test_fraction, seed=split_seed,
+                                    by_person=corpus.persons is not None):  # pragma: no cover
         raise ParameterError("DP-KPS used another split than the comparison; this is a bug.")
     prompt_cfg = PromptConfig(doc_type=doc_type)
     seqs = run.outcome.sequences

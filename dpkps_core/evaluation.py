@@ -49,7 +49,7 @@ from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache
 from dpkps_core.errors import CorpusError, ParameterError
 from dpkps_core.pipeline import SamplingConfig
 from dpkps_core.sampling import METHODS
-from dpkps_core.split import CorpusSplit, split_corpus
+from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary, TermMatcher
 
 if TYPE_CHECKING:  # heavy imports stay lazy
@@ -540,8 +540,8 @@ def load_run(run_dir: str | Path, *, corpus: Corpus | None = None) -> RunData:
                            "was sampled from.")
     if every and (max(every) >= len(corpus) or min(every) < 0):
         raise mismatch
-    if split != split_corpus(corpus.texts, test_fraction=split.test_fraction, client_fraction=split.client_fraction,
-                             seed=split.seed):
+    if split != split_documents(corpus, test_fraction=split.test_fraction, client_fraction=split.client_fraction,
+                                seed=split.seed, by_person=bool(config.person_column)):
         raise mismatch  # same size but other labels: a different corpus
     pv = PrivateVocabulary.from_dict(json.loads((run / "private_vocabulary.json").read_text(encoding="utf-8")))
     sequences = _read_jsonl(run / "sequences.jsonl")
@@ -733,13 +733,16 @@ class NoLLMEvaluator:
         if config.classes is not None:
             corpus = corpus.with_classes(config.classes)
         self.classes = tuple(corpus.classes)
-        self.split = split or split_corpus(corpus.texts, test_fraction=config.test_fraction,
-                                           client_fraction=config.client_fraction, seed=config.split_seed)
+        self.split = split or split_documents(corpus, test_fraction=config.test_fraction,
+                                              client_fraction=config.client_fraction, seed=config.split_seed,
+                                              by_person=bool(config.person_column))
         self.train = corpus.subset(self.split.train).declared_only()
         self.test = corpus.subset(self.split.test).declared_only()
         if len(self.test) == 0:
             raise ParameterError("The no-LLM check needs held-out test documents; set a test fraction above 0.")
-        self.counts = pipeline.term_counts(self.train.texts, vocabulary, terms_per_doc=config.terms_per_doc)
+        self.groups = self.train.persons if config.person_column else None  # person unit (issue 15)
+        self.counts = pipeline.term_counts(self.train.texts, vocabulary, terms_per_doc=config.terms_per_doc,
+                                           groups=self.groups)
         self.chance = chance_accuracy(self.test.labels)
         self._memo: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
         self._memo_size = memo_size
@@ -791,7 +794,7 @@ class NoLLMEvaluator:
         entry = self._per_vocabulary(pv, config)
         density, info = pipeline.build_density(
             entry["train_keyphrases"], self.train.labels, classes=self.classes, embeddings=entry["embeddings"],
-            config=config, private_vocabulary=pv, noise=noise, ledger=ledger)
+            config=config, private_vocabulary=pv, noise=noise, ledger=ledger, groups=self.groups)
         outcome = pipeline.sample_sequences(density, terms=pv.terms, embeddings=entry["embeddings"], config=config,
                                             rng=noise.child())
         scores = keyphrase_classifier_scores([list(s.keyphrases) for s in outcome.sequences],

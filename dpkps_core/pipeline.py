@@ -19,7 +19,7 @@ import numpy as np
 from dpkps_core.corpus import Corpus, check_class_names
 from dpkps_core.dp.histogram import SmoothedHistogramDensity, build_smoothed_histogram_density
 from dpkps_core.dp.kde import RFFDensity, build_rff_density, ensemble_blocks
-from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyLedger
 from dpkps_core.dp.rff import optimal_features, rff_expected_error
 from dpkps_core.dp.rng import SAMPLERS, NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
@@ -27,7 +27,7 @@ from dpkps_core.dp.vocabulary import PrivateVocabulary, estimate_documents_from_
 from dpkps_core.embeddings import DEFAULT_MODEL, Embedder, EmbeddingCache, embed_terms
 from dpkps_core.errors import ParameterError
 from dpkps_core.sampling import METHODS, SamplingOutcome, sample_independent, sample_iterative
-from dpkps_core.split import CorpusSplit, split_corpus
+from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary, TermMatcher, truncated_count
 
 Progress = Callable[[float, str], None]
@@ -77,6 +77,7 @@ class SamplingConfig:
     split_seed: int = 0
     epsilon_cap: float | None = None
     classes: tuple[str, ...] | None = None  # declared PUBLIC class names (demo corpora carry their own)
+    person_column: str | None = None  # unit of privacy: one person (this column's ids stay private), else a document
 
     def __post_init__(self) -> None:
         if self.classes is not None and not isinstance(self.classes, tuple):
@@ -154,15 +155,17 @@ def build_private_vocabulary(
     texts: Sequence[str], vocabulary: PublicVocabulary, *, eps_voc: float, terms_per_doc: int, vocab_size: int,
     noise: NoiseSource, ledger: PrivacyLedger, selection_rule: str = "top-n",
     matcher: TermMatcher | None = None, progress: Progress | None = None, counts: np.ndarray | None = None,
+    groups: Sequence[str] | None = None, neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> PrivateVocabulary:
     """Step 1 (ε_voc): first-S-distinct term counts over V, Laplace(S/ε) on all of V, top N → Ṽ.
 
     ``counts`` may be passed when already computed (:func:`term_counts`; they do not depend on ε), e.g. by an
-    ε sweep that re-runs only the noise."""
+    ε sweep that re-runs only the noise. ``groups`` (a person per document): each person's first S distinct
+    terms over all their documents (issue 15)."""
     if counts is None:
         if progress:
             progress(0.05, f"matching {len(texts):,} documents against {len(vocabulary):,} public terms")
-        counts = term_counts(texts, vocabulary, terms_per_doc=terms_per_doc, matcher=matcher)
+        counts = term_counts(texts, vocabulary, terms_per_doc=terms_per_doc, matcher=matcher, groups=groups)
     # No refusal on private data here (issue 11 §2): a corpus without any term of V still gets its (noise-only)
     # release, so that whether Ṽ is released never depends on one document. run_sampling warns locally.
     if progress:
@@ -170,6 +173,7 @@ def build_private_vocabulary(
     result = privatize_vocabulary(
         counts, vocabulary.terms, epsilon=eps_voc, terms_per_doc=terms_per_doc, size=vocab_size,
         vocabulary_name=vocabulary.name, noise=noise, ledger=ledger, selection_rule=selection_rule,
+        neighbouring=neighbouring,
     )
     if progress:
         progress(1.0, f"private vocabulary of {len(result)} terms")
@@ -177,11 +181,25 @@ def build_private_vocabulary(
 
 
 def term_counts(texts: Sequence[str], vocabulary: PublicVocabulary, *, terms_per_doc: int,
-                matcher: TermMatcher | None = None) -> np.ndarray:
+                matcher: TermMatcher | None = None, groups: Sequence[str] | None = None) -> np.ndarray:
     """Private per-term document counts over V (each document's first S distinct matches). Never released
-    without :func:`build_private_vocabulary`'s noise."""
+    without :func:`build_private_vocabulary`'s noise.
+
+    With ``groups`` (a person per document) each PERSON counts the first S distinct terms over all their
+    documents in corpus order (issue 15), so one person moves the histogram by at most S in L1."""
     matcher = matcher or vocabulary.matcher
-    return matcher.counts_first_distinct(texts, terms_per_doc, max_chars=LIMITS["max_chars_per_doc"])
+    if groups is None:
+        return matcher.counts_first_distinct(texts, terms_per_doc, max_chars=LIMITS["max_chars_per_doc"])
+    per_doc = matcher.first_distinct(texts, terms_per_doc, max_chars=LIMITS["max_chars_per_doc"])
+    per_person: dict[str, dict[int, None]] = {}
+    for person, found in zip(groups, per_doc):  # documents × S (≤ S per document), not documents × V
+        seen = per_person.setdefault(str(person), {})
+        for term in found:
+            if len(seen) >= terms_per_doc:
+                break
+            seen.setdefault(term, None)
+    flat = np.fromiter((t for seen in per_person.values() for t in seen), dtype=np.int64)
+    return np.bincount(flat, minlength=len(vocabulary.terms)).astype(np.int64, copy=False)
 
 
 def extract_keyphrases(texts: Sequence[str], private_vocabulary: PrivateVocabulary, *, max_per_doc: int) -> list[list[int]]:
@@ -222,10 +240,11 @@ def estimate_class_size(
 def build_density(
     keyphrases: list[list[int]], labels: Sequence[str], *, classes: Sequence[str], embeddings: np.ndarray,
     config: SamplingConfig, private_vocabulary: PrivateVocabulary, noise: NoiseSource, ledger: PrivacyLedger,
-    progress: Progress | None = None,
+    progress: Progress | None = None, groups: Sequence[str] | None = None,
+    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> tuple[SmoothedHistogramDensity | RFFDensity, dict[str, Any]]:
     """Step 3 (ε_kde): the per-class DP density for the chosen method; returns it with the public choices made
-    (bandwidth, features, expected error)."""
+    (bandwidth, features, expected error). ``groups``: a person per document (person-level unit, issue 15)."""
     bandwidth = config.bandwidth if config.bandwidth is not None else default_bandwidth(embeddings)
     max_per_doc = config.max_keyphrases_per_doc or config.length
     info: dict[str, Any] = {"bandwidth": bandwidth, "bandwidth_source": "user" if config.bandwidth is not None else "auto (0.25 × median distance in Ṽ)",
@@ -233,7 +252,8 @@ def build_density(
     if config.density_kind == "histogram":
         density = build_smoothed_histogram_density(
             keyphrases, labels, classes=classes, embeddings=embeddings, epsilon=config.eps_kde,
-            bandwidth=bandwidth, noise=noise, ledger=ledger, max_per_doc=max_per_doc,
+            bandwidth=bandwidth, noise=noise, ledger=ledger, max_per_doc=max_per_doc, groups=groups,
+            neighbouring=neighbouring,
         )
         info["expected_noise_per_term"] = float(np.sqrt(2) / config.eps_kde)
         return density, info
@@ -250,7 +270,7 @@ def build_density(
     density = build_rff_density(
         keyphrases, labels, classes=classes, embeddings=embeddings, kind=kind, epsilon=config.eps_kde,
         bandwidth=bandwidth, features=features, length=config.length, noise=noise, ledger=ledger,
-        max_per_doc=max_per_doc, progress=progress,
+        max_per_doc=max_per_doc, progress=progress, groups=groups, neighbouring=neighbouring,
     )
     return density, info
 
@@ -293,6 +313,7 @@ class SamplingRun:
     truncated_documents: int = 0  # documents longer than LIMITS["max_chars_per_doc"] (local, private count)
     undeclared_documents: int = 0  # training documents whose label is not a declared class (local, private)
     local_warnings: tuple[str, ...] = ()  # checks on the private data: shown to the data owner, never released
+    privacy_unit: str = ADD_REMOVE_ONE_DOCUMENT  # the neighbouring relation (one document, or one person)
 
     def privacy_report(self) -> dict[str, Any]:
         """The public privacy report (DP outputs and public parameters only)."""
@@ -304,7 +325,7 @@ class SamplingRun:
             "epsilon_class_counts": led["epsilon_by_step"].get("class_counts", 0.0),
             "delta_total": led["delta_total"],
             "epsilon_cap": led["epsilon_cap"],
-            "neighbouring": "add/remove one document",
+            "neighbouring": self.privacy_unit,
             "guarantee": "pure ε-differential privacy of the sequences (and, by post-processing, of any text generated from them)",
             "events": led["events"],
             "seed_policy": self.noise.policy,
@@ -360,18 +381,24 @@ def run_sampling(
     if config.classes is not None:
         corpus = corpus.with_classes(config.classes)
     classes = tuple(corpus.classes)  # the declared public list; raises when none was declared
-    split = split_corpus(corpus.texts, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
-                         seed=config.split_seed)
+    if config.person_column and corpus.persons is None:
+        raise ParameterError(f"The unit of privacy is a person (column '{config.person_column}'), but the corpus was "
+                             "loaded without that column; load it with the person column.")
+    by_person = bool(config.person_column)
+    unit = corpus.privacy_unit if by_person else ADD_REMOVE_ONE_DOCUMENT
+    split = split_documents(corpus, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
+                            seed=config.split_seed, by_person=by_person)
     train_all = corpus.subset(split.train)
     train = train_all.declared_only()  # undeclared labels enter no DP step (issue 11 §2)
+    groups = train.persons if by_person else None  # PRIVATE person ids: weights only, never released
     report(0.02, f"split: {len(train):,} training documents of the declared classes feed the DP steps")
     report(0.03, f"matching {len(train):,} documents against {len(vocabulary):,} public terms")
-    counts = term_counts(train.texts, vocabulary, terms_per_doc=config.terms_per_doc)
+    counts = term_counts(train.texts, vocabulary, terms_per_doc=config.terms_per_doc, groups=groups)
     warnings = local_warnings(train, counts, vocabulary_name=vocabulary.name)
     pv = build_private_vocabulary(
         train.texts, vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
         vocab_size=config.vocab_size, noise=noise, ledger=ledger, selection_rule=config.selection_rule,
-        progress=lambda f, m: report(0.02 + 0.3 * f, m), counts=counts,
+        progress=lambda f, m: report(0.02 + 0.3 * f, m), counts=counts, neighbouring=unit,
     )
     timings["vocabulary"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -385,7 +412,8 @@ def run_sampling(
     report(0.6, "building the per-class DP densities")
     density, info = build_density(keyphrases, train.labels, classes=classes, embeddings=embeddings, config=config,
                                   private_vocabulary=pv, noise=noise, ledger=ledger,
-                                  progress=lambda f, m: report(0.6 + 0.15 * f, m))
+                                  progress=lambda f, m: report(0.6 + 0.15 * f, m), groups=groups,
+                                  neighbouring=unit)
     timings["density"] = time.perf_counter() - t
     t = time.perf_counter()
     outcome = sample_sequences(density, terms=pv.terms, embeddings=embeddings, config=config, rng=noise.child(),
@@ -394,7 +422,8 @@ def run_sampling(
     report(1.0, f"{len(outcome.sequences):,} sequences sampled")
     return SamplingRun(config, split, ledger, noise, pv, embeddings, density, info, outcome, classes, timings,
                        vocabulary.name, truncated_count(train.texts, LIMITS["max_chars_per_doc"]),
-                       undeclared_documents=len(train_all) - len(train), local_warnings=tuple(warnings))
+                       undeclared_documents=len(train_all) - len(train), local_warnings=tuple(warnings),
+                       privacy_unit=unit)
 
 
 def write_run_folder(run: SamplingRun, out_dir: str | Path) -> Path:

@@ -14,11 +14,14 @@ import hashlib
 import hmac
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from dpkps_core.errors import ParameterError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpkps_core.corpus import Corpus
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +63,9 @@ def split_corpus(
 ) -> CorpusSplit:
     """Assign every document to train / test / client on its own (DESIGN §2, issue 11 §1).
 
-    Each document's part depends only on a keyed hash of its own text (or of its ``groups`` entry, e.g. a
-    person identifier, so that all documents of one group land together) and the public ``seed``: it is
+    Each document's part depends only on a keyed hash of its own text (with ``groups``, e.g. a person
+    identifier per document, of the smallest text of its group, so that all documents of one group land
+    together and a group of one document lands where the document would alone) and the public ``seed``: it is
     uniform in [0, 1) and compared with the fractions — below ``test_fraction`` the document is held out,
     and the first ``client_fraction`` of that range is the client part. Adding or removing one document (or
     one group) therefore changes the training part by exactly that document (group) and moves no other,
@@ -75,9 +79,18 @@ def split_corpus(
         raise ParameterError(f"The client fraction must be in [0, 1), got {client_fraction!r}.")
     if isinstance(texts, str):
         raise ParameterError("split_corpus needs the documents' texts, not one string.")
-    keys = list(texts) if groups is None else list(groups)
-    if groups is not None and len(keys) != len(texts):
-        raise ParameterError("split_corpus needs one group per document.")
+    keys = [str(t) for t in texts]
+    if groups is not None:
+        groups = [str(g) for g in groups]
+        if len(groups) != len(keys):
+            raise ParameterError("split_corpus needs one group per document.")
+        # a group (a person) is placed by its own documents only: the smallest of its texts is its key, so a
+        # group of one document lands exactly where it would without groups
+        smallest: dict[str, str] = {}
+        for g, t in zip(groups, keys):
+            if g not in smallest or t < smallest[g]:
+                smallest[g] = t
+        keys = [smallest[g] for g in groups]
     u = split_positions(keys, seed=seed)
     held = u < test_fraction
     client = held & (u < test_fraction * client_fraction)
@@ -96,3 +109,16 @@ def split_positions(keys: Sequence[str], *, seed: int = 0) -> np.ndarray:
         digest = hmac.new(secret, str(key).encode("utf-8"), hashlib.sha256).digest()
         out[i] = int.from_bytes(digest[:8], "big") / 2.0**64
     return out
+
+
+def split_documents(corpus: "Corpus", *, test_fraction: float = 0.2, client_fraction: float = 0.0, seed: int = 0,
+                    by_person: bool = False) -> CorpusSplit:
+    """The split of a corpus, as every consumer takes it (pipeline, evaluation, sweep, compare, audit, the app):
+    per document, or — ``by_person`` with a person column loaded — whole persons together (issue 15)."""
+    groups = None
+    if by_person:
+        if corpus.persons is None:
+            raise ParameterError("The unit of privacy is a person, but the corpus has no person column loaded.")
+        groups = corpus.persons
+    return split_corpus(corpus.texts, test_fraction=test_fraction, client_fraction=client_fraction, seed=seed,
+                        groups=groups)

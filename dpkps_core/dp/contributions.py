@@ -14,11 +14,31 @@ from typing import Sequence
 import numpy as np
 
 
+def group_weights(counts: np.ndarray, groups: Sequence[str] | None) -> np.ndarray:
+    """Per document, the weight that makes each unit's total 1 (issue 15).
+
+    ``counts`` are the documents' numbers of contributions (e.g. keyphrase occurrences, or 1 per qualifying
+    document). Without ``groups`` each document is its own unit: weight 1/count (0 for no contribution). With
+    ``groups`` (a person per document), every contribution of a person weighs 1/(the person's total), so a
+    person's documents together — across classes too — weigh exactly 1, like one document."""
+    counts = np.asarray(counts, dtype=np.float64)
+    if groups is None:
+        return np.divide(1.0, counts, out=np.zeros_like(counts), where=counts > 0)
+    _, idx = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)
+    totals = np.bincount(idx, weights=counts)
+    per_doc = totals[idx]
+    return np.divide(1.0, per_doc, out=np.zeros_like(per_doc), where=(per_doc > 0) & (counts > 0))
+
+
 def class_keyphrase_histograms(
     keyphrases: Sequence[Sequence[int]], labels: Sequence[str], classes: Sequence[str], vocab_size: int,
-    *, max_per_doc: int | None = None,
+    *, max_per_doc: int | None = None, groups: Sequence[str] | None = None,
 ) -> np.ndarray:
     """(C, |Ṽ|) array: for each class, Σ over its documents of 1/m per keyphrase occurrence.
+
+    With ``groups`` (one person per document) each occurrence weighs 1/(the person's total number of
+    occurrences over all their documents), so a person's total weight over ALL classes is 1: the L1 change of
+    the stacked histograms when one person is added or removed is at most 1 (issue 15).
 
     ``classes`` is the declared public class list: documents whose label is not in it contribute nothing, and a
     declared class without documents gets a zero row (its release is then noise only), so the output shape
@@ -37,9 +57,25 @@ def class_keyphrase_histograms(
     doc_class = np.array([class_index.get(lab, -1) for lab in labels], dtype=np.int64)
     keep = lengths > 0
     occ_class = np.repeat(doc_class[keep], lengths[keep])
-    occ_weight = np.repeat(1.0 / lengths[keep], lengths[keep])
+    doc_weight = group_weights(lengths, groups)  # 1/m per document, or 1/(person's total m)
+    occ_weight = np.repeat(doc_weight[keep], lengths[keep])
     hist = np.bincount(occ_class * vocab_size + flat, weights=occ_weight, minlength=len(classes) * vocab_size)
     return hist.reshape(len(classes), vocab_size)
+
+
+def prefix_weights(
+    keyphrases: Sequence[Sequence[int]], labels: Sequence[str], classes: Sequence[str], blocks: int,
+    groups: Sequence[str] | None = None,
+) -> np.ndarray:
+    """Per document, its weight in the ensemble member of ``blocks`` blocks: 1 for each document of a declared
+    class with at least ``blocks`` keyphrases (0 otherwise); with ``groups``, 1/(the person's number of such
+    documents), so a person's documents together contribute one bounded vector (issue 15)."""
+    declared = set(classes)
+    qualifies = np.fromiter((lab in declared and len(k) >= blocks for k, lab in zip(keyphrases, labels)),
+                            dtype=np.float64, count=len(labels))
+    if groups is None:
+        return qualifies
+    return group_weights(qualifies, groups)
 
 
 def prefix_matrix(

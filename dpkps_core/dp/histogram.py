@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from dpkps_core.dp.contributions import class_keyphrase_histograms
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rff import exact_gaussian_kernel
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_float
@@ -70,6 +70,8 @@ def build_smoothed_histogram_density(
     noise: NoiseSource,
     ledger: PrivacyLedger | None = None,
     max_per_doc: int | None = None,
+    groups: Sequence[str] | None = None,
+    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> SmoothedHistogramDensity:
     """Release the per-class keyphrase histograms over Ṽ with Laplace(1/ε_kde) and smooth them.
 
@@ -79,6 +81,9 @@ def build_smoothed_histogram_density(
         embeddings: (|Ṽ|, d) unit-norm embeddings of Ṽ (public model applied to DP terms).
         epsilon: ε_kde (parallel composition over classes). bandwidth: σ ≥ 0 (0 → no smoothing).
         max_per_doc: M, truncation of each document's keyphrases.
+        groups / neighbouring: one person per document and the person-level relation (issue 15): a person's
+            occurrences over all their documents and classes weigh 1 in total, so sensitivity 1 and the same
+            Laplace(1/ε) give ε-DP per person.
     """
     epsilon = check_epsilon(epsilon, "ε_kde")
     bandwidth = check_positive_float(bandwidth, "σ (bandwidth)", allow_zero=True)
@@ -86,7 +91,8 @@ def build_smoothed_histogram_density(
     vocab_size = embeddings.shape[0]
     if ledger is not None:
         ledger.require(epsilon, "the keyphrase density step")
-    hist = class_keyphrase_histograms(keyphrases, labels, classes, vocab_size, max_per_doc=max_per_doc)
+    hist = class_keyphrase_histograms(keyphrases, labels, classes, vocab_size, max_per_doc=max_per_doc,
+                                      groups=groups)
     scale = 1.0 / epsilon
     noisy = noise.add_laplace(hist, scale=scale)  # the statistic goes through the (OpenDP) sampler
     density = SmoothedHistogramDensity(
@@ -103,6 +109,7 @@ def build_smoothed_histogram_density(
                 mechanism=MECHANISM,
                 step="kde",
                 epsilon=epsilon,
+                neighbouring=neighbouring,
                 sensitivity=1.0,
                 noise_scale=scale,
                 released=(

@@ -23,8 +23,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from dpkps_core.dp.contributions import class_keyphrase_histograms, prefix_matrix
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.contributions import class_keyphrase_histograms, prefix_matrix, prefix_weights
+from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rff import SQRT2, RandomFourierFeatures
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
@@ -87,33 +87,51 @@ def ensemble_blocks(kind: str, length: int) -> list[tuple[int, float]]:
 
 
 def _sum_features_over_prefixes(
-    features: RandomFourierFeatures, embeddings: np.ndarray, prefixes: np.ndarray, block_scale: float
+    features: RandomFourierFeatures, embeddings: np.ndarray, prefixes: np.ndarray, block_scale: float,
+    weights: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Σ over rows of f(concat_b(√u · e[prefix_b])) — chunked GEMMs, no per-document loop over features."""
+    """Σ over rows of w_row · f(concat_b(√u · e[prefix_b])) — chunked GEMMs, no per-document loop over features."""
     total = np.zeros(features.n_features, dtype=np.float64)
     d = embeddings.shape[1]
     for start in range(0, prefixes.shape[0], _CHUNK):
         block = prefixes[start:start + _CHUNK]
         z = embeddings[block].reshape(block.shape[0], block.shape[1] * d) * block_scale
-        total += features.transform(z).sum(axis=0, dtype=np.float64)
+        f = features.transform(z)
+        if weights is None:
+            total += f.sum(axis=0, dtype=np.float64)
+        else:
+            total += weights[start:start + _CHUNK] @ f.astype(np.float64)
     return total
 
 
 def rff_feature_sums(
     keyphrases: Sequence[Sequence[int]], labels: Sequence[str], *, classes: Sequence[str], embeddings: np.ndarray,
     features: RandomFourierFeatures, blocks: int, block_scale: float, kind: str, max_per_doc: int,
+    groups: Sequence[str] | None = None,
 ) -> np.ndarray:
     """The (C, I) statistic Σ_docs φ(doc) per class, before noise. Each document adds one φ ∈ [−√2, √2]^I, so
-    adding or removing a document moves it by at most √2·I in L1."""
+    adding or removing a document moves it by at most √2·I in L1. With ``groups`` (a person per document), a
+    person's documents are weighted to total 1 across all classes, so adding or removing a person moves the
+    stacked (C, I) statistic by at most √2·I in L1 as well (issue 15)."""
     emb32 = np.asarray(embeddings, dtype=np.float32)
     if kind == "independent":
-        hist = class_keyphrase_histograms(keyphrases, labels, classes, emb32.shape[0], max_per_doc=max_per_doc)
+        hist = class_keyphrase_histograms(keyphrases, labels, classes, emb32.shape[0], max_per_doc=max_per_doc,
+                                          groups=groups)
         return hist @ features.transform(emb32).astype(np.float64)  # Σ_docs mean_x f(x) = h_c · F
     truncated = [k[:max_per_doc] for k in keyphrases]
-    return np.stack([
-        _sum_features_over_prefixes(features, emb32, prefix_matrix(truncated, labels, c, blocks), block_scale)
-        for c in classes
-    ])
+    if groups is None:
+        return np.stack([
+            _sum_features_over_prefixes(features, emb32, prefix_matrix(truncated, labels, c, blocks), block_scale)
+            for c in classes
+        ])
+    weights = prefix_weights(truncated, labels, classes, blocks, groups)
+    out = []
+    for c in classes:
+        rows = [i for i, lab in enumerate(labels) if lab == c and weights[i] > 0]
+        prefixes = (np.asarray([truncated[i][:blocks] for i in rows], dtype=np.int64) if rows
+                    else np.zeros((0, blocks), dtype=np.int64))
+        out.append(_sum_features_over_prefixes(features, emb32, prefixes, block_scale, weights[rows]))
+    return np.stack(out)
 
 
 def build_rff_density(
@@ -131,6 +149,8 @@ def build_rff_density(
     ledger: PrivacyLedger | None = None,
     max_per_doc: int | None = None,
     progress: Callable[[float, str], None] | None = None,
+    groups: Sequence[str] | None = None,
+    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> RFFDensity:
     """Build the per-class RFF DP-KDE(s) of ``kind`` and record one ledger event (step ``"kde"``).
 
@@ -141,6 +161,8 @@ def build_rff_density(
         kind: ``"independent"``, ``"iterative-linear"`` or ``"iterative-log"``.
         epsilon: ε_kde for the whole density (split evenly over ensemble members).
         bandwidth: σ > 0. features: I. length: L (sequence length). max_per_doc: M (default L).
+        groups / neighbouring: one person per document and the person-level relation (issue 15): each
+            person's documents weigh 1 in total, so the same noise scale gives ε-DP per person.
     """
     epsilon = check_epsilon(epsilon, "ε_kde")
     bandwidth = check_positive_float(bandwidth, "σ (bandwidth)")
@@ -158,7 +180,8 @@ def build_rff_density(
     for j, (blocks, block_scale) in enumerate(layout):
         rff = RandomFourierFeatures.draw(dim=embeddings.shape[1] * blocks, features=features, bandwidth=bandwidth, rng=rng)
         sums = rff_feature_sums(keyphrases, labels, classes=classes, embeddings=embeddings, features=rff,
-                                blocks=blocks, block_scale=block_scale, kind=kind, max_per_doc=max_per_doc)
+                                blocks=blocks, block_scale=block_scale, kind=kind, max_per_doc=max_per_doc,
+                                groups=groups)
         noisy = noise.add_laplace(sums, scale=scale)  # the statistic goes through the (OpenDP) sampler
         members.append(RFFMember(rff, blocks, block_scale, noisy, eps_member, scale))
         if progress is not None:
@@ -170,6 +193,7 @@ def build_rff_density(
                 mechanism=MECHANISM,
                 step="kde",
                 epsilon=epsilon,
+                neighbouring=neighbouring,
                 sensitivity=SQRT2 * features * len(layout),
                 noise_scale=scale,
                 released=(

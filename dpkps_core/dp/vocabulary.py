@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.errors import ParameterError, VocabularyError
@@ -123,6 +123,7 @@ def privatize_vocabulary(
     ledger: PrivacyLedger | None = None,
     selection_rule: str = "top-n",
     floor_fraction: float = 1.0,
+    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> PrivateVocabulary:
     """ε_voc-DP private vocabulary Ṽ from the first-S-distinct term counts of the private corpus.
 
@@ -171,6 +172,7 @@ def privatize_vocabulary(
                 mechanism=MECHANISM,
                 step="vocabulary",
                 epsilon=epsilon,
+                neighbouring=neighbouring,
                 sensitivity=float(terms_per_doc),
                 noise_scale=scale,
                 released=f"top {len(chosen)} terms of a Laplace-noised histogram over all {len(terms):,} terms of {vocabulary_name}",
