@@ -37,11 +37,18 @@ else:
                 label_col = c2.selectbox("Label column", columns,
                                          index=columns.index(guess_label) if guess_label in columns else None,
                                          placeholder="choose the column with the class", key="upload_label_col")
+                person_col = st.selectbox(
+                    "Person column (optional: the unit of privacy becomes one person)", columns, index=None,
+                    placeholder="none: protect each document", key="upload_person_col",
+                    help="When one person (a patient, a customer, an employee) has several documents, name the column "
+                         "that identifies them: every mechanism then bounds each person's total contribution, and "
+                         "the split keeps a person's documents together. The identifiers stay private.")
             else:
-                text_col = label_col = None
+                text_col = label_col = person_col = None
                 st.caption("ZIP of .txt files: each file is a document, labelled by the folder that holds it.")
             if st.button("Load this corpus", type="primary", icon=":material/upload_file:"):
-                c = state.load_upload(data, upload.name, text_column=text_col, label_column=label_col)
+                c = state.load_upload(data, upload.name, text_column=text_col, label_column=label_col,
+                                      person_column=person_col)
                 st.success(f"Loaded {len(c):,} documents with {len(c.observed_classes)} distinct labels.")
 
 corpus = state.corpus()
@@ -53,6 +60,10 @@ if corpus is not None:
     st.subheader(f"Summary of “{corpus.name}”")
     st.markdown(widgets.PRIVATE_BADGE)
     info = state.corpus_summary(corpus)
+    if corpus.persons is not None:
+        st.info(f"Unit of privacy: **one person** (column “{corpus.person_column}”) — every guarantee is stated for "
+                f"adding or removing all documents of one person. {len(set(corpus.persons)):,} persons (private count).",
+                icon=":material/group:")
     m = st.columns(4)
     m[0].metric("Documents", f"{info['documents']:,}")
     m[1].metric("Classes", info["classes"])

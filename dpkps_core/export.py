@@ -252,7 +252,7 @@ def render_report_markdown(report: Mapping[str, Any]) -> str:
         f"(vocabulary ε_voc = {_eps(report.get('epsilon_vocabulary'))}, "
         f"keyphrase density ε_kde = {_eps(report.get('epsilon_kde'))})",
         f"- Budget cap: {_eps(report.get('epsilon_cap'))}",
-        "- Unit of privacy: one whole document (add/remove one document).",
+        _unit_line(str(report.get("neighbouring") or "add/remove one document")),
         "- The synthetic documents are post-processing of the DP keyphrase sequences: the LLM never saw private "
         "text, so they carry the same ε.",
         "",
@@ -352,6 +352,14 @@ def _without_fingerprints(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_without_fingerprints(v) for v in obj]
     return obj
+
+
+def _unit_line(neighbouring: str) -> str:
+    """The report's unit-of-privacy line, from the privacy report's neighbouring relation (issue 15)."""
+    if "person" in neighbouring:
+        return (f"- Unit of privacy: **one person** ({neighbouring}); each person's documents together contribute "
+                "what one document would, and no person identifier is released.")
+    return f"- Unit of privacy: one whole document ({neighbouring})."
 
 
 PRIVATE_CORPUS_PLACEHOLDER = "private corpus (its path and file name stay in the local run folder)"

@@ -48,7 +48,7 @@ from dpkps_core.errors import CorpusError, DPKPSError, ParameterError, Vocabular
 from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
 from dpkps_core.pipeline import PAPER_SETTINGS, SamplingConfig, SamplingRun, effective_max_terms
 from dpkps_core.sampling import SamplingOutcome
-from dpkps_core.split import CorpusSplit, split_corpus
+from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
 from studio import fast_mode
 
@@ -113,6 +113,7 @@ def assemble_run(
     *, config: SamplingConfig, split: CorpusSplit, ledger: PrivacyLedger, noise: NoiseSource,
     private_vocabulary: PrivateVocabulary, embeddings: np.ndarray, density: Any, density_info: dict[str, Any],
     outcome: SamplingOutcome, classes: Sequence[str], vocabulary_name: str, timings: Mapping[str, float] | None = None,
+    privacy_unit: str = "add/remove one document",
 ) -> SamplingRun:
     """The :class:`~dpkps_core.pipeline.SamplingRun` that ``pipeline.write_run_folder`` needs, from the
     pieces the app built step by step (same report and files as the CLI)."""
@@ -120,6 +121,7 @@ def assemble_run(
         config=config, split=split, ledger=ledger, noise=noise, private_vocabulary=private_vocabulary,
         embeddings=embeddings, density=density, density_info=dict(density_info), outcome=outcome,
         classes=tuple(classes), timings=dict(timings or {}), vocabulary_name=vocabulary_name,
+        privacy_unit=privacy_unit,
     )
 
 
@@ -294,6 +296,7 @@ def current_config(**overrides: Any) -> SamplingConfig:
         seed=int(s["demo_seed"]) if s["seeded_demo"] else None, test_fraction=float(s["test_fraction"]),
         noise_sampler=str(s.get("noise_sampler") or "opendp"),
         epsilon_cap=float(s["epsilon_cap"]) if s["cap_enabled"] else None,
+        person_column=person_column(),
     )
     for k, v in overrides.items():
         setattr(cfg, k, v)
@@ -504,12 +507,14 @@ def upload_columns(data: bytes, filename: str) -> tuple[list[str], str | None, s
     return cols, text, label
 
 
-def load_upload(data: bytes, filename: str, *, text_column: str | None, label_column: str | None) -> Corpus:
-    """Load and validate an uploaded PRIVATE corpus (kept in this session's memory only)."""
+def load_upload(data: bytes, filename: str, *, text_column: str | None, label_column: str | None,
+                person_column: str | None = None) -> Corpus:
+    """Load and validate an uploaded PRIVATE corpus (kept in this session's memory only). With
+    ``person_column`` the unit of privacy is the person (issue 15)."""
     c = load_corpus(data, filename=filename, text_column=text_column, label_column=label_column,
-                    max_bytes=MAX_UPLOAD_BYTES)
+                    max_bytes=MAX_UPLOAD_BYTES, person_column=person_column or None)
     fp = hashlib.sha256(data).hexdigest()
-    cid = f"upload:{fp[:16]}:{text_column}:{label_column}"
+    cid = f"upload:{fp[:16]}:{text_column}:{label_column}:{person_column or ''}"
     _set_corpus(c, cid=cid, spec=f"upload:{Path(filename).name}", fingerprint=fp, text_column=text_column,
                 label_column=label_column, filename=Path(filename).name)
     if not ss().get("doc_type"):
@@ -551,6 +556,22 @@ def declare_classes(names: Sequence[str]) -> Corpus:
     return declared
 
 
+def person_column() -> str | None:
+    """The person column when the unit of privacy is a person (issue 15), else ``None`` (one document)."""
+    c = corpus()
+    return c.person_column if c is not None and c.persons is not None else None
+
+
+def privacy_unit() -> str:
+    c = corpus()
+    return c.privacy_unit if c is not None and c.persons is not None else "add/remove one document"
+
+
+def person_groups(part: Corpus) -> Sequence[str] | None:
+    """PRIVATE person ids of ``part`` when the unit is a person (weights only; never shown or released)."""
+    return part.persons if person_column() else None
+
+
 def split() -> CorpusSplit | None:
     """The held-out split of the current corpus; only ``split.train`` feeds DP steps."""
     s = ss()
@@ -559,7 +580,7 @@ def split() -> CorpusSplit | None:
         return None
     key = (s.get("corpus_id"), float(s["test_fraction"]))
     if s.get("split_key") != key:
-        new = split_corpus(c.texts, test_fraction=float(s["test_fraction"]), seed=0)
+        new = split_documents(c, test_fraction=float(s["test_fraction"]), seed=0, by_person=person_column() is not None)
         if s.get("split_key") is not None and s.get("pv") is not None:
             notice("The held-out fraction changed, so the training part changed: the private vocabulary and what "
                    "followed were discarded (the ε they spent stays on the ledger).")
@@ -636,7 +657,8 @@ def term_counts(vocab: PublicVocabulary, terms_per_doc: int) -> np.ndarray:
            vocab.source, len(vocab), vocab.terms[:5], vocab.terms[-5:], int(terms_per_doc))
     cache = s.get("term_counts")
     if not cache or cache[0] != key:
-        counts = pipeline.term_counts(train_part().texts, vocab, terms_per_doc=terms_per_doc)
+        train = train_part()
+        counts = pipeline.term_counts(train.texts, vocab, terms_per_doc=terms_per_doc, groups=person_groups(train))
         s["term_counts"] = (key, counts)
         cache = s["term_counts"]
     return cache[1]
@@ -678,7 +700,8 @@ def run_private_vocabulary() -> PrivateVocabulary:
     nz = noise()
     pv = pipeline.build_private_vocabulary(
         train.texts, vocab, eps_voc=cfg.eps_voc, terms_per_doc=cfg.terms_per_doc, vocab_size=cfg.vocab_size,
-        noise=nz, ledger=led, selection_rule=cfg.selection_rule, counts=counts,
+        noise=nz, ledger=led, selection_rule=cfg.selection_rule, counts=counts, groups=person_groups(train),
+        neighbouring=privacy_unit(),
     )
     clear_after("vocabulary", include=True)
     s["pv"] = pv
@@ -781,7 +804,7 @@ def run_density() -> Any:
     nz = noise()
     density, info = pipeline.build_density(
         keyphrases, train.labels, classes=tuple(c.classes), embeddings=embeddings, config=cfg,
-        private_vocabulary=pv, noise=nz, ledger=led,
+        private_vocabulary=pv, noise=nz, ledger=led, groups=person_groups(train), neighbouring=privacy_unit(),
     )
     clear_after("density", include=True)
     s.update(keyphrases=keyphrases, embeddings=embeddings, dp_density=density, density_info=info)
@@ -892,7 +915,7 @@ def write_run() -> Path:
     run = assemble_run(
         config=cfg, split=s["split"], ledger=ledger(), noise=report_noise, private_vocabulary=s["pv"],
         embeddings=s["embeddings"], density=s["dp_density"], density_info=s["density_info"], outcome=s["outcome"],
-        classes=tuple(c.classes), vocabulary_name=s["pv"].public_vocabulary,
+        classes=tuple(c.classes), vocabulary_name=s["pv"].public_vocabulary, privacy_unit=privacy_unit(),
         timings={"vocabulary": s["pv_meta"]["seconds"], "density": s["density_meta"]["seconds"],
                  "sampling": s["seq_meta"]["seconds"]},
     )

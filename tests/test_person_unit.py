@@ -91,6 +91,7 @@ def test_person_level_noise_equals_document_level_noise_and_the_unit_is_stated(t
     bundle = collect_bundle(out)
     blobs = [p.read_bytes() for p in out.iterdir() if p.name != "split.json"] + list(bundle.values())
     assert not any(b"patient-0" in blob for blob in blobs)  # no person identifier is ever released
+    assert "Unit of privacy: **one person**" in bundle["privacy_report.md"].decode()
 
 
 def test_one_document_per_person_gives_the_same_release_as_without_the_column():
@@ -151,3 +152,28 @@ def test_cli_person_column(tmp_path, capsys):
     assert main(["sample", "--corpus", str(path), "--vocabulary", str(vocab), "--classes", "a,b", "--person-column",
                  "nobody", "--out", str(tmp_path / "r2")]) == 2
     assert "Person column 'nobody' was not found" in capsys.readouterr().err
+
+
+def test_app_person_column_on_page_1(tmp_path, monkeypatch):
+    from app_helpers import click, declare_classes, goto, new_app, walk
+
+    monkeypatch.setenv("DPKPS_TEST_FAST", "1")
+    monkeypatch.setenv("DPKPS_WARMUP", "0")
+    monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
+    rows = ["text,label,patient"] + [f'"note {i} about the striker and the goal in the match {i}",{"sport" if i % 2 else "tech"},P{i // 3}'
+                                     for i in range(60)]
+    at = new_app()
+    goto(at, 0)
+    at.radio(key="_w.corpus_source").set_value("upload").run()
+    at.file_uploader(key="corpus_upload").set_value(("notes.csv", ("\n".join(rows) + "\n").encode(), "text/csv")).run()
+    at.selectbox(key="upload_person_col").set_value("patient").run()
+    click(at, "Load this corpus", clean=False)
+    declare_classes(at)
+    assert any("one person" in i.value for i in at.info)
+    split = at.session_state["split"]
+    c = at.session_state["corpus"]
+    train_people, test_people = {c.persons[i] for i in split.train}, {c.persons[i] for i in split.test}
+    assert not train_people & test_people  # whole persons
+    walk(at, 2)
+    events = at.session_state["ledgers"][at.session_state["corpus_id"]].events
+    assert events and all("one person" in e.neighbouring for e in events)
