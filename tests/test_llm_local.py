@@ -110,3 +110,30 @@ def test_compare_runs_private_prediction_on_the_local_backend(tiny_model: Path, 
     assert [r.method for r in res.rows] == ["private-prediction"]
     docs = [json.loads(x) for x in (tmp_path / "cmp" / "documents_private-prediction.jsonl").read_text().splitlines()]
     assert docs and {d["model"] for d in docs} == {"tiny-llama"}
+
+
+def test_out_of_memory_splits_the_batch_in_halves(tiny_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    b = LocalModelBackend(model_path=tiny_model, device="cpu")
+    prompts = [[{"role": "user", "content": f"write about term{i}" + " goal" * i}] for i in range(1, 6)]
+    expected = _norm(b.generate_batch(prompts, max_tokens=4, temperature=0.0, timeout=30.0))
+    real = b._model.generate
+    sizes: list[int] = []
+
+    def small_memory(*args, **kwargs):  # noqa: ANN002, ANN003
+        sizes.append(int(kwargs["input_ids"].shape[0]))
+        if kwargs["input_ids"].shape[0] > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(b._model, "generate", small_memory)
+    assert _norm(b.generate_batch(prompts, max_tokens=4, temperature=0.0, timeout=30.0)) == expected
+    assert sizes == [5, 2, 3, 1, 2]
+
+    def broken(*args, **kwargs):  # noqa: ANN002, ANN003
+        raise RuntimeError("shape mismatch")
+
+    monkeypatch.setattr(b._model, "generate", broken)
+    with pytest.raises(LLMError, match=r"failed \(RuntimeError\)"):
+        b.generate_batch(prompts, max_tokens=4, temperature=0.0, timeout=30.0)

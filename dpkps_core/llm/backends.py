@@ -379,18 +379,63 @@ class LocalTransformersBackend(LLMBackend):
             raise ParameterError("max_tokens must be a positive integer.")
         self.load()
         import torch
+
+        tok = self._tokenizer
+        rows = [chat_token_ids(tok, m) for m in batch]
+        stops = sorted(self._stops)
+        with self._lock:
+            torch.set_num_threads(self.threads)
+            t0 = time.monotonic()
+            new = self._decode_rows(rows, stops=stops, max_tokens=max_tokens, temperature=temperature,
+                                    timeout=timeout, cancel=cancel, on_step=on_step)
+            seconds = time.monotonic() - t0
+        results: list[str | LLMError] = []
+        n_tokens = 0
+        stop_set = set(stops)
+        for row in new:
+            cut = next((i for i, t in enumerate(row) if t in stop_set), len(row))
+            n_tokens += cut + (1 if cut < len(row) else 0)  # the end-of-text token was generated too
+            text = tok.decode(row[:cut], skip_special_tokens=True).strip()
+            results.append(text if text else TransientLLMError(f"The local model {self.model} returned an empty reply."))
+        self.last_tokens, self.last_seconds = n_tokens, seconds
+        self.tokens_generated += n_tokens
+        self.generate_seconds += seconds
+        return results
+
+    def _decode_rows(self, rows: list[list[int]], *, stops: list[int], max_tokens: int, temperature: float,
+                     timeout: float, cancel: threading.Event | None,
+                     on_step: Callable[[int, int], None] | None) -> list[list[int]]:
+        """New token ids per row; when memory runs out, the batch is written in two halves (recursively)."""
+        try:
+            return self._generate_once(rows, stops=stops, max_tokens=max_tokens, temperature=temperature,
+                                       timeout=timeout, cancel=cancel, on_step=on_step)
+        except GenerationCancelled:
+            raise
+        except Exception as exc:  # noqa: BLE001 - turned into one user-facing sentence below
+            if _out_of_memory(exc) and len(rows) > 1:
+                _free_memory(self.device)
+                half = len(rows) // 2
+                log.warning("Out of memory for a batch of %d on %s: writing it in two halves", len(rows), self.device)
+                kw = dict(stops=stops, max_tokens=max_tokens, temperature=temperature, timeout=timeout, cancel=cancel,
+                          on_step=on_step)
+                return self._decode_rows(rows[:half], **kw) + self._decode_rows(rows[half:], **kw)
+            hint = "; lower the batch size" if _out_of_memory(exc) else ""
+            raise LLMError(f"The local model {self.model} failed ({type(exc).__name__}){hint}.") from exc
+
+    def _generate_once(self, rows: list[list[int]], *, stops: list[int], max_tokens: int, temperature: float,
+                       timeout: float, cancel: threading.Event | None,
+                       on_step: Callable[[int, int], None] | None) -> list[list[int]]:
+        """ONE left-padded ``generate`` call over ``rows``; the new token ids of each row (padding included)."""
+        import torch
         from transformers import StoppingCriteria, StoppingCriteriaList
 
-        tok, model = self._tokenizer, self._model
-        rows = [chat_token_ids(tok, m) for m in batch]
+        model, pad = self._model, int(self._tokenizer.pad_token_id)
         width = max(len(r) for r in rows)
-        pad = int(tok.pad_token_id)
         ids = torch.full((len(rows), width), pad, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for j, r in enumerate(rows):  # left padding: every prompt ends at the same column
             ids[j, width - len(r):] = torch.tensor(r, dtype=torch.long)
             mask[j, width - len(r):] = 1
-        stops = sorted(self._stops)
         kwargs: dict[str, Any] = {"max_new_tokens": int(max_tokens), "pad_token_id": pad,
                                   "eos_token_id": stops or None}
         if temperature > 0:
@@ -415,31 +460,38 @@ class LocalTransformersBackend(LLMBackend):
                     return torch.full((input_ids.shape[0],), hit, dtype=torch.bool, device=input_ids.device)
 
             kwargs["stopping_criteria"] = StoppingCriteriaList([_Watch()])
-        with self._lock:
-            torch.set_num_threads(self.threads)
-            t0 = time.monotonic()
-            try:
-                with torch.inference_mode():
-                    out = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
-                                         **kwargs)
-            except Exception as exc:  # noqa: BLE001
-                raise LLMError(f"The local model {self.model} failed ({type(exc).__name__}).") from exc
-            seconds = time.monotonic() - t0
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), **kwargs)
         if stopped["cancel"]:
             raise GenerationCancelled("Generation was cancelled.")
-        new = out[:, width:].tolist()
-        results: list[str | LLMError] = []
-        n_tokens = 0
-        stop_set = set(stops)
-        for row in new:
-            cut = next((i for i, t in enumerate(row) if t in stop_set), len(row))
-            n_tokens += cut + (1 if cut < len(row) else 0)  # the end-of-text token was generated too
-            text = tok.decode(row[:cut], skip_special_tokens=True).strip()
-            results.append(text if text else TransientLLMError(f"The local model {self.model} returned an empty reply."))
-        self.last_tokens, self.last_seconds = n_tokens, seconds
-        self.tokens_generated += n_tokens
-        self.generate_seconds += seconds
-        return results
+        return out[:, width:].tolist()
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether an exception means the device (GPU or CPU) ran out of memory."""
+    if isinstance(exc, MemoryError):
+        return True
+    try:
+        import torch
+
+        if isinstance(exc, getattr(torch, "OutOfMemoryError", ())):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    return "out of memory" in str(exc).lower()
+
+
+def _free_memory(device: str) -> None:
+    import gc
+
+    gc.collect()
+    if device == "cuda":
+        try:
+            import torch
+
+            torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 class OfflineBackend(LocalTransformersBackend):
