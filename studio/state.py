@@ -1136,26 +1136,36 @@ def start_evaluation(seeds: int) -> Job:
 
 
 def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per_class: int, max_tokens: int) -> Job:
-    """DP-KPS vs private prediction vs AugPE+Ṽ at one privacy level on the same split (dpkps_core.compare) —
-    a LOCAL experiment: its accuracies read real data and nothing of it enters the release bundle."""
+    """DP-KPS vs private prediction vs AugPE+Ṽ at one privacy level on the same split (dpkps_core.compare).
+
+    Its accuracies read real data (private, local); the synthetic documents it writes are DP releases, so their
+    JOINT cost (every method on the same data) is checked against the cap and charged to the corpus's
+    persistent ledger, as the CLI's ``compare`` does (issue 11 §4)."""
     from dpkps_core import compare
 
     if not methods:
         raise ParameterError("Pick at least one method to compare.")
     c = corpus()
     s = ss()
+    led = ledger()
+    joint_eps, _ = compare.joint_cost(tuple(methods), eps_total=float(eps_total), eps_voc=float(eps_total) / 2,
+                                      delta=float(delta))
+    led.require(joint_eps, f"this comparison of {len(methods)} method(s) on the same data (joint cost)")
     out = runs_root() / f"compare-{uuid.uuid4().hex[:8]}"
-    emb = embedder(DEFAULT_MODEL)
+    emb = embedder(DEFAULT_MODEL, s.get("device"))
     vocab = public_vocabulary()
     doc_type = s.get("doc_type") or "a document"
     test_fraction = float(s["test_fraction"])  # session state is read here, never from the worker thread
-    backend = offline_backend()
+    # a local model (the user's own folder when chosen on page 6, else SmolLM2) on the device setting
+    backend = (local_backend(s.get("local_model_path") or "", s.get("device")) if s.get("backend") == "local"
+               else offline_backend(s.get("device")))
 
     def work(job: Job) -> Any:
         return compare.compare_methods(
             c, methods=tuple(methods), eps_total=float(eps_total), delta=float(delta), per_class=int(per_class),
             max_tokens=int(max_tokens), doc_type=doc_type, backend=backend, embedder=emb,
-            vocabulary=vocab, test_fraction=test_fraction, out_dir=out, progress=job.report, cancel=job.cancel)
+            vocabulary=vocab, test_fraction=test_fraction, out_dir=out, progress=job.report, cancel=job.cancel,
+            ledger=led)
 
     return start_job("job_compare", "method comparison", work)
 
