@@ -8,6 +8,7 @@ import streamlit as st
 from dpkps_core.evaluation import DISCLOSURE_NOTE, PRIVATE_NOTE, sweep_figures, sweep_summary
 from dpkps_core.augpe import AugPEConfig, prompt_budget
 from dpkps_core.compare import METHODS as COMPARE_METHODS
+from dpkps_core.compare import joint_cost
 from dpkps_core.private_prediction import PRIVATE_PROMPT_WARNING
 from dpkps_core.sampling import METHODS
 from studio import charts, state, widgets
@@ -125,9 +126,11 @@ with tab_sweep:
 with tab_compare:
     st.caption("DP-KPS next to the two other methods of the field — private prediction (clipped logits + sparse "
                "vector, paper 004) and AugPE seeded with the private vocabulary — at the same ε, on the same split, "
-               "evaluated alike. A local experiment: its accuracies read real data; nothing of it is released, and it "
-               "does not charge this session's release ledger (each method's own ε and δ are in the table). "
-               "DP-KPS is pure ε-DP; the other two are (ε, δ)-DP.")
+               "evaluated alike. Its accuracies read real data (private, local); the synthetic documents each method "
+               "writes are DP releases, so the JOINT cost of running the selected methods on the same data (the sum "
+               "of their ε and δ; a Ṽ shared by DP-KPS and AugPE+Ṽ counted once) is checked against the cap and "
+               "charged to this corpus's ledger before anything runs. DP-KPS is pure ε-DP; the other two are "
+               "(ε, δ)-DP.")
     st.warning(PRIVATE_PROMPT_WARNING, icon=":material/warning:")
     c1, c2, c3, c4 = st.columns(4)
     widgets.bound(c1.number_input, "ε (every method)", "compare_eps", min_value=0.1, max_value=100.0, step=1.0)
@@ -141,6 +144,10 @@ with tab_compare:
     st.caption(f"LLM prompts: DP-KPS {budget['dpkps_prompts_for_same_documents']:,}; AugPE+Ṽ {budget['prompts']:,} "
                f"(≈ {budget['prompts_per_document']}× per synthetic document). On this CPU with the offline model, "
                "expect minutes per method even at 2 documents per class.")
+    joint_eps, joint_delta = joint_cost(tuple(s["compare_methods"]), eps_total=float(s["compare_eps"]),
+                                        eps_voc=float(s["compare_eps"]) / 2, delta=float(s["compare_delta"]))
+    st.markdown(f"**Joint cost of the selected methods on this corpus: ε = {joint_eps:g}, δ = {joint_delta:g}** — "
+                "charged to the corpus's ledger when you start.")
     job = s.get("job_compare")
     if not (isinstance(job, state.Job) and job.running):
         if st.button("Compare at this privacy level", icon=":material/compare:"):

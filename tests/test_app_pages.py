@@ -345,3 +345,6 @@ def test_page7_compare_methods_section() -> None:
     assert job.error is None, job.error
     rows = table(at, "method")
     assert list(rows["method"]) == ["dpkps"] or "dpkps" in " ".join(map(str, rows["method"]))
+    # issue 11 §4: the comparison's documents are DP releases: its joint cost is shown and charged
+    assert any("Joint cost of the selected methods" in md.value for md in at.markdown)
+    assert ledger_total(at) == pytest.approx(float(at.session_state["compare_eps"]), rel=1e-6)
