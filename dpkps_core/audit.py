@@ -7,10 +7,13 @@ What it does (docs/PRIVACY.md, "Empirical audit"):
   distinct rare terms of V) and D⁺ = D + one synthetic canary document made of rare public terms of V that occur
   nowhere in D. It runs the exact release path, :func:`dpkps_core.pipeline.run_sampling` (split → Ṽ (ε_voc) →
   keyphrases → DP density (ε_kde) → sequences, the same functions and settings as a real run), many times with
-  fresh noise on each neighbour, and computes per trial a few statistics of the *released* outputs only (Ṽ
-  with its noisy counts, and the sequences), weighted by how the neighbours' training term counts differ:
-  a censored, likelihood-ratio-like sum of noisy counts, the number of those terms in Ṽ, and their sampled
-  frequency. Each statistic's event {s ≥ τ} (or its complement, in either direction) is chosen on a separate
+  fresh noise on each neighbour, in three stages under one Bonferroni correction: the *vocabulary stage*
+  (``build_private_vocabulary`` alone: cheap, thousands of trials; against ε_voc), the *density stage*
+  (``extract_keyphrases`` → ``build_density`` → ``sample_sequences`` on one fixed Ṽ, no new embeddings; against
+  ε_kde) and the *release stage* (the whole ``run_sampling``; against ε_voc + ε_kde). Per trial it computes a few
+  statistics of the *released* outputs only (Ṽ with its noisy counts, the sequences), weighted by how the
+  neighbours' training term (or per-class keyphrase) counts differ: a censored, likelihood-ratio-like sum of
+  noisy counts, the number of those terms in Ṽ, and their (per-class) sampled frequency. Each statistic's event {s ≥ τ} (or its complement, in either direction) is chosen on a separate
   *selection* set of trials; on the remaining *evaluation* trials the standard construction gives
   ε_lb = ln(CP_lower(p_num) / CP_upper(p_den)) with one-sided Clopper–Pearson bounds, Bonferroni-corrected over
   every bound computed, so max ε_lb is a valid lower bound on the true ε at the stated confidence. If the
@@ -42,6 +45,7 @@ from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_positive_int
+from dpkps_core.embeddings import embed_terms
 from dpkps_core.errors import ParameterError
 from dpkps_core.pipeline import LIMITS, SamplingConfig
 from dpkps_core.vocabulary import PublicVocabulary
@@ -52,12 +56,20 @@ AUDIT_NOTE = ("private audit on the real corpus — local only, never part of a 
               "to the privacy ledger (every trial runs on a copy with its own throwaway ledger)")
 LIMITATION_NOTE = ("An empirical audit gives a LOWER bound on the ε the implementation actually has: it can show a "
                    "leak larger than claimed, never prove that there is none.")
-STATISTICS = ("vocabulary_score", "vocabulary_members", "sampled_frequency")
 VOCABULARY_STATISTICS = ("vocabulary_score", "vocabulary_members")
+DENSITY_STATISTICS = ("class_sampled_frequency",)
+STATISTICS = ("sampled_frequency",)
+STAGES = {  # stage -> (statistics, what it runs, which ε it is bounded against)
+    "vocabulary": (VOCABULARY_STATISTICS, "pipeline.build_private_vocabulary alone", "ε_voc"),
+    "density": (DENSITY_STATISTICS, "pipeline.extract_keyphrases + build_density + sample_sequences on a fixed Ṽ",
+                "ε_kde"),
+    "release": (STATISTICS, "pipeline.run_sampling, the whole release path", "ε"),
+}
 STATISTIC_LABELS = {
     "vocabulary_score": "Σ Δ·(noisy count in Ṽ, censored at Ṽ's cut)",
     "vocabulary_members": "Σ Δ·[term ∈ Ṽ]",
     "sampled_frequency": "Σ Δ·(occurrences in the sampled sequences)",
+    "class_sampled_frequency": "Σ Δ_class·(occurrences in that class's sampled sequences)",
 }
 PAIRS = {
     "remove": ("D⁻", "D", "D vs D without its most influential training document"),
@@ -86,6 +98,8 @@ class AuditSettings:
         time_budget: seconds the whole audit may take when ``trials`` is ``None``.
         vocabulary_trials: trials of the vocabulary stage per neighbour (cheap: no embeddings, no density);
             ``None`` fits ``vocabulary_time_budget`` (at most ``max_vocabulary_trials``).
+        density_trials: trials of the density stage per neighbour (density + sampling on a fixed Ṽ, no new
+            embeddings); ``None`` fits ``density_time_budget`` (at most ``max_density_trials``).
         confidence: confidence of the lower bound (default 95 %).
         selection_fraction: share of the trials used only to choose each event's threshold and direction.
         canary_documents: k canary documents of the exposure test (0 skips it).
@@ -100,6 +114,9 @@ class AuditSettings:
     vocabulary_trials: int | None = None
     vocabulary_time_budget: float = 20.0
     max_vocabulary_trials: int = 3000
+    density_trials: int | None = None
+    density_time_budget: float = 30.0
+    max_density_trials: int = 2000
     min_trials: int = 12
     max_trials: int = 2000
     confidence: float = 0.95
@@ -121,6 +138,13 @@ class AuditSettings:
             raise ParameterError("The vocabulary stage's time budget must be a number of seconds > 0, got "
                                  f"{self.vocabulary_time_budget!r}.")
         check_positive_int(self.max_vocabulary_trials, "maximum vocabulary-stage trials", minimum=MIN_TRIALS)
+        if self.density_trials is not None:
+            check_positive_int(self.density_trials, "density-stage trials", minimum=MIN_TRIALS, maximum=1_000_000)
+        if not (isinstance(self.density_time_budget, (int, float)) and math.isfinite(self.density_time_budget)
+                and self.density_time_budget > 0):
+            raise ParameterError("The density stage's time budget must be a number of seconds > 0, got "
+                                 f"{self.density_time_budget!r}.")
+        check_positive_int(self.max_density_trials, "maximum density-stage trials", minimum=MIN_TRIALS)
         check_positive_int(self.min_trials, "minimum trials", minimum=MIN_TRIALS)
         check_positive_int(self.max_trials, "maximum trials", minimum=self.min_trials)
         if not (isinstance(self.confidence, (int, float)) and 0.5 <= self.confidence < 1.0):
@@ -343,15 +367,28 @@ def declared_classes(corpus: Corpus, config: SamplingConfig) -> list[str]:
 
 
 def _with_extra(corpus: Corpus, texts: Sequence[str], labels: Sequence[str]) -> Corpus:
-    """A copy of ``corpus`` with documents appended (every other field, e.g. declared classes, kept)."""
-    return dataclasses.replace(corpus, texts=tuple(corpus.texts) + tuple(texts),
-                               labels=tuple(corpus.labels) + tuple(labels), report=None)
+    """A copy of ``corpus`` with documents appended (every other field, e.g. declared classes, kept); with a
+    person column each appended document is a new person of its own."""
+    fields: dict[str, Any] = {"texts": tuple(corpus.texts) + tuple(texts), "labels": tuple(corpus.labels) + tuple(labels)}
+    if getattr(corpus, "persons", None) is not None:
+        fields["persons"] = tuple(corpus.persons) + tuple(f"audit-canary-{j}" for j in range(len(texts)))
+    return dataclasses.replace(corpus, **fields, report=None)
 
 
-def _without(corpus: Corpus, index: int) -> Corpus:
-    keep = [i for i in range(len(corpus)) if i != index]
-    return dataclasses.replace(corpus, texts=tuple(corpus.texts[i] for i in keep),
-                               labels=tuple(corpus.labels[i] for i in keep), report=None)
+def _without(corpus: Corpus, index: int, *, by_person: bool = False) -> tuple[Corpus, list[int]]:
+    """A copy of ``corpus`` without document ``index`` (with ``by_person``: without all of its person's
+    documents — the neighbouring relation of the person unit). Returns the copy and, per kept document, its
+    index in ``corpus``."""
+    persons = getattr(corpus, "persons", None)
+    if by_person and persons is not None:
+        keep = [i for i in range(len(corpus)) if persons[i] != persons[index]]
+    else:
+        keep = [i for i in range(len(corpus)) if i != index]
+    fields: dict[str, Any] = {"texts": tuple(corpus.texts[i] for i in keep),
+                              "labels": tuple(corpus.labels[i] for i in keep)}
+    if persons is not None:
+        fields["persons"] = tuple(persons[i] for i in keep)
+    return dataclasses.replace(corpus, **fields, report=None), keep
 
 
 def _training_part(corpus: Corpus, split: Any, classes: Sequence[str]) -> list[int]:
@@ -433,6 +470,8 @@ class _Neighbour:
 class _Runner:
     """Runs the release path on one neighbour with fresh noise and a throwaway ledger per trial."""
 
+    last_vocabulary: Any = None
+
     def __init__(self, config: SamplingConfig, vocabulary: PublicVocabulary, embedder: MemoryEmbedder,
                  settings: AuditSettings) -> None:
         self.config, self.vocabulary, self.embedder, self.settings = config, vocabulary, embedder, settings
@@ -449,6 +488,7 @@ class _Runner:
         run = pipeline.run_sampling(corpus, self.config, vocabulary=self.vocabulary, embedder=self.embedder,
                                     cache=None, noise=self.noise(), ledger=PrivacyLedger())
         self.runs += 1
+        self.last_vocabulary = run.private_vocabulary
         return _Release.of(run), run.split
 
 
@@ -498,8 +538,12 @@ def run_audit(
     rel, split = runner.run(corpus)
     d.releases.append(rel)
     d.train = _training_part(corpus, split, classes)
+    first_vocabulary = runner.last_vocabulary
     target, unique_terms = influential_document(corpus, d.train, vocabulary, terms_per_doc=S)
-    minus = _Neighbour("D⁻", _without(corpus, target))
+    target_terms = [vocabulary.terms[i] for i in vocabulary.matcher.first_distinct(
+        [corpus.texts[target]], S, max_chars=LIMITS["max_chars_per_doc"])[0]]
+    minus_corpus, kept = _without(corpus, target, by_person=bool(getattr(config, "person_column", None)))
+    minus = _Neighbour("D⁻", minus_corpus)
     maker = _CanaryMaker(rare_public_terms(corpus, vocabulary), vocabulary, rng)
     label_cycle = [classes[i % len(classes)] for i in range(max(settings.canary_documents, 1))]
 
@@ -540,8 +584,9 @@ def run_audit(
     counts = {nb.name: pipeline.term_counts(train_texts(nb), vocabulary, terms_per_doc=S) for nb in (d, minus, plus)}
     weights = {"remove": _weights(counts["D"] - counts["D⁻"], vocabulary),
                "add": _weights(counts["D⁺"] - counts["D"], vocabulary)}
-    moved = {"remove": _moved(d.train, minus.train, removed=target, size_d=len(corpus)),
-             "add": _moved(d.train, plus.train, removed=None, size_d=len(corpus))}
+    removed = set(range(len(corpus))) - set(kept)
+    moved = {"remove": _moved(d.train, [kept[i] for i in minus.train], ignore=removed),
+             "add": _moved(d.train, [i for i in plus.train if i < len(corpus)], ignore=set())}
 
     t_round0 = time.perf_counter() - started
 
@@ -571,6 +616,53 @@ def run_audit(
 
     t_vocab = time.perf_counter() - started - t_round0
 
+    # ---- density stage: keyphrases → DP density → sequences on ONE fixed Ṽ (D's first Ṽ plus the audit terms,
+    # so that the removed document's and the canary's terms can show); no new embeddings per trial
+    pv_audit = _audit_vocabulary(first_vocabulary, list(add_canary) + target_terms)
+    emb_audit = embed_terms(pv_audit.terms, memory)
+    config_d = dataclasses.replace(config)
+    if config_d.bandwidth is None:  # what build_density would compute from these embeddings, once
+        config_d.bandwidth = pipeline.default_bandwidth(emb_audit)
+    max_per_doc = config.max_keyphrases_per_doc or config.length
+    dens_input = {}
+    for nb in (d, minus, plus):
+        labels = [nb.corpus.labels[i] for i in nb.train]
+        dens_input[nb.name] = (pipeline.extract_keyphrases(texts[nb.name], pv_audit, max_per_doc=max_per_doc), labels)
+
+    def class_counts(name: str) -> Counter:
+        kps, labels = dens_input[name]
+        return Counter((y, pv_audit.terms[i]) for doc, y in zip(kps, labels) for i in doc)
+
+    cc = {name: class_counts(name) for name in dens_input}
+    dens_weights = {"remove": _class_weights(cc["D"], cc["D⁻"]), "add": _class_weights(cc["D⁺"], cc["D"])}
+    dens_values: dict[str, list[dict[str, float]]] = {"D": [], "D⁻": [], "D⁺": []}
+
+    def density_trial(name: str) -> None:
+        noise = runner.noise()
+        kps, labels = dens_input[name]
+        density, _ = pipeline.build_density(kps, labels, classes=classes, embeddings=emb_audit, config=config_d,
+                                            private_vocabulary=pv_audit, noise=noise, ledger=PrivacyLedger())
+        outcome = pipeline.sample_sequences(density, terms=pv_audit.terms, embeddings=emb_audit, config=config_d,
+                                            rng=noise.child())
+        freq = Counter((q.label, k) for q in outcome.sequences for k in q.keyphrases)
+        dens_values[name].append({pair: sum(w * freq.get(key, 0) for key, w in dens_weights[pair].items())
+                                  for pair in PAIRS})
+
+    t_d = time.perf_counter()
+    for name in dens_values:
+        density_trial(name)
+    t_d = (time.perf_counter() - t_d) / 3
+    n_dens = settings.density_trials or int(min(max(settings.density_time_budget / (3 * max(t_d, 1e-6)),
+                                                    settings.min_trials), settings.max_density_trials))
+    for r in range(1, n_dens):
+        if stopped():
+            break
+        for name in dens_values:
+            density_trial(name)
+        if r % 10 == 0 or r == n_dens - 1:
+            report(0.2 + 0.1 * (r + 1) / n_dens, f"density stage: trial {r + 1}/{n_dens} on each neighbour")
+    t_density = time.perf_counter() - started - t_round0 - t_vocab
+
     # ---- release stage, round 1 (timed) and the plan
     t_round = time.perf_counter()
     for nb in neighbours:
@@ -589,7 +681,8 @@ def run_audit(
     if on_plan is not None:
         on_plan(dict(plan))
     total_runs = n * len(neighbours)
-    timings = {"round_1": round(t_round0, 1), "vocabulary_stage": round(t_vocab, 1)}
+    timings = {"round_1": round(t_round0, 1), "vocabulary_stage": round(t_vocab, 1),
+               "density_stage": round(t_density, 1)}
     deadline = None if settings.trials is not None else started + settings.time_budget
     out_of_time = False
     for r in range(2, n):
@@ -603,45 +696,64 @@ def run_audit(
             nb.releases.append(runner.run(nb.corpus)[0])
             done = sum(len(x.releases) for x in neighbours)
             eta = (total_runs - done) * t_round / len(neighbours)
-            report(0.2 + 0.8 * min(done / total_runs, 1.0),
+            report(0.3 + 0.7 * min(done / total_runs, 1.0),
                    f"release stage: trial {r + 1}/{n} on {nb.name} — about {format_seconds(eta)} left")
         if cancelled:
             break
     cancelled = cancelled or stopped()
     rounds = min(len(nb.releases) for nb in neighbours)
     voc_rounds = min(len(v) for v in vocab_rel.values())
-    if rounds < MIN_TRIALS or voc_rounds < MIN_TRIALS:
-        raise ParameterError(f"The audit was stopped after {min(rounds, voc_rounds)} complete round(s); it needs at "
-                             f"least {MIN_TRIALS} trials per neighbour to say anything.")
+    dens_rounds = min(len(v) for v in dens_values.values())
+    if min(rounds, voc_rounds, dens_rounds) < MIN_TRIALS:
+        raise ParameterError(f"The audit was stopped after {min(rounds, voc_rounds, dens_rounds)} complete round(s); "
+                             f"it needs at least {MIN_TRIALS} trials per neighbour to say anything.")
     report(1.0, "analysing the trials")
 
     # ---- events: per stage, pair and statistic; one Bonferroni correction over all of them
-    pair_names = [p for p in PAIRS if weights[p]]
-    m = max(1, len(pair_names) * (len(STATISTICS) + len(VOCABULARY_STATISTICS)))
-    alpha = (1.0 - settings.confidence) / (2 * m)   # two one-sided CP bounds per event
     sides = {"remove": ("D⁻", "D"), "add": ("D", "D⁺")}
-    releases = {"release": {nb.name: nb.releases[:rounds] for nb in (d, minus, plus)},
-                "vocabulary": {k: v[:voc_rounds] for k, v in vocab_rel.items()}}
-    events: list[dict[str, Any]] = []
-    for stage, stats_of_stage in (("vocabulary", VOCABULARY_STATISTICS), ("release", STATISTICS)):
+    values: dict[tuple[str, str], tuple[dict[str, np.ndarray], dict[str, np.ndarray], Mapping[Any, float]]] = {}
+    for stage, rels in (("vocabulary", {k: v[:voc_rounds] for k, v in vocab_rel.items()}),
+                        ("release", {nb.name: nb.releases[:rounds] for nb in (d, minus, plus)})):
         for pair in PAIRS:
             a_name, b_name = sides[pair]
-            sa = [r.statistics(weights[pair]) for r in releases[stage][a_name]]
-            sb = [r.statistics(weights[pair]) for r in releases[stage][b_name]]
-            for stat in stats_of_stage:
-                events.append(_event(stage, pair, stat, np.array([x[stat] for x in sa]),
-                                     np.array([x[stat] for x in sb]), weights[pair], settings, alpha))
-    lower = max(e["epsilon_lower_bound"] for e in events)
-    vocab_lower = max(e["epsilon_lower_bound"] for e in events if e["stage"] == "vocabulary")
+            sa = [r.statistics(weights[pair]) for r in rels[a_name]]
+            sb = [r.statistics(weights[pair]) for r in rels[b_name]]
+            values[(stage, pair)] = ({st: np.array([x[st] for x in sa]) for st in STAGES[stage][0]},
+                                     {st: np.array([x[st] for x in sb]) for st in STAGES[stage][0]}, weights[pair])
+    for pair in PAIRS:
+        a_name, b_name = sides[pair]
+        values[("density", pair)] = (
+            {"class_sampled_frequency": np.array([x[pair] for x in dens_values[a_name][:dens_rounds]])},
+            {"class_sampled_frequency": np.array([x[pair] for x in dens_values[b_name][:dens_rounds]])},
+            dens_weights[pair])
+    m = max(1, sum(len(STAGES[stage][0]) for (stage, pair), v in values.items() if v[2]))
+    alpha = (1.0 - settings.confidence) / (2 * m)   # two one-sided CP bounds per event
+    events: list[dict[str, Any]] = []
+    for stage in STAGES:
+        for pair in PAIRS:
+            va, vb, w = values[(stage, pair)]
+            for stat in STAGES[stage][0]:
+                events.append(_event(stage, pair, stat, va[stat], vb[stat], w, settings, alpha))
+    stage_bound = {stage: max(e["epsilon_lower_bound"] for e in events if e["stage"] == stage) for stage in STAGES}
+    stage_claim = {"vocabulary": float(config.eps_voc), "density": float(config.eps_kde), "release": claimed}
+    # events on Ṽ and on the whole release are events of the release: they bound its ε (the density stage
+    # conditions on a fixed Ṽ and bounds the density step's ε_kde instead)
+    lower = max(stage_bound["vocabulary"], stage_bound["release"])
+    vocab_lower = stage_bound["vocabulary"]
     n_sel, n_eval = _selection_sizes(rounds, settings)
     n_sel_v, n_eval_v = _selection_sizes(voc_rounds, settings)
+    n_sel_d, n_eval_d = _selection_sizes(dens_rounds, settings)
     certifiable = max_certifiable_epsilon(max(n_eval, n_eval_v), alpha)
     violation, verdict = verdict_for(lower, claimed, settings.confidence, certifiable)
-    vocab_violation = vocab_lower > config.eps_voc + 1e-9
-    if vocab_violation and not violation:
-        violation = True
-        verdict = (f"VIOLATION: the private vocabulary step leaks more than claimed (ε ≥ {vocab_lower:.2f} > ε_voc = "
-                   f"{config.eps_voc:g} at {settings.confidence:.0%} confidence).")
+    stage_violation = {stage: stage_bound[stage] > stage_claim[stage] + 1e-9 for stage in STAGES}
+    vocab_violation = stage_violation["vocabulary"]
+    if not violation:
+        for stage, what in (("vocabulary", "private vocabulary step"), ("density", "density step")):
+            if stage_violation[stage]:
+                violation = True
+                verdict = (f"VIOLATION: the {what} leaks more than claimed (ε ≥ {stage_bound[stage]:.2f} > "
+                           f"{STAGES[stage][2]} = {stage_claim[stage]:g} at {settings.confidence:.0%} confidence).")
+                break
 
     exposure = None
     if exposure_nb is not None:
@@ -650,13 +762,20 @@ def run_audit(
     info = {
         "epsilon_vocabulary": config.eps_voc, "epsilon_kde": config.eps_kde,
         "vocabulary_stage_lower_bound": vocab_lower, "vocabulary_stage_violation": vocab_violation,
+        "stages": {stage: {"runs": STAGES[stage][1], "claim": f"{STAGES[stage][2]} = {stage_claim[stage]:g}",
+                           "lower_bound": stage_bound[stage], "violation": stage_violation[stage]}
+                   for stage in STAGES},
+        "density_stage_lower_bound": stage_bound["density"],
+        "density_trials_per_neighbour": dens_rounds, "density_evaluation_trials": n_eval_d,
+        "density_vocabulary_size": len(pv_audit),
         "trials_per_neighbour": rounds, "trials_planned": n, "selection_trials": n_sel, "evaluation_trials": n_eval,
         "vocabulary_trials_per_neighbour": voc_rounds, "vocabulary_selection_trials": n_sel_v,
         "vocabulary_evaluation_trials": n_eval_v,
         "bonferroni_events": m, "alpha_per_bound": alpha, "max_certifiable_epsilon": certifiable,
         "max_certifiable_epsilon_release_stage": max_certifiable_epsilon(n_eval, alpha),
         "cancelled": cancelled, "stopped_at_time_budget": out_of_time, "runs_of_release_path": runner.runs,
-        "timings_seconds": {**timings, "release_stage": round(time.perf_counter() - started - t_round0 - t_vocab, 1)}, "seconds": round(time.perf_counter() - started, 1),
+        "timings_seconds": {**timings, "release_stage": round(time.perf_counter() - started - t_round0 - t_vocab
+                                                              - t_density, 1)}, "seconds": round(time.perf_counter() - started, 1),
         "plan": plan, "noise_sampler": runner.sampler,
         "noise": "OS entropy" if settings.seed is None else "seeded (reproducible audit)",
         "ledger": "charged nothing: every trial used its own throwaway ledger on an in-memory copy",
@@ -664,7 +783,9 @@ def run_audit(
         "neighbours": {
             "D": {"documents": len(corpus), "training_documents": len(d.train)},
             "D⁻": {"documents": len(minus.corpus), "training_documents": len(minus.train),
-                   "removed": "the training document with the most distinct rare terms of V",
+                   "removed": "the training document with the most distinct rare terms of V"
+                              + (" (all of its person's documents)" if len(removed) > 1 else ""),
+                   "removed_documents": len(removed),
                    "removed_unique_terms": unique_terms, "training_documents_moved": moved["remove"]},
             "D⁺": {"documents": len(plus.corpus), "training_documents": len(plus.train),
                    "canary_terms": list(add_canary), "canary_in_training_part": bool(add_planted),
@@ -720,6 +841,26 @@ def _event(stage: str, pair: str, stat: str, a: np.ndarray, b: np.ndarray, weigh
     return ev
 
 
+def _audit_vocabulary(pv: Any, extra_terms: Sequence[str]) -> Any:
+    """A fixed Ṽ for the density stage: a released Ṽ plus the audit terms it lacks (any fixed Ṽ will do: the
+    density step must be ε_kde-DP for every Ṽ)."""
+    have = set(pv.terms)
+    extra = [t for t in dict.fromkeys(extra_terms) if t not in have]
+    if not extra:
+        return pv
+    counts = np.asarray(pv.noisy_counts, dtype=np.float64)
+    low = float(counts.min()) if counts.size else 0.0
+    return dataclasses.replace(pv, terms=tuple(pv.terms) + tuple(extra),
+                               noisy_counts=np.concatenate([counts, np.full(len(extra), low)]))
+
+
+def _class_weights(b: Counter, a: Counter) -> dict[tuple[str, str], float]:
+    """(class, term) → keyphrase occurrences in B's training part − in A's, where they differ (largest first)."""
+    diff = {k: float(b.get(k, 0) - a.get(k, 0)) for k in set(a) | set(b)}
+    items = sorted(((k, v) for k, v in diff.items() if v), key=lambda kv: (-abs(kv[1]), kv[0]))
+    return dict(items[:MAX_WEIGHTED_TERMS])
+
+
 def _weights(delta: np.ndarray, vocabulary: PublicVocabulary) -> dict[str, float]:
     """Term → Δ (count in B − count in A) for the terms whose training counts differ (largest |Δ| first)."""
     nz = np.flatnonzero(delta)
@@ -728,18 +869,10 @@ def _weights(delta: np.ndarray, vocabulary: PublicVocabulary) -> dict[str, float
     return {vocabulary.terms[i]: float(delta[i]) for i in nz}
 
 
-def _moved(train_a: Sequence[int], train_b: Sequence[int], *, removed: int | None, size_d: int) -> int:
-    """Training documents of D (other than the one added or removed) whose side of the split differs between the
-    two neighbours — 0 for a split that assigns each document on its own (DESIGN §2).
-
-    ``train_a`` indexes D; for a removal ``train_b`` indexes D without ``removed`` (later indices shift by one),
-    for an addition it indexes D with documents appended at ``size_d`` and beyond (ignored)."""
-    a = set(train_a) - ({removed} if removed is not None else set())
-    if removed is None:
-        b = {i for i in train_b if i < size_d}
-    else:
-        b = {i + 1 if i >= removed else i for i in train_b}
-    return len(a ^ b)
+def _moved(train_a: Sequence[int], train_b: Sequence[int], *, ignore: set[int]) -> int:
+    """Documents of D (other than those added or removed, ``ignore``) on the training side in one neighbour and
+    not the other — 0 for a split that assigns each document on its own (DESIGN §2). Both lists index D."""
+    return len((set(train_a) ^ set(train_b)) - ignore)
 
 
 def _exposure_summary(canaries: Sequence[Sequence[str]], planted: Sequence[bool], with_: Sequence[_Release],
@@ -786,10 +919,11 @@ def estimate_audit_time(
     settings: AuditSettings | None = None,
 ) -> dict[str, Any]:
     """Measure two runs of the release path on D (the first warms the in-memory embeddings) and a few
-    vocabulary-stage trials, and extrapolate to the audit's plan. Nothing is kept; nothing is charged.
+    vocabulary-stage trials and one density-stage trial, and extrapolate to the audit's plan. Nothing is kept;
+    nothing is charged.
 
-    Returns ``seconds_per_trial``, ``first_trial_seconds``, ``neighbours``, ``trials``, ``vocabulary_trials`` and
-    ``estimated_seconds``."""
+    Returns ``seconds_per_trial``, ``first_trial_seconds``, ``neighbours``, ``trials``, ``vocabulary_trials``,
+    ``density_trials`` and ``estimated_seconds``."""
     settings = (settings or AuditSettings()).validate()
     config = dataclasses.replace(config)
     config.validate()
@@ -808,17 +942,33 @@ def estimate_audit_time(
                                           vocab_size=config.vocab_size, noise=runner.noise(), ledger=PrivacyLedger(),
                                           selection_rule=config.selection_rule, counts=counts)
     t_voc = (time.perf_counter() - t2) / 3
+    pv = runner.last_vocabulary
+    emb = embed_terms(pv.terms, runner.embedder)
+    config_d = dataclasses.replace(config)
+    if config_d.bandwidth is None:
+        config_d.bandwidth = pipeline.default_bandwidth(emb)
+    labels = [corpus.labels[i] for i in _training_part(corpus, split, declared_classes(corpus, config))]
+    kps = pipeline.extract_keyphrases(texts, pv, max_per_doc=config.max_keyphrases_per_doc or config.length)
+    t3 = time.perf_counter()
+    noise = runner.noise()
+    density, _ = pipeline.build_density(kps, labels, classes=declared_classes(corpus, config), embeddings=emb,
+                                        config=config_d, private_vocabulary=pv, noise=noise, ledger=PrivacyLedger())
+    pipeline.sample_sequences(density, terms=pv.terms, embeddings=emb, config=config_d, rng=noise.child())
+    t_dens = time.perf_counter() - t3
+    n_dens = settings.density_trials or int(min(max(settings.density_time_budget / (3 * max(t_dens, 1e-6)),
+                                                    settings.min_trials), settings.max_density_trials))
     neighbours = 3 + (1 if settings.canary_documents else 0)
     n_voc = settings.vocabulary_trials or int(min(max(settings.vocabulary_time_budget / (3 * max(t_voc, 1e-6)),
                                                       settings.min_trials * 5), settings.max_vocabulary_trials))
     if settings.trials is not None:
         trials = settings.trials
     else:
-        left = settings.time_budget - first * neighbours - 3 * n_voc * t_voc
+        left = settings.time_budget - first * neighbours - 3 * n_voc * t_voc - 3 * n_dens * t_dens
         trials = int(min(max(2 + left / max(per_trial * neighbours, 1e-6), settings.min_trials), settings.max_trials))
-    estimated = first * neighbours + per_trial * neighbours * max(trials - 1, 0) + 3 * n_voc * t_voc
+    estimated = (first * neighbours + per_trial * neighbours * max(trials - 1, 0) + 3 * n_voc * t_voc
+                 + 3 * n_dens * t_dens)
     return {"seconds_per_trial": per_trial, "first_trial_seconds": first, "neighbours": neighbours,
-            "trials": trials, "vocabulary_trials": n_voc, "estimated_seconds": estimated}
+            "trials": trials, "vocabulary_trials": n_voc, "density_trials": n_dens, "estimated_seconds": estimated}
 
 
 # ------------------------------------------------------------------------------------------ private report
@@ -838,17 +988,20 @@ def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
         + (" Cancelled: the finished rounds were analysed." if r.get("cancelled") else ""),
         f"- Vocabulary stage (Ṽ alone, {r['vocabulary_trials_per_neighbour']} trials per neighbour): lower bound "
         f"{r['vocabulary_stage_lower_bound']:.3f} vs ε_voc = {r['epsilon_vocabulary']:g}.",
+        f"- Density stage (density + sequences on a fixed Ṽ of {r['density_vocabulary_size']} terms, "
+        f"{r['density_trials_per_neighbour']} trials per neighbour): lower bound "
+        f"{r['density_stage_lower_bound']:.3f} vs ε_kde = {r['epsilon_kde']:g}.",
         f"- Largest ε these trials can certify: {r['max_certifiable_epsilon_release_stage']:.2f} (release stage), "
         f"{r['max_certifiable_epsilon']:.2f} (vocabulary stage); Bonferroni over {r['bonferroni_events']} events.",
         f"- {r['ledger'][0].upper() + r['ledger'][1:]}. Embeddings: {r['embeddings']}.", "",
-        "| pair | statistic | event | p(A) | p(B) | ε lower bound | point estimate |",
-        "|---|---|---|---|---|---|---|",
+        "| stage | pair | statistic | event | p(A) | p(B) | ε lower bound | point estimate |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for e in r["events"]:
         if e.get("threshold") is None:
-            lines.append(f"| {e['pair']} | {e['statistic']} | — | — | — | 0 | — |")
+            lines.append(f"| {e['stage']} | {e['pair']} | {e['statistic']} | — | — | — | 0 | — |")
             continue
-        lines.append(f"| {e['neighbour_a']} vs {e['neighbour_b']} | {e['statistic']} | {e['event']} "
+        lines.append(f"| {e['stage']} | {e['neighbour_a']} vs {e['neighbour_b']} | {e['statistic']} | {e['event']} "
                      f"(numerator {e['numerator']}) | {e['p_a']:.3f} | {e['p_b']:.3f} | "
                      f"{e['epsilon_lower_bound']:.3f} | {e['point_estimate']:.2f} |")
     nb = r["neighbours"]

@@ -27,7 +27,8 @@ def _load_corpus(config: SamplingConfig):
 
 def settings_from_args(args: argparse.Namespace) -> audit.AuditSettings:
     return audit.AuditSettings(
-        trials=args.trials, time_budget=args.time_budget, vocabulary_trials=args.vocabulary_trials, confidence=args.confidence,
+        trials=args.trials, time_budget=args.time_budget, vocabulary_trials=args.vocabulary_trials,
+        density_trials=args.density_trials, confidence=args.confidence,
         selection_fraction=args.selection_fraction, canary_documents=args.canaries, canary_terms=args.canary_terms,
         noise_sampler=args.audit_sampler, seed=args.audit_seed,
     ).validate()
@@ -70,6 +71,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     print(result.verdict)
     print(f"vocabulary stage (Ṽ alone): lower bound {r['vocabulary_stage_lower_bound']:.3f} vs ε_voc = "
           f"{r['epsilon_vocabulary']:g}, {r['vocabulary_trials_per_neighbour']} trials per neighbour")
+    print(f"density stage (density + sequences on a fixed Ṽ): lower bound {r['density_stage_lower_bound']:.3f} vs "
+          f"ε_kde = {r['epsilon_kde']:g}, {r['density_trials_per_neighbour']} trials per neighbour")
     print(f"release stage: {r['trials_per_neighbour']} trials per neighbour ({r['evaluation_trials']} for the bound), "
           f"{r['runs_of_release_path']} runs of the release path; largest certifiable ε: "
           f"{r['max_certifiable_epsilon_release_stage']:.2f} (vocabulary stage: {r['max_certifiable_epsilon']:.2f})")
@@ -118,6 +121,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="trials of the cheap vocabulary stage (private vocabulary alone, bounded against ε_voc) per "
                         f"neighbour (default: as many as fit {d.vocabulary_time_budget:g} s, at most "
                         f"{d.max_vocabulary_trials})")
+    g.add_argument("--density-trials", type=int, default=None,
+                   help="trials of the density stage (density + sequences on a fixed Ṽ, bounded against ε_kde) per "
+                        f"neighbour (default: as many as fit {d.density_time_budget:g} s, at most {d.max_density_trials})")
     g.add_argument("--confidence", type=float, default=d.confidence, help="confidence of the bound (default %(default)s)")
     g.add_argument("--selection-fraction", type=float, default=d.selection_fraction,
                    help="share of trials used only to choose the events (default 1/3)")

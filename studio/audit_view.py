@@ -26,7 +26,7 @@ def defaults() -> dict[str, Any]:
     d = audit.AuditSettings()
     fast = fast_mode()
     return {"audit_trials_auto": not fast, "audit_trials": 4 if fast else 60, "audit_time_budget": d.time_budget,
-            "audit_vocabulary_trials": 40 if fast else 1000, "audit_confidence": d.confidence,
+            "audit_vocabulary_trials": 40 if fast else 1000, "audit_density_trials": 8 if fast else 100, "audit_confidence": d.confidence,
             "audit_canaries": 1 if fast else d.canary_documents}
 
 
@@ -42,6 +42,7 @@ def current_settings() -> audit.AuditSettings:
     return audit.AuditSettings(
         trials=None if s["audit_trials_auto"] else int(s["audit_trials"]), time_budget=float(s["audit_time_budget"]),
         vocabulary_trials=None if s["audit_trials_auto"] else int(s["audit_vocabulary_trials"]),
+        density_trials=None if s["audit_trials_auto"] else int(s["audit_density_trials"]),
         confidence=float(s["audit_confidence"]), canary_documents=int(s["audit_canaries"]),
     ).validate()
 
@@ -89,7 +90,7 @@ def histogram_figure(event: dict[str, Any]) -> go.Figure:
     if event.get("threshold") is not None:
         fig.add_vline(x=event["threshold"], line_dash="dash", line_color="#333",
                       annotation_text=f"event: {event['side']} {event['threshold']:.3g}")
-    stage = "vocabulary stage" if event["stage"] == "vocabulary" else "whole release"
+    stage = {"vocabulary": "vocabulary stage", "density": "density stage"}.get(event["stage"], "whole release")
     fig.update_layout(barmode="overlay", height=320, margin={"t": 50, "b": 40},
                       title=f"{event['statistic']} — {event['neighbour_a']} vs {event['neighbour_b']} ({stage}) "
                             "(private — local only)",
@@ -138,11 +139,14 @@ def show_result(result: audit.AuditResult) -> None:
     m = st.columns(4)
     m[0].metric("Empirical ε lower bound", f"{result.lower_bound:.3f}")
     m[1].metric("Claimed ε", f"{result.claimed_epsilon:g}")
-    m[2].metric("Vocabulary stage (vs ε_voc)", f"{r['vocabulary_stage_lower_bound']:.3f} / {r['epsilon_vocabulary']:g}")
+    m[2].metric("Vocabulary / density stage", f"{r['vocabulary_stage_lower_bound']:.2f} / "
+                f"{r['density_stage_lower_bound']:.2f}",
+                help=f"Lower bounds of the vocabulary stage (vs ε_voc = {r['epsilon_vocabulary']:g}) and of the density "
+                     f"stage (vs ε_kde = {r['epsilon_kde']:g}).")
     m[3].metric("Largest certifiable ε", f"{r['max_certifiable_epsilon']:.2f}",
                 help="With these trials no bound could exceed this: only leaks larger than it can show.")
-    st.caption(f"{r['trials_per_neighbour']} release-path trials and {r['vocabulary_trials_per_neighbour']} "
-               f"vocabulary-stage trials per neighbour, {r['runs_of_release_path']} runs in {r['seconds']:g} s"
+    st.caption(f"{r['trials_per_neighbour']} release-path, {r['density_trials_per_neighbour']} density-stage and "
+               f"{r['vocabulary_trials_per_neighbour']} vocabulary-stage trials per neighbour, {r['runs_of_release_path']} runs in {r['seconds']:g} s"
                + (" (cancelled: the finished rounds were analysed)" if r["cancelled"] else "")
                + f". {r['ledger'][0].upper() + r['ledger'][1:]}. {audit.LIMITATION_NOTE}")
     for warning in r.get("warnings", []):
@@ -150,8 +154,8 @@ def show_result(result: audit.AuditResult) -> None:
     st.dataframe(events_table(result), hide_index=True, key="table.audit_events")
     best = {stage: max((e for e in result.events if e["stage"] == stage and e.get("threshold") is not None),
                        key=lambda e: (e["epsilon_lower_bound"], e["point_estimate"]), default=None)
-            for stage in ("vocabulary", "release")}
-    cols = st.columns(2)
+            for stage in audit.STAGES}
+    cols = st.columns(len(best))
     for col, (stage, event) in zip(cols, best.items()):
         if event is not None:
             col.plotly_chart(histogram_figure(event), key=f"chart.audit.{stage}")
@@ -191,6 +195,8 @@ def settings_widgets() -> None:
                       max_value=100_000, step=10)
         widgets.bound(c3.number_input, "Vocabulary-stage trials per neighbour", "audit_vocabulary_trials",
                       min_value=audit.MIN_TRIALS, max_value=1_000_000, step=100)
+        widgets.bound(c1.number_input, "Density-stage trials per neighbour", "audit_density_trials",
+                      min_value=audit.MIN_TRIALS, max_value=1_000_000, step=10)
     c1, c2 = st.columns(2)
     widgets.bound(c1.select_slider, "Confidence", "audit_confidence", options=[0.9, 0.95, 0.99])
     widgets.bound(c2.number_input, "Canary documents (exposure test; 0 = skip)", "audit_canaries", min_value=0,

@@ -59,7 +59,7 @@ def synthetic(n_docs: int, *, test_fraction: float = 0.2, eps_voc: float = 0.5, 
 
 
 def settings(**kw) -> audit.AuditSettings:
-    base = dict(trials=12, vocabulary_trials=1500, seed=7, canary_documents=0)
+    base = dict(trials=12, vocabulary_trials=1500, density_trials=60, seed=7, canary_documents=0)
     base.update(kw)
     return audit.AuditSettings(**base)
 
@@ -117,7 +117,7 @@ def test_the_real_pipeline_passes() -> None:
     assert nb["D⁻"]["training_documents"] == nb["D"]["training_documents"] - 1
     assert "warnings" not in r
     assert r["trials_per_neighbour"] == 12 and r["vocabulary_trials_per_neighbour"] == 1500
-    assert {e["stage"] for e in result.events} == {"vocabulary", "release"} and len(result.events) == 10
+    assert {e["stage"] for e in result.events} == {"vocabulary", "density", "release"} and len(result.events) == 8
     assert "charged nothing" in r["ledger"] and r["private"] is True
     ex = result.exposure
     assert ex is not None and ex["canaries"] == 2 and ex["planted_in_training_part"] == 2
@@ -157,7 +157,8 @@ def test_flags_a_split_that_reshuffles_the_corpus(monkeypatch: pytest.MonkeyPatc
         k = int(round(test_fraction * n))
         return CorpusSplit(train=tuple(sorted(perm[k:].tolist())), test=tuple(sorted(perm[:k].tolist())))
 
-    monkeypatch.setattr(pl, "split_corpus", reshuffling_split)
+    name = "split_documents" if hasattr(pl, "split_documents") else "split_corpus"  # the one run_sampling calls
+    monkeypatch.setattr(pl, name, reshuffling_split)
     corpus, vocab, config = synthetic(400, test_fraction=0.5)
     result = audit.run_audit(corpus, config, vocabulary=vocab, embedder=HashingEmbedder(dim=16), settings=settings())
     r = result.to_dict()
@@ -285,6 +286,6 @@ def test_app_audit_page_estimates_runs_in_the_background_and_charges_nothing(fas
     assert result.info["trials_per_neighbour"] == 4 and result.info["vocabulary_trials_per_neighbour"] == 40
     assert [c.value for c in at.code] == [result.line()]
     assert any(m.label == "Empirical ε lower bound" for m in at.metric)
-    assert len(at.get("plotly_chart")) == 2 and len(at.get("download_button")) == 2
+    assert len(at.get("plotly_chart")) == 3 and len(at.get("download_button")) == 2
     assert ledger_total(at) == spent  # the audit charged nothing
     assert not any(p.name.startswith("audit") for p in fast_env.rglob("*"))  # nothing in a run folder
