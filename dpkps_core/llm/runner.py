@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 from dpkps_core.errors import LLMError, ParameterError
 from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE, GenerationCancelled, LLMBackend, TransientLLMError, redact
 from dpkps_core.llm.prompts import KeyphraseSequence, PromptConfig, as_sequence, render_prompt
+from dpkps_core.llm.quality import screen
 
 log = logging.getLogger(__name__)
 
@@ -505,9 +506,9 @@ def _run_locked(
                 "prompt_config": prompt_public, "messages": messages,
             })
             try:
-                return backend.generate(
+                return screen(backend.generate(  # a non-document is transient (issue 14 §5)
                     messages, max_tokens=settings.max_tokens, temperature=settings.temperature, timeout=settings.timeout
-                )
+                ))
             except TransientLLMError as exc:
                 last = redact(str(exc), mask)
                 if attempt == attempts:
@@ -611,8 +612,13 @@ def _run_locked(
             for item, res in zip(ready, results):
                 seq, attempt = item[0], item[1]
                 if isinstance(res, str) and res.strip():
-                    record_document(seq, res)
-                    continue
+                    try:
+                        res = screen(res)  # a non-document is transient (issue 14 §5)
+                    except TransientLLMError as exc:
+                        res = exc
+                    else:
+                        record_document(seq, res)
+                        continue
                 if not isinstance(res, Exception):
                     res = TransientLLMError("The backend returned an empty reply.")
                 message = redact(str(res), mask)

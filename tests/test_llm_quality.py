@@ -1,0 +1,81 @@
+"""Non-documents, preambles and repetition loops in LLM replies (issue 14 §5): pure functions and the runner."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpkps_core.llm.quality import (NonDocumentReply, clean_reply, document_problem, is_non_document_failure,
+                                    repetition_share, screen)
+
+ARTICLE = ("Shares in the retailer rose on Tuesday after it reported stronger sales over the holiday season, "
+           "helped by online orders and lower fuel prices that left shoppers with more to spend.")
+
+
+@pytest.mark.parametrize("preamble", [
+    "Here's a short news article:\n\n", "Here is a short news article about business:\n", "Sure! Here's the article:\n",
+    "Certainly. ", "Title: Retailer shares rise\n",
+])
+def test_preambles_are_cleaned(preamble: str) -> None:
+    assert clean_reply(preamble + ARTICLE) == ARTICLE
+    assert screen(preamble + ARTICLE) == ARTICLE
+
+
+def test_a_document_is_left_alone() -> None:
+    assert clean_reply(ARTICLE) == ARTICLE
+    assert document_problem(ARTICLE) is None
+    assert clean_reply(f"“{ARTICLE}”") == ARTICLE
+
+
+@pytest.mark.parametrize("reply", [
+    "I'm ready to help. Please share your article",
+    "Please provide the keyphrases you would like me to use.",
+    "I'm sorry, but I cannot write that.",
+    "Here's a short news article:",
+    "Sure!",
+])
+def test_non_documents_are_refused(reply: str) -> None:
+    assert document_problem(clean_reply(reply)) is not None
+    with pytest.raises(NonDocumentReply) as info:
+        screen(reply)
+    assert is_non_document_failure(str(info.value))
+
+
+def test_repetition_loops_are_refused() -> None:
+    loop = "Walmart said " + "-".join(["walmart"] * 60)
+    assert repetition_share(loop) > 0.9
+    assert "repetition loop" in document_problem(loop)
+    sentence = " ".join(["The market fell again today."] * 12)
+    assert document_problem(sentence) is not None
+    assert repetition_share(ARTICLE) < 0.1
+
+
+def test_runner_retries_non_documents_and_counts_final_failures(tmp_path) -> None:
+    from dpkps_core.llm.backends import LLMBackend
+    from dpkps_core.llm.prompts import PromptConfig
+    from dpkps_core.llm.runner import GenerationSettings, read_documents, read_failures, run_generation
+
+    class Scripted(LLMBackend):
+        name, model, max_concurrency = "scripted", "scripted", 1
+
+        def __init__(self) -> None:
+            self.calls: dict[str, int] = {}
+
+        def generate(self, messages, *, max_tokens, temperature, timeout):  # noqa: ANN001
+            text = messages[-1]["content"]
+            key = "a" if "alpha" in text else "b"
+            self.calls[key] = self.calls.get(key, 0) + 1
+            if key == "a":  # a non-document first, then a preamble before the document
+                return "I'm ready to help. Please share your article" if self.calls[key] == 1 else (
+                    "Here's a short news article:\n" + ARTICLE)
+            return "-".join(["walmart"] * 50)  # always a loop: fails after every retry
+
+    seqs = [{"id": "s1", "label": "business", "keyphrases": ["alpha", "shares"]},
+            {"id": "s2", "label": "business", "keyphrases": ["beta"]}]
+    backend = Scripted()
+    summary = run_generation(seqs, backend=backend, run_dir=tmp_path, prompt_config=PromptConfig(),
+                             settings=GenerationSettings(retries=2, backoff_base=0.001, backoff_max=0.01))
+    assert (summary.written, summary.failed) == (1, 1)
+    assert read_documents(tmp_path)[0]["text"] == ARTICLE
+    fails = read_failures(tmp_path)
+    assert [f["id"] for f in fails] == ["s2"] and is_non_document_failure(fails[0]["error"])
+    assert backend.calls == {"a": 2, "b": 3}
