@@ -1,0 +1,120 @@
+"""Memorisation check (local, PRIVATE): does a synthetic document reproduce a real training document?
+
+DP bounds how much any one document can shape the outputs, which makes verbatim copies unlikely; this check
+makes it visible. For each synthetic document it finds (1) the nearest real training document by embedding
+(cosine similarity of unit vectors) and (2) the real document sharing the most long word n-grams, with the
+longest run of words the two have in common (exact: consecutive shared n-grams at consecutive positions in
+both). A synthetic document is *flagged* when that run reaches ``flag_words`` words.
+
+Pure Python + NumPy; the real texts and everything derived from them stay in memory and are for the data owner
+only (never part of a release).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter, defaultdict
+from typing import Sequence
+
+import numpy as np
+
+from dpkps_core.errors import ParameterError
+
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+
+#: Length of the word n-grams indexed (shorter runs are ordinary shared phrasing).
+DEFAULT_NGRAM = 8
+#: A shared run of at least this many words flags a synthetic document as reproducing real text.
+DEFAULT_FLAG_WORDS = 12
+
+
+@dataclasses.dataclass(frozen=True)
+class MemorisationRow:
+    """One synthetic document's nearest real training documents (indices into the real texts: PRIVATE)."""
+
+    synthetic_index: int
+    nearest_by_embedding: int | None
+    similarity: float | None
+    nearest_by_overlap: int | None
+    longest_shared_words: int
+    shared_ngram_share: float
+    flagged: bool
+    shared_text: str = ""
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased word tokens (letters and digits)."""
+    return [t.lower() for t in _TOKEN.findall(text)]
+
+
+def _ngrams(toks: Sequence[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(toks[i:i + n]) for i in range(len(toks) - n + 1)]
+
+
+def longest_shared_run(a: Sequence[str], b: Sequence[str], *, n: int = DEFAULT_NGRAM) -> tuple[int, int]:
+    """(length in words, start in ``a``) of the longest token run ``a`` and ``b`` share, counted only when it is
+    at least ``n`` words long (else (0, 0))."""
+    positions: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for j, g in enumerate(_ngrams(b, n)):
+        positions[g].append(j)
+    best, start = 0, 0
+    prev: dict[int, int] = {}
+    for i, g in enumerate(_ngrams(a, n)):
+        cur = {j: prev.get(j - 1, 0) + 1 for j in positions.get(g, ())}
+        for run in cur.values():
+            if run > best:
+                best, start = run, i - run + 1
+        prev = cur
+    return (best + n - 1, start) if best else (0, 0)
+
+
+def memorisation_check(
+    synthetic_texts: Sequence[str], real_texts: Sequence[str], *,
+    synthetic_embeddings: np.ndarray | None = None, real_embeddings: np.ndarray | None = None,
+    n: int = DEFAULT_NGRAM, flag_words: int = DEFAULT_FLAG_WORDS,
+) -> list[MemorisationRow]:
+    """For each synthetic document: its nearest real document by embedding (when both embedding arrays are given)
+    and by shared ``n``-word n-grams, the longest run of words they share, and whether it reaches ``flag_words``."""
+    if n < 2:
+        raise ParameterError("The memorisation check needs n-grams of at least 2 words.")
+    if flag_words < n:
+        raise ParameterError(f"The flag threshold ({flag_words} words) must be at least the n-gram length ({n}).")
+    sims = None
+    if synthetic_embeddings is not None and real_embeddings is not None and len(real_texts):
+        s = np.asarray(synthetic_embeddings, dtype=np.float32)
+        r = np.asarray(real_embeddings, dtype=np.float32)
+        if s.shape[0] != len(synthetic_texts) or r.shape[0] != len(real_texts):
+            raise ParameterError("Give one embedding per synthetic and per real document.")
+        s = s / np.maximum(np.linalg.norm(s, axis=1, keepdims=True), 1e-12)
+        r = r / np.maximum(np.linalg.norm(r, axis=1, keepdims=True), 1e-12)
+        sims = s @ r.T
+    real_tokens = [tokens(t) for t in real_texts]
+    index: dict[tuple[str, ...], set[int]] = defaultdict(set)
+    for k, toks in enumerate(real_tokens):
+        for g in _ngrams(toks, n):
+            index[g].add(k)
+    rows = []
+    for i, text in enumerate(synthetic_texts):
+        toks = tokens(text)
+        grams = _ngrams(toks, n)
+        hits: Counter[int] = Counter()
+        shared = 0
+        for g in grams:
+            docs = index.get(g)
+            if docs:
+                shared += 1
+                hits.update(docs)
+        best_doc, run, start = None, 0, 0
+        for k, _ in hits.most_common(5):  # the run is exact for the few documents sharing the most n-grams
+            length, at = longest_shared_run(toks, real_tokens[k], n=n)
+            if length > run:
+                best_doc, run, start = k, length, at
+        near = int(np.argmax(sims[i])) if sims is not None else None
+        rows.append(MemorisationRow(
+            synthetic_index=i, nearest_by_embedding=near,
+            similarity=float(sims[i, near]) if sims is not None else None,
+            nearest_by_overlap=best_doc, longest_shared_words=run,
+            shared_ngram_share=shared / len(grams) if grams else 0.0, flagged=run >= flag_words,
+            shared_text=" ".join(toks[start:start + run]) if run else ""))
+    return rows

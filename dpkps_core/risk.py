@@ -1,0 +1,43 @@
+"""What ε means as risk, in numbers a reader can check (pure functions).
+
+Pure ε-DP bounds the odds of any output between neighbouring corpora by e^ε. For an attacker who believes with
+prior probability p that a given document (or person) was in the corpus, Bayes' rule then caps the posterior at
+e^ε·p / (e^ε·p + 1 − p), whatever the attacker knows and whatever output they see.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dpkps_core.dp.validation import check_epsilon
+from dpkps_core.errors import ParameterError
+
+
+def posterior_bound(epsilon: float, prior: float) -> float:
+    """Largest posterior belief that one document was in the corpus, from ``prior``, after any ε-DP output."""
+    eps = check_epsilon(epsilon, "ε")
+    if not 0.0 <= float(prior) <= 1.0:
+        raise ParameterError(f"A prior belief is a probability between 0 and 1, got {prior!r}.")
+    p = float(prior)
+    if p in (0.0, 1.0):
+        return p
+    if eps > 700:  # e^ε overflows; the bound is 1 to machine precision
+        return 1.0
+    odds = math.exp(eps) * p
+    return odds / (odds + 1.0 - p)
+
+
+def risk_sentences(epsilon: float, priors: tuple[float, ...] = (0.01, 0.5)) -> list[str]:
+    """One plain sentence per prior: how far an attacker's belief can rise at this ε."""
+    out = []
+    for p in priors:
+        q = posterior_bound(epsilon, p)
+        out.append(f"an attacker {p:.0%} sure beforehand that a given document was in the corpus can be at most "
+                   f"{_pct(q)} sure afterwards")
+    return out
+
+
+def _pct(q: float) -> str:
+    if q >= 0.9995:
+        return "99.9 %+" if q < 1 else "100 %"
+    return f"{q:.1%}".replace("%", " %") if q < 0.1 else f"{q:.0%}".replace("%", " %")

@@ -1,0 +1,48 @@
+"""The local memorisation check (issue 14 §11): nearest real document by embedding and by long n-gram overlap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpkps_core.errors import ParameterError
+from dpkps_core.memorisation import longest_shared_run, memorisation_check, tokens
+
+REAL = [
+    "The central bank raised interest rates by a quarter point on Thursday, citing stubborn inflation in services "
+    "and a labour market that remains tight despite slower growth.",
+    "The striker scored twice in the second half as the home side came from behind to win the cup tie in front of "
+    "a sold out stadium.",
+    "A new smartphone with a folding screen went on sale this week, and early reviews praised its battery life.",
+]
+
+
+def test_longest_shared_run_is_exact() -> None:
+    a = tokens("one two three four five six seven eight nine ten eleven")
+    b = tokens("zero two three four five six seven eight nine ten x")
+    assert longest_shared_run(a, b, n=4) == (9, 1)
+    assert longest_shared_run(a, tokens("nothing in common here at all"), n=4) == (0, 0)
+
+
+def test_copied_text_is_flagged_and_fresh_text_is_not() -> None:
+    copied = "Breaking: the striker scored twice in the second half as the home side came from behind to win."
+    fresh = "Markets were calm as traders waited for the budget statement and the latest jobs figures next week."
+    rows = memorisation_check([copied, fresh], REAL)
+    assert rows[0].flagged and rows[0].nearest_by_overlap == 1 and rows[0].longest_shared_words >= 12
+    assert rows[0].shared_text.startswith("the striker scored twice")
+    assert not rows[1].flagged and rows[1].longest_shared_words == 0 and rows[1].nearest_by_overlap is None
+
+
+def test_nearest_by_embedding() -> None:
+    real = np.eye(3, dtype=np.float32)
+    syn = np.array([[0.1, 0.9, 0.0], [0.0, 0.2, 0.8]], dtype=np.float32)
+    rows = memorisation_check(["a b", "c d"], REAL, synthetic_embeddings=syn, real_embeddings=real)
+    assert [r.nearest_by_embedding for r in rows] == [1, 2]
+    assert rows[0].similarity == pytest.approx(0.9 / np.linalg.norm([0.1, 0.9]), rel=1e-5)
+
+
+def test_bad_parameters() -> None:
+    with pytest.raises(ParameterError):
+        memorisation_check(["x"], REAL, n=1)
+    with pytest.raises(ParameterError):
+        memorisation_check(["x"], REAL, n=8, flag_words=4)
