@@ -117,7 +117,7 @@ class AuditSettings:
     density_trials: int | None = None
     density_time_budget: float = 30.0
     max_density_trials: int = 2000
-    min_trials: int = 12
+    min_trials: int = 8
     max_trials: int = 2000
     confidence: float = 0.95
     selection_fraction: float = 1 / 3
@@ -571,7 +571,7 @@ def run_audit(
     if settings.canary_documents:
         report(0.02, f"round 1: D+k ({settings.canary_documents} exposure canaries)")
         exposure_nb, exposure_canaries, exposure_planted = plant("D+k", settings.canary_documents)
-        neighbours.append(exposure_nb)
+    cheap = [d, minus, plus] + ([exposure_nb] if exposure_nb is not None else [])  # vocabulary + density stages
     report(0.03, "round 1: D⁻ (without the most influential training document)")
     rel, split = runner.run(minus.corpus)
     minus.releases.append(rel)
@@ -591,8 +591,10 @@ def run_audit(
     t_round0 = time.perf_counter() - started
 
     # ---- vocabulary stage: build_private_vocabulary alone, many trials
-    vocab_rel: dict[str, list[_Release]] = {"D": [], "D⁻": [], "D⁺": []}
-    texts = {nb.name: train_texts(nb) for nb in (d, minus, plus)}
+    vocab_rel: dict[str, list[_Release]] = {nb.name: [] for nb in cheap}
+    texts = {nb.name: train_texts(nb) for nb in cheap}
+    counts.update({nb.name: pipeline.term_counts(texts[nb.name], vocabulary, terms_per_doc=S)
+                   for nb in cheap if nb.name not in counts})
 
     def vocab_trial(name: str) -> None:
         pv = pipeline.build_private_vocabulary(
@@ -603,8 +605,8 @@ def run_audit(
     t_v = time.perf_counter()
     for name in vocab_rel:
         vocab_trial(name)
-    t_v = (time.perf_counter() - t_v) / 3
-    n_voc = settings.vocabulary_trials or int(min(max(settings.vocabulary_time_budget / (3 * max(t_v, 1e-6)),
+    t_v = (time.perf_counter() - t_v) / len(vocab_rel)
+    n_voc = settings.vocabulary_trials or int(min(max(settings.vocabulary_time_budget / (len(vocab_rel) * max(t_v, 1e-6)),
                                                       settings.min_trials * 5), settings.max_vocabulary_trials))
     for r in range(1, n_voc):
         if stopped():
@@ -618,14 +620,15 @@ def run_audit(
 
     # ---- density stage: keyphrases → DP density → sequences on ONE fixed Ṽ (D's first Ṽ plus the audit terms,
     # so that the removed document's and the canary's terms can show); no new embeddings per trial
-    pv_audit = _audit_vocabulary(first_vocabulary, list(add_canary) + target_terms)
+    pv_audit = _audit_vocabulary(first_vocabulary, list(add_canary) + target_terms
+                                 + [t for c in exposure_canaries for t in c])
     emb_audit = embed_terms(pv_audit.terms, memory)
     config_d = dataclasses.replace(config)
     if config_d.bandwidth is None:  # what build_density would compute from these embeddings, once
         config_d.bandwidth = pipeline.default_bandwidth(emb_audit)
     max_per_doc = config.max_keyphrases_per_doc or config.length
     dens_input = {}
-    for nb in (d, minus, plus):
+    for nb in cheap:
         labels = [nb.corpus.labels[i] for i in nb.train]
         dens_input[nb.name] = (pipeline.extract_keyphrases(texts[nb.name], pv_audit, max_per_doc=max_per_doc), labels)
 
@@ -633,9 +636,10 @@ def run_audit(
         kps, labels = dens_input[name]
         return Counter((y, pv_audit.terms[i]) for doc, y in zip(kps, labels) for i in doc)
 
-    cc = {name: class_counts(name) for name in dens_input}
+    cc = {name: class_counts(name) for name in ("D", "D⁻", "D⁺")}
     dens_weights = {"remove": _class_weights(cc["D"], cc["D⁻"]), "add": _class_weights(cc["D⁺"], cc["D"])}
-    dens_values: dict[str, list[dict[str, float]]] = {"D": [], "D⁻": [], "D⁺": []}
+    dens_values: dict[str, list[dict[str, float]]] = {nb.name: [] for nb in cheap}
+    dens_exposure: dict[str, list[dict[str, Any]]] = {"D": [], "D+k": []}
 
     def density_trial(name: str) -> None:
         noise = runner.noise()
@@ -647,12 +651,17 @@ def run_audit(
         freq = Counter((q.label, k) for q in outcome.sequences for k in q.keyphrases)
         dens_values[name].append({pair: sum(w * freq.get(key, 0) for key, w in dens_weights[pair].items())
                                   for pair in PAIRS})
+        if exposure_canaries and name in dens_exposure:
+            seqs = [q.keyphrases for q in outcome.sequences]
+            rel = _Release({}, 0.0, Counter(k for q in seqs for k in q), tuple(frozenset(q) for q in seqs),
+                           sum(len(q) for q in seqs))
+            dens_exposure[name].append(rel.exposure(exposure_canaries))
 
     t_d = time.perf_counter()
     for name in dens_values:
         density_trial(name)
-    t_d = (time.perf_counter() - t_d) / 3
-    n_dens = settings.density_trials or int(min(max(settings.density_time_budget / (3 * max(t_d, 1e-6)),
+    t_d = (time.perf_counter() - t_d) / len(dens_values)
+    n_dens = settings.density_trials or int(min(max(settings.density_time_budget / (len(dens_values) * max(t_d, 1e-6)),
                                                     settings.min_trials), settings.max_density_trials))
     for r in range(1, n_dens):
         if stopped():
@@ -712,7 +721,7 @@ def run_audit(
     # ---- events: per stage, pair and statistic; one Bonferroni correction over all of them
     sides = {"remove": ("D⁻", "D"), "add": ("D", "D⁺")}
     values: dict[tuple[str, str], tuple[dict[str, np.ndarray], dict[str, np.ndarray], Mapping[Any, float]]] = {}
-    for stage, rels in (("vocabulary", {k: v[:voc_rounds] for k, v in vocab_rel.items()}),
+    for stage, rels in (("vocabulary", {k: v[:voc_rounds] for k, v in vocab_rel.items() if k != "D+k"}),
                         ("release", {nb.name: nb.releases[:rounds] for nb in (d, minus, plus)})):
         for pair in PAIRS:
             a_name, b_name = sides[pair]
@@ -757,8 +766,10 @@ def run_audit(
 
     exposure = None
     if exposure_nb is not None:
-        exposure = _exposure_summary(exposure_canaries, exposure_planted, exposure_nb.releases[:rounds],
-                                     d.releases[:rounds])
+        exposure = _exposure_summary(exposure_canaries, exposure_planted,
+                                     with_vocabulary=vocab_rel["D+k"][:voc_rounds], without_vocabulary=vocab_rel["D"][:voc_rounds],
+                                     with_sequences=dens_exposure["D+k"][:dens_rounds],
+                                     without_sequences=dens_exposure["D"][:dens_rounds])
     info = {
         "epsilon_vocabulary": config.eps_voc, "epsilon_kde": config.eps_kde,
         "vocabulary_stage_lower_bound": vocab_lower, "vocabulary_stage_violation": vocab_violation,
@@ -875,41 +886,45 @@ def _moved(train_a: Sequence[int], train_b: Sequence[int], *, ignore: set[int]) 
     return len((set(train_a) ^ set(train_b)) - ignore)
 
 
-def _exposure_summary(canaries: Sequence[Sequence[str]], planted: Sequence[bool], with_: Sequence[_Release],
-                      without: Sequence[_Release]) -> dict[str, Any]:
-    """Canary exposure (Canary's Echo): canary terms and pairs in Ṽ and the sequences, with vs without."""
-    ew = [r.exposure(canaries) for r in with_]
-    eo = [r.exposure(canaries) for r in without]
+def _exposure_summary(canaries: Sequence[Sequence[str]], planted: Sequence[bool], *,
+                      with_vocabulary: Sequence[_Release], without_vocabulary: Sequence[_Release],
+                      with_sequences: Sequence[dict[str, Any]], without_sequences: Sequence[dict[str, Any]]
+                      ) -> dict[str, Any]:
+    """Canary exposure (Canary's Echo): how often the canaries' terms enter Ṽ (vocabulary-stage trials) and how
+    often their terms and pairs appear in the sampled sequences (density-stage trials, their terms in Ṽ), with
+    the canaries planted vs without them."""
+    vw = [r.exposure(canaries) for r in with_vocabulary]
+    vo = [r.exposure(canaries) for r in without_vocabulary]
 
-    def side(ex: list[dict[str, Any]]) -> dict[str, float]:
-        kp = sum(e["keyphrases"] for e in ex) or 1
-        n = max(len(ex), 1)
-        return {"canary_terms_in_vocabulary_per_trial": sum(sum(e["in_vocabulary"]) for e in ex) / n,
-                "canary_occurrences_per_1000_keyphrases": 1000.0 * sum(sum(e["occurrences"]) for e in ex) / kp,
-                "canary_pair_sequences_per_trial": sum(sum(e["pair_sequences"]) for e in ex) / n}
+    def side(v: Sequence[dict[str, Any]], q: Sequence[dict[str, Any]]) -> dict[str, float]:
+        kp = sum(e["keyphrases"] for e in q) or 1
+        return {"canary_terms_in_vocabulary_per_trial": sum(sum(e["in_vocabulary"]) for e in v) / max(len(v), 1),
+                "canary_occurrences_per_1000_keyphrases": 1000.0 * sum(sum(e["occurrences"]) for e in q) / kp,
+                "canary_pair_sequences_per_trial": sum(sum(e["pair_sequences"]) for e in q) / max(len(q), 1)}
 
-    w, o = side(ew), side(eo)
-    per = []
-    for j, terms in enumerate(canaries):
-        n = max(len(ew), 1)
-        per.append({"terms": list(terms), "in_training_part": bool(planted[j]),
-                    "in_vocabulary_with": sum(e["in_vocabulary"][j] for e in ew) / n,
-                    "in_vocabulary_without": sum(e["in_vocabulary"][j] for e in eo) / n,
-                    "occurrences_with": sum(e["occurrences"][j] for e in ew) / n,
-                    "occurrences_without": sum(e["occurrences"][j] for e in eo) / n,
-                    "pair_sequences_with": sum(e["pair_sequences"][j] for e in ew) / n,
-                    "pair_sequences_without": sum(e["pair_sequences"][j] for e in eo) / n})
-    ratio = ((w["canary_occurrences_per_1000_keyphrases"] + 1e-9)
-             / (o["canary_occurrences_per_1000_keyphrases"] + 1e-9))
+    def mean(ex: Sequence[dict[str, Any]], key: str, j: int) -> float:
+        return sum(e[key][j] for e in ex) / max(len(ex), 1)
+
+    w, o = side(vw, with_sequences), side(vo, without_sequences)
+    per = [{"terms": list(terms), "in_training_part": bool(planted[j]),
+            "in_vocabulary_with": mean(vw, "in_vocabulary", j), "in_vocabulary_without": mean(vo, "in_vocabulary", j),
+            "occurrences_with": mean(with_sequences, "occurrences", j),
+            "occurrences_without": mean(without_sequences, "occurrences", j),
+            "pair_sequences_with": mean(with_sequences, "pair_sequences", j),
+            "pair_sequences_without": mean(without_sequences, "pair_sequences", j)}
+           for j, terms in enumerate(canaries)]
+    occ_w, occ_o = w["canary_occurrences_per_1000_keyphrases"], o["canary_occurrences_per_1000_keyphrases"]
     return {"canaries": len(canaries), "planted_in_training_part": int(sum(planted)),
-            "terms_per_canary": len(canaries[0]) if canaries else 0, "trials": len(ew),
+            "terms_per_canary": len(canaries[0]) if canaries else 0,
+            "vocabulary_trials": len(vw), "sequence_trials": len(with_sequences),
             "with_canaries": w, "without_canaries": o,
-            "occurrence_ratio": ratio if (w["canary_occurrences_per_1000_keyphrases"]
-                                          or o["canary_occurrences_per_1000_keyphrases"]) else 1.0,
+            "occurrence_ratio": (occ_w + 1e-9) / (occ_o + 1e-9) if (occ_w or occ_o) else 1.0,
             "per_canary": per,
-            "reading": "Under ε-DP, adding k documents can change the probability of any event about the release "
-                       "by at most a factor e^(kε) (group privacy): at small ε the canaries' echo must stay close "
-                       "to the runs without them; at large ε a visible echo is allowed and expected."}
+            "reading": "Ṽ membership from the vocabulary-stage trials; sequences from the density-stage trials, in "
+                       "which the canaries' terms are in Ṽ. Under ε-DP, adding k documents can change the "
+                       "probability of any event about the release by at most a factor e^(kε) (group privacy): at "
+                       "small ε the canaries' echo must stay close to the runs without them; at large ε a visible "
+                       "echo is allowed and expected."}
 
 
 # ------------------------------------------------------------------------------------------ time estimate
@@ -955,20 +970,20 @@ def estimate_audit_time(
                                         config=config_d, private_vocabulary=pv, noise=noise, ledger=PrivacyLedger())
     pipeline.sample_sequences(density, terms=pv.terms, embeddings=emb, config=config_d, rng=noise.child())
     t_dens = time.perf_counter() - t3
-    n_dens = settings.density_trials or int(min(max(settings.density_time_budget / (3 * max(t_dens, 1e-6)),
+    cheap = 3 + (1 if settings.canary_documents else 0)  # D, D⁻, D⁺ (+ D+k) in the vocabulary and density stages
+    n_dens = settings.density_trials or int(min(max(settings.density_time_budget / (cheap * max(t_dens, 1e-6)),
                                                     settings.min_trials), settings.max_density_trials))
-    neighbours = 3 + (1 if settings.canary_documents else 0)
-    n_voc = settings.vocabulary_trials or int(min(max(settings.vocabulary_time_budget / (3 * max(t_voc, 1e-6)),
+    n_voc = settings.vocabulary_trials or int(min(max(settings.vocabulary_time_budget / (cheap * max(t_voc, 1e-6)),
                                                       settings.min_trials * 5), settings.max_vocabulary_trials))
+    stages = cheap * (n_voc * t_voc + n_dens * t_dens)
     if settings.trials is not None:
         trials = settings.trials
     else:
-        left = settings.time_budget - first * neighbours - 3 * n_voc * t_voc - 3 * n_dens * t_dens
-        trials = int(min(max(2 + left / max(per_trial * neighbours, 1e-6), settings.min_trials), settings.max_trials))
-    estimated = (first * neighbours + per_trial * neighbours * max(trials - 1, 0) + 3 * n_voc * t_voc
-                 + 3 * n_dens * t_dens)
-    return {"seconds_per_trial": per_trial, "first_trial_seconds": first, "neighbours": neighbours,
-            "trials": trials, "vocabulary_trials": n_voc, "density_trials": n_dens, "estimated_seconds": estimated}
+        left = settings.time_budget - first * cheap - stages
+        trials = int(min(max(2 + left / max(per_trial * 3, 1e-6), settings.min_trials), settings.max_trials))
+    estimated = first * cheap + per_trial * 3 * max(trials - 1, 0) + stages
+    return {"seconds_per_trial": per_trial, "first_trial_seconds": first, "neighbours": 3, "trials": trials,
+            "vocabulary_trials": n_voc, "density_trials": n_dens, "estimated_seconds": estimated}
 
 
 # ------------------------------------------------------------------------------------------ private report
@@ -1015,7 +1030,8 @@ def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
         w, o = ex["with_canaries"], ex["without_canaries"]
         lines += ["", "### Canary exposure", "",
                   f"{ex['canaries']} canary documents of {ex['terms_per_canary']} rare public terms "
-                  f"({ex['planted_in_training_part']} in the training part), {ex['trials']} trials each way.", "",
+                  f"({ex['planted_in_training_part']} in the training part), {ex['vocabulary_trials']} vocabulary-stage "
+                  f"and {ex['sequence_trials']} density-stage trials each way.", "",
                   "| | with canaries | without |", "|---|---|---|",
                   f"| canary terms in Ṽ per trial | {w['canary_terms_in_vocabulary_per_trial']:.3f} | "
                   f"{o['canary_terms_in_vocabulary_per_trial']:.3f} |",

@@ -217,8 +217,8 @@ def test_time_estimate_extrapolates_a_measured_trial() -> None:
     corpus, vocab, config = synthetic(40)
     est = audit.estimate_audit_time(corpus, config, vocabulary=vocab, embedder=HashingEmbedder(dim=8),
                                     settings=audit.AuditSettings(trials=30, canary_documents=2))
-    assert est["neighbours"] == 4 and est["trials"] == 30
-    assert est["estimated_seconds"] >= est["seconds_per_trial"] * 4 * 29 and est["vocabulary_trials"] >= 60
+    assert est["neighbours"] == 3 and est["trials"] == 30
+    assert est["estimated_seconds"] >= est["seconds_per_trial"] * 3 * 29 and est["vocabulary_trials"] >= 60
 
 
 # ------------------------------------------------------------------------------------------- the command line
@@ -239,7 +239,8 @@ def test_cli_audit_prints_the_bound_and_writes_a_private_report(tmp_path: Path, 
     out = tmp_path / "audit"
     argv = ["audit", "--corpus", str(csv), "--vocabulary", str(vfile), "--eps-voc", "0.5", "--eps-kde", "0.5",
             "-S", "1", "-N", str(len(vocab)), "--length", "3", "--per-class", "3", "--bandwidth", "0",
-            "--trials", "6", "--vocabulary-trials", "100", "--canaries", "1", "--audit-seed", "1", "--quiet",
+            "--trials", "6", "--vocabulary-trials", "100", "--density-trials", "20", "--canaries", "1",
+            "--audit-seed", "1", "--quiet",
             "--out", str(out)]
     if hasattr(cli_sample, "parse_classes"):
         argv += ["--classes", ",".join(CLASSES)]
@@ -278,7 +279,7 @@ def test_app_audit_page_estimates_runs_in_the_background_and_charges_nothing(fas
     assert any("charges nothing to the privacy ledger" in c for c in at.caption.values)
     assert any("private — local only" in md.value for md in at.markdown)
     click(at, "Estimate the time")
-    assert any("estimated" in c and "trials on each of 4" in c for c in at.caption.values)
+    assert any("estimated" in c and "trials on each of 3" in c for c in at.caption.values)
     click(at, "Run the audit")
     job = wait_job(at, "job_audit", timeout=300)
     assert job.error is None, job.error
