@@ -39,14 +39,13 @@ import numpy as np
 from dpkps_core import pipeline
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.contributions import class_keyphrase_histograms
-from dpkps_core.dp.kde import ensemble_blocks
 from dpkps_core.dp.ledger import PrivacyLedger
-from dpkps_core.dp.rff import exact_gaussian_kernel, optimal_features, rff_expected_error
+from dpkps_core.dp.rff import exact_gaussian_kernel
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary, noise_floor
 from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache, embed_terms, embed_texts
-from dpkps_core.errors import CorpusError, ParameterError
+from dpkps_core.errors import CorpusError, DPKPSError, ParameterError
 from dpkps_core.pipeline import SamplingConfig
 from dpkps_core.sampling import METHODS
 from dpkps_core.split import CorpusSplit, split_documents
@@ -398,6 +397,30 @@ def keyphrase_classifier_scores(
     return classification_scores(test_labels, model.predict(x_test), classes=sorted(set(map(str, test_labels))))
 
 
+def real_keyphrase_baseline(
+    train_texts: Sequence[str], train_labels: Sequence[str], test_texts: Sequence[str], test_labels: Sequence[str], *,
+    vocabulary: PublicVocabulary, counts: np.ndarray, vocab_size: int, length: int,
+) -> Scores:
+    """THE real keyphrase baseline — one definition for the app, the CLI, the sweep and every page (issue 14 §7).
+
+    The no-LLM check's classifier trained on the REAL training documents' keyphrase sequences and scored on the
+    held-out documents' sequences, both over the noise-free vocabulary: the true top-``vocab_size`` terms of V by
+    training count (count > 0), first ``length`` matches. It does not depend on ε or on any noisy Ṽ, so it is the
+    same number wherever it is shown: the upper bound a DP run's no-LLM accuracy is read against (local, PRIVATE)."""
+    counts = np.asarray(counts)
+    order = np.argsort(-counts, kind="stable")[:check_positive_int(vocab_size, "N (private vocabulary size)")]
+    terms = [vocabulary.terms[i] for i in order if counts[i] > 0]
+    if not terms:
+        raise ParameterError("No term of the public vocabulary occurs in the training documents, so there is no "
+                             "real keyphrase baseline; choose a vocabulary that fits the corpus (page 2).")
+    matcher = TermMatcher(terms)
+    length = check_positive_int(length, "L (sequence length)")
+    limit = pipeline.LIMITS["max_chars_per_doc"]
+    train = [[terms[i] for i in row] for row in matcher.occurrences(train_texts, length, max_chars=limit)]
+    test = [[terms[i] for i in row] for row in matcher.occurrences(test_texts, length, max_chars=limit)]
+    return keyphrase_classifier_scores(train, train_labels, test, test_labels)
+
+
 def vocabulary_recall(counts: np.ndarray, vocabulary_terms: Sequence[str], private_terms: Sequence[str], *, top: int) -> float:
     """Share of the NON-private top-``top`` terms by true count (count > 0) that are in Ṽ (local, private)."""
     counts = np.asarray(counts)
@@ -602,7 +625,8 @@ class EvaluationResult:
 def evaluate_run(
     run_dir: str | Path, *, seeds: int | Sequence[int] = 3, classifier: str = "logreg", coral: bool | None = None,
     coral_weight: float = 1.0, embedder: Embedder | None = None, corpus: Corpus | None = None,
-    progress: Progress | None = None, device: str | None = None,
+    progress: Progress | None = None, device: str | None = None, vocabulary: PublicVocabulary | None = None,
+    counts: np.ndarray | None = None,
 ) -> EvaluationResult:
     """Evaluate a run folder locally (DESIGN §5): the no-LLM check and its real keyphrase baseline always; with
     ``documents.jsonl``, downstream accuracy of the synthetic documents and the real-document baseline; Deep CORAL
@@ -634,17 +658,31 @@ def evaluate_run(
     metrics: dict[str, MetricSummary] = {}
     report(0.05, "no-LLM check: test documents → keyphrase sequences")
     test_seqs = keyphrase_sequences(test.texts, run.private_vocabulary, length=length)
-    train_seqs = keyphrase_sequences(train.texts, run.private_vocabulary, length=length)
     syn_seqs = [list(s.get("keyphrases", [])) for s in run.sequences]
     syn_labels = [str(s.get("label")) for s in run.sequences]
     no_llm = keyphrase_classifier_scores(syn_seqs, syn_labels, test_seqs, test.labels)
-    real_kp = keyphrase_classifier_scores(train_seqs, train.labels, test_seqs, test.labels)
+    real_kp: Scores | None = None
+    baseline_note = ""
+    try:
+        if vocabulary is None:  # the run's public vocabulary: the baseline is defined over it (issue 14 §7)
+            from dpkps_core.cli_sample import load_vocabulary_for
+
+            vocabulary = load_vocabulary_for(run.config)
+        if counts is None:
+            counts = pipeline.term_counts(train.texts, vocabulary, terms_per_doc=run.config.terms_per_doc,
+                                          groups=train.persons if run.config.person_column else None)
+        real_kp = real_keyphrase_baseline(train.texts, train.labels, test.texts, test.labels, vocabulary=vocabulary,
+                                          counts=counts, vocab_size=run.config.vocab_size, length=length)
+    except DPKPSError as exc:  # e.g. an uploaded public vocabulary that is gone: say so, evaluate the rest
+        baseline_note = f"No real keyphrase baseline: {exc}"
     det = "deterministic classifier on the run's one DP draw: the same value for every seed"
     metrics["no_llm_accuracy"] = MetricSummary("no_llm_accuracy", tuple(seed_list), (no_llm,) * len(seed_list),
                                                len(syn_seqs), det)
-    metrics["real_keyphrase_baseline_accuracy"] = MetricSummary(
-        "real_keyphrase_baseline_accuracy", tuple(seed_list), (real_kp,) * len(seed_list), len(train_seqs),
-        "TF-IDF + logistic regression on the real training documents' keyphrase sequences (upper bound); " + det)
+    if real_kp is not None:
+        metrics["real_keyphrase_baseline_accuracy"] = MetricSummary(
+            "real_keyphrase_baseline_accuracy", tuple(seed_list), (real_kp,) * len(seed_list), len(train),
+            "TF-IDF + logistic regression on the real training documents' keyphrase sequences over the noise-free "
+            "top-N terms of V (upper bound; the same value on every page)")
     timings["no_llm"] = time.perf_counter() - t0
     info: dict[str, Any] = {
         "run": run.run_dir.name, "classifier": classifier, "seeds": seed_list,
@@ -654,6 +692,8 @@ def evaluate_run(
         "embedding_model": run.config.embedding_model,
         "test_documents_without_keyphrases": int(sum(1 for s in test_seqs if not s)),
     }
+    if baseline_note:
+        info["real_keyphrase_baseline_note"] = baseline_note
     if run.documents:
         t = time.perf_counter()
         if embedder is None:
@@ -745,6 +785,7 @@ class NoLLMEvaluator:
                                            groups=self.groups)
         self.chance = chance_accuracy(self.test.labels)
         self._memo: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
+        self._baselines: dict[tuple, Scores] = {}
         self._memo_size = memo_size
 
     def _check_compatible(self, config: SamplingConfig) -> None:
@@ -763,11 +804,8 @@ class NoLLMEvaluator:
         # evaluation only: the test documents' own keyphrase sequences (never reach a DP step)
         test_seqs = keyphrase_sequences(self.test.texts, pv, length=config.length)
         embeddings = embed_terms(pv.terms, self.embedder, cache=self.cache)
-        train_seqs = [[pv.terms[i] for i in row[:config.length]] for row in train_kp]
-        real_kp = keyphrase_classifier_scores(train_seqs, self.train.labels, test_seqs, self.test.labels)
         entry = {
             "train_keyphrases": train_kp, "test_sequences": test_seqs, "embeddings": embeddings,
-            "real_keyphrase_baseline": real_kp,
             "vocabulary_recall": vocabulary_recall(self.counts, self.vocabulary.terms, pv.terms, top=config.vocab_size),
             "noise_term_share": noise_term_share(self.counts, self.vocabulary, pv.terms),
         }
@@ -775,6 +813,15 @@ class NoLLMEvaluator:
         while len(self._memo) > self._memo_size:
             self._memo.popitem(last=False)
         return entry
+
+    def real_keyphrase_baseline(self, config: SamplingConfig) -> Scores:
+        """:func:`real_keyphrase_baseline` for ``config``'s N and L, computed once (it does not depend on ε)."""
+        key = ("real_keyphrase_baseline", config.vocab_size, config.length)
+        if key not in self._baselines:
+            self._baselines[key] = real_keyphrase_baseline(
+                self.train.texts, self.train.labels, self.test.texts, self.test.labels, vocabulary=self.vocabulary,
+                counts=self.counts, vocab_size=config.vocab_size, length=config.length)
+        return self._baselines[key]
 
     def evaluate(self, config: SamplingConfig, *, seed: int, per_class: int | None = None) -> dict[str, Any]:
         """One cell: sample with seeded noise ``seed`` (a reproducible local experiment, not for release) and
@@ -800,7 +847,7 @@ class NoLLMEvaluator:
         scores = keyphrase_classifier_scores([list(s.keyphrases) for s in outcome.sequences],
                                              [s.label for s in outcome.sequences], entry["test_sequences"],
                                              self.test.labels)
-        real = entry["real_keyphrase_baseline"]
+        real = self.real_keyphrase_baseline(config)
         return {
             "method": config.method, "density": config.density_kind,
             "bandwidth": float(info.get("bandwidth", float("nan"))),
@@ -898,8 +945,8 @@ def sweep_figures(df: "pd.DataFrame") -> dict[str, "go.Figure"]:
                 name=f"{method}, ε_voc={e_voc:g}", error_y={"type": "data", "array": sub["no_llm_accuracy_sd"]},
                 customdata=sub[["eps_voc", "eps_kde"]].to_numpy(),
                 hovertemplate="ε_voc=%{customdata[0]}, ε_kde=%{customdata[1]}: %{y:.3f}<extra></extra>"))
-    base = float(df["real_keyphrase_baseline_accuracy"].mean())
-    fig.add_hline(y=base, line_dash="dash", annotation_text=f"real keyphrase baseline ≈ {base:.2f}")
+    base = float(df["real_keyphrase_baseline_accuracy"].iloc[0])  # one value: it does not depend on ε (§7)
+    fig.add_hline(y=base, line_dash="dash", annotation_text=f"real keyphrase baseline {base:.2f}")
     chance = float(df["chance_accuracy"].iloc[0]) if "chance_accuracy" in df else df.attrs.get("chance_accuracy")
     if chance is not None:
         fig.add_hline(y=chance, line_dash="dot", annotation_text=f"chance {chance:.2f}")
@@ -1142,7 +1189,12 @@ def forecast(
             worst = min(v["snr"] for v in kde.values())
             suggested_kde = float(eps_kde / worst) if worst > 0 else None
         else:
-            members = len(ensemble_blocks("independent" if method == "independent" else method, length))
+            def plan_for(n_c: float, e_kde: float) -> pipeline.DensityPlan:  # the one density plan (config.py)
+                cfg = pipeline.SamplingConfig(method=method, density="rff", length=length, eps_kde=e_kde,
+                                              features=features, class_size_estimate=max(float(n_c), 1.0))
+                return pipeline.density_plan(cfg, n_classes=len(classes))
+
+            members = plan_for(1.0, eps_kde).members
             scores = hist / np.maximum(hist.sum(axis=1, keepdims=True), 1e-12)
             if embedder is not None:
                 emb = np.asarray(embedder.encode(stand_in), dtype=np.float32)  # private-derived terms: never cached
@@ -1156,9 +1208,7 @@ def forecast(
                             "histogram (proxy: no embedder given)")
 
             def rff_err(n_c: float, e_kde: float) -> float:
-                e_m = e_kde / members
-                i_f = features or optimal_features(n_documents=n_c, epsilon=e_m, maximum=pipeline.LIMITS["features"])
-                return rff_expected_error(n_documents=max(n_c, 1.0), epsilon=e_m, features=i_f)["total_error"]
+                return float(plan_for(n_c, e_kde).total_error)
 
             for ci, c in enumerate(classes):
                 spread = float(scores[ci].std())
@@ -1233,22 +1283,43 @@ def _num(x: float) -> str:
 
 def forecast_figure(f: Forecast) -> "go.Figure":
     """Plotly chart: number of public terms with true count ≥ c (log–log, private) with the noise floor and the
-    N-th largest true count as vertical lines."""
+    N-th largest true count as vertical lines.
+
+    The lines are drawn as traces in data coordinates (shapes and annotations on log axes use log10 units and
+    misplace labels) and both axis ranges are set from the data and the lines, in log10 units as plotly expects."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
+    xs: list[float] = [max(f.noise_floor, 1.0)]
+    ys: list[float] = [1.0]
     if f.count_curve:
         x, y = zip(*f.count_curve)
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name="terms with true count ≥ c (private)"))
-    fig.add_vline(x=max(f.noise_floor, 1.0), line_dash="dash", line_color="red",
-                  annotation_text=f"noise floor ≈ {_num(f.noise_floor)}", annotation_position="top right")
+        xs += [float(v) for v in x]
+        ys += [float(v) for v in y]
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name="terms with true count ≥ c",
+                                 hovertemplate="%{y:,} terms occur in ≥ %{x:,} documents<extra></extra>"))
     if f.nth_true_count > 0:
-        fig.add_vline(x=f.nth_true_count, line_dash="dot", line_color="grey",
-                      annotation_text=f"{f.vocab_size:,}-th largest true count = {f.nth_true_count:,.0f}",
-                      annotation_position="bottom left")
+        xs.append(float(f.nth_true_count))
+    x_lo, x_hi = math.log10(max(min(xs), 1.0)) - 0.1, math.log10(max(xs)) + 0.15
+    y_lo, y_hi = -0.1, math.log10(max(max(ys), 10.0)) + 0.3
+    y_bottom, y_top = 10 ** y_lo, 10 ** (y_hi - 0.05)
+
+    def vline(x: float, text: str, colour: str, dash: str, top: bool) -> None:
+        fig.add_trace(go.Scatter(x=[x, x], y=[y_bottom, y_top], mode="lines", line={"color": colour, "dash": dash},
+                                 name=text, hoverinfo="skip"))
+        fig.add_trace(go.Scatter(x=[x], y=[y_top if top else y_bottom * 1.6], mode="text", text=[text],
+                                 textposition="bottom right" if top else "top right",
+                                 textfont={"color": colour}, showlegend=False, hoverinfo="skip"))
+
+    vline(max(f.noise_floor, 1.0), f"noise floor ≈ {_num(f.noise_floor)}", "red", "dash", True)
+    if f.nth_true_count > 0:
+        vline(float(f.nth_true_count), f"{f.vocab_size:,}-th largest true count = {f.nth_true_count:,.0f}",
+              "grey", "dot", False)
     fig.update_layout(
         title=f"Vocabulary forecast at ε_voc = {f.eps_voc:g}: expected noise share of Ṽ {f.expected_noise_share:.0%} "
               "(private — not for release)",
-        xaxis_title="true document count c (first S distinct terms)", yaxis_title="number of public terms",
-        xaxis_type="log", yaxis_type="log", showlegend=False)
+        xaxis={"title": "true document count c (first S distinct terms)", "type": "log", "range": [x_lo, x_hi],
+               "dtick": 1},
+        yaxis={"title": "number of public terms with count ≥ c", "type": "log", "range": [y_lo, y_hi], "dtick": 1},
+        showlegend=False, height=380, margin={"t": 50})
     return fig

@@ -16,138 +16,31 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpkps_core.corpus import Corpus, check_class_names
+from dpkps_core.config import (  # noqa: F401 - re-exported: the config's historical home
+    DENSITIES,
+    FREQUENCY_ORDERED_VOCABULARIES,
+    LIMITS,
+    PAPER_SETTINGS,
+    DensityPlan,
+    SamplingConfig,
+    default_bandwidth,
+    density_plan,
+    effective_max_terms,
+    estimate_class_size,
+)
+from dpkps_core.corpus import Corpus
 from dpkps_core.dp.histogram import SmoothedHistogramDensity, build_smoothed_histogram_density
-from dpkps_core.dp.kde import RFFDensity, build_rff_density, ensemble_blocks
+from dpkps_core.dp.kde import RFFDensity, build_rff_density
 from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyLedger
-from dpkps_core.dp.rff import optimal_features, rff_expected_error
-from dpkps_core.dp.rng import SAMPLERS, NoiseSource
-from dpkps_core.dp.validation import check_epsilon, check_positive_int
-from dpkps_core.dp.vocabulary import PrivateVocabulary, estimate_documents_from_noisy_total, privatize_vocabulary
-from dpkps_core.embeddings import DEFAULT_MODEL, Embedder, EmbeddingCache, embed_terms
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.vocabulary import PrivateVocabulary, privatize_vocabulary
+from dpkps_core.embeddings import Embedder, EmbeddingCache, embed_terms
 from dpkps_core.errors import ParameterError
-from dpkps_core.sampling import METHODS, SamplingOutcome, sample_independent, sample_iterative
+from dpkps_core.sampling import SamplingOutcome, sample_independent, sample_iterative
 from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary, TermMatcher, truncated_count
 
 Progress = Callable[[float, str], None]
-DENSITIES = ("auto", "histogram", "rff")
-
-# Documented limits (issue 7): keep a user from running the server out of memory by accident.
-LIMITS = {
-    "vocab_size": 20_000,        # N
-    "terms_per_doc": 200,        # S
-    "length": 64,                # L
-    "per_class": 100_000,        # sequences per class
-    "features": 20_000,          # I
-    "max_chars_per_doc": 100_000,  # longer documents are truncated for term extraction
-}
-
-
-@dataclasses.dataclass
-class SamplingConfig:
-    """Every parameter of a sampling run (public; saved as ``run_config.json`` and re-runnable)."""
-
-    corpus: str = "demo:bbc"
-    text_column: str | None = None
-    label_column: str | None = None
-    vocabulary: str = "glove"
-    remove_stopwords: bool = True
-    junk_filter: bool = True
-    vocab_max_terms: int | None = 50_000  # frequency-ordered vocabularies only (see effective_max_terms)
-    eps_voc: float = 5.0
-    eps_kde: float = 5.0
-    method: str = "independent"
-    density: str = "auto"
-    length: int = 10
-    per_class: int = 50
-    vocab_size: int = 1000
-    terms_per_doc: int = 10
-    selection_rule: str = "top-n"
-    features: int | None = None
-    bandwidth: float | None = None
-    temperature: float = 1.0
-    max_keyphrases_per_doc: int | None = None
-    class_size_estimate: float | None = None
-    embedding_model: str = DEFAULT_MODEL
-    seed: int | None = None
-    noise_sampler: str = "opendp"  # "opendp" (vetted, default) or "numpy" (fast); a seed means NumPy
-    test_fraction: float = 0.2
-    client_fraction: float = 0.0
-    split_seed: int = 0
-    epsilon_cap: float | None = None
-    classes: tuple[str, ...] | None = None  # declared PUBLIC class names (demo corpora carry their own)
-    person_column: str | None = None  # unit of privacy: one person (this column's ids stay private), else a document
-
-    def __post_init__(self) -> None:
-        if self.classes is not None and not isinstance(self.classes, tuple):
-            self.classes = tuple(self.classes) if not isinstance(self.classes, str) else (self.classes,)
-
-    def validate(self) -> "SamplingConfig":
-        check_epsilon(self.eps_voc, "ε_voc")
-        check_epsilon(self.eps_kde, "ε_kde")
-        if self.method not in METHODS:
-            raise ParameterError(f"Unknown method {self.method!r}; choose one of {', '.join(METHODS)}.")
-        if self.density not in DENSITIES:
-            raise ParameterError(f"Unknown density {self.density!r}; choose one of {', '.join(DENSITIES)}.")
-        if self.method != "independent" and self.density == "histogram":
-            raise ParameterError("The smoothed histogram only serves independent sampling; iterative methods use the RFF DP-KDE.")
-        check_positive_int(self.length, "L (sequence length)", maximum=LIMITS["length"])
-        check_positive_int(self.per_class, "sequences per class", maximum=LIMITS["per_class"])
-        check_positive_int(self.vocab_size, "N (private vocabulary size)", maximum=LIMITS["vocab_size"])
-        check_positive_int(self.terms_per_doc, "S (terms per document)", maximum=LIMITS["terms_per_doc"])
-        if self.features is not None:
-            check_positive_int(self.features, "I (random features)", maximum=LIMITS["features"])
-        if self.bandwidth is not None and (not np.isfinite(self.bandwidth) or self.bandwidth < 0):
-            raise ParameterError(f"σ (bandwidth) must be ≥ 0, got {self.bandwidth!r}.")
-        if self.noise_sampler not in SAMPLERS:
-            raise ParameterError(f"Unknown noise sampler {self.noise_sampler!r}; choose one of {', '.join(SAMPLERS)}.")
-        if self.temperature < 0:
-            raise ParameterError(f"The temperature must be ≥ 0, got {self.temperature!r}.")
-        if self.classes is not None:
-            self.classes = check_class_names(self.classes)
-        total = self.eps_voc + self.eps_kde
-        if self.epsilon_cap is not None and total > self.epsilon_cap + 1e-9:
-            raise ParameterError(f"ε_voc + ε_kde = {total:g} is over the budget cap of {self.epsilon_cap:g}.")
-        return self
-
-    @property
-    def effective_vocab_max_terms(self) -> int | None:
-        return effective_max_terms(self.vocabulary, self.vocab_max_terms)
-
-    @property
-    def density_kind(self) -> str:
-        if self.density == "auto":
-            return "histogram" if self.method == "independent" else "rff"
-        return self.density
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SamplingConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-
-FREQUENCY_ORDERED_VOCABULARIES = ("glove", "wordfreq")
-
-
-def effective_max_terms(vocabulary: str, max_terms: int | None) -> int | None:
-    """The frequency limit K actually applied to V: only GloVe and wordfreq are in public frequency order, so
-    keeping their first K terms keeps the K most frequent English words (issue 8 §2; chosen by measurement in
-    docs/DEFAULTS.md). For the medical glossary and user files the order carries no frequency, so no cut."""
-    if not max_terms or vocabulary not in FREQUENCY_ORDERED_VOCABULARIES:
-        return None
-    return int(max_terms)
-
-
-PAPER_SETTINGS = dict(
-    remove_stopwords=True, junk_filter=False, vocab_max_terms=None, density="rff", bandwidth=1.0,
-    features=2000, selection_rule="top-n", vocab_size=1000, terms_per_doc=10,
-)
-"""The DP-KPS paper's configuration (RFF DP-KDE, σ = 1, fixed I, full GloVe), kept for comparisons."""
-
 
 # --------------------------------------------------------------------------------------------- steps
 
@@ -208,35 +101,6 @@ def extract_keyphrases(texts: Sequence[str], private_vocabulary: PrivateVocabula
     return matcher.occurrences(texts, max_per_doc, max_chars=LIMITS["max_chars_per_doc"])
 
 
-def default_bandwidth(embeddings: np.ndarray, *, factor: float = 0.25, max_points: int = 2000, seed: int = 0) -> float:
-    """Data-free σ: ``factor`` × median pairwise distance among Ṽ's embeddings (Ṽ is DP, the model public).
-
-    With MiniLM the median distance between vocabulary words is ≈ 1.2, giving σ ≈ 0.3, the range that
-    worked best in DESIGN §6 (σ = 1 samples almost uniformly).
-    """
-    e = np.asarray(embeddings, dtype=np.float64)
-    if e.shape[0] < 2:
-        return 0.3
-    if e.shape[0] > max_points:
-        e = e[np.random.default_rng(seed).choice(e.shape[0], max_points, replace=False)]
-    sq = np.maximum((e * e).sum(1)[:, None] + (e * e).sum(1)[None, :] - 2 * e @ e.T, 0.0)
-    dist = np.sqrt(sq[np.triu_indices(e.shape[0], 1)])
-    return float(round(factor * np.median(dist), 4))
-
-
-def estimate_class_size(
-    private_vocabulary: PrivateVocabulary, n_classes: int, *, user_estimate: float | None = None
-) -> tuple[float, str]:
-    """Per-class size estimate for choosing I, without touching private counts (issue 8 §3).
-
-    A user-supplied estimate wins; otherwise the free DP estimate Σ(noisy counts over V)/S divided by the
-    number of classes (post-processing of the ε_voc release)."""
-    if user_estimate is not None:
-        return float(user_estimate), "user estimate"
-    n = estimate_documents_from_noisy_total(private_vocabulary.noisy_total, terms_per_doc=private_vocabulary.terms_per_doc)
-    return max(n / max(n_classes, 1), 1.0), "DP estimate from the vocabulary release"
-
-
 def build_density(
     keyphrases: list[list[int]], labels: Sequence[str], *, classes: Sequence[str], embeddings: np.ndarray,
     config: SamplingConfig, private_vocabulary: PrivateVocabulary, noise: NoiseSource, ledger: PrivacyLedger,
@@ -244,35 +108,24 @@ def build_density(
     neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> tuple[SmoothedHistogramDensity | RFFDensity, dict[str, Any]]:
     """Step 3 (ε_kde): the per-class DP density for the chosen method; returns it with the public choices made
-    (bandwidth, features, expected error). ``groups``: a person per document (person-level unit, issue 15)."""
-    bandwidth = config.bandwidth if config.bandwidth is not None else default_bandwidth(embeddings)
-    max_per_doc = config.max_keyphrases_per_doc or config.length
-    info: dict[str, Any] = {"bandwidth": bandwidth, "bandwidth_source": "user" if config.bandwidth is not None else "auto (0.25 × median distance in Ṽ)",
-                            "density": config.density_kind, "max_keyphrases_per_doc": max_per_doc}
-    if config.density_kind == "histogram":
+    (:func:`~dpkps_core.config.density_plan`: bandwidth, features, expected error). ``groups``: a person per
+    document (person-level unit, issue 15)."""
+    plan = density_plan(config, n_classes=len(classes), private_vocabulary=private_vocabulary, embeddings=embeddings)
+    if plan.density == "histogram":
         density = build_smoothed_histogram_density(
             keyphrases, labels, classes=classes, embeddings=embeddings, epsilon=config.eps_kde,
-            bandwidth=bandwidth, noise=noise, ledger=ledger, max_per_doc=max_per_doc, groups=groups,
-            neighbouring=neighbouring,
+            bandwidth=plan.bandwidth, noise=noise, ledger=ledger, max_per_doc=plan.max_keyphrases_per_doc,
+            groups=groups, neighbouring=neighbouring,
         )
-        info["expected_noise_per_term"] = float(np.sqrt(2) / config.eps_kde)
-        return density, info
-    if bandwidth == 0:
+        return density, plan.info()
+    if plan.bandwidth == 0:
         raise ParameterError("The RFF DP-KDE needs a bandwidth σ > 0.")
-    kind = "independent" if config.method == "independent" else config.method
-    n_members = len(ensemble_blocks(kind, config.length))
-    n_est, source = estimate_class_size(private_vocabulary, len(classes), user_estimate=config.class_size_estimate)
-    eps_member = config.eps_kde / n_members
-    features = config.features or optimal_features(n_documents=n_est, epsilon=eps_member, maximum=LIMITS["features"])
-    info.update({"features": features, "features_source": "user" if config.features else f"auto (n_c·ε/2, n_c from {source})",
-                 "class_size_estimate": round(n_est, 1), "ensemble_members": n_members,
-                 **rff_expected_error(n_documents=n_est, epsilon=eps_member, features=features)})
     density = build_rff_density(
-        keyphrases, labels, classes=classes, embeddings=embeddings, kind=kind, epsilon=config.eps_kde,
-        bandwidth=bandwidth, features=features, length=config.length, noise=noise, ledger=ledger,
-        max_per_doc=max_per_doc, progress=progress, groups=groups, neighbouring=neighbouring,
+        keyphrases, labels, classes=classes, embeddings=embeddings, kind=plan.kind, epsilon=config.eps_kde,
+        bandwidth=plan.bandwidth, features=plan.features, length=config.length, noise=noise, ledger=ledger,
+        max_per_doc=plan.max_keyphrases_per_doc, progress=progress, groups=groups, neighbouring=neighbouring,
     )
-    return density, info
+    return density, plan.info()
 
 
 def sample_sequences(

@@ -762,26 +762,19 @@ def vocabulary_settings_now() -> dict[str, Any]:
 # ============================================================================================ 4. densities
 
 def density_preview() -> dict[str, Any]:
-    """Public choices the density step would make now (bandwidth, I, expected error), before any ε is spent."""
-    from dpkps_core.dp.kde import ensemble_blocks
-    from dpkps_core.dp.rff import optimal_features, rff_expected_error
-
+    """Public choices the density step would make now (bandwidth, I, expected error), before any ε is spent —
+    the core's :func:`~dpkps_core.config.density_plan`, the same decision the step itself makes."""
     s = ss()
     pv: PrivateVocabulary = s["pv"]
     cfg = current_config()
-    kind = cfg.density_kind
-    out: dict[str, Any] = {"density": kind, "method": cfg.method, "eps_kde": cfg.eps_kde}
-    if kind == "histogram":
-        out["noise_sd_per_term"] = float(np.sqrt(2) / cfg.eps_kde)
+    plan = pipeline.density_plan(cfg, n_classes=len(corpus().classes) if corpus() else 1, private_vocabulary=pv)
+    out: dict[str, Any] = {"density": plan.density, "method": cfg.method, "eps_kde": cfg.eps_kde}
+    if plan.density == "histogram":
+        out["noise_sd_per_term"] = plan.expected_noise_per_term
         return out
-    n_classes = len(corpus().classes) if corpus() else 1
-    n_est, source = pipeline.estimate_class_size(pv, n_classes, user_estimate=cfg.class_size_estimate)
-    members = len(ensemble_blocks("independent" if cfg.method == "independent" else cfg.method, cfg.length))
-    eps_member = cfg.eps_kde / members
-    feats = cfg.features or optimal_features(n_documents=n_est, epsilon=eps_member,
-                                             maximum=pipeline.LIMITS["features"])
-    out.update({"class_size_estimate": n_est, "class_size_source": source, "members": members, "features": feats,
-                **rff_expected_error(n_documents=n_est, epsilon=eps_member, features=feats)})
+    out.update({"class_size_estimate": plan.class_size_estimate, "class_size_source": plan.class_size_source,
+                "members": plan.members, "features": plan.features, "rff_error": plan.rff_error,
+                "noise_error": plan.noise_error, "total_error": plan.total_error})
     return out
 
 
@@ -935,10 +928,9 @@ def no_llm_check() -> dict[str, Any]:
     if len(test) == 0:
         raise ParameterError("The no-LLM check needs held-out test documents; set a test fraction above 0 on page 1.")
     test_seqs = evaluation.keyphrase_sequences(test.texts, pv, length=length)
-    train_seqs = evaluation.keyphrase_sequences(train.texts, pv, length=length)
     syn = evaluation.keyphrase_classifier_scores([list(q.keyphrases) for q in outcome.sequences],
                                                  [q.label for q in outcome.sequences], test_seqs, test.labels)
-    real = evaluation.keyphrase_classifier_scores(train_seqs, train.labels, test_seqs, test.labels)
+    real = real_keyphrase_baseline(length)
     out = {"method": s["density_meta"]["method"], "no_llm_accuracy": syn.accuracy, "no_llm_macro_f1": syn.macro_f1,
            "real_keyphrase_baseline": real.accuracy, "chance": evaluation.chance_accuracy(test.labels),
            "n_test": len(test), "n_sequences": len(outcome.sequences), "per_class_recall": syn.per_class_recall}
@@ -946,6 +938,27 @@ def no_llm_check() -> dict[str, Any]:
     history.append({k: v for k, v in out.items() if k != "per_class_recall"})
     s["no_llm"] = out
     return out
+
+
+def real_keyphrase_baseline(length: int) -> Any:
+    """The one real keyphrase baseline (:func:`dpkps_core.evaluation.real_keyphrase_baseline`), computed once per
+    session for the corpus, split, vocabulary, S, N and L (it does not depend on ε) — PRIVATE, session only."""
+    from dpkps_core import evaluation
+
+    s = ss()
+    cfg = current_config()
+    vocab = public_vocabulary()
+    counts = term_counts(vocab, cfg.terms_per_doc)
+    key = (s.get("corpus_id"), s.get("split_key"), vocab.name, len(vocab), cfg.terms_per_doc, cfg.vocab_size,
+           int(length))
+    memo = s.get("real_keyphrase_baseline")
+    if not memo or memo[0] != key:
+        train, test = train_part(), test_part()
+        scores = evaluation.real_keyphrase_baseline(train.texts, train.labels, test.texts, test.labels,
+                                                    vocabulary=vocab, counts=counts, vocab_size=cfg.vocab_size,
+                                                    length=int(length))
+        s["real_keyphrase_baseline"] = memo = (key, scores)
+    return memo[1]
 
 
 # ============================================================================================ background jobs
@@ -1128,9 +1141,12 @@ def start_evaluation(seeds: int) -> Job:
         raise ParameterError("Sample keyphrase sequences first (page 5).")
     c = corpus()
     emb = embedder(ss()["density_meta"]["embedding_model"], ss().get("device"))
+    vocab = public_vocabulary()
+    counts = term_counts(vocab, int(current_config().terms_per_doc))
 
     def work(job: Job) -> Any:
-        return evaluation.evaluate_run(out, seeds=seeds, embedder=emb, corpus=c, progress=job.report)
+        return evaluation.evaluate_run(out, seeds=seeds, embedder=emb, corpus=c, progress=job.report,
+                                       vocabulary=vocab, counts=counts)
 
     return start_job("job_evaluation", "evaluation", work)
 

@@ -1,0 +1,249 @@
+"""Every public parameter of a sampling run, and the density plan decided from them (issue 12).
+
+:class:`SamplingConfig` is the one contract the CLI, the app and the run folder share (``run_config.json``);
+:func:`density_plan` is the ONE place where the density's public choices are made — σ, the ensemble members,
+ε per member, the number of random features I and the expected error — from public inputs and DP releases only
+(Ṽ's embeddings, the DP size estimate; paper 001 §2, DESIGN §2.2, §6).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from dpkps_core.corpus import check_class_names
+from dpkps_core.dp.kde import ensemble_blocks
+from dpkps_core.dp.rff import optimal_features, rff_expected_error
+from dpkps_core.dp.rng import SAMPLERS
+from dpkps_core.dp.validation import check_epsilon, check_positive_int
+from dpkps_core.dp.vocabulary import PrivateVocabulary, estimate_documents_from_noisy_total
+from dpkps_core.embeddings import DEFAULT_MODEL
+from dpkps_core.errors import ParameterError
+from dpkps_core.sampling import METHODS
+
+DENSITIES = ("auto", "histogram", "rff")
+
+# Documented limits (issue 7): keep a user from running the server out of memory by accident.
+LIMITS = {
+    "vocab_size": 20_000,        # N
+    "terms_per_doc": 200,        # S
+    "length": 64,                # L
+    "per_class": 100_000,        # sequences per class
+    "features": 20_000,          # I
+    "max_chars_per_doc": 100_000,  # longer documents are truncated for term extraction
+}
+
+
+@dataclasses.dataclass
+class SamplingConfig:
+    """Every parameter of a sampling run (public; saved as ``run_config.json`` and re-runnable)."""
+
+    corpus: str = "demo:bbc"
+    text_column: str | None = None
+    label_column: str | None = None
+    vocabulary: str = "glove"
+    remove_stopwords: bool = True
+    junk_filter: bool = True
+    vocab_max_terms: int | None = 50_000  # frequency-ordered vocabularies only (see effective_max_terms)
+    eps_voc: float = 5.0
+    eps_kde: float = 5.0
+    method: str = "independent"
+    density: str = "auto"
+    length: int = 10
+    per_class: int = 50
+    vocab_size: int = 1000
+    terms_per_doc: int = 10
+    selection_rule: str = "top-n"
+    features: int | None = None
+    bandwidth: float | None = None
+    temperature: float = 1.0
+    max_keyphrases_per_doc: int | None = None
+    class_size_estimate: float | None = None
+    embedding_model: str = DEFAULT_MODEL
+    seed: int | None = None
+    noise_sampler: str = "opendp"  # "opendp" (vetted, default) or "numpy" (fast); a seed means NumPy
+    test_fraction: float = 0.2
+    client_fraction: float = 0.0
+    split_seed: int = 0
+    epsilon_cap: float | None = None
+    classes: tuple[str, ...] | None = None  # declared PUBLIC class names (demo corpora carry their own)
+    person_column: str | None = None  # unit of privacy: one person (this column's ids stay private), else a document
+
+    def __post_init__(self) -> None:
+        if self.classes is not None and not isinstance(self.classes, tuple):
+            self.classes = tuple(self.classes) if not isinstance(self.classes, str) else (self.classes,)
+
+    def validate(self) -> "SamplingConfig":
+        check_epsilon(self.eps_voc, "ε_voc")
+        check_epsilon(self.eps_kde, "ε_kde")
+        if self.method not in METHODS:
+            raise ParameterError(f"Unknown method {self.method!r}; choose one of {', '.join(METHODS)}.")
+        if self.density not in DENSITIES:
+            raise ParameterError(f"Unknown density {self.density!r}; choose one of {', '.join(DENSITIES)}.")
+        if self.method != "independent" and self.density == "histogram":
+            raise ParameterError("The smoothed histogram only serves independent sampling; iterative methods use the RFF DP-KDE.")
+        check_positive_int(self.length, "L (sequence length)", maximum=LIMITS["length"])
+        check_positive_int(self.per_class, "sequences per class", maximum=LIMITS["per_class"])
+        check_positive_int(self.vocab_size, "N (private vocabulary size)", maximum=LIMITS["vocab_size"])
+        check_positive_int(self.terms_per_doc, "S (terms per document)", maximum=LIMITS["terms_per_doc"])
+        if self.features is not None:
+            check_positive_int(self.features, "I (random features)", maximum=LIMITS["features"])
+        if self.bandwidth is not None and (not np.isfinite(self.bandwidth) or self.bandwidth < 0):
+            raise ParameterError(f"σ (bandwidth) must be ≥ 0, got {self.bandwidth!r}.")
+        if self.noise_sampler not in SAMPLERS:
+            raise ParameterError(f"Unknown noise sampler {self.noise_sampler!r}; choose one of {', '.join(SAMPLERS)}.")
+        if self.temperature < 0:
+            raise ParameterError(f"The temperature must be ≥ 0, got {self.temperature!r}.")
+        if self.classes is not None:
+            self.classes = check_class_names(self.classes)
+        total = self.eps_voc + self.eps_kde
+        if self.epsilon_cap is not None and total > self.epsilon_cap + 1e-9:
+            raise ParameterError(f"ε_voc + ε_kde = {total:g} is over the budget cap of {self.epsilon_cap:g}.")
+        return self
+
+    @property
+    def effective_vocab_max_terms(self) -> int | None:
+        return effective_max_terms(self.vocabulary, self.vocab_max_terms)
+
+    @property
+    def density_kind(self) -> str:
+        if self.density == "auto":
+            return "histogram" if self.method == "independent" else "rff"
+        return self.density
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SamplingConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+FREQUENCY_ORDERED_VOCABULARIES = ("glove", "wordfreq")
+
+
+def effective_max_terms(vocabulary: str, max_terms: int | None) -> int | None:
+    """The frequency limit K actually applied to V: only GloVe and wordfreq are in public frequency order, so
+    keeping their first K terms keeps the K most frequent English words (issue 8 §2; chosen by measurement in
+    docs/DEFAULTS.md). For the medical glossary and user files the order carries no frequency, so no cut."""
+    if not max_terms or vocabulary not in FREQUENCY_ORDERED_VOCABULARIES:
+        return None
+    return int(max_terms)
+
+
+PAPER_SETTINGS = dict(
+    remove_stopwords=True, junk_filter=False, vocab_max_terms=None, density="rff", bandwidth=1.0,
+    features=2000, selection_rule="top-n", vocab_size=1000, terms_per_doc=10,
+)
+"""The DP-KPS paper's configuration (RFF DP-KDE, σ = 1, fixed I, full GloVe), kept for comparisons."""
+
+
+def default_bandwidth(embeddings: np.ndarray, *, factor: float = 0.25, max_points: int = 2000, seed: int = 0) -> float:
+    """Data-free σ: ``factor`` × median pairwise distance among Ṽ's embeddings (Ṽ is DP, the model public).
+
+    With MiniLM the median distance between vocabulary words is ≈ 1.2, giving σ ≈ 0.3, the range that
+    worked best in DESIGN §6 (σ = 1 samples almost uniformly).
+    """
+    e = np.asarray(embeddings, dtype=np.float64)
+    if e.shape[0] < 2:
+        return 0.3
+    if e.shape[0] > max_points:
+        e = e[np.random.default_rng(seed).choice(e.shape[0], max_points, replace=False)]
+    sq = np.maximum((e * e).sum(1)[:, None] + (e * e).sum(1)[None, :] - 2 * e @ e.T, 0.0)
+    dist = np.sqrt(sq[np.triu_indices(e.shape[0], 1)])
+    return float(round(factor * np.median(dist), 4))
+
+
+def estimate_class_size(
+    private_vocabulary: PrivateVocabulary, n_classes: int, *, user_estimate: float | None = None
+) -> tuple[float, str]:
+    """Per-class size estimate for choosing I, without touching private counts (issue 8 §3).
+
+    A user-supplied estimate wins; otherwise the free DP estimate Σ(noisy counts over V)/S divided by the
+    number of classes (post-processing of the ε_voc release)."""
+    if user_estimate is not None:
+        return float(user_estimate), "user estimate"
+    n = estimate_documents_from_noisy_total(private_vocabulary.noisy_total, terms_per_doc=private_vocabulary.terms_per_doc)
+    return max(n / max(n_classes, 1), 1.0), "DP estimate from the vocabulary release"
+
+
+@dataclasses.dataclass(frozen=True)
+class DensityPlan:
+    """The public choices of the density step (DESIGN §2.2, §2.4): decided before ε_kde is spent.
+
+    ``features``, ``members`` and the errors apply to the RFF DP-KDE; the smoothed histogram has one member and
+    a Laplace(1/ε_kde) noise per term of Ṽ (sd √2/ε_kde)."""
+
+    density: str                       # "histogram" or "rff"
+    kind: str                          # "independent", "iterative-linear" or "iterative-log"
+    bandwidth: float | None            # σ (None: not yet known — auto σ needs Ṽ's embeddings)
+    bandwidth_source: str
+    members: int                       # ensemble members J (each gets ε_kde / J)
+    eps_member: float
+    max_keyphrases_per_doc: int        # M
+    features: int | None = None        # I (RFF only)
+    features_source: str = ""
+    class_size_estimate: float | None = None
+    class_size_source: str = ""
+    expected_noise_per_term: float | None = None   # histogram: sd of the Laplace noise per term
+    rff_error: float | None = None
+    noise_error: float | None = None
+    total_error: float | None = None
+
+    def info(self) -> dict[str, Any]:
+        """The plan as the flat dict the run reports under ``density_*`` (only the entries that apply)."""
+        out: dict[str, Any] = {"bandwidth": self.bandwidth, "bandwidth_source": self.bandwidth_source,
+                               "density": self.density, "max_keyphrases_per_doc": self.max_keyphrases_per_doc}
+        if self.density == "histogram":
+            out["expected_noise_per_term"] = self.expected_noise_per_term
+            return out
+        out.update({"features": self.features, "features_source": self.features_source,
+                    "class_size_estimate": None if self.class_size_estimate is None else round(self.class_size_estimate, 1),
+                    "ensemble_members": self.members, "rff_error": self.rff_error, "noise_error": self.noise_error,
+                    "total_error": self.total_error})
+        return out
+
+
+def density_plan(
+    config: SamplingConfig, *, n_classes: int, private_vocabulary: PrivateVocabulary | None = None,
+    embeddings: np.ndarray | None = None,
+) -> DensityPlan:
+    """Decide σ, the ensemble members, ε per member and I for ``config`` (paper 001 §2 Step 3; DESIGN §2.2, §6).
+
+    σ: the user's, else 0.25 × the median distance among Ṽ's embeddings (``embeddings``; ``None`` leaves it open).
+    I: the user's, else ≈ n_c·ε_member/2 with n_c the user's class-size estimate or the free DP estimate from the
+    vocabulary release (Σ noisy counts / S / classes). Everything here is public or post-processing of DP output."""
+    kind = "independent" if config.method == "independent" else config.method
+    max_per_doc = config.max_keyphrases_per_doc or config.length
+    if config.bandwidth is not None:
+        bandwidth, bw_source = float(config.bandwidth), "user"
+    elif embeddings is not None:
+        bandwidth, bw_source = default_bandwidth(embeddings), "auto (0.25 × median distance in Ṽ)"
+    else:
+        bandwidth, bw_source = None, "auto (0.25 × median distance in Ṽ; decided when Ṽ is embedded)"
+    if config.density_kind == "histogram":
+        return DensityPlan("histogram", kind, bandwidth, bw_source, 1, config.eps_kde, max_per_doc,
+                           expected_noise_per_term=float(np.sqrt(2) / config.eps_kde))
+    members = len(ensemble_blocks(kind, config.length))
+    eps_member = config.eps_kde / members
+    if config.class_size_estimate is not None:
+        n_est, n_source = float(config.class_size_estimate), "user estimate"
+    elif private_vocabulary is not None:
+        n_est, n_source = estimate_class_size(private_vocabulary, n_classes)
+    else:
+        n_est, n_source = None, "DP estimate from the vocabulary release (not built yet)"
+    if config.features:
+        features, f_source = int(config.features), "user"
+    elif n_est is not None:
+        features = optimal_features(n_documents=n_est, epsilon=eps_member, maximum=LIMITS["features"])
+        f_source = f"auto (n_c·ε/2, n_c from {n_source})"
+    else:
+        features, f_source = None, "auto (n_c·ε/2; needs the class-size estimate)"
+    errors = (rff_expected_error(n_documents=n_est, epsilon=eps_member, features=features)
+              if features is not None and n_est is not None else {})
+    return DensityPlan("rff", kind, bandwidth, bw_source, members, eps_member, max_per_doc, features, f_source,
+                       n_est, n_source, rff_error=errors.get("rff_error"), noise_error=errors.get("noise_error"),
+                       total_error=errors.get("total_error"))
