@@ -40,6 +40,7 @@ def _make_run(tmp_path: Path, corpus_csv: Path, *, client_fraction: float, docum
 
     corpus = load_corpus_spec(str(corpus_csv), classes=tuple(POOLS))
     cfg = dataclasses.replace(toy_config(), corpus=str(corpus_csv), seed=3, client_fraction=client_fraction,
+                              vocabulary=str(corpus_csv.parent / "vocab.txt"),  # reloadable: the baseline needs V
                               test_fraction=0.4, per_class=12, classes=tuple(POOLS))
     run = run_sampling(corpus, cfg.validate(), vocabulary=make_toy_vocabulary(), embedder=BowEmbedder())
     out = write_run_folder(run, tmp_path / "run")
