@@ -38,6 +38,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from dpkps_core.dp.accounting import (  # noqa: F401 - re-exported for callers of this module
+    MAX_EPOCHS,
+    calibrate_sigma,
+    composed_mu,
+    gaussian_delta,
+    gaussian_epsilon,
+)
 from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
@@ -59,73 +66,10 @@ VARIATION_TEMPLATE = (
     "Rewrite the following text as {doc_type} in your own words: keep its subject and style, change the wording "
     "and some details.\n\n{text}\n\nWrite only the rewritten document, with no title, preamble or explanation."
 )
-LIMITS = {"epochs": 100, "population": 10_000, "words_per_prompt": 100, "max_tokens": 8192}
+LIMITS = {"epochs": MAX_EPOCHS, "population": 10_000, "words_per_prompt": 100, "max_tokens": 8192}
 
 
 # ----------------------------------------------------------------------------------------- Gaussian accounting
-
-def gaussian_delta(*, mu: float, epsilon: float) -> float:
-    """Exact δ(ε) of μ-GDP (= the Gaussian mechanism with sensitivity/σ = μ): Φ(−ε/μ + μ/2) − e^ε·Φ(−ε/μ − μ/2)."""
-    from scipy.special import log_ndtr, ndtr
-
-    mu = check_positive_float(mu, "μ")
-    eps = float(epsilon)
-    a = float(ndtr(-eps / mu + mu / 2))
-    b = math.exp(eps + float(log_ndtr(-eps / mu - mu / 2)))
-    return max(a - b, 0.0)
-
-
-def composed_mu(*, sigma: float, epochs: int, sensitivity: float = 1.0) -> float:
-    """μ of T adaptive Gaussian releases with L2 sensitivity Δ and noise σ: √T·Δ/σ (exact GDP composition)."""
-    sigma = check_positive_float(sigma, "σ (Gaussian noise)")
-    return math.sqrt(check_positive_int(epochs, "epochs")) * check_positive_float(sensitivity, "sensitivity") / sigma
-
-
-def gaussian_epsilon(*, sigma: float, epochs: int, delta: float, sensitivity: float = 1.0) -> float:
-    """The smallest ε (to 1e-9, rounded up) with δ(ε) ≤ δ for T composed Gaussian mechanisms."""
-    delta = check_delta(delta)
-    mu = composed_mu(sigma=sigma, epochs=epochs, sensitivity=sensitivity)
-    if gaussian_delta(mu=mu, epsilon=0.0) <= delta:
-        return 0.0
-    lo, hi = 0.0, max(1.0, mu * mu)
-    while gaussian_delta(mu=mu, epsilon=hi) > delta:
-        lo, hi = hi, hi * 2
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        if gaussian_delta(mu=mu, epsilon=mid) > delta:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-10:
-            break
-    return hi  # the side that satisfies δ(ε) ≤ δ
-
-
-def calibrate_sigma(*, epsilon: float, delta: float, epochs: int, sensitivity: float = 1.0) -> float:
-    """Smallest σ (rounded UP to 4 significant digits) such that T Gaussian releases are (ε, δ)-DP."""
-    eps = check_epsilon(epsilon, "ε (AugPE)")
-    delta = check_delta(delta)
-    t = check_positive_int(epochs, "epochs", maximum=LIMITS["epochs"])
-    lo, hi = 1e-6, 1.0  # μ range: δ(ε; μ) grows with μ
-    while gaussian_delta(mu=hi, epsilon=eps) <= delta:
-        lo, hi = hi, hi * 2
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gaussian_delta(mu=mid, epsilon=eps) <= delta:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12:
-            break
-    sigma = math.sqrt(t) * sensitivity / lo  # lo satisfies the bound → σ ≥ the exact minimum
-    scale = 10 ** (3 - math.floor(math.log10(sigma)))
-    sigma = math.ceil(sigma * scale) / scale
-    while gaussian_epsilon(sigma=sigma, epochs=t, delta=delta, sensitivity=sensitivity) > eps:  # pragma: no cover
-        sigma *= 1 + 1e-4
-    return sigma
-
-
-
 
 def prompt_budget(*, classes: int, population: int, epochs: int) -> dict[str, int]:
     """LLM prompts AugPE+Ṽ sends: C·K·T in all, T per synthetic document (DP-KPS: 1 per document)."""

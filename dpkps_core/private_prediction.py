@@ -36,6 +36,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from dpkps_core.dp.accounting import (  # noqa: F401 - re-exported for callers of this module
+    CONVERSIONS,
+    delta_tight,
+    epsilon_closed_form,
+    epsilon_tight,
+    max_rho_for,
+    zcdp_to_epsilon,
+)
 from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
@@ -50,7 +58,6 @@ PRIVATE_PROMPT_WARNING = (
     "Private prediction puts PRIVATE documents into the language model's prompt. Run it only on a local model "
     "(the bundled offline model); never send these prompts to a remote API."
 )
-CONVERSIONS = ("tight", "closed-form")
 PUBLIC_PLACEHOLDER = "<text of {doc_type}>"
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant who writes realistic documents."
 PRIVATE_TEMPLATE = (
@@ -79,93 +86,6 @@ def rho_per_batch(*, batch_size: float, private_tokens: int, clip: float, temper
         sigma = check_positive_float(svt_noise, "σ (SVT noise)")
         per_token += 2.0 / (s * sigma) ** 2
     return r * per_token
-
-
-def epsilon_closed_form(rho: float, delta: float) -> float:
-    """ε = ρ + √(4ρ·log(1/δ)) (Bun & Steinke 2016, Lemma 3.5; Theorem 1's second form)."""
-    rho, delta = _check_rho(rho), check_delta(delta)
-    return rho + math.sqrt(4.0 * rho * math.log(1.0 / delta))
-
-
-def _eps_at_alpha(alpha: float, rho: float, log_inv_delta: float) -> float:
-    # ε(α) = αρ + (log(1/δ) + (α−1)·log(1−1/α) − log α)/(α−1): every α > 1 gives a valid (ε, δ) guarantee.
-    return alpha * rho + (log_inv_delta + (alpha - 1.0) * math.log1p(-1.0 / alpha) - math.log(alpha)) / (alpha - 1.0)
-
-
-def epsilon_tight(rho: float, delta: float) -> tuple[float, float]:
-    """The inf-over-α conversion (Canonne et al. 2020, Cor. 13 — Theorem 1's first form solved for ε).
-
-    Returns ``(ε, α)``. Every α > 1 yields a valid guarantee, so whatever α the numerical search lands on, the
-    reported ε is a true bound (never an under-estimate); it is also never above the closed form."""
-    from scipy.optimize import minimize_scalar
-
-    rho, delta = _check_rho(rho), check_delta(delta)
-    if rho == 0:
-        return 0.0, math.inf
-    lid = math.log(1.0 / delta)
-    grid = np.logspace(-6, 8, 1401)  # α − 1 (ε(α) as in _eps_at_alpha, vectorised)
-    alphas = 1.0 + grid
-    vals = alphas * rho + (lid + grid * np.log1p(-1.0 / alphas) - np.log(alphas)) / grid
-    k = int(np.argmin(vals))
-    lo, hi = math.log(grid[max(k - 1, 0)]), math.log(grid[min(k + 1, len(grid) - 1)])
-    res = minimize_scalar(lambda u: _eps_at_alpha(1.0 + math.exp(u), rho, lid), bounds=(lo, hi), method="bounded",
-                          options={"xatol": 1e-10})
-    eps, alpha = float(vals[k]), float(1.0 + grid[k])
-    if res.success and float(res.fun) < eps:
-        eps, alpha = float(res.fun), float(1.0 + math.exp(res.x))
-    closed = epsilon_closed_form(rho, delta)
-    if closed < eps:  # mathematically impossible (α → its optimum recovers the closed form); round-off guard
-        return closed, math.nan
-    return eps, alpha
-
-
-def delta_tight(rho: float, epsilon: float) -> float:
-    """Theorem 1's first form: δ = inf_{α>1} e^{(α−1)(αρ−ε)}/(α−1)·(1 − 1/α)^α."""
-    rho = _check_rho(rho)
-    eps = float(epsilon)
-    if rho == 0:
-        return 0.0
-    alphas = 1.0 + np.logspace(-6, 8, 4001)
-    logd = (alphas - 1) * (alphas * rho - eps) - np.log(alphas - 1) + alphas * np.log1p(-1.0 / alphas)
-    return float(min(1.0, math.exp(float(np.min(logd)))))
-
-
-def zcdp_to_epsilon(rho: float, delta: float, *, conversion: str = "tight") -> float:
-    """(ε, δ)-DP from ρ-zCDP: ``tight`` (inf over α, never larger than the closed form) or ``closed-form``."""
-    if conversion not in CONVERSIONS:
-        raise ParameterError(f"Unknown conversion {conversion!r}; choose one of {', '.join(CONVERSIONS)}.")
-    if conversion == "closed-form":
-        return epsilon_closed_form(rho, delta)
-    return epsilon_tight(rho, delta)[0]
-
-
-def max_rho_for(epsilon: float, delta: float, *, conversion: str = "tight") -> float:
-    """The largest ρ whose (ε, δ) conversion does not exceed the target ε (bisection; closed form exact)."""
-    eps = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    lid = math.log(1.0 / delta)
-    closed = (math.sqrt(lid + eps) - math.sqrt(lid)) ** 2  # solves ρ + 2√(ρ·L) = ε
-    if conversion == "closed-form":
-        return closed
-    lo, hi = closed, max(closed * 4, eps)
-    while zcdp_to_epsilon(hi, delta) <= eps:
-        lo, hi = hi, hi * 2
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if zcdp_to_epsilon(mid, delta) <= eps:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def _check_rho(rho: float) -> float:
-    value = float(rho)
-    if not math.isfinite(value) or value < 0:
-        raise ParameterError(f"ρ must be a finite number ≥ 0, got {rho!r}.")
-    return value
-
-
 
 
 # ---------------------------------------------------------------------------------------------- configuration

@@ -137,38 +137,6 @@ def test_svt_distance_is_eq2() -> None:
 
 # -------------------------------------------------------------------------------------------- accountant
 
-def test_accountant_reproduces_the_papers_setting_by_hand() -> None:
-    s, tau, c, delta = 250, 2.0, 10.0, 1e-6
-    # per private token: ½(c/(sτ))² = ½(10/500)² = 0.0002; SVT σ = 0.2: 2/(sσ)² = 2/50² = 0.0008
-    assert pp.rho_per_batch(batch_size=s, private_tokens=1, clip=c, temperature=tau, svt_noise=None) == pytest.approx(2e-4)
-    rho = pp.rho_per_batch(batch_size=s, private_tokens=100, clip=c, temperature=tau, svt_noise=0.2)
-    assert rho == pytest.approx(0.1)
-    # closed form: ε = 0.1 + √(4·0.1·ln 10⁶) = 0.1 + √5.526204 = 2.450788
-    assert pp.epsilon_closed_form(rho, delta) == pytest.approx(2.450788, abs=1e-5)
-    # tight form at α = 12 by hand: 12·0.1 + (ln 10⁶ + 11·ln(11/12) − ln 12)/11
-    #   = 1.2 + (13.815511 − 0.957112 − 2.484907)/11 = 1.2 + 0.943045 = 2.143045
-    at12 = 1.2 + (13.815511 - 0.957112 - 2.484907) / 11
-    assert pp._eps_at_alpha(12.0, rho, math.log(1e6)) == pytest.approx(at12, abs=1e-5)
-    assert pp._eps_at_alpha(8.0, rho, math.log(1e6)) == pytest.approx(0.8 + (13.815511 - 0.934730 - 2.079442) / 7,
-                                                                       abs=1e-5)  # α = 8: 2.343049, worse
-    eps, alpha = pp.epsilon_tight(rho, delta)  # the inf over α: ≈ 2.14194 at α ≈ 11.66
-    assert eps <= at12 + 1e-9 and eps < pp.epsilon_closed_form(rho, delta)
-    assert eps == pytest.approx(2.14194, abs=1e-4) and 11 < alpha < 12.5
-    # the δ-form of Theorem 1 gives back δ at that ε
-    assert pp.delta_tight(rho, eps) == pytest.approx(delta, rel=0.02)
-    assert pp.delta_tight(rho, eps + 0.5) < delta < pp.delta_tight(rho, eps - 0.5)
-    # config helper and the r = 0 / bad inputs
-    cfg = pp.PrivatePredictionConfig(batch_size=s, private_tokens=100, clip=c, temperature=tau, svt_threshold=0.5,
-                                     svt_noise=0.2)
-    assert cfg.rho() == pytest.approx(0.1) and cfg.epsilon(delta) == pytest.approx(eps)
-    assert cfg.epsilon(delta, conversion="closed-form") == pytest.approx(2.450788, abs=1e-5)
-    no_svt = pp.PrivatePredictionConfig(batch_size=s, private_tokens=100, clip=c, temperature=tau, svt_threshold=-math.inf)
-    assert not no_svt.svt_enabled and no_svt.rho() == pytest.approx(0.02)
-    for bad in (0.0, 1.0, -1e-6):
-        with pytest.raises(ParameterError):
-            pp.epsilon_closed_form(0.1, bad)
-
-
 @pytest.mark.parametrize("target", [0.5, 2.0, 5.0, 10.0, 40.0])
 @pytest.mark.parametrize("conversion", ["tight", "closed-form"])
 def test_calibration_never_exceeds_the_target(target: float, conversion: str) -> None:
