@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from studio import charts, state, widgets
+from dpkps_core.errors import DPKPSError
+from studio import charts, review, state, widgets
 
 widgets.page_header(0, "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
                        "memory on this machine; only DP outputs ever leave it.")
@@ -16,6 +17,7 @@ widgets.bound(st.radio, "Corpus", "corpus_source", options=["demo", "upload"], h
 if s["corpus_source"] == "demo":
     widgets.bound(st.selectbox, "Demo corpus", "demo_spec", options=list(state.DEMO_CHOICES),
                   format_func=state.DEMO_CHOICES.get)
+    s.pop("upload_error", None)
     with widgets.guard():
         if s.get("corpus_id") != s["demo_spec"]:
             with st.spinner("Loading the demo corpus…"):
@@ -28,33 +30,43 @@ else:
     if upload is not None:
         data = upload.getvalue()
         with widgets.guard():
-            columns, guess_text, guess_label = state.upload_columns(data, upload.name)
-            if columns:
-                c1, c2 = st.columns(2)
-                text_col = c1.selectbox("Text column", columns,
-                                        index=columns.index(guess_text) if guess_text in columns else None,
-                                        placeholder="choose the column with the documents", key="upload_text_col")
-                label_col = c2.selectbox("Label column", columns,
-                                         index=columns.index(guess_label) if guess_label in columns else None,
-                                         placeholder="choose the column with the class", key="upload_label_col")
-                person_col = st.selectbox(
-                    "Person column (optional: the unit of privacy becomes one person)", columns, index=None,
-                    placeholder="none: protect each document", key="upload_person_col",
-                    help="When one person (a patient, a customer, an employee) has several documents, name the column "
-                         "that identifies them: every mechanism then bounds each person's total contribution, and "
-                         "the split keeps a person's documents together. The identifiers stay private.")
-            else:
-                text_col = label_col = person_col = None
-                st.caption("ZIP of .txt files: each file is a document, labelled by the folder that holds it.")
-            if st.button("Load this corpus", type="primary", icon=":material/upload_file:"):
-                c = state.load_upload(data, upload.name, text_column=text_col, label_column=label_col,
-                                      person_column=person_col)
-                st.success(f"Loaded {len(c):,} documents with {len(c.observed_classes)} distinct labels.")
+            try:
+                columns, guess_text, guess_label = state.upload_columns(data, upload.name)
+                if columns:
+                    c1, c2 = st.columns(2)
+                    text_col = c1.selectbox("Text column", columns,
+                                            index=columns.index(guess_text) if guess_text in columns else None,
+                                            placeholder="choose the column with the documents", key="upload_text_col")
+                    label_col = c2.selectbox("Label column", columns,
+                                             index=columns.index(guess_label) if guess_label in columns else None,
+                                             placeholder="choose the column with the class", key="upload_label_col")
+                    person_col = st.selectbox(
+                        "Person column (optional: the unit of privacy becomes one person)", columns, index=None,
+                        placeholder="none: protect each document", key="upload_person_col",
+                        help="When one person (a patient, a customer, an employee) has several documents, name the column "
+                             "that identifies them: every mechanism then bounds each person's total contribution, and "
+                             "the split keeps a person's documents together. The identifiers stay private.")
+                else:
+                    text_col = label_col = person_col = None
+                    st.caption("ZIP of .txt files: each file is a document, labelled by the folder that holds it.")
+                if st.button("Load this corpus", type="primary", icon=":material/upload_file:"):
+                    c = state.load_upload(data, upload.name, text_column=text_col, label_column=label_col,
+                                          person_column=person_col)
+                    s.pop("upload_error", None)
+                    st.success(f"Loaded {len(c):,} documents with {len(c.observed_classes)} distinct labels.")
+            except DPKPSError as exc:
+                review.unload_corpus(f"{upload.name}: {exc}")  # never leave an earlier corpus underneath
+                raise
 
 corpus = state.corpus()
-if corpus is not None and s["corpus_source"] == "upload" and not str(s.get("corpus_id") or "").startswith("upload:"):
+if s["corpus_source"] == "upload" and (corpus is None or not str(s.get("corpus_id") or "").startswith("upload:")):
     corpus = None  # the demo corpus loaded before is not the user's: say so instead of showing it under "upload"
-    st.info("No corpus of yours is loaded yet: choose a file above and press “Load this corpus”.")
+    if s.get("upload_error"):
+        st.warning(f"**No corpus of yours is loaded.** The last file could not be loaded — {s['upload_error']}",
+                   icon=":material/block:")
+    else:
+        st.info("No corpus of yours is loaded yet: choose a file above and press “Load this corpus”.")
+    widgets.next_button(0, enabled=False, help="Load a corpus of yours first.")
 if corpus is not None:
     st.divider()
     st.subheader(f"Summary of “{corpus.name}”")

@@ -714,9 +714,13 @@ def _clean(
         labels.append(label)
 
     if not texts:
+        if n_read == 0:
+            raise CorpusError("The file has no documents, only a header (or nothing at all): put one document per "
+                              "row under the header and upload the file again.")
         raise CorpusError(
             f"No documents are left after cleaning ({n_read:,} read: {n_empty:,} empty, {n_short:,} shorter than "
-            f"{min_chars} characters, {n_dup:,} duplicates); check the text column or lower the minimum length."
+            f"{min_chars} characters, {n_dup:,} duplicates); choose the column that holds the documents' text, or "
+            f"upload documents of at least {min_chars} characters each."
         )
     counts = Counter(labels)
     n_dropped_classes = 0

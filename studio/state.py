@@ -356,6 +356,14 @@ def embedder(name: str = DEFAULT_MODEL, device: str | None = None) -> Any:
     return get_embedder(name, device=device)
 
 
+def memo_embedder(name: str = DEFAULT_MODEL, device: str | None = None) -> Any:
+    """The embedding model behind this session's in-memory memo: each (private) document is embedded once per
+    session and corpus, whether by Evaluate, the map or Compare (issue 14 §9); never written anywhere."""
+    from studio.embedding_memo import MemoEmbedder, session_memo
+
+    return MemoEmbedder(embedder(name, device), session_memo(ss(), ss().get("corpus_id"), name))
+
+
 @st.cache_resource(show_spinner=False)
 def embedding_cache() -> EmbeddingCache:
     """Persistent cache of PUBLIC / DP-released term embeddings (Ṽ only; never documents)."""
@@ -1140,7 +1148,7 @@ def start_evaluation(seeds: int) -> Job:
     if out is None or ss().get("outcome") is None:
         raise ParameterError("Sample keyphrase sequences first (page 5).")
     c = corpus()
-    emb = embedder(ss()["density_meta"]["embedding_model"], ss().get("device"))
+    emb = memo_embedder(ss()["density_meta"]["embedding_model"], ss().get("device"))
     vocab = public_vocabulary()
     counts = term_counts(vocab, int(current_config().terms_per_doc))
 
@@ -1168,7 +1176,7 @@ def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per
                                       delta=float(delta))
     led.require(joint_eps, f"this comparison of {len(methods)} method(s) on the same data (joint cost)")
     out = runs_root() / f"compare-{uuid.uuid4().hex[:8]}"
-    emb = embedder(DEFAULT_MODEL, s.get("device"))
+    emb = memo_embedder(DEFAULT_MODEL, s.get("device"))
     vocab = public_vocabulary()
     doc_type = s.get("doc_type") or "a document"
     test_fraction = float(s["test_fraction"])  # session state is read here, never from the worker thread
@@ -1200,7 +1208,7 @@ def start_projection(max_real: int) -> Job:
     idx = np.sort(rng.choice(len(test), size=min(int(max_real), len(test)), replace=False))
     real_texts = [test.texts[i] for i in idx]
     real_labels = [test.labels[i] for i in idx]
-    emb_model = embedder(ss()["density_meta"]["embedding_model"])
+    emb_model = memo_embedder(ss()["density_meta"]["embedding_model"])
 
     def work(job: Job) -> Any:
         job.report(0.05, f"embedding {len(real_texts)} real test documents (in memory only)")

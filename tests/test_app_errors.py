@@ -36,7 +36,7 @@ def shows(at, fragment: str) -> None:
     ("data.csv", bytes(range(256)) * 8, "looks binary"),
     ("data.parquet", b"\x89PNG\r\n\x1a\n" + bytes(200), "Parquet file could not be read"),
     ("empty.csv", b"", "The file is empty"),
-    ("header_only.csv", b"text,label\n", "No documents are left after cleaning"),
+    ("header_only.csv", b"text,label\n", "only a header"),
     ("latin1.csv", "text,label\ncaf\xe9 au lait is nice enough,a\n".encode("latin-1"), "not valid UTF-8"),
     ("broken.zip", b"PK\x03\x04 definitely not a zip archive", "could not be opened"),
 ])
@@ -44,7 +44,22 @@ def test_unreadable_files(filename: str, data: bytes, fragment: str) -> None:
     at = new_app()
     upload_corpus(at, data, filename)
     shows(at, fragment)
-    assert at.session_state["corpus_id"] == "demo:bbc"              # the previous corpus is untouched
+    # no corpus is left underneath the failed upload (issue 14 §3): the page says so and "Next" is disabled
+    assert at.session_state["corpus"] is None and at.session_state["corpus_id"] is None
+    assert any("No corpus of yours is loaded" in w.value for w in at.warning)
+    assert [b.disabled for b in at.button if b.label.startswith("Next")] == [True]
+    at.run()                                                          # still said after any rerun
+    assert any("could not be loaded" in w.value and fragment in w.value for w in at.warning)
+    goto(at, 2)                                                       # and no later step runs on a hidden corpus
+    assert not [b for b in at.button if b.label.startswith("Build Ṽ")]
+
+
+def test_error_messages_name_a_control_the_page_has() -> None:
+    """The cleaning message advises what the user can do here: choose the text column or upload longer text."""
+    at = new_app()
+    upload_corpus(at, b"text,label\nshort,a\ntiny,b\n", "short.csv")
+    errors = " ".join(e.value for e in at.error)
+    assert "choose the column that holds the documents" in errors and "minimum length" not in errors
 
 
 def test_missing_label_column() -> None:

@@ -256,7 +256,7 @@ def test_error_no_documents_after_cleaning():
 
 
 def test_header_only_file_has_no_documents():
-    with pytest.raises(CorpusError, match="No documents are left"):
+    with pytest.raises(CorpusError, match="only a header"):
         load_corpus(b"text,label\n", filename="x.csv")
 
 

@@ -1,0 +1,350 @@
+"""What the app shows must be right, readable and honest (issue 14): table formatting, method outlook before
+spending ε, run history, the non-document share, compare bookkeeping and the memorisation check.
+
+Streamlit-side glue only: every number comes from ``dpkps_core`` (forecast, no-LLM sweep, risk, memorisation);
+this module formats it, keeps it in the session (never in a global cache) and starts the background jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from dpkps_core.errors import ParameterError
+from studio import state
+
+#: Human names of the evaluation metrics (issue 14 §6).
+METRIC_NAMES = {
+    "no_llm_accuracy": "No-LLM check: DP keyphrase sequences",
+    "real_keyphrase_baseline_accuracy": "Real keyphrase baseline (upper bound)",
+    "synthetic_accuracy": "Synthetic documents",
+    "real_baseline_accuracy": "Real documents, same number",
+    "synthetic_accuracy_no_coral": "Synthetic documents, torch head",
+    "synthetic_accuracy_coral": "Synthetic documents + Deep CORAL",
+}
+#: Fewer training documents per class than this: the accuracy is too small a sample to judge a method by.
+MIN_PER_CLASS_TO_JUDGE = 10
+
+
+# ------------------------------------------------------------------------------------------- failed upload (§3)
+
+def unload_corpus(reason: str) -> None:
+    """After a failed upload: no corpus is loaded (an earlier one is not left underneath); ``reason`` is kept to
+    say so on page 1 until a load succeeds."""
+    s = state.ss()
+    state.clear_after("corpus", include=True)
+    s.update(corpus=None, corpus_id=None, corpus_spec=None, corpus_fingerprint=None, loaded_text_column=None,
+             loaded_label_column=None, corpus_filename=None, run_dir=None, upload_error=reason)
+
+
+# ------------------------------------------------------------------------------------------- tables (§6)
+
+def sig3(x: Any) -> float | None:
+    """``x`` rounded to 3 significant digits (None for a missing or non-finite value)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(v):
+        return None
+    return float(f"{v:.3g}")
+
+
+def judge_note(n_train: int, n_classes: int) -> str:
+    """'' when ``n_train`` documents are enough to read an accuracy, else a short warning."""
+    need = MIN_PER_CLASS_TO_JUDGE * max(int(n_classes), 1)
+    if int(n_train) < need:
+        return f"⚠ too few to judge ({int(n_train):,} < {need:,})"
+    return ""
+
+
+def evaluation_table(metrics: Mapping[str, Any], n_classes: int) -> pd.DataFrame:
+    """The evaluation's metrics with human names, 3 significant digits and the training documents of each."""
+    rows = []
+    for key, m in metrics.items():
+        rows.append({"Classifier trained on": METRIC_NAMES.get(key, key.replace("_", " ")),
+                     "Accuracy": sig3(m.accuracy_mean), "± sd": sig3(m.accuracy_sd),
+                     "Macro-F1": sig3(m.macro_f1_mean), "Training documents": int(m.n_train),
+                     "Enough to judge?": judge_note(m.n_train, n_classes) or "yes"})
+    return pd.DataFrame(rows)
+
+
+def compare_table(rows: Sequence[Mapping[str, Any]], n_classes: int) -> tuple[pd.DataFrame, list[str]]:
+    """The comparison with human names, 3 significant digits and few, narrow columns; the long notes come back
+    separately (one line per method) so the table fits the page."""
+    out, notes = [], []
+    for r in rows:
+        docs = int(r.get("documents") or 0)
+        out.append({"Method": r.get("label") or r.get("method"), "ε": sig3(r.get("epsilon")),
+                    "δ": r.get("delta") or 0.0, "Training documents": docs, "Accuracy": sig3(r.get("accuracy")),
+                    "± sd": sig3(r.get("accuracy_sd")), "Macro-F1": sig3(r.get("macro_f1")),
+                    "LLM calls": int(r.get("llm_calls") or 0),
+                    "Minutes": sig3((r.get("wall_seconds") or 0.0) / 60.0),
+                    "Enough to judge?": judge_note(docs, n_classes) or "yes"})
+        if r.get("notes"):
+            notes.append(f"**{r.get('label') or r.get('method')}** (ε = {sig3(r.get('epsilon'))}): {r['notes']}")
+    return pd.DataFrame(out), notes
+
+
+# ------------------------------------------------------------------------------------------- compare (§9)
+
+def keep_compare_rows(job: Any) -> list[dict[str, Any]]:
+    """Merge a finished comparison's rows into the session's list (earlier rows are kept; a method re-run at the
+    same ε, δ and size replaces its own row) and return the list, newest last."""
+    s = state.ss()
+    rows: list[dict[str, Any]] = s.setdefault("compare_rows", [])
+    if job is not None and getattr(job, "result", None) is not None and s.get("compare_merged") != id(job):
+        info = getattr(job.result, "info", {}) or {}
+        for r in job.result.table():
+            r = {**r, "per_class": info.get("per_class"), "finished": time.strftime("%H:%M:%S")}
+            key = (r.get("method"), r.get("epsilon"), r.get("delta"), r.get("per_class"))
+            rows[:] = [x for x in rows if (x.get("method"), x.get("epsilon"), x.get("delta"), x.get("per_class"))
+                       != key]
+            rows.append(r)
+        s["compare_merged"] = id(job)
+    return rows
+
+
+def compare_plan(methods: Sequence[str], *, n_classes: int, per_class: int, max_tokens: int,
+                 epochs: int, gpu: bool) -> pd.DataFrame:
+    """Per SELECTED method: LLM prompts and a rough time, before starting (offline/local model assumptions)."""
+    from dpkps_core.compare import COMPARE_PP_DEFAULTS, METHOD_LABELS
+
+    docs = n_classes * per_class
+    tps = 60.0 if gpu else 17.0  # tokens per second of the small local model (llm.backends' own assumption)
+    per_call = 0.2 + max_tokens / tps
+    rows = []
+    for m in methods:
+        if m == "dpkps":
+            prompts, secs = docs, docs * per_call
+        elif m == "augpe":
+            prompts = docs * epochs
+            secs = prompts * per_call
+        else:  # private prediction: every token is one forward pass over a batch of private prompts
+            prompts = docs * COMPARE_PP_DEFAULTS["batch_size"]
+            secs = docs * max_tokens * (1 + COMPARE_PP_DEFAULTS["batch_size"] / 4) / tps
+        rows.append({"Method": METHOD_LABELS.get(m, m), "Synthetic documents": docs, "LLM prompts": prompts,
+                     "Rough time": _duration(secs)})
+    return pd.DataFrame(rows)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"≈ {max(seconds, 1):.0f} s"
+    if seconds < 5400:
+        return f"≈ {seconds / 60:.0f} min"
+    return f"≈ {seconds / 3600:.1f} h"
+
+
+# ------------------------------------------------------------------------------------------- method outlook (§2)
+
+def method_outlook() -> list[dict[str, Any]]:
+    """Per sampling method, the forecast's word on the densities at this corpus size and ε_kde (PRIVATE, local,
+    free): whether each class's density stands above its noise, or the method is expected near chance.
+    Memoised in the session for the current settings."""
+    from dpkps_core import evaluation
+    from dpkps_core.sampling import METHODS
+
+    s = state.ss()
+    cfg = state.current_config()
+    key = (s.get("corpus_id"), s.get("split_key"), cfg.eps_voc, cfg.eps_kde, cfg.terms_per_doc, cfg.vocab_size,
+           cfg.length, cfg.density, cfg.features, cfg.bandwidth, s.get("vocabulary"), s.get("vocab_max_terms"))
+    memo = s.get("method_outlook")
+    if memo and memo[0] == key:
+        return memo[1]
+    vocab = state.public_vocabulary()
+    counts = state.term_counts(vocab, cfg.terms_per_doc)
+    train = state.train_part()
+    out = []
+    for method in METHODS:
+        density = cfg.density if (cfg.density != "histogram" or method == "independent") else "rff"
+        f = evaluation.forecast(train.texts, train.labels, vocab, eps_voc=cfg.eps_voc, eps_kde=cfg.eps_kde,
+                                terms_per_doc=cfg.terms_per_doc, vocab_size=cfg.vocab_size, method=method,
+                                density=density, length=cfg.length, features=cfg.features,
+                                bandwidth=cfg.bandwidth, counts=counts, reps=2)
+        weak = sum(1 for v in f.kde.values() if v["snr"] < 1)
+        worst = min((v["snr"] for v in f.kde.values()), default=0.0)
+        out.append({"method": method, "density": f.density, "near_chance": not f.kde_usable,
+                    "weak_classes": weak, "classes": len(f.kde), "worst_snr": worst,
+                    "suggested_eps_kde": f.suggested_eps_kde})
+    s["method_outlook"] = (key, out)
+    return out
+
+
+def outlook_sentence(row: Mapping[str, Any]) -> str:
+    """One plain sentence for a method's outlook."""
+    if row["near_chance"]:
+        tip = (f" An ε_kde of about {row['suggested_eps_kde']:.3g} would be needed."
+               if row.get("suggested_eps_kde") else "")
+        return (f"**{row['method']}** is expected to score **near chance** at this corpus size: its density noise "
+                f"outweighs the signal in {row['weak_classes']} of {row['classes']} classes (weakest signal/noise "
+                f"{row['worst_snr']:.2f}).{tip}")
+    return (f"**{row['method']}**: every class's density stands above its noise (weakest signal/noise "
+            f"{row['worst_snr']:.1f}).")
+
+
+def start_method_preview(methods: Sequence[str], per_class: int) -> Any:
+    """The free comparison before spending ε_kde: the local no-LLM check of each method at the current ε on the
+    training part, scored on the held-out part (seeded local experiment: PRIVATE, nothing released or charged)."""
+    from dpkps_core import evaluation
+
+    if not methods:
+        raise ParameterError("Pick at least one method to compare.")
+    c = state.corpus()
+    if c is None:
+        raise ParameterError("Load a corpus first (page 1).")
+    base = state.current_config(epsilon_cap=None, seed=None)
+    base.validate()
+    vocab = state.public_vocabulary()
+    emb = state.embedder(base.embedding_model)
+    cache = state.embedding_cache()
+    sp = state.split()
+
+    def work(job: Any) -> Any:
+        ev = evaluation.NoLLMEvaluator(c, config=base, vocabulary=vocab, embedder=emb, cache=cache, split=sp)
+        return evaluation.run_sweep(c, config=base, vocabulary=vocab, embedder=emb, eps_voc_grid=[base.eps_voc],
+                                    eps_kde_grid=[base.eps_kde], methods=list(methods), seeds=1,
+                                    per_class=int(per_class), progress=job.report, evaluator=ev)
+
+    return state.start_job("job_method_preview", "method preview", work)
+
+
+# ------------------------------------------------------------------------------------------- runs (§4)
+
+def session_runs() -> list[dict[str, Any]]:
+    """This session's run folders that still exist, newest first, with what each holds."""
+    from dpkps_core.llm import read_documents
+
+    s = state.ss()
+    current = s.get("run_dir")
+    out = []
+    for path in reversed(list(s.get("run_dirs") or [])):
+        p = Path(path)
+        if not p.is_dir():
+            continue
+        eps = None
+        try:
+            eps = json.loads((p / "privacy_report.json").read_text(encoding="utf-8")).get("epsilon_total")
+        except (OSError, ValueError):
+            pass
+        seq_path = p / "sequences.jsonl"
+        seqs = seq_path.read_text(encoding="utf-8").count("\n") if seq_path.is_file() else 0
+        out.append({"path": str(p), "name": p.name, "current": str(p) == str(current),
+                    "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(p.stat().st_mtime)),
+                    "sequences": seqs, "documents": len(read_documents(p)), "epsilon_total": eps})
+    return out
+
+
+def delete_run(path: str) -> str:
+    """Delete one of this session's run folders (the ledger keeps its entries: the ε was spent)."""
+    s = state.ss()
+    runs = [str(x) for x in s.get("run_dirs") or []]
+    if str(path) not in runs:
+        raise ParameterError("That run folder is not one of this session's runs.")
+    job = s.get("job_generation")
+    if str(path) == str(s.get("run_dir")) and isinstance(job, state.Job) and job.running:
+        raise ParameterError("The LLM is still writing into this run folder; cancel it first (page 6).")
+    p = Path(path)
+    if p.is_dir():
+        shutil.rmtree(p, ignore_errors=True)
+    s["run_dirs"] = [x for x in runs if x != str(path)]
+    if str(path) == str(s.get("run_dir")):
+        s["run_dir"] = None
+        state.clear_after("sequences", include=True)
+    return p.name
+
+
+def bundle_parts_for(path: str) -> dict[str, bytes]:
+    from dpkps_core.export import collect_bundle
+
+    return collect_bundle(path, secrets=state.generation_secrets())
+
+
+def bundle_for(path: str) -> bytes:
+    from dpkps_core.export import bundle_bytes
+
+    return bundle_bytes(path, secrets=state.generation_secrets())
+
+
+# ------------------------------------------------------------------------------------------- non-documents (§5)
+
+def non_document_share(documents: Sequence[Any], failures: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """(items that finally failed as non-documents, items attempted: written + failed)."""
+    from dpkps_core.llm.quality import is_non_document_failure
+
+    bad = sum(1 for f in failures if is_non_document_failure(f.get("error", "")))
+    return bad, len(documents) + len(failures)
+
+
+# ------------------------------------------------------------------------------------------- vocabulary noise (§12)
+
+def expected_noise_share() -> float:
+    """Expected share of Ṽ that is pure noise at the current settings — the forecast's number (PRIVATE, local)."""
+    from dpkps_core import evaluation
+
+    s = state.ss()
+    f = s.get("forecast")
+    cfg = state.current_config()
+    if f is not None and (f.eps_voc, f.terms_per_doc, f.vocab_size) == (cfg.eps_voc, cfg.terms_per_doc,
+                                                                        cfg.vocab_size):
+        return float(f.expected_noise_share)
+    counts = state.term_counts(state.public_vocabulary(), cfg.terms_per_doc)
+    share, _ = evaluation.expected_noise_share(counts, eps_voc=cfg.eps_voc, terms_per_doc=cfg.terms_per_doc,
+                                               vocab_size=cfg.vocab_size, reps=2)
+    return share
+
+
+# ------------------------------------------------------------------------------------------- memorisation (§11)
+
+def start_memorisation(*, by_embedding: bool) -> Any:
+    """The local memorisation check on this run's documents against the REAL training documents (PRIVATE)."""
+    from dpkps_core.embeddings import embed_texts
+    from dpkps_core.memorisation import memorisation_check
+
+    docs = state.documents()
+    if not docs:
+        raise ParameterError("Write some synthetic documents first (page 6).")
+    train = state.train_part()
+    if len(train) == 0:
+        raise ParameterError("There are no training documents to compare with.")
+    emb = state.memo_embedder(state.ss()["density_meta"]["embedding_model"], state.ss().get("device")) \
+        if by_embedding else None
+    syn_texts = [d["text"] for d in docs]
+    real_texts = list(train.texts)
+
+    def work(job: Any) -> Any:
+        syn_emb = real_emb = None
+        if emb is not None:
+            job.report(0.05, f"embedding {len(real_texts):,} real training documents (in memory only)")
+            real_emb = embed_texts(real_texts, emb, progress=lambda f, m: job.report(0.05 + 0.8 * f, m))
+            syn_emb = embed_texts(syn_texts, emb)
+        job.report(0.9, "comparing long word sequences")
+        rows = memorisation_check(syn_texts, real_texts, synthetic_embeddings=syn_emb, real_embeddings=real_emb)
+        job.report(1.0, "memorisation check done")
+        return {"rows": rows, "documents": docs, "real_texts": real_texts}
+
+    return state.start_job("job_memorisation", "memorisation check", work)
+
+
+def memorisation_frame(result: Mapping[str, Any], excerpt: int = 160) -> pd.DataFrame:
+    """One row per synthetic document: flagged or not, the longest shared run, the nearest real documents
+    (excerpts: PRIVATE, for the data owner only)."""
+    docs, real = result["documents"], result["real_texts"]
+    rows = []
+    for r in result["rows"]:
+        d = docs[r.synthetic_index]
+        near = r.nearest_by_overlap if r.nearest_by_overlap is not None else r.nearest_by_embedding
+        rows.append({"Reproduces real text?": "⚠ yes" if r.flagged else "no", "Synthetic id": d["id"],
+                     "Longest shared run (words)": r.longest_shared_words,
+                     "Shared 8-word sequences": f"{r.shared_ngram_share:.0%}",
+                     "Cosine to nearest real": sig3(r.similarity) if r.similarity is not None else None,
+                     "Shared text": r.shared_text[:excerpt],
+                     "Nearest real document (private)": real[near][:excerpt] if near is not None else ""})
+    df = pd.DataFrame(rows)
+    return df.sort_values("Longest shared run (words)", ascending=False, kind="stable") if len(df) else df
