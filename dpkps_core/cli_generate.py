@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -19,9 +18,8 @@ from typing import Any
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
+from dpkps_core.runfolder import RunFolder
 
-_RUN_CONFIG_PATH_KEYS = ("corpus_path", "private_corpus_path", "corpus_file")
-_RUN_CONFIG_HASH_KEYS = ("corpus_sha256", "corpus_fingerprint", "private_corpus_sha256")
 
 
 def register(subparsers: Any) -> None:
@@ -110,26 +108,8 @@ def register(subparsers: Any) -> None:
 
 
 def _private_corpus_hints(run_dir: Path) -> tuple[str | None, list[str]]:
-    """Private corpus path / fingerprints recorded by the sampling step in run_config.json, if any."""
-    cfg_path = run_dir / "run_config.json"
-    if not cfg_path.is_file():
-        return None, []
-    try:
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None, []
-    if not isinstance(cfg, dict):
-        return None, []
-    scopes = [cfg] + [v for k, v in cfg.items() if k in ("corpus", "data", "input") and isinstance(v, dict)]
-    path, hashes = None, []
-    for scope in scopes:
-        for key in _RUN_CONFIG_PATH_KEYS + ("path",):
-            if path is None and isinstance(scope.get(key), str) and (scope is not cfg or key != "path"):
-                path = scope[key]
-        for key in _RUN_CONFIG_HASH_KEYS + ("sha256", "fingerprint"):
-            if isinstance(scope.get(key), str) and (scope is not cfg or key in _RUN_CONFIG_HASH_KEYS):
-                hashes.append(scope[key])
-    return path, hashes
+    """Private corpus path / fingerprint recorded by the sampling step (the run folder owns the keys)."""
+    return RunFolder(run_dir).private_corpus_hints()
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

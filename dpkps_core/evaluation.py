@@ -45,6 +45,8 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary, noise_floor
 from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache, embed_terms, embed_texts
+from dpkps_core import runfolder
+from dpkps_core.runfolder import EVALUATION_FILE, RunFolder
 from dpkps_core.errors import CorpusError, DPKPSError, ParameterError
 from dpkps_core.pipeline import SamplingConfig
 from dpkps_core.sampling import METHODS
@@ -71,7 +73,6 @@ DEFAULT_EPS_KDE_GRID = (1.0, 2.0, 5.0, 10.0)
 DEFAULT_SWEEP_METHODS = ("independent", "iterative-log")
 DEFAULT_SWEEP_PER_CLASS = 200
 KEYPHRASE_SEPARATOR = "\x1f"  # joins keyphrases so multi-word terms stay one token
-EVALUATION_FILE = "evaluation.json"
 
 
 def _noop(frac: float, message: str) -> None:
@@ -527,37 +528,21 @@ class RunData:
         return self.corpus.subset(self.split.client)
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    out = []
-    if not path.is_file():
-        return out
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(obj, dict):
-                out.append(obj)
-    return out
-
-
 def load_run(run_dir: str | Path, *, corpus: Corpus | None = None) -> RunData:
     """Reload a run folder: ``run_config.json`` (the corpus spec is reloaded with ``load_corpus_spec`` unless
     ``corpus`` is given), ``split.json``, ``private_vocabulary.json``, ``sequences.jsonl`` and, when present,
     ``documents.jsonl``."""
     from dpkps_core.cli_sample import load_config_corpus
 
-    run = Path(run_dir)
-    for name in ("run_config.json", "split.json", "private_vocabulary.json", "sequences.jsonl"):
-        if not (run / name).is_file():
-            raise ParameterError(f"The run folder {run} has no {name}; run `python -m dpkps_core sample --out {run}` first.")
-    config = SamplingConfig.from_dict(json.loads((run / "run_config.json").read_text(encoding="utf-8")))
+    folder = RunFolder(run_dir)
+    folder.require_sampling()
+    run = folder.path
+    config = SamplingConfig.from_dict(folder.read_config())
     if corpus is None:
         corpus = load_config_corpus(config)
     elif config.classes is not None:
         corpus = corpus.with_classes(config.classes)
-    split = CorpusSplit.load(run / "split.json")
+    split = CorpusSplit.load(folder.split)
     every = list(split.train) + list(split.test) + list(split.client)
     mismatch = CorpusError("The corpus no longer matches the run's held-out split; evaluate with the corpus the run "
                            "was sampled from.")
@@ -566,14 +551,11 @@ def load_run(run_dir: str | Path, *, corpus: Corpus | None = None) -> RunData:
     if split != split_documents(corpus, test_fraction=split.test_fraction, client_fraction=split.client_fraction,
                                 seed=split.seed, by_person=bool(config.person_column)):
         raise mismatch  # same size but other labels: a different corpus
-    pv = PrivateVocabulary.from_dict(json.loads((run / "private_vocabulary.json").read_text(encoding="utf-8")))
-    sequences = _read_jsonl(run / "sequences.jsonl")
-    try:
-        from dpkps_core.llm.runner import read_documents
+    pv = PrivateVocabulary.from_dict(runfolder.read_json(folder.vocabulary))
+    sequences = folder.read_sequences()
+    from dpkps_core.llm.runner import read_documents
 
-        documents = read_documents(run)
-    except ImportError:  # the LLM step is not part of this build
-        documents = [d for d in _read_jsonl(run / "documents.jsonl") if isinstance(d.get("text"), str)]
+    documents = read_documents(run)
     documents = [d for d in documents if isinstance(d.get("label"), str) and d.get("text", "").strip()]
     return RunData(run, config, corpus, split, pv, sequences, documents)
 

@@ -25,25 +25,24 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping, Sequence
 
 from dpkps_core.errors import ExportError
-from dpkps_core.llm.runner import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE, iter_jsonl, read_documents, read_failures
-
-SEQUENCES_FILE = "sequences.jsonl"
-PRIVACY_REPORT_FILE = "privacy_report.json"
-VOCABULARY_FILE = "private_vocabulary.json"
-RUN_CONFIG_FILE = "run_config.json"
-
-#: Run-folder files the bundle may read. Everything else is refused.
-ALLOWED_RUN_FILES: tuple[str, ...] = (
-    SEQUENCES_FILE,
-    PRIVACY_REPORT_FILE,
-    VOCABULARY_FILE,
-    RUN_CONFIG_FILE,
+from dpkps_core.llm.runner import read_documents, read_failures
+from dpkps_core.runfolder import (
+    AUDIT_FILE,
     DOCUMENTS_FILE,
     FAILURES_FILE,
-    AUDIT_FILE,
+    PRIVACY_REPORT_FILE,
+    PRIVATE_FILES,
+    RELEASABLE_FILES,
+    RUN_CONFIG_FILE,
+    SEQUENCES_FILE,
+    VOCABULARY_FILE,
+    iter_jsonl,
 )
+
+#: Run-folder files the bundle may read (the run folder's releasable files). Everything else is refused.
+ALLOWED_RUN_FILES: tuple[str, ...] = RELEASABLE_FILES
 #: Run-folder files that hold private data: never exported, whatever is asked.
-FORBIDDEN_RUN_FILES: tuple[str, ...] = ("split.json", "evaluation.json")
+FORBIDDEN_RUN_FILES: tuple[str, ...] = PRIVATE_FILES
 REQUIRED_RUN_FILES: tuple[str, ...] = (SEQUENCES_FILE, PRIVACY_REPORT_FILE)
 
 DEMO_SEED_POLICY = "seeded-demo-not-for-release"
@@ -416,7 +415,7 @@ def collect_bundle(
 
     out: dict[str, bytes] = {}
     out["documents.csv"] = _documents_csv(docs)
-    out["documents.jsonl"] = _jsonl_bytes(docs)
+    out[DOCUMENTS_FILE] = _jsonl_bytes(docs)
     out["documents.parquet"] = _documents_parquet(docs)
     out[SEQUENCES_FILE] = _jsonl_bytes(sequences)
     report = dict(report)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
-import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -35,7 +33,9 @@ from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, privatize_vocabulary
 from dpkps_core.embeddings import Embedder, EmbeddingCache, embed_terms
+from dpkps_core import runfolder
 from dpkps_core.errors import ParameterError
+from dpkps_core.runfolder import RunFolder
 from dpkps_core.sampling import SamplingOutcome, sample_independent, sample_iterative
 from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary, TermMatcher, truncated_count
@@ -280,37 +280,18 @@ def run_sampling(
 
 
 def write_run_folder(run: SamplingRun, out_dir: str | Path) -> Path:
-    """Write the run folder (owner-only permissions): sequences, privacy report, Ṽ, config, split (private)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    os.chmod(out, 0o700)
-    with open(out / "sequences.jsonl", "w", encoding="utf-8") as f:
-        for s in run.outcome.sequences:
-            f.write(json.dumps(s.to_dict(), ensure_ascii=False) + "\n")
-    _write_json(out / "privacy_report.json", run.privacy_report())
-    _write_json(out / "private_vocabulary.json", run.private_vocabulary.to_dict())
+    """Write the run folder (owner-only permissions; :mod:`dpkps_core.runfolder` owns its files): sequences,
+    privacy report, Ṽ, config, split (private)."""
+    folder = RunFolder(runfolder.ensure_private_dir(out_dir))
+    runfolder.write_jsonl(folder.sequences, (s.to_dict() for s in run.outcome.sequences))
+    runfolder.write_json(folder.privacy_report, run.privacy_report())
+    runfolder.write_json(folder.vocabulary, run.private_vocabulary.to_dict())
     config = run.config.to_dict()
     corpus_file = Path(run.config.corpus)
     if not run.config.corpus.startswith("demo:") and corpus_file.is_file():
-        # lets the LLM step refuse the private corpus as a few-shot file; the hash is dropped from the bundle
+        # lets the LLM step refuse the private corpus as a few-shot file; path and hash never reach the bundle
         config["corpus_path"] = str(corpus_file.resolve())
         config["corpus_sha256"] = hashlib.sha256(corpus_file.read_bytes()).hexdigest()
-    _write_json(out / "run_config.json", config)
-    run.split.save(out / "split.json")  # private: never exported
-    return out
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=_json_default), encoding="utf-8")
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating,)):
-        return float(obj)
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if hasattr(obj, "items"):
-        return dict(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+    runfolder.write_json(folder.config, config)
+    run.split.save(folder.split)  # private: never exported
+    return folder.path

@@ -48,6 +48,7 @@ from dpkps_core.errors import CorpusError, DPKPSError, ParameterError, Vocabular
 from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
 from dpkps_core.pipeline import PAPER_SETTINGS, SamplingConfig, SamplingRun, effective_max_terms
 from dpkps_core.sampling import SamplingOutcome
+from dpkps_core.runfolder import create_run_dir, runs_root  # noqa: F401 - the run folder's owner
 from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
 from studio import fast_mode
@@ -82,32 +83,6 @@ _RESULT_KEYS: dict[str, tuple[str, ...]] = {
 
 
 # ============================================================================================ pure helpers
-
-def runs_root(env: Mapping[str, str] | None = None) -> Path:
-    """Root of the run folders: ``$DPKPS_RUNS_DIR``, else ``~/.local/share/dpkps/runs``, else a temp folder.
-
-    The root is created owner-only (0o700) when missing."""
-    env = os.environ if env is None else env
-    candidates = [Path(env["DPKPS_RUNS_DIR"]).expanduser()] if env.get("DPKPS_RUNS_DIR") else []
-    candidates += [Path.home() / ".local" / "share" / "dpkps" / "runs", Path(tempfile.gettempdir()) / "dpkps-runs"]
-    for root in candidates:
-        try:
-            root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if os.access(root, os.W_OK):
-                return root
-        except OSError:
-            continue
-    return Path(tempfile.mkdtemp(prefix="dpkps-runs-"))
-
-
-def create_run_dir(root: Path, token: str) -> Path:
-    """A fresh run folder ``run-<UTC time>-<token>-<random>`` under ``root``, owner-only (0o700)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    path = root / f"run-{stamp}-{token}-{secrets.token_hex(3)}"
-    path.mkdir(parents=True, exist_ok=False, mode=0o700)
-    os.chmod(path, 0o700)
-    return path
-
 
 def assemble_run(
     *, config: SamplingConfig, split: CorpusSplit, ledger: PrivacyLedger, noise: NoiseSource,

@@ -40,10 +40,7 @@ from dpkps_core.llm.quality import screen
 
 log = logging.getLogger(__name__)
 
-DOCUMENTS_FILE = "documents.jsonl"
-FAILURES_FILE = "generation_failures.jsonl"
-AUDIT_FILE = "audit_log.jsonl"
-LOCK_FILE = ".generation.lock"
+from dpkps_core.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE, LOCK_FILE, iter_jsonl  # noqa: E402,F401
 
 
 def _now() -> str:
@@ -257,24 +254,6 @@ def repair_jsonl_tail(path: str | os.PathLike[str]) -> int:
         os.fsync(fh.fileno())
     log.warning("Removed a truncated last line from %s (%d bytes)", p.name, size - keep)
     return size - keep
-
-
-def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """JSON objects of a JSONL file, skipping blank, damaged or non-object lines."""
-    p = Path(path)
-    if not p.is_file():
-        return
-    with p.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                log.warning("Skipping damaged line %d of %s", lineno, p.name)
-                continue
-            if isinstance(obj, dict):
-                yield obj
 
 
 def read_documents(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
