@@ -22,9 +22,9 @@ s = st.session_state
 with widgets.guard():
     state.ensure_corpus()
     cfg = state.current_config()
-    st.markdown(f"**Audited settings:** ε = {cfg.eps_voc + cfg.eps_kde:g} (ε_voc {cfg.eps_voc:g} + ε_kde {cfg.eps_kde:g}), "
-                f"method {cfg.method}, S = {cfg.terms_per_doc}, N = {cfg.vocab_size}, L = {cfg.length}, "
-                f"vocabulary {cfg.vocabulary} (pages 2–5).")
+    st.markdown(f"**Audited settings:** ε_voc {cfg.eps_voc:g} + ε_kde {cfg.eps_kde:g}, method {cfg.method}, "
+                f"S = {cfg.terms_per_doc}, N = {cfg.vocab_size}, L = {cfg.length}, {cfg.per_class} sequences per "
+                "class (pages 2–5).")
     audit_view.settings_widgets()
 
 job = s.get(audit_view.JOB_KEY)

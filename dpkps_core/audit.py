@@ -13,7 +13,8 @@ What it does (docs/PRIVACY.md, "Empirical audit"):
   ε_kde) and the *release stage* (the whole ``run_sampling``; against ε_voc + ε_kde). Per trial it computes a few
   statistics of the *released* outputs only (Ṽ with its noisy counts, the sequences), weighted by how the
   neighbours' training term (or per-class keyphrase) counts differ: a censored, likelihood-ratio-like sum of
-  noisy counts, the number of those terms in Ṽ, and their (per-class) sampled frequency. Each statistic's event {s ≥ τ} (or its complement, in either direction) is chosen on a separate
+  noisy counts, the number of those terms in Ṽ, and their (per-class) sampled frequency. Each statistic's
+  event {s ≥ τ} (or its complement, in either direction) is chosen on a separate
   *selection* set of trials; on the remaining *evaluation* trials the standard construction gives
   ε_lb = ln(CP_lower(p_num) / CP_upper(p_den)) with one-sided Clopper–Pearson bounds, Bonferroni-corrected over
   every bound computed, so max ε_lb is a valid lower bound on the true ε at the stated confidence. If the
@@ -767,7 +768,8 @@ def run_audit(
     exposure = None
     if exposure_nb is not None:
         exposure = _exposure_summary(exposure_canaries, exposure_planted,
-                                     with_vocabulary=vocab_rel["D+k"][:voc_rounds], without_vocabulary=vocab_rel["D"][:voc_rounds],
+                                     with_vocabulary=vocab_rel["D+k"][:voc_rounds],
+                                     without_vocabulary=vocab_rel["D"][:voc_rounds],
                                      with_sequences=dens_exposure["D+k"][:dens_rounds],
                                      without_sequences=dens_exposure["D"][:dens_rounds])
     info = {
@@ -786,7 +788,8 @@ def run_audit(
         "max_certifiable_epsilon_release_stage": max_certifiable_epsilon(n_eval, alpha),
         "cancelled": cancelled, "stopped_at_time_budget": out_of_time, "runs_of_release_path": runner.runs,
         "timings_seconds": {**timings, "release_stage": round(time.perf_counter() - started - t_round0 - t_vocab
-                                                              - t_density, 1)}, "seconds": round(time.perf_counter() - started, 1),
+                                                              - t_density, 1)},
+        "seconds": round(time.perf_counter() - started, 1),
         "plan": plan, "noise_sampler": runner.sampler,
         "noise": "OS entropy" if settings.seed is None else "seeded (reproducible audit)",
         "ledger": "charged nothing: every trial used its own throwaway ledger on an in-memory copy",

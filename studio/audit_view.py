@@ -26,7 +26,8 @@ def defaults() -> dict[str, Any]:
     d = audit.AuditSettings()
     fast = fast_mode()
     return {"audit_trials_auto": not fast, "audit_trials": 4 if fast else 60, "audit_time_budget": d.time_budget,
-            "audit_vocabulary_trials": 40 if fast else 1000, "audit_density_trials": 8 if fast else 100, "audit_confidence": d.confidence,
+            "audit_vocabulary_trials": 40 if fast else 1000, "audit_density_trials": 8 if fast else 100,
+            "audit_confidence": d.confidence,
             "audit_canaries": 1 if fast else d.canary_documents}
 
 
@@ -146,7 +147,8 @@ def show_result(result: audit.AuditResult) -> None:
     m[3].metric("Largest certifiable ε", f"{r['max_certifiable_epsilon']:.2f}",
                 help="With these trials no bound could exceed this: only leaks larger than it can show.")
     st.caption(f"{r['trials_per_neighbour']} release-path, {r['density_trials_per_neighbour']} density-stage and "
-               f"{r['vocabulary_trials_per_neighbour']} vocabulary-stage trials per neighbour, {r['runs_of_release_path']} runs in {r['seconds']:g} s"
+               f"{r['vocabulary_trials_per_neighbour']} vocabulary-stage trials per neighbour, "
+               f"{r['runs_of_release_path']} runs of the release path in {r['seconds']:g} s"
                + (" (cancelled: the finished rounds were analysed)" if r["cancelled"] else "")
                + f". {r['ledger'][0].upper() + r['ledger'][1:]}. {audit.LIMITATION_NOTE}")
     for warning in r.get("warnings", []):
