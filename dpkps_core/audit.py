@@ -1012,7 +1012,7 @@ def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
         f"- Largest ε these trials can certify: {r['max_certifiable_epsilon_release_stage']:.2f} (release stage), "
         f"{r['max_certifiable_epsilon']:.2f} (vocabulary stage); Bonferroni over {r['bonferroni_events']} events.",
         f"- {r['ledger'][0].upper() + r['ledger'][1:]}. Embeddings: {r['embeddings']}.", "",
-        "| stage | pair | statistic | event | p(A) | p(B) | ε lower bound | point estimate |",
+        "| stage | pair | statistic | event | p(A) [CP bounds] | p(B) [CP bounds] | ε lower bound | point estimate |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for e in r["events"]:
@@ -1020,10 +1020,13 @@ def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
             lines.append(f"| {e['stage']} | {e['pair']} | {e['statistic']} | — | — | — | 0 | — |")
             continue
         lines.append(f"| {e['stage']} | {e['neighbour_a']} vs {e['neighbour_b']} | {e['statistic']} | {e['event']} "
-                     f"(numerator {e['numerator']}) | {e['p_a']:.3f} | {e['p_b']:.3f} | "
+                     f"(numerator {e['numerator']}) | {e['p_a']:.3f} [{e['ci_a'][0]:.3f}, {e['ci_a'][1]:.3f}] | "
+                     f"{e['p_b']:.3f} [{e['ci_b'][0]:.3f}, {e['ci_b'][1]:.3f}] | "
                      f"{e['epsilon_lower_bound']:.3f} | {e['point_estimate']:.2f} |")
     nb = r["neighbours"]
-    lines += ["", f"Neighbours: D⁻ removes the training document with the most distinct rare terms of V "
+    lines += ["", f"CP bounds: one-sided Clopper–Pearson at α = {r['alpha_per_bound']:.2g} each (Bonferroni over "
+                  f"{r['bonferroni_events']} events, two bounds each), on the evaluation trials only.", "",
+              f"Neighbours: D⁻ removes the training document with the most distinct rare terms of V "
                   f"({nb['D⁻']['removed_unique_terms']} terms no other training document has); D⁺ adds a canary of "
                   f"{len(nb['D⁺']['canary_terms'])} rare public terms ({', '.join(nb['D⁺']['canary_terms'])}). "
                   f"Training documents that changed side of the split besides them: "

@@ -99,12 +99,17 @@ def histogram_figure(event: dict[str, Any]) -> go.Figure:
     return fig
 
 
+def _interval(ci: Any) -> str:
+    return "—" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
 def events_table(result: audit.AuditResult) -> pd.DataFrame:
     rows = []
     for e in result.events:
         rows.append({"stage": e["stage"], "pair": f"{e['neighbour_a']} vs {e['neighbour_b']}",
                      "statistic": e["statistic"], "event": e.get("event", "—"), "p(A)": e.get("p_a"),
-                     "p(B)": e.get("p_b"), "ε lower bound": round(e["epsilon_lower_bound"], 3),
+                     "CP bounds p(A)": _interval(e.get("ci_a")), "p(B)": e.get("p_b"),
+                     "CP bounds p(B)": _interval(e.get("ci_b")), "ε lower bound": round(e["epsilon_lower_bound"], 3),
                      "point estimate": round(e["point_estimate"], 2)})
     return pd.DataFrame(rows)
 
