@@ -7,6 +7,7 @@ import streamlit as st
 
 from dpkps_core.embeddings import EMBEDDING_MODELS
 from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
+from dpkps_core.risk import risk_sentences
 from dpkps_core.pipeline import LIMITS
 from dpkps_core.vocabulary import VOCABULARIES
 from studio import charts, state, widgets
@@ -89,6 +90,8 @@ with st.expander(f"Every release on this corpus ({len(releases)}) — its persis
 
 with st.expander("What does ε mean here?", expanded=True):
     cfg = state.current_config()
+    risk = risk_sentences(eps_voc + eps_kde)
+    unit = " — here, for every person's documents together" if state.person_column() else ""
     x = state.epsilon_explainer(eps_voc=eps_voc, eps_kde=eps_kde, terms_per_doc=cfg.terms_per_doc,
                                 public_vocabulary_size=len(vocab) if vocab else 2, density_kind=cfg.density_kind,
                                 features=cfg.features)
@@ -97,6 +100,9 @@ with st.expander("What does ε mean here?", expanded=True):
 - **Odds bound.** Adding or removing any one document changes the probability of any output by at most a factor
   e^ε: e^{eps_voc + eps_kde:g} ≈ **{x['odds_total']:,.1f}×** for the whole run (vocabulary e^{eps_voc:g} ≈
   {x['odds_voc']:,.1f}×, densities e^{eps_kde:g} ≈ {x['odds_kde']:,.1f}×). Smaller ε → stronger guarantee.
+- **As a risk to one document.** Whatever an attacker knows and whatever they see, at ε = {eps_voc + eps_kde:g}
+  {risk[0]}; {risk[1]}. (Bayes with the odds bound: posterior ≤ e^ε·p / (e^ε·p + 1 − p) from a prior p; it
+  holds for every document{unit}.)
 - **Noise per vocabulary count.** Each of the |V| counts gets Laplace noise of scale S/ε_voc = **{x['voc_scale']:.2f}**
   documents (typical size ±{x['voc_mean_abs']:.1f}, sd {x['voc_sd']:.1f}). Among {len(vocab) if vocab else 0:,}
   terms that never occur, the largest noise reaches about **{x['voc_floor']:,.0f}**: real terms need more documents

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from studio import charts, state, widgets
+from studio import charts, review, state, widgets
 
 widgets.page_header(2, "Each training document counts its first S distinct terms of V; Laplace noise is added to "
                        "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
@@ -59,6 +59,15 @@ else:
         right.dataframe(pd.DataFrame({"term": pv.terms[:200], "noisy count": [round(float(c), 1)
                                                                              for c in pv.noisy_counts[:200]]}),
                         hide_index=True, height=520)
+
+        with widgets.guard():  # issue 14 §12: why a name (or any term) is in Ṽ
+            share = review.expected_noise_share()
+            st.info(f"**Why is a name in Ṽ?** A term of the public vocabulary V — names of people, places and firms "
+                    "included — enters Ṽ for one of two reasons: many training documents use it (its count clears "
+                    "the noise), or pure noise lifted a term no document uses. With these settings about "
+                    f"**{share:.0%}** of Ṽ is expected to be such noise terms (the forecast of page 2). Either way, "
+                    "being in Ṽ does not show that any one document contains the term: that is what ε_voc "
+                    "guarantees.", icon=":material/help:")
 
         st.subheader("How much of the real top terms did Ṽ recover?")
         st.markdown(widgets.PRIVATE_BADGE)

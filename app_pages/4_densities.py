@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dpkps_core.pipeline import LIMITS
-from studio import charts, state, widgets
+from studio import charts, review, state, widgets
 
 METHODS = {
     "independent": "independent — L terms drawn i.i.d. from each class's density (fast, robust)",
@@ -48,6 +49,48 @@ else:
                        f"per-class size estimate {prev['class_size_estimate']:,.0f} ({prev['class_size_source']}). "
                        f"Expected error: RFF {prev['rff_error']:.3f} + DP noise {prev['noise_error']:.3f} = "
                        f"{prev['total_error']:.3f}.")
+
+    # issue 14 §2: before ε_kde is spent, say from the forecast which methods are expected near chance, and offer
+    # the free comparison (the local no-LLM check of every method at this ε: a private preview)
+    outlook = []
+    with widgets.guard():
+        outlook = review.method_outlook()
+    chosen = next((r for r in outlook if r["method"] == s["method"]), None)
+    if chosen is not None and chosen["near_chance"]:
+        st.warning(review.outlook_sentence(chosen) + " Compare the methods for free below before spending ε_kde.",
+                   icon=":material/trending_down:")
+    with st.expander("Compare the methods before spending anything (free, private preview)",
+                     expanded=bool(chosen and chosen["near_chance"])):
+        st.markdown(widgets.PRIVATE_BADGE)
+        st.markdown("**Forecast** (from the training part's true counts, at this corpus size and ε_kde):\n"
+                    + "\n".join(f"- {review.outlook_sentence(r)}" for r in outlook))
+        st.caption("The no-LLM check below samples each method locally at this ε on the training part (seeded "
+                   "noise: a local experiment, not a release) and classifies the held-out documents' keyphrase "
+                   "sequences. Nothing is charged to the ledger and nothing leaves this machine.")
+        preview = s.get("job_method_preview")
+        if not (isinstance(preview, state.Job) and preview.running):
+            if st.button("Run the no-LLM check of every method at this ε (free)", icon=":material/science:"):
+                with widgets.guard():
+                    review.start_method_preview(list(METHODS), per_class=max(int(s["per_class"]), 10))
+                    st.rerun()
+
+        def show_preview(j: state.Job) -> None:
+            if j.error:
+                st.error(j.error, icon=":material/error:")
+            elif not j.running and j.result is not None and len(j.result):
+                df = j.result
+                st.dataframe(pd.DataFrame({
+                    "Method": df["method"], "No-LLM accuracy": [review.sig3(v) for v in df["no_llm_accuracy"]],
+                    "Chance": [review.sig3(v) for v in df["chance_accuracy"]],
+                    "Real keyphrase baseline": [review.sig3(v) for v in df["real_keyphrase_baseline_accuracy"]]}),
+                    hide_index=True, key="table.method_preview")
+                chance = float(df["chance_accuracy"].iloc[0])
+                near = [m for m, a in zip(df["method"], df["no_llm_accuracy"]) if a < chance + 0.1]
+                if near:
+                    st.warning(f"Near chance at this ε: {', '.join(near)} (within 0.1 of chance {chance:.2f}).",
+                               icon=":material/trending_down:")
+
+        widgets.job_monitor("job_method_preview", body=show_preview)
 
     _, eps_kde = state.eps_split()
     built = s.get("dp_density") is not None

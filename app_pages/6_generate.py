@@ -8,7 +8,7 @@ import streamlit as st
 from dpkps_core.device import DEVICE_CHOICES, cuda_available, describe_device
 from dpkps_core.llm import preview
 from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
-from studio import state, widgets
+from studio import review, state, widgets
 
 widgets.page_header(5, "Each prompt holds only a public template, the document type, one DP keyphrase sequence and "
                        "(optionally) PUBLIC examples — never the private corpus. Every prompt sent is logged in the "
@@ -98,6 +98,15 @@ else:
             state.start_generation(int(s["n_documents"]))
             st.rerun()
 
+    def show_non_documents(docs: list, fails: list) -> None:
+        """Issue 14 §5: replies that were not documents were retried; the share that never became one is shown."""
+        bad, attempted = review.non_document_share(docs, fails)
+        if attempted:
+            (st.warning if bad else st.caption)(
+                f"Non-documents: {bad:,} of {attempted:,} items ({bad / attempted:.0%}) got only replies that were not "
+                "documents (a request for input, a bare preamble, a repetition loop) after every retry; they are "
+                "not written. Preambles such as “Here's a short news article:” are removed from documents.")
+
     def show_documents(j: state.Job) -> None:
         docs = state.documents()
         fails = state.failures()
@@ -115,6 +124,7 @@ else:
                                        for d in reversed(docs)]), hide_index=True, key="table.documents")
         if fails:
             st.caption(f"{len(fails)} failed item(s) (see generation_failures.jsonl; “Continue” retries them).")
+        show_non_documents(docs, fails)
 
     if isinstance(job, state.Job):
         widgets.job_monitor("job_generation", body=show_documents, cancel_label="Cancel (keeps finished documents)")
@@ -124,4 +134,5 @@ else:
             st.markdown(f"**{len(docs):,} document(s) in the run folder**")
             st.dataframe(pd.DataFrame([{"id": d["id"], "class": d["label"], "text": d["text"]} for d in docs]),
                          hide_index=True, key="table.documents")
+        show_non_documents(docs, state.failures())
     widgets.next_button(5)

@@ -6,20 +6,22 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.evaluation import DISCLOSURE_NOTE, PRIVATE_NOTE, sweep_figures, sweep_summary
-from dpkps_core.augpe import AugPEConfig, prompt_budget
+from dpkps_core.augpe import AugPEConfig
+from dpkps_core.device import cuda_available
 from dpkps_core.compare import METHODS as COMPARE_METHODS
 from dpkps_core.compare import joint_cost
 from dpkps_core.private_prediction import PRIVATE_PROMPT_WARNING
 from dpkps_core.sampling import METHODS
-from studio import charts, state, widgets
+from studio import charts, review, state, widgets
 
 widgets.page_header(6, "Everything on this page reads the real corpus, runs on this machine for you, and is never "
                        f"part of the release bundle ({PRIVATE_NOTE}).")
 st.markdown(widgets.PRIVATE_BADGE)
 s = st.session_state
 
-tab_acc, tab_map, tab_sweep, tab_compare = st.tabs(["Downstream accuracy", "Real vs synthetic map", "ε sweep explorer",
-                                                    "Compare methods"])
+tab_acc, tab_map, tab_sweep, tab_compare, tab_memo = st.tabs(["Downstream accuracy", "Real vs synthetic map",
+                                                              "ε sweep explorer", "Compare methods",
+                                                              "Memorisation check"])
 
 with tab_acc:
     if s.get("outcome") is None:
@@ -44,11 +46,21 @@ with tab_acc:
                 st.error(j.error, icon=":material/error:")
             elif not j.running and j.result is not None:
                 res = j.result
-                rows = [{"metric": name, "accuracy": round(m.accuracy_mean, 3), "± sd": round(m.accuracy_sd, 3),
-                         "macro-F1": round(m.macro_f1_mean, 3), "training items": m.n_train, "note": m.note}
-                        for name, m in res.metrics.items()]
-                st.dataframe(pd.DataFrame(rows), hide_index=True, key="table.evaluation")
-                st.plotly_chart(charts.metrics_bars({n: (m.accuracy_mean, m.accuracy_sd)
+                n_classes = len(s["corpus"].classes) if s.get("corpus") is not None else 1
+                st.dataframe(review.evaluation_table(res.metrics, n_classes), hide_index=True,
+                             key="table.evaluation")
+                small = [review.METRIC_NAMES.get(k, k) for k, m in res.metrics.items()
+                         if review.judge_note(m.n_train, n_classes)]
+                if small:
+                    st.warning(f"Too few training documents to judge: {', '.join(small)} — fewer than "
+                               f"{review.MIN_PER_CLASS_TO_JUDGE} per class, so the accuracy says little. Write more "
+                               "documents on page 6 before drawing conclusions.", icon=":material/warning:")
+                with st.expander("What each row is"):
+                    st.markdown("\n".join(f"- **{review.METRIC_NAMES.get(k, k)}**: {m.note}"
+                                           for k, m in res.metrics.items() if m.note))
+                if res.info.get("real_keyphrase_baseline_note"):
+                    st.caption(res.info["real_keyphrase_baseline_note"])
+                st.plotly_chart(charts.metrics_bars({review.METRIC_NAMES.get(n, n): (m.accuracy_mean, m.accuracy_sd)
                                                      for n, m in res.metrics.items()},
                                                     res.info.get("chance_accuracy")), key="chart.evaluation")
                 st.caption(f"{res.info.get('n_test', 0):,} held-out test documents; chance (majority class) "
@@ -117,9 +129,16 @@ with tab_sweep:
             if name.startswith("heatmap"):
                 fig.update_xaxes(type="category").update_yaxes(type="category")
             st.plotly_chart(fig, key=f"chart.sweep.{name}")
-        cols = ["method", "eps_voc", "eps_kde", "no_llm_accuracy_mean", "vocabulary_recall_mean",
-                "noise_term_share_mean", "seeds"]
-        st.dataframe(sweep_summary(df)[cols].round(3), hide_index=True, key="table.sweep")
+        names = {"method": "Method", "eps_voc": "ε_voc", "eps_kde": "ε_kde",
+                 "no_llm_accuracy_mean": "No-LLM accuracy", "no_llm_accuracy_sd": "± sd",
+                 "vocabulary_recall_mean": "Recall of the true top terms", "noise_term_share_mean": "Noise share of Ṽ",
+                 "seeds": "Seeds"}
+        summary = sweep_summary(df)[list(names)].rename(columns=names)
+        for col in ("No-LLM accuracy", "± sd", "Recall of the true top terms", "Noise share of Ṽ"):
+            summary[col] = [review.sig3(v) for v in summary[col]]
+        st.dataframe(summary, hide_index=True, key="table.sweep")
+        st.caption(f"Real keyphrase baseline (the same on every page; it does not depend on ε): "
+                   f"{float(df['real_keyphrase_baseline_accuracy'].iloc[0]):.2f}.")
 
     widgets.job_monitor("job_sweep", body=show_sweep, cancel_label="Cancel (keeps finished cells)")
 
@@ -140,10 +159,15 @@ with tab_compare:
     widgets.bound(c4.number_input, "Max tokens per document", "compare_max_tokens", min_value=8, max_value=512, step=8)
     widgets.bound(st.multiselect, "Methods", "compare_methods", options=list(COMPARE_METHODS))
     n_classes = len(s["corpus"].classes) if s.get("corpus") is not None else 0
-    budget = prompt_budget(classes=n_classes, population=int(s["compare_per_class"]), epochs=AugPEConfig().epochs)
-    st.caption(f"LLM prompts: DP-KPS {budget['dpkps_prompts_for_same_documents']:,}; AugPE+Ṽ {budget['prompts']:,} "
-               f"(≈ {budget['prompts_per_document']}× per synthetic document). On this CPU with the offline model, "
-               "expect minutes per method even at 2 documents per class.")
+    plan = review.compare_plan(tuple(s["compare_methods"]), n_classes=n_classes, per_class=int(s["compare_per_class"]),
+                               max_tokens=int(s["compare_max_tokens"]), epochs=AugPEConfig().epochs,
+                               gpu=cuda_available())
+    if len(plan):
+        st.dataframe(plan, hide_index=True, key="table.compare_plan")
+        st.caption("Before starting: the LLM prompts and a rough time per selected method with the local model on "
+                   "this machine (plus embedding the held-out documents once per session). AugPE+Ṽ sends "
+                   f"{AugPEConfig().epochs} prompts per synthetic document, DP-KPS one ({AugPEConfig().epochs}× per "
+                   "synthetic document).")
     joint_eps, joint_delta = joint_cost(tuple(s["compare_methods"]), eps_total=float(s["compare_eps"]),
                                         eps_voc=float(s["compare_eps"]) / 2, delta=float(s["compare_delta"]))
     st.markdown(f"**Joint cost of the selected methods on this corpus: ε = {joint_eps:g}, δ = {joint_delta:g}** — "
@@ -161,9 +185,55 @@ with tab_compare:
     def show_compare(j: state.Job) -> None:
         if j.error:
             st.error(j.error, icon=":material/error:")
-        elif not j.running and j.result is not None:
-            st.dataframe(pd.DataFrame(j.result.table()), hide_index=True, key="table.compare")
 
     widgets.job_monitor("job_compare", body=show_compare)
+    job = s.get("job_compare")
+    rows = review.keep_compare_rows(job if isinstance(job, state.Job) and not job.running else None)
+    if rows:  # every row of this session: running one method at a time keeps the earlier ones
+        table_df, notes = review.compare_table(rows, n_classes)
+        st.dataframe(table_df, hide_index=True, key="table.compare")
+        if any(table_df["Enough to judge?"] != "yes"):
+            st.warning("Some rows rest on too few synthetic documents to judge a method (fewer than "
+                       f"{review.MIN_PER_CLASS_TO_JUDGE} per class): raise “Documents per class”.",
+                       icon=":material/warning:")
+        with st.expander("Notes per method"):
+            st.markdown("\n".join(f"- {n}" for n in notes) or "No notes.")
+        if st.button("Clear the comparison rows", icon=":material/clear_all:"):
+            s["compare_rows"] = []
+            st.rerun()
+
+with tab_memo:
+    st.markdown(widgets.PRIVATE_BADGE)
+    st.caption("Does a synthetic document reproduce a real training document? For each synthetic document: the real "
+               "training document sharing the longest run of words with it (8-word sequences and longer) and, "
+               "optionally, the nearest by embedding. A run of 12 words or more is flagged. DP makes copies "
+               "unlikely; this check makes it visible. It reads the real training documents on this machine: the "
+               "results and excerpts are for you only and never part of the bundle.")
+    if not state.documents():
+        st.info("Write some synthetic documents first (page 6).")
+    else:
+        n_train = len(s["split"].train) if s.get("split") is not None else 0
+        by_emb = st.checkbox(f"Also find the nearest by embedding (embeds the {n_train:,} training documents once "
+                             "per session, in memory: minutes on a small CPU)", key="memo_by_embedding")
+        job = s.get("job_memorisation")
+        if not (isinstance(job, state.Job) and job.running):
+            if st.button("Run the memorisation check", icon=":material/content_copy:"):
+                with widgets.guard():
+                    review.start_memorisation(by_embedding=by_emb)
+                    st.rerun()
+
+        def show_memorisation(j: state.Job) -> None:
+            if j.error:
+                st.error(j.error, icon=":material/error:")
+            elif not j.running and j.result is not None:
+                df = review.memorisation_frame(j.result)
+                flagged = int((df["Reproduces real text?"] != "no").sum()) if len(df) else 0
+                (st.warning if flagged else st.success)(
+                    f"{flagged} of {len(df)} synthetic document(s) reproduce a run of 12 or more words of a real "
+                    "training document." + (" Review them before release: regenerate or drop them." if flagged
+                                            else ""), icon=":material/content_copy:")
+                st.dataframe(df, hide_index=True, key="table.memorisation")
+
+        widgets.job_monitor("job_memorisation", body=show_memorisation)
 
 widgets.next_button(6)

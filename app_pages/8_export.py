@@ -1,4 +1,5 @@
-"""Step 8 — the release bundle (DP outputs only) and what it releases at which ε; delete the run."""
+"""Step 8 — the release bundle (DP outputs only) and what it releases at which ε; this session's runs: open one,
+export it, delete it."""
 
 from __future__ import annotations
 
@@ -7,25 +8,41 @@ import json
 import pandas as pd
 import streamlit as st
 
-from studio import state, widgets
+from studio import review, state, widgets
 
 widgets.page_header(7, "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
                        "sequences, Ṽ, the privacy report and the audit log of every prompt. The private corpus, the "
                        "held-out split and every evaluation stay here.")
 s = st.session_state
 
-out = state.run_dir(create=False)
-if out is None or s.get("outcome") is None:
+runs = review.session_runs()
+if not runs:
     st.info("Nothing to export yet: sample keyphrase sequences first.")
     widgets.go_to(4)
 else:
+    # ------------------------------------------------------------------------------- run history (issue 14 §4)
+    st.subheader("This session's runs")
+    st.dataframe(pd.DataFrame([{"run": r["name"] + (" (current)" if r["current"] else ""), "created": r["created"],
+                                "sequences": r["sequences"], "documents": r["documents"],
+                                "total ε in its report": r["epsilon_total"]} for r in runs]),
+                 hide_index=True, key="table.runs")
+    paths = [r["path"] for r in runs]
+    by_path = {r["path"]: r for r in runs}
+    if s.get("export_run") not in paths:
+        s["export_run"] = next((r["path"] for r in runs if r["current"]), paths[0])
+    widgets.bound(st.selectbox, "Open a run", "export_run", options=paths,
+                  format_func=lambda p: f"{by_path[p]['name']}{' (current)' if by_path[p]['current'] else ''}"
+                                        f" — {by_path[p]['documents']:,} documents, {by_path[p]['sequences']:,} sequences")
+    chosen = s["export_run"]
+    run = by_path[chosen]
+    out = chosen
     job = s.get("job_generation")
-    if isinstance(job, state.Job) and job.running:
+    if run["current"] and isinstance(job, state.Job) and job.running:
         st.warning("The LLM is still writing; the bundle holds the documents finished so far.",
                    icon=":material/hourglass_top:")
     parts: dict[str, bytes] = {}
     with widgets.guard():
-        parts = state.bundle_parts()
+        parts = review.bundle_parts_for(out)
     if parts:
         report = json.loads(parts["privacy_report.json"])
         st.subheader("What is released, at what ε")
@@ -34,10 +51,16 @@ else:
             st.error("Reproducible demo: the noise was SEEDED. This bundle is NOT FOR RELEASE.",
                      icon=":material/dangerous:")
         m = st.columns(4)
-        m[0].metric("Total ε (pure DP)", f"{report['epsilon_total']:g}")
+        m[0].metric("Total ε (pure DP)", f"{report['epsilon_total']:g}",
+                    help="Every DP step charged in this session up to this run, re-runs and abandoned steps "
+                         "included: correct and conservative (basic composition).")
         m[1].metric("ε_voc (vocabulary)", f"{report['epsilon_vocabulary']:g}")
         m[2].metric("ε_kde (densities)", f"{report['epsilon_kde']:g}")
         m[3].metric("Noise", "seeded demo" if demo else "OS entropy")
+        st.caption(f"The total ε = {report['epsilon_total']:g} includes abandoned steps: every Ṽ or density built in "
+                   "this session before this run's — re-runs and rebuilds that no longer feed the output — counts, "
+                   "because each was a release. That is correct and conservative: the guarantee never claims less "
+                   "than what was spent.")
         docs = [json.loads(line) for line in parts["documents.jsonl"].decode("utf-8").splitlines() if line.strip()]
         seqs = parts["sequences.jsonl"].decode("utf-8").count("\n")
         st.markdown(
@@ -48,30 +71,54 @@ else:
             f"- {report['guarantee']}; neighbouring datasets: {report['neighbouring']}\n"
             f"- {len(report.get('events', []))} ledger event(s): mechanisms {', '.join(report.get('mechanisms', []))}\n"
             "- **not released:** the corpus, the held-out split (split.json), term counts, evaluations")
+        bad, attempted = review.non_document_share(docs, state.failures() if run["current"] else [])
+        if bad:
+            st.caption(f"{bad:,} of {attempted:,} items ({bad / attempted:.0%}) were never written: the model replied "
+                       "with something that was not a document after every retry (page 6).")
         with st.expander("Ledger events in the report"):
-            st.dataframe(pd.DataFrame([{"step": e["step"], "ε": e["epsilon"], "mechanism": e["mechanism"],
+            st.dataframe(pd.DataFrame([{"time (UTC)": str(e.get("timestamp", "")).replace("T", " ")[:19],
+                                        "step": e["step"], "ε": e["epsilon"], "mechanism": e["mechanism"],
                                         "released": e["released"]} for e in report.get("events", [])]),
                          hide_index=True)
         st.subheader("Download")
-        with widgets.guard():
-            data = state.bundle()
-            st.download_button("Download the release bundle (ZIP)", data=data, file_name=f"{out.name}-bundle.zip",
-                               mime="application/zip", type="primary", icon=":material/download:",
-                               key="download.bundle")
-        st.dataframe(pd.DataFrame([{"file": n, "bytes": len(b)} for n, b in sorted(parts.items())]),
-                     hide_index=True, key="table.bundle")
-        cols = st.columns(4)
-        for i, (name, mime) in enumerate((("documents.csv", "text/csv"), ("documents.jsonl", "application/jsonl"),
-                                          ("sequences.jsonl", "application/jsonl"),
-                                          ("privacy_report.md", "text/markdown"))):
-            cols[i].download_button(name, data=parts[name], file_name=name, mime=mime, key=f"download.{name}")
+        ready = True
+        if not docs:  # issue 14 §4: never offer an empty bundle without saying so
+            other = [r for r in runs if r["documents"] and r["path"] != out]
+            st.warning("This run holds **no synthetic documents** (its sequences were sampled after the last "
+                       "documents were written, or none were written yet). Write them on page 6"
+                       + (f", or open an earlier run with documents above ({other[0]['name']}: "
+                          f"{other[0]['documents']:,} documents)" if other else "")
+                       + ". You can still export the keyphrase sequences alone.", icon=":material/warning:")
+            ready = st.checkbox("Export this run without documents (sequences, Ṽ and the report only)",
+                                key="export_without_documents")
+        if ready:
+            with widgets.guard():
+                data = review.bundle_for(out)
+                st.download_button("Download the release bundle (ZIP)", data=data,
+                                   file_name=f"{run['name']}-bundle.zip", mime="application/zip", type="primary",
+                                   icon=":material/download:", key="download.bundle")
+            st.dataframe(pd.DataFrame([{"file": n, "bytes": len(b)} for n, b in sorted(parts.items())]),
+                         hide_index=True, key="table.bundle")
+            cols = st.columns(4)
+            for i, (name, mime) in enumerate((("documents.csv", "text/csv"), ("documents.jsonl", "application/jsonl"),
+                                              ("sequences.jsonl", "application/jsonl"),
+                                              ("privacy_report.md", "text/markdown"))):
+                cols[i].download_button(name, data=parts[name], file_name=name, mime=mime, key=f"download.{name}")
 
-    st.subheader("Delete this run")
-    st.caption(f"Removes this session's run folder(s) from disk (now: `{out}`). The ledger keeps its entries: ε that "
-               "was spent stays spent, whatever happens to the outputs.")
-    sure = st.checkbox("Yes, delete the run folder(s) of this session", key="confirm_delete")
-    if st.button("Delete this run", disabled=not sure, icon=":material/delete_forever:"):
+    st.subheader("Delete a run")
+    st.caption("Removes the opened run folder from disk (or every run folder of this session). The ledger keeps its "
+               "entries: ε that was spent stays spent, whatever happens to the outputs.")
+    sure = st.checkbox(f"Yes, delete {run['name']}", key="confirm_delete_one")
+    if st.button("Delete this run", disabled=not sure, icon=":material/delete:"):
+        with widgets.guard():
+            gone = review.delete_run(out)
+            s.pop("export_run", None)
+            state.notice(f"Deleted the run folder {gone}.")
+            st.rerun()
+    sure_all = st.checkbox("Yes, delete every run folder of this session", key="confirm_delete")
+    if st.button("Delete all runs of this session", disabled=not sure_all, icon=":material/delete_forever:"):
         with widgets.guard():
             gone = state.delete_runs()
+            s.pop("export_run", None)
             state.notice(f"Deleted {len(gone)} run folder(s): {', '.join(gone)}.")
             st.rerun()

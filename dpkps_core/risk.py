@@ -32,12 +32,14 @@ def risk_sentences(epsilon: float, priors: tuple[float, ...] = (0.01, 0.5)) -> l
     out = []
     for p in priors:
         q = posterior_bound(epsilon, p)
-        out.append(f"an attacker {p:.0%} sure beforehand that a given document was in the corpus can be at most "
-                   f"{_pct(q)} sure afterwards")
+        start = f"an attacker {p:.0%} sure beforehand that a given document was in the corpus"
+        out.append(f"{start} can become more than 99.9 % sure afterwards: little protection against this inference"
+                   if q >= 0.9995 else f"{start} can be at most {_pct(q)} sure afterwards")
     return out
 
 
 def _pct(q: float) -> str:
-    if q >= 0.9995:
-        return "99.9 %+" if q < 1 else "100 %"
-    return f"{q:.1%}".replace("%", " %") if q < 0.1 else f"{q:.0%}".replace("%", " %")
+    """A probability as a percentage that never rounds a near-certainty up to 100 %."""
+    if q < 0.1 or q >= 0.99:
+        return f"{100 * q:.1f} %"
+    return f"{100 * q:.0f} %"

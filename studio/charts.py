@@ -15,17 +15,33 @@ PRIVATE_SUFFIX = " (private — local only)"
 
 def class_counts_bar(class_counts: Mapping[str, int]) -> go.Figure:
     fig = go.Figure(go.Bar(x=list(class_counts), y=list(class_counts.values()), text=list(class_counts.values()),
-                           textposition="outside", marker_color="#4C78A8"))
+                           textposition="inside", insidetextanchor="end", textfont={"color": "white"},
+                           marker_color="#4C78A8"))
     fig.update_layout(title="Documents per class" + PRIVATE_SUFFIX, xaxis_title="class", yaxis_title="documents",
                       height=320, margin={"t": 50, "b": 40})
     return fig
 
 
 def length_histogram(words: Sequence[int], labels: Sequence[str]) -> go.Figure:
-    fig = px.histogram(x=list(words), color=list(labels), nbins=40, barmode="overlay", opacity=0.6,
-                       labels={"x": "words per document", "color": "class"})
-    fig.update_layout(title="Document lengths" + PRIVATE_SUFFIX, yaxis_title="documents", height=320,
-                      margin={"t": 50, "b": 40})
+    """Words per document, stacked by class in distinct colours; the x-axis ends at the 99th percentile so a few
+    very long documents do not squeeze the rest into the left edge (how many lie beyond is said in the title)."""
+    w = np.asarray(list(words), dtype=np.float64)
+    hi = float(np.percentile(w, 99)) if w.size else 1.0
+    hi = max(hi, 1.0)
+    beyond = int((w > hi).sum())
+    size = max(1.0, math.ceil(hi / 40))
+    fig = go.Figure()
+    classes = list(dict.fromkeys(labels))
+    palette = px.colors.qualitative.D3
+    for i, c in enumerate(classes):
+        xs = [float(x) for x, y in zip(words, labels) if y == c]
+        fig.add_trace(go.Histogram(x=xs, name=str(c), marker_color=palette[i % len(palette)],
+                                   xbins={"start": 0, "end": hi + size, "size": size}))
+    title = "Document lengths" + PRIVATE_SUFFIX
+    if beyond:
+        title += f"<br><sup>{beyond:,} longer document(s) beyond {hi:,.0f} words are not shown</sup>"
+    fig.update_layout(title=title, barmode="stack", xaxis_title="words per document", yaxis_title="documents",
+                      xaxis_range=[0, hi + size], legend_title_text="class", height=320, margin={"t": 60, "b": 40})
     return fig
 
 
@@ -64,26 +80,47 @@ def density_bars(classes: Sequence[str], terms: Sequence[str], scores: np.ndarra
 
 
 def umap_density_map(xy: np.ndarray, terms: Sequence[str], scores: np.ndarray, class_name: str) -> go.Figure:
-    """Ṽ's embeddings in 2-D (UMAP), coloured by one class's DP density (clipped at 0 as in sampling)."""
+    """Ṽ's embeddings in 2-D (UMAP), coloured by the RANK of one class's DP density (clipped at 0 as in sampling):
+    a linear scale lets one large term saturate the map; ranks spread the colours over all terms."""
     s = np.maximum(np.asarray(scores, dtype=np.float64), 0.0)
+    n = max(len(s), 1)
+    rank = np.empty(len(s), dtype=np.float64)
+    rank[np.argsort(s, kind="stable")] = np.arange(len(s)) / max(n - 1, 1) * 100.0  # percentile of the density
     fig = go.Figure(go.Scattergl(
-        x=xy[:, 0], y=xy[:, 1], mode="markers", text=list(terms),
-        marker={"color": s, "colorscale": "Viridis", "size": 7, "colorbar": {"title": "density"}, "opacity": 0.85},
-        hovertemplate="%{text}: %{marker.color:.3g}<extra></extra>"))
-    fig.update_layout(title=f"UMAP of Ṽ's embeddings, coloured by the DP density of class “{class_name}”",
+        x=xy[:, 0], y=xy[:, 1], mode="markers", text=list(terms), customdata=s,
+        marker={"color": rank, "colorscale": "Viridis", "cmin": 0, "cmax": 100, "size": 7, "opacity": 0.85,
+                "colorbar": {"title": "density<br>percentile"}},
+        hovertemplate="%{text}: density %{customdata:.3g} (percentile %{marker.color:.0f})<extra></extra>"))
+    fig.update_layout(title=f"UMAP of Ṽ's embeddings, coloured by the DP density rank of class “{class_name}”",
                       xaxis_title="", yaxis_title="", height=480, margin={"t": 50})
     return fig
 
 
 def projection_by(df, *, color: str, method: str) -> go.Figure:
-    """Real (private) vs synthetic documents in one 2-D projection, coloured by ``label`` or ``source``."""
-    symbol = "source" if color == "label" else "label"
-    fig = px.scatter(df, x="x", y="y", color=color, symbol=symbol, opacity=0.75,
-                     color_discrete_map={"real": "#9D755D", "synthetic": "#E45756"} if color == "source" else None)
-    what = "class" if color == "label" else "source"
-    fig.for_each_trace(lambda t: t.update(marker={"size": 13, "line": {"width": 1.5, "color": "black"}})
-                       if "synthetic" in t.name else None)
+    """Real (private) vs synthetic documents in one 2-D projection, coloured by ``label`` or ``source``.
+
+    By source, the real points keep their classes (one muted colour per class) and the synthetic points are
+    drawn on top as large outlined markers in one strong colour, so neither hides the other."""
     name = {"tsne": "t-SNE", "umap": "UMAP"}.get(method, method)
+    if color == "label":
+        fig = px.scatter(df, x="x", y="y", color="label", symbol="source", opacity=0.75)
+        fig.for_each_trace(lambda t: t.update(marker={"size": 13, "line": {"width": 1.5, "color": "black"}})
+                           if "synthetic" in t.name else None)
+        what = "class"
+    else:
+        fig = go.Figure()
+        real = df[df["source"] == "real"]
+        palette = px.colors.qualitative.Pastel
+        for i, cls in enumerate(sorted(real["label"].unique())):
+            sub = real[real["label"] == cls]
+            fig.add_trace(go.Scatter(x=sub["x"], y=sub["y"], mode="markers", name=f"real · {cls}",
+                                     marker={"color": palette[i % len(palette)], "size": 7, "opacity": 0.8}))
+        syn = df[df["source"] == "synthetic"]
+        fig.add_trace(go.Scatter(x=syn["x"], y=syn["y"], mode="markers", name="synthetic", text=syn["label"],
+                                 marker={"color": "#D62728", "size": 13, "symbol": "diamond",
+                                         "line": {"width": 1.5, "color": "black"}},
+                                 hovertemplate="synthetic · %{text}<extra></extra>"))
+        what = "source (real points by class)"
     fig.update_layout(title=f"{name}: real vs synthetic, coloured by {what}" + PRIVATE_SUFFIX,
                       xaxis_title="", yaxis_title="", height=460, margin={"t": 50})
     return fig
@@ -95,13 +132,14 @@ def no_llm_bars(rows: Sequence[Mapping[str, float]]) -> go.Figure:
     fig = go.Figure()
     fig.add_trace(go.Bar(x=names, y=[r["no_llm_accuracy"] for r in rows], name="DP sequences",
                          marker_color="#4C78A8", text=[f"{r['no_llm_accuracy']:.2f}" for r in rows],
-                         textposition="outside"))
+                         textposition="inside", insidetextanchor="start", textfont={"color": "white"}))
     if rows:
-        fig.add_hline(y=rows[-1]["real_keyphrase_baseline"], line_dash="dash",
+        fig.add_hline(y=rows[-1]["real_keyphrase_baseline"], line_dash="dash", annotation_position="right",
                       annotation_text=f"real keyphrase baseline {rows[-1]['real_keyphrase_baseline']:.2f}")
-        fig.add_hline(y=rows[-1]["chance"], line_dash="dot", annotation_text=f"chance {rows[-1]['chance']:.2f}")
+        fig.add_hline(y=rows[-1]["chance"], line_dash="dot", annotation_position="right",
+                      annotation_text=f"chance {rows[-1]['chance']:.2f}")
     fig.update_layout(title="No-LLM check: accuracy on held-out documents" + PRIVATE_SUFFIX, yaxis_range=[0, 1.05],
-                      yaxis_title="accuracy", height=340, margin={"t": 50})
+                      yaxis_title="accuracy", height=340, margin={"t": 50, "r": 190})
     return fig
 
 
@@ -110,12 +148,12 @@ def metrics_bars(metrics: Mapping[str, tuple[float, float]], chance: float | Non
     names = list(metrics)
     fig = go.Figure(go.Bar(x=names, y=[m for m, _ in metrics.values()],
                            error_y={"type": "data", "array": [s for _, s in metrics.values()]},
-                           text=[f"{m:.2f}" for m, _ in metrics.values()], textposition="outside",
-                           marker_color="#72B7B2"))
+                           text=[f"{m:.2f}" for m, _ in metrics.values()], textposition="inside",
+                           insidetextanchor="start", marker_color="#72B7B2"))
     if chance is not None:
-        fig.add_hline(y=chance, line_dash="dot", annotation_text=f"chance {chance:.2f}")
+        fig.add_hline(y=chance, line_dash="dot", annotation_position="right", annotation_text=f"chance {chance:.2f}")
     fig.update_layout(title="Downstream accuracy on held-out real documents" + PRIVATE_SUFFIX, yaxis_range=[0, 1.1],
-                      yaxis_title="accuracy", height=360, margin={"t": 50})
+                      yaxis_title="accuracy", height=360, margin={"t": 50, "r": 110})
     return fig
 
 

@@ -99,7 +99,7 @@ def keep_compare_rows(job: Any) -> list[dict[str, Any]]:
     same ε, δ and size replaces its own row) and return the list, newest last."""
     s = state.ss()
     rows: list[dict[str, Any]] = s.setdefault("compare_rows", [])
-    if job is not None and getattr(job, "result", None) is not None and s.get("compare_merged") != id(job):
+    if job is not None and getattr(job, "result", None) is not None and not getattr(job, "rows_kept", False):
         info = getattr(job.result, "info", {}) or {}
         for r in job.result.table():
             r = {**r, "per_class": info.get("per_class"), "finished": time.strftime("%H:%M:%S")}
@@ -107,7 +107,7 @@ def keep_compare_rows(job: Any) -> list[dict[str, Any]]:
             rows[:] = [x for x in rows if (x.get("method"), x.get("epsilon"), x.get("delta"), x.get("per_class"))
                        != key]
             rows.append(r)
-        s["compare_merged"] = id(job)
+        job.rows_kept = True  # merged once (an id() could be reused by a later job)
     return rows
 
 

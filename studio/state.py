@@ -73,12 +73,13 @@ STEPS = ("corpus", "vocabulary", "density", "sequences", "documents", "evaluatio
 
 # Result keys cleared when the step they belong to (or an earlier one) is re-run. Private ones are marked.
 _RESULT_KEYS: dict[str, tuple[str, ...]] = {
-    "corpus": ("split", "split_key", "term_counts", "forecast", "no_llm_history"),  # all PRIVATE
+    "corpus": ("split", "split_key", "term_counts", "forecast", "no_llm_history", "real_keyphrase_baseline",
+               "method_outlook", "job_method_preview", "compare_rows", "_embedding_memo"),  # all PRIVATE
     "vocabulary": ("pv", "pv_meta", "vocab_check"),            # vocab_check: PRIVATE
     "density": ("keyphrases", "embeddings", "dp_density", "density_info", "density_meta", "umap_map"),  # keyphrases: PRIVATE
     "sequences": ("outcome", "seq_meta", "no_llm"),            # no_llm: PRIVATE
     "documents": ("job_generation",),
-    "evaluation": ("evaluation", "projections", "job_projection", "job_evaluation"),
+    "evaluation": ("evaluation", "projections", "job_projection", "job_evaluation", "job_memorisation"),
 }
 
 

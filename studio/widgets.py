@@ -132,12 +132,17 @@ def sidebar() -> None:
     except DPKPSError as exc:  # e.g. the ledger folder cannot be used: say so, spend nothing
         st.error(str(exc), icon=":material/error:")
         return
+    from dpkps_core.risk import posterior_bound
+
     st.metric("ε spent / cap", f"{total:g} / {cap:g}" if cap else f"{total:g} / no cap",
               help="Everything ever released from this corpus — app and CLI, every session (its persistent "
                    "ledger) — against the corpus's cap. Pure ε-DP, basic composition: every run of a DP step adds "
                    "its ε, re-runs included.")
     if cap:
         st.progress(min(total / cap, 1.0), text=f"{total / cap:.0%} of the cap")
+    if total > 0:
+        st.caption(f"At ε = {total:g}, an attacker 1 % or 50 % sure that a given document was used can become at most "
+                   f"{posterior_bound(total, 0.01):.1%} or {posterior_bound(total, 0.5):.1%} sure.")
     if total != led.total_epsilon:
         st.caption(f"This session: ε = {led.total_epsilon:g}; earlier sessions and CLI runs on the same documents: "
                    f"ε = {total - led.total_epsilon:g} (page 2 lists every release).")
@@ -147,7 +152,8 @@ def sidebar() -> None:
     st.markdown("\n".join(lines))
     if led.events:
         with st.expander(f"Ledger events ({len(led.events)})"):
-            st.dataframe(pd.DataFrame([{"step": e.step, "ε": e.epsilon, "noise scale": round(e.noise_scale, 4),
+            st.dataframe(pd.DataFrame([{"time (UTC)": e.timestamp.replace("T", " ")[:19], "step": e.step,
+                                        "ε": e.epsilon, "noise scale": round(e.noise_scale, 4),
                                         "mechanism": e.mechanism} for e in led.events]), hide_index=True)
     if s.get("seeded_demo"):
         st.warning("Reproducible demo: noise is SEEDED — NOT FOR RELEASE.", icon=":material/warning:")

@@ -99,7 +99,7 @@ def test_two_sessions_never_see_each_other(fast_env: Path) -> None:
     goto(a, 2)
     assert metrics(a)["ε spent / cap"] == "10 / 20"
     assert a.session_state["pv"].terms != b.session_state["pv"].terms
-    mine = "upload:" + a.session_state["corpus_fingerprint"][:16] + ":text:label"
+    mine = "upload:" + a.session_state["corpus_fingerprint"][:16] + ":text:label:"  # no person column
     assert a.session_state["ledgers"][mine].total_epsilon == pytest.approx(10.0)
     assert a.session_state["ledgers"]["demo:bbc"].total_epsilon == 0      # A saw the demo first, spent nothing on it
     assert set(b.session_state["ledgers"]) == {"demo:bbc"}

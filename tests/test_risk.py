@@ -28,3 +28,4 @@ def test_risk_sentences_are_plain() -> None:
     s = risk_sentences(1.0)
     assert s[0].startswith("an attacker 1% sure") and "2.7 %" in s[0]
     assert "73 %" in s[1]
+    assert "99.6 %" in risk_sentences(10.0)[0] and "more than 99.9 %" in risk_sentences(10.0)[1]
