@@ -167,6 +167,27 @@ def test_flags_a_split_that_reshuffles_the_corpus(monkeypatch: pytest.MonkeyPatc
     assert any("split" in w for w in r["warnings"])
 
 
+def test_flags_a_density_with_too_little_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broken mechanism (c): the keyphrase density adds noise for 1000·ε_kde (a scale bug); the density stage
+    sees the removed document's own term vanish from its class's sequences."""
+    import dpkps_core.pipeline as pl
+
+    real = pl.build_smoothed_histogram_density
+
+    def too_little_noise(*args, epsilon, **kwargs):
+        return real(*args, epsilon=epsilon * 1000, **kwargs)
+
+    monkeypatch.setattr(pl, "build_smoothed_histogram_density", too_little_noise)
+    corpus, vocab, config = synthetic(60)
+    config.per_class = 20
+    result = audit.run_audit(corpus, config, vocabulary=vocab, embedder=HashingEmbedder(dim=16),
+                             settings=settings(trials=6, vocabulary_trials=200, density_trials=300))
+    r = result.to_dict()
+    assert result.violation and "density step" in result.verdict
+    assert r["density_stage_lower_bound"] > 5 * config.eps_kde
+    assert r["stages"]["density"]["violation"] and not r["stages"]["vocabulary"]["violation"]
+
+
 # ------------------------------------------------------------------------------------------- side effects
 
 def test_embeddings_stay_in_memory_and_nothing_is_written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
