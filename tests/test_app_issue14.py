@@ -96,7 +96,16 @@ def test_page4_says_near_chance_and_offers_the_free_comparison_before_spending()
     assert button(at, "Build densities").label.endswith("(spends ε_kde = 0.1)")
 
 
-def test_tables_one_baseline_non_documents_memorisation_and_run_history() -> None:
+@pytest.fixture
+def fake_umap(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from app_helpers import fake_umap_module
+
+    monkeypatch.setitem(sys.modules, "umap", fake_umap_module())
+
+
+def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_umap: None) -> None:
     at = toy_app()
     walk(at, 5)
     s = at.session_state
@@ -126,6 +135,20 @@ def test_tables_one_baseline_non_documents_memorisation_and_run_history() -> Non
     syn = ev[ev["Classifier trained on"] == "Synthetic documents"].iloc[0]
     assert syn["Training documents"] == 2 and syn["Enough to judge?"].startswith("⚠ too few")
     assert any("Too few training documents to judge" in w.value for w in at.warning)
+    # §9: the held-out documents were embedded once, in the session's memory; the map embeds none of them again
+    memo = s["_embedding_memo"]["models"][s["density_meta"]["embedding_model"]]
+    size = len(memo)
+    assert size >= len(s["split"].test) + 2
+    click(at, "Draw t-SNE and UMAP overlays")
+    assert wait_job(at, "job_projection").error is None
+    assert len(memo) == size
+    # §9: the prompt count and a time estimate follow the selected compare methods, before starting
+    at.multiselect(key="_w.compare_methods").set_value(["dpkps"]).run()
+    plan = table(at, "Rough time")
+    assert list(plan["Method"]) == ["DP-KPS"] and plan["Rough time"][0].startswith("≈")
+    at.multiselect(key="_w.compare_methods").set_value(["dpkps", "augpe"]).run()
+    plan = table(at, "Rough time")
+    assert list(plan["Method"]) == ["DP-KPS", "AugPE+Ṽ"] and plan["LLM prompts"][1] == 10 * plan["LLM prompts"][0]
     # §7: ... is the value the evaluation and the sweep show
     row = ev[ev["Classifier trained on"] == "Real keyphrase baseline (upper bound)"].iloc[0]
     assert math.isclose(row["Accuracy"], float(f"{base:.3g}"))
