@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dpkps_core.cli_sample import load_corpus_spec, load_vocabulary_for
+from dpkps_core.config import load_vocabulary_for
+from dpkps_core.corpus import load_corpus_spec
 from dpkps_core.embeddings import EmbeddingCache, get_embedder
 from dpkps_core.errors import DPKPSError
 from dpkps_core.evaluation import NoLLMEvaluator

@@ -121,7 +121,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from dpkps_core.augpe import AugPEConfig
-    from dpkps_core.cli_sample import load_corpus_spec, parse_classes, require_declared
+    from dpkps_core.cli_sample import parse_classes
+    from dpkps_core.corpus import load_corpus_spec, require_declared
     from dpkps_core.cli_ledger import corpus_ledger, ledger_summary
     from dpkps_core.compare import compare_methods, joint_cost
     from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder

@@ -60,7 +60,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------- sweep
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from dpkps_core.cli_sample import config_from_args, load_config_corpus, load_vocabulary_for
+    from dpkps_core.cli_sample import config_from_args
+    from dpkps_core.config import load_config_corpus, load_vocabulary_for
     from dpkps_core.embeddings import EmbeddingCache, get_embedder
     from dpkps_core.evaluation import PRIVATE_NOTE, run_sweep, sweep_summary, write_sweep_outputs
 
@@ -90,7 +91,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------ forecast
 
 def _cmd_forecast(args: argparse.Namespace) -> int:
-    from dpkps_core.cli_sample import config_from_args, load_config_corpus, load_vocabulary_for
+    from dpkps_core.cli_sample import config_from_args
+    from dpkps_core.config import load_config_corpus, load_vocabulary_for
     from dpkps_core.embeddings import get_embedder
     from dpkps_core.evaluation import PRIVATE_NOTE, forecast, forecast_figure
     from dpkps_core.split import split_documents

@@ -69,7 +69,7 @@ def record_json(rec: CorpusLedgerRecord) -> dict[str, Any]:
 
 
 def _cmd_ledger(args: argparse.Namespace) -> int:
-    from dpkps_core.cli_sample import load_corpus_spec
+    from dpkps_core.corpus import load_corpus_spec
 
     corpus = load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column)
     led = corpus_ledger(corpus, tool="cli ledger", cap=args.epsilon_cap)

@@ -5,57 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from typing import Sequence
-
 from dpkps_core.cli_ledger import corpus_ledger, ledger_summary
-from dpkps_core.corpus import Corpus, check_class_names, load_corpus, load_demo_corpus
+from dpkps_core.config import load_config_corpus, load_vocabulary_for
+from dpkps_core.corpus import check_class_names
 from dpkps_core.dp.rng import SAMPLERS, NoiseSource
 from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS, EmbeddingCache, get_embedder
-from dpkps_core.errors import CorpusError, ParameterError
+from dpkps_core.errors import ParameterError
 from dpkps_core.pipeline import DENSITIES, LIMITS, PAPER_SETTINGS, SamplingConfig, run_sampling, write_run_folder
 from dpkps_core.sampling import METHODS
-from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
-
-DEMO_SPECS = {"demo:bbc": ("bbc", None), "demo:drugs": ("drugs", "condition"), "demo:drugs-rating": ("drugs", "rating")}
-
-
-def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column: str | None = None,
-                     classes: Sequence[str] | None = None, person_column: str | None = None) -> Corpus:
-    """``demo:bbc``, ``demo:drugs`` (label = condition), ``demo:drugs-rating`` or a path.
-
-    ``classes``: the declared public class names (demo corpora carry their own; a file has none until
-    declared)."""
-    if spec.startswith("demo:"):
-        if spec not in DEMO_SPECS:
-            raise CorpusError(f"Unknown demo corpus {spec!r}; choose one of {', '.join(DEMO_SPECS)}.")
-        name, label = DEMO_SPECS[spec]
-        corpus = load_demo_corpus(name, label=label or None, person_column=person_column)
-        return corpus if classes is None else corpus.with_classes(classes)
-    if not Path(spec).exists():
-        raise CorpusError(f"The corpus file {spec!r} does not exist.")
-    return load_corpus(spec, text_column=text_column, label_column=label_column, classes=classes,
-                       person_column=person_column)
-
-
-def load_config_corpus(config: SamplingConfig) -> Corpus:
-    """The corpus a sampling configuration names, with its declared public classes (see :func:`require_declared`)."""
-    return require_declared(load_corpus_spec(config.corpus, text_column=config.text_column,
-                                             label_column=config.label_column, classes=config.classes,
-                                             person_column=config.person_column))
-
-
-def require_declared(corpus: Corpus) -> Corpus:
-    """Refuse a corpus without declared public classes, with the labels found in it as a LOCAL suggestion: the
-    data owner reads them on their own terminal; nothing is released or spent."""
-    if not corpus.declared:
-        found = corpus.observed_classes
-        shown = ", ".join(found[:20]) + (f" … ({len(found)} in all)" if len(found) > 20 else "")
-        raise ParameterError(
-            "Declare the public class names with --classes a,b,c or --classes-file FILE: they are released with "
-            f"the synthetic data, so they must be public. Labels found in your file (private, shown only to you): "
-            f"{shown}."
-        )
-    return corpus
 
 
 def add_class_arguments(g: argparse._ArgumentGroup) -> None:
@@ -80,11 +37,6 @@ def parse_classes(value: str | None, file: str | None) -> tuple[str, ...] | None
             raise ParameterError(f"The class list file {file!r} is not UTF-8 text; save it as UTF-8.") from exc
         return check_class_names([ln.strip() for ln in lines if ln.strip()])
     return None if not value else check_class_names(value)
-
-
-def load_vocabulary_for(config: SamplingConfig) -> PublicVocabulary:
-    return load_vocabulary(config.vocabulary, remove_stopwords=config.remove_stopwords,
-                           junk_filter=config.junk_filter, max_terms=config.effective_vocab_max_terms)
 
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> None:

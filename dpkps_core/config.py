@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dpkps_core.corpus import check_class_names
+from dpkps_core.corpus import Corpus, check_class_names, load_corpus_spec, require_declared
 from dpkps_core.dp.kde import ensemble_blocks
 from dpkps_core.dp.rff import optimal_features, rff_expected_error
 from dpkps_core.dp.rng import SAMPLERS
@@ -22,6 +22,7 @@ from dpkps_core.dp.vocabulary import PrivateVocabulary, estimate_documents_from_
 from dpkps_core.embeddings import DEFAULT_MODEL
 from dpkps_core.errors import ParameterError
 from dpkps_core.sampling import METHODS
+from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
 
 DENSITIES = ("auto", "histogram", "rff")
 
@@ -247,3 +248,17 @@ def density_plan(
     return DensityPlan("rff", kind, bandwidth, bw_source, members, eps_member, max_per_doc, features, f_source,
                        n_est, n_source, rff_error=errors.get("rff_error"), noise_error=errors.get("noise_error"),
                        total_error=errors.get("total_error"))
+
+
+def load_config_corpus(config: SamplingConfig) -> Corpus:
+    """The corpus a sampling configuration names, with its declared public classes and person column; refuses
+    (locally, before anything is spent) a corpus whose public classes were not declared."""
+    return require_declared(load_corpus_spec(config.corpus, text_column=config.text_column,
+                                             label_column=config.label_column, classes=config.classes,
+                                             person_column=config.person_column))
+
+
+def load_vocabulary_for(config: SamplingConfig) -> PublicVocabulary:
+    """The public vocabulary V a configuration names, cleaned and frequency-limited as it says."""
+    return load_vocabulary(config.vocabulary, remove_stopwords=config.remove_stopwords,
+                           junk_filter=config.junk_filter, max_terms=config.effective_vocab_max_terms)

@@ -532,7 +532,7 @@ def load_run(run_dir: str | Path, *, corpus: Corpus | None = None) -> RunData:
     """Reload a run folder: ``run_config.json`` (the corpus spec is reloaded with ``load_corpus_spec`` unless
     ``corpus`` is given), ``split.json``, ``private_vocabulary.json``, ``sequences.jsonl`` and, when present,
     ``documents.jsonl``."""
-    from dpkps_core.cli_sample import load_config_corpus
+    from dpkps_core.config import load_config_corpus
 
     folder = RunFolder(run_dir)
     folder.require_sampling()
@@ -647,7 +647,7 @@ def evaluate_run(
     baseline_note = ""
     try:
         if vocabulary is None:  # the run's public vocabulary: the baseline is defined over it (issue 14 §7)
-            from dpkps_core.cli_sample import load_vocabulary_for
+            from dpkps_core.config import load_vocabulary_for
 
             vocabulary = load_vocabulary_for(run.config)
         if counts is None:

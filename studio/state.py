@@ -38,7 +38,7 @@ import streamlit as st
 from dpkps_core import pipeline
 from dpkps_core.device import default_device_setting
 from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
-from dpkps_core.cli_sample import DEMO_SPECS, load_corpus_spec
+from dpkps_core.corpus import DEMO_SPECS, load_corpus_spec
 from dpkps_core.corpus import Corpus, list_columns, load_corpus, suggest_columns
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource

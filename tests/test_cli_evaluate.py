@@ -36,7 +36,7 @@ def corpus_files(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _make_run(tmp_path: Path, corpus_csv: Path, *, client_fraction: float, documents: bool) -> Path:
-    from dpkps_core.cli_sample import load_corpus_spec
+    from dpkps_core.corpus import load_corpus_spec
 
     corpus = load_corpus_spec(str(corpus_csv), classes=tuple(POOLS))
     cfg = dataclasses.replace(toy_config(), corpus=str(corpus_csv), seed=3, client_fraction=client_fraction,

@@ -142,7 +142,7 @@ def test_cli_compare_is_registered_and_warns_about_private_prompts(monkeypatch, 
 
     monkeypatch.setattr("dpkps_core.compare.compare_methods", fake_compare)
     monkeypatch.setattr("dpkps_core.embeddings.get_embedder", lambda name: HashingEmbedder(name=name))
-    monkeypatch.setattr("dpkps_core.cli_sample.load_corpus_spec", lambda spec, **kw: _corpus())
+    monkeypatch.setattr("dpkps_core.corpus.load_corpus_spec", lambda spec, **kw: _corpus())
     code = args.func(args)
     captured = capsys.readouterr()
     assert code == 0 and "private prediction puts PRIVATE documents" in captured.err
