@@ -57,10 +57,10 @@ else:
         m[1].metric("ε_voc (vocabulary)", f"{report['epsilon_vocabulary']:g}")
         m[2].metric("ε_kde (densities)", f"{report['epsilon_kde']:g}")
         m[3].metric("Noise", "seeded demo" if demo else "OS entropy")
-        st.caption(f"The total ε = {report['epsilon_total']:g} includes abandoned steps: every Ṽ or density built in "
-                   "this session before this run's — re-runs and rebuilds that no longer feed the output — counts, "
-                   "because each was a release. That is correct and conservative: the guarantee never claims less "
-                   "than what was spent.")
+        st.caption(f"The total ε = {report['epsilon_total']:g} includes abandoned steps, if any: every Ṽ or density "
+                   "built in this session — re-runs and rebuilds that no longer feed this run's output included — "
+                   "counts, because each was a release. That is correct and conservative: the guarantee never "
+                   "claims less than what was spent.")
         docs = [json.loads(line) for line in parts["documents.jsonl"].decode("utf-8").splitlines() if line.strip()]
         seqs = parts["sequences.jsonl"].decode("utf-8").count("\n")
         st.markdown(

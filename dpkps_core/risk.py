@@ -34,12 +34,14 @@ def risk_sentences(epsilon: float, priors: tuple[float, ...] = (0.01, 0.5)) -> l
         q = posterior_bound(epsilon, p)
         start = f"an attacker {p:.0%} sure beforehand that a given document was in the corpus"
         out.append(f"{start} can become more than 99.9 % sure afterwards: little protection against this inference"
-                   if q >= 0.9995 else f"{start} can be at most {_pct(q)} sure afterwards")
+                   if q >= 0.9995 else f"{start} can be at most {format_probability(q)} sure afterwards")
     return out
 
 
-def _pct(q: float) -> str:
+def format_probability(q: float) -> str:
     """A probability as a percentage that never rounds a near-certainty up to 100 %."""
+    if q >= 0.9995:
+        return "more than 99.9 %"
     if q < 0.1 or q >= 0.99:
         return f"{100 * q:.1f} %"
     return f"{100 * q:.0f} %"

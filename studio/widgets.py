@@ -132,7 +132,7 @@ def sidebar() -> None:
     except DPKPSError as exc:  # e.g. the ledger folder cannot be used: say so, spend nothing
         st.error(str(exc), icon=":material/error:")
         return
-    from dpkps_core.risk import posterior_bound
+    from dpkps_core.risk import format_probability, posterior_bound
 
     st.metric("ε spent / cap", f"{total:g} / {cap:g}" if cap else f"{total:g} / no cap",
               help="Everything ever released from this corpus — app and CLI, every session (its persistent "
@@ -141,8 +141,9 @@ def sidebar() -> None:
     if cap:
         st.progress(min(total / cap, 1.0), text=f"{total / cap:.0%} of the cap")
     if total > 0:
-        st.caption(f"At ε = {total:g}, an attacker 1 % or 50 % sure that a given document was used can become at most "
-                   f"{posterior_bound(total, 0.01):.1%} or {posterior_bound(total, 0.5):.1%} sure.")
+        st.caption(f"At ε = {total:g}, an attacker 1 % or 50 % sure beforehand that a given document was used can "
+                   f"become at most {format_probability(posterior_bound(total, 0.01))} or "
+                   f"{format_probability(posterior_bound(total, 0.5))} sure (page 2 explains).")
     if total != led.total_epsilon:
         st.caption(f"This session: ε = {led.total_epsilon:g}; earlier sessions and CLI runs on the same documents: "
                    f"ε = {total - led.total_epsilon:g} (page 2 lists every release).")

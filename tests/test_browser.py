@@ -1,8 +1,12 @@
 """The real app in headless Chromium: the default flow from the demo corpus to a downloaded release bundle.
 
-Starts ``streamlit run app.py`` on a free localhost port (test fast mode: 2 sequences per class, 2 documents of
-16 tokens), drives it with Playwright's sync API and Debian's ``/usr/bin/chromium``, downloads the bundle, checks
-its files and saves one screenshot per page under ``test-artifacts/screenshots/``.
+Starts ``streamlit run app.py`` on a free localhost port WITHOUT test fast mode, so the DP steps run on the real
+defaults (BBC News, N = 1,000, 20 sequences per class); only the LLM step is kept short through the page's own
+inputs (2 documents of 32 tokens). Drives it with Playwright's sync API and Debian's ``/usr/bin/chromium``,
+checks what a privacy officer needs to see on each page (issue 14: a readable forecast chart, ε as risk, why
+names are in Ṽ, the method outlook, the non-document share, the abandoned-steps note), downloads the bundle,
+checks its files and saves one screenshot per page under ``test-artifacts/screenshots/`` (so the next walk
+starts from pictures).
 
 Chromium missing: the test FAILS when ``CI`` is set (CI must install it: ``apt-get install -y chromium``) and is
 skipped with that reason otherwise.
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -54,8 +59,9 @@ def app_url(tmp_path_factory: pytest.TempPathFactory):
     _require_chromium()
     tmp = tmp_path_factory.mktemp("browser")
     port = _free_port()
-    env = {**os.environ, "DPKPS_TEST_FAST": "1", "DPKPS_RUNS_DIR": str(tmp / "runs"), "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env = {k: v for k, v in os.environ.items() if k != "DPKPS_TEST_FAST"}  # the real defaults (issue 14)
+    env.update({"DPKPS_RUNS_DIR": str(tmp / "runs"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                "PYTHONUNBUFFERED": "1"})
     log = open(tmp / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true"],
@@ -109,6 +115,28 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
             idle()
             page.get_by_role("button", name=name).first.click()
 
+        def set_number(label: str, value: int) -> None:
+            idle()
+            box = page.get_by_label(label).first
+            box.fill(str(value))
+            box.press("Enter")
+            idle()
+
+        def chart_layout(y_title_start: str) -> dict:
+            """The drawn plotly layout (axis ranges as the browser shows them) of the chart whose y-axis title starts
+            with ``y_title_start`` (Streamlit draws chart titles itself, outside plotly's layout)."""
+            js = """(t) => { for (const el of document.querySelectorAll('.js-plotly-plot')) {
+                    const L = el._fullLayout; const y = L && L.yaxis && L.yaxis.title ? String(L.yaxis.title.text) : '';
+                    if (y.startsWith(t)) return {x: L.xaxis.range, y: L.yaxis.range, xtype: L.xaxis.type}; }
+                  return null; }"""
+            for _ in range(60):  # charts below the fold are drawn once scrolled into view
+                page.mouse.wheel(0, 800)
+                found = page.evaluate(js, y_title_start)
+                if found:
+                    return found
+                page.wait_for_timeout(500)
+            return None
+
         def shot(name: str) -> None:
             idle()
             print(f"{name}: {time.monotonic() - T0:.1f}s", flush=True)
@@ -124,6 +152,13 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
 
         heading("2 · Vocabulary & budget")
         expect(page.get_by_text("50,000 public terms").first).to_be_visible()  # |V|: GloVe, 50k most frequent
+        expect(page.get_by_text("As a risk to one document.").first).to_be_visible()  # §10: ε in plain words
+        click("Forecast with these settings")
+        expect(page.get_by_text("Expected noise share of Ṽ").first).to_be_visible()
+        idle()
+        lay = chart_layout("number of public terms")                       # the forecast chart
+        assert lay is not None and lay["xtype"] == "log"
+        assert 10 ** lay["x"][1] < 1e6 and 10 ** lay["y"][1] < 1e7, lay  # §1: not 10^21; the data fills the axes
         shot("2_budget")
         click("Next: Private vocabulary →")
 
@@ -131,10 +166,12 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
         click("Build Ṽ (spends ε_voc = 5)")
         expect(page.get_by_text("Ṽ — the private vocabulary")).to_be_visible()
         expect(page.get_by_text("5 / 20").first).to_be_visible()           # sidebar ledger
+        expect(page.get_by_text("Why is a name in Ṽ?").first).to_be_visible()  # §12
         shot("3_private_vocabulary")
         click("Next: Keyphrase densities →")
 
         heading("4 · Keyphrase densities")
+        expect(page.get_by_text("Compare the methods before spending anything").first).to_be_visible()  # §2
         click("Build densities (spends ε_kde = 5)")
         expect(page.get_by_text("Highest-density terms per class").first).to_be_visible()
         expect(page.get_by_text("10 / 20").first).to_be_visible()
@@ -142,15 +179,20 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
         click("Next: Sequences →")
 
         heading("5 · Sequences")
-        click("Sample 10 sequences (free)")
-        expect(page.get_by_text("10 sequences", exact=True)).to_be_visible()
+        click("Sample 100 sequences (free)")
+        expect(page.get_by_text("100 sequences", exact=True)).to_be_visible()
+        click("Run the no-LLM check")
+        expect(page.get_by_text("Real keyphrase baseline").first).to_be_visible()
         shot("5_sequences")
         click("Next: Write with an LLM →")
 
         heading("6 · Write with an LLM")
         expect(page.get_by_text("Exact prompt for the first sequence")).to_be_visible()
+        set_number("Max tokens per document", 32)                          # generation stays short
+        set_number("Write documents for the first", 2)
         click("Write documents (2 to go)")
-        expect(page.get_by_text("2 document(s) written")).to_be_visible(timeout=180_000)
+        expect(page.get_by_text(re.compile(r"\d document\(s\) written"))).to_be_visible(timeout=300_000)
+        expect(page.get_by_text("Non-documents:").first).to_be_visible(timeout=300_000)  # §5: the share is shown
         shot("6_generate")
         click("Next: Evaluate →")
 
@@ -160,6 +202,8 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
 
         heading("8 · Export")
         expect(page.get_by_text("What is released, at what ε")).to_be_visible()
+        expect(page.get_by_text("includes abandoned steps").first).to_be_visible()  # §4
+        expect(page.get_by_text("This session's runs").first).to_be_visible()
         shot("8_export")
         with page.expect_download() as info:
             click("Download the release bundle (ZIP)")
@@ -178,7 +222,7 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
         assert report["seed_policy"] == "os-entropy"
         docs = [json.loads(x) for x in zf.read("documents.jsonl").decode().splitlines() if x.strip()]
         seqs = [json.loads(x) for x in zf.read("sequences.jsonl").decode().splitlines() if x.strip()]
-        assert len(docs) == 2 and len(seqs) == 10
+        assert 1 <= len(docs) <= 2 and len(seqs) == 100
         assert all(d["text"].strip() for d in docs)
     assert len(list(SHOTS.glob("*.png"))) >= 8
 

@@ -28,6 +28,7 @@ def test_a_document_is_left_alone() -> None:
 
 @pytest.mark.parametrize("reply", [
     "I'm ready to help. Please share your article",
+    "I am here to provide a copy of the news article on the subject of the call, talks and largest officials.",
     "Please provide the keyphrases you would like me to use.",
     "I'm sorry, but I cannot write that.",
     "Here's a short news article:",

@@ -29,3 +29,10 @@ def test_risk_sentences_are_plain() -> None:
     assert s[0].startswith("an attacker 1% sure") and "2.7 %" in s[0]
     assert "73 %" in s[1]
     assert "99.6 %" in risk_sentences(10.0)[0] and "more than 99.9 %" in risk_sentences(10.0)[1]
+
+
+def test_format_probability_never_rounds_up_to_certainty() -> None:
+    from dpkps_core.risk import format_probability
+
+    assert format_probability(0.99995) == "more than 99.9 %" and format_probability(0.9954) == "99.5 %"
+    assert format_probability(0.027) == "2.7 %" and format_probability(0.73) == "73 %"

@@ -35,12 +35,13 @@ _NON_DOCUMENT = re.compile(
     r"""(?:
         \b(?:please|kindly)\s+(?:share|provide|send|paste|give|upload)\b
       | \b(?:i'?m|i\ am)\s+(?:ready|happy|glad)\s+to\s+help\b
+      | ^\s*(?:i'?m|i\ am)\s+here\s+to\s+(?:help|provide|assist|write)\b
       | \bwhat\s+would\s+you\s+like\s+me\s+to\b
       | \b(?:i\ can(?:'|no)t|i\ cannot|i'?m\ unable\ to|i\ am\ unable\ to|i\ won'?t)\s+(?:help|write|assist|comply|create|provide)\b
       | \bas\ an\ ai\b
       | \bcould\ you\ (?:please\ )?(?:share|provide|clarify)\b
     )""",
-    re.IGNORECASE | re.VERBOSE,
+    re.IGNORECASE | re.VERBOSE | re.MULTILINE,
 )
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
