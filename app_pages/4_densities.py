@@ -56,6 +56,10 @@ else:
     with widgets.guard():
         outlook = review.method_outlook()
     chosen = next((r for r in outlook if r["method"] == s["method"]), None)
+    if chosen is not None:
+        st.caption(f"{widgets.PRIVATE_BADGE} An error is small or large only against the signal it blurs: the "
+                   f"forecast puts the weakest class's signal/noise at **{chosen['worst_snr']:.2f}** for this method "
+                   "(below 1, the density is mostly noise and the sequences near chance).")
     if chosen is not None and chosen["near_chance"]:
         st.warning(review.outlook_sentence(chosen) + " Compare the methods for free below before spending ε_kde.",
                    icon=":material/trending_down:")

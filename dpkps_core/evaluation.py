@@ -928,7 +928,7 @@ def sweep_figures(df: "pd.DataFrame") -> dict[str, "go.Figure"]:
                 customdata=sub[["eps_voc", "eps_kde"]].to_numpy(),
                 hovertemplate="ε_voc=%{customdata[0]}, ε_kde=%{customdata[1]}: %{y:.3f}<extra></extra>"))
     base = float(df["real_keyphrase_baseline_accuracy"].iloc[0])  # one value: it does not depend on ε (§7)
-    fig.add_hline(y=base, line_dash="dash", annotation_text=f"real keyphrase baseline {base:.2f}")
+    fig.add_hline(y=base, line_dash="dash", annotation_text=f"real keyphrase baseline {base:.3g}")
     chance = float(df["chance_accuracy"].iloc[0]) if "chance_accuracy" in df else df.attrs.get("chance_accuracy")
     if chance is not None:
         fig.add_hline(y=chance, line_dash="dot", annotation_text=f"chance {chance:.2f}")

@@ -131,11 +131,11 @@ def no_llm_bars(rows: Sequence[Mapping[str, float]]) -> go.Figure:
     names = [f"#{i + 1} {r['method']}" for i, r in enumerate(rows)]
     fig = go.Figure()
     fig.add_trace(go.Bar(x=names, y=[r["no_llm_accuracy"] for r in rows], name="DP sequences",
-                         marker_color="#4C78A8", text=[f"{r['no_llm_accuracy']:.2f}" for r in rows],
+                         marker_color="#4C78A8", text=[f"{r['no_llm_accuracy']:.3g}" for r in rows],
                          textposition="inside", insidetextanchor="start", textfont={"color": "white"}))
     if rows:
         fig.add_hline(y=rows[-1]["real_keyphrase_baseline"], line_dash="dash", annotation_position="right",
-                      annotation_text=f"real keyphrase baseline {rows[-1]['real_keyphrase_baseline']:.2f}")
+                      annotation_text=f"real keyphrase baseline {rows[-1]['real_keyphrase_baseline']:.3g}")
         fig.add_hline(y=rows[-1]["chance"], line_dash="dot", annotation_position="right",
                       annotation_text=f"chance {rows[-1]['chance']:.2f}")
     fig.update_layout(title="No-LLM check: accuracy on held-out documents" + PRIVATE_SUFFIX, yaxis_range=[0, 1.05],
