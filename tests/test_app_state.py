@@ -119,7 +119,8 @@ def test_charts_are_plotly_figures() -> None:
     fig = charts.density_bars(["a", "b"], ["x", "y", "z"], np.array([[1.0, 2.0, 0.5], [0.1, 0.2, 3.0]]), top=2)
     assert len(fig.data) == 2 and list(fig.data[0].y) == ["x", "y"]
     fig = charts.umap_density_map(np.zeros((3, 2)), ["x", "y", "z"], np.array([-1.0, 2.0, 3.0]), "a")
-    assert list(fig.data[0].marker.color) == [0.0, 2.0, 3.0]            # clipped at 0 like the sampler
+    assert list(fig.data[0].customdata) == [0.0, 2.0, 3.0]              # clipped at 0 like the sampler
+    assert list(fig.data[0].marker.color) == [0.0, 50.0, 100.0]         # coloured by rank (issue 14 §8)
     fig = charts.noisy_counts_bar(["x", "y"], [5.0, 3.0], noise_floor=4.0)
     assert list(fig.data[0].y) == ["y", "x"]
 
