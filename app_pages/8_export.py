@@ -28,8 +28,10 @@ else:
                  hide_index=True, key="table.runs")
     paths = [r["path"] for r in runs]
     by_path = {r["path"]: r for r in runs}
-    if s.get("export_run") not in paths:
-        s["export_run"] = next((r["path"] for r in runs if r["current"]), paths[0])
+    current = next((r["path"] for r in runs if r["current"]), paths[0])
+    if s.get("export_run") not in paths or s.get("export_run_current") != current:
+        s["export_run"] = current  # a new current run (sampled again) is what the page opens first
+        s["export_run_current"] = current
     widgets.bound(st.selectbox, "Open a run", "export_run", options=paths,
                   format_func=lambda p: f"{by_path[p]['name']}{' (current)' if by_path[p]['current'] else ''}"
                                         f" — {by_path[p]['documents']:,} documents, {by_path[p]['sequences']:,} sequences")

@@ -171,6 +171,8 @@ def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_uma
     assert list(flagged["Synthetic id"]) == ["copy-1"] and len(memo) == 3
     assert any("1 of 3 synthetic document(s) reproduce" in w.value for w in at.warning)
     # §4: sampling again starts a new run without documents: the export warns and the earlier run stays reachable
+    goto(at, 7)
+    assert not any("no synthetic documents" in w.value for w in at.warning)
     goto(at, 4)
     click(at, "Sample again (free)")
     assert Path(s["run_dir"]) != run1
