@@ -31,6 +31,8 @@ class MemoEmbedder:
         self.misses = 0
 
     def __getattr__(self, item: str) -> Any:  # device and the like, from the wrapped model
+        if item == "inner" or item.startswith("__"):
+            raise AttributeError(item)
         return getattr(self.inner, item)
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
