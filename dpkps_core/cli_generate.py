@@ -218,6 +218,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
         f"({summary.written} new, {summary.already_done} from before), {summary.failed} failed",
         file=sys.stderr,
     )
+    if summary.failed:  # issue 14 §5: replies that never became a document, after every retry
+        from dpkps_core.llm import read_failures
+        from dpkps_core.llm.quality import is_non_document_failure
+
+        bad = sum(1 for f in read_failures(out) if is_non_document_failure(f.get("error", "")))
+        attempted = summary.done + summary.failed
+        if bad:
+            print(f"non-documents: {bad} of {attempted} item(s) ({bad / attempted:.0%}) got only replies that were not "
+                  "documents (a request for input, a bare preamble, a repetition loop)", file=sys.stderr)
     if summary.cancelled:
         print("cancelled: re-run the same command to continue.", file=sys.stderr)
         return 130

@@ -137,7 +137,8 @@ def completion_json(text: str | None, model: str = "test-model") -> dict[str, An
 class ChatServer:
     """Fault-injecting chat-completions handler; ``faults[i]`` lists what attempt 1, 2, … of item i get:
     "ok", "429", "500", "503", "slow" (sleeps ``slow_s``), "malformed" (bad JSON), "html", "empty",
-    "nochoices", "401" (echoes the bearer token in the body, like some servers do)."""
+    "nochoices", "401" (echoes the bearer token in the body, like some servers do), "ready" (a non-document
+    reply), "preamble" (the document after a preamble line)."""
 
     def __init__(self, faults: Mapping[int, Sequence[str]] | None = None, *, delay: float = 0.0,
                  slow_s: float = 1.0) -> None:
@@ -181,7 +182,12 @@ class ChatServer:
             return Response("<html>gateway</html>", status=200, content_type="text/html")
         if fault == "nochoices":
             return Response(json.dumps({"id": "x", "choices": []}), status=200, content_type=js)
-        text = "" if fault == "empty" else f"Synthetic document {i} about term{i}."
+        if fault == "ready":  # a non-document reply (issue 14 §5)
+            text = "I'm ready to help. Please share your article"
+        elif fault == "preamble":
+            text = f"Here's a short news article:\n\nSynthetic document {i} about term{i}."
+        else:
+            text = "" if fault == "empty" else f"Synthetic document {i} about term{i}."
         return Response(json.dumps(completion_json(text, body.get("model", "m"))), status=200, content_type=js)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from llm_fakes import chat_server  # noqa: F401 (fixture)
+
 from dpkps_core.llm.quality import (NonDocumentReply, clean_reply, document_problem, is_non_document_failure,
                                     repetition_share, screen)
 
@@ -80,3 +82,23 @@ def test_runner_retries_non_documents_and_counts_final_failures(tmp_path) -> Non
     fails = read_failures(tmp_path)
     assert [f["id"] for f in fails] == ["s2"] and is_non_document_failure(fails[0]["error"])
     assert backend.calls == {"a": 2, "b": 3}
+
+
+def test_cli_counts_non_documents_and_cleans_preambles(tmp_path, chat_server, capsys) -> None:  # noqa: F811
+    import json
+
+    from llm_fakes import ChatServer, make_run_dir, serve
+
+    from dpkps_core.cli import main
+
+    script = ChatServer({1: ["ready", "ready"], 2: ["preamble"]})  # sequences are numbered from 1
+    url = serve(chat_server, script)
+    run = make_run_dir(tmp_path, 3)
+    rc = main(["generate", "--sequences", str(run / "sequences.jsonl"), "--backend", "openai", "--base-url", url,
+               "--model", "m", "--doc-type", "a news article", "--retries", "1", "--backoff-base", "0.01"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "non-documents: 1 of 3 item(s) (33%)" in err
+    docs = [json.loads(x) for x in (run / "documents.jsonl").read_text().splitlines()]
+    assert sorted(d["text"] for d in docs) == ["Synthetic document 2 about term2.", "Synthetic document 3 about term3."]
+    assert script.attempts[1] == 2                                  # retried once, then counted as failed
