@@ -624,9 +624,9 @@ def run_audit(
     pv_audit = _audit_vocabulary(first_vocabulary, list(add_canary) + target_terms
                                  + [t for c in exposure_canaries for t in c])
     emb_audit = embed_terms(pv_audit.terms, memory)
-    config_d = dataclasses.replace(config)
+    config_d = config
     if config_d.bandwidth is None:  # what build_density would compute from these embeddings, once
-        config_d.bandwidth = pipeline.default_bandwidth(emb_audit)
+        config_d = dataclasses.replace(config, bandwidth=pipeline.default_bandwidth(emb_audit))
     max_per_doc = config.max_keyphrases_per_doc or config.length
     dens_input = {}
     for nb in cheap:
@@ -962,9 +962,9 @@ def estimate_audit_time(
     t_voc = (time.perf_counter() - t2) / 3
     pv = runner.last_vocabulary
     emb = embed_terms(pv.terms, runner.embedder)
-    config_d = dataclasses.replace(config)
+    config_d = config
     if config_d.bandwidth is None:
-        config_d.bandwidth = pipeline.default_bandwidth(emb)
+        config_d = dataclasses.replace(config, bandwidth=pipeline.default_bandwidth(emb))
     labels = [corpus.labels[i] for i in _training_part(corpus, split, declared_classes(corpus, config))]
     kps = pipeline.extract_keyphrases(texts, pv, max_per_doc=config.max_keyphrases_per_doc or config.length)
     t3 = time.perf_counter()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from dpkps_core.cli_ledger import corpus_ledger, ledger_summary
@@ -114,8 +115,7 @@ def config_from_args(args: argparse.Namespace) -> SamplingConfig:
         person_column=args.person_column,
     )
     if args.paper_settings:
-        for k, v in PAPER_SETTINGS.items():
-            setattr(cfg, k, v)
+        cfg = dataclasses.replace(cfg, **PAPER_SETTINGS)
     return cfg.validate()
 
 

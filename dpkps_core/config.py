@@ -37,9 +37,12 @@ LIMITS = {
 }
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class SamplingConfig:
-    """Every parameter of a sampling run (public; saved as ``run_config.json`` and re-runnable)."""
+    """Every parameter of a sampling run (public; saved as ``run_config.json`` and re-runnable).
+
+    Frozen: a variant is ``dataclasses.replace(config, …)`` (or :meth:`replace`), never a patched copy.
+    :meth:`validate` checks every field and the ε cap, and returns the config (normalised) for chaining."""
 
     corpus: str = "demo:bbc"
     text_column: str | None = None
@@ -74,7 +77,16 @@ class SamplingConfig:
 
     def __post_init__(self) -> None:
         if self.classes is not None and not isinstance(self.classes, tuple):
-            self.classes = tuple(self.classes) if not isinstance(self.classes, str) else (self.classes,)
+            value = tuple(self.classes) if not isinstance(self.classes, str) else (self.classes,)
+            object.__setattr__(self, "classes", value)
+
+    def replace(self, **changes: Any) -> "SamplingConfig":
+        """A variant with ``changes`` (an iterative method never keeps the histogram density, which only serves
+        independent sampling: it falls back to ``auto``)."""
+        out = dataclasses.replace(self, **changes)
+        if out.method != "independent" and out.density == "histogram":
+            out = dataclasses.replace(out, density="auto")
+        return out
 
     def validate(self) -> "SamplingConfig":
         check_epsilon(self.eps_voc, "ε_voc")
@@ -98,7 +110,7 @@ class SamplingConfig:
         if self.temperature < 0:
             raise ParameterError(f"The temperature must be ≥ 0, got {self.temperature!r}.")
         if self.classes is not None:
-            self.classes = check_class_names(self.classes)
+            object.__setattr__(self, "classes", check_class_names(self.classes))
         total = self.eps_voc + self.eps_kde
         if self.epsilon_cap is not None and total > self.epsilon_cap + 1e-9:
             raise ParameterError(f"ε_voc + ε_kde = {total:g} is over the budget cap of {self.epsilon_cap:g}.")

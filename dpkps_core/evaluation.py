@@ -810,7 +810,8 @@ class NoLLMEvaluator:
         score the sequences. Returns a flat row (private)."""
         config = dataclasses.replace(config, seed=int(seed))
         if per_class is not None:
-            config.per_class = check_positive_int(per_class, "sequences per class", maximum=pipeline.LIMITS["per_class"])
+            config = dataclasses.replace(config, per_class=check_positive_int(
+                per_class, "sequences per class", maximum=pipeline.LIMITS["per_class"]))
         config.validate()
         self._check_compatible(config)
         t = time.perf_counter()
@@ -875,9 +876,7 @@ def run_sweep(
     cells = [(s, ev_, ek, m) for s in seed_list for ev_ in grid_voc for ek in grid_kde for m in methods]
     rows = []
     for k, (seed, e_voc, e_kde, method) in enumerate(cells):
-        cfg = dataclasses.replace(base, eps_voc=e_voc, eps_kde=e_kde, method=method, epsilon_cap=None)
-        if method != "independent" and cfg.density == "histogram":
-            cfg.density = "rff"
+        cfg = base.replace(eps_voc=e_voc, eps_kde=e_kde, method=method, epsilon_cap=None)
         rows.append(ev.evaluate(cfg, seed=seed, per_class=per_class))
         report((k + 1) / len(cells), f"cell {k + 1}/{len(cells)}: {method}, ε_voc={e_voc:g}, ε_kde={e_kde:g}, seed {seed}")
     df = pd.DataFrame(rows)

@@ -274,9 +274,7 @@ def current_config(**overrides: Any) -> SamplingConfig:
         epsilon_cap=float(s["epsilon_cap"]) if s["cap_enabled"] else None,
         person_column=person_column(),
     )
-    for k, v in overrides.items():
-        setattr(cfg, k, v)
-    return cfg
+    return dataclasses.replace(cfg, **overrides) if overrides else cfg
 
 
 # ============================================================================================ cached public resources
@@ -1233,9 +1231,7 @@ def start_sweep(*, eps_voc: Sequence[float], eps_kde: Sequence[float], methods: 
         for k, (seed, e_voc, e_kde, method) in enumerate(cells):
             if job.cancelled:
                 break
-            cfg = dataclasses.replace(base, eps_voc=float(e_voc), eps_kde=float(e_kde), method=method)
-            if method != "independent" and cfg.density == "histogram":
-                cfg.density = "rff"
+            cfg = base.replace(eps_voc=float(e_voc), eps_kde=float(e_kde), method=method)
             job.partial.append(ev_.evaluate(cfg, seed=seed, per_class=int(per_class)))
             job.report((k + 1) / len(cells), f"cell {k + 1}/{len(cells)}: {method}, ε_voc={e_voc:g}, ε_kde={e_kde:g}")
         df = pd.DataFrame(job.partial)

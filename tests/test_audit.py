@@ -7,6 +7,8 @@ with S = 1 every document contributes exactly one distinct term to the vocabular
 
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import json
 import math
@@ -179,7 +181,7 @@ def test_flags_a_density_with_too_little_noise(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(pl, "build_smoothed_histogram_density", too_little_noise)
     corpus, vocab, config = synthetic(60)
-    config.per_class = 20
+    config = dataclasses.replace(config, per_class=20)
     result = audit.run_audit(corpus, config, vocabulary=vocab, embedder=HashingEmbedder(dim=16),
                              settings=settings(trials=6, vocabulary_trials=200, density_trials=300))
     r = result.to_dict()

@@ -16,9 +16,8 @@ from dpkps_core.vocabulary import PublicVocabulary
      ("length", "L (sequence length)"), ("per_class", "sequences per class"), ("features", "I (random features)")],
 )
 def test_parameter_limits(field, name):
-    cfg = SamplingConfig(**{field: LIMITS[field] + 1})
     with pytest.raises(ParameterError, match="over the limit") as exc:
-        cfg.validate()
+        SamplingConfig(**{field: LIMITS[field] + 1}).validate()
     assert name in str(exc.value)
     SamplingConfig(**{field: LIMITS[field]}).validate()  # the limit itself is allowed
 

@@ -69,8 +69,7 @@ def test_removing_all_documents_of_one_person_stays_within_e_epsilon():
         assert_ratio_within(int((a > threshold).sum()), int((b > threshold).sum()), trials, 1.0)
     assert abs((a.mean() - b.mean()) - 1.0) < 0.3
     # the same neighbours at the DOCUMENT level move the count by 4: the person unit is what protects them
-    doc_cfg = _config(person_column=None)
-    doc_cfg.test_fraction = 0.0  # keep every note in training so the whole person is removed
+    doc_cfg = _config(person_column=None, test_fraction=0.0)  # every note in training: the whole person is removed
     a4, b4 = _target_counts(d, doc_cfg, 300), _target_counts(d2, doc_cfg, 300)
     assert (a4.mean() - b4.mean()) > 3.0
 
