@@ -398,6 +398,22 @@ def keyphrase_classifier_scores(
     return classification_scores(test_labels, model.predict(x_test), classes=sorted(set(map(str, test_labels))))
 
 
+def no_llm_check(
+    sequences: Sequence[Any], test_texts: Sequence[str], test_labels: Sequence[str], *,
+    private_vocabulary: PrivateVocabulary, length: int, test_sequences: Sequence[Sequence[str]] | None = None,
+) -> Scores:
+    """THE no-LLM check (paper 001 Table 5; DESIGN §5) — one implementation for the CLI, the app and the sweep.
+
+    A classifier trained on the DP keyphrase ``sequences`` (``KeyphraseSequence`` objects or their dicts) and
+    scored on the held-out documents turned into their own keyphrase sequences over Ṽ (first ``length``
+    matches; pass ``test_sequences`` when already computed). Local and PRIVATE (it reads real test documents)."""
+    syn = [s if isinstance(s, Mapping) else s.to_dict() for s in sequences]
+    test_seqs = (list(test_sequences) if test_sequences is not None
+                 else keyphrase_sequences(test_texts, private_vocabulary, length=length))
+    return keyphrase_classifier_scores([list(s.get("keyphrases", [])) for s in syn], [str(s.get("label")) for s in syn],
+                                       test_seqs, list(test_labels))
+
+
 def real_keyphrase_baseline(
     train_texts: Sequence[str], train_labels: Sequence[str], test_texts: Sequence[str], test_labels: Sequence[str], *,
     vocabulary: PublicVocabulary, counts: np.ndarray, vocab_size: int, length: int,
@@ -640,9 +656,8 @@ def evaluate_run(
     metrics: dict[str, MetricSummary] = {}
     report(0.05, "no-LLM check: test documents → keyphrase sequences")
     test_seqs = keyphrase_sequences(test.texts, run.private_vocabulary, length=length)
-    syn_seqs = [list(s.get("keyphrases", [])) for s in run.sequences]
-    syn_labels = [str(s.get("label")) for s in run.sequences]
-    no_llm = keyphrase_classifier_scores(syn_seqs, syn_labels, test_seqs, test.labels)
+    no_llm = no_llm_check(run.sequences, test.texts, test.labels, private_vocabulary=run.private_vocabulary,
+                          length=length, test_sequences=test_seqs)
     real_kp: Scores | None = None
     baseline_note = ""
     try:
@@ -659,7 +674,7 @@ def evaluate_run(
         baseline_note = f"No real keyphrase baseline: {exc}"
     det = "deterministic classifier on the run's one DP draw: the same value for every seed"
     metrics["no_llm_accuracy"] = MetricSummary("no_llm_accuracy", tuple(seed_list), (no_llm,) * len(seed_list),
-                                               len(syn_seqs), det)
+                                               len(run.sequences), det)
     if real_kp is not None:
         metrics["real_keyphrase_baseline_accuracy"] = MetricSummary(
             "real_keyphrase_baseline_accuracy", tuple(seed_list), (real_kp,) * len(seed_list), len(train),
@@ -827,9 +842,8 @@ class NoLLMEvaluator:
             config=config, private_vocabulary=pv, noise=noise, ledger=ledger, groups=self.groups)
         outcome = pipeline.sample_sequences(density, terms=pv.terms, embeddings=entry["embeddings"], config=config,
                                             rng=noise.child())
-        scores = keyphrase_classifier_scores([list(s.keyphrases) for s in outcome.sequences],
-                                             [s.label for s in outcome.sequences], entry["test_sequences"],
-                                             self.test.labels)
+        scores = no_llm_check(outcome.sequences, self.test.texts, self.test.labels, private_vocabulary=pv,
+                              length=config.length, test_sequences=entry["test_sequences"])
         real = self.real_keyphrase_baseline(config)
         return {
             "method": config.method, "density": config.density_kind,
@@ -850,13 +864,15 @@ def run_sweep(
     cache: EmbeddingCache | None = None, eps_voc_grid: Sequence[float] = DEFAULT_EPS_VOC_GRID,
     eps_kde_grid: Sequence[float] = DEFAULT_EPS_KDE_GRID, methods: Sequence[str] = DEFAULT_SWEEP_METHODS,
     seeds: int | Sequence[int] = 3, per_class: int = DEFAULT_SWEEP_PER_CLASS, progress: Progress | None = None,
-    evaluator: NoLLMEvaluator | None = None,
+    evaluator: NoLLMEvaluator | None = None, cancel: Any = None, rows: list[dict[str, Any]] | None = None,
 ) -> "pd.DataFrame":
     """ε sweep without the LLM (DESIGN §5): one row per (ε_voc, ε_kde, method, seed) with the no-LLM accuracy,
     the real keyphrase baseline, vocabulary recall and the noise share of Ṽ. PRIVATE (``df.attrs``).
 
     ``config`` gives every other parameter (default :class:`SamplingConfig`); iterative methods use the RFF
-    DP-KDE where ``config.density`` is ``"histogram"``. Seeds are demo noise seeds (local experiment)."""
+    DP-KDE where ``config.density`` is ``"histogram"``. Seeds are demo noise seeds (local experiment).
+    ``cancel`` (an event) stops between cells; finished rows are appended to ``rows`` as they come (the app's
+    job shows them while it runs and keeps them when cancelled)."""
     import pandas as pd
 
     base = dataclasses.replace(config) if config is not None else SamplingConfig()
@@ -874,12 +890,14 @@ def run_sweep(
     report(0.0, "counting terms of the training part (once)")
     ev = evaluator or NoLLMEvaluator(corpus, config=base, vocabulary=vocabulary, embedder=embedder, cache=cache)
     cells = [(s, ev_, ek, m) for s in seed_list for ev_ in grid_voc for ek in grid_kde for m in methods]
-    rows = []
+    rows = [] if rows is None else rows
     for k, (seed, e_voc, e_kde, method) in enumerate(cells):
+        if cancel is not None and cancel.is_set():
+            break
         cfg = base.replace(eps_voc=e_voc, eps_kde=e_kde, method=method, epsilon_cap=None)
         rows.append(ev.evaluate(cfg, seed=seed, per_class=per_class))
         report((k + 1) / len(cells), f"cell {k + 1}/{len(cells)}: {method}, ε_voc={e_voc:g}, ε_kde={e_kde:g}, seed {seed}")
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(list(rows))
     df.attrs.update(private=True, note=PRIVATE_NOTE, corpus=base.corpus, vocabulary=vocabulary.name,
                     chance_accuracy=ev.chance)
     return df

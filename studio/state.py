@@ -909,9 +909,7 @@ def no_llm_check() -> dict[str, Any]:
     test, train = test_part(), train_part()
     if len(test) == 0:
         raise ParameterError("The no-LLM check needs held-out test documents; set a test fraction above 0 on page 1.")
-    test_seqs = evaluation.keyphrase_sequences(test.texts, pv, length=length)
-    syn = evaluation.keyphrase_classifier_scores([list(q.keyphrases) for q in outcome.sequences],
-                                                 [q.label for q in outcome.sequences], test_seqs, test.labels)
+    syn = evaluation.no_llm_check(outcome.sequences, test.texts, test.labels, private_vocabulary=pv, length=length)
     real = real_keyphrase_baseline(length)
     out = {"method": s["density_meta"]["method"], "no_llm_accuracy": syn.accuracy, "no_llm_macro_f1": syn.macro_f1,
            "real_keyphrase_baseline": real.accuracy, "chance": evaluation.chance_accuracy(test.labels),
@@ -1215,28 +1213,19 @@ def start_sweep(*, eps_voc: Sequence[float], eps_kde: Sequence[float], methods: 
     c = corpus()
     if c is None:
         raise CorpusError("Load a corpus first (page 1).")
-    base = current_config(epsilon_cap=None, seed=None)
-    base.validate()
+    base = current_config(epsilon_cap=None, seed=None).validate()
     vocab = public_vocabulary()
     emb = embedder(base.embedding_model)
     cache = embedding_cache()
     sp = split()
-    cells = [(sd, ev, ek, m) for sd in range(int(seeds)) for ev in eps_voc for ek in eps_kde for m in methods]
 
     def work(job: Job) -> Any:
-        import pandas as pd
-
-        job.report(0.0, "counting terms of the training part (once)")
+        # the core's sweep (the same numbers as `python -m dpkps_core sweep`); finished cells land in job.partial
         ev_ = evaluation.NoLLMEvaluator(c, config=base, vocabulary=vocab, embedder=emb, cache=cache, split=sp)
-        for k, (seed, e_voc, e_kde, method) in enumerate(cells):
-            if job.cancelled:
-                break
-            cfg = base.replace(eps_voc=float(e_voc), eps_kde=float(e_kde), method=method)
-            job.partial.append(ev_.evaluate(cfg, seed=seed, per_class=int(per_class)))
-            job.report((k + 1) / len(cells), f"cell {k + 1}/{len(cells)}: {method}, ε_voc={e_voc:g}, ε_kde={e_kde:g}")
-        df = pd.DataFrame(job.partial)
-        df.attrs.update(private=True, note=evaluation.PRIVATE_NOTE, chance_accuracy=ev_.chance)
-        return df
+        return evaluation.run_sweep(c, config=base, vocabulary=vocab, embedder=emb, evaluator=ev_,
+                                    eps_voc_grid=[float(e) for e in eps_voc], eps_kde_grid=[float(e) for e in eps_kde],
+                                    methods=list(methods), seeds=int(seeds), per_class=int(per_class),
+                                    progress=job.report, cancel=job.cancel, rows=job.partial)
 
     return start_job("job_sweep", "sweep", work)
 

@@ -316,3 +316,45 @@ def test_real_document_baseline_beats_chance_on_bbc() -> None:
     chance = ev.chance_accuracy(test_labels)
     assert chance == pytest.approx(0.2)
     assert m.accuracy_mean >= 0.7 and m.accuracy_mean > 3 * chance
+
+
+def test_app_and_core_give_identical_sweep_and_no_llm_numbers(monkeypatch) -> None:
+    """Issue 12: the app's sweep job and no-LLM check are the core's functions: same settings, same numbers."""
+    import threading
+
+    from studio import state
+
+    corpus, vocab = make_toy_corpus(), make_toy_vocabulary()
+    cfg = toy_config()
+    core = ev.run_sweep(corpus, config=cfg, vocabulary=vocab, embedder=BowEmbedder(), eps_voc_grid=[2, 20],
+                        eps_kde_grid=[5], methods=["independent"], seeds=2, per_class=10)
+    # the app's job body, with the session's accessors pointed at the same inputs
+    session = {"corpus": corpus}
+    monkeypatch.setattr(state, "corpus", lambda: session["corpus"])
+    monkeypatch.setattr(state, "current_config", lambda **kw: dataclasses.replace(cfg, **kw))
+    monkeypatch.setattr(state, "public_vocabulary", lambda: vocab)
+    monkeypatch.setattr(state, "embedder", lambda *a, **k: BowEmbedder())
+    monkeypatch.setattr(state, "embedding_cache", lambda: None)
+    monkeypatch.setattr(state, "split", lambda: None)
+    captured = {}
+    monkeypatch.setattr(state, "start_job", lambda key, kind, work: captured.setdefault("work", work))
+    state.start_sweep(eps_voc=[2, 20], eps_kde=[5], methods=["independent"], seeds=2, per_class=10)
+    job = state.Job(kind="sweep")
+    app = captured["work"](job)
+    cols = ["method", "eps_voc", "eps_kde", "seed", "no_llm_accuracy", "real_keyphrase_baseline_accuracy",
+            "vocabulary_recall"]
+    assert app[cols].to_dict("records") == core[cols].to_dict("records")
+    assert len(job.partial) == len(core)
+    # cancelling keeps the finished cells
+    stop = threading.Event()
+    rows: list = []
+    part = ev.run_sweep(corpus, config=cfg, vocabulary=vocab, embedder=BowEmbedder(), eps_voc_grid=[2, 20],
+                        eps_kde_grid=[5], methods=["independent"], seeds=2, per_class=10, rows=rows,
+                        progress=lambda f, m: stop.set() if f >= 0.5 else None, cancel=stop)
+    assert 0 < len(part) < len(core) and len(rows) == len(part)
+    # the no-LLM check of one configuration is the sweep's number for that cell
+    row = core.iloc[0]
+    e = ev.NoLLMEvaluator(corpus, config=cfg, vocabulary=vocab, embedder=BowEmbedder())
+    again = e.evaluate(cfg.replace(eps_voc=float(row.eps_voc), eps_kde=float(row.eps_kde)), seed=int(row.seed),
+                       per_class=10)
+    assert again["no_llm_accuracy"] == row.no_llm_accuracy
