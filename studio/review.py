@@ -7,7 +7,6 @@ this module formats it, keeps it in the session (never in a global cache) and st
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import time
@@ -17,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from dpkps_core.errors import ParameterError
+from dpkps_core.runfolder import RunFolder, iter_jsonl
 from studio import state
 
 #: Human names of the evaluation metrics (issue 14 §6).
@@ -228,13 +228,13 @@ def session_runs() -> list[dict[str, Any]]:
         p = Path(path)
         if not p.is_dir():
             continue
+        folder = RunFolder(p)
         eps = None
         try:
-            eps = json.loads((p / "privacy_report.json").read_text(encoding="utf-8")).get("epsilon_total")
+            eps = folder.read_report().get("epsilon_total")
         except (OSError, ValueError):
             pass
-        seq_path = p / "sequences.jsonl"
-        seqs = seq_path.read_text(encoding="utf-8").count("\n") if seq_path.is_file() else 0
+        seqs = sum(1 for _ in iter_jsonl(folder.sequences))
         out.append({"path": str(p), "name": p.name, "current": str(p) == str(current),
                     "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(p.stat().st_mtime)),
                     "sequences": seqs, "documents": len(read_documents(p)), "epsilon_total": eps})

@@ -1,0 +1,77 @@
+"""The layering rules of docs/ARCHITECTURE.md, enforced by reading every module's imports (issue 12)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "dpkps_core"
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module name imported by ``path`` (absolute and relative, at any depth of the file)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            out.add(module)
+            out.update(f"{module}.{a.name}" for a in node.names)
+    return out
+
+
+def _is_cli(path: Path) -> bool:
+    rel = path.relative_to(CORE).as_posix()
+    return rel.startswith("cli") or rel == "__main__.py"
+
+
+def _core_modules() -> list[Path]:
+    return sorted(p for p in CORE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+@pytest.mark.parametrize("path", [p for p in _core_modules() if not _is_cli(p)], ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_core_never_imports_streamlit_studio_or_a_cli_module(path: Path) -> None:
+    bad = {m for m in _imports(path)
+           if m.split(".")[0] in ("streamlit", "studio") or m.startswith("dpkps_core.cli")}
+    assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("path", sorted((CORE / "dp").glob("*.py")), ids=lambda p: p.name)
+def test_dp_imports_nothing_of_llm_evaluation_or_baselines(path: Path) -> None:
+    forbidden = ("dpkps_core.llm", "dpkps_core.evaluation", "dpkps_core.private_prediction", "dpkps_core.augpe",
+                 "dpkps_core.compare", "dpkps_core.baselines", "dpkps_core.pipeline", "dpkps_core.audit")
+    bad = {m for m in _imports(path) if m.startswith(forbidden)}
+    assert not bad, f"dp/{path.name} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "app_pages").glob("*.py")) + sorted((ROOT / "studio").glob("*.py")),
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_app_side_holds_no_dp_mechanism(path: Path) -> None:
+    """Pages and studio call the core's steps; they never run a DP mechanism themselves."""
+    bad = {m for m in _imports(path) if m.startswith(("dpkps_core.dp.histogram", "dpkps_core.dp.kde",
+                                                       "dpkps_core.dp.vocabulary.privatize", "dpkps_core.dp.rff",
+                                                       "dpkps_core.dp.contributions"))}
+    assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+def test_no_run_folder_file_name_literal_outside_its_owner() -> None:
+    names = ('"sequences.jsonl"', '"privacy_report.json"', '"private_vocabulary.json"', '"run_config.json"',
+             '"split.json"', '"documents.jsonl"', '"audit_log.jsonl"', '"generation_failures.jsonl"',
+             '"evaluation.json"')
+    offenders = []
+    for path in _core_modules() + sorted((ROOT / "studio").glob("*.py")):
+        if path.name == "runfolder.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n in text]
+    assert not offenders, offenders
