@@ -248,7 +248,7 @@ def test_time_estimate_extrapolates_a_measured_trial() -> None:
 
 def test_cli_audit_prints_the_bound_and_writes_a_private_report(tmp_path: Path, capsys,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from dpkps_core import cli_audit, cli_sample
+    from dpkps_core.cli import audit as cli_audit
     from dpkps_core.cli import main
 
     monkeypatch.setattr(cli_audit, "get_embedder", lambda name: HashingEmbedder(dim=16))  # no model load here
@@ -265,8 +265,7 @@ def test_cli_audit_prints_the_bound_and_writes_a_private_report(tmp_path: Path, 
             "--trials", "6", "--vocabulary-trials", "100", "--density-trials", "20", "--canaries", "1",
             "--audit-seed", "1", "--quiet",
             "--out", str(out)]
-    if hasattr(cli_sample, "parse_classes"):
-        argv += ["--classes", ",".join(CLASSES)]
+    argv += ["--classes", ",".join(CLASSES)]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert re.search(r"^empirical_epsilon_lower_bound: \d+\.\d{3} \(claimed: 1\)$", printed, re.M)

@@ -153,7 +153,7 @@ def test_opendp_lattice_costs_no_measurable_epsilon() -> None:
 def test_cli_and_config_carry_the_sampler_to_the_run() -> None:
     import argparse
 
-    from dpkps_core.cli_sample import add_sampling_arguments, config_from_args
+    from dpkps_core.cli.common import add_sampling_arguments, config_from_args
     from dpkps_core.corpus import Corpus
     from dpkps_core.embeddings import HashingEmbedder
     from dpkps_core.pipeline import SamplingConfig, run_sampling

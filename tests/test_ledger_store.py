@@ -231,8 +231,8 @@ def test_run_report_lists_the_run_and_the_corpus_total_but_never_the_fingerprint
 @pytest.fixture
 def fast_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """``sample`` with a hashing embedder and a test-local embedding cache (no model, nothing in the home folder)."""
-    monkeypatch.setattr("dpkps_core.cli_sample.get_embedder", lambda name: HashingEmbedder(dim=16))
-    monkeypatch.setattr("dpkps_core.cli_sample.EmbeddingCache", lambda: EmbeddingCache(tmp_path / "emb.sqlite"))
+    monkeypatch.setattr("dpkps_core.cli.sample.get_embedder", lambda name: HashingEmbedder(dim=16))
+    monkeypatch.setattr("dpkps_core.cli.sample.EmbeddingCache", lambda: EmbeddingCache(tmp_path / "emb.sqlite"))
 
 
 def _sample(corpus: Path, out: Path, vocab: Path, *extra: object) -> int:

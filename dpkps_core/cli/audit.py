@@ -12,17 +12,10 @@ import json
 import os
 from pathlib import Path
 
-from dpkps_core import audit, cli_sample
+from dpkps_core import audit
+from dpkps_core.cli import common as cli_common
+from dpkps_core.config import load_config_corpus, load_vocabulary_for
 from dpkps_core.embeddings import get_embedder
-from dpkps_core.pipeline import SamplingConfig
-
-
-def _load_corpus(config: SamplingConfig):
-    """The corpus the config names, with its declared public classes, loaded as ``sample`` loads it."""
-    loader = getattr(cli_sample, "load_config_corpus", None)
-    if loader is not None:
-        return loader(config)
-    return cli_sample.load_corpus_spec(config.corpus, text_column=config.text_column, label_column=config.label_column)
 
 
 def settings_from_args(args: argparse.Namespace) -> audit.AuditSettings:
@@ -45,10 +38,10 @@ def _write_private(path: Path, text: str) -> None:
 def _cmd_audit(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    config = cli_sample.config_from_args(args)
+    config = cli_common.config_from_args(args)
     settings = settings_from_args(args)
-    corpus = _load_corpus(config)
-    vocabulary = cli_sample.load_vocabulary_for(config)
+    corpus = load_config_corpus(config)
+    vocabulary = load_vocabulary_for(config)
     embedder = get_embedder(config.embedding_model)
     print("Empirical privacy audit — runs on in-memory copies with throwaway ledgers: it charges nothing to the "
           "privacy ledger and writes nothing to a run folder or bundle.")
@@ -109,7 +102,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "confidence, next to the claimed ε, plus canary exposure. A lower bound, not a proof. Nothing "
                     "is released and no ledger is charged.",
     )
-    cli_sample.add_sampling_arguments(p)
+    cli_common.add_sampling_arguments(p)
     d = audit.AuditSettings()
     g = p.add_argument_group("audit")
     g.add_argument("--trials", type=int, default=None,

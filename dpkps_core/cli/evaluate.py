@@ -60,7 +60,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------- sweep
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from dpkps_core.cli_sample import config_from_args
+    from dpkps_core.cli.common import config_from_args
     from dpkps_core.config import load_config_corpus, load_vocabulary_for
     from dpkps_core.embeddings import EmbeddingCache, get_embedder
     from dpkps_core.evaluation import PRIVATE_NOTE, run_sweep, sweep_summary, write_sweep_outputs
@@ -91,7 +91,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------ forecast
 
 def _cmd_forecast(args: argparse.Namespace) -> int:
-    from dpkps_core.cli_sample import config_from_args
+    from dpkps_core.cli.common import config_from_args
     from dpkps_core.config import load_config_corpus, load_vocabulary_for
     from dpkps_core.embeddings import get_embedder
     from dpkps_core.evaluation import PRIVATE_NOTE, forecast, forecast_figure
@@ -140,7 +140,7 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------------------------------- register
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from dpkps_core.cli_sample import add_sampling_arguments
+    from dpkps_core.cli.common import add_sampling_arguments
     from dpkps_core.evaluation import (CLASSIFIERS, DEFAULT_EPS_KDE_GRID, DEFAULT_EPS_VOC_GRID, DEFAULT_SWEEP_METHODS,
                                        DEFAULT_SWEEP_PER_CLASS)
 

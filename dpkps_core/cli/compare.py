@@ -13,7 +13,7 @@ import sys
 from dpkps_core.compare import METHODS
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.sampling import METHODS as SAMPLING_METHODS
-from dpkps_core.cli_sample import add_class_arguments
+from dpkps_core.cli.common import add_class_arguments
 
 PP_WARNING_CLI = (
     "WARNING: private prediction puts PRIVATE documents into the prompt of the LOCAL offline model (it needs "
@@ -121,9 +121,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from dpkps_core.augpe import AugPEConfig
-    from dpkps_core.cli_sample import parse_classes
+    from dpkps_core.cli.common import parse_classes
     from dpkps_core.corpus import load_corpus_spec, require_declared
-    from dpkps_core.cli_ledger import corpus_ledger, ledger_summary
+    from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
     from dpkps_core.compare import compare_methods, joint_cost
     from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
     from dpkps_core.llm.backends import make_backend
