@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from dpkps_core.cli_sample import load_corpus_spec, load_vocabulary_for
+from dpkps_core.config import load_vocabulary_for
+from dpkps_core.corpus import load_corpus_spec
 from dpkps_core.embeddings import EmbeddingCache, get_embedder
 from dpkps_core.evaluation import NoLLMEvaluator, run_sweep, sweep_figures, sweep_summary
 from dpkps_core.pipeline import PAPER_SETTINGS, SamplingConfig
@@ -44,7 +45,10 @@ CONFIGS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = (
     ("junk", "paper + junk filter on V", BOTH, {**PAPER_SETTINGS, "junk_filter": True}),
     ("freq", "paper + frequency-limited V (50,000 terms)", BOTH, {**PAPER_SETTINGS, "vocab_max_terms": 50_000}),
     ("defaults", "Current defaults (SamplingConfig())", BOTH, {}),
+    ("person", "Current defaults, unit = one PERSON (demo:drugs: all reviews of one drug as a synthetic person)", IND,
+     {"person_column": "drug"}),
 )
+PERSON_COLUMNS = {"demo:drugs": "drug"}  # demo corpora with a (documented, synthetic) person column
 
 
 def _fmt(values: list[float]) -> str:
@@ -61,14 +65,15 @@ def run_corpus(spec: str, *, seeds: int, per_class: int, embedder: Any, cache: E
     """All cells of one corpus → {"rows": [...], "info": {...}} (cell rows as from NoLLMEvaluator.evaluate)."""
     t0 = time.perf_counter()
     base = SamplingConfig(corpus=spec, per_class=per_class)
-    corpus = load_corpus_spec(spec)
+    corpus = load_corpus_spec(spec, person_column=PERSON_COLUMNS.get(spec))  # persons matter only in "person" cells
     evaluators: dict[tuple, NoLLMEvaluator] = {}
     rows: list[dict[str, Any]] = []
-    cells = [(key, m, s, seed) for key, _, methods, _ in CONFIGS for m in methods for s in SPLITS for seed in range(seeds)]
+    cells = [(key, m, s, seed) for key, _, methods, ov in CONFIGS for m in methods for s in SPLITS for seed in range(seeds)
+             if "person_column" not in ov or spec in PERSON_COLUMNS]
     overrides = {key: ov for key, _, _, ov in CONFIGS}
     for k, (key, method, (e_voc, e_kde), seed) in enumerate(cells):
         cfg = dataclasses.replace(base, method=method, eps_voc=e_voc, eps_kde=e_kde, **overrides[key])
-        vkey = (cfg.junk_filter, cfg.effective_vocab_max_terms, cfg.remove_stopwords)
+        vkey = (cfg.junk_filter, cfg.effective_vocab_max_terms, cfg.remove_stopwords, cfg.person_column)
         if vkey not in evaluators:
             evaluators[vkey] = NoLLMEvaluator(corpus, config=cfg, vocabulary=load_vocabulary_for(cfg), embedder=embedder,
                                               cache=cache)
@@ -78,7 +83,7 @@ def run_corpus(spec: str, *, seeds: int, per_class: int, embedder: Any, cache: E
         if (k + 1) % 12 == 0 or k + 1 == len(cells):
             el = time.perf_counter() - t0
             _log(f"[{spec}] {k + 1}/{len(cells)} cells, {el:.0f} s elapsed, ~{el / (k + 1) * (len(cells) - k - 1):.0f} s left")
-    ev = next(iter(evaluators.values()))
+    ev = next(e for e in evaluators.values() if not e.config.person_column)
     info = {"n_train": len(ev.train), "n_test": len(ev.test), "classes": ev.classes,
             "class_counts": dict(zip(*np.unique(np.asarray(ev.train.labels + ev.test.labels), return_counts=True))),
             "chance": ev.chance, "seconds": time.perf_counter() - t0, "cells": len(cells)}
@@ -99,14 +104,16 @@ def corpus_markdown(spec: str, result: dict[str, Any], *, seeds: int) -> list[st
            "| configuration | method | " + " | ".join(heads) + " |",
            "|---|---|" + "---|" * len(heads)]
     for key, label, methods, _ in CONFIGS:
+        if not (df.config == key).any():  # e.g. the person row on a corpus without a person column
+            continue
         for m in methods:
             cells = []
             for v, k in SPLITS:
                 sub = df[(df.config == key) & (df.method == m) & (df.eps_voc == v) & (df.eps_kde == k)]
                 cells.append(_fmt(sub.no_llm_accuracy.tolist()) if len(sub) else "—")
             out.append(f"| {label} | {m} | " + " | ".join(cells) + " |")
-    for key, label in (("paper", "Real keyphrase baseline (Ṽ of the paper settings)"),
-                       ("defaults", "Real keyphrase baseline (Ṽ of the current defaults)")):
+    for key, label in (("paper", "Real keyphrase baseline (noise-free top-N of the paper settings' V)"),
+                       ("defaults", "Real keyphrase baseline (noise-free top-N of the defaults' V)")):
         cells = []
         for v, k in SPLITS:
             sub = df[(df.config == key) & (df.method == "independent") & (df.eps_voc == v) & (df.eps_kde == k)]
@@ -117,6 +124,8 @@ def corpus_markdown(spec: str, result: dict[str, Any], *, seeds: int) -> list[st
             "macro-F1 is the fairer view):", "",
             "| configuration | method | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(heads)]
     for key, label, methods, _ in CONFIGS:
+        if not (df.config == key).any():  # e.g. the person row on a corpus without a person column
+            continue
         for m in methods:
             cells = []
             for v, k in SPLITS:
@@ -200,13 +209,15 @@ def main(argv: list[str] | None = None) -> int:
                 "- no-LLM check (paper 001 Table 5): TF-IDF over keyphrase unigrams + bigrams (each keyphrase one token) "
                 f"+ logistic regression, trained on {args.per_class} sampled sequences per class (L = 10), tested on the "
                 "held-out documents' own keyphrase sequences (matches of Ṽ in text order, repeats kept, first 10)",
-                "- one stratified split (test fraction 0.2, split seed 0); seeds = DP noise seeds 0.."
+                "- one held-out split (test fraction 0.2, split seed 0; each document assigned by a keyed hash of its "
+                "text, whole persons together in the person row); seeds = DP noise seeds 0.."
                 f"{args.seeds - 1}; N = 1,000, S = 10, embeddings all-MiniLM-L6-v2; public vocabulary GloVe",
                 "- \"paper + …\" rows change ONE thing relative to the paper settings (`pipeline.PAPER_SETTINGS`: RFF "
                 "DP-KDE, σ = 1, I = 2,000, stop words removed, no junk filter); the histogram only serves independent "
                 "sampling; \"Current defaults\" is `SamplingConfig()` with the method shown",
-                "- real keyphrase baseline: the same classifier trained on the real training documents' keyphrase "
-                "sequences over the same Ṽ (non-private upper bound); demo corpora are public data", ""]
+                "- real keyphrase baseline (`evaluation.real_keyphrase_baseline`, the one definition every page shows): "
+                "the same classifier trained on the real training documents' keyphrase sequences over the noise-free "
+                "top-N terms of V (non-private upper bound, independent of ε); demo corpora are public data", ""]
         out.write_text("\n".join(head + sections) + "\n", encoding="utf-8")
 
     for spec in corpora:
