@@ -6,11 +6,11 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.evaluation import DISCLOSURE_NOTE, PRIVATE_NOTE, sweep_figures, sweep_summary
-from dpkps_core.augpe import AugPEConfig
+from dpkps_core.baselines.augpe import AugPEConfig
 from dpkps_core.device import cuda_available
-from dpkps_core.compare import METHODS as COMPARE_METHODS
-from dpkps_core.compare import joint_cost
-from dpkps_core.private_prediction import PRIVATE_PROMPT_WARNING
+from dpkps_core.baselines.compare import METHODS as COMPARE_METHODS
+from dpkps_core.baselines.compare import joint_cost
+from dpkps_core.baselines.private_prediction import PRIVATE_PROMPT_WARNING
 from dpkps_core.sampling import METHODS
 from studio import charts, review, state, widgets
 

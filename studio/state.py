@@ -1132,12 +1132,12 @@ def start_evaluation(seeds: int) -> Job:
 
 
 def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per_class: int, max_tokens: int) -> Job:
-    """DP-KPS vs private prediction vs AugPE+Ṽ at one privacy level on the same split (dpkps_core.compare).
+    """DP-KPS vs private prediction vs AugPE+Ṽ at one privacy level on the same split (dpkps_core.baselines.compare).
 
     Its accuracies read real data (private, local); the synthetic documents it writes are DP releases, so their
     JOINT cost (every method on the same data) is checked against the cap and charged to the corpus's
     persistent ledger, as the CLI's ``compare`` does (issue 11 §4)."""
-    from dpkps_core import compare
+    from dpkps_core.baselines import compare
 
     if not methods:
         raise ParameterError("Pick at least one method to compare.")

@@ -141,9 +141,10 @@ def sidebar() -> None:
     if cap:
         st.progress(min(total / cap, 1.0), text=f"{total / cap:.0%} of the cap")
     if total > 0:
+        bounds = [format_probability(posterior_bound(total, p)) for p in (0.01, 0.5)]
+        bounds = [b if b.startswith("more than") else f"at most {b}" for b in bounds]
         st.caption(f"At ε = {total:g}, an attacker 1 % or 50 % sure beforehand that a given document was used can "
-                   f"become at most {format_probability(posterior_bound(total, 0.01))} or "
-                   f"{format_probability(posterior_bound(total, 0.5))} sure (page 2 explains).")
+                   f"become {bounds[0]} or {bounds[1]} sure (page 2 explains).")
     if total != led.total_epsilon:
         st.caption(f"This session: ε = {led.total_epsilon:g}; earlier sessions and CLI runs on the same documents: "
                    f"ε = {total - led.total_epsilon:g} (page 2 lists every release).")

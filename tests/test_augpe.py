@@ -10,8 +10,8 @@ import threading
 import numpy as np
 import pytest
 
-from dpkps_core import augpe
-from dpkps_core import private_prediction as pp
+from dpkps_core.baselines import augpe
+from dpkps_core.baselines import private_prediction as pp
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder

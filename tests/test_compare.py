@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from dpkps_core import compare as cmp
+from dpkps_core.baselines import compare as cmp
 from dpkps_core.cli import build_parser
 from dpkps_core.corpus import Corpus
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.backends import LLMBackend
-from dpkps_core.private_prediction import PrivatePredictionConfig
+from dpkps_core.baselines.private_prediction import PrivatePredictionConfig
 from dpkps_core.vocabulary import PublicVocabulary
 from test_private_prediction import FakeLM, FakeTokenizer
 
@@ -140,7 +140,7 @@ def test_cli_compare_is_registered_and_warns_about_private_prompts(monkeypatch, 
         res.write(kw["out_dir"])
         return res
 
-    monkeypatch.setattr("dpkps_core.compare.compare_methods", fake_compare)
+    monkeypatch.setattr("dpkps_core.baselines.compare.compare_methods", fake_compare)
     monkeypatch.setattr("dpkps_core.embeddings.get_embedder", lambda name: HashingEmbedder(name=name))
     monkeypatch.setattr("dpkps_core.corpus.load_corpus_spec", lambda spec, **kw: _corpus())
     code = args.func(args)
@@ -154,7 +154,7 @@ def test_cli_compare_is_registered_and_warns_about_private_prompts(monkeypatch, 
 def test_private_prediction_buckets_never_follow_the_private_size(tmp_path: Path, monkeypatch) -> None:
     """Issue 11 §3: without a public class-size estimate the hash buckets used to be ⌊(n_train / C) / s⌋ from the
     private n (written into the released report). Now they come from a DP count charged to the method's ε."""
-    from dpkps_core import private_prediction as pp
+    from dpkps_core.baselines import private_prediction as pp
 
     sizes: list[float] = []
     original = pp.buckets_for

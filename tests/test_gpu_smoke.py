@@ -23,7 +23,7 @@ pytestmark = [
 def test_offline_model_embedder_and_private_prediction_on_cuda() -> None:
     import torch
 
-    from dpkps_core import private_prediction as pp
+    from dpkps_core.baselines import private_prediction as pp
     from dpkps_core.dp.rng import NoiseSource
     from dpkps_core.embeddings import get_embedder
     from dpkps_core.llm.backends import OfflineBackend

@@ -274,7 +274,7 @@ def test_second_cli_run_on_the_same_corpus_is_refused_over_the_cap(tmp_path: Pat
 
 
 def test_compare_charges_its_joint_cost_to_the_corpus(tmp_path: Path) -> None:
-    from dpkps_core import compare as cmp
+    from dpkps_core.baselines import compare as cmp
     from test_compare import _corpus, _run
 
     assert cmp.joint_cost(("dpkps", "augpe", "private-prediction"), eps_total=8, eps_voc=4, delta=1e-6) == \

@@ -77,8 +77,8 @@ def test_tokenizer_without_chat_template_falls_back_to_plain_lines(tmp_path: Pat
 
 
 def test_private_prediction_and_augpe_accept_the_local_backend(tiny_model: Path) -> None:
-    from dpkps_core import augpe
-    from dpkps_core import private_prediction as pp
+    from dpkps_core.baselines import augpe
+    from dpkps_core.baselines import private_prediction as pp
     from dpkps_core.dp.rng import NoiseSource
 
     backend = LocalModelBackend(model_path=tiny_model, device="cpu")
@@ -98,9 +98,9 @@ def test_private_prediction_and_augpe_accept_the_local_backend(tiny_model: Path)
 def test_compare_runs_private_prediction_on_the_local_backend(tiny_model: Path, tmp_path: Path) -> None:
     from test_compare import VOCAB, _corpus
 
-    from dpkps_core import compare as cmp
+    from dpkps_core.baselines import compare as cmp
     from dpkps_core.embeddings import HashingEmbedder
-    from dpkps_core.private_prediction import PrivatePredictionConfig
+    from dpkps_core.baselines.private_prediction import PrivatePredictionConfig
 
     res = cmp.compare_methods(
         _corpus(), methods=("private-prediction",), eps_total=8.0, delta=1e-6, per_class=1, max_tokens=3,

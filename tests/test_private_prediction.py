@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from dpkps_core import private_prediction as pp
+from dpkps_core.baselines import private_prediction as pp
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import LLMError, ParameterError, PrivacyBudgetError

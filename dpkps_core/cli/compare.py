@@ -10,7 +10,7 @@ import argparse
 import math
 import sys
 
-from dpkps_core.compare import METHODS
+from dpkps_core.baselines.compare import METHODS
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.sampling import METHODS as SAMPLING_METHODS
 from dpkps_core.cli.common import add_class_arguments
@@ -120,14 +120,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from dpkps_core.augpe import AugPEConfig
+    from dpkps_core.baselines.augpe import AugPEConfig
     from dpkps_core.cli.common import parse_classes
     from dpkps_core.corpus import load_corpus_spec, require_declared
     from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
-    from dpkps_core.compare import compare_methods, joint_cost
+    from dpkps_core.baselines.compare import compare_methods, joint_cost
     from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
     from dpkps_core.llm.backends import make_backend
-    from dpkps_core.private_prediction import PrivatePredictionConfig
+    from dpkps_core.baselines.private_prediction import PrivatePredictionConfig
 
     corpus = require_declared(load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column,
                                                classes=parse_classes(args.classes, args.classes_file),

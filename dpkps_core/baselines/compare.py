@@ -310,8 +310,8 @@ def compare_methods(
         embedder: public sentence embedder (default all-MiniLM-L6-v2): votes of AugPE and the evaluation.
         vocabulary: public vocabulary V (default GloVe, stop words removed, junk filtered).
         sampling: overrides of :class:`~dpkps_core.pipeline.SamplingConfig` for DP-KPS (length, method, …).
-        private_prediction: a :class:`~dpkps_core.private_prediction.PrivatePredictionConfig` (c is calibrated).
-        augpe_config: an :class:`~dpkps_core.augpe.AugPEConfig` (population = ``per_class``).
+        private_prediction: a :class:`~dpkps_core.baselines.private_prediction.PrivatePredictionConfig` (c is calibrated).
+        augpe_config: an :class:`~dpkps_core.baselines.augpe.AugPEConfig` (population = ``per_class``).
         local_lm: ``(model, tokenizer)`` to use for private prediction instead of the offline model (tests).
         class_size_estimate: a PUBLIC documents-per-class figure that sets private prediction's hash buckets;
             when None the training size per class is used and the row says that n is treated as public.
@@ -328,9 +328,9 @@ def compare_methods(
             all the methods (their ε and δ summed; a Ṽ shared by DP-KPS and AugPE+Ṽ counted once) must fit its
             cap before anything runs, and every release is charged to it as it happens.
     """
-    from dpkps_core.augpe import AugPEConfig, prompt_budget, run_augpe
+    from dpkps_core.baselines.augpe import AugPEConfig, prompt_budget, run_augpe
     from dpkps_core.embeddings import DEFAULT_MODEL, embed_texts, get_embedder
-    from dpkps_core.private_prediction import (PRIVATE_PROMPT_WARNING, PrivatePredictionConfig, buckets_for, calibrate,
+    from dpkps_core.baselines.private_prediction import (PRIVATE_PROMPT_WARNING, PrivatePredictionConfig, buckets_for, calibrate,
                                                load_local_lm, public_messages, run_private_prediction)
     from dpkps_core.split import split_documents
 
@@ -583,7 +583,7 @@ def _run_dpkps(*, corpus: Corpus, eps_voc: float, eps_total: float, per_class: i
                noise: NoiseSource, temperature: float, test_fraction: float, split_seed: int, ledger: PrivacyLedger,
                progress: Progress, cancel: threading.Event | None) -> tuple[Any, MethodRow, list[dict[str, Any]], list[dict[str, Any]]]:
     """DP-KPS: run_sampling on the (same) split, then one prompt per sequence through the shared generator."""
-    from dpkps_core.augpe import generate_texts
+    from dpkps_core.baselines.augpe import generate_texts
     from dpkps_core.llm.prompts import PromptConfig, render_prompt
     from dpkps_core.pipeline import run_sampling
     from dpkps_core.split import split_documents
