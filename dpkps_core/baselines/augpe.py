@@ -228,10 +228,9 @@ def generate_texts(
 
 def _generate_offline(messages: Sequence[ChatMessages], *, backend: Any, max_tokens: int, temperature: float,
                       batch: int, cancel: threading.Event | None, progress: Progress | None) -> tuple[list[str | None], GenerationStats]:
-    from dpkps_core.llm.backends import GenerationCancelled, chat_token_ids
+    from dpkps_core.llm.backends import GenerationCancelled
 
     backend.load()
-    tok = backend._tokenizer
     stats = GenerationStats()
     out: list[str | None] = [None] * len(messages)
     t0 = time.perf_counter()
@@ -247,7 +246,7 @@ def _generate_offline(messages: Sequence[ChatMessages], *, backend: Any, max_tok
             break
         for j, reply in enumerate(replies):
             out[start + j] = reply if isinstance(reply, str) else None
-            stats.prompt_tokens += len(chat_token_ids(tok, chunk[j]))
+            stats.prompt_tokens += backend.count_prompt_tokens(chunk[j])  # the backend's public API
         stats.completion_tokens += backend.tokens_generated - tokens0
         stats.calls += len(chunk)
         stats.prompts += len(chunk)
