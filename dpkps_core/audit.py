@@ -50,8 +50,8 @@ from dpkps_core.embeddings import embed_terms
 from dpkps_core.errors import ParameterError
 from dpkps_core.pipeline import LIMITS, SamplingConfig
 from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.progress import Progress
 
-Progress = Callable[[float, str], None]
 
 AUDIT_NOTE = ("private audit on the real corpus — local only, never part of a release bundle; it charges nothing "
               "to the privacy ledger (every trial runs on a copy with its own throwaway ledger)")

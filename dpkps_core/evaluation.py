@@ -32,7 +32,7 @@ import os
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -52,13 +52,13 @@ from dpkps_core.pipeline import SamplingConfig
 from dpkps_core.sampling import METHODS
 from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary, TermMatcher
+from dpkps_core.progress import Progress
 
 if TYPE_CHECKING:  # heavy imports stay lazy
     import pandas as pd
     import plotly.graph_objects as go
     import torch
 
-Progress = Callable[[float, str], None]
 
 PRIVATE_NOTE = "local evaluation on real data — not for release"
 DISCLOSURE_NOTE = (

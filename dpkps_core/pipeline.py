@@ -10,7 +10,7 @@ import dataclasses
 import hashlib
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -39,8 +39,8 @@ from dpkps_core.runfolder import RunFolder
 from dpkps_core.sampling import SamplingOutcome, sample_independent, sample_iterative
 from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary, TermMatcher, truncated_count
+from dpkps_core.progress import Progress
 
-Progress = Callable[[float, str], None]
 
 # --------------------------------------------------------------------------------------------- steps
 

@@ -34,7 +34,7 @@ import math
 import random
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -50,8 +50,8 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.embeddings import Embedder, embed_texts
 from dpkps_core.errors import LLMError, ParameterError
+from dpkps_core.progress import Progress
 
-Progress = Callable[[float, str], None]
 ChatMessages = list[dict[str, str]]
 
 METHOD = "augpe"

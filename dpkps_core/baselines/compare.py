@@ -30,7 +30,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -40,8 +40,8 @@ from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.errors import ParameterError
+from dpkps_core.progress import Progress
 
-Progress = Callable[[float, str], None]
 
 METHODS = ("dpkps", "private-prediction", "augpe")
 METHOD_LABELS = {"dpkps": "DP-KPS", "private-prediction": "Private prediction", "augpe": "AugPE+Ṽ"}

@@ -32,7 +32,7 @@ import inspect
 import math
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -48,8 +48,8 @@ from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.errors import LLMError, ParameterError
+from dpkps_core.progress import Progress
 
-Progress = Callable[[float, str], None]
 
 METHOD = "private-prediction"
 MECHANISM = "private_prediction_clipped_logits_svt"

@@ -9,7 +9,7 @@ terms occur). Selecting the N largest noisy counts is post-processing.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyL
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.errors import ParameterError, VocabularyError
+from dpkps_core.progress import Progress
 
 MECHANISM = "laplace_vocabulary_histogram"
 SELECTION_RULES = ("top-n", "noise-floor")
@@ -198,4 +199,4 @@ def estimate_documents_from_noisy_total(noisy_total: float, *, terms_per_doc: in
     return max(float(noisy_total) / terms_per_doc, 1.0)
 
 
-ProgressCallback = Callable[[float, str], None]
+ProgressCallback = Progress  # the core's one progress type (dpkps_core.progress)
