@@ -1,0 +1,262 @@
+"""Evaluating a run folder locally: reload it with its private corpus and split, downstream accuracy, the no-LLM check, Deep CORAL, projections; evaluation.json (PRIVATE, never exported).
+
+Nothing here logs or prints document text."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from dpkps_core import pipeline
+from dpkps_core.corpus import Corpus
+from dpkps_core.dp.validation import check_positive_float, check_positive_int
+from dpkps_core.dp.vocabulary import PrivateVocabulary
+from dpkps_core.embeddings import Embedder, embed_texts
+from dpkps_core import runfolder
+from dpkps_core.runfolder import EVALUATION_FILE, RunFolder
+from dpkps_core.errors import CorpusError, DPKPSError, ParameterError
+from dpkps_core.pipeline import SamplingConfig
+from dpkps_core.split import CorpusSplit, split_documents
+from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.progress import Progress
+from dpkps_core.evaluation.classifiers import CLASSIFIERS, embedding_accuracy, real_baseline_accuracy
+from dpkps_core.evaluation.metrics import MetricSummary, PRIVATE_NOTE, Scores, _noop, chance_accuracy
+from dpkps_core.evaluation.no_llm import keyphrase_sequences, no_llm_check, real_keyphrase_baseline
+from dpkps_core.evaluation.projections import projection_frame
+
+if TYPE_CHECKING:  # heavy imports stay lazy
+    import pandas as pd
+
+
+# ------------------------------------------------------------------------------------- run evaluation
+
+@dataclasses.dataclass
+class RunData:
+    """A run folder reloaded with its private corpus and split (local only)."""
+
+    run_dir: Path
+    config: SamplingConfig
+    corpus: Corpus
+    split: CorpusSplit
+    private_vocabulary: PrivateVocabulary
+    sequences: list[dict[str, Any]]
+    documents: list[dict[str, Any]]
+
+    @property
+    def train(self) -> Corpus:
+        """The training documents of the declared classes (those that fed the DP steps)."""
+        return self._declared(self.corpus.subset(self.split.train))
+
+    @property
+    def test(self) -> Corpus:
+        """The held-out documents of the declared classes (evaluation only)."""
+        return self._declared(self.corpus.subset(self.split.test))
+
+    @staticmethod
+    def _declared(part: Corpus) -> Corpus:
+        return part.declared_only() if part.declared else part
+
+    @property
+    def client(self) -> Corpus:
+        return self.corpus.subset(self.split.client)
+
+
+def load_run(run_dir: str | Path, *, corpus: Corpus | None = None) -> RunData:
+    """Reload a run folder: ``run_config.json`` (the corpus spec is reloaded with ``load_corpus_spec`` unless
+    ``corpus`` is given), ``split.json``, ``private_vocabulary.json``, ``sequences.jsonl`` and, when present,
+    ``documents.jsonl``."""
+    from dpkps_core.config import load_config_corpus
+
+    folder = RunFolder(run_dir)
+    folder.require_sampling()
+    run = folder.path
+    config = SamplingConfig.from_dict(folder.read_config())
+    if corpus is None:
+        corpus = load_config_corpus(config)
+    elif config.classes is not None:
+        corpus = corpus.with_classes(config.classes)
+    split = CorpusSplit.load(folder.split)
+    every = list(split.train) + list(split.test) + list(split.client)
+    mismatch = CorpusError("The corpus no longer matches the run's held-out split; evaluate with the corpus the run "
+                           "was sampled from.")
+    if every and (max(every) >= len(corpus) or min(every) < 0):
+        raise mismatch
+    if split != split_documents(corpus, test_fraction=split.test_fraction, client_fraction=split.client_fraction,
+                                seed=split.seed, by_person=bool(config.person_column)):
+        raise mismatch  # same size but other labels: a different corpus
+    pv = PrivateVocabulary.from_dict(runfolder.read_json(folder.vocabulary))
+    sequences = folder.read_sequences()
+    from dpkps_core.llm.runner import read_documents
+
+    documents = read_documents(run)
+    documents = [d for d in documents if isinstance(d.get("label"), str) and d.get("text", "").strip()]
+    return RunData(run, config, corpus, split, pv, sequences, documents)
+
+
+def projection_for_run(
+    run: RunData, *, embedder: Embedder, method: str = "tsne", seed: int = 0, max_points_per_source: int = 500,
+) -> "pd.DataFrame":
+    """Projection of the run's real TEST documents against its synthetic documents (or, before the LLM step, its
+    keyphrase sequences joined by spaces), both embedded in memory with ``embedder`` (PRIVATE)."""
+    rng = np.random.default_rng(seed)
+    test = run.test
+    idx = np.arange(len(test))
+    if idx.size > max_points_per_source:
+        idx = np.sort(rng.choice(idx, max_points_per_source, replace=False))
+    if run.documents:
+        syn = [(d["text"], d["label"]) for d in run.documents]
+    else:
+        syn = [(" ".join(s.get("keyphrases", [])), str(s.get("label"))) for s in run.sequences]
+    sidx = np.arange(len(syn))
+    if sidx.size > max_points_per_source:
+        sidx = np.sort(rng.choice(sidx, max_points_per_source, replace=False))
+    real_emb = embed_texts([test.texts[i] for i in idx], embedder)
+    syn_emb = embed_texts([syn[i][0] for i in sidx], embedder)
+    df = projection_frame(real_emb, [test.labels[i] for i in idx], syn_emb, [syn[i][1] for i in sidx],
+                          method=method, seed=seed, max_points_per_source=max_points_per_source)
+    df.attrs["synthetic"] = "documents" if run.documents else "keyphrase sequences"
+    return df
+
+
+@dataclasses.dataclass
+class EvaluationResult:
+    """Local evaluation of one run (PRIVATE: never exported). ``metrics`` maps a clear name to its summary."""
+
+    metrics: dict[str, MetricSummary]
+    info: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"private": True, "note": PRIVATE_NOTE, **self.info,
+                **{name: m.to_dict() for name, m in self.metrics.items()}}
+
+    def summary_lines(self) -> list[str]:
+        lines = [f"Evaluation ({PRIVATE_NOTE}); test documents: {self.info.get('n_test', 0):,}, "
+                 f"chance (majority class): {self.info.get('chance_accuracy', float('nan')):.3f}"]
+        for name, m in self.metrics.items():
+            lines.append(f"  {name:<40} {m.format()}  (macro-F1 {m.macro_f1_mean:.3f}, n_train {m.n_train:,})")
+        return lines
+
+
+def evaluate_run(
+    run_dir: str | Path, *, seeds: int | Sequence[int] = 3, classifier: str = "logreg", coral: bool | None = None,
+    coral_weight: float = 1.0, embedder: Embedder | None = None, corpus: Corpus | None = None,
+    progress: Progress | None = None, device: str | None = None, vocabulary: PublicVocabulary | None = None,
+    counts: np.ndarray | None = None,
+) -> EvaluationResult:
+    """Evaluate a run folder locally (DESIGN §5): the no-LLM check and its real keyphrase baseline always; with
+    ``documents.jsonl``, downstream accuracy of the synthetic documents and the real-document baseline; Deep CORAL
+    variants (with and without the CORAL term) when ``coral`` is True, or when None and the split has client
+    documents. ``embedder`` defaults to the run's embedding model on ``device`` (auto/cpu/cuda, None =
+    ``$DPKPS_DEVICE`` or auto); each real document is embedded once per evaluation, whatever the seeds."""
+    from dpkps_core.embeddings import get_embedder
+
+    report = progress or _noop
+    seed_list = list(range(check_positive_int(seeds, "seeds", maximum=100))) if isinstance(seeds, int) else [int(s) for s in seeds]
+    if not seed_list:
+        raise ParameterError("Give at least one seed.")
+    if classifier not in CLASSIFIERS:
+        raise ParameterError(f"Unknown classifier {classifier!r}; choose one of {', '.join(CLASSIFIERS)}.")
+    coral_weight = check_positive_float(coral_weight, "CORAL weight λ")
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    run = load_run(run_dir, corpus=corpus)
+    train, test = run.train, run.test
+    if len(test) == 0:
+        raise ParameterError("The run has no held-out test documents; sample again with --test-fraction above 0.")
+    if not run.sequences:
+        raise ParameterError("The run has no keyphrase sequences to evaluate.")
+    if coral and not run.documents:
+        raise ParameterError("Deep CORAL needs synthetic documents; run `python -m dpkps_core generate` first.")
+    if coral and len(run.split.client) < 2:
+        raise ParameterError("Deep CORAL needs unlabelled client documents; sample again with --client-fraction above 0.")
+    length = run.config.length
+    metrics: dict[str, MetricSummary] = {}
+    report(0.05, "no-LLM check: test documents → keyphrase sequences")
+    test_seqs = keyphrase_sequences(test.texts, run.private_vocabulary, length=length)
+    no_llm = no_llm_check(run.sequences, test.texts, test.labels, private_vocabulary=run.private_vocabulary,
+                          length=length, test_sequences=test_seqs)
+    real_kp: Scores | None = None
+    baseline_note = ""
+    try:
+        if vocabulary is None:  # the run's public vocabulary: the baseline is defined over it (issue 14 §7)
+            from dpkps_core.config import load_vocabulary_for
+
+            vocabulary = load_vocabulary_for(run.config)
+        if counts is None:
+            counts = pipeline.term_counts(train.texts, vocabulary, terms_per_doc=run.config.terms_per_doc,
+                                          groups=train.persons if run.config.person_column else None)
+        real_kp = real_keyphrase_baseline(train.texts, train.labels, test.texts, test.labels, vocabulary=vocabulary,
+                                          counts=counts, vocab_size=run.config.vocab_size, length=length)
+    except DPKPSError as exc:  # e.g. an uploaded public vocabulary that is gone: say so, evaluate the rest
+        baseline_note = f"No real keyphrase baseline: {exc}"
+    det = "deterministic classifier on the run's one DP draw: the same value for every seed"
+    metrics["no_llm_accuracy"] = MetricSummary("no_llm_accuracy", tuple(seed_list), (no_llm,) * len(seed_list),
+                                               len(run.sequences), det)
+    if real_kp is not None:
+        metrics["real_keyphrase_baseline_accuracy"] = MetricSummary(
+            "real_keyphrase_baseline_accuracy", tuple(seed_list), (real_kp,) * len(seed_list), len(train),
+            "TF-IDF + logistic regression on the real training documents' keyphrase sequences over the noise-free "
+            "top-N terms of V (upper bound; the same value on every page)")
+    timings["no_llm"] = time.perf_counter() - t0
+    info: dict[str, Any] = {
+        "run": run.run_dir.name, "classifier": classifier, "seeds": seed_list,
+        "n_train": len(train), "n_test": len(test), "n_client": len(run.split.client),
+        "n_sequences": len(run.sequences), "n_documents": len(run.documents),
+        "chance_accuracy": chance_accuracy(test.labels),
+        "embedding_model": run.config.embedding_model,
+        "test_documents_without_keyphrases": int(sum(1 for s in test_seqs if not s)),
+    }
+    if baseline_note:
+        info["real_keyphrase_baseline_note"] = baseline_note
+    if run.documents:
+        t = time.perf_counter()
+        if embedder is None:
+            name = run.config.embedding_model
+            embedder = get_embedder(name) if device is None else get_embedder(name, device=device)
+        report(0.15, f"embedding {len(test):,} real test documents (in memory only)")
+        test_emb = embed_texts(test.texts, embedder, progress=lambda f, m: report(0.15 + 0.25 * f, m))
+        report(0.4, f"embedding {len(run.documents):,} synthetic documents")
+        doc_texts = [d["text"] for d in run.documents]
+        doc_labels = [d["label"] for d in run.documents]
+        syn_emb = embed_texts(doc_texts, embedder, progress=lambda f, m: report(0.4 + 0.2 * f, m))
+        metrics["synthetic_accuracy"] = embedding_accuracy(
+            syn_emb, doc_labels, test_emb, test.labels, classifier=classifier, seeds=seed_list,
+            name="synthetic_accuracy", note=f"{classifier} on {embedder.name} embeddings of the synthetic documents")
+        per_class = {c: doc_labels.count(c) for c in sorted(set(doc_labels))}
+        report(0.6, "real-document baseline")
+        metrics["real_baseline_accuracy"] = real_baseline_accuracy(
+            train.texts, train.labels, test_emb, test.labels, per_class=per_class, embedder=embedder,
+            classifier=classifier, seeds=seed_list, progress=lambda f, m: report(0.6 + 0.2 * f, m))
+        want_coral = len(run.split.client) >= 2 if coral is None else coral
+        if want_coral:
+            report(0.8, f"Deep CORAL against {len(run.split.client):,} unlabelled client documents")
+            client_emb = embed_texts(run.client.texts, embedder)
+            metrics["synthetic_accuracy_no_coral"] = embedding_accuracy(
+                syn_emb, doc_labels, test_emb, test.labels, classifier=classifier, seeds=seed_list, torch_head=True,
+                name="synthetic_accuracy_no_coral", note="torch head, cross-entropy only (the CORAL comparison's control)")
+            metrics["synthetic_accuracy_coral"] = embedding_accuracy(
+                syn_emb, doc_labels, test_emb, test.labels, classifier=classifier, seeds=seed_list,
+                client_embeddings=client_emb, coral_weight=coral_weight, name="synthetic_accuracy_coral",
+                note=f"torch head, cross-entropy + {coral_weight:g}·CORAL (logits) against the client part")
+            info["coral_weight"] = coral_weight
+        timings["documents"] = time.perf_counter() - t
+    info["timings_seconds"] = {k: round(v, 2) for k, v in timings.items()}
+    report(1.0, "evaluation done")
+    return EvaluationResult(metrics, info)
+
+
+def write_evaluation(result: EvaluationResult, run_dir: str | Path) -> Path:
+    """Write ``run_dir/evaluation.json`` (owner-only; PRIVATE — the export refuses it)."""
+    path = Path(run_dir) / EVALUATION_FILE
+    path.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), encoding="utf-8")
+    try:
+        os.chmod(path, 0o600)
+    except OSError:
+        pass
+    return path
