@@ -41,6 +41,7 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.errors import ParameterError
 from dpkps_core.progress import Progress
+from dpkps_core.runfolder import json_default
 
 
 METHODS = ("dpkps", "private-prediction", "augpe")
@@ -172,15 +173,11 @@ def _fmt_csv(v: Any) -> Any:
 
 
 def _json(obj: Any) -> Any:
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if hasattr(obj, "items"):
-        return dict(obj)
-    return str(obj)
+    """JSON for numpy values and mappings (the run folder's encoder); anything else as text."""
+    try:
+        return json_default(obj)
+    except TypeError:
+        return str(obj)
 
 
 # ------------------------------------------------------------------------------------------------ evaluation

@@ -48,6 +48,7 @@ from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.errors import LLMError, ParameterError
+from dpkps_core.llm.backends import stop_token_ids  # noqa: F401 - one definition, shared with the backends
 from dpkps_core.progress import Progress
 
 
@@ -317,27 +318,6 @@ def _truncate(tokenizer: Any, text: str, max_tokens: int) -> str:
     if len(ids) <= max_tokens:
         return text
     return tokenizer.decode(ids[:max_tokens], skip_special_tokens=True)
-
-
-def stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
-    """End-of-text tokens: the tokenizer's EOS, the model's generation EOS ids and ``<|im_end|>``."""
-    ids: set[int] = set()
-    for v in (getattr(tokenizer, "eos_token_id", None),
-              getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
-        if isinstance(v, int):
-            ids.add(v)
-        elif isinstance(v, (list, tuple)):
-            ids.update(int(x) for x in v)
-    conv = getattr(tokenizer, "convert_tokens_to_ids", None)
-    unk = getattr(tokenizer, "unk_token_id", None)
-    if conv is not None:
-        try:
-            t = conv("<|im_end|>")
-            if isinstance(t, int) and t != unk:
-                ids.add(t)
-        except Exception:  # noqa: BLE001 - optional token
-            pass
-    return ids
 
 
 def _model_device(model: Any) -> Any:
