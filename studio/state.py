@@ -25,12 +25,10 @@ import os
 import secrets
 import shutil
 import tempfile
-import threading
 import time
-import traceback
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, MutableMapping, Sequence
+from typing import Any, Iterable, Mapping, MutableMapping, Sequence
 
 import numpy as np
 import streamlit as st
@@ -38,20 +36,31 @@ import streamlit as st
 from dpkps_core import pipeline
 from dpkps_core.device import default_device_setting
 from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
-from dpkps_core.corpus import DEMO_SPECS, load_corpus_spec
+from dpkps_core.corpus import DEMO_SPECS
 from dpkps_core.corpus import Corpus, list_columns, load_corpus, suggest_columns
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary
-from dpkps_core.embeddings import DEFAULT_MODEL, EmbeddingCache, embed_terms, embed_texts, get_embedder
-from dpkps_core.errors import CorpusError, DPKPSError, ParameterError, VocabularyError
+from dpkps_core.embeddings import DEFAULT_MODEL, embed_terms, embed_texts
+from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
 from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
 from dpkps_core.pipeline import PAPER_SETTINGS, SamplingConfig, SamplingRun, effective_max_terms
 from dpkps_core.sampling import SamplingOutcome
 from dpkps_core.runfolder import create_run_dir, runs_root  # noqa: F401 - the run folder's owner
 from dpkps_core.split import CorpusSplit, split_documents
-from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
+from dpkps_core.vocabulary import PublicVocabulary
 from studio import fast_mode
+from studio.jobs import Job, start_job  # noqa: F401 - pages use state.Job / state.start_job
+from studio.resources import (  # noqa: F401 - the pages' cached public resources
+    cached_vocabulary,
+    demo_corpus,
+    embedder,
+    embedding_cache,
+    local_backend,
+    offline_backend,
+    start_warm_up,  # app.py starts it
+    wait_for_warm_up,
+)
 
 log = logging.getLogger("dpkps.studio")
 
@@ -277,58 +286,7 @@ def current_config(**overrides: Any) -> SamplingConfig:
     return dataclasses.replace(cfg, **overrides) if overrides else cfg
 
 
-# ============================================================================================ cached public resources
-
-_WARM_LOCK = threading.Lock()
-_WARM: dict[str, Any] = {"thread": None, "ready": {n: threading.Event() for n in ("vocabulary", "embedder", "llm")}}
-
-
-def start_warm_up() -> bool:
-    """Load the default PUBLIC models in the background once per server (the first visitor reads page 1 meanwhile).
-
-    Order: GloVe (page 2), the embedding model (page 4), the offline LLM (page 6). ``DPKPS_WARMUP=0`` turns it off.
-    Returns whether a warm-up thread was started by this call."""
-    if os.environ.get("DPKPS_WARMUP", "1") == "0":
-        return False
-    with _WARM_LOCK:
-        if _WARM["thread"] is not None:
-            return False
-        _WARM["thread"] = threading.Thread(target=_warm_up, name="dpkps-warmup", daemon=True)
-        _WARM["thread"].start()
-        return True
-
-
-def _warm_up() -> None:
-    d = SamplingConfig()
-    steps: list[tuple[str, Callable[[], Any]]] = [
-        ("vocabulary", lambda: load_vocabulary(d.vocabulary, remove_stopwords=d.remove_stopwords,
-                                               junk_filter=d.junk_filter, max_terms=d.effective_vocab_max_terms)),
-        ("embedder", lambda: get_embedder(DEFAULT_MODEL)),
-        ("llm", lambda: offline_backend().load()),
-    ]
-    for name, load in steps:
-        t0 = time.perf_counter()
-        try:
-            load()
-            log.info("warm-up: %s ready in %.1f s", name, time.perf_counter() - t0)
-        except Exception as exc:  # noqa: BLE001 - the step loads it again (and reports) when needed
-            log.warning("warm-up: %s failed (%s)", name, type(exc).__name__)
-        finally:
-            _WARM["ready"][name].set()
-
-
-def wait_for_warm_up(name: str, timeout: float = 600.0) -> None:
-    """If the warm-up is loading ``name``, wait for it instead of loading it a second time in parallel."""
-    if _WARM["thread"] is not None and threading.current_thread() is not _WARM["thread"]:
-        _WARM["ready"][name].wait(timeout)
-
-
-@st.cache_resource(show_spinner="Loading the embedding model (public, once per server)…")
-def embedder(name: str = DEFAULT_MODEL, device: str | None = None) -> Any:
-    """The embedding model on ``device`` (auto/cpu/cuda; None = $DPKPS_DEVICE or auto)."""
-    wait_for_warm_up("embedder")
-    return get_embedder(name, device=device)
-
+# ============================================================================================ session accessors
 
 def memo_embedder(name: str = DEFAULT_MODEL, device: str | None = None) -> Any:
     """The embedding model behind this session's in-memory memo: each (private) document is embedded once per
@@ -338,55 +296,6 @@ def memo_embedder(name: str = DEFAULT_MODEL, device: str | None = None) -> Any:
     return MemoEmbedder(embedder(name, device), session_memo(ss(), ss().get("corpus_id"), name))
 
 
-@st.cache_resource(show_spinner=False)
-def embedding_cache() -> EmbeddingCache:
-    """Persistent cache of PUBLIC / DP-released term embeddings (Ṽ only; never documents)."""
-    return EmbeddingCache()
-
-
-@st.cache_resource(show_spinner="Loading the public vocabulary (once per server)…")
-def cached_vocabulary(spec: str, remove_stopwords: bool, junk_filter: bool, max_terms: int | None) -> PublicVocabulary:
-    wait_for_warm_up("vocabulary")
-    return load_vocabulary(spec, remove_stopwords=remove_stopwords, junk_filter=junk_filter, max_terms=max_terms)
-
-
-@st.cache_resource(show_spinner="Loading the demo corpus (public data)…")
-def demo_corpus(spec: str) -> Corpus:
-    return load_corpus_spec(spec)
-
-
-def offline_backend(device: str | None = None) -> Any:
-    """The offline SmolLM2 backend on ``device`` (auto/cpu/cuda; public weights; one per server and device)."""
-    from dpkps_core.device import resolve_device
-
-    return _offline_backend(resolve_device(device))
-
-
-@st.cache_resource(show_spinner=False)
-def _offline_backend(device: str) -> Any:
-    from dpkps_core.llm import make_backend
-
-    return make_backend("offline", threads=int(os.environ.get("DPKPS_LLM_THREADS", "1")), device=device)
-
-
-def local_backend(model_path: str, device: str | None = None) -> Any:
-    """The user's own Hugging Face model folder (``local`` backend), loaded offline; one per server, folder, device."""
-    from dpkps_core.device import resolve_device
-
-    if not (model_path or "").strip():
-        raise ParameterError("Give the folder of your local model (a Hugging Face model folder on this server).")
-    return _local_backend(str(Path(model_path.strip()).expanduser().resolve()), resolve_device(device))
-
-
-@st.cache_resource(show_spinner=False)
-def _local_backend(model_path: str, device: str) -> Any:
-    from dpkps_core.llm import make_backend
-
-    return make_backend("local", model_path=model_path, threads=int(os.environ.get("DPKPS_LLM_THREADS", "1")),
-                        device=device)
-
-
-# ============================================================================================ session accessors
 
 def notice(message: str) -> None:
     """Queue a one-off message for the next page render (e.g. after a switch of corpus)."""
@@ -939,61 +848,6 @@ def real_keyphrase_baseline(length: int) -> Any:
                                                     length=int(length))
         s["real_keyphrase_baseline"] = memo = (key, scores)
     return memo[1]
-
-
-# ============================================================================================ background jobs
-
-@dataclasses.dataclass
-class Job:
-    """A long step running in a thread. The page polls it; ``cancel`` stops it after the item in flight."""
-
-    kind: str
-    cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
-    fraction: float = 0.0
-    message: str = "starting…"
-    started: float = dataclasses.field(default_factory=time.time)
-    finished: float | None = None
-    error: str | None = None
-    result: Any = None
-    partial: list[Any] = dataclasses.field(default_factory=list)
-    thread: threading.Thread | None = None
-
-    @property
-    def running(self) -> bool:
-        return self.finished is None
-
-    @property
-    def cancelled(self) -> bool:
-        return self.cancel.is_set()
-
-    def report(self, fraction: float, message: str) -> None:
-        self.fraction = float(min(max(fraction, 0.0), 1.0))
-        self.message = message
-
-
-def start_job(key: str, kind: str, work: Callable[[Job], Any]) -> Job:
-    """Run ``work(job)`` in a daemon thread; the Job is stored under ``st.session_state[key]``."""
-    s = ss()
-    old = s.get(key)
-    if isinstance(old, Job) and old.running:
-        raise ParameterError("This step is already running; wait for it or cancel it.")
-    job = Job(kind=kind)
-
-    def target() -> None:
-        try:
-            job.result = work(job)
-        except DPKPSError as exc:
-            job.error = str(exc)
-        except Exception as exc:  # noqa: BLE001 - shown as one line; traceback (no message) to the server log
-            job.error = f"Unexpected {type(exc).__name__} while running {kind}; the server log has the details."
-            log.error("job %s failed: %s\n%s", kind, type(exc).__name__, "".join(traceback.format_tb(exc.__traceback__)))
-        finally:
-            job.finished = time.time()
-
-    job.thread = threading.Thread(target=target, name=f"dpkps-{kind}", daemon=True)
-    s[key] = job
-    job.thread.start()
-    return job
 
 
 # ============================================================================================ 6. LLM
