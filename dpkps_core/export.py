@@ -367,8 +367,8 @@ _PRIVATE_LOCATION_KEYS = ("corpus_path", "private_corpus_path", "corpus_file", "
 
 def public_run_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The run configuration as released (issue 11 §4): no hash of a private file, and no private path or file
-    name — a user's corpus becomes a placeholder (the local run folder keeps the path for re-runs); a bundled
-    public demo corpus keeps its ``demo:…`` name."""
+    name — a user's corpus is named by the fixed public phrase :data:`PRIVATE_CORPUS_PLACEHOLDER` (the local run
+    folder keeps the path for re-runs); a bundled public demo corpus keeps its ``demo:…`` name."""
     out = dict(_without_fingerprints(config))
     corpus = out.get("corpus")
     if not (isinstance(corpus, str) and corpus.startswith("demo:")):
