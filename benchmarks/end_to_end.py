@@ -149,7 +149,7 @@ def run_corpus(spec: str, args: argparse.Namespace, backend: Any) -> list[Row]:
 
 def main(argv: list[str] | None = None) -> int:
     from dpkps_core.device import DEVICE_CHOICES, describe_device, resolve_device
-    from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE, OfflineBackend
+    from dpkps_core.llm.local import DEFAULT_BATCH_SIZE, OfflineBackend
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.end_to_end", description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", action="append", default=None, help="demo corpus (repeatable; default demo:bbc)")

@@ -70,7 +70,7 @@ def timed_run(backend: Any, sequences: list[dict[str, Any]], *, batch_size: int,
 
 def main(argv: list[str] | None = None) -> int:
     from dpkps_core.device import cuda_available, describe_device
-    from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE, OfflineBackend
+    from dpkps_core.llm.local import DEFAULT_BATCH_SIZE, OfflineBackend
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.generation", description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=16, help="documents per timing (serial and batched)")

@@ -97,7 +97,8 @@ def test_run_augpe_prompts_hold_only_vocabulary_words_and_synthetic_texts(monkey
     backend = RecordingBackend()
     ledger = PrivacyLedger(cap=10.0)
     cfg = augpe.AugPEConfig(epochs=3, population=2, words_per_prompt=4, doc_type="a short note")
-    res = augpe.run_augpe(texts, labels, vocabulary_terms=vocab, config=cfg, epsilon=4.0, delta=1e-6,
+    res = augpe.run_augpe(texts, labels, vocabulary_terms=vocab, classes=("finance", "medicine"), config=cfg,
+                          epsilon=4.0, delta=1e-6,
                           embedder=HashingEmbedder(dim=32), backend=backend, noise=NoiseSource(3), ledger=ledger)
     # budget: C·K·T prompts (+1 retried call), T per document
     assert len(res.documents) == 4 and {d["label"] for d in res.documents} == {"medicine", "finance"}
@@ -121,7 +122,8 @@ def test_run_augpe_prompts_hold_only_vocabulary_words_and_synthetic_texts(monkey
     assert ev.noise_scale == res.sigma and ev.params["epochs_T"] == 3
     assert res.privacy_report()["delta"] == 1e-6
     with pytest.raises(PrivacyBudgetError):
-        augpe.run_augpe(texts, labels, vocabulary_terms=vocab, config=cfg, epsilon=20.0, delta=1e-6,
+        augpe.run_augpe(texts, labels, vocabulary_terms=vocab, classes=("finance", "medicine"), config=cfg,
+                        epsilon=20.0, delta=1e-6,
                         embedder=HashingEmbedder(dim=32), backend=backend, ledger=PrivacyLedger(cap=10.0))
 
 
@@ -134,13 +136,13 @@ def test_config_validation_and_prompt_budget() -> None:
     assert budget == {"prompts": 100, "documents": 10, "prompts_per_document": 10,
                       "dpkps_prompts_for_same_documents": 10}
     with pytest.raises(ParameterError):
-        augpe.run_augpe(["a"], ["x"], vocabulary_terms=("x",), config=augpe.AugPEConfig(), epsilon=1.0, delta=1e-6,
+        augpe.run_augpe(["a"], ["x"], vocabulary_terms=("x",), classes=("x",), config=augpe.AugPEConfig(), epsilon=1.0, delta=1e-6,
                         embedder=HashingEmbedder(), backend=RecordingBackend())  # Ṽ minus class names is empty
 
 
 @pytest.mark.model
 def test_offline_batched_generation_writes_one_reply_per_prompt() -> None:
-    from dpkps_core.llm.backends import OfflineBackend
+    from dpkps_core.llm.local import OfflineBackend
 
     cfg = augpe.AugPEConfig(doc_type="a news article")
     msgs = [augpe.random_api_messages(["football", "goal"], cfg), augpe.random_api_messages(["bank", "rates", "euro"], cfg)]

@@ -26,7 +26,7 @@ def test_offline_model_embedder_and_private_prediction_on_cuda() -> None:
     from dpkps_core.baselines import private_prediction as pp
     from dpkps_core.dp.rng import NoiseSource
     from dpkps_core.embeddings import get_embedder
-    from dpkps_core.llm.backends import OfflineBackend
+    from dpkps_core.llm.local import OfflineBackend
 
     backend = OfflineBackend(device="cuda")
     backend.load()

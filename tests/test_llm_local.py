@@ -11,7 +11,7 @@ import pytest
 from dpkps_core.cli import main
 from dpkps_core.errors import LLMError, ParameterError
 from dpkps_core.llm import GenerationSettings, PromptConfig, make_backend, read_documents, run_generation
-from dpkps_core.llm.backends import LocalModelBackend, LocalTransformersBackend, chat_token_ids
+from dpkps_core.llm.local import LocalModelBackend, LocalTransformersBackend, chat_token_ids
 from llm_fakes import build_tiny_model, make_sequences, write_jsonl
 
 @pytest.fixture(scope="module")
@@ -84,6 +84,8 @@ def test_private_prediction_and_augpe_accept_the_local_backend(tiny_model: Path)
     backend = LocalModelBackend(model_path=tiny_model, device="cpu")
     model, tok, name = pp.load_local_lm(backend)
     assert name == "tiny-llama" and next(model.parameters()).device.type == "cpu"
+    assert backend.model_and_tokenizer() == (model, tok)  # the public API private prediction reads logits through
+    assert tok.eos_token_id in backend.stop_ids and tok.pad_token_id is not None
     cfg = pp.PrivatePredictionConfig(batch_size=2, private_tokens=3, max_new_tokens=3, max_prompt_tokens=16,
                                      doc_type="a news article", public_top_k=8)
     prompts = [pp.private_messages(t, cfg) for t in ("the match goal", "bank shares profits")]

@@ -172,6 +172,52 @@ def test_backoff_is_exponential_with_jitter() -> None:
     assert max(d[:50]) <= 1.0 and max(d[150:200]) > 2.0 and len(set(d)) > 200
 
 
+def test_call_with_retries_retries_transient_errors_only() -> None:
+    """The one retry loop the runner and AugPE share: transient errors are retried with backoff (at least the
+    server's Retry-After), permanent ones propagate at once, exhaustion and cancellation are their own errors."""
+    from dpkps_core.llm import RetriesExhausted, TransientLLMError, call_with_retries
+    from dpkps_core.llm.backends import GenerationCancelled
+
+    class Waits(threading.Event):
+        def __init__(self) -> None:
+            super().__init__()
+            self.delays: list[float] = []
+
+        def wait(self, timeout: float | None = None) -> bool:  # type: ignore[override]
+            self.delays.append(float(timeout or 0.0))
+            return self.is_set()
+
+    def flaky(failures: list[Exception]):
+        def call() -> str:
+            if failures:
+                raise failures.pop(0)
+            return "ok"
+        return call
+
+    cancel, attempts, retried = Waits(), [], []
+    out = call_with_retries(flaky([TransientLLMError("429", retry_after=7.0), TransientLLMError("503")]),
+                            retries=3, backoff_base=0.5, backoff_max=10.0, cancel=cancel,
+                            before_attempt=attempts.append, on_retry=lambda a, e, d: retried.append((a, str(e))))
+    assert out == "ok" and attempts == [1, 2, 3] and retried == [(1, "429"), (2, "503")]
+    assert cancel.delays[0] == 7.0 and 0.0 <= cancel.delays[1] <= 1.0  # Retry-After honoured, then jitter ≤ 0.5·2
+
+    with pytest.raises(RetriesExhausted) as info:
+        call_with_retries(flaky([TransientLLMError("500")] * 5), retries=2, backoff_base=0.1, backoff_max=1.0,
+                          cancel=Waits())
+    assert info.value.attempts == 3 and "500" in str(info.value)
+
+    attempts.clear()
+    with pytest.raises(LLMError, match="bad key"):
+        call_with_retries(flaky([LLMError("bad key")]), retries=5, backoff_base=0.1, backoff_max=1.0,
+                          cancel=Waits(), before_attempt=attempts.append)
+    assert attempts == [1]
+
+    stopped = Waits()
+    stopped.set()
+    with pytest.raises(GenerationCancelled):
+        call_with_retries(flaky([]), retries=1, backoff_base=0.1, backoff_max=1.0, cancel=stopped)
+
+
 def test_cost_estimate_arithmetic() -> None:
     seqs = make_sequences(3)
     backend = FakeBackend(max_concurrency=2)

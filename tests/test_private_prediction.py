@@ -17,6 +17,7 @@ from dpkps_core.baselines import private_prediction as pp
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import LLMError, ParameterError, PrivacyBudgetError
+from dpkps_core.llm.local import chat_token_ids
 
 # ------------------------------------------------------------------------------------------- fake model
 
@@ -30,6 +31,7 @@ class FakeTokenizer:
     eos_token_id = 1
     pad_token_id = 0
     unk_token_id = None
+    chat_template = "role: content lines"  # has a chat template: prompts go through apply_chat_template
 
     def __init__(self) -> None:
         self.index = {w: i for i, w in enumerate(WORDS)}
@@ -225,7 +227,7 @@ def test_private_token_is_sampled_from_the_clipped_mean_over_s(monkeypatch: pyte
     prompts = _prompts(5)
     out = pp.generate_batch(model, tok, prompts, pp.public_messages(cfg), config=cfg, noise=NoiseSource(0))
     assert out.private_tokens == 3 and out.public_tokens == 0 and len(out.texts) == 1
-    rows = [pp._chat_ids(tok, m) for m in prompts]
+    rows = [chat_token_ids(tok, m) for m in prompts]
     z = torch.stack([model.full_logits(r) for r in rows])
     want = torch.clamp(z - z.max(dim=1, keepdim=True).values + 1.5, min=-1.5).sum(0) / 8  # divides by s, not 5
     assert torch.allclose(seen[0][0], want, atol=1e-5) and seen[0][1] == 0.7
@@ -257,7 +259,8 @@ def test_run_records_one_ledger_event_with_delta_and_calibrated_epsilon() -> Non
     ledger = PrivacyLedger(cap=20.0)
     cfg = pp.PrivatePredictionConfig(batch_size=8, private_tokens=6, max_new_tokens=6, svt_threshold=None)
     res = pp.run_private_prediction(texts, labels, model=model, tokenizer=tok, config=cfg, epsilon=4.0, delta=1e-6,
-                                    per_class=2, num_buckets=3, noise=NoiseSource(5), ledger=ledger)
+                                    per_class=2, num_buckets=3, classes=("business", "sport"), noise=NoiseSource(5),
+                                    ledger=ledger)
     assert res.epsilon <= 4.0 and res.epsilon > 3.9 and res.config.clip != cfg.clip
     (ev,) = ledger.events
     assert ev.mechanism == pp.MECHANISM and ev.delta == 1e-6 and ev.epsilon == res.epsilon
@@ -272,9 +275,13 @@ def test_run_records_one_ledger_event_with_delta_and_calibrated_epsilon() -> Non
     # the cap is checked before anything runs
     with pytest.raises(PrivacyBudgetError):
         pp.run_private_prediction(texts, labels, model=model, tokenizer=tok, config=cfg, epsilon=30.0, delta=1e-6,
-                                  per_class=1, num_buckets=3, ledger=PrivacyLedger(cap=20.0))
+                                  per_class=1, num_buckets=3, classes=("business", "sport"),
+                                  ledger=PrivacyLedger(cap=20.0))
     with pytest.raises(ParameterError, match="buckets"):
         pp.run_private_prediction(texts, labels, model=model, tokenizer=tok, config=cfg, delta=1e-6, per_class=5,
+                                  num_buckets=3, classes=("business", "sport"))
+    with pytest.raises(TypeError, match="classes"):  # the class list is declared public input, never the labels'
+        pp.run_private_prediction(texts, labels, model=model, tokenizer=tok, config=cfg, delta=1e-6, per_class=1,
                                   num_buckets=3)
 
 
@@ -298,8 +305,8 @@ def test_private_prediction_on_the_real_offline_model(toy_corpus) -> None:
 
     model, tok, name = pp.load_local_lm(threads=1)
     # the batched, left-padded KV-cache decoder agrees with plain forward passes of the real model
-    a = pp._chat_ids(tok, [{"role": "user", "content": "Write a short note."}])
-    b = pp._chat_ids(tok, [{"role": "user", "content": "Write a much longer note about the football match."}])
+    a = chat_token_ids(tok, [{"role": "user", "content": "Write a short note."}])
+    b = chat_token_ids(tok, [{"role": "user", "content": "Write a much longer note about the football match."}])
     dec = pp.BatchedDecoder(model, [a, b], pad_id=tok.pad_token_id)
     dec.append(504)
     dec.append(1345)

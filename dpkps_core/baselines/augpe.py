@@ -38,6 +38,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import (  # noqa: F401 - re-exported for callers of this module
     MAX_EPOCHS,
     calibrate_sigma,
@@ -49,7 +50,7 @@ from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.embeddings import Embedder, embed_texts
-from dpkps_core.errors import LLMError, ParameterError
+from dpkps_core.errors import ParameterError
 from dpkps_core.progress import Progress
 
 ChatMessages = list[dict[str, str]]
@@ -213,7 +214,7 @@ def generate_texts(
     A local backend (offline or ``local`` model folder) runs batched forward passes (left-padded ``generate``
     over ``offline_batch`` prompts at a time, on its device); any other backend gets concurrent ``generate``
     calls with the runner's retry and full-jitter backoff."""
-    from dpkps_core.llm.backends import LocalTransformersBackend
+    from dpkps_core.llm.local import LocalTransformersBackend
 
     if audit is not None:
         for m in messages:
@@ -259,8 +260,7 @@ def _generate_offline(messages: Sequence[ChatMessages], *, backend: Any, max_tok
 
 def _generate_remote(messages: Sequence[ChatMessages], *, backend: Any, max_tokens: int, temperature: float,
                      retries: int, cancel: threading.Event | None, progress: Progress | None) -> tuple[list[str | None], GenerationStats]:
-    from dpkps_core.llm.backends import TransientLLMError
-    from dpkps_core.llm.runner import backoff_delay
+    from dpkps_core.llm.runner import call_with_retries
 
     stats = GenerationStats(prompts=len(messages))
     lock = threading.Lock()
@@ -268,27 +268,18 @@ def _generate_remote(messages: Sequence[ChatMessages], *, backend: Any, max_toke
     cancel = cancel or threading.Event()
     t0 = time.perf_counter()
 
+    def count_call(attempt: int) -> None:
+        with lock:
+            stats.calls += 1
+
     def one(m: ChatMessages) -> str | None:
-        for attempt in range(1, retries + 2):
-            if cancel.is_set():
-                return None
-            with lock:
-                stats.calls += 1
-            try:
-                return backend.generate(m, max_tokens=max_tokens, temperature=temperature, timeout=60.0)
-            except TransientLLMError as exc:
-                if attempt > retries:
-                    return None
-                delay = backoff_delay(attempt, base=1.0, cap=30.0, rng=rng)
-                if exc.retry_after is not None:
-                    delay = min(30.0, max(delay, exc.retry_after))
-                if cancel.wait(delay):
-                    return None
-            except LLMError:
-                return None
-            except Exception:  # noqa: BLE001 - a backend bug must not kill the run
-                return None
-        return None
+        try:
+            return call_with_retries(
+                lambda: backend.generate(m, max_tokens=max_tokens, temperature=temperature, timeout=60.0),
+                retries=retries, backoff_base=1.0, backoff_max=30.0, cancel=cancel, rng=rng,
+                before_attempt=count_call)
+        except Exception:  # noqa: BLE001 - cancelled, retries spent, a permanent error or a backend bug: no text
+            return None
 
     workers = max(1, int(getattr(backend, "max_concurrency", 1)))
     out: list[str | None] = [None] * len(messages)
@@ -336,7 +327,7 @@ class AugPEResult:
 
 
 def run_augpe(
-    texts: Sequence[str], labels: Sequence[str], *, vocabulary_terms: Sequence[str], classes: Sequence[str] | None = None,
+    texts: Sequence[str], labels: Sequence[str], *, vocabulary_terms: Sequence[str], classes: Sequence[str],
     config: AugPEConfig, epsilon: float, delta: float, embedder: Embedder, backend: Any,
     noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None, model_name: str | None = None,
     progress: Progress | None = None, cancel: threading.Event | None = None,
@@ -346,7 +337,8 @@ def run_augpe(
     Args:
         texts, labels: the private documents (embedded in memory only; never in a prompt).
         vocabulary_terms: Ṽ — a DP release (its ε_voc is accounted by whoever built it).
-        classes: the public class names (default: sorted distinct labels); never put in prompts.
+        classes: the DECLARED public class names (required: a list read off the private labels would be a
+            data-dependent choice); never put in prompts.
         config: public parameters (epochs T, population K, …).
         epsilon, delta: the (ε_aug, δ) of the Gaussian votes; σ is calibrated to it.
         embedder: public embedding model for the nearest-neighbour votes.
@@ -359,7 +351,7 @@ def run_augpe(
     delta = check_delta(delta)
     if len(texts) != len(labels):
         raise ParameterError("AugPE needs exactly one label per document.")
-    classes = tuple(classes) if classes is not None else tuple(sorted(set(labels)))
+    classes = check_class_names(classes, minimum=1)  # declared public input, never read off the labels
     pool = word_pool(vocabulary_terms, classes)
     if not pool:
         raise ParameterError("The private vocabulary Ṽ is empty; AugPE+Ṽ needs its words for the first prompts.")

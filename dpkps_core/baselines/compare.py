@@ -455,7 +455,7 @@ def compare_methods(
             if local_lm is not None:
                 model, tok, name = local_lm[0], local_lm[1], "local-model"
             else:
-                from dpkps_core.llm.backends import LocalTransformersBackend, OfflineBackend
+                from dpkps_core.llm.local import LocalTransformersBackend, OfflineBackend
 
                 # a local model (offline SmolLM2 or a `local` model folder) gives logits; a remote one cannot
                 local = next((b for b in (llm, backend) if isinstance(b, LocalTransformersBackend)), None)

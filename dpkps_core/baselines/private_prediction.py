@@ -36,6 +36,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import (  # noqa: F401 - re-exported for callers of this module
     CONVERSIONS,
     delta_tight,
@@ -48,7 +49,7 @@ from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.errors import LLMError, ParameterError
-from dpkps_core.llm.backends import stop_token_ids  # noqa: F401 - one definition, shared with the backends
+from dpkps_core.llm.local import chat_token_ids, stop_token_ids  # one definition each, shared with the backends
 from dpkps_core.progress import Progress
 
 
@@ -303,16 +304,6 @@ def public_messages(config: PrivatePredictionConfig, label: str | None = None) -
 
 # ---------------------------------------------------------------------------------------- batched decoding
 
-def _chat_ids(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> list[int]:
-    out = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True, return_dict=True)
-    ids = out["input_ids"] if hasattr(out, "keys") else out
-    if hasattr(ids, "tolist"):
-        ids = ids.tolist()
-    if ids and isinstance(ids[0], list):
-        ids = ids[0]
-    return [int(i) for i in ids]
-
-
 def _truncate(tokenizer: Any, text: str, max_tokens: int) -> str:
     ids = tokenizer.encode(text[: max_tokens * 12], add_special_tokens=False)
     if len(ids) <= max_tokens:
@@ -464,7 +455,7 @@ def generate_batch(
     t0 = time.perf_counter()
     s = float(config.batch_size)
     stop_ids = stop_token_ids(model, tokenizer) if stop_ids is None else stop_ids
-    rows = [_chat_ids(tokenizer, m) for m in prompts] + [_chat_ids(tokenizer, public_prompt)]
+    rows = [chat_token_ids(tokenizer, m) for m in prompts] + [chat_token_ids(tokenizer, public_prompt)]
     pad = getattr(tokenizer, "pad_token_id", None)
     pad = pad if pad is not None else (next(iter(stop_ids)) if stop_ids else 0)
     dec = BatchedDecoder(model, rows, pad_id=pad, rows_per_forward=config.rows_per_forward)
@@ -543,7 +534,7 @@ class PrivatePredictionResult:
 def run_private_prediction(
     texts: Sequence[str], labels: Sequence[str], *, model: Any, tokenizer: Any, config: PrivatePredictionConfig,
     epsilon: float | None = None, delta: float, per_class: int | Mapping[str, int], num_buckets: int,
-    classes: Sequence[str] | None = None, noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None,
+    classes: Sequence[str], noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None,
     conversion: str = "tight", model_name: str = "local-model", progress: Progress | None = None,
     cancel: threading.Event | None = None,
 ) -> PrivatePredictionResult:
@@ -558,7 +549,8 @@ def run_private_prediction(
             class are run: the first buckets 0, 1, … (a public choice; unused batches are never touched). Without
             ``group_by_label`` the batches mix classes and Σ per_class documents come out with an empty label.
         num_buckets: hash buckets per class (public; see :func:`buckets_for`).
-        classes: the public class names (default: sorted distinct labels).
+        classes: the DECLARED public class names (required: a list read off the private labels would be a
+            data-dependent choice steering which batches run).
         noise: randomness (Laplace SVT noise and token sampling).
         ledger: charged ONE event (parallel composition over batches) with δ.
     """
@@ -569,7 +561,7 @@ def run_private_prediction(
     config = config.validate()
     delta = check_delta(delta)
     noise = noise or NoiseSource()
-    classes = tuple(classes) if classes is not None else tuple(sorted(set(labels)))
+    classes = check_class_names(classes, minimum=1)  # declared public input, never read off the labels
     wanted = {c: int(per_class[c]) if isinstance(per_class, Mapping) else int(per_class) for c in classes}
     for c, k in wanted.items():
         check_positive_int(k, f"synthetic documents for class {c!r}", minimum=0)
@@ -662,9 +654,9 @@ def run_private_prediction(
 
 def load_local_lm(backend: Any = None, *, threads: int | None = None, device: str | None = None) -> tuple[Any, Any, str]:
     """``(model, tokenizer, name)`` of a local model: the bundled offline model (default) or any
-    :class:`~dpkps_core.llm.backends.LocalTransformersBackend` (``local`` backend: a model folder on disk), on the
+    :class:`~dpkps_core.llm.local.LocalTransformersBackend` (``local`` backend: a model folder on disk), on the
     backend's device (``device`` = auto/cpu/cuda for the default offline model)."""
-    from dpkps_core.llm.backends import LocalTransformersBackend, OfflineBackend
+    from dpkps_core.llm.local import LocalTransformersBackend, OfflineBackend
 
     if backend is None:
         import os
@@ -673,8 +665,5 @@ def load_local_lm(backend: Any = None, *, threads: int | None = None, device: st
     if not isinstance(backend, LocalTransformersBackend):
         raise LLMError("Private prediction needs token logits, so it runs only on a local model (offline or local "
                        "backend), never on a remote API.")
-    backend.load()
-    model, tok = getattr(backend, "_model", None), getattr(backend, "_tokenizer", None)
-    if model is None or tok is None:  # pragma: no cover - defensive
-        raise LLMError("The local model did not load.")
+    model, tok = backend.model_and_tokenizer()
     return model, tok, backend.model

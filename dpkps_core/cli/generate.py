@@ -17,7 +17,7 @@ from typing import Any
 
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.errors import ParameterError
-from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.runfolder import RunFolder
 
 

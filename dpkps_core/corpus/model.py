@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
+
+import numpy as np
 
 from dpkps_core.errors import CorpusError, ParameterError
 
@@ -175,10 +177,26 @@ class Corpus:
         )
 
 
-def check_class_names(classes: Sequence[str] | str) -> tuple[str, ...]:
+def corpus_summary(corpus: Corpus) -> dict[str, Any]:
+    """Counts and length statistics of the PRIVATE corpus (shown locally, never exported)."""
+    words = np.array([len(t.split()) for t in corpus.texts], dtype=np.int64)
+    return {
+        "documents": len(corpus),
+        "classes": len(corpus.observed_classes),
+        "class_counts": corpus.class_counts,
+        "words_min": int(words.min()) if words.size else 0,
+        "words_median": float(np.median(words)) if words.size else 0.0,
+        "words_mean": float(words.mean()) if words.size else 0.0,
+        "words_max": int(words.max()) if words.size else 0,
+        "words": words,
+    }
+
+
+def check_class_names(classes: Sequence[str] | str, *, minimum: int = 2) -> tuple[str, ...]:
     """Validate declared public class names: a non-empty list of distinct, non-empty strings (order kept).
 
-    A comma-separated string is split. At least two classes are needed for a labelled synthetic corpus."""
+    A comma-separated string is split. At least two classes are needed for a labelled synthetic corpus
+    (``minimum=1`` where a method runs for a chosen subset of the declared classes)."""
     if isinstance(classes, str):
         classes = [c for c in classes.split(",")]
     names = tuple(str(c).strip() for c in classes)
@@ -187,7 +205,9 @@ def check_class_names(classes: Sequence[str] | str) -> tuple[str, ...]:
     dupes = sorted({c for c in names if names.count(c) > 1})
     if dupes:
         raise ParameterError(f"The class list names {dupes[0]!r} twice; list each public class once.")
-    if len(names) < 2:
+    if not names:
+        raise ParameterError("Declare at least one public class name.")
+    if len(names) < minimum:
         raise ParameterError(
             "Declare at least two public class names: a synthetic corpus of one class needs no labels. "
             "Add the other classes to the list."

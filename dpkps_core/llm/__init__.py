@@ -1,15 +1,15 @@
-"""The LLM writing step (post-processing of the DP keyphrase sequences): backends, prompts and the runner."""
+"""The LLM writing step (post-processing of the DP keyphrase sequences): backends, local models, prompts and the
+runner."""
 
 from dpkps_core.llm.backends import (
     BACKEND_KINDS,
     LLMBackend,
-    OfflineBackend,
     OpenAICompatibleBackend,
     TransientLLMError,
     cache_root,
-    ensure_offline_model,
     make_backend,
 )
+from dpkps_core.llm.local import LocalModelBackend, LocalTransformersBackend, OfflineBackend, ensure_offline_model
 from dpkps_core.llm.prompts import (
     DEFAULT_TEMPLATE,
     FewShotExample,
@@ -31,6 +31,8 @@ from dpkps_core.llm.runner import (
     GenerationSettings,
     GenerationSummary,
     Progress,
+    RetriesExhausted,
+    call_with_retries,
     estimate_cost,
     read_documents,
     read_failures,
@@ -50,12 +52,16 @@ __all__ = [
     "GenerationSummary",
     "KeyphraseSequence",
     "LLMBackend",
+    "LocalModelBackend",
+    "LocalTransformersBackend",
     "OfflineBackend",
     "OpenAICompatibleBackend",
     "Progress",
     "PromptConfig",
+    "RetriesExhausted",
     "TransientLLMError",
     "cache_root",
+    "call_with_retries",
     "check_not_private",
     "ensure_offline_model",
     "estimate_cost",

@@ -31,16 +31,17 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from dpkps_core.errors import LLMError, ParameterError
-from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE, GenerationCancelled, LLMBackend, TransientLLMError, redact
+from dpkps_core.llm.backends import GenerationCancelled, LLMBackend, TransientLLMError, redact
+from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.llm.prompts import KeyphraseSequence, PromptConfig, as_sequence, render_prompt
 from dpkps_core.llm.quality import screen
+from dpkps_core.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE, LOCK_FILE, iter_jsonl  # noqa: F401
 
 log = logging.getLogger(__name__)
-
-from dpkps_core.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE, LOCK_FILE, iter_jsonl  # noqa: E402,F401
+T = TypeVar("T")
 
 
 def _now() -> str:
@@ -340,6 +341,48 @@ def backoff_delay(attempt: int, *, base: float, cap: float, rng: random.Random |
     return r.uniform(0.0, min(cap, base * (2 ** max(0, attempt - 1))))
 
 
+class RetriesExhausted(LLMError):
+    """Every attempt of :func:`call_with_retries` failed with a retryable error; ``attempts`` were made."""
+
+    def __init__(self, message: str, attempts: int) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+def call_with_retries(
+    call: Callable[[], T], *, retries: int, backoff_base: float, backoff_max: float, cancel: threading.Event,
+    rng: random.Random | None = None, before_attempt: Callable[[int], None] | None = None,
+    on_retry: Callable[[int, TransientLLMError, float], None] | None = None,
+) -> T:
+    """``call()`` with up to ``retries`` further attempts after a :class:`TransientLLMError` (429, 5xx, timeout,
+    empty reply), waiting a full-jitter backoff (:func:`backoff_delay`, at least the server's Retry-After, at most
+    ``backoff_max``) between attempts. Any other exception propagates at once; raises
+    :class:`GenerationCancelled` when ``cancel`` is set before an attempt or during a wait and
+    :class:`RetriesExhausted` when every attempt failed. ``before_attempt(attempt)`` runs before each attempt
+    (e.g. the audit log); ``on_retry(attempt, error, delay)`` before each wait."""
+    attempts = retries + 1
+    last: TransientLLMError | None = None
+    for attempt in range(1, attempts + 1):
+        if cancel.is_set():
+            raise GenerationCancelled("Generation was cancelled.")
+        if before_attempt is not None:
+            before_attempt(attempt)
+        try:
+            return call()
+        except TransientLLMError as exc:
+            last = exc
+            if attempt == attempts:
+                break
+            delay = backoff_delay(attempt, base=backoff_base, cap=backoff_max, rng=rng)
+            if exc.retry_after is not None:
+                delay = min(backoff_max, max(delay, exc.retry_after))
+            if on_retry is not None:
+                on_retry(attempt, exc, delay)
+            if cancel.wait(delay):
+                raise GenerationCancelled("Generation was cancelled.") from None
+    raise RetriesExhausted(str(last) if last is not None else "Failed.", attempts)
+
+
 def run_generation(
     sequences: Sequence[KeyphraseSequence | Mapping[str, Any]],
     *,
@@ -474,35 +517,33 @@ def _run_locked(
 
     def attempt_item(seq: KeyphraseSequence) -> str:
         messages = render_prompt(seq, prompt_config)
-        attempts = settings.retries + 1
-        last = ""
-        for attempt in range(1, attempts + 1):
-            if cancel.is_set():
-                raise _Cancelled()
+        tried = [0]
+
+        def log_attempt(attempt: int) -> None:
+            tried[0] = attempt
             audit.append({
                 "timestamp": _now(), "id": seq.id, "attempt": attempt, "backend": backend.name,
                 "model": backend.model, "backend_info": described, "parameters": params,
                 "prompt_config": prompt_public, "messages": messages,
             })
-            try:
-                return screen(backend.generate(  # a non-document is transient (issue 14 §5)
-                    messages, max_tokens=settings.max_tokens, temperature=settings.temperature, timeout=settings.timeout
-                ))
-            except TransientLLMError as exc:
-                last = redact(str(exc), mask)
-                if attempt == attempts:
-                    break
-                delay = backoff_delay(attempt, base=settings.backoff_base, cap=settings.backoff_max, rng=rng)
-                if exc.retry_after is not None:
-                    delay = min(settings.backoff_max, max(delay, exc.retry_after))
-                log.info("Item %s attempt %d failed (%s); retrying in %.2f s", seq.id, attempt, last, delay)
-                if cancel.wait(delay):
-                    raise _Cancelled() from None
-            except LLMError as exc:
-                raise _ItemFailed(redact(str(exc), mask), attempt, retryable=False) from None
-            except Exception as exc:  # noqa: BLE001 - a backend bug must not kill the run
-                raise _ItemFailed(f"Unexpected {type(exc).__name__} in the backend.", attempt, retryable=False) from None
-        raise _ItemFailed(last or "Failed.", attempts, retryable=True)
+
+        def log_retry(attempt: int, exc: TransientLLMError, delay: float) -> None:
+            log.info("Item %s attempt %d failed (%s); retrying in %.2f s", seq.id, attempt, redact(str(exc), mask), delay)
+
+        try:
+            return call_with_retries(  # a non-document is transient (issue 14 §5)
+                lambda: screen(backend.generate(messages, max_tokens=settings.max_tokens,
+                                                temperature=settings.temperature, timeout=settings.timeout)),
+                retries=settings.retries, backoff_base=settings.backoff_base, backoff_max=settings.backoff_max,
+                cancel=cancel, rng=rng, before_attempt=log_attempt, on_retry=log_retry)
+        except GenerationCancelled:
+            raise _Cancelled() from None
+        except RetriesExhausted as exc:
+            raise _ItemFailed(redact(str(exc), mask), exc.attempts, retryable=True) from None
+        except LLMError as exc:
+            raise _ItemFailed(redact(str(exc), mask), tried[0], retryable=False) from None
+        except Exception as exc:  # noqa: BLE001 - a backend bug must not kill the run
+            raise _ItemFailed(f"Unexpected {type(exc).__name__} in the backend.", tried[0], retryable=False) from None
 
     def record_failure(seq: KeyphraseSequence, exc: _ItemFailed) -> None:
         fails.append({

