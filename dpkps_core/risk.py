@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from dpkps_core.dp.validation import check_epsilon
 from dpkps_core.errors import ParameterError
 
@@ -45,3 +47,30 @@ def format_probability(q: float) -> str:
     if q < 0.1 or q >= 0.99:
         return f"{100 * q:.1f} %"
     return f"{100 * q:.0f} %"
+
+
+def epsilon_explainer(*, eps_voc: float, eps_kde: float, terms_per_doc: int, public_vocabulary_size: int,
+                      density_kind: str, features: int | None = None) -> dict[str, float]:
+    """Plain numbers for the ε explainer: odds bounds e^ε, Laplace scales and typical noise (public formulas)."""
+    from dpkps_core.dp.vocabulary import noise_floor
+
+    voc_scale = terms_per_doc / eps_voc
+    out = {
+        "odds_total": float(np.exp(eps_voc + eps_kde)),
+        "odds_voc": float(np.exp(eps_voc)),
+        "odds_kde": float(np.exp(eps_kde)),
+        "voc_scale": voc_scale,
+        "voc_mean_abs": voc_scale,                    # E|Laplace(b)| = b
+        "voc_sd": float(np.sqrt(2) * voc_scale),
+        "voc_floor": noise_floor(epsilon=eps_voc, terms_per_doc=terms_per_doc,
+                                 vocabulary_size=max(public_vocabulary_size, 2)),
+    }
+    if density_kind == "histogram":
+        out["kde_scale"] = 1.0 / eps_kde
+        out["kde_sd"] = float(np.sqrt(2) / eps_kde)
+    else:
+        i = features or 2000
+        out["kde_scale"] = float(np.sqrt(2) * i / eps_kde)
+        out["kde_sd"] = float(2 * i / eps_kde)
+        out["kde_features"] = float(i)
+    return out

@@ -38,6 +38,7 @@ from dpkps_core.device import default_device_setting
 from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
 from dpkps_core.corpus import DEMO_SPECS
 from dpkps_core.corpus import Corpus, list_columns, load_corpus, suggest_columns
+from dpkps_core.corpus import corpus_summary  # noqa: F401 - page 1 uses state.corpus_summary
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary
@@ -45,6 +46,7 @@ from dpkps_core.embeddings import DEFAULT_MODEL, embed_terms, embed_texts
 from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
 from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
 from dpkps_core.pipeline import PAPER_SETTINGS, SamplingConfig, SamplingRun, effective_max_terms
+from dpkps_core.risk import epsilon_explainer  # noqa: F401 - page 2 uses state.epsilon_explainer
 from dpkps_core.sampling import SamplingOutcome
 from dpkps_core.runfolder import create_run_dir, runs_root  # noqa: F401 - the run folder's owner
 from dpkps_core.split import CorpusSplit, split_documents
@@ -124,21 +126,6 @@ def interleave_by_class(sequences: Sequence[Mapping[str, Any]]) -> list[dict[str
     return out
 
 
-def corpus_summary(corpus: Corpus) -> dict[str, Any]:
-    """Counts and length statistics of the PRIVATE corpus (shown locally, never exported)."""
-    words = np.array([len(t.split()) for t in corpus.texts], dtype=np.int64)
-    return {
-        "documents": len(corpus),
-        "classes": len(corpus.observed_classes),
-        "class_counts": corpus.class_counts,
-        "words_min": int(words.min()) if words.size else 0,
-        "words_median": float(np.median(words)) if words.size else 0.0,
-        "words_mean": float(words.mean()) if words.size else 0.0,
-        "words_max": int(words.max()) if words.size else 0,
-        "words": words,
-    }
-
-
 def check_few_shot_not_private(texts: Iterable[str], corpus: Corpus | None) -> None:
     """Refuse few-shot examples that are documents of the private corpus (exact text match)."""
     if corpus is None:
@@ -150,33 +137,6 @@ def check_few_shot_not_private(texts: Iterable[str], corpus: Corpus | None) -> N
                 "A few-shot example is a document of the private corpus; few-shot examples must come from a "
                 "separate PUBLIC file."
             )
-
-
-def epsilon_explainer(*, eps_voc: float, eps_kde: float, terms_per_doc: int, public_vocabulary_size: int,
-                      density_kind: str, features: int | None = None) -> dict[str, float]:
-    """Plain numbers for the ε explainer: odds bounds e^ε, Laplace scales and typical noise (public formulas)."""
-    from dpkps_core.dp.vocabulary import noise_floor
-
-    voc_scale = terms_per_doc / eps_voc
-    out = {
-        "odds_total": float(np.exp(eps_voc + eps_kde)),
-        "odds_voc": float(np.exp(eps_voc)),
-        "odds_kde": float(np.exp(eps_kde)),
-        "voc_scale": voc_scale,
-        "voc_mean_abs": voc_scale,                    # E|Laplace(b)| = b
-        "voc_sd": float(np.sqrt(2) * voc_scale),
-        "voc_floor": noise_floor(epsilon=eps_voc, terms_per_doc=terms_per_doc,
-                                 vocabulary_size=max(public_vocabulary_size, 2)),
-    }
-    if density_kind == "histogram":
-        out["kde_scale"] = 1.0 / eps_kde
-        out["kde_sd"] = float(np.sqrt(2) / eps_kde)
-    else:
-        i = features or 2000
-        out["kde_scale"] = float(np.sqrt(2) * i / eps_kde)
-        out["kde_sd"] = float(2 * i / eps_kde)
-        out["kde_features"] = float(i)
-    return out
 
 
 # ============================================================================================ settings

@@ -8,7 +8,7 @@ from dpkps_core.corpus.demo import (
     load_corpus_spec,
     load_demo_corpus,
 )
-from dpkps_core.corpus.model import Corpus, LoadReport, check_class_names, require_declared
+from dpkps_core.corpus.model import Corpus, LoadReport, check_class_names, corpus_summary, require_declared
 from dpkps_core.corpus.readers import FORMATS, list_columns, load_corpus, suggest_columns
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "Corpus",
     "LoadReport",
     "check_class_names",
+    "corpus_summary",
     "list_columns",
     "load_corpus",
     "load_corpus_spec",
