@@ -9,13 +9,13 @@ from __future__ import annotations
 import streamlit as st
 
 from dpkps_core.errors import DPKPSError
-from studio import PAGES, state, widgets
+from studio import PAGES, resources, session, widgets
 
 st.set_page_config(page_title="DP-KPS Studio", page_icon=":material/shield_lock:", layout="wide")
 
 if widgets.require_login():
-    state.init_session()
-    state.start_warm_up()
+    session.init_session()
+    resources.start_warm_up()
     page = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path, default=(i == 0))
                           for i, p in enumerate(PAGES)])
     ledger_slot = st.sidebar.container()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dpkps_core.corpus import corpus_summary
 from dpkps_core.errors import DPKPSError
-from studio import charts, review, state, widgets
+from studio import charts, review, session, steps, widgets
 
 widgets.page_header(0, "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
                        "memory on this machine; only DP outputs ever leave it.")
@@ -15,13 +16,13 @@ widgets.bound(st.radio, "Corpus", "corpus_source", options=["demo", "upload"], h
               format_func={"demo": "Demo corpus (preselected)", "upload": "Upload my corpus"}.get)
 
 if s["corpus_source"] == "demo":
-    widgets.bound(st.selectbox, "Demo corpus", "demo_spec", options=list(state.DEMO_CHOICES),
-                  format_func=state.DEMO_CHOICES.get)
+    widgets.bound(st.selectbox, "Demo corpus", "demo_spec", options=list(session.DEMO_CHOICES),
+                  format_func=session.DEMO_CHOICES.get)
     s.pop("upload_error", None)
     with widgets.guard():
         if s.get("corpus_id") != s["demo_spec"]:
             with st.spinner("Loading the demo corpus…"):
-                state.load_demo(s["demo_spec"])
+                steps.load_demo(s["demo_spec"])
 else:
     st.markdown("CSV, TSV, JSONL, Parquet (one document per row, a text and a label column) or a ZIP of `.txt` "
                 "files in one folder per class. Up to 200 MB.")
@@ -31,7 +32,7 @@ else:
         data = upload.getvalue()
         with widgets.guard():
             try:
-                columns, guess_text, guess_label = state.upload_columns(data, upload.name)
+                columns, guess_text, guess_label = steps.upload_columns(data, upload.name)
                 if columns:
                     c1, c2 = st.columns(2)
                     text_col = c1.selectbox("Text column", columns,
@@ -50,7 +51,7 @@ else:
                     text_col = label_col = person_col = None
                     st.caption("ZIP of .txt files: each file is a document, labelled by the folder that holds it.")
                 if st.button("Load this corpus", type="primary", icon=":material/upload_file:"):
-                    c = state.load_upload(data, upload.name, text_column=text_col, label_column=label_col,
+                    c = steps.load_upload(data, upload.name, text_column=text_col, label_column=label_col,
                                           person_column=person_col)
                     s.pop("upload_error", None)
                     st.success(f"Loaded {len(c):,} documents with {len(c.observed_classes)} distinct labels.")
@@ -58,7 +59,7 @@ else:
                 review.unload_corpus(f"{upload.name}: {exc}")  # never leave an earlier corpus underneath
                 raise
 
-corpus = state.corpus()
+corpus = session.corpus()
 if s["corpus_source"] == "upload" and (corpus is None or not str(s.get("corpus_id") or "").startswith("upload:")):
     corpus = None  # the demo corpus loaded before is not the user's: say so instead of showing it under "upload"
     if s.get("upload_error"):
@@ -71,7 +72,7 @@ if corpus is not None:
     st.divider()
     st.subheader(f"Summary of “{corpus.name}”")
     st.markdown(widgets.PRIVATE_BADGE)
-    info = state.corpus_summary(corpus)
+    info = corpus_summary(corpus)
     if corpus.persons is not None:
         st.info(f"Unit of privacy: **one person** (column “{corpus.person_column}”) — every guarantee is stated for "
                 f"adding or removing all documents of one person. {len(set(corpus.persons)):,} persons (private count).",
@@ -105,7 +106,7 @@ if corpus is not None:
                                 key=f"class_names_confirmed:{s['corpus_id']}")
         if st.button("Declare these classes public", disabled=not confirmed, icon=":material/public:"):
             with widgets.guard():
-                state.declare_classes(names)
+                steps.declare_classes(names)
                 st.rerun()
         if corpus.declared:
             st.success(f"Declared public classes: {', '.join(corpus.classes)}.")
@@ -121,7 +122,7 @@ if corpus is not None:
     st.subheader("Held-out part for evaluation")
     widgets.bound(st.slider, "Test fraction (held out; never touched by a DP step)", "test_fraction",
                   min_value=0.0, max_value=0.5, step=0.05)
-    sp = state.split()
+    sp = session.split()
     st.caption(f"{len(sp.train):,} training documents feed the DP steps; {len(sp.test):,} are held out for the "
                "local evaluation (page 7). Each document is assigned on its own by a keyed hash of its text, so "
                "adding or removing one document moves no other; the classes' shares are therefore only "

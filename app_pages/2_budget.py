@@ -7,10 +7,10 @@ import streamlit as st
 
 from dpkps_core.embeddings import EMBEDDING_MODELS
 from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
-from dpkps_core.risk import risk_sentences
+from dpkps_core.risk import epsilon_explainer, risk_sentences
 from dpkps_core.pipeline import LIMITS
 from dpkps_core.vocabulary import VOCABULARIES
-from studio import charts, state, widgets
+from studio import charts, session, steps, widgets
 
 widgets.page_header(1, "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
                        "each document may contribute, and how the privacy budget ε is split.")
@@ -18,13 +18,13 @@ s = st.session_state
 
 # ------------------------------------------------------------------------------------------- vocabulary
 st.subheader("Public vocabulary")
-names = {**{k: k for k in state.BUILTIN_VOCABULARIES}, "upload": "upload my own (one term per line)"}
+names = {**{k: k for k in session.BUILTIN_VOCABULARIES}, "upload": "upload my own (one term per line)"}
 widgets.bound(st.selectbox, "Vocabulary V", "vocabulary", options=list(names), format_func=names.get)
 if s["vocabulary"] == "upload":
     up = st.file_uploader("Public vocabulary file (UTF-8, one term per line)", type=["txt", "csv", "tsv"],
                           key="vocab_upload")
     if up is not None:
-        state.save_vocabulary_upload(up.getvalue(), up.name)
+        session.save_vocabulary_upload(up.getvalue(), up.name)
     if s.get("vocab_upload_name"):
         st.caption(f"Using {s['vocab_upload_name']} (public; kept in a session temp folder).")
 else:
@@ -40,7 +40,7 @@ widgets.bound(c3.number_input, "Keep the K most frequent terms of V (0 = all)", 
               max_value=1_000_000, step=1000)
 vocab = None
 with widgets.guard():
-    vocab = state.public_vocabulary()
+    vocab = session.public_vocabulary()
     st.caption(f"|V| = {len(vocab):,} public terms ({vocab.multiword_count:,} multi-word).")
 
 c1, c2, c3 = st.columns(3)
@@ -59,7 +59,7 @@ c1, c2 = st.columns([1, 2])
 widgets.bound(c1.number_input, "Total ε = ε_voc + ε_kde", "eps_total", min_value=0.1, max_value=100.0, step=0.5)
 widgets.bound(c2.slider, "Share of ε for the private vocabulary (ε_voc); the rest builds the densities (ε_kde)",
               "eps_voc_share", min_value=0.05, max_value=0.95, step=0.05)
-eps_voc, eps_kde = state.eps_split()
+eps_voc, eps_kde = session.eps_split()
 c1, c2, c3 = st.columns(3)
 c1.metric("ε_voc (vocabulary)", f"{eps_voc:g}")
 c2.metric("ε_kde (densities)", f"{eps_kde:g}")
@@ -68,7 +68,7 @@ widgets.bound(c3.checkbox, "Budget cap", "cap_enabled",
 if s["cap_enabled"]:
     widgets.bound(c3.number_input, "Cap on the total ε spent in this run", "epsilon_cap", min_value=0.1,
                   max_value=1000.0, step=1.0)
-led = state.ledger()
+led = session.ledger()
 spent = getattr(led, "corpus_epsilon", led.total_epsilon)  # every release on this corpus, app and CLI
 st.plotly_chart(charts.budget_split_bar(eps_voc, eps_kde, spent, led.cap), key="chart.budget")
 if led.cap is not None and not led.can_afford(eps_voc + eps_kde):
@@ -89,12 +89,12 @@ with st.expander(f"Every release on this corpus ({len(releases)}) — its persis
         st.caption("Nothing has been released from this corpus yet.")
 
 with st.expander("What does ε mean here?", expanded=True):
-    cfg = state.current_config()
+    cfg = session.current_config()
     risk = risk_sentences(eps_voc + eps_kde)
-    unit = " — here, for every person's documents together" if state.person_column() else ""
-    x = state.epsilon_explainer(eps_voc=eps_voc, eps_kde=eps_kde, terms_per_doc=cfg.terms_per_doc,
-                                public_vocabulary_size=len(vocab) if vocab else 2, density_kind=cfg.density_kind,
-                                features=cfg.features)
+    unit = " — here, for every person's documents together" if session.person_column() else ""
+    x = epsilon_explainer(eps_voc=eps_voc, eps_kde=eps_kde, terms_per_doc=cfg.terms_per_doc,
+                          public_vocabulary_size=len(vocab) if vocab else 2, density_kind=cfg.density_kind,
+                          features=cfg.features)
     st.markdown(
         f"""
 - **Odds bound.** Adding or removing any one document changes the probability of any output by at most a factor
@@ -120,7 +120,7 @@ with st.expander("What does ε mean here?", expanded=True):
 # ------------------------------------------------------------------------------------------- presets
 st.subheader("Presets and noise source")
 widgets.bound(st.toggle, "Paper settings (RFF DP-KDE, σ = 1, I = 2000, no junk filter) instead of the defaults",
-              "paper_settings", on_change=lambda: state.apply_paper_settings(bool(s["paper_settings"])))
+              "paper_settings", on_change=lambda: session.apply_paper_settings(bool(s["paper_settings"])))
 widgets.bound(st.checkbox, "Reproducible demo (seeded noise, NOT FOR RELEASE)", "seeded_demo",
               help="Unticked (default): noise comes from the operating system's entropy. Ticked: a fixed seed, so "
                    "the same clicks give the same output; the report and bundle then say NOT FOR RELEASE.")
@@ -145,8 +145,8 @@ st.markdown(widgets.PRIVATE_BADGE)
 st.caption(DISCLOSURE_NOTE)
 if st.button("Forecast with these settings", icon=":material/query_stats:"):
     with widgets.guard(), st.spinner("Counting terms of the training part (private, once) and simulating…"):
-        state.ensure_corpus()
-        state.run_forecast()
+        steps.ensure_corpus()
+        steps.run_forecast()
 f = s.get("forecast")
 if f is not None:
     (st.success if f.usable else st.warning)(f.verdict)

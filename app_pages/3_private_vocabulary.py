@@ -5,20 +5,20 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from studio import charts, review, state, widgets
+from studio import charts, review, session, steps, widgets
 
 widgets.page_header(2, "Each training document counts its first S distinct terms of V; Laplace noise is added to "
                        "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
 s = st.session_state
 
 with widgets.guard():
-    state.ensure_corpus()
-if state.corpus() is None:
+    steps.ensure_corpus()
+if session.corpus() is None:
     st.info("Load a corpus first.")
     widgets.go_to(0)
 else:
-    eps_voc, _ = state.eps_split()
-    cfg = state.current_config()
+    eps_voc, _ = session.eps_split()
+    cfg = session.current_config()
     pv = s.get("pv")
     already = pv is not None
     st.markdown(
@@ -30,7 +30,7 @@ else:
     if st.button(label, type="secondary" if already else "primary", icon=":material/casino:"):
         with widgets.guard(), st.status("Building the private vocabulary…", expanded=True) as status:
             st.write("Counting each training document's first S distinct terms of V (private, in memory)…")
-            pv = state.run_private_vocabulary()
+            pv = steps.run_private_vocabulary()
             status.update(label=f"Ṽ built: {len(pv):,} terms (ε_voc = {pv.epsilon:g} charged)", state="complete")
             st.rerun()
 
@@ -41,7 +41,7 @@ else:
             st.warning(f"{warning} (A private check shown only to you: the release went ahead as it would for any "
                        "neighbouring corpus, so that whether anything is released never hinges on one document.)",
                        icon=":material/lock:")
-        changed = state.settings_changed_since(meta, state.vocabulary_settings_now())
+        changed = session.settings_changed_since(meta, session.vocabulary_settings_now())
         if changed:
             st.warning(f"Settings changed since Ṽ was built ({', '.join(changed)}); Ṽ below uses the old ones. "
                        "Re-run to apply them (spends ε_voc again).", icon=":material/sync_problem:")
@@ -52,7 +52,7 @@ else:
         m[1].metric("ε_voc spent for it", f"{pv.epsilon:g}")
         m[2].metric("Noise scale S/ε_voc", f"{pv.noise_scale:.2f}")
         m[3].metric("Public vocabulary |V|", f"{pv.public_vocabulary_size:,}")
-        floor = state.vocabulary_noise_floor(pv)
+        floor = steps.vocabulary_noise_floor(pv)
         left, right = st.columns([3, 2])
         left.plotly_chart(charts.noisy_counts_bar(pv.terms, pv.noisy_counts, top=30, noise_floor=floor),
                           key="chart.noisy_counts")
@@ -73,7 +73,7 @@ else:
         st.markdown(widgets.PRIVATE_BADGE)
         st.caption("Computed locally from the TRUE counts; for you only — it is not DP and never exported.")
         with widgets.guard():
-            chk = s.get("vocab_check") or state.vocabulary_check()
+            chk = s.get("vocab_check") or steps.vocabulary_check()
             m = st.columns(3)
             m[0].metric(f"Recall of the true top {chk['top']:,}", f"{chk['recall']:.0%}")
             m[1].metric("Share of Ṽ that is pure noise", f"{chk['noise_share']:.0%}",

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.pipeline import LIMITS
-from studio import charts, review, state, widgets
+from studio import charts, jobs, review, session, steps, widgets
 
 METHODS = {
     "independent": "independent — L terms drawn i.i.d. from each class's density (fast, robust)",
@@ -33,14 +33,14 @@ else:
     widgets.bound(c1.checkbox, "Bandwidth σ: automatic (¼ × median distance among Ṽ's embeddings)", "bandwidth_auto")
     if not s["bandwidth_auto"]:
         widgets.bound(c1.number_input, "σ", "bandwidth", min_value=0.0, max_value=10.0, step=0.05)
-    cfg = state.current_config()
+    cfg = session.current_config()
     if cfg.density_kind == "rff":
         widgets.bound(c2.checkbox, "Random features I: automatic (≈ n_c·ε/2)", "features_auto")
         if not s["features_auto"]:
             widgets.bound(c2.number_input, "I", "features", min_value=16, max_value=LIMITS["features"], step=100)
 
     with widgets.guard():
-        prev = state.density_preview()
+        prev = steps.density_preview()
         if prev["density"] == "histogram":
             st.caption(f"Exact smoothed DP histogram: Laplace(1/ε_kde) on every term of Ṽ per class — expected "
                        f"noise sd per term {prev['noise_sd_per_term']:.3f} (a document weighs 1 in total).")
@@ -72,13 +72,13 @@ else:
                    "noise: a local experiment, not a release) and classifies the held-out documents' keyphrase "
                    "sequences. Nothing is charged to the ledger and nothing leaves this machine.")
         preview = s.get("job_method_preview")
-        if not (isinstance(preview, state.Job) and preview.running):
+        if not (isinstance(preview, jobs.Job) and preview.running):
             if st.button("Run the no-LLM check of every method at this ε (free)", icon=":material/science:"):
                 with widgets.guard():
                     review.start_method_preview(list(METHODS), per_class=max(int(s["per_class"]), 10))
                     st.rerun()
 
-        def show_preview(j: state.Job) -> None:
+        def show_preview(j: jobs.Job) -> None:
             if j.error:
                 st.error(j.error, icon=":material/error:")
             elif not j.running and j.result is not None and len(j.result):
@@ -96,7 +96,7 @@ else:
 
         widgets.job_monitor("job_method_preview", body=show_preview)
 
-    _, eps_kde = state.eps_split()
+    _, eps_kde = session.eps_split()
     built = s.get("dp_density") is not None
     st.markdown(f"Building spends **ε_kde = {eps_kde:g}**" + (" **again** (re-running charges the ledger a second "
                 "time; changing the method or L needs a rebuild)." if built else "."))
@@ -105,7 +105,7 @@ else:
         with widgets.guard(), st.status("Building the per-class DP densities…", expanded=True) as status:
             st.write("Extracting each training document's keyphrases (private, in memory)…")
             st.write("Embedding Ṽ with the public model (cached on disk: Ṽ is a DP output)…")
-            state.run_density()
+            steps.run_density()
             status.update(label="Densities built", state="complete")
             st.rerun()
 
@@ -130,15 +130,15 @@ else:
             st.caption(f"{widgets.PRIVATE_BADGE} {meta['documents_without_keyphrases']:,} training documents "
                        "contain no term of Ṽ and contribute nothing (an exact count of the private corpus: not a "
                        "DP output, never exported).")
-        c = state.corpus()
-        scores = state.density_scores()
+        c = session.corpus()
+        scores = session.density_scores()
         st.plotly_chart(charts.density_bars(c.classes, s["pv"].terms, scores, top=10), key="chart.density_bars")
 
         st.subheader("Map of Ṽ coloured by each class's density")
         if s.get("umap_map") is None:
             if st.button("Draw the UMAP map", icon=":material/scatter_plot:"):
                 with widgets.guard(), st.spinner("UMAP of Ṽ's embeddings (first time in a server: ~20 s)…"):
-                    state.umap_map()
+                    steps.umap_map()
                     st.rerun()
         else:
             cls = st.selectbox("Colour by the density of class", c.classes, key="umap_class")

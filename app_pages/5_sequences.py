@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.pipeline import LIMITS
-from studio import charts, state, widgets
+from studio import charts, session, steps, widgets
 
 widgets.page_header(4, "Sequences are sampled from the DP densities: post-processing, so sampling (and re-sampling) "
                        "costs no privacy. They are written to the run folder with the privacy report.")
@@ -24,12 +24,12 @@ else:
     widgets.bound(c1.number_input, "Sequences per class", "per_class", min_value=1, max_value=LIMITS["per_class"])
     widgets.bound(c2.slider, "Temperature T (1 = sample from the density; → 0 = most likely terms only)",
                   "temperature", min_value=0.05, max_value=2.0, step=0.05)
-    n_classes = len(state.corpus().classes)
+    n_classes = len(session.corpus().classes)
     sampled = s.get("outcome") is not None
     label = "Sample again (free)" if sampled else f"Sample {int(s['per_class']) * n_classes:,} sequences (free)"
     if st.button(label, type="secondary" if sampled else "primary", icon=":material/shuffle:"):
         with widgets.guard(), st.spinner("Sampling…"):
-            state.run_sequences()
+            steps.run_sequences()
             st.rerun()
 
     outcome = s.get("outcome")
@@ -40,7 +40,7 @@ else:
             st.caption(f"{outcome.uniform_fallbacks:,} of {outcome.draws:,} draws fell back to uniform over Ṽ "
                        "(every density score of that step was ≤ 0).")
         rows = []
-        for cls in state.corpus().classes:
+        for cls in session.corpus().classes:
             rows += [{"id": q.id, "class": q.label, "keyphrases": ", ".join(q.keyphrases)}
                      for q in [q for q in outcome.sequences if q.label == cls][:5]]
         st.dataframe(pd.DataFrame(rows), hide_index=True, key="table.sequences")
@@ -53,7 +53,7 @@ else:
                    "for another method charges ε_kde again.")
         if st.button("Run the no-LLM check", icon=":material/fact_check:"):
             with widgets.guard(), st.spinner("Classifying held-out documents (private, local)…"):
-                state.no_llm_check()
+                steps.no_llm_check()
         res = s.get("no_llm")
         if res is not None:
             m = st.columns(3)

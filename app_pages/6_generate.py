@@ -8,7 +8,7 @@ import streamlit as st
 from dpkps_core.device import DEVICE_CHOICES, cuda_available, describe_device
 from dpkps_core.llm import preview
 from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
-from studio import review, state, widgets
+from studio import generation_steps, jobs, review, session, widgets
 
 widgets.page_header(5, "Each prompt holds only a public template, the document type, one DP keyphrase sequence and "
                        "(optionally) PUBLIC examples — never the private corpus. Every prompt sent is logged in the "
@@ -20,7 +20,7 @@ if s.get("outcome") is None:
     widgets.go_to(4)
 else:
     job = s.get("job_generation")
-    running = isinstance(job, state.Job) and job.running
+    running = isinstance(job, jobs.Job) and job.running
     st.subheader("Backend")
     widgets.bound(st.radio, "LLM", "backend", options=["offline", "local", "openai"], horizontal=True,
                   disabled=running,
@@ -65,7 +65,7 @@ else:
                            key="few_shot_upload")
     if few is not None and few.name != s.get("few_shot_name"):
         with widgets.guard():
-            ex = state.parse_few_shot_upload(few.getvalue(), few.name)
+            ex = generation_steps.parse_few_shot_upload(few.getvalue(), few.name)
             st.success(f"{len(ex)} public example(s) loaded from {few.name}.")
     if s.get("few_shot"):
         st.caption(f"Using {len(s['few_shot'])} public example(s) from {s['few_shot_name']}.")
@@ -82,20 +82,20 @@ else:
                   "classes; finished ones are skipped)", "n_documents", min_value=1, max_value=total)
 
     with widgets.guard():
-        seqs = state.job_sequences()
-        pconf = state.prompt_config()
+        seqs = generation_steps.job_sequences()
+        pconf = generation_steps.prompt_config()
         st.markdown("**Exact prompt for the first sequence**")
         st.code(preview(seqs[0], pconf), language="text", wrap_lines=True)
-        est = state.estimate_generation(int(s["n_documents"]))
+        est = generation_steps.estimate_generation(int(s["n_documents"]))
         st.caption(f"Estimate: {est.summary()}.")
 
-        done = state.documents()
+        done = session.documents()
         remaining = max(int(s["n_documents"]) - len([d for d in done if d["id"] in {q["id"] for q in
                                                                                     seqs[: int(s['n_documents'])]}]), 0)
         label = "Continue writing" if done else "Write documents"
         if not running and st.button(f"{label} ({remaining:,} to go)", type="primary", icon=":material/edit_note:",
                                      disabled=remaining == 0):
-            state.start_generation(int(s["n_documents"]))
+            generation_steps.start_generation(int(s["n_documents"]))
             st.rerun()
 
     def show_non_documents(docs: list, fails: list) -> None:
@@ -107,9 +107,9 @@ else:
                 "documents (a request for input, a bare preamble, a repetition loop) after every retry; they are "
                 "not written. Preambles such as “Here's a short news article:” are removed from documents.")
 
-    def show_documents(j: state.Job) -> None:
-        docs = state.documents()
-        fails = state.failures()
+    def show_documents(j: jobs.Job) -> None:
+        docs = session.documents()
+        fails = session.failures()
         if j.error:
             st.error(j.error, icon=":material/error:")
         elif not j.running and j.result is not None:
@@ -126,13 +126,13 @@ else:
             st.caption(f"{len(fails)} failed item(s) (see generation_failures.jsonl; “Continue” retries them).")
         show_non_documents(docs, fails)
 
-    if isinstance(job, state.Job):
+    if isinstance(job, jobs.Job):
         widgets.job_monitor("job_generation", body=show_documents, cancel_label="Cancel (keeps finished documents)")
     else:
-        docs = state.documents()
+        docs = session.documents()
         if docs:
             st.markdown(f"**{len(docs):,} document(s) in the run folder**")
             st.dataframe(pd.DataFrame([{"id": d["id"], "class": d["label"], "text": d["text"]} for d in docs]),
                          hide_index=True, key="table.documents")
-        show_non_documents(docs, state.failures())
+        show_non_documents(docs, session.failures())
     widgets.next_button(5)

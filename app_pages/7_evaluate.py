@@ -12,7 +12,7 @@ from dpkps_core.baselines.compare import METHODS as COMPARE_METHODS
 from dpkps_core.baselines.compare import joint_cost
 from dpkps_core.baselines.private_prediction import PRIVATE_PROMPT_WARNING
 from dpkps_core.sampling import METHODS
-from studio import charts, review, state, widgets
+from studio import charts, evaluation_steps, jobs, review, session, steps, widgets
 
 widgets.page_header(6, "Everything on this page reads the real corpus, runs on this machine for you, and is never "
                        f"part of the release bundle ({PRIVATE_NOTE}).")
@@ -27,7 +27,7 @@ with tab_acc:
     if s.get("outcome") is None:
         st.info("Sample keyphrase sequences first (page 5).")
     else:
-        n_docs = len(state.documents())
+        n_docs = len(session.documents())
         n_test = len(s["split"].test) if s.get("split") is not None else 0
         st.caption(f"Trains a classifier on the synthetic documents ({n_docs:,} so far) and tests it on the {n_test:,} "
                    "held-out real documents, next to the same classifier on as many real documents, plus the no-LLM "
@@ -35,13 +35,13 @@ with tab_acc:
                    "on a small CPU (it runs in the background; you can leave this page).")
         widgets.bound(st.columns(3)[0].number_input, "Seeds (repetitions)", "eval_seeds", min_value=1, max_value=10)
         job = s.get("job_evaluation")
-        if not (isinstance(job, state.Job) and job.running):
+        if not (isinstance(job, jobs.Job) and job.running):
             if st.button("Evaluate this run", icon=":material/analytics:"):
                 with widgets.guard():
-                    state.start_evaluation(int(s["eval_seeds"]))
+                    evaluation_steps.start_evaluation(int(s["eval_seeds"]))
                     st.rerun()
 
-        def show_evaluation(j: state.Job) -> None:
+        def show_evaluation(j: jobs.Job) -> None:
             if j.error:
                 st.error(j.error, icon=":material/error:")
             elif not j.running and j.result is not None:
@@ -69,19 +69,19 @@ with tab_acc:
         widgets.job_monitor("job_evaluation", body=show_evaluation)
 
 with tab_map:
-    if not state.documents():
+    if not session.documents():
         st.info("Write some synthetic documents first (page 6).")
     else:
         widgets.bound(st.columns(3)[0].number_input, "Real held-out documents to embed (a sample, for speed)",
                       "projection_points", min_value=10, max_value=2000, step=50)
         job = s.get("job_projection")
-        if not (isinstance(job, state.Job) and job.running):
+        if not (isinstance(job, jobs.Job) and job.running):
             if st.button("Draw t-SNE and UMAP overlays", icon=":material/scatter_plot:"):
                 with widgets.guard():
-                    state.start_projection(int(s["projection_points"]))
+                    evaluation_steps.start_projection(int(s["projection_points"]))
                     st.rerun()
 
-        def show_projection(j: state.Job) -> None:
+        def show_projection(j: jobs.Job) -> None:
             if j.error:
                 st.error(j.error, icon=":material/error:")
             elif not j.running and j.result:
@@ -107,15 +107,16 @@ with tab_sweep:
     widgets.bound(c3.number_input, "Sequences per class", "sweep_per_class", min_value=5, max_value=2000, step=10)
     cells = len(s["sweep_eps_voc"]) * len(s["sweep_eps_kde"]) * len(s["sweep_methods"]) * int(s["sweep_seeds"])
     job = s.get("job_sweep")
-    if not (isinstance(job, state.Job) and job.running):
+    if not (isinstance(job, jobs.Job) and job.running):
         if st.button(f"Run the sweep ({cells} cells)", icon=":material/grid_on:", disabled=cells == 0):
             with widgets.guard():
-                state.ensure_corpus()
-                state.start_sweep(eps_voc=s["sweep_eps_voc"], eps_kde=s["sweep_eps_kde"], methods=s["sweep_methods"],
-                                  seeds=int(s["sweep_seeds"]), per_class=int(s["sweep_per_class"]))
+                steps.ensure_corpus()
+                evaluation_steps.start_sweep(eps_voc=s["sweep_eps_voc"], eps_kde=s["sweep_eps_kde"],
+                                             methods=s["sweep_methods"], seeds=int(s["sweep_seeds"]),
+                                             per_class=int(s["sweep_per_class"]))
                 st.rerun()
 
-    def show_sweep(j: state.Job) -> None:
+    def show_sweep(j: jobs.Job) -> None:
         if j.error:
             st.error(j.error, icon=":material/error:")
         rows = list(j.partial)
@@ -173,22 +174,22 @@ with tab_compare:
     st.markdown(f"**Joint cost of the selected methods on this corpus: ε = {joint_eps:g}, δ = {joint_delta:g}** — "
                 "charged to the corpus's ledger when you start.")
     job = s.get("job_compare")
-    if not (isinstance(job, state.Job) and job.running):
+    if not (isinstance(job, jobs.Job) and job.running):
         if st.button("Compare at this privacy level", icon=":material/compare:"):
             with widgets.guard():
-                state.ensure_corpus()
-                state.start_compare(methods=s["compare_methods"], eps_total=float(s["compare_eps"]),
-                                    delta=float(s["compare_delta"]), per_class=int(s["compare_per_class"]),
-                                    max_tokens=int(s["compare_max_tokens"]))
+                steps.ensure_corpus()
+                evaluation_steps.start_compare(methods=s["compare_methods"], eps_total=float(s["compare_eps"]),
+                                               delta=float(s["compare_delta"]), per_class=int(s["compare_per_class"]),
+                                               max_tokens=int(s["compare_max_tokens"]))
                 st.rerun()
 
-    def show_compare(j: state.Job) -> None:
+    def show_compare(j: jobs.Job) -> None:
         if j.error:
             st.error(j.error, icon=":material/error:")
 
     widgets.job_monitor("job_compare", body=show_compare)
     job = s.get("job_compare")
-    rows = review.keep_compare_rows(job if isinstance(job, state.Job) and not job.running else None)
+    rows = review.keep_compare_rows(job if isinstance(job, jobs.Job) and not job.running else None)
     if rows:  # every row of this session: running one method at a time keeps the earlier ones
         table_df, notes = review.compare_table(rows, n_classes)
         st.dataframe(table_df, hide_index=True, key="table.compare")
@@ -209,20 +210,20 @@ with tab_memo:
                "optionally, the nearest by embedding. A run of 12 words or more is flagged. DP makes copies "
                "unlikely; this check makes it visible. It reads the real training documents on this machine: the "
                "results and excerpts are for you only and never part of the bundle.")
-    if not state.documents():
+    if not session.documents():
         st.info("Write some synthetic documents first (page 6).")
     else:
         n_train = len(s["split"].train) if s.get("split") is not None else 0
         by_emb = st.checkbox(f"Also find the nearest by embedding (embeds the {n_train:,} training documents once "
                              "per session, in memory: minutes on a small CPU)", key="memo_by_embedding")
         job = s.get("job_memorisation")
-        if not (isinstance(job, state.Job) and job.running):
+        if not (isinstance(job, jobs.Job) and job.running):
             if st.button("Run the memorisation check", icon=":material/content_copy:"):
                 with widgets.guard():
                     review.start_memorisation(by_embedding=by_emb)
                     st.rerun()
 
-        def show_memorisation(j: state.Job) -> None:
+        def show_memorisation(j: jobs.Job) -> None:
             if j.error:
                 st.error(j.error, icon=":material/error:")
             elif not j.running and j.result is not None:

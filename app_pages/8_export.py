@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from studio import review, state, widgets
+from studio import jobs, review, session, steps, widgets
 
 widgets.page_header(7, "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
                        "sequences, Ṽ, the privacy report and the audit log of every prompt. The private corpus, the "
@@ -39,7 +39,7 @@ else:
     run = by_path[chosen]
     out = chosen
     job = s.get("job_generation")
-    if run["current"] and isinstance(job, state.Job) and job.running:
+    if run["current"] and isinstance(job, jobs.Job) and job.running:
         st.warning("The LLM is still writing; the bundle holds the documents finished so far.",
                    icon=":material/hourglass_top:")
     parts: dict[str, bytes] = {}
@@ -73,7 +73,7 @@ else:
             f"- {report['guarantee']}; neighbouring datasets: {report['neighbouring']}\n"
             f"- {len(report.get('events', []))} ledger event(s): mechanisms {', '.join(report.get('mechanisms', []))}\n"
             "- **not released:** the corpus, the held-out split (split.json), term counts, evaluations")
-        bad, attempted = review.non_document_share(docs, state.failures() if run["current"] else [])
+        bad, attempted = review.non_document_share(docs, session.failures() if run["current"] else [])
         if bad:
             st.caption(f"{bad:,} of {attempted:,} items ({bad / attempted:.0%}) were never written: the model replied "
                        "with something that was not a document after every retry (page 6).")
@@ -115,12 +115,12 @@ else:
         with widgets.guard():
             gone = review.delete_run(out)
             s.pop("export_run", None)
-            state.notice(f"Deleted the run folder {gone}.")
+            session.notice(f"Deleted the run folder {gone}.")
             st.rerun()
     sure_all = st.checkbox("Yes, delete every run folder of this session", key="confirm_delete")
     if st.button("Delete all runs of this session", disabled=not sure_all, icon=":material/delete_forever:"):
         with widgets.guard():
-            gone = state.delete_runs()
+            gone = steps.delete_runs()
             s.pop("export_run", None)
-            state.notice(f"Deleted {len(gone)} run folder(s): {', '.join(gone)}.")
+            session.notice(f"Deleted {len(gone)} run folder(s): {', '.join(gone)}.")
             st.rerun()

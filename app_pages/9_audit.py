@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dpkps_core.audit import format_seconds
-from studio import audit_view, state, widgets
+from studio import audit_view, jobs, session, steps, widgets
 
 widgets.page_header(8, "Tests the implementation, not just the maths: the exact release path runs many times with fresh "
                        "noise on neighbouring copies of your corpus (one influential document removed, one canary "
@@ -20,21 +20,21 @@ audit_view.init()
 s = st.session_state
 
 with widgets.guard():
-    state.ensure_corpus()
-    cfg = state.current_config()
+    steps.ensure_corpus()
+    cfg = session.current_config()
     st.markdown(f"**Audited settings:** ε_voc {cfg.eps_voc:g} + ε_kde {cfg.eps_kde:g}, method {cfg.method}, "
                 f"S = {cfg.terms_per_doc}, N = {cfg.vocab_size}, L = {cfg.length}, {cfg.per_class} sequences per "
                 "class (pages 2–5).")
     audit_view.settings_widgets()
 
 job = s.get(audit_view.JOB_KEY)
-running = isinstance(job, state.Job) and job.running
+running = isinstance(job, jobs.Job) and job.running
 c1, c2 = st.columns(2)
 if c1.button("Estimate the time", icon=":material/timer:", disabled=running):
     with widgets.guard(), st.spinner("Measuring one trial of the release path…"):
         audit_view.estimate()
 est = s.get("audit_estimate")
-if est and est.get("corpus_id") == state.corpus_id():
+if est and est.get("corpus_id") == session.corpus_id():
     st.caption(f"Measured {est['seconds_per_trial']:.2f} s per trial (the first, which also embeds Ṽ, took "
                f"{est['first_trial_seconds']:.2f} s): {est['trials']} trials on each of {est['neighbours']} "
                f"neighbouring corpora, plus {est['vocabulary_trials']:,} cheap vocabulary-stage trials each → "

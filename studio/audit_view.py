@@ -16,7 +16,7 @@ import streamlit as st
 
 from dpkps_core import audit
 from dpkps_core.errors import CorpusError
-from studio import fast_mode, state, widgets
+from studio import fast_mode, jobs, resources, session, steps, widgets
 
 JOB_KEY = "job_audit"
 
@@ -50,34 +50,34 @@ def current_settings() -> audit.AuditSettings:
 
 def _inputs() -> tuple[Any, Any, Any, Any]:
     """Corpus, sampling config, public vocabulary and embedder of the current settings (read on this thread)."""
-    corpus = state.ensure_corpus()
+    corpus = steps.ensure_corpus()
     if corpus is None:
         raise CorpusError("Load a corpus first (page 1).")
-    config = state.current_config()
+    config = session.current_config()
     config.validate()
-    return corpus, config, state.public_vocabulary(), state.embedder(config.embedding_model)
+    return corpus, config, session.public_vocabulary(), resources.embedder(config.embedding_model)
 
 
 def estimate() -> dict[str, Any]:
     """Measure one trial of the release path and extrapolate (kept in the session)."""
     corpus, config, vocab, emb = _inputs()
     est = audit.estimate_audit_time(corpus, config, vocabulary=vocab, embedder=emb, settings=current_settings())
-    st.session_state["audit_estimate"] = {**est, "corpus_id": state.corpus_id()}
+    st.session_state["audit_estimate"] = {**est, "corpus_id": session.corpus_id()}
     return est
 
 
-def start() -> state.Job:
+def start() -> jobs.Job:
     """Run the audit in a background job (progress, cancel); the result stays in this session only."""
     corpus, config, vocab, emb = _inputs()
     settings = current_settings()
-    cid = state.corpus_id()
+    cid = session.corpus_id()
 
-    def work(job: state.Job) -> Any:
+    def work(job: jobs.Job) -> Any:
         result = audit.run_audit(corpus, config, vocabulary=vocab, embedder=emb, settings=settings,
                                  progress=job.report, cancel=job.cancel, on_plan=job.partial.append)
         return {"result": result, "corpus_id": cid}
 
-    return state.start_job(JOB_KEY, "privacy audit", work)
+    return jobs.start_job(JOB_KEY, "privacy audit", work)
 
 
 # ------------------------------------------------------------------------------------------------ figures
@@ -116,7 +116,7 @@ def events_table(result: audit.AuditResult) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------------ rendering
 
-def show_job(job: state.Job) -> None:
+def show_job(job: jobs.Job) -> None:
     """Body of the job monitor: the plan while running, the findings when done."""
     if job.error:
         st.error(job.error, icon=":material/error:")
@@ -131,7 +131,7 @@ def show_job(job: state.Job) -> None:
         return
     if not job.result:
         return
-    if job.result["corpus_id"] != state.corpus_id():
+    if job.result["corpus_id"] != session.corpus_id():
         st.info("This audit was run on another corpus; run it again for the current one.")
         return
     show_result(job.result["result"])

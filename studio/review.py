@@ -17,7 +17,7 @@ import pandas as pd
 
 from dpkps_core.errors import ParameterError
 from dpkps_core.runfolder import RunFolder, iter_jsonl
-from studio import state
+from studio import jobs, resources, session
 
 #: Human names of the evaluation metrics (issue 14 §6).
 METRIC_NAMES = {
@@ -37,8 +37,8 @@ MIN_PER_CLASS_TO_JUDGE = 10
 def unload_corpus(reason: str) -> None:
     """After a failed upload: no corpus is loaded (an earlier one is not left underneath); ``reason`` is kept to
     say so on page 1 until a load succeeds."""
-    s = state.ss()
-    state.clear_after("corpus", include=True)
+    s = session.ss()
+    session.clear_after("corpus", include=True)
     s.update(corpus=None, corpus_id=None, corpus_spec=None, corpus_fingerprint=None, loaded_text_column=None,
              loaded_label_column=None, corpus_filename=None, run_dir=None, upload_error=reason)
 
@@ -97,7 +97,7 @@ def compare_table(rows: Sequence[Mapping[str, Any]], n_classes: int) -> tuple[pd
 def keep_compare_rows(job: Any) -> list[dict[str, Any]]:
     """Merge a finished comparison's rows into the session's list (earlier rows are kept; a method re-run at the
     same ε, δ and size replaces its own row) and return the list, newest last."""
-    s = state.ss()
+    s = session.ss()
     rows: list[dict[str, Any]] = s.setdefault("compare_rows", [])
     if job is not None and getattr(job, "result", None) is not None and not getattr(job, "rows_kept", False):
         info = getattr(job.result, "info", {}) or {}
@@ -151,16 +151,16 @@ def method_outlook() -> list[dict[str, Any]]:
     from dpkps_core import evaluation
     from dpkps_core.sampling import METHODS
 
-    s = state.ss()
-    cfg = state.current_config()
+    s = session.ss()
+    cfg = session.current_config()
     key = (s.get("corpus_id"), s.get("split_key"), cfg.eps_voc, cfg.eps_kde, cfg.terms_per_doc, cfg.vocab_size,
            cfg.length, cfg.density, cfg.features, cfg.bandwidth, s.get("vocabulary"), s.get("vocab_max_terms"))
     memo = s.get("method_outlook")
     if memo and memo[0] == key:
         return memo[1]
-    vocab = state.public_vocabulary()
-    counts = state.term_counts(vocab, cfg.terms_per_doc)
-    train = state.train_part()
+    vocab = session.public_vocabulary()
+    counts = session.term_counts(vocab, cfg.terms_per_doc)
+    train = session.train_part()
     out = []
     for method in METHODS:
         density = cfg.density if (cfg.density != "histogram" or method == "independent") else "rff"
@@ -196,15 +196,15 @@ def start_method_preview(methods: Sequence[str], per_class: int) -> Any:
 
     if not methods:
         raise ParameterError("Pick at least one method to compare.")
-    c = state.corpus()
+    c = session.corpus()
     if c is None:
         raise ParameterError("Load a corpus first (page 1).")
-    base = state.current_config(epsilon_cap=None, seed=None)
+    base = session.current_config(epsilon_cap=None, seed=None)
     base.validate()
-    vocab = state.public_vocabulary()
-    emb = state.embedder(base.embedding_model)
-    cache = state.embedding_cache()
-    sp = state.split()
+    vocab = session.public_vocabulary()
+    emb = resources.embedder(base.embedding_model)
+    cache = resources.embedding_cache()
+    sp = session.split()
 
     def work(job: Any) -> Any:
         ev = evaluation.NoLLMEvaluator(c, config=base, vocabulary=vocab, embedder=emb, cache=cache, split=sp)
@@ -212,7 +212,7 @@ def start_method_preview(methods: Sequence[str], per_class: int) -> Any:
                                     eps_kde_grid=[base.eps_kde], methods=list(methods), seeds=1,
                                     per_class=int(per_class), progress=job.report, evaluator=ev)
 
-    return state.start_job("job_method_preview", "method preview", work)
+    return jobs.start_job("job_method_preview", "method preview", work)
 
 
 # ------------------------------------------------------------------------------------------- runs (§4)
@@ -221,7 +221,7 @@ def session_runs() -> list[dict[str, Any]]:
     """This session's run folders that still exist, newest first, with what each holds."""
     from dpkps_core.llm import read_documents
 
-    s = state.ss()
+    s = session.ss()
     current = s.get("run_dir")
     out = []
     for path in reversed(list(s.get("run_dirs") or [])):
@@ -243,12 +243,12 @@ def session_runs() -> list[dict[str, Any]]:
 
 def delete_run(path: str) -> str:
     """Delete one of this session's run folders (the ledger keeps its entries: the ε was spent)."""
-    s = state.ss()
+    s = session.ss()
     runs = [str(x) for x in s.get("run_dirs") or []]
     if str(path) not in runs:
         raise ParameterError("That run folder is not one of this session's runs.")
     job = s.get("job_generation")
-    if str(path) == str(s.get("run_dir")) and isinstance(job, state.Job) and job.running:
+    if str(path) == str(s.get("run_dir")) and isinstance(job, jobs.Job) and job.running:
         raise ParameterError("The LLM is still writing into this run folder; cancel it first (page 6).")
     p = Path(path)
     if p.is_dir():
@@ -256,20 +256,20 @@ def delete_run(path: str) -> str:
     s["run_dirs"] = [x for x in runs if x != str(path)]
     if str(path) == str(s.get("run_dir")):
         s["run_dir"] = None
-        state.clear_after("sequences", include=True)
+        session.clear_after("sequences", include=True)
     return p.name
 
 
 def bundle_parts_for(path: str) -> dict[str, bytes]:
     from dpkps_core.export import collect_bundle
 
-    return collect_bundle(path, secrets=state.generation_secrets())
+    return collect_bundle(path, secrets=session.generation_secrets())
 
 
 def bundle_for(path: str) -> bytes:
     from dpkps_core.export import bundle_bytes
 
-    return bundle_bytes(path, secrets=state.generation_secrets())
+    return bundle_bytes(path, secrets=session.generation_secrets())
 
 
 # ------------------------------------------------------------------------------------------- non-documents (§5)
@@ -288,13 +288,13 @@ def expected_noise_share() -> float:
     """Expected share of Ṽ that is pure noise at the current settings — the forecast's number (PRIVATE, local)."""
     from dpkps_core import evaluation
 
-    s = state.ss()
+    s = session.ss()
     f = s.get("forecast")
-    cfg = state.current_config()
+    cfg = session.current_config()
     if f is not None and (f.eps_voc, f.terms_per_doc, f.vocab_size) == (cfg.eps_voc, cfg.terms_per_doc,
                                                                         cfg.vocab_size):
         return float(f.expected_noise_share)
-    counts = state.term_counts(state.public_vocabulary(), cfg.terms_per_doc)
+    counts = session.term_counts(session.public_vocabulary(), cfg.terms_per_doc)
     share, _ = evaluation.expected_noise_share(counts, eps_voc=cfg.eps_voc, terms_per_doc=cfg.terms_per_doc,
                                                vocab_size=cfg.vocab_size, reps=2)
     return share
@@ -307,13 +307,13 @@ def start_memorisation(*, by_embedding: bool) -> Any:
     from dpkps_core.embeddings import embed_texts
     from dpkps_core.memorisation import memorisation_check
 
-    docs = state.documents()
+    docs = session.documents()
     if not docs:
         raise ParameterError("Write some synthetic documents first (page 6).")
-    train = state.train_part()
+    train = session.train_part()
     if len(train) == 0:
         raise ParameterError("There are no training documents to compare with.")
-    emb = state.memo_embedder(state.ss()["density_meta"]["embedding_model"], state.ss().get("device")) \
+    emb = session.memo_embedder(session.ss()["density_meta"]["embedding_model"], session.ss().get("device")) \
         if by_embedding else None
     syn_texts = [d["text"] for d in docs]
     real_texts = list(train.texts)
@@ -329,7 +329,7 @@ def start_memorisation(*, by_embedding: bool) -> Any:
         job.report(1.0, "memorisation check done")
         return {"rows": rows, "documents": docs, "real_texts": real_texts}
 
-    return state.start_job("job_memorisation", "memorisation check", work)
+    return jobs.start_job("job_memorisation", "memorisation check", work)
 
 
 def memorisation_frame(result: Mapping[str, Any], excerpt: int = 160) -> pd.DataFrame:

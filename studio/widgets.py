@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.errors import DPKPSError
-from studio import PAGES, fast_mode, state
+from studio import PAGES, fast_mode, jobs, session
 
 log = logging.getLogger("dpkps.studio")
 
@@ -126,7 +126,7 @@ def sidebar() -> None:
     s = st.session_state
     st.subheader("Privacy ledger")
     try:
-        led = state.ledger()
+        led = session.ledger()
         cap = led.cap
         total = getattr(led, "corpus_epsilon", led.total_epsilon)  # the corpus's total over all its releases
     except DPKPSError as exc:  # e.g. the ledger folder cannot be used: say so, spend nothing
@@ -164,14 +164,14 @@ def sidebar() -> None:
     pv = s.get("pv")
     outcome = s.get("outcome")
     job = s.get("job_generation")
-    docs = len(state.documents()) if outcome is not None else 0
+    docs = len(session.documents()) if outcome is not None else 0
     items = [
         (c is not None, f"Corpus: {c.name} ({len(c):,} documents)" if c is not None else "Corpus"),
         (pv is not None, f"Private vocabulary: {len(pv):,} terms" if pv is not None else "Private vocabulary"),
         (s.get("dp_density") is not None, f"Densities: {s['density_meta']['method']}" if s.get("dp_density") is not None
          else "Densities"),
         (outcome is not None, f"Sequences: {len(outcome.sequences):,}" if outcome is not None else "Sequences"),
-        (docs > 0, f"Documents: {docs:,}" + (" (writing…)" if isinstance(job, state.Job) and job.running else "")
+        (docs > 0, f"Documents: {docs:,}" + (" (writing…)" if isinstance(job, jobs.Job) and job.running else "")
          if outcome is not None else "Documents"),
     ]
     st.markdown("\n".join(f"- {':green[:material/check_circle:]' if ok else ':gray[:material/radio_button_unchecked:]'} "
@@ -208,17 +208,17 @@ def go_to(index: int, label: str | None = None) -> None:
     st.page_link(spec.path, label=label or f"Go to {spec.title}", icon=spec.icon)
 
 
-def job_monitor(key: str, *, body: Callable[[state.Job], None] | None = None, cancel_label: str = "Cancel") -> None:
-    """Live progress of a background :class:`state.Job` (polls every second while it runs)."""
+def job_monitor(key: str, *, body: Callable[[jobs.Job], None] | None = None, cancel_label: str = "Cancel") -> None:
+    """Live progress of a background :class:`jobs.Job` (polls every second while it runs)."""
     job = st.session_state.get(key)
-    if not isinstance(job, state.Job):
+    if not isinstance(job, jobs.Job):
         return
     poll_key = f"{key}.polling"
 
     @st.fragment(run_every=1.0 if job.running else None)
     def panel() -> None:
         j = st.session_state.get(key)
-        if not isinstance(j, state.Job):
+        if not isinstance(j, jobs.Job):
             return
         if j.running:
             st.session_state[poll_key] = True

@@ -1,4 +1,5 @@
-"""The app's pure helpers (studio.state): run folders, ordering, summaries, the ε explainer, the run assembly."""
+"""The app's pure helpers (studio.session / steps / generation_steps) and the small core helpers the app shows:
+run folders, ordering, summaries, the ε explainer, the run assembly."""
 
 from __future__ import annotations
 
@@ -10,66 +11,68 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpkps_core.corpus import Corpus
+from dpkps_core.corpus import Corpus, corpus_summary
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder, embed_terms
 from dpkps_core.errors import ParameterError
 from dpkps_core.pipeline import (SamplingConfig, build_density, build_private_vocabulary, extract_keyphrases,
                                  sample_sequences, write_run_folder)
+from dpkps_core.risk import epsilon_explainer
+from dpkps_core.runfolder import create_run_dir, runs_root
 from dpkps_core.split import split_corpus
 from dpkps_core.vocabulary import PublicVocabulary
-from studio import PAGES, charts, state
+from studio import PAGES, charts, generation_steps, steps
 
 
 def test_runs_root_from_env_is_created_owner_only(tmp_path: Path) -> None:
-    root = state.runs_root({"DPKPS_RUNS_DIR": str(tmp_path / "r" / "s")})
+    root = runs_root({"DPKPS_RUNS_DIR": str(tmp_path / "r" / "s")})
     assert root == tmp_path / "r" / "s" and root.is_dir()
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
 
 
 def test_runs_root_default_is_under_the_home_or_a_tempdir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
-    root = state.runs_root({})
+    root = runs_root({})
     assert root == tmp_path / ".local" / "share" / "dpkps" / "runs"
 
 
 def test_run_dirs_are_fresh_and_owner_only(tmp_path: Path) -> None:
-    a = state.create_run_dir(tmp_path, "tok")
-    b = state.create_run_dir(tmp_path, "tok")
+    a = create_run_dir(tmp_path, "tok")
+    b = create_run_dir(tmp_path, "tok")
     assert a != b and a.name.startswith("run-") and "tok" in a.name
     assert stat.S_IMODE(a.stat().st_mode) == 0o700
 
 
 def test_interleave_by_class_round_robin_keeps_ids() -> None:
     seqs = [{"id": f"s{i}", "label": lab} for i, lab in enumerate("aaabbc")]
-    out = state.interleave_by_class(seqs)
+    out = generation_steps.interleave_by_class(seqs)
     assert [s["label"] for s in out] == list("abcaba")
     assert sorted(s["id"] for s in out) == sorted(s["id"] for s in seqs)
 
 
 def test_corpus_summary_counts(toy_corpus: Corpus) -> None:
-    info = state.corpus_summary(toy_corpus)
+    info = corpus_summary(toy_corpus)
     assert info["documents"] == 11 and info["classes"] == 3
     assert info["class_counts"] == {"business": 3, "sport": 4, "tech": 4}
     assert info["words_min"] <= info["words_median"] <= info["words_max"]
 
 
 def test_few_shot_examples_from_the_corpus_are_refused(toy_corpus: Corpus) -> None:
-    state.check_few_shot_not_private(["a public example"], toy_corpus)
+    generation_steps.check_few_shot_not_private(["a public example"], toy_corpus)
     with pytest.raises(ParameterError, match="private corpus"):
-        state.check_few_shot_not_private([" " + toy_corpus.texts[3] + "\n"], toy_corpus)
+        generation_steps.check_few_shot_not_private([" " + toy_corpus.texts[3] + "\n"], toy_corpus)
 
 
 def test_epsilon_explainer_plain_numbers() -> None:
-    x = state.epsilon_explainer(eps_voc=1.0, eps_kde=5.0, terms_per_doc=10, public_vocabulary_size=400_000,
-                                density_kind="histogram")
+    x = epsilon_explainer(eps_voc=1.0, eps_kde=5.0, terms_per_doc=10, public_vocabulary_size=400_000,
+                          density_kind="histogram")
     assert x["odds_total"] == pytest.approx(math.exp(6)) and x["odds_voc"] == pytest.approx(math.e)
     assert x["voc_scale"] == 10 and x["voc_sd"] == pytest.approx(10 * math.sqrt(2))
     assert x["voc_floor"] == pytest.approx(10 * math.log(200_000))
     assert x["kde_sd"] == pytest.approx(math.sqrt(2) / 5)
-    r = state.epsilon_explainer(eps_voc=1.0, eps_kde=5.0, terms_per_doc=10, public_vocabulary_size=10,
-                                density_kind="rff", features=1000)
+    r = epsilon_explainer(eps_voc=1.0, eps_kde=5.0, terms_per_doc=10, public_vocabulary_size=10,
+                          density_kind="rff", features=1000)
     assert r["kde_scale"] == pytest.approx(math.sqrt(2) * 1000 / 5)
 
 
@@ -87,7 +90,7 @@ def test_assemble_run_writes_the_cli_run_folder(toy_corpus: Corpus, tmp_path: Pa
     density, info = build_density(kp, train.labels, classes=tuple(toy_corpus.classes), embeddings=emb, config=cfg,
                                   private_vocabulary=pv, noise=noise, ledger=ledger)
     outcome = sample_sequences(density, terms=pv.terms, embeddings=emb, config=cfg, rng=noise.child())
-    run = state.assemble_run(config=cfg, split=split, ledger=ledger, noise=noise, private_vocabulary=pv,
+    run = steps.assemble_run(config=cfg, split=split, ledger=ledger, noise=noise, private_vocabulary=pv,
                              embeddings=emb, density=density, density_info=info, outcome=outcome,
                              classes=toy_corpus.classes, vocabulary_name="toy")
     out = write_run_folder(run, tmp_path / "run")
@@ -128,11 +131,11 @@ def test_charts_are_plotly_figures() -> None:
 def test_session_upload_folder_is_removed_when_the_session_state_goes(monkeypatch) -> None:
     import gc
 
-    from studio import state as studio_state
+    from studio import session
 
     fake_session: dict = {}
-    monkeypatch.setattr(studio_state, "ss", lambda: fake_session)
-    path = studio_state.save_vocabulary_upload(b"goal\nmatch\n", "my vocab.txt")
+    monkeypatch.setattr(session, "ss", lambda: fake_session)
+    path = session.save_vocabulary_upload(b"goal\nmatch\n", "my vocab.txt")
     folder = path.parent
     assert path.read_bytes() == b"goal\nmatch\n" and oct(folder.stat().st_mode)[-3:] == "700"
     fake_session.clear()  # what Streamlit does with a session's state when the session ends

@@ -75,3 +75,22 @@ def test_no_run_folder_file_name_literal_outside_its_owner() -> None:
         text = path.read_text(encoding="utf-8")
         offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n in text]
     assert not offenders, offenders
+
+
+def _project_modules() -> list[Path]:
+    """Every Python file of the project (the core, the app, its pages, benchmarks, scripts and tests)."""
+    files = [ROOT / "app.py"]
+    for folder in ("dpkps_core", "studio", "app_pages", "benchmarks", "scripts", "tests"):
+        files += [p for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts]
+    return sorted(files)
+
+
+def test_studio_state_is_split_and_nothing_imports_it() -> None:
+    """Issue 12: the app's second orchestrator is gone — session keys and accessors in ``studio/session.py``, the
+    thin actions that call the core in ``studio/steps.py`` (+ ``generation_steps``, ``evaluation_steps``)."""
+    assert not (ROOT / "studio" / "state.py").exists()
+    for name in ("session.py", "steps.py", "resources.py", "jobs.py"):
+        assert (ROOT / "studio" / name).is_file(), name
+    offenders = [p.relative_to(ROOT).as_posix() for p in _project_modules()
+                 if any(m == "studio.state" or m.startswith("studio.state.") for m in _imports(p))]
+    assert not offenders, offenders

@@ -73,7 +73,7 @@ def test_compare_prompt_count_follows_the_selected_methods() -> None:
 
 def test_compare_rows_are_kept_across_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     session: dict = {}
-    monkeypatch.setattr(review.state, "ss", lambda: session)
+    monkeypatch.setattr(review.session, "ss", lambda: session)
 
     class Result:
         def __init__(self, rows):

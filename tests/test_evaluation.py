@@ -322,7 +322,7 @@ def test_app_and_core_give_identical_sweep_and_no_llm_numbers(monkeypatch) -> No
     """Issue 12: the app's sweep job and no-LLM check are the core's functions: same settings, same numbers."""
     import threading
 
-    from studio import state
+    from studio import evaluation_steps, jobs
 
     corpus, vocab = make_toy_corpus(), make_toy_vocabulary()
     cfg = toy_config()
@@ -330,16 +330,16 @@ def test_app_and_core_give_identical_sweep_and_no_llm_numbers(monkeypatch) -> No
                         eps_kde_grid=[5], methods=["independent"], seeds=2, per_class=10)
     # the app's job body, with the session's accessors pointed at the same inputs
     session = {"corpus": corpus}
-    monkeypatch.setattr(state, "corpus", lambda: session["corpus"])
-    monkeypatch.setattr(state, "current_config", lambda **kw: dataclasses.replace(cfg, **kw))
-    monkeypatch.setattr(state, "public_vocabulary", lambda: vocab)
-    monkeypatch.setattr(state, "embedder", lambda *a, **k: BowEmbedder())
-    monkeypatch.setattr(state, "embedding_cache", lambda: None)
-    monkeypatch.setattr(state, "split", lambda: None)
+    monkeypatch.setattr(evaluation_steps, "corpus", lambda: session["corpus"])
+    monkeypatch.setattr(evaluation_steps, "current_config", lambda **kw: dataclasses.replace(cfg, **kw))
+    monkeypatch.setattr(evaluation_steps, "public_vocabulary", lambda: vocab)
+    monkeypatch.setattr(evaluation_steps, "embedder", lambda *a, **k: BowEmbedder())
+    monkeypatch.setattr(evaluation_steps, "embedding_cache", lambda: None)
+    monkeypatch.setattr(evaluation_steps, "split", lambda: None)
     captured = {}
-    monkeypatch.setattr(state, "start_job", lambda key, kind, work: captured.setdefault("work", work))
-    state.start_sweep(eps_voc=[2, 20], eps_kde=[5], methods=["independent"], seeds=2, per_class=10)
-    job = state.Job(kind="sweep")
+    monkeypatch.setattr(evaluation_steps, "start_job", lambda key, kind, work: captured.setdefault("work", work))
+    evaluation_steps.start_sweep(eps_voc=[2, 20], eps_kde=[5], methods=["independent"], seeds=2, per_class=10)
+    job = jobs.Job(kind="sweep")
     app = captured["work"](job)
     cols = ["method", "eps_voc", "eps_kde", "seed", "no_llm_accuracy", "real_keyphrase_baseline_accuracy",
             "vocabulary_recall"]

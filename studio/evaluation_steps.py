@@ -1,0 +1,136 @@
+"""The page-7 actions: background jobs that evaluate the run on real data (PRIVATE, local) — downstream accuracy,
+the method comparison, the t-SNE/UMAP overlay and the ε sweep — each a thin call of the ``dpkps_core`` function
+the CLI runs, in a :class:`~studio.jobs.Job` thread (finished sweep cells are kept when cancelled)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Sequence
+
+import numpy as np
+
+from dpkps_core.embeddings import DEFAULT_MODEL, embed_texts
+from dpkps_core.errors import CorpusError, ParameterError
+from dpkps_core.runfolder import runs_root
+from studio.jobs import Job, start_job
+from studio.resources import embedder, embedding_cache, local_backend, offline_backend
+from studio.session import (corpus, current_config, documents, ledger, memo_embedder, public_vocabulary, run_dir,
+                            split, ss, term_counts, test_part)
+
+def start_evaluation(seeds: int) -> Job:
+    """Downstream accuracy + no-LLM check of the run folder (dpkps_core.evaluation.evaluate_run) — PRIVATE."""
+    from dpkps_core import evaluation
+
+    out = run_dir(create=False)
+    if out is None or ss().get("outcome") is None:
+        raise ParameterError("Sample keyphrase sequences first (page 5).")
+    c = corpus()
+    emb = memo_embedder(ss()["density_meta"]["embedding_model"], ss().get("device"))
+    vocab = public_vocabulary()
+    counts = term_counts(vocab, int(current_config().terms_per_doc))
+
+    def work(job: Job) -> Any:
+        return evaluation.evaluate_run(out, seeds=seeds, embedder=emb, corpus=c, progress=job.report,
+                                       vocabulary=vocab, counts=counts)
+
+    return start_job("job_evaluation", "evaluation", work)
+
+
+def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per_class: int, max_tokens: int) -> Job:
+    """DP-KPS vs private prediction vs AugPE+Ṽ at one privacy level on the same split (dpkps_core.baselines.compare).
+
+    Its accuracies read real data (private, local); the synthetic documents it writes are DP releases, so their
+    JOINT cost (every method on the same data) is checked against the cap and charged to the corpus's
+    persistent ledger, as the CLI's ``compare`` does (issue 11 §4)."""
+    from dpkps_core.baselines import compare
+
+    if not methods:
+        raise ParameterError("Pick at least one method to compare.")
+    c = corpus()
+    s = ss()
+    led = ledger()
+    joint_eps, _ = compare.joint_cost(tuple(methods), eps_total=float(eps_total), eps_voc=float(eps_total) / 2,
+                                      delta=float(delta))
+    led.require(joint_eps, f"this comparison of {len(methods)} method(s) on the same data (joint cost)")
+    out = runs_root() / f"compare-{uuid.uuid4().hex[:8]}"
+    emb = memo_embedder(DEFAULT_MODEL, s.get("device"))
+    vocab = public_vocabulary()
+    doc_type = s.get("doc_type") or "a document"
+    test_fraction = float(s["test_fraction"])  # session state is read here, never from the worker thread
+    # a local model (the user's own folder when chosen on page 6, else SmolLM2) on the device setting
+    backend = (local_backend(s.get("local_model_path") or "", s.get("device")) if s.get("backend") == "local"
+               else offline_backend(s.get("device")))
+
+    def work(job: Job) -> Any:
+        return compare.compare_methods(
+            c, methods=tuple(methods), eps_total=float(eps_total), delta=float(delta), per_class=int(per_class),
+            max_tokens=int(max_tokens), doc_type=doc_type, backend=backend, embedder=emb,
+            vocabulary=vocab, test_fraction=test_fraction, out_dir=out, progress=job.report, cancel=job.cancel,
+            ledger=led)
+
+    return start_job("job_compare", "method comparison", work)
+
+
+def start_projection(max_real: int) -> Job:
+    """t-SNE and UMAP of real test documents (PRIVATE, in memory) and synthetic documents in one space."""
+    from dpkps_core import evaluation
+
+    docs = documents()
+    if len(docs) < 2:
+        raise ParameterError("Write at least two synthetic documents first (page 6).")
+    test = test_part()
+    if len(test) == 0:
+        raise ParameterError("The overlay needs held-out real documents; set a test fraction above 0 on page 1.")
+    rng = np.random.default_rng(0)
+    idx = np.sort(rng.choice(len(test), size=min(int(max_real), len(test)), replace=False))
+    real_texts = [test.texts[i] for i in idx]
+    real_labels = [test.labels[i] for i in idx]
+    emb_model = memo_embedder(ss()["density_meta"]["embedding_model"])
+
+    def work(job: Job) -> Any:
+        job.report(0.05, f"embedding {len(real_texts)} real test documents (in memory only)")
+        real = embed_texts(real_texts, emb_model, progress=lambda f, m: job.report(0.05 + 0.3 * f, m))
+        if job.cancelled:
+            return None
+        job.report(0.35, f"embedding {len(docs)} synthetic documents")
+        syn = embed_texts([d["text"] for d in docs], emb_model)
+        frames = {}
+        for k, method in enumerate(("tsne", "umap")):
+            if job.cancelled:
+                break
+            job.report(0.4 + 0.3 * k, f"{method.upper()} projection")
+            frames[method] = evaluation.projection_frame(real, real_labels, syn, [d["label"] for d in docs],
+                                                         method=method)
+            job.partial.append(method)
+        job.report(1.0, "projections done")
+        return frames
+
+    return start_job("job_projection", "projection", work)
+
+
+def start_sweep(*, eps_voc: Sequence[float], eps_kde: Sequence[float], methods: Sequence[str], seeds: int,
+                per_class: int) -> Job:
+    """ε sweep without the LLM; finished cells are kept when cancelled (PRIVATE, local experiment)."""
+    from dpkps_core import evaluation
+
+    if not eps_voc or not eps_kde or not methods:
+        raise ParameterError("Choose at least one ε_voc, one ε_kde and one method for the sweep.")
+    c = corpus()
+    if c is None:
+        raise CorpusError("Load a corpus first (page 1).")
+    base = current_config(epsilon_cap=None, seed=None).validate()
+    vocab = public_vocabulary()
+    emb = embedder(base.embedding_model)
+    cache = embedding_cache()
+    sp = split()
+
+    def work(job: Job) -> Any:
+        # the core's sweep (the same numbers as `python -m dpkps_core sweep`); finished cells land in job.partial
+        ev_ = evaluation.NoLLMEvaluator(c, config=base, vocabulary=vocab, embedder=emb, cache=cache, split=sp)
+        return evaluation.run_sweep(c, config=base, vocabulary=vocab, embedder=emb, evaluator=ev_,
+                                    eps_voc_grid=[float(e) for e in eps_voc], eps_kde_grid=[float(e) for e in eps_kde],
+                                    methods=list(methods), seeds=int(seeds), per_class=int(per_class),
+                                    progress=job.report, cancel=job.cancel, rows=job.partial)
+
+    return start_job("job_sweep", "sweep", work)
+

@@ -1,0 +1,146 @@
+"""The page-6 actions: the LLM writes one document per DP keyphrase sequence (post-processing: no ε), through the
+core's runner (``dpkps_core.llm``) in a :class:`~studio.jobs.Job` thread; the runner's per-document checkpoint keeps
+what was finished before a cancel, and a new start resumes.
+
+The pure helpers (:func:`interleave_by_class`, :func:`check_few_shot_not_private`) do not touch Streamlit and are
+unit-tested directly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from dpkps_core.corpus import Corpus
+from dpkps_core.errors import ParameterError
+from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
+from dpkps_core.sampling import SamplingOutcome
+from studio.jobs import Job, start_job
+from studio.resources import local_backend, offline_backend, wait_for_warm_up
+from studio.session import corpus, generation_secrets, run_dir, ss
+from studio.steps import write_run
+
+# ============================================================================================ pure helpers
+
+def interleave_by_class(sequences: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Sequences reordered round-robin over classes (so "the first k" covers every class); ids unchanged."""
+    by_class: dict[str, list[dict[str, Any]]] = {}
+    for s in sequences:
+        by_class.setdefault(str(s.get("label", "")), []).append(dict(s))
+    out: list[dict[str, Any]] = []
+    queues = [by_class[c] for c in sorted(by_class)]
+    i = 0
+    while any(i < len(q) for q in queues):
+        out.extend(q[i] for q in queues if i < len(q))
+        i += 1
+    return out
+
+
+def check_few_shot_not_private(texts: Iterable[str], corpus: Corpus | None) -> None:
+    """Refuse few-shot examples that are documents of the private corpus (exact text match)."""
+    if corpus is None:
+        return
+    private = set(t.strip() for t in corpus.texts)
+    for t in texts:
+        if t.strip() in private:
+            raise ParameterError(
+                "A few-shot example is a document of the private corpus; few-shot examples must come from a "
+                "separate PUBLIC file."
+            )
+
+
+
+# ============================================================================================ 6. LLM
+
+def prompt_config() -> Any:
+    from dpkps_core.llm import PromptConfig
+
+    s = ss()
+    return PromptConfig(doc_type=s["doc_type"] or "a document", few_shot=tuple(s.get("few_shot") or ()),
+                        include_label=bool(s["include_label"]))
+
+
+def parse_few_shot_upload(data: bytes, filename: str) -> tuple[Any, ...]:
+    """PUBLIC few-shot examples from a separate upload; refuses the private corpus file and its documents."""
+    from dpkps_core.llm import parse_few_shot
+
+    s = ss()
+    fps = [s["corpus_fingerprint"]] if s.get("corpus_fingerprint") else []
+    examples = parse_few_shot(data, filename=filename, private_fingerprints=fps)
+    check_few_shot_not_private((e.text for e in examples), corpus())
+    s["few_shot"], s["few_shot_name"] = tuple(examples), Path(filename).name
+    return examples
+
+
+def llm_backend() -> Any:
+    """Offline (cached, public weights) or OpenAI-compatible (built per session; the key stays in memory)."""
+    from dpkps_core.llm import make_backend
+
+    s = ss()
+    if s["backend"] == "offline":
+        return offline_backend(s.get("device"))
+    if s["backend"] == "local":
+        return local_backend(s.get("local_model_path") or "", s.get("device"))
+    return make_backend("openai", model=(s["llm_model"] or "").strip() or None,
+                        base_url=(s["base_url"] or "").strip() or None, api_key=s["api_key"] or None,
+                        concurrency=int(s["concurrency"]))
+
+
+def job_sequences() -> list[dict[str, Any]]:
+    """All sequences, round-robin over classes (the first k cover every class)."""
+    outcome: SamplingOutcome = ss()["outcome"]
+    return interleave_by_class([q.to_dict() for q in outcome.sequences])
+
+
+def generation_settings(limit: int) -> Any:
+    from dpkps_core.llm import GenerationSettings
+
+    s = ss()
+    offline = s["backend"] in ("offline", "local")
+    return GenerationSettings(max_tokens=int(s["max_tokens"]), temperature=float(s["llm_temperature"]),
+                              timeout=120.0 if offline else 60.0, retries=2 if offline else 4,
+                              concurrency=1 if offline else int(s["concurrency"]), limit=int(limit),
+                              batch_size=int(s.get("llm_batch_size") or DEFAULT_BATCH_SIZE))
+
+
+def estimate_generation(limit: int) -> Any:
+    from dpkps_core.llm import estimate_cost
+
+    s = ss()
+    seqs = job_sequences()[: int(limit)]
+    settings = generation_settings(limit)
+    price = float(s["price_per_1k"]) or None
+    return estimate_cost(seqs, prompt_config=prompt_config(), backend=llm_backend(), max_tokens=settings.max_tokens,
+                         concurrency=settings.concurrency, price_per_1k=price, batch_size=settings.batch_size)
+
+
+def start_generation(limit: int) -> Job:
+    """Write documents for the first ``limit`` sequences (resuming: finished ones are skipped)."""
+    from dpkps_core.llm import run_generation
+
+    if ss().get("outcome") is None:
+        raise ParameterError("Sample keyphrase sequences first (page 5).")
+    seqs = job_sequences()
+    backend = llm_backend()
+    pconf = prompt_config()
+    settings = generation_settings(limit)
+    out = run_dir(create=False) or write_run()
+    mask = generation_secrets()
+
+    def work(job: Job) -> Any:
+        def on_progress(p: Any) -> None:
+            eta = f", about {p.eta_s:.0f} s left" if p.eta_s is not None else ""
+            batch = (f"; writing a batch of {p.in_flight} ({p.in_flight_fraction:.0%} of its tokens)"
+                     if p.in_flight else "")
+            job.report((p.done + p.failed + p.in_flight * p.in_flight_fraction) / max(p.total, 1),
+                       f"{p.done}/{p.total} documents written, {p.failed} failed{batch}{eta}")
+
+        if hasattr(backend, "load"):
+            job.report(0.0, "loading the offline model (first time ~10–30 s)…")
+            wait_for_warm_up("llm")
+            backend.load()
+        return run_generation(seqs, backend=backend, prompt_config=pconf, run_dir=out, settings=settings,
+                              progress=on_progress, cancel=job.cancel, secrets=mask)
+
+    return start_job("job_generation", "generation", work)
+

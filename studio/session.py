@@ -1,0 +1,460 @@
+"""The app's session: every key of ``st.session_state``, its defaults and the accessors that read or derive it.
+
+Rules (docs/ARCHITECTURE.md, issue "The Streamlit app"):
+
+* Everything lives in plain ``st.session_state`` keys (widgets only mirror them, see ``studio.widgets``), so a
+  page that is not on screen loses nothing.
+* Nothing derived from the private corpus or from DP noise is ever put in a global cache: term counts, Ṽ,
+  densities, sequences, evaluations stay in the session (public models and data: ``studio.resources``).
+* A re-run step clears the results that depended on the previous output (:func:`clear_after`); the ledger is
+  never cleared.
+
+The actions that call the core (load a corpus, the DP steps, the background jobs) are in ``studio.steps`` and
+``studio.evaluation_steps``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import secrets
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping, MutableMapping, Sequence
+
+import numpy as np
+import streamlit as st
+
+from dpkps_core import pipeline
+from dpkps_core.corpus import Corpus
+from dpkps_core.device import default_device_setting
+from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.embeddings import DEFAULT_MODEL
+from dpkps_core.errors import CorpusError, VocabularyError
+from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
+from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
+from dpkps_core.pipeline import PAPER_SETTINGS, SamplingConfig, effective_max_terms
+from dpkps_core.runfolder import create_run_dir, runs_root
+from dpkps_core.split import CorpusSplit, split_documents
+from dpkps_core.vocabulary import PublicVocabulary
+from studio import fast_mode
+from studio.jobs import Job
+from studio.resources import cached_vocabulary, embedder
+
+#: Largest upload (bytes); matches server.maxUploadSize = 200 (MB) and the corpus loader's default max_bytes.
+MAX_UPLOAD_BYTES = 200 * 1024 * 1024
+
+DEMO_CHOICES: dict[str, str] = {
+    "demo:bbc": "BBC News articles — 5 categories (public demo data)",
+    "demo:drugs": "Drugs.com patient reviews — label: medical condition (public demo data)",
+    "demo:drugs-rating": "Drugs.com patient reviews — label: rating band (public demo data)",
+}
+DOC_TYPE_FOR_DEMO = {
+    "demo:bbc": "a short news article",
+    "demo:drugs": "a short patient review of a medication",
+    "demo:drugs-rating": "a short patient review of a medication",
+}
+BUILTIN_VOCABULARIES = ("glove", "wordfreq", "medical")
+STEPS = ("corpus", "vocabulary", "density", "sequences", "documents", "evaluation")
+
+# Result keys cleared when the step they belong to (or an earlier one) is re-run. Private ones are marked.
+_RESULT_KEYS: dict[str, tuple[str, ...]] = {
+    "corpus": ("split", "split_key", "term_counts", "forecast", "no_llm_history", "real_keyphrase_baseline",
+               "method_outlook", "job_method_preview", "compare_rows", "_embedding_memo"),  # all PRIVATE
+    "vocabulary": ("pv", "pv_meta", "vocab_check"),            # vocab_check: PRIVATE
+    "density": ("keyphrases", "embeddings", "dp_density", "density_info", "density_meta", "umap_map"),  # keyphrases: PRIVATE
+    "sequences": ("outcome", "seq_meta", "no_llm"),            # no_llm: PRIVATE
+    "documents": ("job_generation",),
+    "evaluation": ("evaluation", "projections", "job_projection", "job_evaluation", "job_memorisation"),
+}
+
+
+# ============================================================================================ settings
+
+def default_settings() -> dict[str, Any]:
+    """Every user choice, as plain session keys (the first visit needs none of them changed)."""
+    d = SamplingConfig()
+    fast = fast_mode()
+    return {
+        # 1 corpus
+        "corpus_source": "demo", "demo_spec": "demo:bbc", "text_column": None, "label_column": None,
+        "test_fraction": d.test_fraction,
+        # 2 vocabulary & budget
+        "vocabulary": "glove", "remove_stopwords": d.remove_stopwords, "junk_filter": d.junk_filter,
+        "vocab_max_terms": d.vocab_max_terms or 0, "terms_per_doc": d.terms_per_doc, "vocab_size": 200 if fast else d.vocab_size,
+        "selection_rule": d.selection_rule, "embedding_model": DEFAULT_MODEL,
+        "eps_total": float(d.eps_voc + d.eps_kde), "eps_voc_share": d.eps_voc / (d.eps_voc + d.eps_kde),
+        "cap_enabled": True, "epsilon_cap": 20.0, "paper_settings": False,
+        "seeded_demo": False, "demo_seed": 2024, "noise_sampler": d.noise_sampler,
+        # 4 densities
+        "method": d.method, "density": d.density, "length": d.length,
+        "bandwidth_auto": True, "bandwidth": 0.3, "features_auto": True, "features": 2000,
+        # 5 sequences
+        "per_class": 2 if fast else 20, "temperature": d.temperature,
+        # 6 LLM
+        "backend": "offline", "base_url": "", "llm_model": "gpt-4o-mini", "api_key": "",
+        "device": default_device_setting(), "llm_batch_size": DEFAULT_BATCH_SIZE, "local_model_path": "",
+        "doc_type": "", "include_label": False, "max_tokens": 16 if fast else 200, "llm_temperature": 0.7,
+        "n_documents": 2 if fast else 10, "price_per_1k": 0.0, "concurrency": 4, "few_shot": (),
+        "few_shot_name": "",
+        # 7 evaluation
+        "eval_seeds": 1 if fast else 3, "projection_points": 60 if fast else 300,
+        "sweep_eps_voc": [1.0, 5.0], "sweep_eps_kde": [2.0, 5.0, 10.0], "sweep_methods": ["independent"],
+        "sweep_seeds": 1, "sweep_per_class": 20 if fast else 100,
+        "compare_eps": 10.0, "compare_delta": 1e-6, "compare_per_class": 1 if fast else 2,
+        "compare_max_tokens": 16 if fast else 48, "compare_methods": ["dpkps", "private-prediction", "augpe"],
+    }
+
+
+def ss() -> MutableMapping[str, Any]:
+    return st.session_state
+
+
+def init_session() -> None:
+    """Fill missing keys (first visit, or keys a newer version added). Never overwrites a choice."""
+    s = ss()
+    for k, v in default_settings().items():
+        if k not in s:
+            s[k] = v
+    if "session_token" not in s:
+        s["session_token"] = secrets.token_hex(4)
+    for k, v in (("ledgers", {}), ("run_dirs", []), ("notices", [])):
+        if k not in s:
+            s[k] = v
+
+
+def apply_paper_settings(on: bool) -> None:
+    """Switch the DP-KPS paper's configuration (pipeline.PAPER_SETTINGS) on, or back to the defaults."""
+    s = ss()
+    d = SamplingConfig()
+    defaults = default_settings()
+    mapping = {
+        "remove_stopwords": PAPER_SETTINGS["remove_stopwords"], "junk_filter": PAPER_SETTINGS["junk_filter"],
+        "vocab_max_terms": PAPER_SETTINGS["vocab_max_terms"] or 0, "density": PAPER_SETTINGS["density"],
+        "selection_rule": PAPER_SETTINGS["selection_rule"], "vocab_size": PAPER_SETTINGS["vocab_size"],
+        "terms_per_doc": PAPER_SETTINGS["terms_per_doc"],
+    }
+    if on:
+        s.update(mapping)
+        s["bandwidth_auto"], s["bandwidth"] = False, float(PAPER_SETTINGS["bandwidth"])
+        s["features_auto"], s["features"] = False, int(PAPER_SETTINGS["features"])
+    else:
+        for k in mapping:
+            s[k] = defaults[k]
+        s["bandwidth_auto"], s["features_auto"] = True, True
+        s["bandwidth"], s["features"] = defaults["bandwidth"], defaults["features"]
+        s["density"] = d.density
+    s["paper_settings"] = on
+
+
+def eps_split() -> tuple[float, float]:
+    s = ss()
+    total = float(s["eps_total"])
+    voc = round(total * float(s["eps_voc_share"]), 4)
+    return voc, round(total - voc, 4)
+
+
+def current_config(**overrides: Any) -> SamplingConfig:
+    """The :class:`SamplingConfig` the settings describe (public parameters only)."""
+    s = ss()
+    eps_voc, eps_kde = eps_split()
+    cfg = SamplingConfig(
+        corpus=s.get("corpus_spec") or s["demo_spec"], text_column=s.get("loaded_text_column"),
+        label_column=s.get("loaded_label_column"),
+        vocabulary=vocabulary_spec(), remove_stopwords=bool(s["remove_stopwords"]), junk_filter=bool(s["junk_filter"]),
+        vocab_max_terms=int(s["vocab_max_terms"]) or None, eps_voc=eps_voc, eps_kde=eps_kde, method=s["method"],
+        density=s["density"], length=int(s["length"]), per_class=int(s["per_class"]),
+        vocab_size=int(s["vocab_size"]), terms_per_doc=int(s["terms_per_doc"]), selection_rule=s["selection_rule"],
+        features=None if s["features_auto"] else int(s["features"]),
+        bandwidth=None if s["bandwidth_auto"] else float(s["bandwidth"]),
+        temperature=float(s["temperature"]), embedding_model=s["embedding_model"],
+        seed=int(s["demo_seed"]) if s["seeded_demo"] else None, test_fraction=float(s["test_fraction"]),
+        noise_sampler=str(s.get("noise_sampler") or "opendp"),
+        epsilon_cap=float(s["epsilon_cap"]) if s["cap_enabled"] else None,
+        person_column=person_column(),
+    )
+    return dataclasses.replace(cfg, **overrides) if overrides else cfg
+
+
+
+# ============================================================================================ session accessors
+
+def memo_embedder(name: str = DEFAULT_MODEL, device: str | None = None) -> Any:
+    """The embedding model behind this session's in-memory memo: each (private) document is embedded once per
+    session and corpus, whether by Evaluate, the map or Compare (issue 14 §9); never written anywhere."""
+    from studio.embedding_memo import MemoEmbedder, session_memo
+
+    return MemoEmbedder(embedder(name, device), session_memo(ss(), ss().get("corpus_id"), name))
+
+
+def notice(message: str) -> None:
+    """Queue a one-off message for the next page render (e.g. after a switch of corpus)."""
+    ss()["notices"].append(message)
+
+
+def corpus() -> Corpus | None:
+    return ss().get("corpus")
+
+
+def corpus_id() -> str | None:
+    return ss().get("corpus_id")
+
+
+def ledger() -> PrivacyLedger:
+    """The privacy ledger of the current corpus: its persistent ledger (``dpkps_core.ledger_store``), shared by
+    every session and CLI run on the same documents, so it survives reloads, new sessions and another label
+    column. ``events`` are this session's releases; ``cap``/``remaining``/``corpus_*`` are the corpus's.
+
+    The cap is the corpus's: a corpus without one takes the session's; a change made here is written to the
+    corpus; a change made elsewhere (another session, the CLI) is shown here."""
+    s = ss()
+    cid = s.get("corpus_id") or "(no corpus)"
+    ledgers: dict[str, PrivacyLedger] = s["ledgers"]
+    if cid not in ledgers:
+        c = s.get("corpus")
+        ledgers[cid] = open_corpus_ledger(c, tool="app") if c is not None and s.get("corpus_id") else PrivacyLedger()
+    led = ledgers[cid]
+    cap = float(s["epsilon_cap"]) if s.get("cap_enabled") else None
+    if not isinstance(led, PersistentLedger):
+        if led.cap != cap:
+            led.cap = cap
+        return led
+    rd = s.get("run_dir")
+    led.run = Path(rd).name if rd else f"session {s.get('session_token', '?')}"
+    seen: dict[str, float | None] = s.setdefault("ledger_caps", {})
+    stored = led.cap
+    if (cid in seen and cap != seen[cid]) or (cid not in seen and stored is None and cap is not None):
+        if cap != stored:  # changed in this session, or a corpus without a cap: the session's cap is the corpus's
+            led.cap = stored = cap
+    elif cap != stored:  # set by another session or the CLI: show it
+        s["cap_enabled"] = stored is not None
+        if stored is not None:
+            s["epsilon_cap"] = stored
+    seen[cid] = stored
+    return led
+
+
+def noise() -> NoiseSource:
+    """OS entropy by default; seeded only when "reproducible demo (NOT FOR RELEASE)" is ticked."""
+    s = ss()
+    seed = int(s["demo_seed"]) if s.get("seeded_demo") else None
+    sampler = str(s.get("noise_sampler") or "opendp")  # OpenDP (vetted, default) or NumPy; a seed means NumPy
+    cur: NoiseSource | None = s.get("noise")
+    if cur is None or cur.seed != seed or cur.requested_sampler != sampler:
+        cur = NoiseSource(seed, sampler=sampler)
+        s["noise"] = cur
+    return cur
+
+
+def clear_after(step: str, *, include: bool = False) -> None:
+    """Drop the results of the steps after ``step`` (and of ``step`` itself when ``include``)."""
+    s = ss()
+    start = STEPS.index(step) + (0 if include else 1)
+    for name in STEPS[start:]:
+        for key in _RESULT_KEYS[name]:
+            if key == "job_generation" or key.startswith("job_"):
+                job = s.get(key)
+                if isinstance(job, Job) and job.running:
+                    job.cancel.set()
+            s.pop(key, None)
+
+
+
+# ============================================================================================ 1. corpus
+
+def person_column() -> str | None:
+    """The person column when the unit of privacy is a person (issue 15), else ``None`` (one document)."""
+    c = corpus()
+    return c.person_column if c is not None and c.persons is not None else None
+
+
+def privacy_unit() -> str:
+    c = corpus()
+    return c.privacy_unit if c is not None and c.persons is not None else "add/remove one document"
+
+
+def person_groups(part: Corpus) -> Sequence[str] | None:
+    """PRIVATE person ids of ``part`` when the unit is a person (weights only; never shown or released)."""
+    return part.persons if person_column() else None
+
+
+def split() -> CorpusSplit | None:
+    """The held-out split of the current corpus; only ``split.train`` feeds DP steps."""
+    s = ss()
+    c = corpus()
+    if c is None:
+        return None
+    key = (s.get("corpus_id"), float(s["test_fraction"]))
+    if s.get("split_key") != key:
+        new = split_documents(c, test_fraction=float(s["test_fraction"]), seed=0, by_person=person_column() is not None)
+        if s.get("split_key") is not None and s.get("pv") is not None:
+            notice("The held-out fraction changed, so the training part changed: the private vocabulary and what "
+                   "followed were discarded (the ε they spent stays on the ledger).")
+        clear_after("corpus", include=True)
+        s["split"], s["split_key"] = new, key
+    return s["split"]
+
+
+def train_part() -> Corpus:
+    c = corpus()
+    sp = split()
+    if c is None or sp is None:
+        raise CorpusError("Load a corpus first (page 1).")
+    return c.subset(sp.train).declared_only()  # undeclared labels enter no DP step
+
+
+def test_part() -> Corpus:
+    c = corpus()
+    sp = split()
+    if c is None or sp is None:
+        raise CorpusError("Load a corpus first (page 1).")
+    part = c.subset(sp.test)
+    return part.declared_only() if part.declared else part
+
+
+
+# ============================================================================================ 2. vocabulary & budget
+
+def vocabulary_spec() -> str:
+    s = ss()
+    if s["vocabulary"] == "upload":
+        path = s.get("vocab_upload_path")
+        if not path:
+            raise VocabularyError("Upload a vocabulary file (one term per line) or choose a built-in vocabulary.")
+        return str(path)
+    return str(s["vocabulary"])
+
+
+def session_tmp() -> Path:
+    """A private temp folder of this session (owner-only) for PUBLIC uploads such as a vocabulary file.
+
+    It is a ``tempfile.TemporaryDirectory`` held only by this session's state: when the session ends, Streamlit
+    drops the state, the object is garbage-collected and its finalizer deletes the folder (also at exit)."""
+    s = ss()
+    holder = s.get("session_tmp")
+    if not isinstance(holder, tempfile.TemporaryDirectory) or not Path(holder.name).is_dir():
+        holder = tempfile.TemporaryDirectory(prefix="dpkps-session-")
+        os.chmod(holder.name, 0o700)
+        s["session_tmp"] = holder
+    return Path(holder.name)
+
+
+def save_vocabulary_upload(data: bytes, filename: str) -> Path:
+    digest = hashlib.sha256(data).hexdigest()[:12]
+    stem = "".join(ch for ch in Path(filename).stem if ch.isalnum() or ch in "-_")[:40] or "vocabulary"
+    path = session_tmp() / f"{stem}-{digest}.txt"
+    path.write_bytes(data)
+    ss()["vocab_upload_path"] = str(path)
+    ss()["vocab_upload_name"] = Path(filename).name
+    return path
+
+
+def public_vocabulary() -> PublicVocabulary:
+    s = ss()
+    spec = vocabulary_spec()
+    return cached_vocabulary(spec, bool(s["remove_stopwords"]), bool(s["junk_filter"]),
+                             effective_max_terms(spec, int(s["vocab_max_terms"]) or None))
+
+
+def term_counts(vocab: PublicVocabulary, terms_per_doc: int) -> np.ndarray:
+    """PRIVATE first-S-distinct term counts of the training part (session only; they do not depend on ε)."""
+    s = ss()
+    c = corpus()
+    key = (s.get("corpus_id"), s.get("split_key"), c.public_classes if c is not None else None, vocab.name,
+           vocab.source, len(vocab), vocab.terms[:5], vocab.terms[-5:], int(terms_per_doc))
+    cache = s.get("term_counts")
+    if not cache or cache[0] != key:
+        train = train_part()
+        counts = pipeline.term_counts(train.texts, vocab, terms_per_doc=terms_per_doc, groups=person_groups(train))
+        s["term_counts"] = (key, counts)
+        cache = s["term_counts"]
+    return cache[1]
+
+
+def settings_changed_since(meta: Mapping[str, Any] | None, keys: Mapping[str, Any]) -> list[str]:
+    """Names of settings whose current value differs from what a result was built with."""
+    if not meta:
+        return []
+    return [name for name, value in keys.items() if meta.get(name) != value]
+
+
+def vocabulary_settings_now() -> dict[str, Any]:
+    cfg = current_config()
+    return {"eps_voc": cfg.eps_voc, "terms_per_doc": cfg.terms_per_doc, "vocab_size": cfg.vocab_size,
+            "selection_rule": cfg.selection_rule, "vocabulary_spec": cfg.vocabulary,
+            "remove_stopwords": cfg.remove_stopwords, "junk_filter": cfg.junk_filter,
+            "vocab_max_terms": cfg.effective_vocab_max_terms}
+
+
+
+# ============================================================================================ 4. densities
+
+def density_scores() -> np.ndarray:
+    """(C, |Ṽ|) per-class DP density scores over Ṽ (post-processing of the DP release)."""
+    s = ss()
+    d = s["dp_density"]
+    if hasattr(d, "scores"):
+        return np.asarray(d.scores())
+    return np.asarray(d.single_term_scores(s["embeddings"]))
+
+
+
+# ============================================================================================ 5. sequences
+
+def sampling_config_used() -> SamplingConfig:
+    """The config of the outputs on screen: each step's parameters as they were when it ran."""
+    s = ss()
+    pv_meta, d_meta, q_meta = s["pv_meta"], s["density_meta"], s["seq_meta"]
+    seeded = bool(pv_meta["seeded"] or d_meta["seeded"] or q_meta["seeded"])
+    return current_config(
+        eps_voc=pv_meta["eps_voc"], terms_per_doc=pv_meta["terms_per_doc"], vocab_size=pv_meta["vocab_size"],
+        selection_rule=pv_meta["selection_rule"],
+        vocabulary=pv_meta["vocabulary_spec"] if pv_meta["vocabulary_spec"] in BUILTIN_VOCABULARIES
+        else "upload:" + str(s.get("vocab_upload_name") or "vocabulary"),
+        remove_stopwords=pv_meta["remove_stopwords"], junk_filter=pv_meta["junk_filter"],
+        vocab_max_terms=pv_meta["vocab_max_terms"], method=d_meta["method"], density=d_meta["density"],
+        length=d_meta["length"], eps_kde=d_meta["eps_kde"], bandwidth=d_meta["bandwidth_setting"],
+        features=d_meta["features_setting"], embedding_model=d_meta["embedding_model"],
+        per_class=q_meta["per_class"], temperature=q_meta["temperature"],
+        seed=int(s["demo_seed"]) if seeded else None, test_fraction=float(s["split"].test_fraction),
+        epsilon_cap=ledger().cap,
+    )
+
+
+def run_dir(*, create: bool = True) -> Path | None:
+    """This session's current run folder (owner-only), created on first use."""
+    s = ss()
+    path = s.get("run_dir")
+    if path and Path(path).is_dir():
+        return Path(path)
+    if not create:
+        return None
+    new = create_run_dir(runs_root(), s["session_token"])
+    s["run_dir"] = str(new)
+    s["run_dirs"].append(str(new))
+    return new
+
+
+
+# ============================================================================================ 6. LLM
+
+def generation_secrets() -> list[str]:
+    key = ss().get("api_key") or ""
+    return [key] if key else []
+
+
+def documents() -> list[dict[str, Any]]:
+    from dpkps_core.llm import read_documents
+
+    out = run_dir(create=False)
+    return read_documents(out) if out else []
+
+
+def failures() -> list[dict[str, Any]]:
+    from dpkps_core.llm import read_failures
+
+    out = run_dir(create=False)
+    return read_failures(out) if out else []
+

@@ -1,0 +1,412 @@
+"""The app's actions for pages 1–5 and 8: each reads the session (``studio.session``), calls the ``dpkps_core``
+step and stores what it returned — the same core functions the CLI runs, so the same numbers.
+
+Each DP step charges the session's :class:`PrivacyLedger` (inside the core function) and clears the results that
+depended on the previous output (``session.clear_after``); the ledger is never cleared. The LLM step (page 6) is in
+``studio.generation_steps``, the evaluation jobs (page 7) in ``studio.evaluation_steps``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from dpkps_core import pipeline
+from dpkps_core.corpus import DEMO_SPECS, Corpus, list_columns, load_corpus, suggest_columns
+from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.vocabulary import PrivateVocabulary
+from dpkps_core.embeddings import embed_terms
+from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
+from dpkps_core.pipeline import SamplingConfig, SamplingRun
+from dpkps_core.sampling import SamplingOutcome
+from dpkps_core.split import CorpusSplit
+from studio.jobs import Job
+from studio.resources import cached_vocabulary, demo_corpus, embedder, embedding_cache
+from studio.session import (DOC_TYPE_FOR_DEMO, MAX_UPLOAD_BYTES, clear_after, corpus, current_config,
+                            generation_secrets, ledger, noise, notice, person_groups, privacy_unit, public_vocabulary,
+                            run_dir, sampling_config_used, ss, term_counts, test_part, train_part)
+
+# ============================================================================================ run folder
+
+def assemble_run(
+    *, config: SamplingConfig, split: CorpusSplit, ledger: PrivacyLedger, noise: NoiseSource,
+    private_vocabulary: PrivateVocabulary, embeddings: np.ndarray, density: Any, density_info: dict[str, Any],
+    outcome: SamplingOutcome, classes: Sequence[str], vocabulary_name: str, timings: Mapping[str, float] | None = None,
+    privacy_unit: str = "add/remove one document",
+) -> SamplingRun:
+    """The :class:`~dpkps_core.pipeline.SamplingRun` that ``pipeline.write_run_folder`` needs, from the
+    pieces the app built step by step (same report and files as the CLI)."""
+    return SamplingRun(
+        config=config, split=split, ledger=ledger, noise=noise, private_vocabulary=private_vocabulary,
+        embeddings=embeddings, density=density, density_info=dict(density_info), outcome=outcome,
+        classes=tuple(classes), timings=dict(timings or {}), vocabulary_name=vocabulary_name,
+        privacy_unit=privacy_unit,
+    )
+
+
+
+# ============================================================================================ 1. corpus
+
+def ensure_corpus() -> Corpus | None:
+    """The current corpus; on a first visit the preselected demo corpus is loaded."""
+    s = ss()
+    if s.get("corpus") is None and s.get("corpus_source") == "demo":
+        load_demo(s["demo_spec"])
+    return s.get("corpus")
+
+
+def load_demo(spec: str) -> Corpus:
+    if spec not in DEMO_SPECS:
+        raise CorpusError(f"Unknown demo corpus {spec!r}.")
+    c = demo_corpus(spec)
+    _set_corpus(c, cid=spec, spec=spec, fingerprint=None, text_column=None, label_column=None, filename=None)
+    if not ss().get("doc_type"):
+        ss()["doc_type"] = DOC_TYPE_FOR_DEMO.get(spec, "a document")
+    return c
+
+
+def upload_columns(data: bytes, filename: str) -> tuple[list[str], str | None, str | None]:
+    """Columns of an uploaded table and the loader's guesses; ([], None, None) for a ZIP of .txt files."""
+    if filename.lower().endswith(".zip") or data[:4] == b"PK\x03\x04":
+        return [], None, None
+    cols = list_columns(data, filename=filename, max_bytes=MAX_UPLOAD_BYTES)
+    text, label = suggest_columns(data, filename=filename)
+    return cols, text, label
+
+
+def load_upload(data: bytes, filename: str, *, text_column: str | None, label_column: str | None,
+                person_column: str | None = None) -> Corpus:
+    """Load and validate an uploaded PRIVATE corpus (kept in this session's memory only). With
+    ``person_column`` the unit of privacy is the person (issue 15)."""
+    c = load_corpus(data, filename=filename, text_column=text_column, label_column=label_column,
+                    max_bytes=MAX_UPLOAD_BYTES, person_column=person_column or None)
+    fp = hashlib.sha256(data).hexdigest()
+    cid = f"upload:{fp[:16]}:{text_column}:{label_column}:{person_column or ''}"
+    _set_corpus(c, cid=cid, spec=f"upload:{Path(filename).name}", fingerprint=fp, text_column=text_column,
+                label_column=label_column, filename=Path(filename).name)
+    if not ss().get("doc_type"):
+        ss()["doc_type"] = "a document"
+    return c
+
+
+def _set_corpus(c: Corpus, *, cid: str, spec: str, fingerprint: str | None, text_column: str | None,
+                label_column: str | None, filename: str | None) -> None:
+    s = ss()
+    if s.get("corpus_id") == cid and s.get("corpus") is not None:
+        return
+    had = s.get("corpus_id")
+    clear_after("corpus", include=True)
+    s.update(corpus=c, corpus_id=cid, corpus_spec=spec, corpus_fingerprint=fingerprint,
+             loaded_text_column=text_column, loaded_label_column=label_column, corpus_filename=filename,
+             run_dir=None)
+    if had:
+        notice("A new corpus starts a new run with its own privacy ledger and run folder; the previous run's "
+               "folder and ledger are kept.")
+
+
+def declare_classes(names: Sequence[str]) -> Corpus:
+    """The user confirms ``names`` as the PUBLIC class names of the current corpus (issue 11 §2).
+
+    Suggestions read off the data are only shown locally; this declaration is what the DP steps release per
+    class. Changing it discards Ṽ and what followed (the ε they spent stays on the ledger)."""
+    s = ss()
+    c = corpus()
+    if c is None:
+        raise CorpusError("Load a corpus first (page 1).")
+    declared = c.with_classes(list(names))  # validates: ≥ 2 distinct non-empty names
+    if declared.public_classes != c.public_classes:
+        if s.get("pv") is not None:
+            notice("The public class list changed: the private vocabulary and what followed were discarded (the ε "
+                   "they spent stays on the ledger).")
+        clear_after("corpus")
+        s["corpus"] = declared
+    return declared
+
+
+
+# ============================================================================================ 2. vocabulary & budget
+
+def run_forecast() -> Any:
+    """"Will this work?" (dpkps_core.evaluation.forecast) on the training part's TRUE counts — private."""
+    from dpkps_core import evaluation
+
+    cfg = current_config()
+    cfg.validate()
+    vocab = public_vocabulary()
+    counts = term_counts(vocab, cfg.terms_per_doc)
+    train = train_part()
+    f = evaluation.forecast(
+        train.texts, train.labels, vocab, eps_voc=cfg.eps_voc, eps_kde=cfg.eps_kde, terms_per_doc=cfg.terms_per_doc,
+        vocab_size=cfg.vocab_size, method=cfg.method, density=cfg.density, length=cfg.length,
+        features=cfg.features, bandwidth=cfg.bandwidth, counts=counts,
+    )
+    ss()["forecast"] = f
+    return f
+
+
+
+# ============================================================================================ 3. private vocabulary
+
+def run_private_vocabulary() -> PrivateVocabulary:
+    """ε_voc: the Laplace noisy histogram over all of V, top N → Ṽ (charges the ledger every time)."""
+    s = ss()
+    if corpus() is None:
+        raise CorpusError("Load a corpus first (page 1).")
+    cfg = current_config()
+    cfg.validate()
+    led = ledger()
+    led.require(cfg.eps_voc, "the private vocabulary step")
+    vocab = public_vocabulary()
+    t0 = time.perf_counter()
+    counts = term_counts(vocab, cfg.terms_per_doc)
+    train = train_part()
+    nz = noise()
+    pv = pipeline.build_private_vocabulary(
+        train.texts, vocab, eps_voc=cfg.eps_voc, terms_per_doc=cfg.terms_per_doc, vocab_size=cfg.vocab_size,
+        noise=nz, ledger=led, selection_rule=cfg.selection_rule, counts=counts, groups=person_groups(train),
+        neighbouring=privacy_unit(),
+    )
+    clear_after("vocabulary", include=True)
+    s["pv"] = pv
+    s["pv_meta"] = {
+        "eps_voc": cfg.eps_voc, "terms_per_doc": cfg.terms_per_doc, "vocab_size": cfg.vocab_size,
+        "selection_rule": cfg.selection_rule, "vocabulary": vocab.name, "vocabulary_spec": cfg.vocabulary,
+        "public_size": len(vocab), "remove_stopwords": cfg.remove_stopwords, "junk_filter": cfg.junk_filter,
+        "vocab_max_terms": cfg.effective_vocab_max_terms, "seeded": nz.seed is not None,
+        "seconds": round(time.perf_counter() - t0, 2), "ledger_events": len(led),
+        # PRIVATE checks on the training part: shown locally; the release above went ahead regardless
+        "local_warnings": pipeline.local_warnings(train, counts, vocabulary_name=vocab.name),
+    }
+    return pv
+
+
+def vocabulary_noise_floor(pv: PrivateVocabulary) -> float:
+    """Largest pure-noise count expected among |V| zero counts (a public function of ε_voc, S and |V|)."""
+    from dpkps_core.dp.vocabulary import noise_floor
+
+    return noise_floor(epsilon=pv.epsilon, terms_per_doc=pv.terms_per_doc, vocabulary_size=pv.public_vocabulary_size)
+
+
+def vocabulary_check() -> dict[str, Any]:
+    """PRIVATE, local: how much of the non-private top-N Ṽ recovered, and how much of Ṽ is pure noise."""
+    from dpkps_core import evaluation
+
+    s = ss()
+    pv: PrivateVocabulary = s["pv"]
+    meta = s["pv_meta"]
+    vocab = cached_vocabulary(meta["vocabulary_spec"], meta["remove_stopwords"], meta["junk_filter"],
+                              meta["vocab_max_terms"])
+    counts = term_counts(vocab, meta["terms_per_doc"])
+    out = {
+        "recall": evaluation.vocabulary_recall(counts, vocab.terms, pv.terms, top=meta["vocab_size"]),
+        "noise_share": evaluation.noise_term_share(counts, vocab, pv.terms),
+        "terms_in_corpus": int((counts > 0).sum()),
+        "top": min(meta["vocab_size"], int((counts > 0).sum())),
+    }
+    s["vocab_check"] = out
+    return out
+
+
+
+# ============================================================================================ 4. densities
+
+def density_preview() -> dict[str, Any]:
+    """Public choices the density step would make now (bandwidth, I, expected error), before any ε is spent —
+    the core's :func:`~dpkps_core.config.density_plan`, the same decision the step itself makes."""
+    s = ss()
+    pv: PrivateVocabulary = s["pv"]
+    cfg = current_config()
+    plan = pipeline.density_plan(cfg, n_classes=len(corpus().classes) if corpus() else 1, private_vocabulary=pv)
+    out: dict[str, Any] = {"density": plan.density, "method": cfg.method, "eps_kde": cfg.eps_kde}
+    if plan.density == "histogram":
+        out["noise_sd_per_term"] = plan.expected_noise_per_term
+        return out
+    out.update({"class_size_estimate": plan.class_size_estimate, "class_size_source": plan.class_size_source,
+                "members": plan.members, "features": plan.features, "rff_error": plan.rff_error,
+                "noise_error": plan.noise_error, "total_error": plan.total_error})
+    return out
+
+
+def run_density() -> Any:
+    """ε_kde: per-class DP densities over Ṽ for the chosen method (charges the ledger every time)."""
+    s = ss()
+    pv: PrivateVocabulary | None = s.get("pv")
+    if pv is None:
+        raise VocabularyError("Build the private vocabulary first (page 3).")
+    c = corpus()
+    cfg = current_config()
+    cfg.validate()
+    led = ledger()
+    led.require(cfg.eps_kde, "the keyphrase density step")
+    t0 = time.perf_counter()
+    train = train_part()
+    max_per_doc = cfg.max_keyphrases_per_doc or cfg.length
+    keyphrases = pipeline.extract_keyphrases(train.texts, pv, max_per_doc=max_per_doc)
+    embeddings = embed_terms(pv.terms, embedder(cfg.embedding_model), cache=embedding_cache())
+    nz = noise()
+    density, info = pipeline.build_density(
+        keyphrases, train.labels, classes=tuple(c.classes), embeddings=embeddings, config=cfg,
+        private_vocabulary=pv, noise=nz, ledger=led, groups=person_groups(train), neighbouring=privacy_unit(),
+    )
+    clear_after("density", include=True)
+    s.update(keyphrases=keyphrases, embeddings=embeddings, dp_density=density, density_info=info)
+    s["density_meta"] = {
+        "method": cfg.method, "density": cfg.density, "density_kind": cfg.density_kind, "length": cfg.length,
+        "eps_kde": cfg.eps_kde, "bandwidth_setting": cfg.bandwidth, "features_setting": cfg.features,
+        "embedding_model": cfg.embedding_model, "seeded": nz.seed is not None, "pv_terms": len(pv),
+        "seconds": round(time.perf_counter() - t0, 2),
+        "documents_without_keyphrases": int(sum(1 for k in keyphrases if not k)),
+    }
+    return density
+
+
+def umap_map(seed: int = 0) -> np.ndarray:
+    """2-D UMAP of Ṽ's embeddings (DP terms + public model); session only."""
+    import umap
+
+    s = ss()
+    emb = s["embeddings"]
+    n = emb.shape[0]
+    if n < 4:
+        raise ParameterError("The UMAP map needs at least four terms in Ṽ.")
+    xy = umap.UMAP(n_components=2, n_neighbors=min(15, n - 1), random_state=seed, n_epochs=200).fit_transform(emb)
+    s["umap_map"] = np.asarray(xy)
+    return s["umap_map"]
+
+
+
+# ============================================================================================ 5. sequences
+
+def run_sequences() -> SamplingOutcome:
+    """Sample keyphrase sequences (post-processing: no ε), then write the run folder."""
+    s = ss()
+    if s.get("dp_density") is None:
+        raise ParameterError("Build the keyphrase densities first (page 4).")
+    meta = s["density_meta"]
+    cfg = current_config(method=meta["method"], density=meta["density"], length=meta["length"])
+    cfg.validate()
+    nz = noise()
+    t0 = time.perf_counter()
+    outcome = pipeline.sample_sequences(s["dp_density"], terms=s["pv"].terms, embeddings=s["embeddings"], config=cfg,
+                                        rng=nz.child())
+    clear_after("sequences", include=True)
+    s["outcome"] = outcome
+    s["seq_meta"] = {"per_class": cfg.per_class, "temperature": cfg.temperature, "seeded": nz.seed is not None,
+                     "seconds": round(time.perf_counter() - t0, 3)}
+    write_run()
+    return outcome
+
+
+def write_run() -> Path:
+    """Write sequences, privacy report, Ṽ, config and (private) split into the run folder.
+
+    A run folder that already holds LLM documents for older sequences is left as it is and a new one is used."""
+    from dpkps_core.llm import DOCUMENTS_FILE
+
+    s = ss()
+    out = run_dir()
+    if (out / DOCUMENTS_FILE).exists():
+        s["run_dir"] = None
+        notice(f"New sequences start a new run folder; the documents written before stay in {out.name}.")
+        out = run_dir()
+    cfg = sampling_config_used()
+    report_noise = NoiseSource(cfg.seed, sampler=cfg.noise_sampler)  # describes the seed policy of the outputs (demo seed or OS entropy)
+    c = corpus()
+    run = assemble_run(
+        config=cfg, split=s["split"], ledger=ledger(), noise=report_noise, private_vocabulary=s["pv"],
+        embeddings=s["embeddings"], density=s["dp_density"], density_info=s["density_info"], outcome=s["outcome"],
+        classes=tuple(c.classes), vocabulary_name=s["pv"].public_vocabulary, privacy_unit=privacy_unit(),
+        timings={"vocabulary": s["pv_meta"]["seconds"], "density": s["density_meta"]["seconds"],
+                 "sampling": s["seq_meta"]["seconds"]},
+    )
+    pipeline.write_run_folder(run, out)
+    return out
+
+
+def no_llm_check() -> dict[str, Any]:
+    """The cheap no-LLM utility check (paper Table 5) on the current sequences — PRIVATE, local."""
+    from dpkps_core import evaluation
+
+    s = ss()
+    outcome: SamplingOutcome = s["outcome"]
+    pv: PrivateVocabulary = s["pv"]
+    length = int(s["density_meta"]["length"])
+    test, train = test_part(), train_part()
+    if len(test) == 0:
+        raise ParameterError("The no-LLM check needs held-out test documents; set a test fraction above 0 on page 1.")
+    syn = evaluation.no_llm_check(outcome.sequences, test.texts, test.labels, private_vocabulary=pv, length=length)
+    real = real_keyphrase_baseline(length)
+    out = {"method": s["density_meta"]["method"], "no_llm_accuracy": syn.accuracy, "no_llm_macro_f1": syn.macro_f1,
+           "real_keyphrase_baseline": real.accuracy, "chance": evaluation.chance_accuracy(test.labels),
+           "n_test": len(test), "n_sequences": len(outcome.sequences), "per_class_recall": syn.per_class_recall}
+    history = s.setdefault("no_llm_history", [])
+    history.append({k: v for k, v in out.items() if k != "per_class_recall"})
+    s["no_llm"] = out
+    return out
+
+
+def real_keyphrase_baseline(length: int) -> Any:
+    """The one real keyphrase baseline (:func:`dpkps_core.evaluation.real_keyphrase_baseline`), computed once per
+    session for the corpus, split, vocabulary, S, N and L (it does not depend on ε) — PRIVATE, session only."""
+    from dpkps_core import evaluation
+
+    s = ss()
+    cfg = current_config()
+    vocab = public_vocabulary()
+    counts = term_counts(vocab, cfg.terms_per_doc)
+    key = (s.get("corpus_id"), s.get("split_key"), vocab.name, len(vocab), cfg.terms_per_doc, cfg.vocab_size,
+           int(length))
+    memo = s.get("real_keyphrase_baseline")
+    if not memo or memo[0] != key:
+        train, test = train_part(), test_part()
+        scores = evaluation.real_keyphrase_baseline(train.texts, train.labels, test.texts, test.labels,
+                                                    vocabulary=vocab, counts=counts, vocab_size=cfg.vocab_size,
+                                                    length=int(length))
+        s["real_keyphrase_baseline"] = memo = (key, scores)
+    return memo[1]
+
+
+
+# ============================================================================================ 8. export
+
+def bundle() -> bytes:
+    from dpkps_core.export import bundle_bytes
+
+    out = run_dir(create=False)
+    if out is None:
+        raise ParameterError("Nothing to export yet: sample keyphrase sequences first (page 5).")
+    return bundle_bytes(out, secrets=generation_secrets())
+
+
+def bundle_parts() -> dict[str, bytes]:
+    from dpkps_core.export import collect_bundle
+
+    out = run_dir(create=False)
+    if out is None:
+        raise ParameterError("Nothing to export yet: sample keyphrase sequences first (page 5).")
+    return collect_bundle(out, secrets=generation_secrets())
+
+
+def delete_runs() -> list[str]:
+    """Delete every run folder of this session (the ledger stays: the ε was spent)."""
+    s = ss()
+    job = s.get("job_generation")
+    if isinstance(job, Job) and job.running:
+        raise ParameterError("The LLM is still writing into the run folder; cancel it first (page 6).")
+    deleted = []
+    for path in list(s["run_dirs"]):
+        p = Path(path)
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        deleted.append(p.name)
+    s["run_dirs"] = []
+    s["run_dir"] = None
+    clear_after("sequences", include=True)
+    return deleted
+
