@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from dpkps_core.corpus import Corpus, check_class_names, load_corpus_spec, require_declared
+from dpkps_core.dp.accounting import MAX_EPOCHS
 from dpkps_core.dp.kde import ensemble_blocks
 from dpkps_core.dp.rff import optimal_features, rff_expected_error
 from dpkps_core.dp.rng import SAMPLERS
@@ -21,12 +22,14 @@ from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary, estimate_documents_from_noisy_total
 from dpkps_core.embeddings import DEFAULT_MODEL
 from dpkps_core.errors import ParameterError
-from dpkps_core.sampling import METHODS
+from dpkps_core.sampling import SAMPLING_METHODS
 from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
 
 DENSITIES = ("auto", "histogram", "rff")
 
-# Documented limits (issue 7): keep a user from running the server out of memory by accident.
+# Documented limits (issue 7): keep a user from running the server out of memory by accident. The one place every
+# parameter bound lives: DP-KPS sampling (LIMITS), private prediction and AugPE (their config classes validate
+# against these).
 LIMITS = {
     "vocab_size": 20_000,        # N
     "terms_per_doc": 200,        # S
@@ -34,6 +37,20 @@ LIMITS = {
     "per_class": 100_000,        # sequences per class
     "features": 20_000,          # I
     "max_chars_per_doc": 100_000,  # longer documents are truncated for term extraction
+}
+PRIVATE_PREDICTION_LIMITS = {
+    "batch_size": 4096,          # s (expected batch size)
+    "private_tokens": 4096,      # r (private tokens per batch)
+    "max_new_tokens": 2048,
+    "examples_per_batch": 1000,
+    "num_buckets": 1_000_000,
+    "max_prompt_tokens": 8192,
+}
+AUGPE_LIMITS = {
+    "epochs": MAX_EPOCHS,        # T (the calibration in dp/accounting.py searches up to it)
+    "population": 10_000,        # K per class
+    "words_per_prompt": 100,
+    "max_tokens": 8192,
 }
 
 
@@ -91,8 +108,8 @@ class SamplingConfig:
     def validate(self) -> "SamplingConfig":
         check_epsilon(self.eps_voc, "ε_voc")
         check_epsilon(self.eps_kde, "ε_kde")
-        if self.method not in METHODS:
-            raise ParameterError(f"Unknown method {self.method!r}; choose one of {', '.join(METHODS)}.")
+        if self.method not in SAMPLING_METHODS:
+            raise ParameterError(f"Unknown method {self.method!r}; choose one of {', '.join(SAMPLING_METHODS)}.")
         if self.density not in DENSITIES:
             raise ParameterError(f"Unknown density {self.density!r}; choose one of {', '.join(DENSITIES)}.")
         if self.method != "independent" and self.density == "histogram":

@@ -253,15 +253,24 @@ def embed_terms(
 
 def embed_texts(texts: Sequence[str], embedder: Embedder, *, batch_size: int = 32,
                 progress: Callable[[float, str], None] | None = None) -> np.ndarray:
-    """Embeddings of (possibly private) documents. Never cached on disk."""
-    out = []
-    for start in range(0, len(texts), batch_size):
-        out.append(embedder.encode(list(texts[start:start + batch_size]), batch_size=batch_size))
-        if progress is not None:
-            progress(min(start + batch_size, len(texts)) / max(len(texts), 1), "embedding documents")
-    if not out:
+    """Embeddings of (possibly private) documents, in the order given. Never cached on disk.
+
+    Documents are embedded in batches of similar length (sorted by characters, a proxy for tokens), so short
+    synthetic documents are not padded to the length of long real ones; each document is embedded once."""
+    n = len(texts)
+    if n == 0:
         return np.zeros((0, embedder.dim), dtype=np.float32)
-    return np.concatenate(out).astype(np.float32)
+    order = np.argsort(np.fromiter((len(t) for t in texts), dtype=np.int64, count=n), kind="stable")
+    out: np.ndarray | None = None
+    for start in range(0, n, batch_size):
+        idx = order[start:start + batch_size]
+        vecs = np.asarray(embedder.encode([texts[i] for i in idx], batch_size=batch_size), dtype=np.float32)
+        if out is None:
+            out = np.empty((n, vecs.shape[1]), dtype=np.float32)
+        out[idx] = vecs
+        if progress is not None:
+            progress(min(start + batch_size, n) / n, "embedding documents")
+    return out
 
 
 class HashingEmbedder:

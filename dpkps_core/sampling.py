@@ -21,7 +21,10 @@ from dpkps_core.dp.validation import check_positive_float, check_positive_int
 from dpkps_core.errors import ParameterError
 from dpkps_core.sequences import KeyphraseSequence
 
-METHODS = ("independent", "iterative-linear", "iterative-log")
+# The sequence samplers (DESIGN §3.3; paper appendix B). Not to be confused with the generation methods of
+# :data:`dpkps_core.baselines.compare.GENERATION_METHODS`.
+SAMPLING_METHODS = ("independent", "iterative-linear", "iterative-log")
+METHODS = SAMPLING_METHODS  # TRANSITIONAL-ALIAS
 
 
 @dataclasses.dataclass(frozen=True)

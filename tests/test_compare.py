@@ -61,7 +61,7 @@ class EchoBackend(LLMBackend):
         return "a text about " + " ".join(words[:8] or ["nothing"])
 
 
-def _run(tmp_path: Path, methods=cmp.METHODS, **kw):
+def _run(tmp_path: Path, methods=cmp.GENERATION_METHODS, **kw):
     backend = EchoBackend()
     res = cmp.compare_methods(
         _corpus(), methods=methods, eps_total=8.0, delta=1e-6, per_class=2, max_tokens=6, backend=backend,
@@ -78,7 +78,7 @@ def test_compare_runs_every_method_at_equal_epsilon_and_writes_one_table(tmp_pat
     res, backend = _run(tmp_path)
     rows = {r.method: r for r in res.rows}
     assert list(rows) == ["dpkps", "private-prediction", "augpe", "real"]
-    for m in cmp.METHODS:  # same ε for every method (never above it); δ = 0 only for DP-KPS
+    for m in cmp.GENERATION_METHODS:  # same ε for every method (never above it); δ = 0 only for DP-KPS
         assert rows[m].epsilon <= 8.0 + 1e-9 and rows[m].epsilon > 7.9
         assert rows[m].documents == 6 and not math.isnan(rows[m].accuracy)
     assert rows["dpkps"].delta == 0 and rows["dpkps"].guarantee.startswith("ε-DP")
@@ -100,12 +100,12 @@ def test_compare_runs_every_method_at_equal_epsilon_and_writes_one_table(tmp_pat
     assert set(cmp.CSV_COLUMNS) <= set(table[0])
     md = (out / "compare.md").read_text(encoding="utf-8")
     assert "pure ε-DP" in md and "(ε, δ)" in md and "not for release" in md and "AugPE+Ṽ" in md
-    for m in cmp.METHODS:
+    for m in cmp.GENERATION_METHODS:
         docs = [json.loads(line) for line in (out / f"documents_{m}.jsonl").read_text().splitlines()]
         assert len(docs) == 6
         assert (out / f"privacy_{m}.json").is_file()
     # no private text in any prompt sent to the (remote-style) backend, nor in the written audit logs
-    written = "".join((out / f"audit_{m}.jsonl").read_text() for m in cmp.METHODS)
+    written = "".join((out / f"audit_{m}.jsonl").read_text() for m in cmp.GENERATION_METHODS)
     for blob in backend.prompts + [written]:
         assert "zzprivate" not in blob
     assert oct(out.stat().st_mode)[-3:] == "700"

@@ -93,3 +93,30 @@ def test_mpnet_is_assembled_from_its_parts_once_and_embeds():
     assert model_path("all-mpnet-base-v2") == first  # assembled once, then reused
     v = get_embedder("all-mpnet-base-v2").encode(["football match", "soccer game", "interest rates"])
     assert v.shape == (3, 768) and v[0] @ v[1] > v[0] @ v[2]
+
+
+def test_embed_texts_batches_similar_lengths_and_keeps_the_order():
+    """Documents go to the model in batches of similar length (less padding), each once, and come back in the
+    order given."""
+    from dpkps_core.embeddings import embed_texts
+
+    class Recording(HashingEmbedder):
+        def __init__(self) -> None:
+            super().__init__(dim=16)
+            self.batches: list[list[str]] = []
+
+        def encode(self, texts, batch_size=64):
+            self.batches.append(list(texts))
+            return super().encode(texts, batch_size=batch_size)
+
+    rng = np.random.default_rng(0)
+    texts = [" ".join(["word"] * int(k)) + f" doc{i}" for i, k in enumerate(rng.integers(1, 300, size=70))]
+    rec = Recording()
+    fractions = []
+    out = embed_texts(texts, rec, batch_size=16, progress=lambda f, m: fractions.append(f))
+    assert np.allclose(out, HashingEmbedder(dim=16).encode(texts))  # row i is text i
+    assert sorted(t for b in rec.batches for t in b) == sorted(texts)  # each document embedded once
+    lengths = [[len(t) for t in b] for b in rec.batches]
+    assert all(max(a) <= min(b) for a, b in zip(lengths, lengths[1:]))  # batches in increasing length
+    assert fractions[-1] == 1.0 and len(fractions) == len(rec.batches) == 5
+    assert embed_texts([], rec).shape == (0, 16)

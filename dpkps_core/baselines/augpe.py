@@ -38,6 +38,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from dpkps_core.config import AUGPE_LIMITS
 from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import (  # noqa: F401 - re-exported for callers of this module
     MAX_EPOCHS,
@@ -67,7 +68,6 @@ VARIATION_TEMPLATE = (
     "Rewrite the following text as {doc_type} in your own words: keep its subject and style, change the wording "
     "and some details.\n\n{text}\n\nWrite only the rewritten document, with no title, preamble or explanation."
 )
-LIMITS = {"epochs": MAX_EPOCHS, "population": 10_000, "words_per_prompt": 100, "max_tokens": 8192}
 
 
 # ----------------------------------------------------------------------------------------- Gaussian accounting
@@ -144,11 +144,11 @@ class AugPEConfig:
     offline_batch: int = 16
 
     def validate(self) -> "AugPEConfig":
-        check_positive_int(self.epochs, "epochs", maximum=LIMITS["epochs"])
-        check_positive_int(self.population, "population per class", maximum=LIMITS["population"])
-        check_positive_int(self.words_per_prompt, "words per prompt", maximum=LIMITS["words_per_prompt"])
+        check_positive_int(self.epochs, "epochs", maximum=AUGPE_LIMITS["epochs"])
+        check_positive_int(self.population, "population per class", maximum=AUGPE_LIMITS["population"])
+        check_positive_int(self.words_per_prompt, "words per prompt", maximum=AUGPE_LIMITS["words_per_prompt"])
         check_positive_float(self.vote_threshold, "vote threshold H", allow_zero=True)
-        check_positive_int(self.max_tokens, "maximum tokens", maximum=LIMITS["max_tokens"])
+        check_positive_int(self.max_tokens, "maximum tokens", maximum=AUGPE_LIMITS["max_tokens"])
         if not (isinstance(self.temperature, (int, float)) and 0 <= self.temperature <= 2):
             raise ParameterError(f"The temperature must be between 0 and 2, got {self.temperature!r}.")
         check_positive_int(self.retries, "retries", minimum=0, maximum=20)

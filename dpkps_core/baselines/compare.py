@@ -44,7 +44,10 @@ from dpkps_core.progress import Progress
 from dpkps_core.runfolder import json_default
 
 
-METHODS = ("dpkps", "private-prediction", "augpe")
+# The ways to make a synthetic corpus compared side by side (not the sequence samplers of
+# :data:`dpkps_core.sampling.SAMPLING_METHODS`).
+GENERATION_METHODS = ("dpkps", "private-prediction", "augpe")
+METHODS = GENERATION_METHODS  # TRANSITIONAL-ALIAS
 METHOD_LABELS = {"dpkps": "DP-KPS", "private-prediction": "Private prediction", "augpe": "AugPE+Ṽ"}
 PRIVATE_NOTE = "local evaluation on real data — not for release"
 GUARANTEE_NOTE = ("DP-KPS is pure ε-DP (δ = 0); private prediction and AugPE+Ṽ are (ε, δ)-DP at the same ε "
@@ -281,7 +284,7 @@ def size_epsilon(eps_total: float) -> float:
 
 
 def compare_methods(
-    corpus: Corpus, *, methods: Sequence[str] = METHODS, eps_total: float, delta: float = 1e-6, per_class: int = 2,
+    corpus: Corpus, *, methods: Sequence[str] = GENERATION_METHODS, eps_total: float, delta: float = 1e-6, per_class: int = 2,
     eps_voc: float | None = None, max_tokens: int = 48, doc_type: str = "a document", backend: Any = "offline",
     embedder: Any = None, vocabulary: Any = None, sampling: Mapping[str, Any] | None = None,
     private_prediction: Any = None, augpe_config: Any = None, local_lm: tuple[Any, Any] | None = None,
@@ -332,9 +335,9 @@ def compare_methods(
     from dpkps_core.split import split_documents
 
     methods = tuple(dict.fromkeys(methods))
-    unknown = [m for m in methods if m not in METHODS]
+    unknown = [m for m in methods if m not in GENERATION_METHODS]
     if unknown or not methods:
-        raise ParameterError(f"Unknown method(s) {unknown}; choose from {', '.join(METHODS)}.")
+        raise ParameterError(f"Unknown method(s) {unknown}; choose from {', '.join(GENERATION_METHODS)}.")
     eps_total = check_epsilon(eps_total, "ε (total)")
     if not 0 < float(delta) < 1:
         raise ParameterError(f"δ must be in (0, 1), e.g. 1e-6; got {delta!r}.")

@@ -36,6 +36,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from dpkps_core.config import PRIVATE_PREDICTION_LIMITS
 from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import (  # noqa: F401 - re-exported for callers of this module
     CONVERSIONS,
@@ -67,8 +68,6 @@ PRIVATE_TEMPLATE = (
     "Write {doc_type} similar to the one above. Write only the document itself, with no title or preamble."
 )
 LABEL_SENTENCE = "The document is about: {label}."
-LIMITS = {"batch_size": 4096, "private_tokens": 4096, "max_new_tokens": 2048, "examples_per_batch": 1000,
-          "num_buckets": 1_000_000, "max_prompt_tokens": 8192}
 
 
 # ------------------------------------------------------------------------------------------------ accounting
@@ -135,8 +134,8 @@ class PrivatePredictionConfig:
     rows_per_forward: int = 64
 
     def validate(self) -> "PrivatePredictionConfig":
-        check_positive_int(self.batch_size, "s (expected batch size)", maximum=LIMITS["batch_size"])
-        check_positive_int(self.private_tokens, "r (private tokens per batch)", maximum=LIMITS["private_tokens"])
+        check_positive_int(self.batch_size, "s (expected batch size)", maximum=PRIVATE_PREDICTION_LIMITS["batch_size"])
+        check_positive_int(self.private_tokens, "r (private tokens per batch)", maximum=PRIVATE_PREDICTION_LIMITS["private_tokens"])
         check_positive_float(self.clip, "c (clip)")
         check_positive_float(self.temperature, "τ (temperature)")
         check_positive_float(self.public_temperature, "τ_public (public temperature)")
@@ -144,11 +143,11 @@ class PrivatePredictionConfig:
             check_positive_float(self.svt_noise, "σ (SVT noise)")
         if self.svt_threshold is not None and math.isnan(float(self.svt_threshold)):
             raise ParameterError("θ (SVT threshold) must be a number, −∞, +∞ or None.")
-        check_positive_int(self.max_new_tokens, "maximum new tokens", maximum=LIMITS["max_new_tokens"])
-        check_positive_int(self.examples_per_batch, "examples per batch", maximum=LIMITS["examples_per_batch"])
+        check_positive_int(self.max_new_tokens, "maximum new tokens", maximum=PRIVATE_PREDICTION_LIMITS["max_new_tokens"])
+        check_positive_int(self.examples_per_batch, "examples per batch", maximum=PRIVATE_PREDICTION_LIMITS["examples_per_batch"])
         if self.public_top_k is not None:
             check_positive_int(self.public_top_k, "public top-k")
-        check_positive_int(self.max_prompt_tokens, "maximum prompt tokens", maximum=LIMITS["max_prompt_tokens"])
+        check_positive_int(self.max_prompt_tokens, "maximum prompt tokens", maximum=PRIVATE_PREDICTION_LIMITS["max_prompt_tokens"])
         check_positive_int(self.rows_per_forward, "rows per forward pass")
         if not isinstance(self.group_by_label, bool) or not isinstance(self.include_label, bool):
             raise ParameterError("group_by_label and include_label must be True or False.")
@@ -268,7 +267,7 @@ def assign_batches(
 
     A prompt's batch depends only on the prompt (and its label when grouping), never on the other prompts, so
     adding or removing one document changes exactly one batch (paper 004 Assumption 1, Lemma 2)."""
-    b = check_positive_int(num_buckets, "number of hash buckets", maximum=LIMITS["num_buckets"])
+    b = check_positive_int(num_buckets, "number of hash buckets", maximum=PRIVATE_PREDICTION_LIMITS["num_buckets"])
     if group_by_label and labels is None:
         raise ParameterError("Grouping batches by label needs the labels.")
     out: dict[tuple[str | None, int], list[int]] = {}
@@ -566,7 +565,7 @@ def run_private_prediction(
     for c, k in wanted.items():
         check_positive_int(k, f"synthetic documents for class {c!r}", minimum=0)
     need = {c: math.ceil(k / config.examples_per_batch) for c, k in wanted.items()}
-    num_buckets = check_positive_int(num_buckets, "number of hash buckets", maximum=LIMITS["num_buckets"])
+    num_buckets = check_positive_int(num_buckets, "number of hash buckets", maximum=PRIVATE_PREDICTION_LIMITS["num_buckets"])
     groups = classes if config.group_by_label else (None,)
     if config.group_by_label and max(need.values(), default=0) > num_buckets:
         raise ParameterError(

@@ -12,7 +12,7 @@ from dpkps_core.corpus import check_class_names
 from dpkps_core.dp.rng import SAMPLERS
 from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS
 from dpkps_core.errors import ParameterError
-from dpkps_core.sampling import METHODS
+from dpkps_core.sampling import SAMPLING_METHODS
 
 
 def add_class_arguments(g: argparse._ArgumentGroup) -> None:
@@ -77,7 +77,7 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
                    help="opendp: OpenDP's vetted samplers for every noisy release (default); numpy: NumPy's faster "
                         "floating-point samplers. A --seed always uses NumPy (OpenDP cannot be seeded)")
     g = p.add_argument_group("method")
-    g.add_argument("--method", choices=METHODS, default=d.method, help="sequence sampler (default %(default)s)")
+    g.add_argument("--method", choices=SAMPLING_METHODS, default=d.method, help="sequence sampler (default %(default)s)")
     g.add_argument("--density", choices=DENSITIES, default=d.density, help="auto: exact smoothed DP histogram for "
                    "independent, RFF DP-KDE for iterative; rff: the paper's RFF DP-KDE")
     g.add_argument("--paper-settings", action="store_true", help="the DP-KPS paper's configuration (RFF, σ = 1, "

@@ -10,9 +10,9 @@ import argparse
 import math
 import sys
 
-from dpkps_core.baselines.compare import METHODS
+from dpkps_core.baselines.compare import GENERATION_METHODS
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
-from dpkps_core.sampling import METHODS as SAMPLING_METHODS
+from dpkps_core.sampling import SAMPLING_METHODS
 from dpkps_core.cli.common import add_class_arguments
 
 PP_WARNING_CLI = (
@@ -23,9 +23,9 @@ PP_WARNING_CLI = (
 
 def _methods(value: str) -> list[str]:
     out = [m.strip() for m in value.split(",") if m.strip()]
-    bad = [m for m in out if m not in METHODS]
+    bad = [m for m in out if m not in GENERATION_METHODS]
     if bad or not out:
-        raise argparse.ArgumentTypeError(f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(METHODS)}")
+        raise argparse.ArgumentTypeError(f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(GENERATION_METHODS)}")
     return out
 
 
@@ -71,8 +71,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="set (or raise) this corpus's cap on the total ε of ALL its releases, past ones included; the "
                         "comparison's joint cost (every method's ε summed, δ summed) is charged to it")
     g = p.add_argument_group("what to run")
-    g.add_argument("--methods", type=_methods, default=list(METHODS),
-                   help=f"comma-separated subset of {','.join(METHODS)}")
+    g.add_argument("--methods", type=_methods, default=list(GENERATION_METHODS),
+                   help=f"comma-separated subset of {','.join(GENERATION_METHODS)}")
     g.add_argument("--per-class", "-K", type=int, default=2, help="synthetic documents per class (every method)")
     g.add_argument("--max-tokens", type=int, default=48, help="most tokens per synthetic document")
     g.add_argument("--doc-type", default="a document", help='document type with its article, e.g. "a news article"')

@@ -17,7 +17,7 @@ from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_
 from dpkps_core.errors import ParameterError
 
 CONVERSIONS = ("tight", "closed-form")
-MAX_EPOCHS = 100  # AugPE's limit on T (augpe.LIMITS["epochs"])
+MAX_EPOCHS = 100  # AugPE's limit on T (config.AUGPE_LIMITS["epochs"])
 
 
 # ------------------------------------------------------------------------------------------------------- zCDP

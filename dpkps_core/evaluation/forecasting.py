@@ -17,7 +17,7 @@ from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.dp.vocabulary import noise_floor
 from dpkps_core.embeddings import Embedder
 from dpkps_core.errors import ParameterError
-from dpkps_core.sampling import METHODS
+from dpkps_core.sampling import SAMPLING_METHODS
 from dpkps_core.vocabulary import PublicVocabulary, TermMatcher
 from dpkps_core.evaluation.metrics import DISCLOSURE_NOTE, PRIVATE_NOTE
 
@@ -135,8 +135,8 @@ def forecast(
     terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)", maximum=pipeline.LIMITS["terms_per_doc"])
     vocab_size = check_positive_int(vocab_size, "N (private vocabulary size)", maximum=pipeline.LIMITS["vocab_size"])
     length = check_positive_int(length, "L (sequence length)", maximum=pipeline.LIMITS["length"])
-    if method not in METHODS:
-        raise ParameterError(f"Unknown method {method!r}; choose one of {', '.join(METHODS)}.")
+    if method not in SAMPLING_METHODS:
+        raise ParameterError(f"Unknown method {method!r}; choose one of {', '.join(SAMPLING_METHODS)}.")
     if density not in pipeline.DENSITIES:
         raise ParameterError(f"Unknown density {density!r}; choose one of {', '.join(pipeline.DENSITIES)}.")
     if not 0 < max_noise_share < 1:

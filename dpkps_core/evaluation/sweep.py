@@ -22,7 +22,7 @@ from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache, embed_terms
 from dpkps_core.errors import ParameterError
 from dpkps_core.pipeline import SamplingConfig
-from dpkps_core.sampling import METHODS
+from dpkps_core.sampling import SAMPLING_METHODS
 from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary
 from dpkps_core.progress import Progress
@@ -179,8 +179,8 @@ def run_sweep(
     grid_kde = [check_epsilon(e, "ε_kde") for e in eps_kde_grid]
     methods = list(methods)
     for m in methods:
-        if m not in METHODS:
-            raise ParameterError(f"Unknown method {m!r}; choose from {', '.join(METHODS)}.")
+        if m not in SAMPLING_METHODS:
+            raise ParameterError(f"Unknown method {m!r}; choose from {', '.join(SAMPLING_METHODS)}.")
     seed_list = list(range(check_positive_int(seeds, "seeds", maximum=100))) if isinstance(seeds, int) else [int(s) for s in seeds]
     if not grid_voc or not grid_kde or not methods or not seed_list:
         raise ParameterError("The sweep grid is empty; give at least one ε_voc, ε_kde, method and seed.")
