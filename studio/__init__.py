@@ -1,6 +1,7 @@
-"""Streamlit-side helpers of DP-KPS Studio (the app's session state, widgets and charts).
+"""Streamlit-side helpers of DP-KPS Studio: the session (``session``), the actions that call the core (``steps``,
+``generation_steps``, ``evaluation_steps``), cached public resources, background jobs, widgets and charts.
 
-``dpkps_core`` never imports Streamlit; everything that does lives here or in ``app.py`` / ``pages/``.
+``dpkps_core`` never imports Streamlit; everything that does lives here or in ``app.py`` / ``app_pages/``.
 """
 
 from __future__ import annotations
