@@ -39,7 +39,10 @@ from dpkps_core.dp.count import release_count
 from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
+from dpkps_core.embeddings import embed_texts
 from dpkps_core.errors import ParameterError
+from dpkps_core.evaluation.classifiers import embedding_accuracy, real_baseline_accuracy
+from dpkps_core.evaluation.metrics import chance_accuracy
 from dpkps_core.progress import Progress
 from dpkps_core.runfolder import json_default
 
@@ -187,55 +190,20 @@ def _json(obj: Any) -> Any:
 
 def _accuracy(syn_texts: list[str], syn_labels: list[str], test_emb: np.ndarray, test_labels: Sequence[str], *,
               embedder: Any, seeds: Sequence[int]) -> tuple[float, float, float, str]:
-    """Mean ± sd accuracy and macro-F1 of logistic regression trained on the synthetic documents."""
-    from dpkps_core.embeddings import embed_texts
-
+    """Mean ± sd accuracy and macro-F1 of the evaluation's classifier trained on the synthetic documents."""
     keep = [(t, y) for t, y in zip(syn_texts, syn_labels) if t and t.strip()]
     if len({y for _, y in keep}) < 2:
         return math.nan, math.nan, math.nan, "fewer than two classes of non-empty synthetic documents: not evaluated"
     emb = embed_texts([t for t, _ in keep], embedder)
-    labels = [y for _, y in keep]
-    try:
-        from dpkps_core.evaluation import embedding_accuracy
-
-        m = embedding_accuracy(emb, labels, test_emb, list(test_labels), seeds=list(seeds), name="accuracy")
-        return m.accuracy_mean, m.accuracy_sd, m.macro_f1_mean, ""
-    except ImportError:  # pragma: no cover - the evaluation layer is part of the build
-        return (*_local_logreg(emb, labels, test_emb, test_labels, seeds), "")
-
-
-def _local_logreg(x: np.ndarray, y: list[str], test_x: np.ndarray, test_y: Sequence[str],
-                  seeds: Sequence[int]) -> tuple[float, float, float]:  # pragma: no cover - fallback
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import accuracy_score, f1_score
-
-    acc, f1 = [], []
-    for s in seeds:
-        pred = LogisticRegression(max_iter=2000, random_state=s).fit(x, y).predict(test_x)
-        acc.append(accuracy_score(list(test_y), pred))
-        f1.append(f1_score(list(test_y), pred, average="macro", zero_division=0))
-    return float(np.mean(acc)), float(np.std(acc, ddof=1)) if len(acc) > 1 else 0.0, float(np.mean(f1))
+    m = embedding_accuracy(emb, [y for _, y in keep], test_emb, list(test_labels), seeds=list(seeds), name="accuracy")
+    return m.accuracy_mean, m.accuracy_sd, m.macro_f1_mean, ""
 
 
 def _real_baseline(train: Corpus, test_emb: np.ndarray, test_labels: Sequence[str], *, per_class: int, embedder: Any,
                    seeds: Sequence[int]) -> tuple[float, float, float]:
-    per = {c: per_class for c in train.classes}
-    try:
-        from dpkps_core.evaluation import real_baseline_accuracy
-
-        m = real_baseline_accuracy(train.texts, train.labels, test_emb, list(test_labels), per_class=per,
-                                   embedder=embedder, seeds=list(seeds))
-        return m.accuracy_mean, m.accuracy_sd, m.macro_f1_mean
-    except ImportError:  # pragma: no cover
-        from dpkps_core.embeddings import embed_texts
-
-        rng = np.random.default_rng(0)
-        labels = np.asarray(train.labels)
-        idx = [i for c in train.classes for i in rng.choice(np.flatnonzero(labels == c),
-                                                             size=min(per_class, int((labels == c).sum())),
-                                                             replace=False)]
-        emb = embed_texts([train.texts[i] for i in idx], embedder)
-        return _local_logreg(emb, [train.labels[i] for i in idx], test_emb, test_labels, seeds)
+    m = real_baseline_accuracy(train.texts, train.labels, test_emb, list(test_labels),
+                               per_class={c: per_class for c in train.classes}, embedder=embedder, seeds=list(seeds))
+    return m.accuracy_mean, m.accuracy_sd, m.macro_f1_mean
 
 
 # ------------------------------------------------------------------------------------------------ methods
@@ -328,10 +296,7 @@ def compare_methods(
             all the methods (their ε and δ summed; a Ṽ shared by DP-KPS and AugPE+Ṽ counted once) must fit its
             cap before anything runs, and every release is charged to it as it happens.
     """
-    from dpkps_core.baselines.augpe import AugPEConfig, prompt_budget, run_augpe
-    from dpkps_core.embeddings import DEFAULT_MODEL, embed_texts, get_embedder
-    from dpkps_core.baselines.private_prediction import (PRIVATE_PROMPT_WARNING, PrivatePredictionConfig, buckets_for, calibrate,
-                                               load_local_lm, public_messages, run_private_prediction)
+    from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
     from dpkps_core.split import split_documents
 
     methods = tuple(dict.fromkeys(methods))
@@ -384,125 +349,33 @@ def compare_methods(
     classes = tuple(corpus.classes)
     embedder = embedder or get_embedder(DEFAULT_MODEL)
     llm = _resolve_backend(backend, threads) if needs_voc else None
+    plan = _Plan(corpus=corpus, train=train, whole=whole, classes=classes, eps_total=eps_total, eps_voc=eps_voc,
+                 delta=delta, per_class=per_class, max_tokens=max_tokens, doc_type=doc_type, temperature=temperature,
+                 embedder=embedder, vocabulary=vocabulary, sampling=sampling, noise=noise, llm=llm, backend=backend,
+                 threads=threads, local_lm=local_lm, class_size_estimate=class_size_estimate,
+                 private_prediction=private_prediction, augpe_config=augpe_config, test_fraction=test_fraction,
+                 split_seed=split_seed, unit_note=unit_note, cancel=cancel)
     rows: list[MethodRow] = []
     documents: dict[str, list[dict[str, Any]]] = {}
     privacy: dict[str, dict[str, Any]] = {}
     audit: dict[str, list[dict[str, Any]]] = {}
     dpkps_run = None
-    voc_seconds = 0.0
-
-    def stopped() -> bool:
-        return cancel is not None and cancel.is_set()
-
     for k, method in enumerate(methods):
-        if stopped():
+        if cancel is not None and cancel.is_set():
             break
         base = 0.02 + k * share
         sub = lambda f, m, b=base: report(b + share * f, m)  # noqa: E731
         t0 = time.perf_counter()
         if method == "dpkps":
-            dpkps_run, row, docs, aud = _run_dpkps(corpus=corpus, eps_voc=eps_voc, eps_total=eps_total,
-                                                   per_class=per_class, max_tokens=max_tokens, doc_type=doc_type,
-                                                   backend=llm, embedder=embedder, vocabulary=vocabulary,
-                                                   sampling=sampling, noise=noise, temperature=temperature,
-                                                   test_fraction=test_fraction, split_seed=split_seed,
-                                                   ledger=method_ledger(), progress=sub, cancel=cancel)
-            voc_seconds = dpkps_run.timings.get("vocabulary", 0.0)
-            privacy[method] = dpkps_run.privacy_report()
+            dpkps_run, out = _compare_dpkps(plan, ledger=method_ledger(), progress=sub)
         elif method == "augpe":
-            ledger = method_ledger()
-            t_voc = time.perf_counter()
-            if dpkps_run is not None:
-                pv = dpkps_run.private_vocabulary
-                for ev in dpkps_run.ledger.events:
-                    if ev.step == "vocabulary":
-                        ledger.reuse(ev)  # the same release: counted once in the joint cost
-                note_voc = "Ṽ shared with DP-KPS (the same ε_voc release; its build time counted here too)"
-                voc_time = voc_seconds
-            else:
-                pv = _build_vocabulary(train, eps_voc=eps_voc, vocabulary=vocabulary, sampling=sampling, noise=noise,
-                                       ledger=ledger, progress=lambda f, m: sub(0.1 * f, m))
-                voc_time = 0.0  # already inside this method's wall time
-                note_voc = f"Ṽ built for AugPE+Ṽ ({time.perf_counter() - t_voc:.1f} s)"
-            acfg = augpe_config or AugPEConfig()
-            acfg = dataclasses.replace(acfg, population=per_class, max_tokens=max_tokens, doc_type=doc_type,
-                                       temperature=temperature)
-            res = run_augpe(whole.texts, whole.labels, vocabulary_terms=pv.terms, classes=classes, config=acfg,
-                            epsilon=eps_total - eps_voc, delta=delta, embedder=embedder, backend=llm, noise=noise,
-                            ledger=ledger, progress=lambda f, m: sub(0.1 + 0.9 * f, m), cancel=cancel)
-            docs, aud = res.documents, res.audit
-            budget = prompt_budget(classes=len(classes), population=per_class, epochs=acfg.epochs)
-            led = ledger.to_dict()
-            privacy[method] = {**res.privacy_report(), "epsilon_total": led["epsilon_total"],
-                               "delta_total": led["delta_total"], "epsilon_by_step": led["epsilon_by_step"],
-                               "events": led["events"], "seed_policy": noise.policy}
-            row = MethodRow(
-                method, METHOD_LABELS[method], ledger.total_epsilon, ledger.total_delta, "(ε, δ)-DP", len(docs),
-                res.stats["llm_calls"], budget["prompts_per_document"], res.stats["prompt_tokens"],
-                res.stats["completion_tokens"], 0.0,
-                notes=f"ε_voc = {eps_voc:g} (Ṽ, pure DP) + ε_aug = {res.epsilon:.4g} ({acfg.epochs} Gaussian vote "
-                      f"rounds, σ = {res.sigma:.4g}); {budget['prompts']} prompts = {budget['prompts_per_document']}× "
-                      f"DP-KPS's one prompt per document; {note_voc}; {res.stats['distinct_documents']} distinct texts"
-                      f"{unit_note}",
-            )
-            row.wall_seconds = voc_time  # added to the run time below
-        else:  # private prediction
-            pcfg = private_prediction or PrivatePredictionConfig(**COMPARE_PP_DEFAULTS)
-            pcfg = dataclasses.replace(pcfg, max_new_tokens=max_tokens, doc_type=doc_type)
-            ledger = method_ledger()
-            # The hash buckets must not follow the private n (paper 004 Assumption 1; issue 11 §3): a public
-            # estimate, or a DP count of the training part charged to this method's budget.
-            eps_size = 0.0 if class_size_estimate is not None else size_epsilon(eps_total)
-            eps_pp = eps_total - eps_size
-            calibrate(pcfg, epsilon=eps_pp, delta=delta)  # fail fast (e.g. SVT over budget) before loading the model
-            if local_lm is not None:
-                model, tok, name = local_lm[0], local_lm[1], "local-model"
-            else:
-                from dpkps_core.llm.local import LocalTransformersBackend, OfflineBackend
-
-                # a local model (offline SmolLM2 or a `local` model folder) gives logits; a remote one cannot
-                local = next((b for b in (llm, backend) if isinstance(b, LocalTransformersBackend)), None)
-                model, tok, name = load_local_lm(local or OfflineBackend(threads=threads))
-            if class_size_estimate is not None:
-                n_est, note_n = float(class_size_estimate), "hash buckets from the public class-size estimate"
-            else:
-                released = release_count(len(whole), epsilon=eps_size, noise=noise, ledger=ledger)
-                n_est = released.clamped / len(classes)
-                note_n = (f"hash buckets from a DP count of the training part (ε = {eps_size:g}, Laplace "
-                          f"{released.noise_scale:g}); give a public class-size estimate to spend all of ε on text")
-            buckets = buckets_for(n_est, pcfg.batch_size)
-            if math.ceil(per_class / pcfg.examples_per_batch) > buckets:  # fewer buckets than documents wanted
-                more = math.ceil(per_class / buckets)
-                note_n += (f"; {buckets} bucket(s) per class for {per_class} documents: {more} examples per batch "
-                           f"and r × {more / pcfg.examples_per_batch:g}")
-                pcfg = dataclasses.replace(pcfg, examples_per_batch=more,
-                                           private_tokens=math.ceil(pcfg.private_tokens * more / pcfg.examples_per_batch))
-            res = run_private_prediction(whole.texts, whole.labels, model=model, tokenizer=tok, config=pcfg,
-                                         epsilon=eps_pp, delta=delta, per_class=per_class, num_buckets=buckets,
-                                         classes=classes, noise=noise, ledger=ledger, model_name=name,
-                                         progress=sub, cancel=cancel)
-            docs = res.documents
-            aud = [{"purpose": "public prompt p_public (the private prompts hold private documents and are never "
-                               "logged)", "messages": public_messages(res.config), "private_prompts": res.stats["private_prompts"]}]
-            led = ledger.to_dict()
-            privacy[method] = {**res.privacy_report(), "epsilon_total": led["epsilon_total"],
-                               "delta_total": led["delta_total"], "epsilon_by_step": led["epsilon_by_step"],
-                               "events": led["events"], "seed_policy": noise.policy}
-            st = res.stats
-            row = MethodRow(
-                method, METHOD_LABELS[method], res.epsilon + eps_size, res.delta, "(ε, δ)-DP", len(docs), st["prompts"],
-                st["prompts"] / max(len(docs), 1), st["prompt_tokens"], st["generated_tokens"], 0.0,
-                notes=f"local model only — {PRIVATE_PROMPT_WARNING} s = {res.config.batch_size}, r = "
-                      f"{res.config.private_tokens}, c = {res.config.clip:g} (calibrated), τ = {res.config.temperature:g}, "
-                      f"SVT {'θ = ' + str(res.config.svt_threshold) if res.config.svt_enabled else 'off'}; "
-                      f"ρ = {res.rho:.4g}-zCDP; {st['batches']} batches ({st['forward_passes']} batched forward passes, "
-                      f"{st['private_tokens']} private / {st['public_tokens']} public tokens); {note_n}{unit_note}",
-            )
-            warnings.append(PRIVATE_PROMPT_WARNING)
-        row.wall_seconds += time.perf_counter() - t0
-        rows.append(row)
-        documents[method] = docs
-        audit[method] = aud
+            out = _compare_augpe(plan, ledger=method_ledger(), progress=sub, dpkps_run=dpkps_run)
+        else:
+            out = _compare_private_prediction(plan, ledger=method_ledger(), progress=sub)
+        out.row.wall_seconds += time.perf_counter() - t0
+        rows.append(out.row)
+        documents[method], audit[method], privacy[method] = out.documents, out.audit, out.privacy
+        warnings.extend(out.warnings)
 
     # ---- evaluation (local, private)
     report(0.92, f"evaluating: embedding {len(test):,} held-out test documents (in memory only)")
@@ -520,13 +393,6 @@ def compare_methods(
         rows.append(MethodRow("real", "Real documents (same count)", math.nan, math.nan, "none (not private)",
                               per_class * len(classes), 0, 0, 0, 0, 0.0, acc, sd, f1,
                               "the same classifier on the same number of REAL training documents per class"))
-    try:
-        from dpkps_core.evaluation import chance_accuracy
-    except ImportError:  # pragma: no cover
-        def chance_accuracy(y: Sequence[str]) -> float:
-            _, counts = np.unique(np.asarray(y), return_counts=True)
-            return float(counts.max() / counts.sum())
-
     info = {
         "corpus": corpus.name, "eps_total": eps_total, "delta": float(delta), "eps_voc": eps_voc if needs_voc else None,
         "methods": list(methods), "per_class": per_class, "max_tokens": max_tokens, "doc_type": doc_type,
@@ -617,3 +483,157 @@ def _run_dpkps(*, corpus: Corpus, eps_voc: float, eps_total: float, per_class: i
                           f"sampling, L = {cfg.length}; one prompt per document"
                           + (f"; {st.failed} generation(s) failed" if st.failed else ""))
     return run, row, docs, aud
+
+
+# ------------------------------------------------------------------------------------------------ one method each
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What every method of one comparison shares: the public settings, the split, the noise and the LLM."""
+
+    corpus: Corpus
+    train: Corpus          # the training part, declared classes only
+    whole: Corpus          # the same, one document per person (private prediction and AugPE+Ṽ)
+    classes: tuple[str, ...]
+    eps_total: float
+    eps_voc: float
+    delta: float
+    per_class: int
+    max_tokens: int
+    doc_type: str
+    temperature: float
+    embedder: Any
+    vocabulary: Any
+    sampling: Mapping[str, Any] | None
+    noise: NoiseSource
+    llm: Any               # the resolved backend of DP-KPS and AugPE+Ṽ (None when neither runs)
+    backend: Any           # what the caller asked for (private prediction looks for a local model in it)
+    threads: int
+    local_lm: tuple[Any, Any] | None
+    class_size_estimate: float | None
+    private_prediction: Any
+    augpe_config: Any
+    test_fraction: float
+    split_seed: int
+    unit_note: str
+    cancel: threading.Event | None
+
+
+@dataclasses.dataclass
+class _MethodOutcome:
+    row: MethodRow
+    documents: list[dict[str, Any]]
+    audit: list[dict[str, Any]]
+    privacy: dict[str, Any]
+    warnings: tuple[str, ...] = ()
+
+
+def _privacy_with_ledger(report: Mapping[str, Any], ledger: PrivacyLedger, noise: NoiseSource) -> dict[str, Any]:
+    """A method's privacy report with what its ledger actually recorded."""
+    led = ledger.to_dict()
+    return {**report, "epsilon_total": led["epsilon_total"], "delta_total": led["delta_total"],
+            "epsilon_by_step": led["epsilon_by_step"], "events": led["events"], "seed_policy": noise.policy}
+
+
+def _compare_dpkps(plan: _Plan, *, ledger: PrivacyLedger, progress: Progress) -> tuple[Any, _MethodOutcome]:
+    """DP-KPS (paper 001 §3): sampling on the comparison's split, one prompt per sequence."""
+    run, row, docs, aud = _run_dpkps(corpus=plan.corpus, eps_voc=plan.eps_voc, eps_total=plan.eps_total,
+                                     per_class=plan.per_class, max_tokens=plan.max_tokens, doc_type=plan.doc_type,
+                                     backend=plan.llm, embedder=plan.embedder, vocabulary=plan.vocabulary,
+                                     sampling=plan.sampling, noise=plan.noise, temperature=plan.temperature,
+                                     test_fraction=plan.test_fraction, split_seed=plan.split_seed, ledger=ledger,
+                                     progress=progress, cancel=plan.cancel)
+    return run, _MethodOutcome(row, docs, aud, run.privacy_report())
+
+
+def _compare_augpe(plan: _Plan, *, ledger: SubLedger, progress: Progress, dpkps_run: Any) -> _MethodOutcome:
+    """AugPE+Ṽ (DESIGN §6): Gaussian votes over the private documents, first prompts from Ṽ — shared with DP-KPS
+    when it ran first (the same ε_voc release, counted once)."""
+    from dpkps_core.baselines.augpe import AugPEConfig, prompt_budget, run_augpe
+
+    t_voc = time.perf_counter()
+    if dpkps_run is not None:
+        pv = dpkps_run.private_vocabulary
+        for ev in dpkps_run.ledger.events:
+            if ev.step == "vocabulary":
+                ledger.reuse(ev)  # the same release: counted once in the joint cost
+        note_voc = "Ṽ shared with DP-KPS (the same ε_voc release; its build time counted here too)"
+        voc_time = dpkps_run.timings.get("vocabulary", 0.0)
+    else:
+        pv = _build_vocabulary(plan.train, eps_voc=plan.eps_voc, vocabulary=plan.vocabulary, sampling=plan.sampling,
+                               noise=plan.noise, ledger=ledger, progress=lambda f, m: progress(0.1 * f, m))
+        voc_time = 0.0  # already inside this method's wall time
+        note_voc = f"Ṽ built for AugPE+Ṽ ({time.perf_counter() - t_voc:.1f} s)"
+    acfg = dataclasses.replace(plan.augpe_config or AugPEConfig(), population=plan.per_class,
+                               max_tokens=plan.max_tokens, doc_type=plan.doc_type, temperature=plan.temperature)
+    res = run_augpe(plan.whole.texts, plan.whole.labels, vocabulary_terms=pv.terms, classes=plan.classes,
+                    config=acfg, epsilon=plan.eps_total - plan.eps_voc, delta=plan.delta, embedder=plan.embedder,
+                    backend=plan.llm, noise=plan.noise, ledger=ledger,
+                    progress=lambda f, m: progress(0.1 + 0.9 * f, m), cancel=plan.cancel)
+    budget = prompt_budget(classes=len(plan.classes), population=plan.per_class, epochs=acfg.epochs)
+    row = MethodRow(
+        "augpe", METHOD_LABELS["augpe"], ledger.total_epsilon, ledger.total_delta, "(ε, δ)-DP", len(res.documents),
+        res.stats["llm_calls"], budget["prompts_per_document"], res.stats["prompt_tokens"],
+        res.stats["completion_tokens"], 0.0,
+        notes=f"ε_voc = {plan.eps_voc:g} (Ṽ, pure DP) + ε_aug = {res.epsilon:.4g} ({acfg.epochs} Gaussian vote "
+              f"rounds, σ = {res.sigma:.4g}); {budget['prompts']} prompts = {budget['prompts_per_document']}× "
+              f"DP-KPS's one prompt per document; {note_voc}; {res.stats['distinct_documents']} distinct texts"
+              f"{plan.unit_note}",
+    )
+    row.wall_seconds = voc_time  # the method's own run time is added by the caller
+    return _MethodOutcome(row, res.documents, res.audit, _privacy_with_ledger(res.privacy_report(), ledger, plan.noise))
+
+
+def _compare_private_prediction(plan: _Plan, *, ledger: SubLedger, progress: Progress) -> _MethodOutcome:
+    """Private prediction (paper 004, Algorithm 1) on a local model's logits, hash buckets from public input or a
+    DP count (paper 004 Assumption 1; issue 11 §3)."""
+    from dpkps_core.baselines.private_prediction import (PRIVATE_PROMPT_WARNING, PrivatePredictionConfig, buckets_for,
+                                                         calibrate, load_local_lm, public_messages,
+                                                         run_private_prediction)
+
+    pcfg = dataclasses.replace(plan.private_prediction or PrivatePredictionConfig(**COMPARE_PP_DEFAULTS),
+                               max_new_tokens=plan.max_tokens, doc_type=plan.doc_type)
+    eps_size = 0.0 if plan.class_size_estimate is not None else size_epsilon(plan.eps_total)
+    eps_pp = plan.eps_total - eps_size
+    calibrate(pcfg, epsilon=eps_pp, delta=plan.delta)  # fail fast (e.g. SVT over budget) before loading the model
+    if plan.local_lm is not None:
+        model, tok, name = plan.local_lm[0], plan.local_lm[1], "local-model"
+    else:
+        from dpkps_core.llm.local import LocalTransformersBackend, OfflineBackend
+
+        # a local model (offline SmolLM2 or a `local` model folder) gives logits; a remote one cannot
+        local = next((b for b in (plan.llm, plan.backend) if isinstance(b, LocalTransformersBackend)), None)
+        model, tok, name = load_local_lm(local or OfflineBackend(threads=plan.threads))
+    per_class, n_classes = plan.per_class, len(plan.classes)
+    if plan.class_size_estimate is not None:
+        n_est, note_n = float(plan.class_size_estimate), "hash buckets from the public class-size estimate"
+    else:
+        released = release_count(len(plan.whole), epsilon=eps_size, noise=plan.noise, ledger=ledger)
+        n_est = released.clamped / n_classes
+        note_n = (f"hash buckets from a DP count of the training part (ε = {eps_size:g}, Laplace "
+                  f"{released.noise_scale:g}); give a public class-size estimate to spend all of ε on text")
+    buckets = buckets_for(n_est, pcfg.batch_size)
+    if math.ceil(per_class / pcfg.examples_per_batch) > buckets:  # fewer buckets than documents wanted
+        more = math.ceil(per_class / buckets)
+        note_n += (f"; {buckets} bucket(s) per class for {per_class} documents: {more} examples per batch "
+                   f"and r × {more / pcfg.examples_per_batch:g}")
+        pcfg = dataclasses.replace(pcfg, examples_per_batch=more,
+                                   private_tokens=math.ceil(pcfg.private_tokens * more / pcfg.examples_per_batch))
+    res = run_private_prediction(plan.whole.texts, plan.whole.labels, model=model, tokenizer=tok, config=pcfg,
+                                 epsilon=eps_pp, delta=plan.delta, per_class=per_class, num_buckets=buckets,
+                                 classes=plan.classes, noise=plan.noise, ledger=ledger, model_name=name,
+                                 progress=progress, cancel=plan.cancel)
+    docs, st, c = res.documents, res.stats, res.config
+    aud = [{"purpose": "public prompt p_public (the private prompts hold private documents and are never logged)",
+            "messages": public_messages(c), "private_prompts": st["private_prompts"]}]
+    row = MethodRow(
+        "private-prediction", METHOD_LABELS["private-prediction"], res.epsilon + eps_size, res.delta, "(ε, δ)-DP",
+        len(docs), st["prompts"], st["prompts"] / max(len(docs), 1), st["prompt_tokens"], st["generated_tokens"], 0.0,
+        notes=f"local model only — {PRIVATE_PROMPT_WARNING} s = {c.batch_size}, r = {c.private_tokens}, c = "
+              f"{c.clip:g} (calibrated), τ = {c.temperature:g}, SVT "
+              f"{'θ = ' + str(c.svt_threshold) if c.svt_enabled else 'off'}; ρ = {res.rho:.4g}-zCDP; {st['batches']} "
+              f"batches ({st['forward_passes']} batched forward passes, {st['private_tokens']} private / "
+              f"{st['public_tokens']} public tokens); {note_n}{plan.unit_note}",
+    )
+    return _MethodOutcome(row, docs, aud, _privacy_with_ledger(res.privacy_report(), ledger, plan.noise),
+                          (PRIVATE_PROMPT_WARNING,))
