@@ -6,9 +6,10 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.pipeline import LIMITS
+from dpkps_core.sampling import SAMPLING_METHODS
 from studio import charts, jobs, review, session, steps, widgets
 
-METHODS = {
+SAMPLING_METHOD_LABELS = {  # one label per dpkps_core.sampling.SAMPLING_METHODS (a test checks the keys)
     "independent": "independent — L terms drawn i.i.d. from each class's density (fast, robust)",
     "iterative-linear": "iterative, linear ensemble — one DP-KDE per prefix length (ε_kde / L each)",
     "iterative-log": "iterative, log ensemble — ⌈log₂L⌉+1 DP-KDEs (paper appendix B)",
@@ -25,7 +26,7 @@ if s.get("pv") is None:
     widgets.go_to(2)
 else:
     st.subheader("Sampling method (chosen now: the density depends on it)")
-    widgets.bound(st.selectbox, "Method", "method", options=list(METHODS), format_func=METHODS.get)
+    widgets.bound(st.selectbox, "Method", "method", options=list(SAMPLING_METHODS), format_func=SAMPLING_METHOD_LABELS.get)
     c1, c2 = st.columns(2)
     widgets.bound(c1.number_input, "L — keyphrases per sequence", "length", min_value=1, max_value=LIMITS["length"])
     widgets.bound(c2.selectbox, "Density", "density", options=list(DENSITIES), format_func=DENSITIES.get)
@@ -75,7 +76,7 @@ else:
         if not (isinstance(preview, jobs.Job) and preview.running):
             if st.button("Run the no-LLM check of every method at this ε (free)", icon=":material/science:"):
                 with widgets.guard():
-                    review.start_method_preview(list(METHODS), per_class=max(int(s["per_class"]), 10))
+                    review.start_method_preview(list(SAMPLING_METHODS), per_class=max(int(s["per_class"]), 10))
                     st.rerun()
 
         def show_preview(j: jobs.Job) -> None:

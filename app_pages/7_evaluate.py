@@ -8,10 +8,10 @@ import streamlit as st
 from dpkps_core.evaluation import DISCLOSURE_NOTE, PRIVATE_NOTE, sweep_figures, sweep_summary
 from dpkps_core.baselines.augpe import AugPEConfig
 from dpkps_core.device import cuda_available
-from dpkps_core.baselines.compare import METHODS as COMPARE_METHODS
+from dpkps_core.baselines.compare import GENERATION_METHODS
 from dpkps_core.baselines.compare import joint_cost
 from dpkps_core.baselines.private_prediction import PRIVATE_PROMPT_WARNING
-from dpkps_core.sampling import METHODS
+from dpkps_core.sampling import SAMPLING_METHODS
 from studio import charts, evaluation_steps, jobs, review, session, steps, widgets
 
 widgets.page_header(6, "Everything on this page reads the real corpus, runs on this machine for you, and is never "
@@ -102,7 +102,7 @@ with tab_sweep:
     widgets.bound(c1.multiselect, "ε_voc values", "sweep_eps_voc", options=grid)
     widgets.bound(c2.multiselect, "ε_kde values", "sweep_eps_kde", options=grid)
     c1, c2, c3 = st.columns(3)
-    widgets.bound(c1.multiselect, "Methods", "sweep_methods", options=list(METHODS))
+    widgets.bound(c1.multiselect, "Methods", "sweep_methods", options=list(SAMPLING_METHODS))
     widgets.bound(c2.number_input, "Seeds", "sweep_seeds", min_value=1, max_value=10)
     widgets.bound(c3.number_input, "Sequences per class", "sweep_per_class", min_value=5, max_value=2000, step=10)
     cells = len(s["sweep_eps_voc"]) * len(s["sweep_eps_kde"]) * len(s["sweep_methods"]) * int(s["sweep_seeds"])
@@ -158,7 +158,7 @@ with tab_compare:
                   format="%.0e")
     widgets.bound(c3.number_input, "Documents per class", "compare_per_class", min_value=1, max_value=50)
     widgets.bound(c4.number_input, "Max tokens per document", "compare_max_tokens", min_value=8, max_value=512, step=8)
-    widgets.bound(st.multiselect, "Methods", "compare_methods", options=list(COMPARE_METHODS))
+    widgets.bound(st.multiselect, "Methods", "compare_methods", options=list(GENERATION_METHODS))
     n_classes = len(s["corpus"].classes) if s.get("corpus") is not None else 0
     plan = review.compare_plan(tuple(s["compare_methods"]), n_classes=n_classes, per_class=int(s["compare_per_class"]),
                                max_tokens=int(s["compare_max_tokens"]), epochs=AugPEConfig().epochs,

@@ -10,7 +10,7 @@ import dataclasses
 import hashlib
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -170,33 +170,46 @@ class SamplingRun:
 
     def privacy_report(self) -> dict[str, Any]:
         """The public privacy report (DP outputs and public parameters only)."""
-        led = self.ledger.to_dict()
-        return {
-            "epsilon_total": led["epsilon_total"],
-            "epsilon_vocabulary": led["epsilon_by_step"].get("vocabulary", 0.0),
-            "epsilon_kde": led["epsilon_by_step"].get("kde", 0.0),
-            "epsilon_class_counts": led["epsilon_by_step"].get("class_counts", 0.0),
-            "delta_total": led["delta_total"],
-            "epsilon_cap": led["epsilon_cap"],
-            "neighbouring": self.privacy_unit,
-            "guarantee": "pure ε-differential privacy of the sequences (and, by post-processing, of any text generated from them)",
-            "events": led["events"],
-            "seed_policy": self.noise.policy,
-            "noise": self.noise.describe(),
-            "mechanisms": sorted({e["mechanism"] for e in led["events"]}),
-            "vocabulary": {"name": self.vocabulary_name, "public_size": self.private_vocabulary.public_vocabulary_size,
-                           "private_size": len(self.private_vocabulary)},
-            "embedding_model": self.config.embedding_model,
-            "method": self.config.method,
-            "classes": list(self.classes),
-            "parameters": {**{k: v for k, v in self.config.to_dict().items() if k not in ("corpus",)},
-                           **{f"density_{k}": v for k, v in self.density_info.items()}},
-            "sequences": len(self.outcome.sequences),
-            "uniform_fallback_draws": self.outcome.uniform_fallbacks,
-            # a persistent ledger (dpkps_core.ledger_store) adds the corpus's totals to date, kept apart from
-            # this run's events above: ε / δ of every release on this corpus, app and CLI, every session
-            **({"corpus_to_date": led["corpus"]} if "corpus" in led else {}),
-        }
+        return privacy_report(config=self.config, ledger=self.ledger, noise=self.noise,
+                              private_vocabulary=self.private_vocabulary, vocabulary_name=self.vocabulary_name,
+                              density_info=self.density_info, outcome=self.outcome, classes=self.classes,
+                              privacy_unit=self.privacy_unit)
+
+
+def privacy_report(
+    *, config: SamplingConfig, ledger: PrivacyLedger, noise: NoiseSource, private_vocabulary: PrivateVocabulary,
+    vocabulary_name: str, density_info: Mapping[str, Any], outcome: SamplingOutcome, classes: Sequence[str],
+    privacy_unit: str = ADD_REMOVE_ONE_DOCUMENT,
+) -> dict[str, Any]:
+    """The public privacy report of a sampling run (DP outputs and public parameters only) — from the pieces, so
+    the app's step-by-step run and :func:`run_sampling` write the same report."""
+    led = ledger.to_dict()
+    return {
+        "epsilon_total": led["epsilon_total"],
+        "epsilon_vocabulary": led["epsilon_by_step"].get("vocabulary", 0.0),
+        "epsilon_kde": led["epsilon_by_step"].get("kde", 0.0),
+        "epsilon_class_counts": led["epsilon_by_step"].get("class_counts", 0.0),
+        "delta_total": led["delta_total"],
+        "epsilon_cap": led["epsilon_cap"],
+        "neighbouring": privacy_unit,
+        "guarantee": "pure ε-differential privacy of the sequences (and, by post-processing, of any text generated from them)",
+        "events": led["events"],
+        "seed_policy": noise.policy,
+        "noise": noise.describe(),
+        "mechanisms": sorted({e["mechanism"] for e in led["events"]}),
+        "vocabulary": {"name": vocabulary_name, "public_size": private_vocabulary.public_vocabulary_size,
+                       "private_size": len(private_vocabulary)},
+        "embedding_model": config.embedding_model,
+        "method": config.method,
+        "classes": list(classes),
+        "parameters": {**{k: v for k, v in config.to_dict().items() if k not in ("corpus",)},
+                       **{f"density_{k}": v for k, v in density_info.items()}},
+        "sequences": len(outcome.sequences),
+        "uniform_fallback_draws": outcome.uniform_fallbacks,
+        # a persistent ledger (dpkps_core.ledger_store) adds the corpus's totals to date, kept apart from
+        # this run's events above: ε / δ of every release on this corpus, app and CLI, every session
+        **({"corpus_to_date": led["corpus"]} if "corpus" in led else {}),
+    }
 
 
 def local_warnings(train: Corpus, counts: np.ndarray, *, vocabulary_name: str) -> list[str]:
@@ -280,18 +293,26 @@ def run_sampling(
 
 
 def write_run_folder(run: SamplingRun, out_dir: str | Path) -> Path:
+    """Write the run folder of a whole :class:`SamplingRun` (see :func:`write_run_files`)."""
+    return write_run_files(out_dir, config=run.config, split=run.split, private_vocabulary=run.private_vocabulary,
+                           outcome=run.outcome, report=run.privacy_report())
+
+
+def write_run_files(out_dir: str | Path, *, config: SamplingConfig, split: CorpusSplit,
+                    private_vocabulary: PrivateVocabulary, outcome: SamplingOutcome, report: Mapping[str, Any]) -> Path:
     """Write the run folder (owner-only permissions; :mod:`dpkps_core.runfolder` owns its files): sequences,
-    privacy report, Ṽ, config, split (private)."""
+    privacy report (:func:`privacy_report`), Ṽ, config, split (private). The CLI writes a whole run, the app the
+    pieces it built one step at a time."""
     folder = RunFolder(runfolder.ensure_private_dir(out_dir))
-    runfolder.write_jsonl(folder.sequences, (s.to_dict() for s in run.outcome.sequences))
-    runfolder.write_json(folder.privacy_report, run.privacy_report())
-    runfolder.write_json(folder.vocabulary, run.private_vocabulary.to_dict())
-    config = run.config.to_dict()
-    corpus_file = Path(run.config.corpus)
-    if not run.config.corpus.startswith("demo:") and corpus_file.is_file():
+    runfolder.write_jsonl(folder.sequences, (s.to_dict() for s in outcome.sequences))
+    runfolder.write_json(folder.privacy_report, dict(report))
+    runfolder.write_json(folder.vocabulary, private_vocabulary.to_dict())
+    config_dict = config.to_dict()
+    corpus_file = Path(config.corpus)
+    if not config.corpus.startswith("demo:") and corpus_file.is_file():
         # lets the LLM step refuse the private corpus as a few-shot file; path and hash never reach the bundle
-        config["corpus_path"] = str(corpus_file.resolve())
-        config["corpus_sha256"] = hashlib.sha256(corpus_file.read_bytes()).hexdigest()
-    runfolder.write_json(folder.config, config)
-    run.split.save(folder.split)  # private: never exported
+        config_dict["corpus_path"] = str(corpus_file.resolve())
+        config_dict["corpus_sha256"] = hashlib.sha256(corpus_file.read_bytes()).hexdigest()
+    runfolder.write_json(folder.config, config_dict)
+    split.save(folder.split)  # private: never exported
     return folder.path

@@ -24,7 +24,6 @@ from dpkps_core.sequences import KeyphraseSequence
 # The sequence samplers (DESIGN §3.3; paper appendix B). Not to be confused with the generation methods of
 # :data:`dpkps_core.baselines.compare.GENERATION_METHODS`.
 SAMPLING_METHODS = ("independent", "iterative-linear", "iterative-log")
-METHODS = SAMPLING_METHODS  # TRANSITIONAL-ALIAS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -149,7 +149,7 @@ def method_outlook() -> list[dict[str, Any]]:
     free): whether each class's density stands above its noise, or the method is expected near chance.
     Memoised in the session for the current settings."""
     from dpkps_core import evaluation
-    from dpkps_core.sampling import METHODS
+    from dpkps_core.sampling import SAMPLING_METHODS
 
     s = session.ss()
     cfg = session.current_config()
@@ -162,7 +162,7 @@ def method_outlook() -> list[dict[str, Any]]:
     counts = session.term_counts(vocab, cfg.terms_per_doc)
     train = session.train_part()
     out = []
-    for method in METHODS:
+    for method in SAMPLING_METHODS:
         density = cfg.density if (cfg.density != "histogram" or method == "independent") else "rff"
         f = evaluation.forecast(train.texts, train.labels, vocab, eps_voc=cfg.eps_voc, eps_kde=cfg.eps_kde,
                                 terms_per_doc=cfg.terms_per_doc, vocab_size=cfg.vocab_size, method=method,

@@ -12,20 +12,17 @@ import hashlib
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from dpkps_core import pipeline
 from dpkps_core.corpus import DEMO_SPECS, Corpus, list_columns, load_corpus, suggest_columns
-from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.embeddings import embed_terms
 from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
-from dpkps_core.pipeline import SamplingConfig, SamplingRun
 from dpkps_core.sampling import SamplingOutcome
-from dpkps_core.split import CorpusSplit
 from studio.jobs import Job
 from studio.resources import cached_vocabulary, demo_corpus, embedder, embedding_cache
 from studio.session import (DOC_TYPE_FOR_DEMO, MAX_UPLOAD_BYTES, clear_after, corpus, current_config,
@@ -33,23 +30,6 @@ from studio.session import (DOC_TYPE_FOR_DEMO, MAX_UPLOAD_BYTES, clear_after, co
                             run_dir, sampling_config_used, ss, term_counts, test_part, train_part)
 
 # ============================================================================================ run folder
-
-def assemble_run(
-    *, config: SamplingConfig, split: CorpusSplit, ledger: PrivacyLedger, noise: NoiseSource,
-    private_vocabulary: PrivateVocabulary, embeddings: np.ndarray, density: Any, density_info: dict[str, Any],
-    outcome: SamplingOutcome, classes: Sequence[str], vocabulary_name: str, timings: Mapping[str, float] | None = None,
-    privacy_unit: str = "add/remove one document",
-) -> SamplingRun:
-    """The :class:`~dpkps_core.pipeline.SamplingRun` that ``pipeline.write_run_folder`` needs, from the
-    pieces the app built step by step (same report and files as the CLI)."""
-    return SamplingRun(
-        config=config, split=split, ledger=ledger, noise=noise, private_vocabulary=private_vocabulary,
-        embeddings=embeddings, density=density, density_info=dict(density_info), outcome=outcome,
-        classes=tuple(classes), timings=dict(timings or {}), vocabulary_name=vocabulary_name,
-        privacy_unit=privacy_unit,
-    )
-
-
 
 # ============================================================================================ 1. corpus
 
@@ -318,14 +298,12 @@ def write_run() -> Path:
     cfg = sampling_config_used()
     report_noise = NoiseSource(cfg.seed, sampler=cfg.noise_sampler)  # describes the seed policy of the outputs (demo seed or OS entropy)
     c = corpus()
-    run = assemble_run(
-        config=cfg, split=s["split"], ledger=ledger(), noise=report_noise, private_vocabulary=s["pv"],
-        embeddings=s["embeddings"], density=s["dp_density"], density_info=s["density_info"], outcome=s["outcome"],
-        classes=tuple(c.classes), vocabulary_name=s["pv"].public_vocabulary, privacy_unit=privacy_unit(),
-        timings={"vocabulary": s["pv_meta"]["seconds"], "density": s["density_meta"]["seconds"],
-                 "sampling": s["seq_meta"]["seconds"]},
-    )
-    pipeline.write_run_folder(run, out)
+    report = pipeline.privacy_report(
+        config=cfg, ledger=ledger(), noise=report_noise, private_vocabulary=s["pv"],
+        vocabulary_name=s["pv"].public_vocabulary, density_info=s["density_info"], outcome=s["outcome"],
+        classes=tuple(c.classes), privacy_unit=privacy_unit())
+    pipeline.write_run_files(out, config=cfg, split=s["split"], private_vocabulary=s["pv"], outcome=s["outcome"],
+                             report=report)
     return out
 
 
@@ -337,7 +315,7 @@ def no_llm_check() -> dict[str, Any]:
     outcome: SamplingOutcome = s["outcome"]
     pv: PrivateVocabulary = s["pv"]
     length = int(s["density_meta"]["length"])
-    test, train = test_part(), train_part()
+    test = test_part()
     if len(test) == 0:
         raise ParameterError("The no-LLM check needs held-out test documents; set a test fraction above 0 on page 1.")
     syn = evaluation.no_llm_check(outcome.sequences, test.texts, test.labels, private_vocabulary=pv, length=length)

@@ -16,13 +16,14 @@ from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder, embed_terms
 from dpkps_core.errors import ParameterError
+from dpkps_core import pipeline
 from dpkps_core.pipeline import (SamplingConfig, build_density, build_private_vocabulary, extract_keyphrases,
-                                 sample_sequences, write_run_folder)
+                                 sample_sequences)
 from dpkps_core.risk import epsilon_explainer
 from dpkps_core.runfolder import create_run_dir, runs_root
 from dpkps_core.split import split_corpus
 from dpkps_core.vocabulary import PublicVocabulary
-from studio import PAGES, charts, generation_steps, steps
+from studio import PAGES, charts, generation_steps
 
 
 def test_runs_root_from_env_is_created_owner_only(tmp_path: Path) -> None:
@@ -76,7 +77,7 @@ def test_epsilon_explainer_plain_numbers() -> None:
     assert r["kde_scale"] == pytest.approx(math.sqrt(2) * 1000 / 5)
 
 
-def test_assemble_run_writes_the_cli_run_folder(toy_corpus: Corpus, tmp_path: Path) -> None:
+def test_step_by_step_pieces_write_the_cli_run_folder(toy_corpus: Corpus, tmp_path: Path) -> None:
     vocab = PublicVocabulary("toy", ("goal", "match", "team", "software", "browser", "bank", "profits", "shares",
                                      "network", "league", "rates"), "test", "test")
     cfg = SamplingConfig(eps_voc=2.0, eps_kde=3.0, vocab_size=8, per_class=2, length=3, test_fraction=0.0)
@@ -90,10 +91,17 @@ def test_assemble_run_writes_the_cli_run_folder(toy_corpus: Corpus, tmp_path: Pa
     density, info = build_density(kp, train.labels, classes=tuple(toy_corpus.classes), embeddings=emb, config=cfg,
                                   private_vocabulary=pv, noise=noise, ledger=ledger)
     outcome = sample_sequences(density, terms=pv.terms, embeddings=emb, config=cfg, rng=noise.child())
-    run = steps.assemble_run(config=cfg, split=split, ledger=ledger, noise=noise, private_vocabulary=pv,
-                             embeddings=emb, density=density, density_info=info, outcome=outcome,
-                             classes=toy_corpus.classes, vocabulary_name="toy")
-    out = write_run_folder(run, tmp_path / "run")
+    report = pipeline.privacy_report(config=cfg, ledger=ledger, noise=noise, private_vocabulary=pv,
+                                     vocabulary_name="toy", density_info=info, outcome=outcome,
+                                     classes=toy_corpus.classes)
+    out = pipeline.write_run_files(tmp_path / "run", config=cfg, split=split, private_vocabulary=pv, outcome=outcome,
+                                   report=report)
+    whole = pipeline.SamplingRun(cfg, split, ledger, noise, pv, emb, density, info, outcome,
+                                 tuple(toy_corpus.classes), {}, "toy")  # what run_sampling returns for the same draw
+    assert whole.privacy_report() == report
+    twin = pipeline.write_run_folder(whole, tmp_path / "twin")
+    for name in ("sequences.jsonl", "privacy_report.json", "private_vocabulary.json", "run_config.json", "split.json"):
+        assert (out / name).read_bytes() == (twin / name).read_bytes()  # the app and the CLI write the same files
     assert stat.S_IMODE(out.stat().st_mode) == 0o700
     assert {p.name for p in out.iterdir()} == {"sequences.jsonl", "privacy_report.json", "private_vocabulary.json",
                                                "run_config.json", "split.json"}

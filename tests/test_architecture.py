@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,28 @@ def test_no_run_folder_file_name_literal_outside_its_owner() -> None:
         text = path.read_text(encoding="utf-8")
         offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n in text]
     assert not offenders, offenders
+
+
+def test_one_owner_for_parameter_bounds_and_one_meaning_per_method_list() -> None:
+    """Every parameter bound lives in config.py; no module defines a bare ``METHODS`` (sampling methods and
+    generation methods are different things with different names)."""
+    offenders = []
+    for path in _project_modules():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if re.match(r"(LIMITS|\w+_LIMITS)\s*=", line) and path != CORE / "config.py":
+                offenders.append(f"{path.relative_to(ROOT)}: {line.strip()[:60]}")
+            if re.match(r"METHODS\s*=", line):
+                offenders.append(f"{path.relative_to(ROOT)}: {line.strip()[:60]}")
+    assert not offenders, offenders
+
+
+def test_the_page_labels_every_sampling_method() -> None:
+    from dpkps_core.sampling import SAMPLING_METHODS
+
+    text = (ROOT / "app_pages" / "4_densities.py").read_text(encoding="utf-8")
+    block = text[text.index("SAMPLING_METHOD_LABELS = {"):]
+    block = block[: block.index("}")]
+    assert re.findall(r'^\s+"([a-z-]+)":', block, flags=re.M) == list(SAMPLING_METHODS)
 
 
 def _project_modules() -> list[Path]:

@@ -50,7 +50,6 @@ from dpkps_core.runfolder import json_default
 # The ways to make a synthetic corpus compared side by side (not the sequence samplers of
 # :data:`dpkps_core.sampling.SAMPLING_METHODS`).
 GENERATION_METHODS = ("dpkps", "private-prediction", "augpe")
-METHODS = GENERATION_METHODS  # TRANSITIONAL-ALIAS
 METHOD_LABELS = {"dpkps": "DP-KPS", "private-prediction": "Private prediction", "augpe": "AugPE+Ṽ"}
 PRIVATE_NOTE = "local evaluation on real data — not for release"
 GUARANTEE_NOTE = ("DP-KPS is pure ε-DP (δ = 0); private prediction and AugPE+Ṽ are (ε, δ)-DP at the same ε "
