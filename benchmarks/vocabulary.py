@@ -14,7 +14,8 @@ import itertools
 import time
 
 from dpkps_core.corpus import load_demo_corpus
-from dpkps_core.vocabulary import TermMatcher, load_vocabulary
+from dpkps_core.matching import TermMatcher
+from dpkps_core.vocabulary import load_vocabulary
 
 
 def main(argv: list[str] | None = None) -> float:

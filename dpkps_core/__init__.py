@@ -34,7 +34,8 @@ from dpkps_core.pipeline import (
     write_run_folder,
 )
 from dpkps_core.split import CorpusSplit, split_corpus
-from dpkps_core.vocabulary import PublicVocabulary, TermMatcher, load_vocabulary
+from dpkps_core.matching import TermMatcher
+from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
 
 __all__ = [
     "Corpus", "load_corpus", "load_demo_corpus", "PrivacyEvent", "PrivacyLedger", "NoiseSource",

@@ -38,7 +38,8 @@ from dpkps_core.errors import ParameterError
 from dpkps_core.runfolder import RunFolder
 from dpkps_core.sampling import SamplingOutcome, sample_independent, sample_iterative
 from dpkps_core.split import CorpusSplit, split_documents
-from dpkps_core.vocabulary import PublicVocabulary, TermMatcher, truncated_count
+from dpkps_core.matching import TermMatcher, truncated_count
+from dpkps_core.vocabulary import PublicVocabulary
 from dpkps_core.progress import Progress
 
 

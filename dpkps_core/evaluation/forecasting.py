@@ -18,7 +18,8 @@ from dpkps_core.dp.vocabulary import noise_floor
 from dpkps_core.embeddings import Embedder
 from dpkps_core.errors import ParameterError
 from dpkps_core.sampling import SAMPLING_METHODS
-from dpkps_core.vocabulary import PublicVocabulary, TermMatcher
+from dpkps_core.matching import TermMatcher
+from dpkps_core.vocabulary import PublicVocabulary
 from dpkps_core.evaluation.metrics import DISCLOSURE_NOTE, PRIVATE_NOTE
 
 if TYPE_CHECKING:  # heavy imports stay lazy

@@ -12,7 +12,8 @@ from dpkps_core import pipeline
 from dpkps_core.dp.validation import check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.errors import ParameterError
-from dpkps_core.vocabulary import PublicVocabulary, TermMatcher
+from dpkps_core.matching import TermMatcher
+from dpkps_core.vocabulary import PublicVocabulary
 from dpkps_core.evaluation.metrics import Scores, classification_scores
 
 
