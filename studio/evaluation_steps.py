@@ -49,24 +49,22 @@ def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per
     c = corpus()
     s = ss()
     led = ledger()
-    joint_eps, _ = compare.joint_cost(tuple(methods), eps_total=float(eps_total), eps_voc=float(eps_total) / 2,
-                                      delta=float(delta))
+    settings = compare.CompareSettings(  # validated here, in the page's thread: a bad value is a clear error
+        eps_total=float(eps_total), methods=tuple(methods), delta=float(delta), per_class=int(per_class),
+        max_tokens=int(max_tokens), doc_type=s.get("doc_type") or "a document",
+        test_fraction=float(s["test_fraction"]))
+    joint_eps, _ = settings.joint_cost()
     led.require(joint_eps, f"this comparison of {len(methods)} method(s) on the same data (joint cost)")
     out = runs_root() / f"compare-{uuid.uuid4().hex[:8]}"
     emb = memo_embedder(DEFAULT_MODEL, s.get("device"))
     vocab = public_vocabulary()
-    doc_type = s.get("doc_type") or "a document"
-    test_fraction = float(s["test_fraction"])  # session state is read here, never from the worker thread
     # a local model (the user's own folder when chosen on page 6, else SmolLM2) on the device setting
     backend = (local_backend(s.get("local_model_path") or "", s.get("device")) if s.get("backend") == "local"
                else offline_backend(s.get("device")))
 
     def work(job: Job) -> Any:
-        return compare.compare_methods(
-            c, methods=tuple(methods), eps_total=float(eps_total), delta=float(delta), per_class=int(per_class),
-            max_tokens=int(max_tokens), doc_type=doc_type, backend=backend, embedder=emb,
-            vocabulary=vocab, test_fraction=test_fraction, out_dir=out, progress=job.report, cancel=job.cancel,
-            ledger=led)
+        return compare.compare_methods(c, settings, backend=backend, embedder=emb, vocabulary=vocab, out_dir=out,
+                                       progress=job.report, cancel=job.cancel, ledger=led)
 
     return start_job("job_compare", "method comparison", work)
 

@@ -4,6 +4,7 @@ table, compare.csv + compare.md — with a fake LLM backend, a fake causal LM an
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import re
@@ -63,14 +64,14 @@ class EchoBackend(LLMBackend):
 
 def _run(tmp_path: Path, methods=cmp.GENERATION_METHODS, **kw):
     backend = EchoBackend()
-    res = cmp.compare_methods(
-        _corpus(), methods=methods, eps_total=8.0, delta=1e-6, per_class=2, max_tokens=6, backend=backend,
-        embedder=HashingEmbedder(dim=32), vocabulary=VOCAB,
+    settings = cmp.CompareSettings(
+        eps_total=8.0, methods=methods, delta=1e-6, per_class=2, max_tokens=6,
         sampling={"vocab_size": 12, "terms_per_doc": 4, "length": 3, "junk_filter": False,
                   "embedding_model": "hashing-test"},
         private_prediction=PrivatePredictionConfig(batch_size=4, private_tokens=6, public_top_k=None),
-        augpe_config=None, local_lm=(FakeLM(seed=7), FakeTokenizer()), class_size_estimate=16, seeds=(0, 1),
-        seed=11, out_dir=tmp_path / "cmp", **kw)
+        augpe_config=None, class_size_estimate=16, seeds=(0, 1), seed=11, **kw)
+    res = cmp.compare_methods(_corpus(), settings, backend=backend, embedder=HashingEmbedder(dim=32),
+                              vocabulary=VOCAB, local_lm=(FakeLM(seed=7), FakeTokenizer()), out_dir=tmp_path / "cmp")
     return res, backend
 
 
@@ -115,11 +116,13 @@ def test_compare_subset_builds_its_own_vocabulary_and_validates(tmp_path: Path) 
     res, _ = _run(tmp_path, methods=("augpe",), real_baseline=False)
     assert [r.method for r in res.rows] == ["augpe"]
     assert res.rows[0].epsilon <= 8.0 and res.rows[0].notes.count("Ṽ built for AugPE") == 1
-    with pytest.raises(ParameterError):
-        cmp.compare_methods(_corpus(), methods=("dpkps",), eps_total=2.0, eps_voc=2.0, backend=EchoBackend(),
-                            embedder=HashingEmbedder())
-    with pytest.raises(ParameterError):
-        cmp.compare_methods(_corpus(), methods=("nope",), eps_total=2.0, embedder=HashingEmbedder())
+    with pytest.raises(ParameterError, match="ε_voc"):
+        cmp.CompareSettings(methods=("dpkps",), eps_total=2.0, eps_voc=2.0)
+    with pytest.raises(ParameterError, match="nope"):
+        cmp.CompareSettings(methods=("nope",), eps_total=2.0)
+    with pytest.raises(ParameterError, match="CompareSettings"):
+        cmp.compare_methods(_corpus(), {"eps_total": 2.0}, backend=EchoBackend(), embedder=HashingEmbedder())
+    assert cmp.CompareSettings(eps_total=4.0, methods=("augpe", "augpe")).methods == ("augpe",)
 
 
 def test_cli_compare_is_registered_and_warns_about_private_prompts(monkeypatch, tmp_path: Path, capsys) -> None:
@@ -131,8 +134,8 @@ def test_cli_compare_is_registered_and_warns_about_private_prompts(monkeypatch, 
         parser.parse_args(["compare", "--eps", "6", "--methods", "magic", "--out", "x"])
     seen = {}
 
-    def fake_compare(corpus, **kw):
-        seen.update(kw)
+    def fake_compare(corpus, settings, **kw):
+        seen.update({f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}, **kw)
         res = cmp.CompareResult([cmp.MethodRow("dpkps", "DP-KPS", 6.0, 0.0, "ε-DP (pure)", 4, 4, 1, 10, 10, 1.0,
                                                0.5, 0.1, 0.4)],
                                 {"eps_total": 6.0, "n_train": 8, "n_test": 2, "per_class": 2, "seeds": [0],
@@ -160,12 +163,12 @@ def test_private_prediction_buckets_never_follow_the_private_size(tmp_path: Path
     original = pp.buckets_for
     monkeypatch.setattr(pp, "buckets_for", lambda n, s: sizes.append(n) or original(n, s))
     backend = EchoBackend()
-    res = cmp.compare_methods(
-        _corpus(), methods=("private-prediction",), eps_total=8.0, delta=1e-6, per_class=2, max_tokens=6,
-        backend=backend, embedder=HashingEmbedder(dim=32), vocabulary=VOCAB,
+    settings = cmp.CompareSettings(
+        eps_total=8.0, methods=("private-prediction",), delta=1e-6, per_class=2, max_tokens=6,
         private_prediction=PrivatePredictionConfig(batch_size=4, private_tokens=6, public_top_k=None),
-        local_lm=(FakeLM(seed=7), FakeTokenizer()), class_size_estimate=None, seeds=(0,), seed=None,
-        real_baseline=False)
+        class_size_estimate=None, seeds=(0,), seed=None, real_baseline=False)
+    res = cmp.compare_methods(_corpus(), settings, backend=backend, embedder=HashingEmbedder(dim=32),
+                              vocabulary=VOCAB, local_lm=(FakeLM(seed=7), FakeTokenizer()))
     events = res.privacy["private-prediction"]["events"]
     size = [e for e in events if e["step"] == "size"]
     assert len(size) == 1 and size[0]["sensitivity"] == 1.0 and size[0]["epsilon"] == pytest.approx(cmp.size_epsilon(8.0))

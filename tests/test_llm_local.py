@@ -104,11 +104,12 @@ def test_compare_runs_private_prediction_on_the_local_backend(tiny_model: Path, 
     from dpkps_core.embeddings import HashingEmbedder
     from dpkps_core.baselines.private_prediction import PrivatePredictionConfig
 
-    res = cmp.compare_methods(
-        _corpus(), methods=("private-prediction",), eps_total=8.0, delta=1e-6, per_class=1, max_tokens=3,
-        backend=LocalModelBackend(model_path=tiny_model), embedder=HashingEmbedder(dim=32), vocabulary=VOCAB,
+    settings = cmp.CompareSettings(
+        eps_total=8.0, methods=("private-prediction",), delta=1e-6, per_class=1, max_tokens=3,
         private_prediction=PrivatePredictionConfig(batch_size=4, private_tokens=3, public_top_k=8),
-        class_size_estimate=16, seeds=(0,), seed=11, out_dir=tmp_path / "cmp", real_baseline=False)
+        class_size_estimate=16, seeds=(0,), seed=11, real_baseline=False)
+    res = cmp.compare_methods(_corpus(), settings, backend=LocalModelBackend(model_path=tiny_model),
+                              embedder=HashingEmbedder(dim=32), vocabulary=VOCAB, out_dir=tmp_path / "cmp")
     assert [r.method for r in res.rows] == ["private-prediction"]
     docs = [json.loads(x) for x in (tmp_path / "cmp" / "documents_private-prediction.jsonl").read_text().splitlines()]
     assert docs and {d["model"] for d in docs} == {"tiny-llama"}

@@ -250,44 +250,97 @@ def size_epsilon(eps_total: float) -> float:
     return min(0.1, 0.05 * float(eps_total))
 
 
+@dataclasses.dataclass(frozen=True)
+class CompareSettings:
+    """The public settings of one comparison (validated on construction; ``dataclasses.replace`` for variants).
+
+    Attributes:
+        eps_total: the total ε every method spends.
+        methods: any of :data:`GENERATION_METHODS` (duplicates dropped, order kept).
+        delta: δ of the (ε, δ) methods (DP-KPS uses none).
+        per_class: synthetic documents per class, for every method.
+        eps_voc: ε of the private vocabulary Ṽ shared by DP-KPS (ε_kde = ε_total − ε_voc) and AugPE+Ṽ
+            (ε_aug = ε_total − ε_voc); None → ε_total / 2.
+        max_tokens: most tokens per synthetic document (all methods).
+        doc_type: the public document type ("a news article").
+        temperature: LLM temperature of DP-KPS and AugPE+Ṽ generations.
+        sampling: overrides of :class:`~dpkps_core.config.SamplingConfig` for DP-KPS (length, method, …).
+        private_prediction: a :class:`~dpkps_core.baselines.private_prediction.PrivatePredictionConfig` (c is
+            calibrated); None → the comparison's defaults.
+        augpe_config: an :class:`~dpkps_core.baselines.augpe.AugPEConfig` (population = ``per_class``).
+        class_size_estimate: a PUBLIC documents-per-class figure that sets private prediction's hash buckets;
+            None → a DP count of the training part, charged to private prediction's ε.
+        seeds: classifier seeds of the evaluation.
+        seed: REPRODUCIBLE DEMO ONLY: seeds all DP noise (default OS entropy).
+        test_fraction, split_seed: the held-out split (the same for every method).
+        real_baseline: add the row "real documents (same count)".
+        threads: CPU threads of the offline model.
+    """
+
+    eps_total: float
+    methods: tuple[str, ...] = GENERATION_METHODS
+    delta: float = 1e-6
+    per_class: int = 2
+    eps_voc: float | None = None
+    max_tokens: int = 48
+    doc_type: str = "a document"
+    temperature: float = 0.7
+    sampling: Mapping[str, Any] | None = None
+    private_prediction: Any = None
+    augpe_config: Any = None
+    class_size_estimate: float | None = None
+    seeds: tuple[int, ...] = (0, 1, 2)
+    seed: int | None = None
+    test_fraction: float = 0.2
+    split_seed: int = 0
+    real_baseline: bool = True
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        methods = tuple(dict.fromkeys(self.methods))
+        unknown = [m for m in methods if m not in GENERATION_METHODS]
+        if unknown or not methods:
+            raise ParameterError(f"Unknown method(s) {unknown}; choose from {', '.join(GENERATION_METHODS)}.")
+        eps_total = check_epsilon(self.eps_total, "ε (total)")
+        if not 0 < float(self.delta) < 1:
+            raise ParameterError(f"δ must be in (0, 1), e.g. 1e-6; got {self.delta!r}.")
+        eps_voc = eps_total / 2 if self.eps_voc is None else check_epsilon(self.eps_voc, "ε_voc")
+        if self.needs_vocabulary(methods) and eps_voc >= eps_total:
+            raise ParameterError(f"ε_voc = {eps_voc:g} leaves nothing of ε = {eps_total:g} for the densities / "
+                                 "votes; lower ε_voc.")
+        for name, value in (("methods", methods), ("eps_total", eps_total), ("eps_voc", eps_voc),
+                            ("delta", float(self.delta)),
+                            ("per_class", check_positive_int(self.per_class, "synthetic documents per class",
+                                                             maximum=100_000)),
+                            ("max_tokens", check_positive_int(self.max_tokens, "maximum tokens", maximum=8192)),
+                            ("seeds", tuple(int(x) for x in self.seeds) or (0,))):
+            object.__setattr__(self, name, value)
+
+    @staticmethod
+    def needs_vocabulary(methods: Sequence[str]) -> bool:
+        """Whether DP-KPS or AugPE+Ṽ runs (both use the private vocabulary Ṽ and an LLM backend)."""
+        return "dpkps" in methods or "augpe" in methods
+
+    def joint_cost(self) -> tuple[float, float]:
+        """(ε, δ) of all the selected methods on the same data (:func:`joint_cost`)."""
+        return joint_cost(self.methods, eps_total=self.eps_total, eps_voc=float(self.eps_voc), delta=self.delta)
+
+
 def compare_methods(
-    corpus: Corpus, *, methods: Sequence[str] = GENERATION_METHODS, eps_total: float, delta: float = 1e-6, per_class: int = 2,
-    eps_voc: float | None = None, max_tokens: int = 48, doc_type: str = "a document", backend: Any = "offline",
-    embedder: Any = None, vocabulary: Any = None, sampling: Mapping[str, Any] | None = None,
-    private_prediction: Any = None, augpe_config: Any = None, local_lm: tuple[Any, Any] | None = None,
-    class_size_estimate: float | None = None, temperature: float = 0.7, seeds: Sequence[int] = (0, 1, 2),
-    seed: int | None = None, test_fraction: float = 0.2, split_seed: int = 0, real_baseline: bool = True,
-    threads: int = 1, out_dir: str | os.PathLike[str] | None = None, progress: Progress | None = None,
-    cancel: threading.Event | None = None, ledger: PrivacyLedger | None = None,
+    corpus: Corpus, settings: CompareSettings, *, backend: Any = "offline", embedder: Any = None,
+    vocabulary: Any = None, local_lm: tuple[Any, Any] | None = None, out_dir: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None, cancel: threading.Event | None = None, ledger: PrivacyLedger | None = None,
 ) -> CompareResult:
     """Run the selected methods at the same privacy level on the same split and evaluate them alike.
 
     Args:
-        corpus: the labelled PRIVATE corpus.
-        methods: any of ``"dpkps"``, ``"private-prediction"``, ``"augpe"``.
-        eps_total: the total ε every method spends.
-        delta: δ of the (ε, δ) methods (DP-KPS uses none).
-        per_class: synthetic documents per class, for every method.
-        eps_voc: ε of the private vocabulary Ṽ shared by DP-KPS (ε_kde = ε_total − ε_voc) and AugPE+Ṽ
-            (ε_aug = ε_total − ε_voc); default ε_total / 2.
-        max_tokens: most tokens per synthetic document (all methods).
-        doc_type: the public document type ("a news article").
+        corpus: the labelled PRIVATE corpus (with its declared public classes).
+        settings: the public settings (:class:`CompareSettings`).
         backend: ``"offline"`` (default), ``"openai"`` or an LLMBackend, for DP-KPS and AugPE+Ṽ. Private
-            prediction always runs on the local offline model.
+            prediction runs on a local model: this backend when it is one, else the offline model.
         embedder: public sentence embedder (default all-MiniLM-L6-v2): votes of AugPE and the evaluation.
-        vocabulary: public vocabulary V (default GloVe, stop words removed, junk filtered).
-        sampling: overrides of :class:`~dpkps_core.pipeline.SamplingConfig` for DP-KPS (length, method, …).
-        private_prediction: a :class:`~dpkps_core.baselines.private_prediction.PrivatePredictionConfig` (c is calibrated).
-        augpe_config: an :class:`~dpkps_core.baselines.augpe.AugPEConfig` (population = ``per_class``).
-        local_lm: ``(model, tokenizer)`` to use for private prediction instead of the offline model (tests).
-        class_size_estimate: a PUBLIC documents-per-class figure that sets private prediction's hash buckets;
-            when None the training size per class is used and the row says that n is treated as public.
-        temperature: LLM temperature of DP-KPS and AugPE+Ṽ generations.
-        seeds: classifier seeds of the evaluation.
-        seed: REPRODUCIBLE DEMO ONLY: seeds all DP noise (default OS entropy).
-        test_fraction, split_seed: the held-out split (same for every method).
-        real_baseline: add the row "real documents (same count)".
-        threads: CPU threads of the offline model.
+        vocabulary: public vocabulary V (default: the one ``settings.sampling`` names, else GloVe).
+        local_lm: ``(model, tokenizer)`` to use for private prediction instead of a backend's model (tests).
         out_dir: where to write ``compare.csv``, ``compare.md`` and per-method files (optional).
         progress: ``progress(fraction, message)``.
         cancel: stop between steps when set.
@@ -298,26 +351,18 @@ def compare_methods(
     from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
     from dpkps_core.split import split_documents
 
-    methods = tuple(dict.fromkeys(methods))
-    unknown = [m for m in methods if m not in GENERATION_METHODS]
-    if unknown or not methods:
-        raise ParameterError(f"Unknown method(s) {unknown}; choose from {', '.join(GENERATION_METHODS)}.")
-    eps_total = check_epsilon(eps_total, "ε (total)")
-    if not 0 < float(delta) < 1:
-        raise ParameterError(f"δ must be in (0, 1), e.g. 1e-6; got {delta!r}.")
-    per_class = check_positive_int(per_class, "synthetic documents per class", maximum=100_000)
-    max_tokens = check_positive_int(max_tokens, "maximum tokens", maximum=8192)
-    eps_voc = eps_total / 2 if eps_voc is None else check_epsilon(eps_voc, "ε_voc")
-    needs_voc = "dpkps" in methods or "augpe" in methods
-    if needs_voc and eps_voc >= eps_total:
-        raise ParameterError(f"ε_voc = {eps_voc:g} leaves nothing of ε = {eps_total:g} for the densities / votes; "
-                             "lower ε_voc.")
-    seeds = [int(s) for s in seeds] or [0]
+    if not isinstance(settings, CompareSettings):
+        raise ParameterError("compare_methods needs a CompareSettings object with the comparison's settings.")
+    st = settings
+    methods, eps_total, eps_voc, delta, per_class = st.methods, st.eps_total, float(st.eps_voc), st.delta, st.per_class
+    max_tokens, doc_type, temperature, seeds = st.max_tokens, st.doc_type, st.temperature, list(st.seeds)
+    test_fraction, split_seed, threads = st.test_fraction, st.split_seed, st.threads
+    needs_voc = st.needs_vocabulary(methods)
     if len(corpus.classes) < 2:
         raise ParameterError("Comparing methods needs a labelled corpus with at least two classes.")
     report = progress or (lambda f, m: None)
     corpus_ledger = ledger
-    joint_eps, joint_delta = joint_cost(methods, eps_total=eps_total, eps_voc=eps_voc, delta=delta)
+    joint_eps, joint_delta = st.joint_cost()
     if corpus_ledger is not None:
         corpus_ledger.require(joint_eps, f"this comparison of {len(methods)} method(s) on the same data (joint cost)")
     method_ledgers: list[SubLedger] = []
@@ -329,7 +374,7 @@ def compare_methods(
         return led
 
     share = 0.9 / len(methods)
-    noise = NoiseSource(seed)
+    noise = NoiseSource(st.seed)
     warnings: list[str] = []
     if noise.seed is not None:
         warnings.append("Seeded noise: reproducible demo, NOT FOR RELEASE.")
@@ -350,9 +395,9 @@ def compare_methods(
     llm = _resolve_backend(backend, threads) if needs_voc else None
     plan = _Plan(corpus=corpus, train=train, whole=whole, classes=classes, eps_total=eps_total, eps_voc=eps_voc,
                  delta=delta, per_class=per_class, max_tokens=max_tokens, doc_type=doc_type, temperature=temperature,
-                 embedder=embedder, vocabulary=vocabulary, sampling=sampling, noise=noise, llm=llm, backend=backend,
-                 threads=threads, local_lm=local_lm, class_size_estimate=class_size_estimate,
-                 private_prediction=private_prediction, augpe_config=augpe_config, test_fraction=test_fraction,
+                 embedder=embedder, vocabulary=vocabulary, sampling=st.sampling, noise=noise, llm=llm, backend=backend,
+                 threads=threads, local_lm=local_lm, class_size_estimate=st.class_size_estimate,
+                 private_prediction=st.private_prediction, augpe_config=st.augpe_config, test_fraction=test_fraction,
                  split_seed=split_seed, unit_note=unit_note, cancel=cancel)
     rows: list[MethodRow] = []
     documents: dict[str, list[dict[str, Any]]] = {}
@@ -386,7 +431,7 @@ def compare_methods(
         row.accuracy, row.accuracy_sd, row.macro_f1 = acc, sd, f1
         if note:
             row.notes = f"{row.notes}; {note}" if row.notes else note
-    if real_baseline:
+    if st.real_baseline:
         report(0.97, "real-document baseline")
         acc, sd, f1 = _real_baseline(train, test_emb, test.labels, per_class=per_class, embedder=embedder, seeds=seeds)
         rows.append(MethodRow("real", "Real documents (same count)", math.nan, math.nan, "none (not private)",

@@ -124,7 +124,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from dpkps_core.cli.common import parse_classes
     from dpkps_core.corpus import load_corpus_spec, require_declared
     from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
-    from dpkps_core.baselines.compare import compare_methods, joint_cost
+    from dpkps_core.baselines.compare import CompareSettings, compare_methods, joint_cost
     from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
     from dpkps_core.llm.backends import make_backend
     from dpkps_core.baselines.private_prediction import PrivatePredictionConfig
@@ -158,16 +158,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             bar.set_postfix_str(message[:60])
             bar.refresh()
 
-        result = compare_methods(
-            corpus, methods=args.methods, eps_total=args.eps, delta=args.delta, per_class=args.per_class,
-            eps_voc=args.eps_voc, max_tokens=args.max_tokens, doc_type=args.doc_type, backend=backend,
-            embedder=embedder, sampling={"vocabulary": args.vocabulary, "method": args.sampling_method,
-                                         "length": args.length, "embedding_model": embedder.name},
+        settings = CompareSettings(
+            eps_total=args.eps, methods=tuple(args.methods), delta=args.delta, per_class=args.per_class,
+            eps_voc=args.eps_voc, max_tokens=args.max_tokens, doc_type=args.doc_type, temperature=args.temperature,
+            sampling={"vocabulary": args.vocabulary, "method": args.sampling_method, "length": args.length,
+                      "embedding_model": embedder.name},
             private_prediction=pp_cfg, augpe_config=au_cfg, class_size_estimate=args.class_size_estimate,
-            temperature=args.temperature, seeds=range(max(1, args.seeds)), seed=args.seed,
-            test_fraction=args.test_fraction, split_seed=args.split_seed, real_baseline=not args.no_real_baseline,
-            threads=args.threads, out_dir=args.out, progress=progress, ledger=ledger,
-        )
+            seeds=tuple(range(max(1, args.seeds))), seed=args.seed, test_fraction=args.test_fraction,
+            split_seed=args.split_seed, real_baseline=not args.no_real_baseline, threads=args.threads)
+        result = compare_methods(corpus, settings, backend=backend, embedder=embedder, out_dir=args.out,
+                                 progress=progress, ledger=ledger)
     print(result.to_markdown())
     print(f"wrote compare.csv and compare.md (PRIVATE: accuracies on real data) to {args.out}")
     joint = result.info.get("joint") or {}
