@@ -1,0 +1,172 @@
+"""The audit's result, its time estimate and the PRIVATE Markdown report (never part of a release bundle)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Mapping
+
+from dpkps_core import pipeline
+from dpkps_core.audit.neighbours import _training_part, declared_classes
+from dpkps_core.audit.settings import AuditSettings
+from dpkps_core.audit.trials import MemoryEmbedder, _Runner
+from dpkps_core.config import SamplingConfig
+from dpkps_core.corpus import Corpus
+from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.embeddings import embed_terms
+from dpkps_core.vocabulary import PublicVocabulary
+
+AUDIT_NOTE = ("private audit on the real corpus — local only, never part of a release bundle; it charges nothing "
+              "to the privacy ledger (every trial runs on a copy with its own throwaway ledger)")
+LIMITATION_NOTE = ("An empirical audit gives a LOWER bound on the ε the implementation actually has: it can show a "
+                   "leak larger than claimed, never prove that there is none.")
+
+
+@dataclasses.dataclass
+class AuditResult:
+    """The audit's findings (PRIVATE: they read the real corpus). ``to_dict`` is JSON-ready."""
+
+    claimed_epsilon: float
+    lower_bound: float
+    confidence: float
+    violation: bool
+    verdict: str
+    events: list[dict[str, Any]]
+    exposure: dict[str, Any] | None
+    info: dict[str, Any]
+
+    def line(self) -> str:
+        """The one summary line the CLI prints (format fixed by issue 11 §5)."""
+        return f"empirical_epsilon_lower_bound: {self.lower_bound:.3f} (claimed: {self.claimed_epsilon:g})"
+
+    def best_event(self) -> dict[str, Any]:
+        return max(self.events, key=lambda e: (e["epsilon_lower_bound"], e["point_estimate"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"private": True, "note": AUDIT_NOTE, "limitation": LIMITATION_NOTE,
+                "empirical_epsilon_lower_bound": round(self.lower_bound, 6), "claimed_epsilon": self.claimed_epsilon,
+                "confidence": self.confidence, "violation": self.violation, "verdict": self.verdict,
+                "summary_line": self.line(), "events": self.events, "exposure": self.exposure, **self.info}
+
+
+def format_seconds(s: float) -> str:
+    """Seconds as "42 s" or "3 min 05 s"."""
+    s = max(0.0, float(s))
+    return f"{s:.0f} s" if s < 90 else f"{int(s // 60)} min {int(s % 60):02d} s"
+
+
+def estimate_audit_time(
+    corpus: Corpus, config: SamplingConfig, *, vocabulary: PublicVocabulary, embedder: Any,
+    settings: AuditSettings | None = None,
+) -> dict[str, Any]:
+    """Measure two runs of the release path on D (the first warms the in-memory embeddings) and a few
+    vocabulary-stage trials and one density-stage trial, and extrapolate to the audit's plan. Nothing is kept;
+    nothing is charged.
+
+    Returns ``seconds_per_trial``, ``first_trial_seconds``, ``neighbours``, ``trials``, ``vocabulary_trials``,
+    ``density_trials`` and ``estimated_seconds``."""
+    settings = (settings or AuditSettings()).validate()
+    config = dataclasses.replace(config)
+    config.validate()
+    runner = _Runner(config, vocabulary, MemoryEmbedder(embedder), settings)
+    t0 = time.perf_counter()
+    _, split = runner.run(corpus)
+    first = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    runner.run(corpus)
+    per_trial = time.perf_counter() - t1
+    texts = [corpus.texts[i] for i in _training_part(corpus, split, declared_classes(corpus, config))]
+    counts = pipeline.term_counts(texts, vocabulary, terms_per_doc=config.terms_per_doc)
+    t2 = time.perf_counter()
+    for _ in range(3):
+        pipeline.build_private_vocabulary(texts, vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
+                                          vocab_size=config.vocab_size, noise=runner.noise(), ledger=PrivacyLedger(),
+                                          selection_rule=config.selection_rule, counts=counts)
+    t_voc = (time.perf_counter() - t2) / 3
+    pv = runner.last_vocabulary
+    emb = embed_terms(pv.terms, runner.embedder)
+    config_d = config
+    if config_d.bandwidth is None:
+        config_d = dataclasses.replace(config, bandwidth=pipeline.default_bandwidth(emb))
+    labels = [corpus.labels[i] for i in _training_part(corpus, split, declared_classes(corpus, config))]
+    kps = pipeline.extract_keyphrases(texts, pv, max_per_doc=config.max_keyphrases_per_doc or config.length)
+    t3 = time.perf_counter()
+    noise = runner.noise()
+    density, _ = pipeline.build_density(kps, labels, classes=declared_classes(corpus, config), embeddings=emb,
+                                        config=config_d, private_vocabulary=pv, noise=noise, ledger=PrivacyLedger())
+    pipeline.sample_sequences(density, terms=pv.terms, embeddings=emb, config=config_d, rng=noise.child())
+    t_dens = time.perf_counter() - t3
+    cheap = 3 + (1 if settings.canary_documents else 0)  # D, D⁻, D⁺ (+ D+k) in the vocabulary and density stages
+    n_dens = settings.density_trials or int(min(max(settings.density_time_budget / (cheap * max(t_dens, 1e-6)),
+                                                    settings.min_trials), settings.max_density_trials))
+    n_voc = settings.vocabulary_trials or int(min(max(settings.vocabulary_time_budget / (cheap * max(t_voc, 1e-6)),
+                                                      settings.min_trials * 5), settings.max_vocabulary_trials))
+    stages = cheap * (n_voc * t_voc + n_dens * t_dens)
+    if settings.trials is not None:
+        trials = settings.trials
+    else:
+        left = settings.time_budget - first * cheap - stages
+        trials = int(min(max(2 + left / max(per_trial * 3, 1e-6), settings.min_trials), settings.max_trials))
+    estimated = first * cheap + per_trial * 3 * max(trials - 1, 0) + stages
+    return {"seconds_per_trial": per_trial, "first_trial_seconds": first, "neighbours": 3, "trials": trials,
+            "vocabulary_trials": n_voc, "density_trials": n_dens, "estimated_seconds": estimated}
+
+
+def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
+    """The audit section of a PRIVATE report (Markdown; never part of the release bundle)."""
+    r = result.to_dict() if isinstance(result, AuditResult) else dict(result)
+    lines = [
+        "## Empirical privacy audit (PRIVATE — local only, not for release)", "",
+        f"`{r['summary_line']}`", "",
+        f"**Verdict:** {r['verdict']}", "",
+        f"- Claimed: ε = {r['claimed_epsilon']:g} (ε_voc {r['epsilon_vocabulary']:g} + ε_kde {r['epsilon_kde']:g}), "
+        "pure ε-DP under add/remove one document.",
+        f"- Trials: {r['trials_per_neighbour']} per neighbour ({r['selection_trials']} to choose the events, "
+        f"{r['evaluation_trials']} to bound them); {r['runs_of_release_path']} runs of the release path in "
+        f"{r['seconds']:g} s; noise: {r['noise']} ({r['noise_sampler']} sampler)."
+        + (" Cancelled: the finished rounds were analysed." if r.get("cancelled") else ""),
+        f"- Vocabulary stage (Ṽ alone, {r['vocabulary_trials_per_neighbour']} trials per neighbour): lower bound "
+        f"{r['vocabulary_stage_lower_bound']:.3f} vs ε_voc = {r['epsilon_vocabulary']:g}.",
+        f"- Density stage (density + sequences on a fixed Ṽ of {r['density_vocabulary_size']} terms, "
+        f"{r['density_trials_per_neighbour']} trials per neighbour): lower bound "
+        f"{r['density_stage_lower_bound']:.3f} vs ε_kde = {r['epsilon_kde']:g}.",
+        f"- Largest ε these trials can certify: {r['max_certifiable_epsilon_release_stage']:.2f} (release stage), "
+        f"{r['max_certifiable_epsilon']:.2f} (vocabulary stage); Bonferroni over {r['bonferroni_events']} events.",
+        f"- {r['ledger'][0].upper() + r['ledger'][1:]}. Embeddings: {r['embeddings']}.", "",
+        "| stage | pair | statistic | event | p(A) [CP bounds] | p(B) [CP bounds] | ε lower bound | point estimate |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for e in r["events"]:
+        if e.get("threshold") is None:
+            lines.append(f"| {e['stage']} | {e['pair']} | {e['statistic']} | — | — | — | 0 | — |")
+            continue
+        lines.append(f"| {e['stage']} | {e['neighbour_a']} vs {e['neighbour_b']} | {e['statistic']} | {e['event']} "
+                     f"(numerator {e['numerator']}) | {e['p_a']:.3f} [{e['ci_a'][0]:.3f}, {e['ci_a'][1]:.3f}] | "
+                     f"{e['p_b']:.3f} [{e['ci_b'][0]:.3f}, {e['ci_b'][1]:.3f}] | "
+                     f"{e['epsilon_lower_bound']:.3f} | {e['point_estimate']:.2f} |")
+    nb = r["neighbours"]
+    lines += ["", f"CP bounds: one-sided Clopper–Pearson at α = {r['alpha_per_bound']:.2g} each (Bonferroni over "
+                  f"{r['bonferroni_events']} events, two bounds each), on the evaluation trials only.", "",
+              f"Neighbours: D⁻ removes the training document with the most distinct rare terms of V "
+                  f"({nb['D⁻']['removed_unique_terms']} terms no other training document has); D⁺ adds a canary of "
+                  f"{len(nb['D⁺']['canary_terms'])} rare public terms ({', '.join(nb['D⁺']['canary_terms'])}). "
+                  f"Training documents that changed side of the split besides them: "
+                  f"{nb['D⁻']['training_documents_moved']} (remove), {nb['D⁺']['training_documents_moved']} (add)."]
+    ex = r.get("exposure")
+    if ex:
+        w, o = ex["with_canaries"], ex["without_canaries"]
+        lines += ["", "### Canary exposure", "",
+                  f"{ex['canaries']} canary documents of {ex['terms_per_canary']} rare public terms "
+                  f"({ex['planted_in_training_part']} in the training part), {ex['vocabulary_trials']} vocabulary-stage "
+                  f"and {ex['sequence_trials']} density-stage trials each way.", "",
+                  "| | with canaries | without |", "|---|---|---|",
+                  f"| canary terms in Ṽ per trial | {w['canary_terms_in_vocabulary_per_trial']:.3f} | "
+                  f"{o['canary_terms_in_vocabulary_per_trial']:.3f} |",
+                  f"| canary terms per 1,000 sampled keyphrases | {w['canary_occurrences_per_1000_keyphrases']:.3f} | "
+                  f"{o['canary_occurrences_per_1000_keyphrases']:.3f} |",
+                  f"| sequences with a canary pair per trial | {w['canary_pair_sequences_per_trial']:.3f} | "
+                  f"{o['canary_pair_sequences_per_trial']:.3f} |", "", ex["reading"]]
+    for warning in r.get("warnings", []):
+        lines += ["", f"> {warning}"]
+    lines += ["", LIMITATION_NOTE, "", f"*{AUDIT_NOTE}.*", ""]
+    return "\n".join(lines)
