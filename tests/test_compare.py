@@ -62,7 +62,7 @@ class EchoBackend(LLMBackend):
         return "a text about " + " ".join(words[:8] or ["nothing"])
 
 
-def _run(tmp_path: Path, methods=cmp.GENERATION_METHODS, **kw):
+def _run(tmp_path: Path, methods=cmp.GENERATION_METHODS, *, ledger=None, **kw):
     backend = EchoBackend()
     settings = cmp.CompareSettings(
         eps_total=8.0, methods=methods, delta=1e-6, per_class=2, max_tokens=6,
@@ -71,7 +71,8 @@ def _run(tmp_path: Path, methods=cmp.GENERATION_METHODS, **kw):
         private_prediction=PrivatePredictionConfig(batch_size=4, private_tokens=6, public_top_k=None),
         augpe_config=None, class_size_estimate=16, seeds=(0, 1), seed=11, **kw)
     res = cmp.compare_methods(_corpus(), settings, backend=backend, embedder=HashingEmbedder(dim=32),
-                              vocabulary=VOCAB, local_lm=(FakeLM(seed=7), FakeTokenizer()), out_dir=tmp_path / "cmp")
+                              vocabulary=VOCAB, local_lm=(FakeLM(seed=7), FakeTokenizer()), out_dir=tmp_path / "cmp",
+                              ledger=ledger)
     return res, backend
 
 
