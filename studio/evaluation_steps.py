@@ -79,8 +79,7 @@ def start_projection(max_real: int) -> Job:
     test = test_part()
     if len(test) == 0:
         raise ParameterError("The overlay needs held-out real documents; set a test fraction above 0 on page 1.")
-    rng = np.random.default_rng(0)
-    idx = np.sort(rng.choice(len(test), size=min(int(max_real), len(test)), replace=False))
+    idx = evaluation.subsample(len(test), int(max_real), np.random.default_rng(0))
     real_texts = [test.texts[i] for i in idx]
     real_labels = [test.labels[i] for i in idx]
     emb_model = memo_embedder(ss()["density_meta"]["embedding_model"])

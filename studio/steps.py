@@ -248,15 +248,10 @@ def run_density() -> Any:
 
 def umap_map(seed: int = 0) -> np.ndarray:
     """2-D UMAP of Ṽ's embeddings (DP terms + public model); session only."""
-    import umap
+    from dpkps_core.evaluation import term_map
 
     s = ss()
-    emb = s["embeddings"]
-    n = emb.shape[0]
-    if n < 4:
-        raise ParameterError("The UMAP map needs at least four terms in Ṽ.")
-    xy = umap.UMAP(n_components=2, n_neighbors=min(15, n - 1), random_state=seed, n_epochs=200).fit_transform(emb)
-    s["umap_map"] = np.asarray(xy)
+    s["umap_map"] = term_map(s["embeddings"], seed=seed)
     return s["umap_map"]
 
 

@@ -358,3 +358,13 @@ def test_app_and_core_give_identical_sweep_and_no_llm_numbers(monkeypatch) -> No
     again = e.evaluate(cfg.replace(eps_voc=float(row.eps_voc), eps_kde=float(row.eps_kde)), seed=int(row.seed),
                        per_class=10)
     assert again["no_llm_accuracy"] == row.no_llm_accuracy
+
+
+def test_subsample_is_sorted_distinct_and_bounded() -> None:
+    """The one "k of n points for a projection" helper (core, shared by the CLI's and the app's overlays)."""
+    from dpkps_core.evaluation import subsample
+
+    rng = np.random.default_rng(0)
+    idx = subsample(50, 10, rng)
+    assert idx.tolist() == sorted(set(idx.tolist())) and len(idx) == 10 and idx.max() < 50
+    assert subsample(7, 10, rng).tolist() == list(range(7))

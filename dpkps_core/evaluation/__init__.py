@@ -60,6 +60,8 @@ from dpkps_core.evaluation.projections import (
     PROJECTIONS,
     projection_frame,
     projection_figure,
+    subsample,
+    term_map,
 )
 from dpkps_core.evaluation.run import (
     RunData,

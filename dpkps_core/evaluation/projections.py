@@ -20,6 +20,27 @@ if TYPE_CHECKING:  # heavy imports stay lazy
 PROJECTIONS = ("tsne", "umap")
 # ------------------------------------------------------------------------------------------- projections
 
+
+def subsample(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Sorted indices of at most ``k`` of ``n`` items drawn without replacement (all of them when n ≤ k)."""
+    idx = np.arange(int(n))
+    if idx.size > k:
+        idx = np.sort(rng.choice(idx, int(k), replace=False))
+    return idx
+
+
+def term_map(embeddings: np.ndarray, *, seed: int = 0) -> np.ndarray:
+    """2-D UMAP of term embeddings (Ṽ's DP terms under the public model: post-processing, no private input)."""
+    import umap
+
+    emb = np.asarray(embeddings, dtype=np.float32)
+    n = emb.shape[0]
+    if n < 4:
+        raise ParameterError("The UMAP map needs at least four terms in Ṽ.")
+    xy = umap.UMAP(n_components=2, n_neighbors=min(15, n - 1), random_state=seed, n_epochs=200).fit_transform(emb)
+    return np.asarray(xy)
+
+
 def projection_frame(
     real_embeddings: np.ndarray, real_labels: Sequence[str], synthetic_embeddings: np.ndarray,
     synthetic_labels: Sequence[str], *, method: str = "tsne", seed: int = 0, max_points_per_source: int = 1000,
@@ -37,9 +58,7 @@ def projection_frame(
         emb = np.asarray(emb, dtype=np.float32)
         if emb.shape[0] != len(labs):
             raise ParameterError(f"The {name} embeddings and labels differ in length.")
-        idx = np.arange(emb.shape[0])
-        if idx.size > max_points_per_source:
-            idx = np.sort(rng.choice(idx, max_points_per_source, replace=False))
+        idx = subsample(emb.shape[0], max_points_per_source, rng)
         parts.append(emb[idx])
         sources += [name] * idx.size
         labels += [str(labs[i]) for i in idx]

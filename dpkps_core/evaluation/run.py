@@ -28,7 +28,7 @@ from dpkps_core.progress import Progress
 from dpkps_core.evaluation.classifiers import CLASSIFIERS, embedding_accuracy, real_baseline_accuracy
 from dpkps_core.evaluation.metrics import MetricSummary, PRIVATE_NOTE, Scores, _noop, chance_accuracy
 from dpkps_core.evaluation.no_llm import keyphrase_sequences, no_llm_check, real_keyphrase_baseline
-from dpkps_core.evaluation.projections import projection_frame
+from dpkps_core.evaluation.projections import projection_frame, subsample
 
 if TYPE_CHECKING:  # heavy imports stay lazy
     import pandas as pd
@@ -106,16 +106,12 @@ def projection_for_run(
     keyphrase sequences joined by spaces), both embedded in memory with ``embedder`` (PRIVATE)."""
     rng = np.random.default_rng(seed)
     test = run.test
-    idx = np.arange(len(test))
-    if idx.size > max_points_per_source:
-        idx = np.sort(rng.choice(idx, max_points_per_source, replace=False))
+    idx = subsample(len(test), max_points_per_source, rng)
     if run.documents:
         syn = [(d["text"], d["label"]) for d in run.documents]
     else:
         syn = [(" ".join(s.get("keyphrases", [])), str(s.get("label"))) for s in run.sequences]
-    sidx = np.arange(len(syn))
-    if sidx.size > max_points_per_source:
-        sidx = np.sort(rng.choice(sidx, max_points_per_source, replace=False))
+    sidx = subsample(len(syn), max_points_per_source, rng)
     real_emb = embed_texts([test.texts[i] for i in idx], embedder)
     syn_emb = embed_texts([syn[i][0] for i in sidx], embedder)
     df = projection_frame(real_emb, [test.labels[i] for i in idx], syn_emb, [syn[i][1] for i in sidx],
