@@ -1,7 +1,9 @@
 """DP-KPS from corpus to private keyphrase sequences (paper 001 §2, Steps 1–4; DESIGN §2).
 
-Each step is a function the app calls on its own page; :func:`run_sampling` chains them for the CLI and
-writes the run folder (docs/ARCHITECTURE.md). Only the training part of the split reaches a DP mechanism.
+Each step is a function the app calls on its own page (:func:`vocabulary_step`, :func:`density_step`,
+:func:`sample_sequences`); :func:`run_sampling` chains the same functions for the CLI, and
+:func:`write_run_files` writes the run folder from the pieces (docs/ARCHITECTURE.md). Only the training part of
+the split reaches a DP mechanism.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dpkps_core.dp.kde import RFFDensity, build_rff_density
 from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, privatize_vocabulary
-from dpkps_core.embeddings import Embedder, EmbeddingCache, embed_terms
+from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache, embed_terms
 from dpkps_core import runfolder
 from dpkps_core.errors import ParameterError
 from dpkps_core.runfolder import RunFolder
@@ -146,6 +148,86 @@ def sample_sequences(
                             rng=rng, progress=progress)
 
 
+# ---------------------------------------------------------------------------- the steps as the app takes them
+# One function per DP step over the TRAINING part, with the public settings of ``config``: run_sampling() chains
+# them for the CLI; the app calls each from its own page (docs/ARCHITECTURE.md). The person unit follows
+# ``config.person_column`` (weights from the training part's PRIVATE person ids, never released).
+
+
+def _unit(train: Corpus, config: SamplingConfig) -> tuple[Sequence[str] | None, str]:
+    """(person ids or None, neighbouring relation) of the training part under ``config``."""
+    if config.person_column:
+        return train.persons, train.privacy_unit
+    return None, ADD_REMOVE_ONE_DOCUMENT
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabularyStep:
+    """Step 1's result: Ṽ (a DP release), the PRIVATE true counts it was drawn from, and the local warnings."""
+
+    private_vocabulary: PrivateVocabulary
+    counts: np.ndarray
+    local_warnings: tuple[str, ...]
+
+
+def vocabulary_step(
+    train: Corpus, vocabulary: PublicVocabulary, config: SamplingConfig, *, noise: NoiseSource,
+    ledger: PrivacyLedger, counts: np.ndarray | None = None, progress: Progress | None = None,
+) -> VocabularyStep:
+    """Step 1 (ε_voc, paper 001 §2 Step 1): the training part's first-S-distinct term counts over V (or the
+    ``counts`` already computed for the same part, V and S), the local advisory checks, then Ṽ."""
+    groups, unit = _unit(train, config)
+    if counts is None:
+        counts = term_counts(train.texts, vocabulary, terms_per_doc=config.terms_per_doc, groups=groups)
+    warnings = tuple(local_warnings(train, counts, vocabulary_name=vocabulary.name))
+    pv = build_private_vocabulary(
+        train.texts, vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
+        vocab_size=config.vocab_size, noise=noise, ledger=ledger, selection_rule=config.selection_rule,
+        progress=progress, counts=counts, neighbouring=unit,
+    )
+    return VocabularyStep(pv, counts, warnings)
+
+
+@dataclasses.dataclass(frozen=True)
+class DensityStep:
+    """Steps 2–3's result: each training document's Ṽ keyphrases (PRIVATE), Ṽ's embeddings, the DP density and
+    the public choices it was built with, and the seconds each part took."""
+
+    keyphrases: list[list[int]]
+    embeddings: np.ndarray
+    density: SmoothedHistogramDensity | RFFDensity
+    info: dict[str, Any]
+    timings: dict[str, float]
+
+
+def density_step(
+    train: Corpus, private_vocabulary: PrivateVocabulary, config: SamplingConfig, *, classes: Sequence[str],
+    embedder: Embedder, cache: EmbeddingCache | MemoryEmbeddingCache | None = None, noise: NoiseSource,
+    ledger: PrivacyLedger, progress: Progress | None = None,
+) -> DensityStep:
+    """Steps 2–3 (ε_kde, paper 001 §2): keyphrases of the training documents, the embeddings of Ṽ (public
+    model, DP terms), then the per-class DP density of ``config``'s method (:func:`build_density`)."""
+    report = progress or (lambda f, m: None)
+    groups, unit = _unit(train, config)
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    keyphrases = extract_keyphrases(train.texts, private_vocabulary,
+                                    max_per_doc=config.max_keyphrases_per_doc or config.length)
+    timings["keyphrases"] = time.perf_counter() - t
+    t = time.perf_counter()
+    embeddings = embed_terms(private_vocabulary.terms, embedder, cache=cache,
+                             progress=lambda f, m: report(0.6 * f, m))
+    timings["embeddings"] = time.perf_counter() - t
+    t = time.perf_counter()
+    report(0.6, "building the per-class DP densities")
+    density, info = build_density(keyphrases, train.labels, classes=classes, embeddings=embeddings, config=config,
+                                  private_vocabulary=private_vocabulary, noise=noise, ledger=ledger,
+                                  progress=lambda f, m: report(0.6 + 0.4 * f, m), groups=groups,
+                                  neighbouring=unit)
+    timings["density"] = time.perf_counter() - t
+    return DensityStep(keyphrases, embeddings, density, info, timings)
+
+
 # ------------------------------------------------------------------------------------------ whole run
 
 @dataclasses.dataclass
@@ -257,31 +339,16 @@ def run_sampling(
                             seed=config.split_seed, by_person=by_person)
     train_all = corpus.subset(split.train)
     train = train_all.declared_only()  # undeclared labels enter no DP step (issue 11 §2)
-    groups = train.persons if by_person else None  # PRIVATE person ids: weights only, never released
     report(0.02, f"split: {len(train):,} training documents of the declared classes feed the DP steps")
     report(0.03, f"matching {len(train):,} documents against {len(vocabulary):,} public terms")
-    counts = term_counts(train.texts, vocabulary, terms_per_doc=config.terms_per_doc, groups=groups)
-    warnings = local_warnings(train, counts, vocabulary_name=vocabulary.name)
-    pv = build_private_vocabulary(
-        train.texts, vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
-        vocab_size=config.vocab_size, noise=noise, ledger=ledger, selection_rule=config.selection_rule,
-        progress=lambda f, m: report(0.02 + 0.3 * f, m), counts=counts, neighbouring=unit,
-    )
+    voc = vocabulary_step(train, vocabulary, config, noise=noise, ledger=ledger,
+                          progress=lambda f, m: report(0.02 + 0.3 * f, m))
+    pv = voc.private_vocabulary
     timings["vocabulary"] = time.perf_counter() - t
-    t = time.perf_counter()
-    max_per_doc = config.max_keyphrases_per_doc or config.length
-    keyphrases = extract_keyphrases(train.texts, pv, max_per_doc=max_per_doc)
-    timings["keyphrases"] = time.perf_counter() - t
-    t = time.perf_counter()
-    embeddings = embed_terms(pv.terms, embedder, cache=cache, progress=lambda f, m: report(0.35 + 0.25 * f, m))
-    timings["embeddings"] = time.perf_counter() - t
-    t = time.perf_counter()
-    report(0.6, "building the per-class DP densities")
-    density, info = build_density(keyphrases, train.labels, classes=classes, embeddings=embeddings, config=config,
-                                  private_vocabulary=pv, noise=noise, ledger=ledger,
-                                  progress=lambda f, m: report(0.6 + 0.15 * f, m), groups=groups,
-                                  neighbouring=unit)
-    timings["density"] = time.perf_counter() - t
+    dens = density_step(train, pv, config, classes=classes, embedder=embedder, cache=cache, noise=noise,
+                        ledger=ledger, progress=lambda f, m: report(0.35 + 0.4 * f, m))
+    timings.update(dens.timings)
+    embeddings, density, info = dens.embeddings, dens.density, dens.info
     t = time.perf_counter()
     outcome = sample_sequences(density, terms=pv.terms, embeddings=embeddings, config=config, rng=noise.child(),
                                progress=lambda f, m: report(0.75 + 0.24 * f, m))
@@ -289,7 +356,7 @@ def run_sampling(
     report(1.0, f"{len(outcome.sequences):,} sequences sampled")
     return SamplingRun(config, split, ledger, noise, pv, embeddings, density, info, outcome, classes, timings,
                        vocabulary.name, truncated_count(train.texts, LIMITS["max_chars_per_doc"]),
-                       undeclared_documents=len(train_all) - len(train), local_warnings=tuple(warnings),
+                       undeclared_documents=len(train_all) - len(train), local_warnings=voc.local_warnings,
                        privacy_unit=unit)
 
 

@@ -20,13 +20,12 @@ from dpkps_core import pipeline
 from dpkps_core.corpus import DEMO_SPECS, Corpus, list_columns, load_corpus, suggest_columns
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary
-from dpkps_core.embeddings import embed_terms
 from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
 from dpkps_core.sampling import SamplingOutcome
 from studio.jobs import Job
 from studio.resources import cached_vocabulary, demo_corpus, embedder, embedding_cache
 from studio.session import (DOC_TYPE_FOR_DEMO, MAX_UPLOAD_BYTES, clear_after, corpus, current_config,
-                            generation_secrets, ledger, noise, notice, person_groups, privacy_unit, public_vocabulary,
+                            generation_secrets, ledger, noise, notice, privacy_unit, public_vocabulary,
                             run_dir, sampling_config_used, ss, term_counts, test_part, train_part)
 
 # ============================================================================================ run folder
@@ -144,14 +143,10 @@ def run_private_vocabulary() -> PrivateVocabulary:
     led.require(cfg.eps_voc, "the private vocabulary step")
     vocab = public_vocabulary()
     t0 = time.perf_counter()
-    counts = term_counts(vocab, cfg.terms_per_doc)
-    train = train_part()
     nz = noise()
-    pv = pipeline.build_private_vocabulary(
-        train.texts, vocab, eps_voc=cfg.eps_voc, terms_per_doc=cfg.terms_per_doc, vocab_size=cfg.vocab_size,
-        noise=nz, ledger=led, selection_rule=cfg.selection_rule, counts=counts, groups=person_groups(train),
-        neighbouring=privacy_unit(),
-    )
+    step = pipeline.vocabulary_step(train_part(), vocab, cfg, noise=nz, ledger=led,
+                                    counts=term_counts(vocab, cfg.terms_per_doc))
+    pv = step.private_vocabulary
     clear_after("vocabulary", include=True)
     s["pv"] = pv
     s["pv_meta"] = {
@@ -161,7 +156,7 @@ def run_private_vocabulary() -> PrivateVocabulary:
         "vocab_max_terms": cfg.effective_vocab_max_terms, "seeded": nz.seed is not None,
         "seconds": round(time.perf_counter() - t0, 2), "ledger_events": len(led),
         # PRIVATE checks on the training part: shown locally; the release above went ahead regardless
-        "local_warnings": pipeline.local_warnings(train, counts, vocabulary_name=vocab.name),
+        "local_warnings": list(step.local_warnings),
     }
     return pv
 
@@ -225,17 +220,12 @@ def run_density() -> Any:
     led = ledger()
     led.require(cfg.eps_kde, "the keyphrase density step")
     t0 = time.perf_counter()
-    train = train_part()
-    max_per_doc = cfg.max_keyphrases_per_doc or cfg.length
-    keyphrases = pipeline.extract_keyphrases(train.texts, pv, max_per_doc=max_per_doc)
-    embeddings = embed_terms(pv.terms, embedder(cfg.embedding_model), cache=embedding_cache())
     nz = noise()
-    density, info = pipeline.build_density(
-        keyphrases, train.labels, classes=tuple(c.classes), embeddings=embeddings, config=cfg,
-        private_vocabulary=pv, noise=nz, ledger=led, groups=person_groups(train), neighbouring=privacy_unit(),
-    )
+    step = pipeline.density_step(train_part(), pv, cfg, classes=tuple(c.classes), embedder=embedder(cfg.embedding_model),
+                                 cache=embedding_cache(), noise=nz, ledger=led)
+    keyphrases, density = step.keyphrases, step.density
     clear_after("density", include=True)
-    s.update(keyphrases=keyphrases, embeddings=embeddings, dp_density=density, density_info=info)
+    s.update(keyphrases=keyphrases, embeddings=step.embeddings, dp_density=density, density_info=step.info)
     s["density_meta"] = {
         "method": cfg.method, "density": cfg.density, "density_kind": cfg.density_kind, "length": cfg.length,
         "eps_kde": cfg.eps_kde, "bandwidth_setting": cfg.bandwidth, "features_setting": cfg.features,

@@ -149,3 +149,29 @@ def test_session_upload_folder_is_removed_when_the_session_state_goes(monkeypatc
     fake_session.clear()  # what Streamlit does with a session's state when the session ends
     gc.collect()
     assert not folder.exists()
+
+
+def test_the_app_steps_release_what_run_sampling_releases(toy_corpus: Corpus) -> None:
+    """The app takes the steps one page at a time (vocabulary_step, density_step, sample_sequences); the CLI's
+    run_sampling chains the same functions: with the same seeded noise they release the same Ṽ, densities and
+    sequences, and charge the same events."""
+    from dpkps_core.split import split_documents
+
+    vocab = PublicVocabulary("toy", ("goal", "match", "team", "software", "browser", "bank", "profits", "shares",
+                                     "network", "league", "rates"), "test", "test")
+    cfg = SamplingConfig(eps_voc=2.0, eps_kde=3.0, vocab_size=8, per_class=2, length=3, test_fraction=0.2, seed=5)
+    whole = pipeline.run_sampling(toy_corpus, cfg, vocabulary=vocab, embedder=HashingEmbedder(16),
+                                  noise=NoiseSource(5), ledger=PrivacyLedger(10.0))
+    noise, ledger = NoiseSource(5), PrivacyLedger(10.0)
+    train = toy_corpus.subset(split_documents(toy_corpus, test_fraction=0.2).train).declared_only()
+    voc = pipeline.vocabulary_step(train, vocab, cfg, noise=noise, ledger=ledger)
+    dens = pipeline.density_step(train, voc.private_vocabulary, cfg, classes=toy_corpus.classes,
+                                 embedder=HashingEmbedder(16), noise=noise, ledger=ledger)
+    outcome = pipeline.sample_sequences(dens.density, terms=voc.private_vocabulary.terms, embeddings=dens.embeddings,
+                                        config=cfg, rng=noise.child())
+    assert voc.private_vocabulary.terms == whole.private_vocabulary.terms
+    assert np.allclose(dens.embeddings, whole.embeddings) and dens.info == whole.density_info
+    assert [s.to_dict() for s in outcome.sequences] == [s.to_dict() for s in whole.outcome.sequences]
+    assert [(e.step, e.epsilon, e.noise_scale) for e in ledger.events] == \
+        [(e.step, e.epsilon, e.noise_scale) for e in whole.ledger.events]
+    assert voc.local_warnings == whole.local_warnings
