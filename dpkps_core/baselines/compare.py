@@ -21,15 +21,11 @@ Document text is never logged.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import json
 import math
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -44,147 +40,25 @@ from dpkps_core.errors import ParameterError
 from dpkps_core.evaluation.classifiers import embedding_accuracy, real_baseline_accuracy
 from dpkps_core.evaluation.metrics import chance_accuracy
 from dpkps_core.progress import Progress
-from dpkps_core.runfolder import json_default
+from dpkps_core.baselines.compare_result import (  # noqa: F401 - the result types live there
+    CSV_COLUMNS,
+    GUARANTEE_NOTE,
+    JOINT_NOTE,
+    PRIVATE_NOTE,
+    CompareResult,
+    MethodRow,
+)
 
 
 # The ways to make a synthetic corpus compared side by side (not the sequence samplers of
 # :data:`dpkps_core.sampling.SAMPLING_METHODS`).
 GENERATION_METHODS = ("dpkps", "private-prediction", "augpe")
 METHOD_LABELS = {"dpkps": "DP-KPS", "private-prediction": "Private prediction", "augpe": "AugPE+Ṽ"}
-PRIVATE_NOTE = "local evaluation on real data — not for release"
-GUARANTEE_NOTE = ("DP-KPS is pure ε-DP (δ = 0); private prediction and AugPE+Ṽ are (ε, δ)-DP at the same ε "
-                  "with the δ shown.")
 COMPARE_PP_DEFAULTS = {"batch_size": 16, "max_prompt_tokens": 96, "public_top_k": 20}
 """Private prediction in a comparison: small batches and short prompts keep a CPU run to minutes (compute per
 synthetic document grows with s × prompt length; the paper's s = 250 needs an accelerator). At small s the
 privacy budget allows an effective logit range of only c/τ (≈ 4 nats at s = 16, ε = 10), so the candidate set is
 the public prediction's top 20 (a public set; paper 004 §E.1 restricts to the top 1024 for the same reason)."""
-CSV_COLUMNS = ("method", "label", "epsilon", "delta", "guarantee", "documents", "llm_calls", "prompts_per_document",
-               "prompt_tokens", "completion_tokens", "wall_seconds", "accuracy", "accuracy_sd", "macro_f1", "notes")
-
-
-@dataclasses.dataclass
-class MethodRow:
-    """One line of the comparison table (public figures + PRIVATE accuracies)."""
-
-    method: str
-    label: str
-    epsilon: float
-    delta: float
-    guarantee: str
-    documents: int
-    llm_calls: int
-    prompts_per_document: float
-    prompt_tokens: int
-    completion_tokens: int
-    wall_seconds: float
-    accuracy: float = math.nan
-    accuracy_sd: float = math.nan
-    macro_f1: float = math.nan
-    notes: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass
-class CompareResult:
-    """Every method's row, documents and privacy report, and the shared evaluation info (PRIVATE)."""
-
-    rows: list[MethodRow]
-    info: dict[str, Any]
-    documents: dict[str, list[dict[str, Any]]]
-    privacy: dict[str, dict[str, Any]]
-    audit: dict[str, list[dict[str, Any]]]
-    warnings: list[str]
-
-    def table(self) -> list[dict[str, Any]]:
-        return [r.to_dict() for r in self.rows]
-
-    def to_csv(self) -> str:
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
-        w.writeheader()
-        for r in self.rows:
-            d = r.to_dict()
-            w.writerow({k: _fmt_csv(d[k]) for k in CSV_COLUMNS})
-        return buf.getvalue()
-
-    def to_markdown(self) -> str:
-        i = self.info
-        lines = [
-            f"# Method comparison on {i.get('corpus', 'the corpus')} at ε = {i['eps_total']:g}",
-            "",
-            f"*{PRIVATE_NOTE}.* Same stratified split for every method: {i['n_train']:,} training documents (the only "
-            f"ones any DP step sees), {i['n_test']:,} held-out test documents; {i['per_class']} synthetic documents "
-            f"per class; classifier: logistic regression on {i.get('embedding_model', 'sentence')} embeddings, "
-            f"{len(i.get('seeds', []))} seed(s); chance (majority class) {i.get('chance_accuracy', math.nan):.3f}.",
-            "",
-            f"**Privacy:** {GUARANTEE_NOTE}",
-            "",
-        ]
-        joint = i.get("joint")
-        if joint:
-            lines += [f"**Joint cost:** running these methods on the same data spends ε = {joint['epsilon']:.4g} and "
-                      f"δ = {joint['delta']:g} in total ({JOINT_NOTE}).", ""]
-        lines += [
-            "| method | ε | δ | guarantee | docs | LLM calls | prompts/doc | prompt tokens | completion tokens | "
-            "wall s | accuracy | macro-F1 |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for r in self.rows:
-            acc = "—" if math.isnan(r.accuracy) else f"{r.accuracy:.3f} ± {r.accuracy_sd:.3f}"
-            f1 = "—" if math.isnan(r.macro_f1) else f"{r.macro_f1:.3f}"
-            eps = "—" if math.isnan(r.epsilon) else f"{r.epsilon:.4g}"
-            delta = "—" if math.isnan(r.delta) else f"{r.delta:g}"
-            lines.append(f"| {r.label} | {eps} | {delta} | {r.guarantee} | {r.documents} | {r.llm_calls:,} | "
-                         f"{r.prompts_per_document:g} | {r.prompt_tokens:,} | {r.completion_tokens:,} | "
-                         f"{r.wall_seconds:.1f} | {acc} | {f1} |")
-        notes = [(r.label, r.notes) for r in self.rows if r.notes]
-        if notes:
-            lines += ["", "Notes:"] + [f"- **{label}**: {note}" for label, note in notes]
-        if self.warnings:
-            lines += ["", "Warnings:"] + [f"- {w}" for w in self.warnings]
-        return "\n".join(lines) + "\n"
-
-    def write(self, out_dir: str | os.PathLike[str]) -> Path:
-        """``compare.csv``, ``compare.md`` (PRIVATE: accuracies on real data), and per method its synthetic
-        documents, privacy report and (public-prompt) audit log. The folder is owner-only."""
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        os.chmod(out, 0o700)
-        (out / "compare.csv").write_text(self.to_csv(), encoding="utf-8")
-        (out / "compare.md").write_text(self.to_markdown(), encoding="utf-8")
-        for method, docs in self.documents.items():
-            with open(out / f"documents_{method}.jsonl", "w", encoding="utf-8") as f:
-                for d in docs:
-                    f.write(json.dumps(d, ensure_ascii=False) + "\n")
-        for method, rep in self.privacy.items():
-            (out / f"privacy_{method}.json").write_text(json.dumps(rep, indent=2, ensure_ascii=False, default=_json),
-                                                        encoding="utf-8")
-        for method, entries in self.audit.items():
-            with open(out / f"audit_{method}.jsonl", "w", encoding="utf-8") as f:
-                for e in entries:
-                    f.write(json.dumps(e, ensure_ascii=False, default=_json) + "\n")
-        (out / "compare_info.json").write_text(json.dumps({"private": True, "note": PRIVATE_NOTE, **self.info},
-                                                          indent=2, default=_json), encoding="utf-8")
-        return out
-
-
-def _fmt_csv(v: Any) -> Any:
-    if isinstance(v, float):
-        return "" if math.isnan(v) else f"{v:.6g}"
-    return v
-
-
-def _json(obj: Any) -> Any:
-    """JSON for numpy values and mappings (the run folder's encoder); anything else as text."""
-    try:
-        return json_default(obj)
-    except TypeError:
-        return str(obj)
-
-
 # ------------------------------------------------------------------------------------------------ evaluation
 
 def _accuracy(syn_texts: list[str], syn_labels: list[str], test_emb: np.ndarray, test_labels: Sequence[str], *,
@@ -219,8 +93,6 @@ def _resolve_backend(backend: Any, threads: int) -> Any:
     raise ParameterError("backend must be 'offline', 'openai' or an LLMBackend.")
 
 
-JOINT_NOTE = ("basic composition: the methods' ε summed and their δ summed; a Ṽ shared by DP-KPS and AugPE+Ṽ is one "
-              "release, counted once")
 
 
 def joint_cost(methods: Sequence[str], *, eps_total: float, eps_voc: float, delta: float) -> tuple[float, float]:
