@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping, Sequence
 
 from dpkps_core.errors import ExportError
-from dpkps_core.llm.runner import read_documents, read_failures
+from dpkps_core.runfolder import read_documents, read_failures
 from dpkps_core.runfolder import (
     AUDIT_FILE,
     DOCUMENTS_FILE,

@@ -22,6 +22,7 @@ import logging
 import os
 import secrets
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -137,6 +138,103 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
                 continue
             if isinstance(obj, dict):
                 yield obj
+
+
+# ------------------------------------------------------------------------- append-only JSONL (the LLM step)
+
+
+def repair_jsonl_tail(path: str | os.PathLike[str]) -> int:
+    """Cut off a truncated last line (no trailing newline, e.g. after a kill). Returns bytes removed."""
+    p = Path(path)
+    if not p.is_file():
+        return 0
+    size = p.stat().st_size
+    if size == 0:
+        return 0
+    with p.open("rb+") as fh:
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return 0
+        keep = 0
+        pos = size
+        block = 65536
+        while pos > 0:
+            start = max(0, pos - block)
+            fh.seek(start)
+            chunk = fh.read(pos - start)
+            idx = chunk.rfind(b"\n")
+            if idx >= 0:
+                keep = start + idx + 1
+                break
+            pos = start
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    log.warning("Removed a truncated last line from %s (%d bytes)", p.name, size - keep)
+    return size - keep
+
+
+def read_documents(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Finished documents of a run folder, first occurrence per id, in file order."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for obj in iter_jsonl(Path(run_dir) / DOCUMENTS_FILE):
+        sid = obj.get("id")
+        if isinstance(sid, str) and isinstance(obj.get("text"), str) and sid not in seen:
+            seen.add(sid)
+            out.append(obj)
+    return out
+
+
+def read_failures(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Current failures of a run folder (last entry per id, ids that have a document left out)."""
+    done = {d["id"] for d in read_documents(run_dir)}
+    last: dict[str, dict[str, Any]] = {}
+    for obj in iter_jsonl(Path(run_dir) / FAILURES_FILE):
+        sid = obj.get("id")
+        if isinstance(sid, str) and sid not in done:
+            last[sid] = obj
+    return list(last.values())
+
+
+class JsonlAppender:
+    """Append-only JSONL writer: one line per object, flushed and fsynced at once, under a lock."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        repair_jsonl_tail(self.path)
+        self._lock = threading.Lock()
+        self._fh = self.path.open("ab")
+
+    def append(self, obj: Mapping[str, Any]) -> None:
+        line = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        with self._lock:
+            self._fh.write(line)
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.close()
+
+    def __enter__(self) -> "JsonlAppender":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def rewrite_jsonl(path: Path, objs: Iterable[Mapping[str, Any]]) -> None:
+    """Replace a JSONL file atomically (temporary file, fsync, rename)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as fh:
+        for obj in objs:
+            fh.write((json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 class RunFolder:

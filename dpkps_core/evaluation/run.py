@@ -92,7 +92,7 @@ def load_run(run_dir: str | Path, *, corpus: Corpus | None = None) -> RunData:
         raise mismatch  # same size but other labels: a different corpus
     pv = PrivateVocabulary.from_dict(runfolder.read_json(folder.vocabulary))
     sequences = folder.read_sequences()
-    from dpkps_core.llm.runner import read_documents
+    from dpkps_core.runfolder import read_documents
 
     documents = read_documents(run)
     documents = [d for d in documents if isinstance(d.get("label"), str) and d.get("text", "").strip()]
