@@ -79,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="dpkps-bench-eval-") as tmp:
         os.environ["DPKPS_LEDGER_DIR"] = str(Path(tmp) / "ledgers")  # public demo data: a throw-away ledger
         run = Path(tmp) / "run"
-        classes = 5 if args.corpus == "demo:bbc" else 4
-        per_class = -(-args.documents // classes)
+        from dpkps_core.corpus import load_corpus_spec
+
+        per_class = -(-args.documents // len(load_corpus_spec(args.corpus).classes))  # the declared public classes
         rc = cli(["sample", "--corpus", args.corpus, "--per-class", str(per_class), "--epsilon-cap", "1000",
                   "--out", str(run)])
         if rc != 0:

@@ -227,7 +227,7 @@ def compare_methods(
         raise ParameterError("compare_methods needs a CompareSettings object with the comparison's settings.")
     st = settings
     methods, eps_total, eps_voc, delta, per_class = st.methods, st.eps_total, float(st.eps_voc), st.delta, st.per_class
-    max_tokens, doc_type, temperature, seeds = st.max_tokens, st.doc_type, st.temperature, list(st.seeds)
+    max_tokens, doc_type, seeds = st.max_tokens, st.doc_type, list(st.seeds)
     test_fraction, split_seed, threads = st.test_fraction, st.split_seed, st.threads
     needs_voc = st.needs_vocabulary(methods)
     if len(corpus.classes) < 2:
@@ -265,12 +265,9 @@ def compare_methods(
     classes = tuple(corpus.classes)
     embedder = embedder or get_embedder(DEFAULT_MODEL)
     llm = _resolve_backend(backend, threads) if needs_voc else None
-    plan = _Plan(corpus=corpus, train=train, whole=whole, classes=classes, eps_total=eps_total, eps_voc=eps_voc,
-                 delta=delta, per_class=per_class, max_tokens=max_tokens, doc_type=doc_type, temperature=temperature,
-                 embedder=embedder, vocabulary=vocabulary, sampling=st.sampling, noise=noise, llm=llm, backend=backend,
-                 threads=threads, local_lm=local_lm, class_size_estimate=st.class_size_estimate,
-                 private_prediction=st.private_prediction, augpe_config=st.augpe_config, test_fraction=test_fraction,
-                 split_seed=split_seed, unit_note=unit_note, cancel=cancel)
+    plan = _Plan(settings=st, corpus=corpus, train=train, whole=whole, classes=classes, embedder=embedder,
+                 vocabulary=vocabulary, noise=noise, llm=llm, backend=backend, local_lm=local_lm, unit_note=unit_note,
+                 cancel=cancel)
     rows: list[MethodRow] = []
     documents: dict[str, list[dict[str, Any]]] = {}
     privacy: dict[str, dict[str, Any]] = {}
@@ -407,30 +404,17 @@ def _run_dpkps(*, corpus: Corpus, eps_voc: float, eps_total: float, per_class: i
 class _Plan:
     """What every method of one comparison shares: the public settings, the split, the noise and the LLM."""
 
+    settings: CompareSettings
     corpus: Corpus
     train: Corpus          # the training part, declared classes only
     whole: Corpus          # the same, one document per person (private prediction and AugPE+Ṽ)
     classes: tuple[str, ...]
-    eps_total: float
-    eps_voc: float
-    delta: float
-    per_class: int
-    max_tokens: int
-    doc_type: str
-    temperature: float
     embedder: Any
     vocabulary: Any
-    sampling: Mapping[str, Any] | None
     noise: NoiseSource
     llm: Any               # the resolved backend of DP-KPS and AugPE+Ṽ (None when neither runs)
     backend: Any           # what the caller asked for (private prediction looks for a local model in it)
-    threads: int
     local_lm: tuple[Any, Any] | None
-    class_size_estimate: float | None
-    private_prediction: Any
-    augpe_config: Any
-    test_fraction: float
-    split_seed: int
     unit_note: str
     cancel: threading.Event | None
 
@@ -453,11 +437,11 @@ def _privacy_with_ledger(report: Mapping[str, Any], ledger: PrivacyLedger, noise
 
 def _compare_dpkps(plan: _Plan, *, ledger: PrivacyLedger, progress: Progress) -> tuple[Any, _MethodOutcome]:
     """DP-KPS (paper 001 §3): sampling on the comparison's split, one prompt per sequence."""
-    run, row, docs, aud = _run_dpkps(corpus=plan.corpus, eps_voc=plan.eps_voc, eps_total=plan.eps_total,
-                                     per_class=plan.per_class, max_tokens=plan.max_tokens, doc_type=plan.doc_type,
+    run, row, docs, aud = _run_dpkps(corpus=plan.corpus, eps_voc=plan.settings.eps_voc, eps_total=plan.settings.eps_total,
+                                     per_class=plan.settings.per_class, max_tokens=plan.settings.max_tokens, doc_type=plan.settings.doc_type,
                                      backend=plan.llm, embedder=plan.embedder, vocabulary=plan.vocabulary,
-                                     sampling=plan.sampling, noise=plan.noise, temperature=plan.temperature,
-                                     test_fraction=plan.test_fraction, split_seed=plan.split_seed, ledger=ledger,
+                                     sampling=plan.settings.sampling, noise=plan.noise, temperature=plan.settings.temperature,
+                                     test_fraction=plan.settings.test_fraction, split_seed=plan.settings.split_seed, ledger=ledger,
                                      progress=progress, cancel=plan.cancel)
     return run, _MethodOutcome(row, docs, aud, run.privacy_report())
 
@@ -476,22 +460,22 @@ def _compare_augpe(plan: _Plan, *, ledger: SubLedger, progress: Progress, dpkps_
         note_voc = "Ṽ shared with DP-KPS (the same ε_voc release; its build time counted here too)"
         voc_time = dpkps_run.timings.get("vocabulary", 0.0)
     else:
-        pv = _build_vocabulary(plan.train, eps_voc=plan.eps_voc, vocabulary=plan.vocabulary, sampling=plan.sampling,
+        pv = _build_vocabulary(plan.train, eps_voc=plan.settings.eps_voc, vocabulary=plan.vocabulary, sampling=plan.settings.sampling,
                                noise=plan.noise, ledger=ledger, progress=lambda f, m: progress(0.1 * f, m))
         voc_time = 0.0  # already inside this method's wall time
         note_voc = f"Ṽ built for AugPE+Ṽ ({time.perf_counter() - t_voc:.1f} s)"
-    acfg = dataclasses.replace(plan.augpe_config or AugPEConfig(), population=plan.per_class,
-                               max_tokens=plan.max_tokens, doc_type=plan.doc_type, temperature=plan.temperature)
+    acfg = dataclasses.replace(plan.settings.augpe_config or AugPEConfig(), population=plan.settings.per_class,
+                               max_tokens=plan.settings.max_tokens, doc_type=plan.settings.doc_type, temperature=plan.settings.temperature)
     res = run_augpe(plan.whole.texts, plan.whole.labels, vocabulary_terms=pv.terms, classes=plan.classes,
-                    config=acfg, epsilon=plan.eps_total - plan.eps_voc, delta=plan.delta, embedder=plan.embedder,
+                    config=acfg, epsilon=plan.settings.eps_total - plan.settings.eps_voc, delta=plan.settings.delta, embedder=plan.embedder,
                     backend=plan.llm, noise=plan.noise, ledger=ledger,
                     progress=lambda f, m: progress(0.1 + 0.9 * f, m), cancel=plan.cancel)
-    budget = prompt_budget(classes=len(plan.classes), population=plan.per_class, epochs=acfg.epochs)
+    budget = prompt_budget(classes=len(plan.classes), population=plan.settings.per_class, epochs=acfg.epochs)
     row = MethodRow(
         "augpe", METHOD_LABELS["augpe"], ledger.total_epsilon, ledger.total_delta, "(ε, δ)-DP", len(res.documents),
         res.stats["llm_calls"], budget["prompts_per_document"], res.stats["prompt_tokens"],
         res.stats["completion_tokens"], 0.0,
-        notes=f"ε_voc = {plan.eps_voc:g} (Ṽ, pure DP) + ε_aug = {res.epsilon:.4g} ({acfg.epochs} Gaussian vote "
+        notes=f"ε_voc = {plan.settings.eps_voc:g} (Ṽ, pure DP) + ε_aug = {res.epsilon:.4g} ({acfg.epochs} Gaussian vote "
               f"rounds, σ = {res.sigma:.4g}); {budget['prompts']} prompts = {budget['prompts_per_document']}× "
               f"DP-KPS's one prompt per document; {note_voc}; {res.stats['distinct_documents']} distinct texts"
               f"{plan.unit_note}",
@@ -507,11 +491,11 @@ def _compare_private_prediction(plan: _Plan, *, ledger: SubLedger, progress: Pro
                                                          calibrate, load_local_lm, public_messages,
                                                          run_private_prediction)
 
-    pcfg = dataclasses.replace(plan.private_prediction or PrivatePredictionConfig(**COMPARE_PP_DEFAULTS),
-                               max_new_tokens=plan.max_tokens, doc_type=plan.doc_type)
-    eps_size = 0.0 if plan.class_size_estimate is not None else size_epsilon(plan.eps_total)
-    eps_pp = plan.eps_total - eps_size
-    calibrate(pcfg, epsilon=eps_pp, delta=plan.delta)  # fail fast (e.g. SVT over budget) before loading the model
+    pcfg = dataclasses.replace(plan.settings.private_prediction or PrivatePredictionConfig(**COMPARE_PP_DEFAULTS),
+                               max_new_tokens=plan.settings.max_tokens, doc_type=plan.settings.doc_type)
+    eps_size = 0.0 if plan.settings.class_size_estimate is not None else size_epsilon(plan.settings.eps_total)
+    eps_pp = plan.settings.eps_total - eps_size
+    calibrate(pcfg, epsilon=eps_pp, delta=plan.settings.delta)  # fail fast (e.g. SVT over budget) before loading the model
     if plan.local_lm is not None:
         model, tok, name = plan.local_lm[0], plan.local_lm[1], "local-model"
     else:
@@ -519,10 +503,10 @@ def _compare_private_prediction(plan: _Plan, *, ledger: SubLedger, progress: Pro
 
         # a local model (offline SmolLM2 or a `local` model folder) gives logits; a remote one cannot
         local = next((b for b in (plan.llm, plan.backend) if isinstance(b, LocalTransformersBackend)), None)
-        model, tok, name = load_local_lm(local or OfflineBackend(threads=plan.threads))
-    per_class, n_classes = plan.per_class, len(plan.classes)
-    if plan.class_size_estimate is not None:
-        n_est, note_n = float(plan.class_size_estimate), "hash buckets from the public class-size estimate"
+        model, tok, name = load_local_lm(local or OfflineBackend(threads=plan.settings.threads))
+    per_class, n_classes = plan.settings.per_class, len(plan.classes)
+    if plan.settings.class_size_estimate is not None:
+        n_est, note_n = float(plan.settings.class_size_estimate), "hash buckets from the public class-size estimate"
     else:
         released = release_count(len(plan.whole), epsilon=eps_size, noise=plan.noise, ledger=ledger)
         n_est = released.clamped / n_classes
@@ -536,7 +520,7 @@ def _compare_private_prediction(plan: _Plan, *, ledger: SubLedger, progress: Pro
         pcfg = dataclasses.replace(pcfg, examples_per_batch=more,
                                    private_tokens=math.ceil(pcfg.private_tokens * more / pcfg.examples_per_batch))
     res = run_private_prediction(plan.whole.texts, plan.whole.labels, model=model, tokenizer=tok, config=pcfg,
-                                 epsilon=eps_pp, delta=plan.delta, per_class=per_class, num_buckets=buckets,
+                                 epsilon=eps_pp, delta=plan.settings.delta, per_class=per_class, num_buckets=buckets,
                                  classes=plan.classes, noise=plan.noise, ledger=ledger, model_name=name,
                                  progress=progress, cancel=plan.cancel)
     docs, st, c = res.documents, res.stats, res.config

@@ -124,7 +124,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from dpkps_core.cli.common import parse_classes
     from dpkps_core.corpus import load_corpus_spec, require_declared
     from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
-    from dpkps_core.baselines.compare import CompareSettings, compare_methods, joint_cost
+    from dpkps_core.baselines.compare import CompareSettings, compare_methods
     from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
     from dpkps_core.llm.backends import make_backend
     from dpkps_core.baselines.private_prediction import PrivatePredictionConfig
@@ -133,8 +133,23 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                                                classes=parse_classes(args.classes, args.classes_file),
                                                person_column=args.person_column))
     ledger = corpus_ledger(corpus, tool="cli compare", out=args.out, cap=args.epsilon_cap)
-    joint_eps, joint_delta = joint_cost(args.methods, eps_total=args.eps, delta=args.delta,
-                                        eps_voc=args.eps / 2 if args.eps_voc is None else args.eps_voc)
+    pp_cfg = PrivatePredictionConfig(
+        batch_size=args.pp_batch_size, private_tokens=args.pp_private_tokens or args.max_tokens,
+        temperature=args.pp_temperature, svt_threshold=args.pp_svt_threshold, svt_noise=args.pp_svt_noise,
+        public_top_k=args.pp_top_k or None, max_prompt_tokens=args.pp_prompt_tokens,
+    )
+    model_name = args.embedding_model or DEFAULT_MODEL
+    settings = CompareSettings(
+        eps_total=args.eps, methods=tuple(args.methods), delta=args.delta, per_class=args.per_class,
+        eps_voc=args.eps_voc, max_tokens=args.max_tokens, doc_type=args.doc_type, temperature=args.temperature,
+        sampling={"vocabulary": args.vocabulary, "method": args.sampling_method, "length": args.length,
+                  "embedding_model": model_name},
+        private_prediction=pp_cfg,
+        augpe_config=AugPEConfig(epochs=args.augpe_epochs, words_per_prompt=args.augpe_words),
+        class_size_estimate=args.class_size_estimate, seeds=tuple(range(max(1, args.seeds))), seed=args.seed,
+        test_fraction=args.test_fraction, split_seed=args.split_seed, real_baseline=not args.no_real_baseline,
+        threads=args.threads)
+    joint_eps, joint_delta = settings.joint_cost()
     ledger.require(joint_eps, f"this comparison of {len(args.methods)} method(s) on the same data (joint cost)")
     if "private-prediction" in args.methods:
         print(PP_WARNING_CLI, file=sys.stderr)
@@ -145,27 +160,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                                concurrency=args.concurrency)
     else:
         backend = make_backend(args.backend, threads=args.threads, device=args.device, model_path=args.model_path)
-    pp_cfg = PrivatePredictionConfig(
-        batch_size=args.pp_batch_size, private_tokens=args.pp_private_tokens or args.max_tokens,
-        temperature=args.pp_temperature, svt_threshold=args.pp_svt_threshold, svt_noise=args.pp_svt_noise,
-        public_top_k=args.pp_top_k or None, max_prompt_tokens=args.pp_prompt_tokens,
-    )
-    au_cfg = AugPEConfig(epochs=args.augpe_epochs, words_per_prompt=args.augpe_words)
-    embedder = get_embedder(args.embedding_model or DEFAULT_MODEL)
+    embedder = get_embedder(model_name)
     with tqdm(total=100, unit="%", desc="compare", leave=False) as bar:
         def progress(frac: float, message: str) -> None:
             bar.n = int(100 * min(max(frac, 0.0), 1.0))
             bar.set_postfix_str(message[:60])
             bar.refresh()
 
-        settings = CompareSettings(
-            eps_total=args.eps, methods=tuple(args.methods), delta=args.delta, per_class=args.per_class,
-            eps_voc=args.eps_voc, max_tokens=args.max_tokens, doc_type=args.doc_type, temperature=args.temperature,
-            sampling={"vocabulary": args.vocabulary, "method": args.sampling_method, "length": args.length,
-                      "embedding_model": embedder.name},
-            private_prediction=pp_cfg, augpe_config=au_cfg, class_size_estimate=args.class_size_estimate,
-            seeds=tuple(range(max(1, args.seeds))), seed=args.seed, test_fraction=args.test_fraction,
-            split_seed=args.split_seed, real_baseline=not args.no_real_baseline, threads=args.threads)
         result = compare_methods(corpus, settings, backend=backend, embedder=embedder, out_dir=args.out,
                                  progress=progress, ledger=ledger)
     print(result.to_markdown())
