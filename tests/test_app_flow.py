@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from dpkps_core.export import bundle_bytes
-from app_helpers import (assert_clean, click, goto, ledger_total, metrics, new_app, table, toy_csv, upload_corpus,
-                         wait_job, walk)
+from app_helpers import (assert_clean, click, finish_writing, goto, ledger_total, metrics, new_app, table, toy_csv,
+                         upload_corpus, wait_job, walk)
 
 from app_helpers import fast_env  # noqa: E402,F401 (fixture)
 
@@ -59,8 +59,7 @@ def test_default_flow_next_all_the_way_to_a_bundle(fast_env: Path) -> None:
     # 6 — offline LLM, 2 documents
     assert "Write a short news article that contains the following terms:" in at.code[0].value
     click(at, "Write documents (2 to go)")
-    job = wait_job(at, "job_generation")
-    assert job.error is None and job.result.written == 2
+    finish_writing(at)
     assert len(table(at, "text")) == 2
     click(at, "Next: Evaluate")
     click(at, "Next: Export")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import (assert_clean, button, click, fake_umap_module, goto, ledger_total, metrics, new_app, problems,
-                         table, toy_csv, toy_records, upload_corpus, wait_job, walk)
+from app_helpers import (assert_clean, button, click, fake_umap_module, finish_writing, goto, ledger_total, metrics,
+                         new_app, problems, table, toy_csv, toy_records, upload_corpus, wait_job, walk)
 
 from app_helpers import fast_env  # noqa: E402,F401 (fixture)
 
@@ -231,8 +231,8 @@ def test_page6_prompt_preview_few_shot_refusal_generation_and_cancel() -> None:
     # write 1 document, then cancel a second job right away: finished documents are kept
     at.number_input(key="_w.n_documents").set_value(1).run()
     click(at, "Write documents (1 to go)")
-    job = wait_job(at, "job_generation")
-    assert job.result.written == 1 and len(table(at, "text")) == 1
+    finish_writing(at, documents=1)
+    assert len(table(at, "text")) == 1
     at.number_input(key="_w.n_documents").set_value(3).run()
     click(at, "Continue writing (2 to go)")
     at.session_state["job_generation"].cancel.set()

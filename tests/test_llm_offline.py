@@ -63,7 +63,7 @@ def test_offline_backend_writes_a_short_real_document(tmp_path: Path) -> None:
     est = estimate_cost([seq], prompt_config=cfg, backend=backend, max_tokens=24)
     assert est.token_method == "tokenizer" and 20 < est.prompt_tokens < 200
     summary = run_generation([seq], backend=backend, prompt_config=cfg, run_dir=tmp_path,
-                             settings=GenerationSettings(max_tokens=24, temperature=0.7, timeout=60.0, retries=1))
+                             settings=GenerationSettings(max_tokens=24, temperature=0.7, timeout=60.0, retries=3))
     assert summary.written == 1, (tmp_path / "generation_failures.jsonl").read_text() if summary.failed else ""
     (doc,) = read_documents(tmp_path)
     assert doc["model"] == "SmolLM2-135M-Instruct" and len(doc["text"].split()) >= 3
