@@ -18,6 +18,7 @@ from typing import Any
 
 from streamlit.testing.v1 import AppTest
 
+from dpkps_core.runfolder import read_documents, read_failures
 from studio import PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,28 +156,17 @@ def finish_writing(at: AppTest, documents: int = 2) -> AppTest:
     """Wait for page 6's generation job; press “Continue writing” (as a user would) while items have failed.
 
     The offline model samples its replies and ~15 % of 16-token replies are a bare preamble, so now and then an
-    item gets only non-documents in all its attempts; “Continue writing” retries it.
+    item gets only non-documents in all its attempts; “Continue writing” retries it (at most 3 more rounds).
     """
-    for _ in range(4):
+    for round_ in range(4):
         job = wait_job(at, "job_generation")
         assert job.error is None, job.error
-        if generated(at)[1] == 0:
+        if not read_failures(at.session_state["run_dir"]) or round_ == 3:
             break
-        click(at, "Continue writing" if generated(at)[0] else "Write documents")
-    assert generated(at) == (documents, 0), generated(at)
+        click(at, "Continue writing" if read_documents(at.session_state["run_dir"]) else "Write documents")
+    run_dir = at.session_state["run_dir"]
+    assert (len(read_documents(run_dir)), read_failures(run_dir)) == (documents, [])
     return at
-
-
-def generated(at: AppTest) -> tuple[int, int]:
-    """(documents written, items that failed) in the current run folder.
-    """
-    run_dir = Path(at.session_state["run_dir"])
-
-    def lines(name: str) -> int:
-        path = run_dir / name
-        return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()) if path.exists() else 0
-
-    return lines("documents.jsonl"), lines("generation_failures.jsonl")
 
 
 def table(at: AppTest, column: str) -> Any:
