@@ -11,7 +11,9 @@ import dataclasses
 import datetime as _dt
 import math
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
 
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 
@@ -131,6 +133,23 @@ class PrivacyLedger:
         self._events.append(event)
         return event
 
+    def admit(self, units: Sequence[str], epsilon: float, *, what: str = "this release") -> np.ndarray:
+        """Individual privacy filter, charge first (DESIGN §2.0; Feldman & Zrnic 2021).
+
+        ``units`` holds one identifying string per document of the release's input, in order (the documents of
+        one person share the person's string; see ``dpkps_core.budget.unit_strings``). Returns a boolean mask
+        over ``units``: the documents that take part in a release of ``epsilon``. The admitted units are charged
+        NOW, before the caller computes any statistic or draws noise; the caller then drops the others from the
+        release's input and records the release's :class:`PrivacyEvent` with :meth:`charge`, also before noise.
+
+        A whole release may be refused here only on public input (this run's own events and cap, ``epsilon``).
+        This in-memory ledger keeps no per-unit history (a unit's spend within a run is at most the run's total,
+        which the run's cap already bounds), so it admits every unit once :meth:`require` passes. The persistent
+        ledger (``dpkps_core.ledger_store``) leaves out the units whose spend plus ``epsilon`` would exceed their
+        cap, and charges the rest."""
+        self.require(epsilon, what)
+        return np.ones(len(units), dtype=bool)
+
     def by_step(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for e in self._events:
@@ -196,6 +215,13 @@ class SubLedger(PrivacyLedger):
             self.parent.charge(event)  # enforces the parent's cap (atomically for a persistent ledger)
         self._events.append(event)
         return event
+
+    def admit(self, units: Sequence[str], epsilon: float, *, what: str = "this release") -> np.ndarray:
+        """This part's own (public) cap, then the parent's filter: the parent decides and charges the units."""
+        self._require_own(epsilon, what)
+        if self.parent is not None:
+            return self.parent.admit(units, epsilon, what=what)
+        return np.ones(len(units), dtype=bool)
 
     def reuse(self, event: PrivacyEvent) -> PrivacyEvent:
         """Count ``event`` (already charged to the parent) in this part without charging the parent again."""
