@@ -151,8 +151,17 @@ def test_zip_without_class_folders_is_an_error(toy_corpus):
     with zipfile.ZipFile(buf, "w") as zf:
         for i, t in enumerate(toy_corpus.texts):
             zf.writestr(f"{i}.txt", t)
-    with pytest.raises(CorpusError, match="not inside a class folder"):
+    with pytest.raises(CorpusError, match=r"11 without a label.*name of the folder holding it"):
         load_corpus(buf.getvalue(), filename="flat.zip")
+
+
+def test_txt_file_outside_a_class_folder_is_dropped_alone(tmp_path, toy_corpus):
+    """DESIGN §2.0: a file without a label drops alone (counted), it does not refuse the corpus."""
+    _write_txt_tree(tmp_path / "c", toy_corpus)
+    (tmp_path / "c" / "stray.txt").write_text(SECRET, encoding="utf-8")
+    c = load_corpus(tmp_path / "c")
+    assert len(c) == 11 and c.report.n_no_label == 1 and SECRET not in c.texts
+    assert "1 without a label" in c.report.summary()
 
 
 # ---- column guessing ----------------------------------------------------------------------------------
@@ -165,10 +174,44 @@ def test_column_guessing_by_name(toy_records):
     assert suggest_columns(_csv_bytes(recs), filename="x.csv") == ("Review", "Category")
 
 
-def test_column_guessing_by_longest_string(toy_records):
-    recs = [{"short": "abc", "notes": r["text"], "target": r["label"]} for r in toy_records]
+def test_column_guessing_by_second_tier_names(toy_records):
+    recs = [{"short": "abc", "Clinical Notes": r["text"], "target": r["label"]} for r in toy_records]
     c = load_corpus(_csv_bytes(recs), filename="x.csv")
     assert c.texts[0] == toy_records[0]["text"]
+    assert (c.text_column, c.label_column) == ("Clinical Notes", "target")
+    # a first-tier name wins over a second-tier one; "*_text" is first tier
+    recs = [{"summary": "abc " * 20, "review_text": r["text"], "label": r["label"]} for r in toy_records]
+    assert suggest_columns(_csv_bytes(recs), filename="x.csv") == ("review_text", "label")
+
+
+def test_text_column_is_never_chosen_from_values(toy_records):
+    """DESIGN §2.0: one added row with a very long value must not switch the text column (the old guess took the
+    longest column over the first 2,000 rows); without a matching name the loader asks."""
+    recs = [{"a": r["text"], "b": "x", "label": r["label"]} for r in toy_records]
+    with pytest.raises(CorpusError, match=r"No text column was found.*--text-column.*page 1.*from: a, b, label"):
+        load_corpus(_csv_bytes(recs), filename="x.csv")
+    assert suggest_columns(_csv_bytes(recs), filename="x.csv") == (None, "label")
+    recs = [{"summary": r["text"][:25], "notes": r["text"], "label": r["label"]} for r in toy_records]
+    longer = recs + [{"summary": "word " * 2000, "notes": "short but long enough", "label": "sport"}]
+    for rows in (recs, longer):
+        with pytest.raises(CorpusError, match=r"Several columns could hold the document text \(summary, notes\)"):
+            load_corpus(_csv_bytes(rows), filename="x.csv")
+        assert suggest_columns(_csv_bytes(rows), filename="x.csv") == (None, "label")
+    c = load_corpus(_csv_bytes(longer), filename="x.csv", text_column="notes")
+    assert c.text_column == "notes" and c.texts[0] == toy_records[0]["text"]
+
+
+def test_label_column_ambiguity_asks(toy_records):
+    recs = [{"text": r["text"], "class": r["label"], "category": r["label"]} for r in toy_records]
+    with pytest.raises(CorpusError, match=r"Several columns could hold the class label \(class, category\)"):
+        load_corpus(_csv_bytes(recs), filename="x.csv")
+    assert len(load_corpus(_csv_bytes(recs), filename="x.csv", label_column="class")) == 11
+
+
+def test_person_column_is_never_a_guessed_text_or_label(toy_records):
+    recs = [{"notes": r["text"], "topic": r["label"], "label": f"P{i}"} for i, r in enumerate(toy_records)]
+    c = load_corpus(_csv_bytes(recs), filename="x.csv", person_column="label")
+    assert (c.text_column, c.label_column) == ("notes", "topic") and c.persons[0] == "P0"
 
 
 def test_explicit_columns(toy_records):
@@ -179,7 +222,7 @@ def test_explicit_columns(toy_records):
 
 def test_no_label_column_asks_to_choose(toy_records):
     recs = [{"text": r["text"], "tag": r["label"]} for r in toy_records]
-    with pytest.raises(CorpusError, match="No label column was found.*choose the label column from: text, tag"):
+    with pytest.raises(CorpusError, match="No label column was found.*choose the label column.*from: text, tag"):
         load_corpus(_csv_bytes(recs), filename="x.csv")
 
 
@@ -207,9 +250,14 @@ def test_error_not_utf8(toy_records):
         load_corpus(data, filename="x.csv")
 
 
-def test_error_binary_file():
+def test_error_binary_file(toy_records):
     with pytest.raises(CorpusError, match="looks binary"):
         load_corpus(b"\x00\x01\x02\x03binary\x00junk" * 10, filename="x.csv")
+    # the whole file is checked, not its first 8 KB: the refusal does not depend on which rows come first
+    late = _csv_bytes(toy_records * 100) + b"a NUL \x00 in the last row,sport\n"
+    assert len(late) > 8192
+    with pytest.raises(CorpusError, match="looks binary"):
+        load_corpus(late, filename="x.csv")
 
 
 def test_error_utf16_file(toy_records):
@@ -275,23 +323,56 @@ def test_duplicates_are_dropped_and_counted(toy_records):
     c = load_corpus(_csv_bytes(recs), filename="x.csv")
     assert len(c) == 11
     assert c.report.n_duplicates == 4
+    assert "4 identical copies" in c.report.summary()
     kept = load_corpus(_csv_bytes(recs), filename="x.csv", drop_duplicates=False)
     assert len(kept) == 15 and kept.report.n_duplicates == 0
 
 
-def test_error_empty_label(toy_records):
+@pytest.mark.parametrize("before", [True, False])
+def test_same_text_under_another_label_is_another_document(toy_records, before):
+    """DESIGN §2.0: only IDENTICAL rows collapse. The old loader kept the first copy of a text across labels,
+    so one added row placed before the original turned into a label swap."""
+    extra = dict(toy_records[0], label="business")
+    recs = [extra] + toy_records if before else toy_records + [extra]
+    c = load_corpus(_csv_bytes(recs), filename="x.csv")
+    base = load_corpus(_csv_bytes(toy_records), filename="x.csv")
+    assert len(c) == 12 and c.report.n_duplicates == 0
+    assert sorted(zip(c.texts, c.labels)) == sorted(list(zip(base.texts, base.labels)) + [(extra["text"], "business")])
+
+
+def test_duplicates_collapse_only_within_one_person(toy_records):
+    shared = "Boilerplate discharge instructions shared by many patients of the ward."
+    rows = [{"text": shared, "label": "sport", "pid": f"P{k}"} for k in range(5)]
+    rows += [{"text": shared, "label": "sport", "pid": "P0"}, {"text": shared, "label": "tech", "pid": "P0"}]
+    c = load_corpus(_csv_bytes(rows), filename="x.csv", person_column="pid")
+    assert c.report.n_duplicates == 1  # only P0's identical second row
+    assert sorted(zip(c.persons, c.labels)) == sorted([(f"P{k}", "sport") for k in range(5)] + [("P0", "tech")])
+    without = load_corpus(_csv_bytes(rows), filename="x.csv")  # no person column: same text and label collapse
+    assert sorted(without.labels) == ["sport", "tech"] and without.report.n_duplicates == 5
+
+
+def test_empty_label_drops_that_row_alone(toy_records):
+    """DESIGN §2.0: one row with an empty label must not refuse the whole corpus; it is dropped and counted."""
     recs = list(toy_records)
-    recs[4] = {"text": SECRET, "label": ""}
-    with pytest.raises(CorpusError, match="row 5 .*has an empty label in column 'label'") as exc:
-        load_corpus(_csv_bytes(recs), filename="x.csv")
-    assert SECRET not in str(exc.value)
+    recs.insert(4, {"text": SECRET, "label": ""})
+    c = load_corpus(_csv_bytes(recs), filename="x.csv")
+    assert len(c) == 11 and SECRET not in c.texts
+    assert c.report.n_no_label == 1 and "1 without a label" in c.report.summary()
 
 
-def test_error_missing_label_in_jsonl(toy_records):
+def test_missing_label_in_jsonl_drops_that_record(toy_records):
     lines = [json.dumps(r) for r in toy_records]
     lines.insert(2, json.dumps({"text": SECRET}))
-    with pytest.raises(CorpusError, match="line 3 has an empty label"):
-        load_corpus("\n".join(lines).encode(), filename="x.jsonl")
+    c = load_corpus("\n".join(lines).encode(), filename="x.jsonl")
+    assert len(c) == 11 and c.report.n_no_label == 1
+
+
+def test_empty_person_id_drops_that_row_alone(toy_records):
+    recs = [dict(r, pid=f"P{i % 4}") for i, r in enumerate(toy_records)]
+    recs.insert(3, {"text": SECRET, "label": "sport", "pid": "  "})
+    c = load_corpus(_csv_bytes(recs), filename="x.csv", person_column="pid")
+    assert len(c) == 11 and SECRET not in c.texts and c.report.n_no_person == 1
+    assert "1 without a person id" in c.report.summary()
 
 
 def test_one_label_is_a_local_note_not_a_refusal(toy_records):
@@ -337,8 +418,9 @@ def test_error_file_too_big(tmp_path, toy_records):
 def test_error_too_many_documents_and_truncation(toy_records):
     with pytest.raises(CorpusError, match="has 11 documents, over the limit of 5"):
         load_corpus(_csv_bytes(toy_records), filename="x.csv", max_documents=5)
-    c = load_corpus(_csv_bytes(toy_records), filename="x.csv", max_documents=8, truncate=True)
-    assert len(c) == 8 and c.report.truncated
+    # keeping the first rows would let one added row push another out (DESIGN §2.0): refused, a public setting
+    with pytest.raises(ParameterError, match="truncate=True is not supported"):
+        load_corpus(_csv_bytes(toy_records), filename="x.csv", max_documents=8, truncate=True)
 
 
 def test_error_file_not_found(tmp_path):

@@ -9,7 +9,7 @@ from dpkps_core.corpus.demo import (
     load_demo_corpus,
 )
 from dpkps_core.corpus.model import Corpus, LoadReport, check_class_names, corpus_summary, require_declared
-from dpkps_core.corpus.readers import FORMATS, list_columns, load_corpus, suggest_columns
+from dpkps_core.corpus.readers import FORMATS, guess_columns, list_columns, load_corpus, suggest_columns
 
 __all__ = [
     "DEMO_CORPORA",
@@ -20,6 +20,7 @@ __all__ = [
     "LoadReport",
     "check_class_names",
     "corpus_summary",
+    "guess_columns",
     "list_columns",
     "load_corpus",
     "load_corpus_spec",

@@ -18,7 +18,11 @@ from dpkps_core.errors import CorpusError, ParameterError
 
 @dataclass(frozen=True)
 class LoadReport:
-    """What loading did: rows read, documents dropped (and why) and kept. Counts only, never text."""
+    """What loading did: rows read, documents dropped (and why) and kept. Counts only, never text.
+
+    Every count is a PRIVATE, local figure (shown to the data owner, never released). Each row's fate depends
+    on that row alone (DESIGN §2.0): empty text, too short, no label, no person id, or an identical copy (same
+    text, label and person) of an earlier row."""
 
     n_read: int
     n_empty: int
@@ -28,6 +32,8 @@ class LoadReport:
     truncated: bool = False
     n_dropped_classes: int = 0
     notes: tuple[str, ...] = ()
+    n_no_label: int = 0
+    n_no_person: int = 0
 
     def summary(self) -> str:
         """One-line human summary for the UI/CLI."""
@@ -36,8 +42,12 @@ class LoadReport:
             parts.append(f"{self.n_empty:,} empty")
         if self.n_too_short:
             parts.append(f"{self.n_too_short:,} too short")
+        if self.n_no_label:
+            parts.append(f"{self.n_no_label:,} without a label")
+        if self.n_no_person:
+            parts.append(f"{self.n_no_person:,} without a person id")
         if self.n_duplicates:
-            parts.append(f"{self.n_duplicates:,} duplicates")
+            parts.append(f"{self.n_duplicates:,} identical copies")
         if self.n_dropped_classes:
             parts.append(f"{self.n_dropped_classes:,} in classes that were too small")
         if self.truncated:
@@ -61,6 +71,9 @@ class Corpus:
     public_classes: tuple[str, ...] | None = None
     persons: tuple[str, ...] | None = field(default=None, repr=False)  # PRIVATE person id per document
     person_column: str | None = None  # the (public) name of the column the persons came from
+    # the (public) names of the columns the texts and labels were read from (None: not a table)
+    text_column: str | None = field(default=None, compare=False)
+    label_column: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.texts, tuple):
@@ -174,6 +187,8 @@ class Corpus:
             public_classes=self.public_classes,
             persons=None if self.persons is None else tuple(self.persons[i] for i in idx),
             person_column=self.person_column,
+            text_column=self.text_column,
+            label_column=self.label_column,
         )
 
 

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import unicodedata
 import zipfile
 from collections import Counter
 from dataclasses import dataclass
@@ -26,8 +27,25 @@ from dpkps_core.errors import CorpusError, ParameterError
 #: Accepted values of ``file_format``.
 FORMATS = ("csv", "tsv", "jsonl", "json", "parquet", "zip", "folder")
 
-TEXT_COLUMN_NAMES = ("text", "document", "review", "body", "content")
-LABEL_COLUMN_NAMES = ("label", "class", "category", "condition", "target")
+# Column names the loader recognises, in tiers (DESIGN §2.0: the columns are chosen from their NAMES only, never
+# from the values, so that one added row cannot switch them). A name is compared after _name_key (case, accents
+# and separators ignored: "Clinical Notes" → "clinical_notes"). The first tier with a match decides; two matches in
+# that tier are ambiguous and the loader asks the user (--text-column / --label-column, or the choice on page 1).
+#: Text column tiers; a name ending in "_text" ("review_text", "note_text") also belongs to the first tier.
+TEXT_COLUMN_TIERS: tuple[tuple[str, ...], ...] = (
+    ("text", "texts", "document", "documents", "doc", "full_text", "document_text"),
+    ("note", "notes", "clinical_note", "clinical_notes", "body", "content", "contents", "review", "reviews",
+     "summary", "abstract", "description", "article", "report", "message", "comment", "comments", "narrative",
+     "transcript", "transcription", "sentence", "passage", "post", "tweet", "email", "letter", "essay", "story"),
+)
+#: Label column tiers.
+LABEL_COLUMN_TIERS: tuple[tuple[str, ...], ...] = (
+    ("label", "labels", "class_label", "label_name", "gold_label"),
+    ("class", "class_name", "category", "category_name", "target"),
+    ("specialty", "medical_specialty", "topic", "condition", "genre", "sentiment", "intent", "department"),
+)
+TEXT_COLUMN_NAMES = tuple(n for tier in TEXT_COLUMN_TIERS for n in tier)
+LABEL_COLUMN_NAMES = tuple(n for tier in LABEL_COLUMN_TIERS for n in tier)
 
 _EXTENSIONS = {
     ".csv": "csv",
@@ -157,7 +175,9 @@ def _decode_text(data: bytes, what: str = "file") -> str:
     """Decode UTF-8 (BOM allowed) with specific errors for binary and non-UTF-8 input."""
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         raise CorpusError(f"The {what} is encoded as UTF-16; re-save it as UTF-8 and upload it again.")
-    if b"\x00" in data[:8192]:
+    # the whole file, not a sample of its first bytes: whether a file is refused must not depend on which rows
+    # come first (DESIGN §2.0)
+    if b"\x00" in data:
         raise CorpusError(
             f"The {what} looks binary, not text; upload a CSV, TSV, JSONL, Parquet or ZIP of .txt files."
         )
@@ -308,62 +328,98 @@ def _as_str(value: Any) -> str:
     return str(value)
 
 
-def _guess_text_column(df: Any) -> str | None:
-    """A column named like text/document/review/body/content, else the string column with longest mean length."""
-    cols = [str(c) for c in df.columns]
-    lower = {c.lower(): c for c in cols}
-    for name in TEXT_COLUMN_NAMES:
-        if name in lower:
-            return lower[name]
-    best, best_len = None, 0.0
-    for c in df.columns:
-        series = df[c]
-        values = [v for v in series.head(2000).tolist() if isinstance(v, str)]
-        if not values or len(values) < 0.5 * min(len(series), 2000):
-            continue
-        mean_len = sum(len(v) for v in values) / len(values)
-        if mean_len > best_len:
-            best, best_len = str(c), mean_len
-    return best
+def _name_key(name: str) -> str:
+    """A column name compared by the name rule: NFKC, accents dropped, lower-case, separators as one "_"."""
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", str(name)))
+    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch)).lower()
+    return re.sub(r"[^0-9a-z]+", "_", plain).strip("_")
 
 
-def _guess_label_column(df: Any, text_column: str) -> str | None:
-    cols = [str(c) for c in df.columns]
-    lower = {c.lower(): c for c in cols if c != text_column}
-    for name in LABEL_COLUMN_NAMES:
-        if name in lower:
-            return lower[name]
+def _tier_of(name: str, tiers: Sequence[Sequence[str]], *, text_suffix: bool) -> int | None:
+    key = _name_key(name)
+    for rank, names in enumerate(tiers):
+        if key in names or (rank == 0 and text_suffix and key.endswith("_text")):
+            return rank
     return None
+
+
+def _match_by_name(columns: Sequence[str], tiers: Sequence[Sequence[str]], *, text_suffix: bool,
+                   exclude: Sequence[str | None] = ()) -> tuple[str | None, list[str]]:
+    """(the column chosen by the name rule, the tied candidates when it is ambiguous).
+
+    Only the column NAMES are read (DESIGN §2.0): the first tier with a match decides; one match is the choice,
+    several are ambiguous (returned, nothing chosen)."""
+    ranked: dict[int, list[str]] = {}
+    for c in columns:
+        if c in exclude:
+            continue
+        rank = _tier_of(c, tiers, text_suffix=text_suffix)
+        if rank is not None:
+            ranked.setdefault(rank, []).append(c)
+    if not ranked:
+        return None, []
+    best = ranked[min(ranked)]
+    return (best[0], []) if len(best) == 1 else (None, best)
+
+
+def guess_columns(columns: Sequence[str], *, person_column: str | None = None
+                  ) -> tuple[str | None, str | None]:
+    """The (text, label) columns the name rule picks from ``columns`` (either None when no name or several
+    names match; see :data:`TEXT_COLUMN_TIERS`, :data:`LABEL_COLUMN_TIERS`). Names only, never values."""
+    cols = [str(c) for c in columns]
+    text, _ = _match_by_name(cols, TEXT_COLUMN_TIERS, text_suffix=True, exclude=(person_column,))
+    label, _ = _match_by_name(cols, LABEL_COLUMN_TIERS, text_suffix=False, exclude=(text, person_column))
+    return text, label
 
 
 def _columns_of(df: Any) -> list[str]:
     return [str(c) for c in df.columns]
 
 
+_ASK_TEXT = "(CLI: --text-column NAME; app: the “Text column” choice on page 1)"
+_ASK_LABEL = "(CLI: --label-column NAME; app: the “Label column” choice on page 1)"
+
+
 def _select_columns(
-    df: Any, text_column: str | None, label_column: str | None
+    df: Any, text_column: str | None, label_column: str | None, person_column: str | None = None
 ) -> tuple[list[Any], list[Any], str, str]:
-    """Resolve (or guess) the text and label columns and return their values."""
+    """Resolve the text and label columns (given, or chosen from the column names alone) and return their values.
+
+    A column chosen from the values (e.g. the longest one) would let one added row switch it and change every
+    release (DESIGN §2.0), so when no name or several names match, the user is asked instead."""
     cols = _columns_of(df)
     if not cols:
         raise CorpusError("The file has no columns; check that it has a header row.")
+    listed = ", ".join(cols)
     if text_column is None:
-        text_column = _guess_text_column(df)
+        text_column, tied = _match_by_name(cols, TEXT_COLUMN_TIERS, text_suffix=True, exclude=(person_column,))
+        if tied:
+            raise CorpusError(
+                f"Several columns could hold the document text ({', '.join(tied)}); choose the text column "
+                f"{_ASK_TEXT} from: {listed}."
+            )
         if text_column is None:
             raise CorpusError(
-                f"No text column could be found; choose the text column from: {', '.join(cols)}."
+                "No text column was found (the column is chosen from its name, e.g. text, document, notes, body, "
+                f"content, review, summary); choose the text column {_ASK_TEXT} from: {listed}."
             )
     elif text_column not in cols:
-        raise CorpusError(f"Column '{text_column}' was not found; available columns: {', '.join(cols)}.")
+        raise CorpusError(f"Column '{text_column}' was not found; available columns: {listed}.")
     if label_column is None:
-        label_column = _guess_label_column(df, text_column)
+        label_column, tied = _match_by_name(cols, LABEL_COLUMN_TIERS, text_suffix=False,
+                                            exclude=(text_column, person_column))
+        if tied:
+            raise CorpusError(
+                f"Several columns could hold the class label ({', '.join(tied)}); choose the label column "
+                f"{_ASK_LABEL} from: {listed}."
+            )
         if label_column is None:
             raise CorpusError(
-                "No label column was found (looked for label, class, category, condition, target); choose the "
-                f"label column from: {', '.join(cols)}."
+                "No label column was found (looked for names such as label, class, category, target, specialty, "
+                f"topic); choose the label column {_ASK_LABEL} from: {listed}."
             )
     elif label_column not in cols:
-        raise CorpusError(f"Column '{label_column}' was not found; available columns: {', '.join(cols)}.")
+        raise CorpusError(f"Column '{label_column}' was not found; available columns: {listed}.")
     if label_column == text_column:
         raise CorpusError("The text column and the label column must be different columns.")
     df = df.loc[:, ~df.columns.duplicated()]
@@ -466,15 +522,25 @@ def _clean(
     drop_small_classes: bool = False,
     persons: Sequence[Any] | None = None,
 ) -> tuple[list[str], list[str], LoadReport, list[str] | None]:
-    """Drop empty / too-short / duplicate documents, check labels and class sizes (counts only).
+    """Drop empty / too-short / unlabelled / person-less rows and identical copies; note label checks (counts only).
 
-    ``persons`` (optional, one per raw row) is filtered alongside and returned as strings (4th element)."""
+    Loading keeps neighbours neighbours (DESIGN §2.0): each row is dropped for a reason of its own (empty text,
+    fewer than ``min_chars`` characters, empty label, empty person id) and a row collapses only with an IDENTICAL
+    earlier row — same text (stripped), same label and same person (no person column: same text and label). So
+    the corpus loaded from D plus one row is D's corpus plus that document (or D's, when the row repeats an
+    identical row), and removing one person's rows removes exactly their documents. Never "the first copy of a
+    text" across labels or persons: that would turn an added row into a label swap, or make one person's rows
+    decide which of another person's rows survive.
+
+    ``persons`` (optional, one per raw row) is filtered alongside and returned as strings (4th element).
+    ``where`` and ``label_desc`` are kept for callers; no row is a reason to refuse the whole corpus."""
+    del where, label_desc  # no per-row refusals any more (an empty label drops that row alone)
     n_read = len(raw_texts)
-    n_empty = n_short = n_dup = 0
+    n_empty = n_short = n_dup = n_no_label = n_no_person = 0
     texts: list[str] = []
     labels: list[str] = []
     kept_persons: list[str] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str, str]] = set()
     for i, (t, y) in enumerate(zip(raw_texts, raw_labels)):
         text = _as_str(t).strip()
         if not text:
@@ -485,22 +551,21 @@ def _clean(
             continue
         label = _as_str(y).strip()
         if not label:
-            raise CorpusError(
-                f"The document at {where(i)} has an empty label{label_desc}; fill in or remove documents "
-                "without a label."
-            )
-        if drop_duplicates:
-            if text in seen:
-                n_dup += 1
-                continue
-            seen.add(text)
+            n_no_label += 1
+            continue
+        person = ""
         if persons is not None:
             person = _as_str(persons[i]).strip()
             if not person:
-                raise CorpusError(
-                    f"The document at {where(i)} has an empty person identifier; fill it in (each person's "
-                    "documents share one identifier) or remove the document."
-                )
+                n_no_person += 1
+                continue
+        if drop_duplicates:
+            key = (text, label, person)
+            if key in seen:
+                n_dup += 1
+                continue
+            seen.add(key)
+        if persons is not None:
             kept_persons.append(person)
         texts.append(text)
         labels.append(label)
@@ -509,10 +574,14 @@ def _clean(
         if n_read == 0:
             raise CorpusError("The file has no documents, only a header (or nothing at all): put one document per "
                               "row under the header and upload the file again.")
+        extra = (f", {n_no_label:,} without a label" if n_no_label else "") + (
+            f", {n_no_person:,} without a person id" if n_no_person else "")
         raise CorpusError(
             f"No documents are left after cleaning ({n_read:,} read: {n_empty:,} empty, {n_short:,} shorter than "
-            f"{min_chars} characters, {n_dup:,} duplicates); choose the column that holds the documents' text, or "
-            f"upload documents of at least {min_chars} characters each."
+            f"{min_chars} characters{extra}, {n_dup:,} identical copies); choose the column that holds the "
+            f"documents' text, or upload documents of at least {min_chars} characters each"
+            + ("; give every document a label (a .txt file takes the name of the folder holding it)"
+               if n_no_label else "") + "."
         )
     counts = Counter(labels)
     n_dropped_classes = 0
@@ -549,6 +618,8 @@ def _clean(
         truncated=truncated,
         n_dropped_classes=n_dropped_classes,
         notes=tuple(notes),
+        n_no_label=n_no_label,
+        n_no_person=n_no_person,
     )
     return texts, labels, report, (kept_persons if persons is not None else None)
 
@@ -585,12 +656,19 @@ def load_corpus(
 
     ``source``: a path (file or folder of class sub-folders of .txt files), raw bytes with ``filename=``
     (e.g. a Streamlit upload) or a binary file-like object. Formats: CSV, TSV, JSONL/JSON, Parquet, ZIP of
-    .txt files, folder of .txt files. Columns are guessed when not given (text: text/document/review/body/
-    content or the longest string column; label: label/class/category/condition/target). Documents shorter
-    than ``min_chars`` characters and exact duplicates are dropped and counted. More than ``max_documents``
-    documents is an error unless ``truncate=True`` (then the first ``max_documents`` are kept).
+    .txt files, folder of .txt files (chosen by the file name's extension, else by the file's first bytes).
+
+    Loading keeps neighbours neighbours (DESIGN §2.0; docs/PRIVACY.md "Loading and de-duplication"): what it
+    decides depends on public input or on each row alone. Columns not given are chosen from their NAMES only
+    (:data:`TEXT_COLUMN_TIERS`, :data:`LABEL_COLUMN_TIERS`); when no name or several names match, a
+    :class:`CorpusError` lists the columns and asks for the choice. A row is dropped, and counted in
+    ``corpus.report`` (private, local figures), when its text is empty or shorter than ``min_chars``
+    characters, its label is empty or its person id is empty; it collapses only with an identical earlier row of
+    the same person (same text, label and person; ``drop_duplicates=False`` keeps every row).
+    More than ``max_documents`` rows is an error (a local refusal: nothing is computed, released or charged).
+    ``truncate=True`` is refused: keeping the first N rows would let one row push out another.
     ``person_column``: optional column identifying the person each document is about (the unit of privacy
-    becomes the person; the identifiers are private and never released).
+    becomes the person; the identifiers are private and never released; never guessed).
     ``classes``: the public class names the user declares (see :meth:`Corpus.with_classes`); labels found in
     the data are only local suggestions. Checks on the labels (one label only, tiny classes) are local notes in
     ``corpus.report.notes``, not errors, so that whether anything is released never hinges on one document.
@@ -602,47 +680,44 @@ def load_corpus(
     min_class_size = _check_int(min_class_size, "min_class_size", 1)
     if not isinstance(drop_duplicates, bool) or not isinstance(truncate, bool):
         raise ParameterError("drop_duplicates and truncate must be True or False.")
+    if truncate:
+        # DESIGN §2.0: keeping the first max_documents rows makes a row's fate depend on the rows before it (one
+        # added row would push another out), so a truncated corpus has no neighbour guarantee.
+        raise ParameterError(
+            "truncate=True is not supported: keeping the first rows would let one added row push out another. "
+            "Split the file, sample it yourself, or raise max_documents."
+        )
     for col, what in ((text_column, "text_column"), (label_column, "label_column"), (person_column, "person_column")):
         if col is not None and not isinstance(col, str):
             raise ParameterError(f"{what} must be a column name.")
 
     inp = _resolve_input(source, filename=filename, file_format=file_format, max_bytes=max_bytes)
-    limit = max_documents if not truncate else 2**62
-    truncated = False
     if inp.fmt in ("folder", "zip"):
         if text_column is not None or label_column is not None or person_column is not None:
             raise ParameterError("Column names apply to tabular files only; .txt files are labelled by their folder.")
         if inp.fmt == "folder":
             if inp.folder is None:
                 raise ParameterError("The folder format needs a folder path.")
-            texts, labels, names = _read_txt_folder(inp.folder, limit)
+            texts, labels, names = _read_txt_folder(inp.folder, max_documents)
         else:
-            texts, labels, names = _read_txt_zip(inp.data or b"", limit, max_bytes)
-        missing = sum(1 for y in labels if not y)
-        if missing:
-            raise CorpusError(
-                f"{missing} .txt file(s) are not inside a class folder, so they have no label; put each class's "
-                "files in a folder named after the class."
-            )
+            texts, labels, names = _read_txt_zip(inp.data or b"", max_documents, max_bytes)
+        # a .txt file outside every class folder has no label: it is dropped alone and counted (n_no_label)
         where: Callable[[int], str] = lambda i: f"file '{names[i]}'"  # noqa: E731
         label_desc = ""
+        text_column = label_column = None
     else:
         df, where = _read_table(inp)
-        texts, labels, text_column, label_column = _select_columns(df, text_column, label_column)
+        if person_column is not None and person_column not in _columns_of(df):
+            raise CorpusError(f"Person column '{person_column}' was not found; available columns: "
+                              f"{', '.join(_columns_of(df))}.")
+        texts, labels, text_column, label_column = _select_columns(df, text_column, label_column, person_column)
         label_desc = f" in column '{label_column}'"
     persons: list[Any] | None = None
     if person_column is not None:
-        cols = _columns_of(df)
-        if person_column not in cols:
-            raise CorpusError(f"Person column '{person_column}' was not found; available columns: {', '.join(cols)}.")
         if person_column in (text_column, label_column):
             raise CorpusError("The person column must differ from the text and the label column.")
         persons = df.loc[:, ~df.columns.duplicated()][person_column].tolist()
-    if len(texts) > max_documents:
-        if not truncate:
-            _check_count(len(texts), max_documents)
-        texts, labels, truncated = texts[:max_documents], labels[:max_documents], True
-        persons = persons[:max_documents] if persons is not None else None
+    _check_count(len(texts), max_documents)
 
     clean_texts, clean_labels, report, clean_persons = _clean(
         texts,
@@ -652,7 +727,7 @@ def load_corpus(
         min_chars=min_chars,
         drop_duplicates=drop_duplicates,
         min_class_size=min_class_size,
-        truncated=truncated,
+        truncated=False,
         persons=persons,
     )
     display_name = name or (PurePosixPath(str(filename)).stem if filename else Path(inp.display).stem) or "corpus"
@@ -665,6 +740,8 @@ def load_corpus(
         public_classes=None if classes is None else check_class_names(classes),
         persons=None if clean_persons is None else tuple(clean_persons),
         person_column=person_column,
+        text_column=text_column,
+        label_column=label_column,
     )
 
 
@@ -681,6 +758,11 @@ def list_columns(
         raise CorpusError(
             "Folders and ZIPs of .txt files have no columns; each file is a document labelled by its folder."
         )
+    return _input_columns(inp)
+
+
+def _input_columns(inp: _Input) -> list[str]:
+    """Column names of a resolved tabular input."""
     if inp.fmt == "parquet":
         try:
             import pyarrow.parquet as pq
@@ -688,7 +770,9 @@ def list_columns(
             return [str(n) for n in pq.read_schema(io.BytesIO(inp.data or b"")).names]
         except Exception:  # noqa: BLE001
             raise CorpusError("The Parquet file could not be read (it may be damaged); export it again and retry.") from None
-    df, _ = _read_table(inp, nrows=1000 if inp.fmt in ("csv", "tsv", "jsonl") else None)
+    # CSV/TSV: the header names the columns, so the first rows suffice; JSON records each carry their own keys,
+    # so every record is read (the same columns load_corpus sees)
+    df, _ = _read_table(inp, nrows=1000 if inp.fmt in ("csv", "tsv") else None)
     return _columns_of(df)
 
 
@@ -697,11 +781,11 @@ def suggest_columns(
     *,
     filename: str | None = None,
     file_format: str | None = None,
+    person_column: str | None = None,
 ) -> tuple[str | None, str | None]:
-    """The (text, label) columns :func:`load_corpus` would guess for a tabular file (either may be None)."""
+    """The (text, label) columns :func:`load_corpus` would choose for a tabular file: from the column NAMES only
+    (DESIGN §2.0; :func:`guess_columns`); either is None when no name or several names match (the user chooses)."""
     inp = _resolve_input(source, filename=filename, file_format=file_format, max_bytes=200 * 1024 * 1024)
     if inp.fmt in ("folder", "zip"):
         return None, None
-    df, _ = _read_table(inp, nrows=2000 if inp.fmt in ("csv", "tsv", "jsonl") else None)
-    text = _guess_text_column(df)
-    return text, (_guess_label_column(df, text) if text else None)
+    return guess_columns(_input_columns(inp), person_column=person_column)
