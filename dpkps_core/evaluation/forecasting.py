@@ -1,4 +1,14 @@
-""""Will this work?" before any ε is spent (DESIGN §6): the vocabulary noise floor against the true counts, the expected share of Ṽ that is pure noise, the density error against the spread of scores, a verdict (PRIVATE statistics).
+""""Will this work?" (DESIGN §6): the vocabulary noise floor, the expected share of Ṽ that is pure noise, the
+density error against the spread of scores, a verdict.
+
+Two ways to compute it (docs/PRIVACY.md "Previews that steer choices"):
+
+* **DP forecast (default)** — :func:`dp_forecast`: a small, charged ε_forecast release of the statistics the
+  forecast needs (``dpkps_core.dp.forecast``), then :func:`forecast_from_release` as post-processing. Choosing ε,
+  N or a method from it stays inside the ledger's ε; re-forecasting other settings from the same release is free.
+* **Exact preview** — :func:`forecast` on the training part's TRUE counts: private, local — NOT covered by ε
+  (a choice made from it is a use of the data no ledger entry accounts for). Only behind an explicit
+  ``exact=True`` (:func:`forecast_preview`, the CLI's ``--exact``) or the app's badged switch.
 
 Nothing here logs or prints document text."""
 
@@ -11,10 +21,16 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from dpkps_core import pipeline
+from dpkps_core.budget import admit
+from dpkps_core.corpus import Corpus
 from dpkps_core.dp.contributions import class_keyphrase_histograms
+from dpkps_core.dp.forecast import (DEFAULT_CURVE_SHARE, DEFAULT_FORECAST_EPSILON, ForecastStatistics,
+                                    release_forecast_statistics)
+from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.rff import exact_gaussian_kernel
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
-from dpkps_core.dp.vocabulary import noise_floor
+from dpkps_core.dp.vocabulary import PrivateVocabulary, noise_floor
 from dpkps_core.embeddings import Embedder
 from dpkps_core.errors import ParameterError
 from dpkps_core.sampling import SAMPLING_METHODS
@@ -64,6 +80,15 @@ class Forecast:
     private: bool = True
     note: str = PRIVATE_NOTE
     disclosure_note: str = DISCLOSURE_NOTE
+    #: True for the default DP forecast (post-processing of a charged ε_forecast release); False for the exact
+    #: preview on true counts (private, local — not covered by ε; docs/PRIVACY.md "Previews").
+    dp: bool = False
+    epsilon_forecast: float = 0.0
+
+    @property
+    def covered_by_epsilon(self) -> bool:
+        """Whether choosing settings from this forecast stays inside the ledger's ε (only the DP forecast)."""
+        return self.dp
 
     @property
     def usable(self) -> bool:
@@ -72,6 +97,7 @@ class Forecast:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["usable"] = self.usable
+        d["covered_by_epsilon"] = self.covered_by_epsilon
         d["count_curve"] = [list(p) for p in self.count_curve]
         return d
 
@@ -115,7 +141,9 @@ def forecast(
     counts: np.ndarray | None = None, embedder: Embedder | None = None, min_real_terms: int | None = None,
     max_noise_share: float = 0.5, reps: int = 5, seed: int = 0,
 ) -> Forecast:
-    """"Will this work?" forecast from the training part's true statistics (DESIGN §6; local, PRIVATE).
+    """"Will this work?" — the EXACT preview from the training part's true statistics (DESIGN §6). PRIVATE, local —
+    not covered by ε: a choice made from it is a use of the data no ledger entry accounts for; the default is
+    :func:`dp_forecast` (docs/PRIVACY.md "Previews that steer choices").
 
     Vocabulary: noise scale b = S/ε_voc, noise floor b·ln(|V|/2) (:func:`~dpkps_core.dp.vocabulary.noise_floor`),
     the true count curve, and the expected share of Ṽ that is pure noise (:func:`expected_noise_share`). The
@@ -281,6 +309,211 @@ def _forecast_verdict(*, share: float, real_terms: float, quality: str, kde_ok: 
                      f"{max(eps_kde / 2, 1):g}) buys more than adding ε (measured on BBC News: 5 + 5 → 0.89 no-LLM "
                      "accuracy, 1 + 10 → 0.53).")
     return " ".join(parts)
+
+
+# ------------------------------------------------------------------------------------------- DP forecast
+
+#: Shown with a DP forecast: what it is, and that choosing from it stays inside ε.
+DP_FORECAST_NOTE = ("DP forecast: post-processing of the ε_forecast release recorded in the ledger — choosing ε, N "
+                    "or a method from it is covered by ε (docs/PRIVACY.md).")
+#: Shown with an exact preview (the badge's words).
+EXACT_PREVIEW_NOTE = "private, local — not covered by ε"
+
+
+def release_forecast(
+    train: Corpus, vocabulary: PublicVocabulary, *, ledger: PrivacyLedger, noise: NoiseSource,
+    epsilon: float = DEFAULT_FORECAST_EPSILON, terms_per_doc: int = 10, by_person: bool = False,
+    curve_share: float = DEFAULT_CURVE_SHARE,
+) -> ForecastStatistics:
+    """The DP forecast's release path (DESIGN §2.0 order): admit the training part's units
+    (``dpkps_core.budget.admit``, which charges them) → count on the admitted documents only → charge the frozen
+    event (step ``"forecast"``) → draw the noise (:func:`~dpkps_core.dp.forecast.release_forecast_statistics`).
+
+    ``train`` is the training part; documents of undeclared labels enter no DP step."""
+    epsilon = check_epsilon(epsilon, "ε_forecast")
+    terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)", maximum=pipeline.LIMITS["terms_per_doc"])
+    train = train.declared_only() if train.public_classes is not None else train
+    classes = tuple(train.classes)
+    if by_person and train.persons is None:
+        raise ParameterError("The privacy unit is a person, but the corpus has no person column.")
+    admitted = admit(train, ledger, epsilon, by_person=by_person, what="the DP forecast").corpus
+    groups = admitted.persons if by_person else None
+    counts = pipeline.term_counts(admitted.texts, vocabulary, terms_per_doc=terms_per_doc, groups=groups)
+    return release_forecast_statistics(
+        counts, admitted.labels, classes=classes, epsilon=epsilon, terms_per_doc=terms_per_doc, noise=noise,
+        ledger=ledger, public_vocabulary=vocabulary.name, groups=groups, curve_share=curve_share,
+        neighbouring=admitted.privacy_unit if by_person else "add/remove one document")
+
+
+def dp_forecast(
+    train: Corpus, vocabulary: PublicVocabulary, *, ledger: PrivacyLedger, noise: NoiseSource,
+    epsilon: float = DEFAULT_FORECAST_EPSILON, terms_per_doc: int = 10, by_person: bool = False,
+    curve_share: float = DEFAULT_CURVE_SHARE, **settings: Any,
+) -> tuple[ForecastStatistics, Forecast]:
+    """The default "Will this work?": :func:`release_forecast` (charges ε_forecast), then
+    :func:`forecast_from_release` with ``settings`` (ε_voc, ε_kde, N, method…). Returns the release — keep it:
+    forecasts for other ε, N or methods are free post-processing of it — and the forecast."""
+    stats = release_forecast(train, vocabulary, ledger=ledger, noise=noise, epsilon=epsilon,
+                             terms_per_doc=terms_per_doc, by_person=by_person, curve_share=curve_share)
+    return stats, forecast_from_release(stats, terms_per_doc=terms_per_doc, **settings)
+
+
+def reconstructed_counts(stats: ForecastStatistics) -> np.ndarray:
+    """A count vector over V consistent with the DP count curve (post-processing), in decreasing order: each
+    band [c_k, c_{k+1}) holds round(G̃_k) − round(G̃_{k+1}) terms at the band's integer midpoint, the rest 0."""
+    g = np.round(stats.smoothed_curve())
+    t = np.asarray(stats.thresholds, dtype=np.float64)
+    per_band = np.maximum(g - np.append(g[1:], 0.0), 0.0).astype(np.int64)
+    upper = np.append(t[1:] - 1.0, t[-1])
+    values = np.repeat((t + upper) / 2.0, per_band)[::-1][: stats.public_vocabulary_size]
+    out = np.zeros(stats.public_vocabulary_size, dtype=np.float64)
+    out[: values.size] = values
+    return out
+
+
+def forecast_from_release(
+    stats: ForecastStatistics, *, eps_voc: float, eps_kde: float, terms_per_doc: int | None = None,
+    vocab_size: int = 1000, method: str = "independent", density: str = "auto", length: int = 10,
+    features: int | None = None, min_real_terms: int | None = None, max_noise_share: float = 0.5, reps: int = 5,
+    seed: int = 0, **_ignored: Any,
+) -> Forecast:
+    """"Will this work?" as post-processing of a DP forecast release (DESIGN §6; no further ε, safe to show).
+
+    Vocabulary: the same simulation as :func:`forecast` on :func:`reconstructed_counts` (the DP count curve as a
+    count vector). Densities: with the noisy class sizes ñ_c (n = Σ ñ_c) and the reconstructed top-N counts r,
+    a class's keyphrase histogram is modelled as (ñ_c/n)·r/s̄, s̄ = Σr/n the mean number of distinct terms per
+    document — classes assumed to share one term distribution, which understates the spread of classes with
+    their own vocabulary (so the verdict errs on the cautious side). Histogram: its sd against Laplace sd
+    √2/ε_kde; RFF: the sd of the normalised histogram against the density plan's error at n_c = ñ_c.
+    ``terms_per_doc`` must be the release's S (it is the curve's S)."""
+    eps_voc = check_epsilon(eps_voc, "ε_voc")
+    eps_kde = check_epsilon(eps_kde, "ε_kde")
+    if terms_per_doc is not None and int(terms_per_doc) != stats.terms_per_doc:
+        raise ParameterError(f"This DP forecast release counted S = {stats.terms_per_doc} terms per document; "
+                             f"forecasting S = {terms_per_doc} needs a new release.")
+    S = stats.terms_per_doc
+    vocab_size = check_positive_int(vocab_size, "N (private vocabulary size)", maximum=pipeline.LIMITS["vocab_size"])
+    length = check_positive_int(length, "L (sequence length)", maximum=pipeline.LIMITS["length"])
+    if method not in SAMPLING_METHODS:
+        raise ParameterError(f"Unknown method {method!r}; choose one of {', '.join(SAMPLING_METHODS)}.")
+    if density not in pipeline.DENSITIES:
+        raise ParameterError(f"Unknown density {density!r}; choose one of {', '.join(pipeline.DENSITIES)}.")
+    if not 0 < max_noise_share < 1:
+        raise ParameterError("max_noise_share must lie strictly between 0 and 1.")
+    kind = ("histogram" if method == "independent" else "rff") if density == "auto" else density
+    counts = reconstructed_counts(stats)
+    v_size = counts.size
+    floor = noise_floor(epsilon=eps_voc, terms_per_doc=S, vocabulary_size=v_size)
+    share, real_terms = expected_noise_share(counts, eps_voc=eps_voc, terms_per_doc=S, vocab_size=vocab_size,
+                                             reps=reps, seed=seed)
+    nth = float(counts[min(vocab_size, v_size) - 1]) if v_size else 0.0
+    if min_real_terms is None:
+        min_real_terms = max(1, min(100, vocab_size // 2))
+    min_real_terms = check_positive_int(min_real_terms, "minimum number of real terms")
+    voc_ok = real_terms >= min_real_terms
+    quality = ("good" if share <= max_noise_share else "usable") if voc_ok else "poor"
+    suggested_eps = None
+    if not voc_ok:
+        for e in (0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 10, 15, 20, 30, 50, 100):
+            if e > eps_voc and expected_noise_share(counts, eps_voc=e, terms_per_doc=S, vocab_size=vocab_size,
+                                                    reps=3, seed=seed)[1] >= min_real_terms:
+                suggested_eps = float(e)
+                break
+
+    sizes = stats.class_sizes()
+    n = max(sum(sizes.values()), 1.0)
+    top = counts[:vocab_size]
+    top = top[top > 0]
+    kde: dict[str, dict[str, float]] = {}
+    kde_kind = ""
+    suggested_kde = None
+    if top.size:
+        mean_terms = float(np.clip(counts.sum() / n, 1.0, S))
+        if kind == "histogram":
+            kde_kind = ("Laplace sd √2/ε_kde vs the modelled sd of the class's keyphrase histogram over Ṽ "
+                        "(from the DP forecast release)")
+            err = math.sqrt(2) / eps_kde
+            for c, n_c in sizes.items():
+                spread = float(n_c / n * top.std() / mean_terms)
+                kde[c] = {"documents": float(round(n_c)), "error": err, "spread": spread, "snr": spread / err}
+            worst = min(v["snr"] for v in kde.values())
+            suggested_kde = float(eps_kde / worst) if worst > 0 else None
+        else:
+            def rff_err(n_c: float, e_kde: float) -> float:  # the one density plan (config.py)
+                cfg = pipeline.SamplingConfig(method=method, density="rff", length=length, eps_kde=e_kde,
+                                              features=features, class_size_estimate=max(float(n_c), 1.0))
+                return float(pipeline.density_plan(cfg, n_classes=len(sizes)).total_error)
+
+            members = pipeline.density_plan(pipeline.SamplingConfig(method=method, density="rff", length=length,
+                                                                    eps_kde=eps_kde, features=features,
+                                                                    class_size_estimate=1.0),
+                                            n_classes=len(sizes)).members
+            kde_kind = (f"RFF + DP error 1/√I + 2√I/(n_c·ε_kde/{members}) vs the modelled sd of the normalised "
+                        "keyphrase histogram (from the DP forecast release)")
+            spread = float(top.std() / top.sum())
+            for c, n_c in sizes.items():
+                err = rff_err(n_c, eps_kde)
+                kde[c] = {"documents": float(round(n_c)), "error": err, "spread": spread, "snr": spread / err}
+            for e in (0.5, 1, 2, 3, 5, 8, 10, 15, 20, 30, 50, 100, 200):
+                if all(v["spread"] / rff_err(v["documents"], e) >= 1 for v in kde.values()):
+                    suggested_kde = float(e)
+                    break
+    kde_ok = bool(kde) and all(v["snr"] >= 1 for v in kde.values())
+    verdict = _forecast_verdict(share=share, real_terms=real_terms, quality=quality, kde_ok=kde_ok, kde=kde,
+                                eps_voc=eps_voc, eps_kde=eps_kde, floor=floor, suggested_eps=suggested_eps,
+                                suggested_terms=None, suggested_kde=suggested_kde, v_size=v_size,
+                                vocab_size=vocab_size, min_real_terms=min_real_terms)
+    curve = stats.smoothed_curve()
+    points = [(int(c), int(round(g))) for c, g in zip(stats.thresholds, curve) if round(g) >= 1]
+    return Forecast(
+        eps_voc=eps_voc, eps_kde=eps_kde, terms_per_doc=S, vocab_size=vocab_size, public_vocabulary_size=v_size,
+        method=method, density=kind, n_documents=int(round(n)), class_sizes={c: int(round(v)) for c, v in sizes.items()},
+        noise_scale=S / eps_voc, noise_floor=floor, terms_in_corpus=int(round(curve[0])) if curve.size else 0,
+        terms_above_floor=int((counts > floor).sum()), nth_true_count=nth, expected_noise_share=share,
+        expected_real_terms=real_terms, count_curve=points, kde=kde, kde_error_kind=kde_kind,
+        min_real_terms=min_real_terms, vocabulary_quality=quality, vocabulary_usable=voc_ok, kde_usable=kde_ok,
+        suggested_eps_voc=suggested_eps, suggested_max_terms=None, suggested_eps_kde=suggested_kde,
+        verdict=verdict, max_noise_share=max_noise_share, private=False, note=DP_FORECAST_NOTE,
+        disclosure_note=DP_FORECAST_NOTE, dp=True, epsilon_forecast=stats.epsilon)
+
+
+def forecast_preview(
+    train: Corpus, vocabulary: PublicVocabulary, *, exact: bool = False, ledger: PrivacyLedger | None = None,
+    noise: NoiseSource | None = None, epsilon_forecast: float = DEFAULT_FORECAST_EPSILON, by_person: bool = False,
+    terms_per_doc: int = 10, embedder: Embedder | None = None, **settings: Any,
+) -> Forecast:
+    """One entry point for the CLI and scripts: the DP forecast by default (charges ``ledger`` ε_forecast), the
+    exact preview only with ``exact=True`` (private, local — not covered by ε; charges nothing)."""
+    if exact:
+        train = train.declared_only() if train.public_classes is not None else train
+        groups = train.persons if by_person else None
+        counts = pipeline.term_counts(train.texts, vocabulary, terms_per_doc=terms_per_doc, groups=groups)
+        return forecast(train.texts, train.labels, vocabulary, terms_per_doc=terms_per_doc, counts=counts,
+                        embedder=embedder, **settings)
+    if ledger is None or noise is None:
+        raise ParameterError("The DP forecast charges ε_forecast: give the corpus's ledger and a noise source "
+                             "(or ask for the exact preview, which is not covered by ε).")
+    return dp_forecast(train, vocabulary, ledger=ledger, noise=noise, epsilon=epsilon_forecast,
+                       terms_per_doc=terms_per_doc, by_person=by_person, **settings)[1]
+
+
+def vocabulary_noise_share(pv: PrivateVocabulary, *, zero_terms: float | None = None) -> dict[str, float]:
+    """How much of Ṽ is expected to be pure noise, from DP quantities only (Ṽ's noisy counts, ε_voc, S, |V|):
+    with b = S/ε_voc and τ the smallest noisy count in Ṽ (the cut), a term no document uses clears the cut with
+    probability P[Lap(b) > τ]; about ``zero_terms`` (default |V|, an upper bound) such terms compete. Also the
+    number of Ṽ's terms whose noisy count is below the noise floor (DESIGN §6). Post-processing: safe to show."""
+    counts = np.asarray(pv.noisy_counts, dtype=np.float64)
+    floor = noise_floor(epsilon=pv.epsilon, terms_per_doc=pv.terms_per_doc, vocabulary_size=pv.public_vocabulary_size)
+    if counts.size == 0:
+        return {"expected_noise_share": 0.0, "expected_noise_terms": 0.0, "cut": float("nan"),
+                "below_floor": 0.0, "noise_floor": floor}
+    b = float(pv.noise_scale)
+    tau = float(counts.min())
+    tail = 0.5 * math.exp(-tau / b) if tau >= 0 else 1.0 - 0.5 * math.exp(tau / b)
+    zeros = float(pv.public_vocabulary_size if zero_terms is None else max(zero_terms, 0.0))
+    expected = min(zeros * tail, float(counts.size))
+    return {"expected_noise_share": expected / counts.size, "expected_noise_terms": expected, "cut": tau,
+            "below_floor": float((counts < floor).sum()), "noise_floor": floor}
 
 
 def _num(x: float) -> str:

@@ -1,0 +1,180 @@
+"""The DP forecast release (ε_forecast): the few statistics "Will this work?" needs, Laplace-noised (DESIGN §2, §6).
+
+Choosing ε, N or a method from EXACT private statistics is a use of the data that ε does not cover
+(docs/PRIVACY.md "Previews"). The default forecast therefore reads the corpus only through this mechanism, and
+everything it shows (the vocabulary noise share, the density signal-to-noise, the verdict) is post-processing of
+its output (``dpkps_core.evaluation.forecasting.forecast_from_release``).
+
+**Statistic.** Two parts, released together by ONE Laplace mechanism:
+
+* the *count curve* G = (G_1 … G_K): G_k = number of terms of V whose first-S-distinct count (DESIGN §2.1 step 2;
+  with a person column, per person over all their documents) is ≥ c_k, at PUBLIC thresholds c_1 < … < c_K;
+* the *class sizes* n = (n_c): per declared class, the number of units' documents in it (document unit: one per
+  document; person unit: each of a person's k documents weighs 1/k, so a person weighs 1 over all classes).
+
+**Neighbouring relation:** add/remove one document (person unit: one person's documents).
+**Sensitivity.** Adding a unit raises the counts of at most S terms by exactly 1 each; a count that rises by one
+crosses at most one threshold, so each of those terms changes at most one G_k by 1: ‖ΔG‖₁ ≤ S, whatever K is.
+The class sizes change by at most 1 in L1 (one class for a document; a person's weights sum to 1).
+**Noise.** With a public share a ∈ (0, 1), the released vector is u = (a·G/S, (1 − a)·n) + Laplace(1/ε) per entry:
+u has L1 sensitivity a + (1 − a) = 1, so the release is ε-DP (the Laplace mechanism, Dwork & Roth 2014 Thm 3.6).
+Rescaled (post-processing), that is G + Laplace(S/(a·ε)) per threshold and n + Laplace(1/((1 − a)·ε)) per class.
+
+Order (DESIGN §2.0, "charge first"): the caller admits the units (``dpkps_core.budget.admit``), computes the
+statistic on the admitted documents only, then :func:`release_forecast_statistics` charges the frozen
+:class:`~dpkps_core.dp.ledger.PrivacyEvent` (step ``"forecast"``) BEFORE it draws any noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import numpy as np
+
+from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.validation import check_epsilon, check_positive_int
+from dpkps_core.errors import ParameterError
+
+MECHANISM = "laplace_forecast_statistics"
+STEP = "forecast"
+#: Default ε of the forecast release: small next to ε_voc + ε_kde, enough for an order-of-magnitude forecast.
+DEFAULT_FORECAST_EPSILON = 0.2
+#: Default share a of ε_forecast spent on the count curve (the rest on the class sizes).
+DEFAULT_CURVE_SHARE = 0.5
+#: Public thresholds c_k of the count curve: every integer up to 1,000, then ×1.02 up to 10⁶. The sensitivity
+#: does not grow with their number (each count crosses one threshold), and the monotone fit averages the noise
+#: of many thresholds where the curve is flat — dense thresholds make the curve more accurate, not noisier.
+DEFAULT_THRESHOLDS: tuple[int, ...] = tuple(int(c) for c in np.unique(np.concatenate([
+    np.arange(1, 1001), np.round(1000 * 1.02 ** np.arange(1, 350))])) if c <= 1_000_000)
+
+
+def check_thresholds(thresholds: Sequence[int]) -> np.ndarray:
+    """Public thresholds as a strictly increasing int64 array starting at ≥ 1 (ParameterError otherwise)."""
+    t = np.asarray(list(thresholds), dtype=np.int64)
+    if t.ndim != 1 or t.size == 0 or t[0] < 1 or np.any(np.diff(t) <= 0):
+        raise ParameterError("The forecast thresholds must be strictly increasing integers starting at 1 or more.")
+    return t
+
+
+def count_curve(counts: np.ndarray, thresholds: Sequence[int]) -> np.ndarray:
+    """G_k = number of entries of ``counts`` that are ≥ thresholds[k] (vectorised: one sort, one search)."""
+    t = check_thresholds(thresholds)
+    c = np.sort(np.asarray(counts, dtype=np.float64).ravel())
+    return (c.size - np.searchsorted(c, t, side="left")).astype(np.int64)
+
+
+def class_sizes(labels: Sequence[str], classes: Sequence[str], groups: Sequence[str] | None = None) -> np.ndarray:
+    """Per class, the number of documents (document unit) or Σ 1/k over each person's k documents (person unit).
+
+    Documents whose label is not in ``classes`` count nowhere (undeclared labels enter no DP step)."""
+    index = {str(c): i for i, c in enumerate(classes)}
+    lab = np.fromiter((index.get(str(y), -1) for y in labels), dtype=np.int64, count=len(labels))
+    if groups is None:
+        w = np.ones(lab.size, dtype=np.float64)
+    else:
+        if len(groups) != len(labels):
+            raise ParameterError("Give one person per document.")
+        _, inv = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)
+        w = 1.0 / np.bincount(inv)[inv]
+    keep = lab >= 0
+    return np.bincount(lab[keep], weights=w[keep], minlength=len(classes)).astype(np.float64)
+
+
+def noise_scales(epsilon: float, terms_per_doc: int, curve_share: float) -> tuple[float, float]:
+    """(Laplace scale per curve entry, per class size): S/(a·ε) and 1/((1 − a)·ε) — see the module docstring."""
+    return terms_per_doc / (curve_share * epsilon), 1.0 / ((1.0 - curve_share) * epsilon)
+
+
+def monotone_non_increasing(values: np.ndarray) -> np.ndarray:
+    """Least-squares non-increasing fit (pool-adjacent-violators; post-processing of DP values)."""
+    blocks: list[list[float]] = []  # [mean, weight]
+    for v in np.asarray(values, dtype=np.float64):
+        blocks.append([float(v), 1.0])
+        while len(blocks) > 1 and blocks[-2][0] < blocks[-1][0]:
+            m2, w2 = blocks.pop()
+            m1, w1 = blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
+    return np.concatenate([np.full(int(w), m) for m, w in blocks]) if blocks else np.zeros(0)
+
+
+@dataclasses.dataclass(frozen=True)
+class ForecastStatistics:
+    """The DP forecast release (safe to show, store and use to choose settings: it is on the ledger).
+
+    ``curve`` and ``class_counts`` are the noisy values as released; :meth:`smoothed_curve` and
+    :meth:`class_sizes` are their post-processed forms (monotone, clamped) the forecast uses."""
+
+    thresholds: tuple[int, ...]
+    curve: np.ndarray = dataclasses.field(compare=False, repr=False)
+    classes: tuple[str, ...]
+    class_counts: np.ndarray = dataclasses.field(compare=False, repr=False)
+    public_vocabulary: str
+    public_vocabulary_size: int
+    terms_per_doc: int
+    epsilon: float
+    curve_share: float
+    curve_noise_scale: float
+    class_noise_scale: float
+    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT
+
+    def smoothed_curve(self) -> np.ndarray:
+        """Non-increasing, within [0, |V|], and 0 above the noisy number of units (no term occurs in more
+        documents than there are; post-processing of DP values only)."""
+        g = monotone_non_increasing(self.curve)
+        g[np.asarray(self.thresholds) > max(float(np.sum(self.class_counts)), 1.0)] = 0.0
+        return np.clip(g, 0.0, float(self.public_vocabulary_size))
+
+    def class_sizes(self) -> dict[str, float]:
+        """Noisy class sizes clamped at 0 (post-processing)."""
+        return {c: max(float(v), 0.0) for c, v in zip(self.classes, self.class_counts)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"thresholds": list(self.thresholds), "curve": [round(float(v), 2) for v in self.curve],
+                "classes": list(self.classes), "class_counts": [round(float(v), 2) for v in self.class_counts],
+                "public_vocabulary": self.public_vocabulary, "public_vocabulary_size": self.public_vocabulary_size,
+                "terms_per_doc": self.terms_per_doc, "epsilon": self.epsilon, "curve_share": self.curve_share,
+                "curve_noise_scale": self.curve_noise_scale, "class_noise_scale": self.class_noise_scale,
+                "neighbouring": self.neighbouring}
+
+
+def release_forecast_statistics(
+    counts: np.ndarray, labels: Sequence[str], *, classes: Sequence[str], epsilon: float, terms_per_doc: int,
+    noise: NoiseSource, ledger: PrivacyLedger, public_vocabulary: str = "", groups: Sequence[str] | None = None,
+    thresholds: Sequence[int] = DEFAULT_THRESHOLDS, curve_share: float = DEFAULT_CURVE_SHARE,
+    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
+) -> ForecastStatistics:
+    """ε-DP release of the count curve of ``counts`` (per-term first-S-distinct counts over ALL of V, computed on
+    the ADMITTED documents) and of the class sizes of ``labels`` (see the module docstring for the relation,
+    the sensitivity 1 of the rescaled vector and the noise Laplace(1/ε)).
+
+    Charges ``ledger`` with the frozen event first, then draws the noise."""
+    epsilon = check_epsilon(epsilon, "ε_forecast")
+    terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)")
+    if not 0.0 < float(curve_share) < 1.0:
+        raise ParameterError("The forecast's curve share must lie strictly between 0 and 1.")
+    if len(classes) < 1:
+        raise ParameterError("The forecast needs the declared class names.")
+    t = check_thresholds(thresholds)
+    counts = np.asarray(counts)
+    curve = count_curve(counts, t)
+    sizes = class_sizes(labels, classes, groups)
+    b_curve, b_class = noise_scales(epsilon, terms_per_doc, float(curve_share))
+    ledger.charge(PrivacyEvent(  # charge first: before any noise is drawn (DESIGN §2.0)
+        mechanism=MECHANISM, step=STEP, epsilon=epsilon, sensitivity=1.0, noise_scale=1.0 / epsilon,
+        neighbouring=neighbouring,
+        released=(f"Laplace-noised count curve of V's term counts at {t.size} public thresholds (sensitivity S = "
+                  f"{terms_per_doc}, share {float(curve_share):g} of ε) and per-class document counts (sensitivity "
+                  "1), as one vector of L1 sensitivity 1"),
+        params={"thresholds": int(t.size), "terms_per_doc": terms_per_doc, "curve_share": float(curve_share),
+                "curve_noise_scale": b_curve, "class_noise_scale": b_class, "classes": len(classes),
+                "public_vocabulary_size": int(counts.size)}))
+    noisy_curve = noise.add_laplace(curve, scale=b_curve, integer_valued=True)
+    noisy_sizes = noise.add_laplace(sizes, scale=b_class, integer_valued=groups is None)
+    return ForecastStatistics(
+        thresholds=tuple(int(x) for x in t), curve=np.asarray(noisy_curve, dtype=np.float64),
+        classes=tuple(str(c) for c in classes), class_counts=np.asarray(noisy_sizes, dtype=np.float64),
+        public_vocabulary=public_vocabulary, public_vocabulary_size=int(counts.size), terms_per_doc=terms_per_doc,
+        epsilon=epsilon, curve_share=float(curve_share), curve_noise_scale=b_curve, class_noise_scale=b_class,
+        neighbouring=neighbouring)

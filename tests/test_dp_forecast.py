@@ -1,0 +1,221 @@
+"""The DP forecast (ε_forecast; dpkps_core.dp.forecast, evaluation.forecasting.dp_forecast): its guarantee, tested
+statistically through the real release path with its own seeded noise; charge-first order; the exact preview only
+on request; Ṽ's noise share from DP quantities only (docs/PRIVACY.md "Previews that steer choices")."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpkps_core.corpus import Corpus
+from dpkps_core.dp import forecast as dp_forecast_module
+from dpkps_core.dp.forecast import (DEFAULT_THRESHOLDS, ForecastStatistics, count_curve, class_sizes,
+                                    monotone_non_increasing, release_forecast_statistics)
+from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.vocabulary import PrivateVocabulary
+from dpkps_core.errors import ParameterError
+from dpkps_core.evaluation.forecasting import (dp_forecast, forecast_from_release, forecast_preview,
+                                               reconstructed_counts, release_forecast, vocabulary_noise_share)
+from dpkps_core.vocabulary import PublicVocabulary
+from tests.dp_stats import assert_ratio_within
+
+TERMS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+VOCAB = PublicVocabulary("v", TERMS, "test", "test")
+S = 2
+
+
+def _corpus(texts: list[str], labels: list[str], persons: list[str] | None = None) -> Corpus:
+    return Corpus(tuple(texts), tuple(labels), "toy", "tests", public_classes=("a", "b"),
+                  persons=None if persons is None else tuple(persons), person_column="p" if persons else None)
+
+
+# D: alpha and beta each in exactly one document (count 1, just below the threshold c = 2); D' adds one document of
+# class a whose first S = 2 distinct terms are alpha and beta: G(2) rises by 2 = S and n_a by 1 — the full
+# sensitivity of both parts (rescaled: a·S/S + (1 − a)·1 = 1).
+BASE_TEXTS = ["alpha gamma words here", "beta delta words here", "gamma delta words here", "epsilon zeta words here"]
+BASE_LABELS = ["a", "b", "a", "b"]
+D = _corpus(BASE_TEXTS, BASE_LABELS)
+D_PLUS = _corpus(BASE_TEXTS + ["alpha beta more words"], BASE_LABELS + ["a"])
+G2 = DEFAULT_THRESHOLDS.index(2)
+
+
+def _hits(corpus: Corpus, *, epsilon: float, trials: int, seed: int) -> int:
+    """Trials of the real release path (admission, counting, charge, noise) in which both moved coordinates land at
+    or above D⁺'s true values: the event where the privacy loss is largest (P_D⁺ = 1/4, P_D = e^{−ε}/4)."""
+    noise = NoiseSource(seed)
+    hits = 0
+    for _ in range(trials):
+        stats = release_forecast(corpus, VOCAB, ledger=PrivacyLedger(), noise=noise, epsilon=epsilon,
+                                 terms_per_doc=S)
+        hits += int(stats.curve[G2] >= 4 and stats.class_counts[0] >= 3)
+    return hits
+
+
+def _true(corpus: Corpus) -> tuple[int, float]:
+    from dpkps_core import pipeline
+
+    counts = pipeline.term_counts(corpus.texts, VOCAB, terms_per_doc=S)
+    return int(count_curve(counts, DEFAULT_THRESHOLDS)[G2]), float(class_sizes(corpus.labels, ("a", "b"))[0])
+
+
+def test_neighbours_move_the_statistic_by_the_full_sensitivity() -> None:
+    assert _true(D) == (2, 2.0)
+    assert _true(D_PLUS) == (4, 3.0)
+
+
+@pytest.mark.parametrize("epsilon", [1.0])
+def test_dp_forecast_is_epsilon_dp_statistically(epsilon: float) -> None:
+    trials = 3000
+    hits_d, hits_plus = _hits(D, epsilon=epsilon, trials=trials, seed=11), _hits(D_PLUS, epsilon=epsilon, trials=trials,
+                                                                                   seed=12)
+    # power: the event's true ratio IS e^ε, so it sits at the bound
+    assert abs(hits_plus / trials - 0.25) < 0.04
+    assert abs(hits_d / trials - 0.25 * math.exp(-epsilon)) < 0.03
+    assert_ratio_within(hits_d, hits_plus, trials, epsilon)
+
+
+def test_the_statistical_test_fails_when_the_noise_is_halved(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = dp_forecast_module.noise_scales
+    monkeypatch.setattr(dp_forecast_module, "noise_scales",
+                        lambda e, s, a: tuple(x / 2 for x in real(e, s, a)))
+    trials = 3000
+    hits_d, hits_plus = _hits(D, epsilon=1.0, trials=trials, seed=11), _hits(D_PLUS, epsilon=1.0, trials=trials, seed=12)
+    with pytest.raises(AssertionError):
+        assert_ratio_within(hits_d, hits_plus, trials, 1.0)
+
+
+def test_person_unit_sensitivity_holds_for_a_removed_person() -> None:
+    """One person with documents in both classes moves the stacked class sizes by 1 and the curve by ≤ S."""
+    from dpkps_core import pipeline
+
+    texts = BASE_TEXTS + ["alpha beta gamma x", "delta epsilon zeta y"]
+    labels = BASE_LABELS + ["a", "b"]
+    persons = ["p1", "p2", "p3", "p4", "q", "q"]
+    with_q = _corpus(texts, labels, persons)
+    without_q = _corpus(texts[:4], labels[:4], persons[:4])
+    curves, sizes = [], []
+    for c in (with_q, without_q):
+        counts = pipeline.term_counts(c.texts, VOCAB, terms_per_doc=S, groups=c.persons)
+        curves.append(count_curve(counts, DEFAULT_THRESHOLDS))
+        sizes.append(class_sizes(c.labels, ("a", "b"), c.persons))
+    assert np.abs(curves[0] - curves[1]).sum() <= S
+    assert np.abs(sizes[0] - sizes[1]).sum() == pytest.approx(1.0)
+
+
+class OrderLedger(PrivacyLedger):
+    def __init__(self, log: list[str]) -> None:
+        super().__init__()
+        self.log = log
+
+    def admit(self, units, epsilon, *, what="this release"):  # type: ignore[override]
+        self.log.append("admit")
+        return super().admit(units, epsilon, what=what)
+
+    def charge(self, event):  # type: ignore[override]
+        self.log.append(f"charge:{event.step}")
+        return super().charge(event)
+
+
+class OrderNoise(NoiseSource):
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(0)
+        self.log = log
+
+    def add_laplace(self, values, *, scale, integer_valued=False):  # type: ignore[override]
+        self.log.append("noise")
+        return super().add_laplace(values, scale=scale, integer_valued=integer_valued)
+
+
+def test_forecast_admits_then_charges_before_any_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpkps_core import pipeline
+
+    log: list[str] = []
+    real_counts = pipeline.term_counts
+    monkeypatch.setattr(pipeline, "term_counts", lambda *a, **k: (log.append("count"), real_counts(*a, **k))[1])
+    led = OrderLedger(log)
+    dp_forecast(D, VOCAB, ledger=led, noise=OrderNoise(log), epsilon=0.3, terms_per_doc=S, eps_voc=1.0, eps_kde=1.0,
+                vocab_size=4, reps=1)
+    assert log == ["admit", "count", "charge:forecast", "noise", "noise"]
+    (event,) = led.events
+    assert event.step == "forecast" and event.epsilon == pytest.approx(0.3)
+    assert event.sensitivity == 1.0 and event.noise_scale == pytest.approx(1 / 0.3)
+    assert event.params["curve_noise_scale"] == pytest.approx(S / (0.5 * 0.3))
+
+
+def test_a_refused_budget_spends_nothing_and_draws_no_noise() -> None:
+    log: list[str] = []
+    led = OrderLedger(log)
+    led.cap = 0.1
+    with pytest.raises(Exception):
+        dp_forecast(D, VOCAB, ledger=led, noise=OrderNoise(log), epsilon=0.3, terms_per_doc=S, eps_voc=1.0,
+                    eps_kde=1.0, vocab_size=4)
+    assert "noise" not in log and led.total_epsilon == 0
+
+
+def test_exact_preview_only_on_request() -> None:
+    with pytest.raises(ParameterError, match="charges ε_forecast"):
+        forecast_preview(D, VOCAB, terms_per_doc=S, eps_voc=1.0, eps_kde=1.0, vocab_size=4)
+    led = PrivacyLedger()
+    f = forecast_preview(D, VOCAB, ledger=led, noise=NoiseSource(1), epsilon_forecast=0.25, terms_per_doc=S,
+                         eps_voc=1.0, eps_kde=1.0, vocab_size=4, reps=1)
+    assert f.dp and f.covered_by_epsilon and not f.private and led.total_epsilon == pytest.approx(0.25)
+    exact = forecast_preview(D, VOCAB, exact=True, ledger=led, terms_per_doc=S, eps_voc=1.0, eps_kde=1.0,
+                             vocab_size=4, reps=1)
+    assert not exact.dp and not exact.covered_by_epsilon and exact.private
+    assert led.total_epsilon == pytest.approx(0.25)  # the exact preview charged nothing
+    assert "not covered by ε" in exact.to_dict()["disclosure_note"] or exact.to_dict()["covered_by_epsilon"] is False
+
+
+def test_forecast_from_release_is_post_processing_and_close_to_the_truth() -> None:
+    """A noise-free release reproduces the exact vocabulary forecast; a release for another S is refused."""
+    from dpkps_core import pipeline
+    from dpkps_core.evaluation.forecasting import forecast
+
+    rng = np.random.default_rng(0)
+    counts = np.concatenate([rng.integers(1, 400, 300), np.zeros(20_000, dtype=np.int64)])
+    stats = ForecastStatistics(thresholds=DEFAULT_THRESHOLDS, curve=count_curve(counts, DEFAULT_THRESHOLDS).astype(float),
+                               classes=("a", "b"), class_counts=np.array([600.0, 400.0]), public_vocabulary="v",
+                               public_vocabulary_size=counts.size, terms_per_doc=10, epsilon=1.0, curve_share=0.5,
+                               curve_noise_scale=20.0, class_noise_scale=2.0)
+    assert np.array_equal(np.sort(reconstructed_counts(stats))[::-1], np.sort(counts)[::-1].astype(float))
+    f = forecast_from_release(stats, eps_voc=1.0, eps_kde=5.0, vocab_size=200, reps=3)
+    assert f.dp and f.n_documents == 1000 and f.class_sizes == {"a": 600, "b": 400}
+    assert f.terms_in_corpus == 300
+    with pytest.raises(ParameterError, match="needs a new release"):
+        forecast_from_release(stats, eps_voc=1.0, eps_kde=5.0, terms_per_doc=5)
+    assert pipeline.LIMITS  # the same limits as the exact forecast
+    assert forecast  # exact forecast still importable under its name
+
+
+def test_monotone_fit() -> None:
+    assert monotone_non_increasing(np.array([5.0, 6.0, 3.0, 4.0, 0.0])).tolist() == [5.5, 5.5, 3.5, 3.5, 0.0]
+
+
+def test_vocabulary_noise_share_from_dp_quantities_matches_simulation() -> None:
+    """The share of Ṽ that is pure noise, estimated from Ṽ's noisy counts alone, tracks the real share."""
+    rng = np.random.default_rng(3)
+    true = np.concatenate([rng.integers(30, 300, 200), np.zeros(50_000, dtype=np.int64)]).astype(float)
+    b = 10.0
+    shares, estimates = [], []
+    for _ in range(20):
+        noisy = true + rng.laplace(0, b, true.size)
+        top = np.argsort(-noisy)[:300]
+        pv = PrivateVocabulary(terms=tuple(str(i) for i in top), noisy_counts=noisy[top], public_vocabulary="v",
+                               public_vocabulary_size=true.size, epsilon=1.0, terms_per_doc=10, requested_size=300,
+                               noise_scale=b)
+        shares.append(float(np.mean(true[top] == 0)))
+        estimates.append(vocabulary_noise_share(pv)["expected_noise_share"])
+    assert abs(np.mean(estimates) - np.mean(shares)) < 0.1
+    # the estimate reads only Ṽ (a DP output): the same Ṽ gives the same number whatever the corpus was
+    assert vocabulary_noise_share(pv) == vocabulary_noise_share(pv)
+
+
+def test_release_refuses_bad_settings() -> None:
+    with pytest.raises(ParameterError):
+        release_forecast_statistics(np.zeros(3), ["a"], classes=("a",), epsilon=1.0, terms_per_doc=1,
+                                    noise=NoiseSource(0), ledger=PrivacyLedger(), curve_share=1.0)
+    with pytest.raises(ParameterError):
+        count_curve(np.zeros(3), [2, 1])
