@@ -296,3 +296,39 @@ def build_tiny_model(folder: Path, *, chat_template: bool = True) -> Path:
     model.save_pretrained(str(folder))
     tok.save_pretrained(str(folder))
     return folder
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Charge-first tests (DESIGN §2.0): a remote-style backend that records what it was sent and crashes mid-run
+
+
+class SimulatedCrash(BaseException):
+    """A crash the run cannot catch as an ordinary error (like the process dying mid-run): a BaseException, so no
+    ``except Exception`` in a retry loop swallows it."""
+
+
+class CrashingRemoteBackend(LLMBackend):
+    """A remote-style backend (``generate`` only, concurrent calls, like an API) that records every prompt it is
+    sent together with ``probe()`` at that moment (e.g. the ledger's ε spent so far), and raises ``crash`` (an
+    exception class or instance; ``SimulatedCrash`` or ``KeyboardInterrupt``) on call number ``crash_at``
+    (1-based). Replies are short synthetic texts; prompts are never echoed back."""
+
+    name = "crashing-remote"
+    model = "crashing-remote-model"
+
+    def __init__(self, *, probe: Callable[[], Any] = lambda: None, crash_at: int | None = None,
+                 crash: type[BaseException] | BaseException = SimulatedCrash, max_concurrency: int = 1) -> None:
+        self.probe = probe
+        self.crash_at = crash_at
+        self.crash = crash
+        self.max_concurrency = max_concurrency
+        self.sent: list[tuple[list[dict[str, str]], Any]] = []  # (messages, probe() when the prompt arrived)
+        self._lock = threading.Lock()
+
+    def generate(self, messages, *, max_tokens, temperature, timeout):  # type: ignore[override]
+        with self._lock:
+            self.sent.append(([dict(m) for m in messages], self.probe()))
+            n = len(self.sent)
+        if self.crash_at is not None and n >= self.crash_at:
+            raise self.crash if isinstance(self.crash, BaseException) else self.crash("simulated crash mid-run")
+        return f"synthetic draft {n} about weather, rivers and travel"

@@ -178,6 +178,8 @@ def test_private_prediction_buckets_never_follow_the_private_size(tmp_path: Path
     n_train = res.info["n_train"]
     released = json.dumps(res.privacy["private-prediction"])
     assert "DP count" in res.rows[0].notes and f"n_train\": {n_train}" not in released
-    # the buckets were sized from the noisy count, not from n_train / C
-    noisy = size[0]["params"]["noisy_count"]
+    # the buckets were sized from the noisy count, not from n_train / C; the event was frozen (and charged) before
+    # the noise was drawn, so the DP count is reported next to it, not inside it
+    assert "noisy_count" not in size[0]["params"]
+    noisy = res.privacy["private-prediction"]["dp_training_count"]["noisy_count"]
     assert sizes == [pytest.approx(max(noisy, 1.0) / 3)]

@@ -47,7 +47,7 @@ from dpkps_core.dp.accounting import (  # noqa: F401 - re-exported for callers o
     gaussian_delta,
     gaussian_epsilon,
 )
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.embeddings import Embedder, embed_texts
@@ -318,7 +318,7 @@ class AugPEResult:
     def privacy_report(self) -> dict[str, Any]:
         return {
             "method": METHOD, "epsilon_votes": self.epsilon, "delta": self.delta, "sigma": self.sigma,
-            "neighbouring": "add/remove one document",
+            "neighbouring": self.event.neighbouring,
             "guarantee": "(ε_aug, δ)-DP for the vote histograms (T composed Gaussian mechanisms, exact Gaussian-DP "
                          "accounting); with Ṽ (pure ε_voc-DP) the synthetic texts are (ε_voc + ε_aug, δ)-DP",
             "events": [self.event.to_dict()], "parameters": self.config.to_dict(),
@@ -326,13 +326,46 @@ class AugPEResult:
         }
 
 
+def augpe_event(config: AugPEConfig, *, sigma: float, delta: float,
+                neighbouring: str = ADD_REMOVE_ONE_DOCUMENT) -> PrivacyEvent:
+    """The frozen ledger event of one AugPE+Ṽ run (all T vote rounds, every class), from public input only, so
+    that it is charged BEFORE the first prompt goes to the backend (DESIGN §2.0 "charge first")."""
+    n_epochs, k = config.epochs, config.population
+    return PrivacyEvent(
+        mechanism=MECHANISM, step=STEP, epsilon=gaussian_epsilon(sigma=sigma, epochs=n_epochs, delta=delta),
+        delta=delta, sensitivity=1.0, noise_scale=sigma, neighbouring=neighbouring,
+        released=f"{n_epochs} noisy nearest-neighbour vote histograms per class over {k} synthetic texts "
+                 "(Gaussian noise on every bin)",
+        params={"epochs_T": n_epochs, "population_K": k, "sensitivity_norm": "L2 (one vote per document per epoch)",
+                "gdp_mu": composed_mu(sigma=sigma, epochs=n_epochs), "rho_zcdp": n_epochs / (2 * sigma ** 2),
+                "accounting": "exact Gaussian-DP composition of T Gaussian mechanisms (μ = √T/σ), Balle–Wang δ(ε)",
+                "composition": "parallel across classes (disjoint documents)", "vote_threshold_H": config.vote_threshold,
+                "budget_split": "Ṽ (ε_voc, pure DP) is a separate event; total = ε_voc + ε_aug with this δ",
+                "charged": "all T epochs, before the first prompt was sent"},
+    )
+
+
+def _document_units(texts: Sequence[str], labels: Sequence[str]) -> list[str]:
+    """Document-unit strings (DESIGN §2.0) of a plain list of documents (:func:`dpkps_core.budget.unit_strings`)."""
+    from dpkps_core.budget import unit_strings
+    from dpkps_core.corpus import Corpus
+
+    return unit_strings(Corpus(tuple(texts), tuple(labels), "release input", "memory"), by_person=False)
+
+
 def run_augpe(
     texts: Sequence[str], labels: Sequence[str], *, vocabulary_terms: Sequence[str], classes: Sequence[str],
     config: AugPEConfig, epsilon: float, delta: float, embedder: Embedder, backend: Any,
     noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None, model_name: str | None = None,
-    progress: Progress | None = None, cancel: threading.Event | None = None,
+    progress: Progress | None = None, cancel: threading.Event | None = None, units: Sequence[str] | None = None,
+    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> AugPEResult:
     """AugPE+Ṽ over a labelled PRIVATE corpus (training part only).
+
+    Charge first (DESIGN §2.0): after the refusals on public input, the units are admitted (the individual privacy
+    filter charges them) and ONE event for all T epochs is charged — before any private document is embedded and
+    before the first prompt reaches the backend (possibly a remote API; from epoch 1 on, the rewrite prompts are
+    chosen by the noisy votes). A crash, Ctrl-C, backend error or cancellation after that leaves ε charged.
 
     Args:
         texts, labels: the private documents (embedded in memory only; never in a prompt).
@@ -344,25 +377,39 @@ def run_augpe(
         embedder: public embedding model for the nearest-neighbour votes.
         backend: an :class:`~dpkps_core.llm.backends.LLMBackend`.
         noise: randomness (Gaussian noise, word draws, selection).
-        ledger: charged ONE event (parallel composition across classes) with δ.
+        ledger: admits the units and is charged ONE event (parallel composition across classes) with δ, up front.
+        units: one unit string per document (:func:`dpkps_core.budget.unit_strings`); default: document units.
+        neighbouring: the neighbouring relation of the guarantee (the corpus's privacy unit).
     """
     config = config.validate()
     eps = check_epsilon(epsilon, "ε (AugPE votes)")
     delta = check_delta(delta)
     if len(texts) != len(labels):
         raise ParameterError("AugPE needs exactly one label per document.")
+    if units is not None and len(units) != len(texts):
+        raise ParameterError("AugPE needs exactly one privacy unit per document.")
     classes = check_class_names(classes, minimum=1)  # declared public input, never read off the labels
     pool = word_pool(vocabulary_terms, classes)
     if not pool:
         raise ParameterError("The private vocabulary Ṽ is empty; AugPE+Ṽ needs its words for the first prompts.")
     if ledger is not None:
-        ledger.require(eps, "AugPE+Ṽ")
+        ledger.require(eps, "AugPE+Ṽ")  # a refusal on public input (the cap), before anything is read
     noise = noise or NoiseSource()
     rng = noise.child()
     report = progress or (lambda f, m: None)
     t0 = time.perf_counter()
     sigma = calibrate_sigma(epsilon=eps, delta=delta, epochs=config.epochs)
-    eps_reported = gaussian_epsilon(sigma=sigma, epochs=config.epochs, delta=delta)
+    event = augpe_event(config, sigma=sigma, delta=delta, neighbouring=neighbouring)
+    eps_reported = event.epsilon
+    # ---- charge first: admit the units (charged at once), record the event; only then read the documents
+    if ledger is not None:
+        from dpkps_core.budget import admitted_indices
+
+        keep = admitted_indices(list(units) if units is not None else _document_units(texts, labels), ledger,
+                                eps_reported, what="AugPE+Ṽ")
+        if len(keep) < len(texts):  # the left-out count is private: it goes nowhere
+            texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
+        ledger.charge(event)
     k, n_epochs = config.population, config.epochs
     audit: list[dict[str, Any]] = []
     gen = GenerationStats()
@@ -375,8 +422,8 @@ def run_augpe(
         gen.add(st)
         return out
 
-    # private side: embeddings per class, in memory only
-    report(0.01, f"AugPE+Ṽ: embedding {len(texts):,} private documents (in memory only)")
+    # private side: embeddings per class, in memory only (how many: private, local — not in the message)
+    report(0.01, "AugPE+Ṽ: embedding the private documents (in memory only)")
     label_arr = np.asarray(labels)
     priv_emb = embed_texts(list(texts), embedder)
     by_class = {c: priv_emb[label_arr == c] for c in classes}
@@ -414,18 +461,6 @@ def run_augpe(
     name = model_name or getattr(backend, "model", "")
     documents = [{"id": f"augpe-{n + 1:06d}", "label": c, "text": t, "model": name, "method": METHOD}
                  for n, (c, t) in enumerate((c, t) for c in classes for t in population[c])]
-    event = PrivacyEvent(
-        mechanism=MECHANISM, step=STEP, epsilon=eps_reported, delta=delta, sensitivity=1.0, noise_scale=sigma,
-        released=f"{n_epochs} noisy nearest-neighbour vote histograms per class over {k} synthetic texts "
-                 "(Gaussian noise on every bin)",
-        params={"epochs_T": n_epochs, "population_K": k, "sensitivity_norm": "L2 (one vote per document per epoch)",
-                "gdp_mu": composed_mu(sigma=sigma, epochs=n_epochs), "rho_zcdp": n_epochs / (2 * sigma ** 2),
-                "accounting": "exact Gaussian-DP composition of T Gaussian mechanisms (μ = √T/σ), Balle–Wang δ(ε)",
-                "composition": "parallel across classes (disjoint documents)", "vote_threshold_H": config.vote_threshold,
-                "budget_split": "Ṽ (ε_voc, pure DP) is a separate event; total = ε_voc + ε_aug with this δ"},
-    )
-    if ledger is not None:
-        ledger.charge(event)
     elapsed = time.perf_counter() - t0
     report(1.0, f"AugPE+Ṽ: {len(documents)} documents")
     stats = {**gen.to_dict(), "llm_calls": gen.calls, "wall_seconds": elapsed, "uniform_fallbacks": fallbacks,

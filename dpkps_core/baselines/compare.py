@@ -291,7 +291,7 @@ def compare_methods(
         warnings.extend(out.warnings)
 
     # ---- evaluation (local, private)
-    report(0.92, f"evaluating: embedding {len(test):,} held-out test documents (in memory only)")
+    report(0.92, "evaluating: embedding the held-out test documents (in memory only)")
     test_emb = embed_texts(test.texts, embedder)
     for row in rows:
         docs = documents[row.method]
@@ -450,6 +450,7 @@ def _compare_augpe(plan: _Plan, *, ledger: SubLedger, progress: Progress, dpkps_
     """AugPE+Ṽ (DESIGN §6): Gaussian votes over the private documents, first prompts from Ṽ — shared with DP-KPS
     when it ran first (the same ε_voc release, counted once)."""
     from dpkps_core.baselines.augpe import AugPEConfig, prompt_budget, run_augpe
+    from dpkps_core.budget import unit_strings
 
     t_voc = time.perf_counter()
     if dpkps_run is not None:
@@ -466,10 +467,14 @@ def _compare_augpe(plan: _Plan, *, ledger: SubLedger, progress: Progress, dpkps_
         note_voc = f"Ṽ built for AugPE+Ṽ ({time.perf_counter() - t_voc:.1f} s)"
     acfg = dataclasses.replace(plan.settings.augpe_config or AugPEConfig(), population=plan.settings.per_class,
                                max_tokens=plan.settings.max_tokens, doc_type=plan.settings.doc_type, temperature=plan.settings.temperature)
+    # charge first (DESIGN §2.0): run_augpe admits these units through this method's ledger (which delegates to
+    # the corpus's ledger) and charges all T epochs before its first prompt
+    units = unit_strings(plan.whole, by_person=plan.whole.persons is not None)
     res = run_augpe(plan.whole.texts, plan.whole.labels, vocabulary_terms=pv.terms, classes=plan.classes,
                     config=acfg, epsilon=plan.settings.eps_total - plan.settings.eps_voc, delta=plan.settings.delta, embedder=plan.embedder,
                     backend=plan.llm, noise=plan.noise, ledger=ledger,
-                    progress=lambda f, m: progress(0.1 + 0.9 * f, m), cancel=plan.cancel)
+                    progress=lambda f, m: progress(0.1 + 0.9 * f, m), cancel=plan.cancel, units=units,
+                    neighbouring=plan.whole.privacy_unit)
     budget = prompt_budget(classes=len(plan.classes), population=plan.settings.per_class, epochs=acfg.epochs)
     row = MethodRow(
         "augpe", METHOD_LABELS["augpe"], ledger.total_epsilon, ledger.total_delta, "(ε, δ)-DP", len(res.documents),
@@ -486,16 +491,25 @@ def _compare_augpe(plan: _Plan, *, ledger: SubLedger, progress: Progress, dpkps_
 
 def _compare_private_prediction(plan: _Plan, *, ledger: SubLedger, progress: Progress) -> _MethodOutcome:
     """Private prediction (paper 004, Algorithm 1) on a local model's logits, hash buckets from public input or a
-    DP count (paper 004 Assumption 1; issue 11 §3)."""
-    from dpkps_core.baselines.private_prediction import (PRIVATE_PROMPT_WARNING, PrivatePredictionConfig, buckets_for,
-                                                         calibrate, load_local_lm, public_messages,
-                                                         run_private_prediction)
+    DP count (paper 004 Assumption 1).
 
-    pcfg = dataclasses.replace(plan.settings.private_prediction or PrivatePredictionConfig(**COMPARE_PP_DEFAULTS),
-                               max_new_tokens=plan.settings.max_tokens, doc_type=plan.settings.doc_type)
-    eps_size = 0.0 if plan.settings.class_size_estimate is not None else size_epsilon(plan.settings.eps_total)
-    eps_pp = plan.settings.eps_total - eps_size
-    calibrate(pcfg, epsilon=eps_pp, delta=plan.settings.delta)  # fail fast (e.g. SVT over budget) before loading the model
+    Charge first (DESIGN §2.0), the whole method up front: after every public step (calibration, loading the
+    model), the units are admitted once for the method's whole ε (the DP count's and the generation's), and both
+    events are charged — the count's, and the generation's (exact when the buckets are public, else a
+    reservation of its ε that the calibrated run never exceeds) — before the count's noise is drawn and before
+    the first private prompt reaches the model."""
+    from dpkps_core.baselines.private_prediction import (PRIVATE_PROMPT_WARNING, PrivatePredictionConfig, buckets_for,
+                                                         calibrate, load_local_lm, prediction_event, public_messages,
+                                                         reservation_event, run_private_prediction)
+    from dpkps_core.budget import admit
+    from dpkps_core.dp.count import count_event
+
+    st_ = plan.settings
+    pcfg = dataclasses.replace(st_.private_prediction or PrivatePredictionConfig(**COMPARE_PP_DEFAULTS),
+                               max_new_tokens=st_.max_tokens, doc_type=st_.doc_type)
+    eps_size = 0.0 if st_.class_size_estimate is not None else size_epsilon(st_.eps_total)
+    eps_pp = st_.eps_total - eps_size
+    calibrate(pcfg, epsilon=eps_pp, delta=st_.delta)  # fail fast (e.g. SVT over budget) before loading the model
     if plan.local_lm is not None:
         model, tok, name = plan.local_lm[0], plan.local_lm[1], "local-model"
     else:
@@ -503,37 +517,65 @@ def _compare_private_prediction(plan: _Plan, *, ledger: SubLedger, progress: Pro
 
         # a local model (offline SmolLM2 or a `local` model folder) gives logits; a remote one cannot
         local = next((b for b in (plan.llm, plan.backend) if isinstance(b, LocalTransformersBackend)), None)
-        model, tok, name = load_local_lm(local or OfflineBackend(threads=plan.settings.threads))
-    per_class, n_classes = plan.settings.per_class, len(plan.classes)
-    if plan.settings.class_size_estimate is not None:
-        n_est, note_n = float(plan.settings.class_size_estimate), "hash buckets from the public class-size estimate"
-    else:
-        released = release_count(len(plan.whole), epsilon=eps_size, noise=plan.noise, ledger=ledger)
-        n_est = released.clamped / n_classes
-        note_n = (f"hash buckets from a DP count of the training part (ε = {eps_size:g}, Laplace "
-                  f"{released.noise_scale:g}); give a public class-size estimate to spend all of ε on text")
-    buckets = buckets_for(n_est, pcfg.batch_size)
-    if math.ceil(per_class / pcfg.examples_per_batch) > buckets:  # fewer buckets than documents wanted
+        model, tok, name = load_local_lm(local or OfflineBackend(threads=st_.threads))
+    per_class, n_classes = st_.per_class, len(plan.classes)
+    unit = plan.whole.privacy_unit  # the neighbouring relation every event of this method states
+    planned_docs = per_class * n_classes
+
+    def fit_buckets(buckets: int, cfg: Any) -> tuple[Any, str]:
+        """More examples per batch (and r in proportion) when there are fewer buckets than documents wanted."""
+        if math.ceil(per_class / cfg.examples_per_batch) <= buckets:
+            return cfg, ""
         more = math.ceil(per_class / buckets)
-        note_n += (f"; {buckets} bucket(s) per class for {per_class} documents: {more} examples per batch "
-                   f"and r × {more / pcfg.examples_per_batch:g}")
-        pcfg = dataclasses.replace(pcfg, examples_per_batch=more,
-                                   private_tokens=math.ceil(pcfg.private_tokens * more / pcfg.examples_per_batch))
-    res = run_private_prediction(plan.whole.texts, plan.whole.labels, model=model, tokenizer=tok, config=pcfg,
-                                 epsilon=eps_pp, delta=plan.settings.delta, per_class=per_class, num_buckets=buckets,
-                                 classes=plan.classes, noise=plan.noise, ledger=ledger, model_name=name,
-                                 progress=progress, cancel=plan.cancel)
+        note = (f"; {buckets} bucket(s) per class for {per_class} documents: {more} examples per batch "
+                f"and r × {more / cfg.examples_per_batch:g}")
+        return dataclasses.replace(cfg, examples_per_batch=more,
+                                   private_tokens=math.ceil(cfg.private_tokens * more / cfg.examples_per_batch)), note
+
+    # ---- charge first: admit the units for the whole method's ε, then charge every event of the method
+    adm = admit(plan.whole, ledger, eps_size + eps_pp, by_person=plan.whole.persons is not None,
+                what="private prediction")
+    train = adm.corpus  # the admitted documents only (adm.left_out is private, local: it goes nowhere)
+    if st_.class_size_estimate is not None:
+        buckets = buckets_for(float(st_.class_size_estimate), pcfg.batch_size)
+        pcfg, note_b = fit_buckets(buckets, pcfg)
+        pcfg = calibrate(pcfg, epsilon=eps_pp, delta=st_.delta)
+        need = math.ceil(per_class / pcfg.examples_per_batch)
+        charged = ledger.charge(prediction_event(pcfg, delta=st_.delta, num_buckets=buckets,
+                                                 batches=need * n_classes, documents=planned_docs,
+                                                 neighbouring=unit))
+        note_n = "hash buckets from the public class-size estimate" + note_b
+        released = None
+    else:
+        ledger.charge(count_event(epsilon=eps_size, what="documents in the training part", neighbouring=unit))
+        charged = ledger.charge(reservation_event(pcfg, epsilon=eps_pp, delta=st_.delta, documents=planned_docs,
+                                                  neighbouring=unit))
+        released = release_count(len(train), epsilon=eps_size, noise=plan.noise)  # event charged above
+        buckets = buckets_for(released.clamped / n_classes, pcfg.batch_size)
+        pcfg, note_b = fit_buckets(buckets, pcfg)
+        note_n = (f"hash buckets from a DP count of the training part (ε = {eps_size:g}, Laplace "
+                  f"{released.noise_scale:g}: {released.value:g}); give a public class-size estimate to spend all "
+                  f"of ε on text" + note_b)
+    res = run_private_prediction(train.texts, train.labels, model=model, tokenizer=tok, config=pcfg,
+                                 epsilon=eps_pp, delta=st_.delta, per_class=per_class, num_buckets=buckets,
+                                 classes=plan.classes, noise=plan.noise, model_name=name, progress=progress,
+                                 cancel=plan.cancel, neighbouring=unit, charged_event=charged)
     docs, st, c = res.documents, res.stats, res.config
+    # the audit log holds the public prompt only: no private prompt and no private count (how many prompts)
     aud = [{"purpose": "public prompt p_public (the private prompts hold private documents and are never logged)",
-            "messages": public_messages(c), "private_prompts": st["private_prompts"]}]
+            "messages": public_messages(c)}]
     row = MethodRow(
         "private-prediction", METHOD_LABELS["private-prediction"], res.epsilon + eps_size, res.delta, "(ε, δ)-DP",
         len(docs), st["prompts"], st["prompts"] / max(len(docs), 1), st["prompt_tokens"], st["generated_tokens"], 0.0,
         notes=f"local model only — {PRIVATE_PROMPT_WARNING} s = {c.batch_size}, r = {c.private_tokens}, c = "
               f"{c.clip:g} (calibrated), τ = {c.temperature:g}, SVT "
               f"{'θ = ' + str(c.svt_threshold) if c.svt_enabled else 'off'}; ρ = {res.rho:.4g}-zCDP; {st['batches']} "
-              f"batches ({st['forward_passes']} batched forward passes, {st['private_tokens']} private / "
-              f"{st['public_tokens']} public tokens); {note_n}{plan.unit_note}",
+              f"batches ({st['private_tokens']} private / {st['public_tokens']} public tokens; LLM calls and prompt "
+              f"tokens count the private prompts: private, local); {note_n}{plan.unit_note}",
     )
-    return _MethodOutcome(row, docs, aud, _privacy_with_ledger(res.privacy_report(), ledger, plan.noise),
-                          (PRIVATE_PROMPT_WARNING,))
+    report = _privacy_with_ledger(res.privacy_report(), ledger, plan.noise)
+    report["parameters"] = {**report.get("parameters", {}), "num_buckets": buckets}
+    if released is not None:  # the DP count (a release; its event was charged before its noise was drawn)
+        report["dp_training_count"] = {"noisy_count": round(released.value, 2), "epsilon": released.epsilon,
+                                       "noise_scale": released.noise_scale}
+    return _MethodOutcome(row, docs, aud, report, (PRIVATE_PROMPT_WARNING,))

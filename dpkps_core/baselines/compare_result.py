@@ -78,7 +78,8 @@ class CompareResult:
             f"# Method comparison on {i.get('corpus', 'the corpus')} at ε = {i['eps_total']:g}",
             "",
             f"*{PRIVATE_NOTE}.* Same stratified split for every method: {i['n_train']:,} training documents (the only "
-            f"ones any DP step sees), {i['n_test']:,} held-out test documents; {i['per_class']} synthetic documents "
+            f"ones any DP step sees), {i['n_test']:,} held-out test documents (both counts: private, local — exact "
+            f"sizes of the private corpus, not covered by ε); {i['per_class']} synthetic documents "
             f"per class; classifier: logistic regression on {i.get('embedding_model', 'sentence')} embeddings, "
             f"{len(i.get('seeds', []))} seed(s); chance (majority class) {i.get('chance_accuracy', math.nan):.3f}.",
             "",
@@ -110,8 +111,10 @@ class CompareResult:
         return "\n".join(lines) + "\n"
 
     def write(self, out_dir: str | os.PathLike[str]) -> Path:
-        """``compare.csv``, ``compare.md`` (PRIVATE: accuracies on real data), and per method its synthetic
-        documents, privacy report and (public-prompt) audit log. The folder is owner-only."""
+        """``compare.csv``, ``compare.md``, ``compare_info.json`` (PRIVATE, local: accuracies on real data and the
+        split's exact sizes), and per method its synthetic documents, privacy report and (public-prompt) audit log —
+        these three hold DP releases and public settings only, never an exact private count (DESIGN §2.0). The
+        folder is owner-only."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         os.chmod(out, 0o700)

@@ -45,7 +45,7 @@ from dpkps_core.dp.accounting import (  # noqa: F401 - re-exported for callers o
     max_rho_for,
     zcdp_to_epsilon,
 )
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.errors import LLMError, ParameterError
@@ -344,16 +344,22 @@ def generate_batch(
     *, config: PrivatePredictionConfig, noise: NoiseSource, key: tuple[str | None, int] = (None, 0),
     stop_ids: set[int] | None = None, cancel: threading.Event | None = None,
 ) -> BatchOutcome:
-    """Algorithm 1 on ONE batch: the batch's private prompts + the public prompt decoded together."""
+    """Algorithm 1 on ONE batch: the batch's private prompts decoded together, the public prompt in its own pass.
+
+    The public prompt has its own decoder (its own forward passes), so its logits never depend on the private
+    prompts — not even through the padded width of a shared batch, which moves a real model's logits by round-off
+    (paper 004 §3: z_public must be a function of public input only)."""
     import torch
 
     t0 = time.perf_counter()
     s = float(config.batch_size)
     stop_ids = stop_token_ids(model, tokenizer) if stop_ids is None else stop_ids
-    rows = [chat_token_ids(tokenizer, m) for m in prompts] + [chat_token_ids(tokenizer, public_prompt)]
+    rows = [chat_token_ids(tokenizer, m) for m in prompts]
     pad = getattr(tokenizer, "pad_token_id", None)
     pad = pad if pad is not None else (next(iter(stop_ids)) if stop_ids else 0)
-    dec = BatchedDecoder(model, rows, pad_id=pad, rows_per_forward=config.rows_per_forward)
+    dec_pub = BatchedDecoder(model, [chat_token_ids(tokenizer, public_prompt)], pad_id=pad, rows_per_forward=1)
+    dec_priv = BatchedDecoder(model, rows, pad_id=pad, rows_per_forward=config.rows_per_forward) if rows else None
+    decoders = [d for d in (dec_priv, dec_pub) if d is not None]
     n_priv = len(prompts)
     svt = config.svt_enabled
     theta = float(config.svt_threshold) if svt else -math.inf
@@ -367,14 +373,15 @@ def generate_batch(
         if t >= config.private_tokens or (cancel is not None and cancel.is_set()):
             break
         if e > 0:
-            dec.reset()
+            for dec in decoders:
+                dec.reset()
         x: list[int] = []
         while len(x) < config.max_new_tokens:
-            logits = dec.logits()
-            z_priv, z_pub = logits[:n_priv], logits[n_priv]
+            z_pub = dec_pub.logits()[0]
+            z_priv = dec_priv.logits() if dec_priv is not None else z_pub.new_zeros((0, z_pub.shape[0]))
             cand = None
             if config.public_top_k is not None and config.public_top_k < z_pub.shape[0]:
-                cand = torch.topk(z_pub, config.public_top_k).indices
+                cand = torch.topk(z_pub, config.public_top_k).indices  # a PUBLIC candidate set (paper 004 §E.1)
             if t >= config.private_tokens:
                 private = False  # budget spent: public continuation (post-processing of the released prefix)
                 n_after += 1
@@ -396,15 +403,20 @@ def generate_batch(
                 break
             x.append(token)
             if len(x) < config.max_new_tokens:
-                dec.append(token)
+                for dec in decoders:
+                    dec.append(token)
         texts.append(tokenizer.decode(x, skip_special_tokens=True).strip())
-    return BatchOutcome(key, n_priv, texts, t, n_public - n_after, n_after, dec.prompt_tokens, dec.forward_passes,
-                        dec.rows_decoded, time.perf_counter() - t0)
+    return BatchOutcome(key, n_priv, texts, t, n_public - n_after, n_after,
+                        sum(dec.prompt_tokens for dec in decoders), sum(dec.forward_passes for dec in decoders),
+                        sum(dec.rows_decoded for dec in decoders), time.perf_counter() - t0)
 
 
 @dataclasses.dataclass
 class PrivatePredictionResult:
-    """Synthetic documents and the public accounting of one private-prediction run."""
+    """Synthetic documents and the public accounting of one private-prediction run.
+
+    ``stats`` are LOCAL diagnostics: its prompt counts, batch sizes and prompt tokens are exact private figures
+    (private, local — never written to a release, an audit log or a progress message)."""
 
     documents: list[dict[str, Any]]
     config: PrivatePredictionConfig
@@ -419,11 +431,72 @@ class PrivatePredictionResult:
     def privacy_report(self) -> dict[str, Any]:
         return {
             "method": METHOD, "epsilon_total": self.epsilon, "delta_total": self.delta, "rho_zcdp": self.rho,
-            "conversion": self.conversion, "neighbouring": "add/remove one document",
+            "conversion": self.conversion, "neighbouring": self.event.neighbouring,
             "guarantee": "(ε, δ)-differential privacy of the synthetic texts (Theorem 1 of paper 004: ρ-zCDP per "
                          "batch, parallel composition over disjoint hash batches)",
             "warning": self.warning, "events": [self.event.to_dict()], "parameters": self.config.to_dict(),
         }
+
+
+def prediction_event(
+    config: PrivatePredictionConfig, *, delta: float, conversion: str = "tight", num_buckets: int, batches: int,
+    documents: int, neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
+) -> PrivacyEvent:
+    """The frozen ledger event of one run of Algorithm 1 with the (calibrated) ``config``, from public input only
+    (the planned batches and documents), so that it is charged BEFORE the first private prompt reaches the model
+    (DESIGN §2.0 "charge first")."""
+    rho = config.rho()
+    eps = zcdp_to_epsilon(rho, delta, conversion=conversion)
+    return PrivacyEvent(
+        mechanism=MECHANISM, step=STEP, epsilon=eps, delta=delta, sensitivity=config.clip / config.batch_size,
+        noise_scale=config.temperature, neighbouring=neighbouring,
+        released=f"at most {documents} synthetic texts from {batches} disjoint hash batches (at most r = "
+                 f"{config.private_tokens} private tokens each)",
+        params={"rho_zcdp": rho, "conversion": conversion, "batch_size_s": config.batch_size,
+                "private_tokens_r": config.private_tokens, "clip_c": config.clip, "temperature_tau": config.temperature,
+                "svt": config.svt_enabled, "svt_threshold_theta": config.to_dict()["svt_threshold"],
+                "svt_noise_sigma": config.svt_noise if config.svt_enabled else None, "num_buckets": num_buckets,
+                "group_by_label": config.group_by_label, "public_top_k": config.public_top_k,
+                "composition": "parallel over disjoint hash batches (paper 004 Lemma 2)",
+                "sensitivity_note": "L∞ sensitivity c/s of the averaged clipped logits (Lemma 3); SVT query 1/s",
+                "charged": "before the first private prompt reached the model"},
+    )
+
+
+def reservation_event(
+    config: PrivatePredictionConfig, *, epsilon: float, delta: float, conversion: str = "tight", documents: int,
+    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
+) -> PrivacyEvent:
+    """A charge-first reservation of ``epsilon`` for a run of Algorithm 1 whose clip c (and r) are calibrated
+    later from a DP release (e.g. the hash buckets from a DP count): the run's calibrated ε never exceeds it
+    (:func:`calibrate` is conservative), so charging the reservation up front over-states nothing the ledger must
+    bound. The run passes it as ``charged_event`` to :func:`run_private_prediction`."""
+    eps = check_epsilon(epsilon, "ε (private prediction)")
+    bound = calibrate(config, epsilon=eps, delta=delta, conversion=conversion)  # the largest c this ε allows
+    return PrivacyEvent(
+        mechanism=MECHANISM, step=STEP, epsilon=eps, delta=check_delta(delta),
+        sensitivity=bound.clip / bound.batch_size, noise_scale=config.temperature, neighbouring=neighbouring,
+        released=f"at most {documents} synthetic texts from disjoint hash batches (Algorithm 1 of paper 004)",
+        params={"reserved": True, "conversion": conversion, "batch_size_s": config.batch_size,
+                "temperature_tau": config.temperature, "svt": config.svt_enabled,
+                "svt_threshold_theta": config.to_dict()["svt_threshold"],
+                "svt_noise_sigma": config.svt_noise if config.svt_enabled else None,
+                "group_by_label": config.group_by_label, "public_top_k": config.public_top_k,
+                "composition": "parallel over disjoint hash batches (paper 004 Lemma 2)",
+                "calibration": "c calibrated to ε ≤ the reserved ε once the hash buckets are known (the run's "
+                               "privacy report holds the calibrated c, r and ρ)",
+                "sensitivity_note": f"upper bound c/s with r = {config.private_tokens}; a larger r after the DP count "
+                                    "lowers c",
+                "charged": "before any noise was drawn and before the first private prompt reached the model"},
+    )
+
+
+def _document_units(texts: Sequence[str], labels: Sequence[str]) -> list[str]:
+    """Document-unit strings (DESIGN §2.0) of a plain list of documents (:func:`dpkps_core.budget.unit_strings`)."""
+    from dpkps_core.budget import unit_strings
+    from dpkps_core.corpus import Corpus
+
+    return unit_strings(Corpus(tuple(texts), tuple(labels), "release input", "memory"), by_person=False)
 
 
 def run_private_prediction(
@@ -431,9 +504,15 @@ def run_private_prediction(
     epsilon: float | None = None, delta: float, per_class: int | Mapping[str, int], num_buckets: int,
     classes: Sequence[str], noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None,
     conversion: str = "tight", model_name: str = "local-model", progress: Progress | None = None,
-    cancel: threading.Event | None = None,
+    cancel: threading.Event | None = None, units: Sequence[str] | None = None,
+    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT, charged_event: PrivacyEvent | None = None,
 ) -> PrivatePredictionResult:
     """Algorithm 1 over a labelled PRIVATE corpus (training part only).
+
+    Charge first (DESIGN §2.0): every refusal on public input happens first; then, with a ``ledger``, the units
+    are admitted (the individual privacy filter charges them) and the run's event is charged — all BEFORE the
+    first private prompt is built or reaches the model. A crash, Ctrl-C or cancellation after that leaves ε
+    charged. Only the admitted documents take part.
 
     Args:
         texts, labels: the private documents (each becomes one private prompt) and their labels.
@@ -447,10 +526,17 @@ def run_private_prediction(
         classes: the DECLARED public class names (required: a list read off the private labels would be a
             data-dependent choice steering which batches run).
         noise: randomness (Laplace SVT noise and token sampling).
-        ledger: charged ONE event (parallel composition over batches) with δ.
+        ledger: admits the units and is charged ONE event (parallel composition over batches) with δ, up front.
+        units: one unit string per document (:func:`dpkps_core.budget.unit_strings`); default: document units.
+        neighbouring: the neighbouring relation of the guarantee (the corpus's privacy unit).
+        charged_event: the caller has ALREADY admitted the units and charged this event (e.g. a
+            :func:`reservation_event` charged with a DP count before it); the run checks that its calibrated ε
+            fits it and charges nothing more.
     """
     if len(texts) != len(labels):
         raise ParameterError("Private prediction needs exactly one label per document.")
+    if units is not None and len(units) != len(texts):
+        raise ParameterError("Private prediction needs exactly one privacy unit per document.")
     if epsilon is not None:
         config = calibrate(config, epsilon=epsilon, delta=delta, conversion=conversion)
     config = config.validate()
@@ -469,14 +555,7 @@ def run_private_prediction(
         )
     rho = config.rho()
     eps = zcdp_to_epsilon(rho, delta, conversion=conversion)
-    if ledger is not None:
-        ledger.require(eps, "private prediction")
-    report = progress or (lambda f, m: None)
-    stops = stop_token_ids(model, tokenizer)
-    # ---- prompts (private, in memory only) and batches
-    label_seq = list(labels) if config.group_by_label else None
-    batches = assign_batches(texts, label_seq, num_buckets=num_buckets, group_by_label=config.group_by_label,
-                             key=config.hash_key)
+    # ---- the plan: public input only (which batches run, how many documents each writes)
     plan: list[tuple[tuple[str | None, int], str | None, int]] = []  # (batch key, label given to docs, examples)
     if config.group_by_label:
         for c in classes:
@@ -491,6 +570,30 @@ def run_private_prediction(
             raise ParameterError(f"{n_batches} batches are needed but only {num_buckets} hash buckets exist.")
         for b in range(n_batches):
             plan.append(((None, b), None, config.examples_per_batch))
+    planned_docs = sum(max(n, 1) for _, _, n in plan)
+    report = progress or (lambda f, m: None)
+    stops = stop_token_ids(model, tokenizer)
+    # ---- charge first: admit the units, record the event; only then read the documents into prompts
+    if charged_event is not None:
+        if eps > charged_event.epsilon * (1 + 1e-9) or delta > charged_event.delta * (1 + 1e-9):
+            raise ParameterError(f"Private prediction would spend ε = {eps:g}, δ = {delta:g}, more than the "
+                                 f"ε = {charged_event.epsilon:g}, δ = {charged_event.delta:g} charged for it.")
+        event = charged_event
+    else:
+        event = prediction_event(config, delta=delta, conversion=conversion, num_buckets=num_buckets,
+                                 batches=len(plan), documents=planned_docs, neighbouring=neighbouring)
+        if ledger is not None:
+            from dpkps_core.budget import admitted_indices
+
+            keep = admitted_indices(list(units) if units is not None else _document_units(texts, labels), ledger,
+                                    eps, what="private prediction")
+            if len(keep) < len(texts):  # the left-out count is private: it goes nowhere
+                texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
+            ledger.charge(event)
+    # ---- prompts (private, in memory only) and batches
+    label_seq = list(labels) if config.group_by_label else None
+    batches = assign_batches(texts, label_seq, num_buckets=num_buckets, group_by_label=config.group_by_label,
+                             key=config.hash_key)
     t0 = time.perf_counter()
     outcomes: list[BatchOutcome] = []
     documents: list[dict[str, Any]] = []
@@ -498,7 +601,7 @@ def run_private_prediction(
         if cancel is not None and cancel.is_set():
             break
         members = batches.get(key, [])
-        report(i / max(len(plan), 1), f"private prediction: batch {i + 1}/{len(plan)} ({len(members)} prompts)")
+        report(i / max(len(plan), 1), f"private prediction: batch {i + 1}/{len(plan)}")  # batch sizes are private
         bcfg = dataclasses.replace(config, examples_per_batch=max(n_examples, 1))
         prompts = [private_messages(_truncate(tokenizer, texts[j], config.max_prompt_tokens), config, labels[j])
                    for j in members]
@@ -515,22 +618,7 @@ def run_private_prediction(
     n_priv = sum(o.private_tokens for o in outcomes)
     n_pub = sum(o.public_tokens + o.public_after_budget for o in outcomes)
     generated = n_priv + n_pub
-    event = PrivacyEvent(
-        mechanism=MECHANISM, step=STEP, epsilon=eps, delta=delta, sensitivity=config.clip / config.batch_size,
-        noise_scale=config.temperature,
-        released=f"{len(documents)} synthetic texts from {len(plan)} disjoint hash batches (at most r = "
-                 f"{config.private_tokens} private tokens each)",
-        params={"rho_zcdp": rho, "conversion": conversion, "batch_size_s": config.batch_size,
-                "private_tokens_r": config.private_tokens, "clip_c": config.clip, "temperature_tau": config.temperature,
-                "svt": config.svt_enabled, "svt_threshold_theta": config.to_dict()["svt_threshold"],
-                "svt_noise_sigma": config.svt_noise if config.svt_enabled else None, "num_buckets": num_buckets,
-                "group_by_label": config.group_by_label, "public_top_k": config.public_top_k,
-                "composition": "parallel over disjoint hash batches (paper 004 Lemma 2)",
-                "sensitivity_note": "L∞ sensitivity c/s of the averaged clipped logits (Lemma 3); SVT query 1/s"},
-    )
-    if ledger is not None:
-        ledger.charge(event)
-    stats = {
+    stats = {  # LOCAL diagnostics; prompts, batch sizes and prompt tokens are exact private figures
         "batches": len(plan), "prompts": sum(o.size for o in outcomes) + len(outcomes),
         "private_prompts": sum(o.size for o in outcomes), "public_prompts": len(outcomes),
         "batch_sizes": [o.size for o in outcomes], "prompt_tokens": sum(o.prompt_tokens for o in outcomes),
@@ -540,6 +628,8 @@ def run_private_prediction(
         "row_tokens_decoded": sum(o.rows_decoded for o in outcomes), "seconds": elapsed,
         "tokens_per_s": generated / elapsed if elapsed > 0 else None,
         "empty_documents": sum(1 for d in documents if not d["text"]),
+        "private_local": ["prompts", "private_prompts", "batch_sizes", "prompt_tokens", "forward_passes",
+                          "row_tokens_decoded"],
     }
     return PrivatePredictionResult(documents, config, eps, delta, rho, conversion, event, stats)
 

@@ -1,16 +1,22 @@
-"""A DP document count (issue 11 §3): the size of the private training part, released with Laplace noise.
+"""A DP document count: the size of the private training part, released with Laplace noise (DESIGN §2.0, §3).
 
 Neighbouring relation: add/remove one document (or, with a person column, one person's documents, when the
-caller counts persons). The count changes by at most 1, so its L1 sensitivity is 1; the noise is
-Laplace(1/ε). Anything computed from the released count (e.g. the number of hash buckets of private
-prediction, paper 004 Assumption 1) is post-processing and may be published; the true count may not.
+caller counts persons — :func:`release_unit_count` counts distinct admitted units). The count changes by at most 1,
+so its L1 sensitivity is 1; the noise is Laplace(1/ε). Anything computed from the released count (e.g. the number
+of hash buckets of private prediction, paper 004 Assumption 1) is post-processing and may be published; the true
+count may not.
+
+Charge first (DESIGN §2.0): the frozen :class:`PrivacyEvent` is recorded in the ledger BEFORE the noise is drawn,
+so a release that fails or is interrupted after that point stays charged. The event holds no noisy value (it is
+frozen before the noise exists); the released value is the :class:`NoisyCount` returned.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon
 
@@ -31,18 +37,55 @@ class NoisyCount:
         return max(float(self.value), 1.0)
 
 
+def count_event(*, epsilon: float, what: str = "documents in the training part", step: str = "size",
+                neighbouring: str = ADD_REMOVE_ONE_DOCUMENT) -> PrivacyEvent:
+    """The frozen event of one Laplace(1/ε) count (sensitivity 1 under ``neighbouring``), built from public input
+    only, so that it can be charged before any private count is read or any noise drawn."""
+    epsilon = check_epsilon(epsilon, "ε (count)")
+    return PrivacyEvent(mechanism=MECHANISM, step=step, epsilon=epsilon, sensitivity=1.0, noise_scale=1.0 / epsilon,
+                        released=f"Laplace-noised number of {what}", neighbouring=neighbouring,
+                        params={"noise": "Laplace(1/ε), integer-valued", "charged": "before the noise was drawn"})
+
+
 def release_count(
     true_count: int, *, epsilon: float, noise: NoiseSource, ledger: PrivacyLedger | None = None,
     what: str = "documents in the training part", step: str = "size",
+    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> NoisyCount:
-    """Release ``true_count`` + Laplace(1/ε) (sensitivity 1 under add/remove one document), charging ``ledger``."""
+    """Release ``true_count`` + Laplace(1/ε) (sensitivity 1 under ``neighbouring``).
+
+    With ``ledger`` the count's event is charged BEFORE the noise is drawn (DESIGN §2.0 "charge first"). The
+    caller has admitted the counted units already (:func:`dpkps_core.budget.admit`) and counts only the admitted
+    ones, or has charged this event itself as part of a larger release (then it passes no ledger)."""
     epsilon = check_epsilon(epsilon, "ε (count)")
     if ledger is not None:
-        ledger.require(epsilon, f"the DP count of {what}")
+        ledger.charge(count_event(epsilon=epsilon, what=what, step=step, neighbouring=neighbouring))
     scale = 1.0 / epsilon
     value = float(int(true_count) + float(noise.laplace(scale, 1, integer_valued=True)[0]))
-    if ledger is not None:
-        ledger.charge(PrivacyEvent(mechanism=MECHANISM, step=step, epsilon=epsilon, sensitivity=1.0,
-                                   noise_scale=scale, released=f"Laplace-noised number of {what}",
-                                   params={"noisy_count": round(value, 2)}))
     return NoisyCount(value=value, epsilon=epsilon, noise_scale=scale)
+
+
+def release_unit_count(
+    units: Sequence[str], *, epsilon: float, noise: NoiseSource, ledger: PrivacyLedger | None = None,
+    what: str = "documents in the training part", step: str = "size",
+    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
+) -> tuple[NoisyCount, int]:
+    """A DP count of the distinct units in ``units`` (one string per document, see
+    :func:`dpkps_core.budget.unit_strings`; a person's documents share one string, so persons are counted).
+
+    With ``ledger``: the units are admitted first (individual privacy filter, DESIGN §2.0; the admitted ones are
+    charged at once), only the admitted ones are counted, then the event is charged, then the noise is drawn.
+    Returns the released count and how many documents were left out (a PRIVATE, local figure)."""
+    from dpkps_core.budget import admitted_indices
+
+    epsilon = check_epsilon(epsilon, "ε (count)")
+    units = list(units)
+    if ledger is not None:
+        keep = admitted_indices(units, ledger, epsilon, what=f"the DP count of {what}")
+        left_out = len(units) - len(keep)
+        units = [units[i] for i in keep]
+    else:
+        left_out = 0
+    released = release_count(len(set(units)), epsilon=epsilon, noise=noise, ledger=ledger, what=what, step=step,
+                             neighbouring=neighbouring)
+    return released, left_out
