@@ -233,6 +233,40 @@ def test_private_token_is_sampled_from_the_clipped_mean_over_s(monkeypatch: pyte
     assert torch.allclose(seen[0][0], want, atol=1e-5) and seen[0][1] == 0.7
 
 
+class WidthSensitiveLM(FakeLM):
+    """FakeLM whose logits also move (slightly) with the padded width of the batch, as a real model's do through
+    round-off in batched matrix products (≈ 4e-5 on SmolLM2)."""
+
+    def forward(self, input_ids, attention_mask, position_ids, past_key_values=None, use_cache=True,
+                logits_to_keep=0):
+        out = super().forward(input_ids, attention_mask, position_ids, past_key_values, use_cache, logits_to_keep)
+        out.logits = out.logits + 1e-4 * attention_mask.shape[1] * self.out[0]
+        return out
+
+
+def test_public_prompt_logits_do_not_depend_on_the_private_prompts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paper 004 §3: z_public is a function of the public prompt alone — it is decoded in its own pass, so the
+    longest private prompt of the batch (the padded width) cannot move it."""
+    seen: list[torch.Tensor] = []
+    real = pp.svt_distance
+    monkeypatch.setattr(pp, "svt_distance", lambda z, zp, batch_size: seen.append(zp.clone()) or real(z, zp,
+                                                                                                      batch_size=batch_size))
+    cfg = pp.PrivatePredictionConfig(batch_size=4, private_tokens=4, max_new_tokens=5, svt_threshold=math.inf,
+                                     svt_noise=0.1, public_top_k=None)
+    runs = []
+    for texts in (["the match"] * 3, ["the match", "goal " * 40, "team bank market shares phone chip"]):
+        seen.clear()
+        prompts = [pp.private_messages(t, cfg) for t in texts]
+        out = pp.generate_batch(WidthSensitiveLM(seed=6, eos_bias=-30.0), FakeTokenizer(), prompts,
+                                pp.public_messages(cfg), config=cfg, noise=NoiseSource(9))
+        assert out.private_tokens == 0 and out.public_tokens == 5
+        runs.append((list(seen), out.texts))
+    (z_short, text_short), (z_long, text_long) = runs
+    assert len(z_short) == len(z_long) == 5
+    assert all(torch.equal(a, b) for a, b in zip(z_short, z_long))  # bit for bit
+    assert text_short == text_long
+
+
 def test_svt_threshold_infinity_gives_all_public_tokens_at_zero_private_count() -> None:
     model, tok = FakeLM(seed=3, eos_bias=-30.0), FakeTokenizer()
     cfg = pp.PrivatePredictionConfig(batch_size=4, private_tokens=5, max_new_tokens=6, examples_per_batch=2,
