@@ -7,7 +7,8 @@ import time
 from typing import Any, Mapping
 
 from dpkps_core import pipeline
-from dpkps_core.audit.neighbours import _training_part, declared_classes
+from dpkps_core.audit.neighbours import declared_classes, training_corpus
+from dpkps_core.audit.raw import RawTable
 from dpkps_core.audit.settings import AuditSettings
 from dpkps_core.audit.trials import MemoryEmbedder, _Runner
 from dpkps_core.config import SamplingConfig
@@ -56,44 +57,47 @@ def format_seconds(s: float) -> str:
 
 
 def estimate_audit_time(
-    corpus: Corpus, config: SamplingConfig, *, vocabulary: PublicVocabulary, embedder: Any,
+    corpus: Corpus | RawTable, config: SamplingConfig, *, vocabulary: PublicVocabulary, embedder: Any,
     settings: AuditSettings | None = None,
 ) -> dict[str, Any]:
     """Measure two runs of the release path on D (the first warms the in-memory embeddings) and a few
     vocabulary-stage trials and one density-stage trial, and extrapolate to the audit's plan. Nothing is kept;
-    nothing is charged.
+    nothing is charged. ``corpus``: the raw rows (:class:`~dpkps_core.audit.raw.RawTable`) or a loaded corpus,
+    as for :func:`~dpkps_core.audit.run_audit`.
 
     Returns ``seconds_per_trial``, ``first_trial_seconds``, ``neighbours``, ``trials``, ``vocabulary_trials``,
     ``density_trials`` and ``estimated_seconds``."""
     settings = (settings or AuditSettings()).validate()
     config = dataclasses.replace(config)
     config.validate()
+    raw = corpus if isinstance(corpus, RawTable) else RawTable.from_corpus(corpus, config)
     runner = _Runner(config, vocabulary, MemoryEmbedder(embedder), settings)
     t0 = time.perf_counter()
-    _, split = runner.run(corpus)
+    loaded = raw.load_corpus()
+    _, split = runner.run(loaded)
     first = time.perf_counter() - t0
     t1 = time.perf_counter()
-    runner.run(corpus)
+    runner.run(loaded)
     per_trial = time.perf_counter() - t1
-    texts = [corpus.texts[i] for i in _training_part(corpus, split, declared_classes(corpus, config))]
-    counts = pipeline.term_counts(texts, vocabulary, terms_per_doc=config.terms_per_doc)
+    classes = declared_classes(loaded, config)
+    train = training_corpus(loaded, split, classes)
+    groups, unit = pipeline._unit(train, config)  # the release path's unit: per person with a person column
+    counts = pipeline.term_counts(train.texts, vocabulary, terms_per_doc=config.terms_per_doc, groups=groups)
     t2 = time.perf_counter()
     for _ in range(3):
-        pipeline.build_private_vocabulary(texts, vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
-                                          vocab_size=config.vocab_size, noise=runner.noise(), ledger=PrivacyLedger(),
-                                          selection_rule=config.selection_rule, counts=counts)
+        pipeline.vocabulary_step(train, vocabulary, config, noise=runner.noise(), ledger=PrivacyLedger(), counts=counts)
     t_voc = (time.perf_counter() - t2) / 3
     pv = runner.last_vocabulary
     emb = embed_terms(pv.terms, runner.embedder)
     config_d = config
     if config_d.bandwidth is None:
         config_d = dataclasses.replace(config, bandwidth=pipeline.default_bandwidth(emb))
-    labels = [corpus.labels[i] for i in _training_part(corpus, split, declared_classes(corpus, config))]
-    kps = pipeline.extract_keyphrases(texts, pv, max_per_doc=config.max_keyphrases_per_doc or config.length)
+    kps = pipeline.extract_keyphrases(train.texts, pv, max_per_doc=config.max_keyphrases_per_doc or config.length)
     t3 = time.perf_counter()
     noise = runner.noise()
-    density, _ = pipeline.build_density(kps, labels, classes=declared_classes(corpus, config), embeddings=emb,
-                                        config=config_d, private_vocabulary=pv, noise=noise, ledger=PrivacyLedger())
+    density, _ = pipeline.build_density(kps, train.labels, classes=classes, embeddings=emb, config=config_d,
+                                        private_vocabulary=pv, noise=noise, ledger=PrivacyLedger(), groups=groups,
+                                        neighbouring=unit)
     pipeline.sample_sequences(density, terms=pv.terms, embeddings=emb, config=config_d, rng=noise.child())
     t_dens = time.perf_counter() - t3
     cheap = 3 + (1 if settings.canary_documents else 0)  # D, D⁻, D⁺ (+ D+k) in the vocabulary and density stages
@@ -120,7 +124,7 @@ def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
         f"`{r['summary_line']}`", "",
         f"**Verdict:** {r['verdict']}", "",
         f"- Claimed: ε = {r['claimed_epsilon']:g} (ε_voc {r['epsilon_vocabulary']:g} + ε_kde {r['epsilon_kde']:g}), "
-        "pure ε-DP under add/remove one document.",
+        f"pure ε-DP under add/remove {r.get('privacy_unit', 'one document')}.",
         f"- Trials: {r['trials_per_neighbour']} per neighbour ({r['selection_trials']} to choose the events, "
         f"{r['evaluation_trials']} to bound them); {r['runs_of_release_path']} runs of the release path in "
         f"{r['seconds']:g} s; noise: {r['noise']} ({r['noise_sampler']} sampler)."
@@ -147,11 +151,20 @@ def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
     nb = r["neighbours"]
     lines += ["", f"CP bounds: one-sided Clopper–Pearson at α = {r['alpha_per_bound']:.2g} each (Bonferroni over "
                   f"{r['bonferroni_events']} events, two bounds each), on the evaluation trials only.", "",
-              f"Neighbours: D⁻ removes the training document with the most distinct rare terms of V "
-                  f"({nb['D⁻']['removed_unique_terms']} terms no other training document has); D⁺ adds a canary of "
-                  f"{len(nb['D⁺']['canary_terms'])} rare public terms ({', '.join(nb['D⁺']['canary_terms'])}). "
-                  f"Training documents that changed side of the split besides them: "
-                  f"{nb['D⁻']['training_documents_moved']} (remove), {nb['D⁺']['training_documents_moved']} (add)."]
+              f"Neighbours, built on the raw rows of {r['rows']['origin']} ({r['rows']['raw_rows']:,} rows) and each "
+                  f"loaded through the public loader: D⁻ removes {nb['D⁻']['removed']} ({nb['D⁻']['removed_rows']} "
+                  f"row(s), {nb['D⁻']['removed_unique_terms']} terms no other training unit has); D⁺ adds "
+                  f"{nb['D⁺']['added_rows']} canary row(s) of {len(nb['D⁺']['canary_terms'])} rare public terms "
+                  f"({', '.join(nb['D⁺']['canary_terms'])}). Other documents changed by loading: "
+                  f"{nb['D⁻']['documents_changed_by_loading']} (remove), {nb['D⁺']['documents_changed_by_loading']} "
+                  f"(add); training documents that changed side of the split besides them: "
+                  f"{nb['D⁻']['training_documents_moved']} (remove), {nb['D⁺']['training_documents_moved']} (add).",
+              "", "| pair | statistic | L1 change between the neighbours | sensitivity the noise assumes |",
+              "|---|---|---|---|"]
+    for pair, parts in r.get("sensitivity_check", {}).items():
+        for part, v in parts.items():
+            flag = " **exceeded**" if v["exceeded"] else ""
+            lines.append(f"| {pair} | {part} | {v['l1_change']:.4g}{flag} | {v['sensitivity']:g} |")
     ex = r.get("exposure")
     if ex:
         w, o = ex["with_canaries"], ex["without_canaries"]

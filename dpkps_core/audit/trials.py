@@ -92,10 +92,15 @@ class _Release:
 
 @dataclasses.dataclass
 class _Neighbour:
+    """One neighbouring corpus: its raw rows, the corpus the loader made of them, the split and training part of
+    its first release-path run, and what each run released."""
+
     name: str
     corpus: Corpus
+    raw: Any = None
     releases: list[_Release] = dataclasses.field(default_factory=list)
-    train: list[int] = dataclasses.field(default_factory=list)
+    split: Any = None
+    train_corpus: Corpus | None = None
 
 
 class _Runner:
