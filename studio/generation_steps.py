@@ -37,16 +37,13 @@ def interleave_by_class(sequences: Sequence[Mapping[str, Any]]) -> list[dict[str
 
 
 def check_few_shot_not_private(texts: Iterable[str], corpus: Corpus | None) -> None:
-    """Refuse few-shot examples that are documents of the private corpus (exact text match)."""
+    """Refuse few-shot examples that contain a document of the private corpus or share a run of 8 or more tokens
+    with one (``dpkps_core.llm.prompts.PrivateSpanIndex``: checked locally, the message quotes nothing)."""
+    from dpkps_core.llm.prompts import check_examples_not_private
+
     if corpus is None:
         return
-    private = set(t.strip() for t in corpus.texts)
-    for t in texts:
-        if t.strip() in private:
-            raise ParameterError(
-                "A few-shot example is a document of the private corpus; few-shot examples must come from a "
-                "separate PUBLIC file."
-            )
+    check_examples_not_private(list(texts), corpus.texts)
 
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dpkps_core.errors import ParameterError
@@ -150,3 +151,91 @@ def test_few_shot_refused_when_it_is_the_private_corpus(tmp_path: Path) -> None:
     public = tmp_path / "public.csv"
     public.write_text("text\npublic example\n", encoding="utf-8")
     assert load_few_shot(public, private_corpus_path=corpus)[0].text == "public example"
+
+
+# ---------------------------------------------------------------------------------- few-shot guard (DESIGN §2.5)
+
+PRIVATE_DOCS = [
+    "The patient reported severe headaches after starting the new medication in early March of this year.",
+    "Quarterly revenue rose sharply as the company expanded its retail network across three northern regions.",
+    "Short private note here.",
+]
+
+
+def test_few_shot_guard_refuses_an_example_containing_a_private_document() -> None:
+    from dpkps_core.llm.prompts import PrivateSpanIndex
+
+    index = PrivateSpanIndex(PRIVATE_DOCS)
+    example = "Intro sentence. " + PRIVATE_DOCS[1] + " And a public closing line."
+    with pytest.raises(ParameterError, match="Few-shot example 2 shares a run of 8") as err:
+        index.check(["A public example about gardening and tomatoes in summer.", example])
+    assert "revenue" not in str(err.value) and "northern" not in str(err.value)  # never quotes private text
+    with pytest.raises(ParameterError, match="contains a whole document of the private corpus"):
+        index.check(["Prefix words, then: SHORT private  note here! and more"])  # shorter than 8 tokens, normalised
+
+
+def test_few_shot_guard_refuses_a_long_shared_span_after_normalisation() -> None:
+    from dpkps_core.llm.prompts import check_examples_not_private
+
+    # 8 consecutive tokens of a private document, with other case, punctuation and NFKC-equivalent spacing
+    span = "SEVERE headaches, after starting the new medication in"
+    with pytest.raises(ParameterError, match="shares a run of 8 or more words"):
+        check_examples_not_private([f"A different story: {span} a public trial."], PRIVATE_DOCS)
+    # 7 shared tokens are ordinary shared phrasing: accepted
+    check_examples_not_private(["A different story: severe headaches after starting the new medication. Then a "
+                                "public ending."], PRIVATE_DOCS)
+
+
+def test_few_shot_guard_accepts_unrelated_public_examples() -> None:
+    from dpkps_core.llm.prompts import PrivateSpanIndex, parse_few_shot
+
+    index = PrivateSpanIndex(PRIVATE_DOCS)
+    public = ("The museum opened a new wing dedicated to early photography and its inventors.\n\n"
+              "Local farmers reported an early harvest of apples thanks to a warm and dry spring.\n")
+    examples = parse_few_shot(public.encode(), filename="public.txt", private_texts=index)
+    assert len(examples) == 2
+    with pytest.raises(ParameterError, match="Few-shot example 1"):
+        parse_few_shot((PRIVATE_DOCS[0] + "\n").encode(), filename="x.txt", private_texts=PRIVATE_DOCS)
+
+
+def test_few_shot_guard_is_vectorised_over_a_large_corpus() -> None:
+    """Built once over 20,000 documents, checking examples takes no per-document loop."""
+    import time
+
+    from dpkps_core.llm.prompts import PrivateSpanIndex
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(5000)]
+    docs = [" ".join(words[i] for i in row) for row in rng.integers(0, len(words), (20_000, 60)).tolist()]
+    index = PrivateSpanIndex(docs)
+    t = time.perf_counter()
+    with pytest.raises(ParameterError):
+        index.check(["public intro " + " ".join(docs[12_345].split()[10:20]) + " public outro"])
+    index.check([" ".join(words[i] for i in row) for row in rng.integers(0, len(words), (20, 200)).tolist()])
+    assert time.perf_counter() - t < 5.0
+
+
+def test_cli_generate_refuses_few_shot_sharing_a_span_with_the_private_corpus(tmp_path: Path, capsys) -> None:
+    """The CLI checks few-shot examples against the private corpus's documents (--private-corpus, or the corpus
+    recorded in the run folder) before any model is loaded; the error quotes nothing of the corpus."""
+    import csv
+
+    from dpkps_core.cli.main import main
+
+    corpus = tmp_path / "private.csv"
+    with corpus.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["text", "label"])
+        for i, doc in enumerate(PRIVATE_DOCS[:2] * 3):
+            w.writerow([f"{doc} Copy {i}.", "a" if i % 2 else "b"])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "sequences.jsonl").write_text(json.dumps({"id": "seq-000001", "label": "a", "keyphrases": ["x"],
+                                                     "method": "independent"}) + "\n", encoding="utf-8")
+    few = tmp_path / "few.txt"
+    few.write_text("A public example about museums.\n\nNews: quarterly revenue rose sharply as the company expanded "
+                   "its retail network, said a source.\n", encoding="utf-8")
+    rc = main(["generate", "--sequences", str(run / "sequences.jsonl"), "--doc-type", "a note", "--few-shot",
+               str(few), "--private-corpus", str(corpus), "--estimate-only"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Few-shot example 2 shares a run of 8" in err and "revenue" not in err

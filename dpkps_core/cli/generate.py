@@ -112,6 +112,33 @@ def _private_corpus_hints(run_dir: Path) -> tuple[str | None, list[str]]:
     return RunFolder(run_dir).private_corpus_hints()
 
 
+def _private_texts(private_corpus: str | None, *run_dirs: Path) -> list[str] | None:
+    """The private documents few-shot examples are checked against, on this machine (DESIGN §2.5): those of
+    ``--private-corpus``, else of the corpus the run was sampled from (``run_config.json``: its local path or demo
+    spec, with its text and label columns). None when no corpus is known."""
+    from dpkps_core.corpus import load_corpus_spec
+    from dpkps_core.errors import DPKPSError
+
+    cfg: dict[str, Any] = {}
+    for d in run_dirs:
+        try:
+            cfg = RunFolder(d).read_config() or {}
+        except (OSError, ValueError):
+            cfg = {}
+        if cfg:
+            break
+    spec = private_corpus or cfg.get("corpus_path") or cfg.get("corpus")
+    if not isinstance(spec, str) or not spec:
+        return None
+    try:
+        corpus = load_corpus_spec(spec, text_column=cfg.get("text_column"), label_column=cfg.get("label_column"))
+    except DPKPSError:
+        if private_corpus:
+            raise
+        return None
+    return list(corpus.texts)
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     """Run the LLM writing step."""
     from dpkps_core.llm import (
@@ -149,7 +176,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
         for candidate in (args.private_corpus, hint_path):
             if candidate:
                 check_not_private(args.few_shot, private_corpus_path=candidate, private_fingerprints=hint_hashes)
-        few_shot = load_few_shot(args.few_shot, private_fingerprints=hint_hashes, max_examples=args.few_shot_count)
+        private_texts = _private_texts(args.private_corpus, seq_path.parent, out)
+        if private_texts is None:
+            print("warning: the few-shot examples could not be checked against the private corpus's documents (no "
+                  "corpus known for this run); give --private-corpus FILE", file=sys.stderr)
+        few_shot = load_few_shot(args.few_shot, private_fingerprints=hint_hashes, max_examples=args.few_shot_count,
+                                 private_texts=private_texts)
     elif args.private_corpus:
         raise ParameterError("--private-corpus is only used to check --few-shot; give --few-shot too or leave it out.")
     config = PromptConfig(

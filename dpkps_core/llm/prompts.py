@@ -2,8 +2,9 @@
 
 The LLM call is post-processing of the DP keyphrase sequences, so a prompt may contain ONLY the public
 template, the document type, the DP sequence, public few-shot examples and, when the user marked class names
-public and opted in, the sequence's label. Nothing here reads the private corpus; the few-shot loader refuses
-a file that is the private corpus itself.
+public and opted in, the sequence's label. Nothing here reads the private corpus from disk; the few-shot loader
+refuses a file that is the private corpus itself, and :class:`PrivateSpanIndex` (given the private texts by the
+caller) refuses examples that contain a private document or share a long span with one (DESIGN §2.5).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import string
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
+
+from dpkps_core.matching import tokenize
 from dpkps_core.sequences import KeyphraseSequence
 from dpkps_core.errors import ParameterError
 
@@ -36,6 +40,9 @@ MAX_TEMPLATE_CHARS = 4000
 MAX_FEW_SHOT = 20
 MAX_FEW_SHOT_CHARS = 4000
 FEW_SHOT_SUFFIXES = (".csv", ".jsonl", ".txt")
+#: A few-shot example sharing a run of this many tokens (after the project's normalisation) with a private
+#: document is refused (DESIGN §2.5: few-shot examples come from a PUBLIC set, never the private corpus).
+FEW_SHOT_SPAN = 8
 
 
 def read_sequences(path: str | os.PathLike[str]) -> list[KeyphraseSequence]:
@@ -225,6 +232,96 @@ def check_not_private(
         )
 
 
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constant (golden ratio): polynomial hash base
+
+
+def _window_hashes(ids: np.ndarray, span: int, powers: np.ndarray) -> np.ndarray:
+    """64-bit polynomial hashes of every ``span``-token window of ``ids`` (wrapping arithmetic, vectorised)."""
+    if ids.size < span:
+        return np.zeros(0, dtype=np.uint64)
+    windows = np.lib.stride_tricks.sliding_window_view(ids, span)
+    with np.errstate(over="ignore"):
+        return (windows * powers).sum(axis=1, dtype=np.uint64)
+
+
+class PrivateSpanIndex:
+    """The private corpus's ``span``-token shingles (tokens of :func:`dpkps_core.matching.tokenize`: NFKC,
+    lower-case), hashed into a sorted array ONCE, so that few-shot examples can be checked against every private
+    document cheaply (DESIGN §2.5). Local and in memory only; its errors never quote private text.
+
+    An example is refused when it shares a run of ≥ ``span`` tokens with a private document, or contains a whole
+    private document shorter than ``span`` tokens. (A 64-bit hash collision could refuse an innocent example —
+    about 2⁻⁶⁴ per pair of windows — never accept a copy.)"""
+
+    def __init__(self, texts: Iterable[str], *, span: int = FEW_SHOT_SPAN) -> None:
+        if not isinstance(span, int) or span < 2:
+            raise ParameterError("The few-shot overlap span must be an integer of at least 2 tokens.")
+        self.span = span
+        self._ids: dict[str, int] = {}
+        self._powers = _HASH_MULTIPLIER ** np.arange(span, dtype=np.uint64)
+        self._short: dict[int, set[tuple[int, ...]]] = {}
+        chunks: list[np.ndarray] = []
+        lengths: list[int] = []
+        for text in texts:
+            toks = tokenize(str(text))
+            ids = np.fromiter((self._ids.setdefault(t, len(self._ids) + 1) for t in toks), dtype=np.uint64,
+                              count=len(toks))
+            if ids.size >= span:
+                chunks.append(ids)
+                lengths.append(ids.size)
+            elif ids.size:
+                self._short.setdefault(int(ids.size), set()).add(tuple(int(i) for i in ids))
+        if chunks:  # one pass over the concatenation; windows that cross a document boundary are dropped
+            flat = np.concatenate(chunks)
+            ends = np.cumsum(lengths)
+            starts = np.arange(flat.size - span + 1)
+            doc_end = ends[np.searchsorted(ends, starts, side="right")]
+            self._hashes = np.unique(_window_hashes(flat, span, self._powers)[starts + span <= doc_end])
+        else:
+            self._hashes = np.zeros(0, dtype=np.uint64)
+
+    def _encode(self, text: str) -> np.ndarray:
+        toks = tokenize(str(text))  # tokens the corpus never uses get 0: no private window can match them
+        return np.fromiter((self._ids.get(t, 0) for t in toks), dtype=np.uint64, count=len(toks))
+
+    def problem(self, text: str) -> str | None:
+        """Why ``text`` may not be a few-shot example (without quoting anything), or None."""
+        ids = self._encode(text)
+        h = _window_hashes(ids, self.span, self._powers)
+        if h.size and self._hashes.size:
+            pos = np.searchsorted(self._hashes, h)
+            pos[pos >= self._hashes.size] = 0
+            if np.any(self._hashes[pos] == h):
+                return f"shares a run of {self.span} or more words with a document of the private corpus"
+        for n, docs in self._short.items():
+            if ids.size >= n:
+                windows = np.lib.stride_tricks.sliding_window_view(ids, n)
+                if any(tuple(int(i) for i in w) in docs for w in windows):
+                    return "contains a whole document of the private corpus"
+        return None
+
+    def check(self, examples: Iterable[str | FewShotExample]) -> None:
+        """Raise :class:`ParameterError` for the first example that contains a private document or shares a long
+        span with one; the message names the example's position only."""
+        for i, ex in enumerate(examples, start=1):
+            why = self.problem(ex.text if isinstance(ex, FewShotExample) else str(ex))
+            if why:
+                raise ParameterError(
+                    f"Few-shot example {i} {why} (checked on this machine; the text is not shown). Few-shot examples "
+                    "must come from a separate PUBLIC set: remove or replace it.")
+
+
+def check_examples_not_private(examples: Iterable[str | FewShotExample],
+                               private: "PrivateSpanIndex | Iterable[str] | None", *,
+                               span: int = FEW_SHOT_SPAN) -> None:
+    """Refuse few-shot ``examples`` that contain a private document or share ≥ ``span`` tokens with one
+    (``private``: the private texts, or an index built from them once). No-op when ``private`` is None."""
+    if private is None:
+        return
+    index = private if isinstance(private, PrivateSpanIndex) else PrivateSpanIndex(private, span=span)
+    index.check(examples)
+
+
 def _split_keyphrases(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -252,10 +349,13 @@ def load_few_shot(
     private_corpus_path: str | os.PathLike[str] | None = None,
     private_fingerprints: Iterable[str] = (),
     max_examples: int = 6,
+    private_texts: "PrivateSpanIndex | Iterable[str] | None" = None,
 ) -> tuple[FewShotExample, ...]:
     """Load PUBLIC few-shot examples from CSV/JSONL (text column, optional keyphrases) or .txt (blank-line separated).
 
-    Refuses the private corpus file (same resolved path or same content hash, see :func:`check_not_private`).
+    Refuses the private corpus file (same resolved path or same content hash, see :func:`check_not_private`) and,
+    given ``private_texts``, every example that contains a private document or shares a long span with one
+    (:func:`check_examples_not_private`).
     """
     p = Path(path)
     if not p.is_file():
@@ -267,6 +367,7 @@ def load_few_shot(
         text_column=text_column,
         keyphrases_column=keyphrases_column,
         max_examples=max_examples,
+        private_texts=private_texts,
     )
 
 
@@ -278,8 +379,10 @@ def parse_few_shot(
     keyphrases_column: str = "keyphrases",
     private_fingerprints: Iterable[str] = (),
     max_examples: int = 6,
+    private_texts: "PrivateSpanIndex | Iterable[str] | None" = None,
 ) -> tuple[FewShotExample, ...]:
-    """Parse an uploaded few-shot file's bytes (the app's uploader); ``filename`` gives the format."""
+    """Parse an uploaded few-shot file's bytes (the app's uploader); ``filename`` gives the format. Given
+    ``private_texts``, refuses examples that contain a private document or share a long span with one."""
     if not isinstance(max_examples, int) or not 1 <= max_examples <= MAX_FEW_SHOT:
         raise ParameterError(f"max_examples must be an integer from 1 to {MAX_FEW_SHOT}.")
     suffix = Path(filename).suffix.lower()
@@ -325,6 +428,7 @@ def parse_few_shot(
             break
     if not examples:
         raise ParameterError(f"Few-shot file {name} holds no examples.")
+    check_examples_not_private(examples, private_texts)
     return tuple(examples)
 
 
