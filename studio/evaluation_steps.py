@@ -40,8 +40,10 @@ def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per
     """DP-KPS vs private prediction vs AugPE+Ṽ at one privacy level on the same split (dpkps_core.baselines.compare).
 
     Its accuracies read real data (private, local); the synthetic documents it writes are DP releases, so their
-    JOINT cost (every method on the same data) is checked against the cap and charged to the corpus's
-    persistent ledger, as the CLI's ``compare`` does (issue 11 §4)."""
+    JOINT cost (every method on the same data) is checked against the cap here, before the job starts, and every
+    method admits its units through the corpus's persistent ledger and charges its events there BEFORE its first
+    noise or prompt (DESIGN §2.0 "charge first"), as the CLI's ``compare`` does: a job that fails or is
+    cancelled mid-run stays charged."""
     from dpkps_core.baselines import compare
 
     if not methods:
@@ -85,7 +87,8 @@ def start_projection(max_real: int) -> Job:
     emb_model = memo_embedder(ss()["density_meta"]["embedding_model"])
 
     def work(job: Job) -> Any:
-        job.report(0.05, f"embedding {len(real_texts)} real test documents (in memory only)")
+        # how many real test documents there are is an exact private size: the message does not say it
+        job.report(0.05, "embedding the real test documents (in memory only)")
         real = embed_texts(real_texts, emb_model, progress=lambda f, m: job.report(0.05 + 0.3 * f, m))
         if job.cancelled:
             return None

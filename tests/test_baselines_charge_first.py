@@ -347,3 +347,42 @@ def test_compare_with_a_person_column_names_the_person_unit_and_writes_no_exact_
     # progress messages name no exact private size (documents embedded, batch sizes)
     assert not any("prompts)" in m for m in messages)
     assert not any(("embedding" in m and any(ch.isdigit() for ch in m)) for m in messages)
+
+
+def test_app_compare_job_checks_the_joint_cost_first_and_a_crashed_job_stays_charged(monkeypatch, tmp_path: Path) -> None:
+    """The app's comparison job (studio/evaluation_steps.py): the joint cost is checked in the page's thread
+    before the job starts; the job charges the corpus's ledger (each method's admission and events go through
+    it) before its first prompt, so a job that dies mid-run stays charged."""
+    from studio import evaluation_steps as es
+
+    ledger = RecordingLedger(cap=20.0)
+    backend = CrashingRemoteBackend(probe=lambda: ledger.total_epsilon, crash_at=9)
+    started: dict[str, Any] = {}
+    session = {"doc_type": "a note", "test_fraction": 0.2, "backend": "offline", "device": None}
+    monkeypatch.setattr(es, "corpus", _corpus)
+    monkeypatch.setattr(es, "ss", lambda: session)
+    monkeypatch.setattr(es, "ledger", lambda: ledger)
+    monkeypatch.setattr(es, "memo_embedder", lambda *a, **k: HashingEmbedder(dim=32))
+    big = PublicVocabulary("test-big", VOCAB.terms + tuple(f"filler{i}" for i in range(1000)), "test", "test")
+    monkeypatch.setattr(es, "public_vocabulary", lambda: big)  # the app's default N = 1,000 needs |V| ≥ 1,000
+    monkeypatch.setattr(es, "offline_backend", lambda *a, **k: backend)
+    monkeypatch.setattr(es, "runs_root", lambda: tmp_path)
+    monkeypatch.setattr(es, "start_job", lambda key, kind, work: started.setdefault("work", work))
+    with pytest.raises(PrivacyBudgetError, match="joint cost"):  # 2 × ε = 24 > 20: refused before any job
+        es.start_compare(methods=["augpe", "private-prediction"], eps_total=12.0, delta=1e-6, per_class=2,
+                         max_tokens=6)
+    assert "work" not in started and ledger.log == [] and backend.sent == []
+    es.start_compare(methods=["augpe"], eps_total=8.0, delta=1e-6, per_class=2, max_tokens=6)
+
+    class FakeJob:
+        cancel = threading.Event()
+
+        @staticmethod
+        def report(frac: float, message: str) -> None:
+            pass
+
+    with pytest.raises(SimulatedCrash):
+        started["work"](FakeJob())
+    assert [e.step for e in ledger.events] == ["vocabulary", augpe.STEP]
+    assert 7.9 < ledger.total_epsilon <= 8.0 + 1e-9
+    assert backend.sent and all(spent == ledger.total_epsilon for _, spent in backend.sent)
