@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,9 +23,9 @@ from dpkps_core.dp.rng import SAMPLERS
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary, estimate_documents_from_noisy_total
 from dpkps_core.embeddings import DEFAULT_MODEL
-from dpkps_core.errors import ParameterError
+from dpkps_core.errors import ParameterError, VocabularyError
 from dpkps_core.sampling import SAMPLING_METHODS
-from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
+from dpkps_core.vocabulary import VOCABULARIES, PublicVocabulary, load_vocabulary
 
 DENSITIES = ("auto", "histogram", "rff")
 
@@ -91,6 +93,9 @@ class SamplingConfig:
     epsilon_cap: float | None = None
     classes: tuple[str, ...] | None = None  # declared PUBLIC class names (demo corpora carry their own)
     person_column: str | None = None  # unit of privacy: one person (this column's ids stay private), else a document
+    # a user vocabulary FILE as the run folder names it: ``vocabulary`` is then its file name, and this its SHA-256
+    # (see to_run_dict; load_vocabulary_for finds and checks the file by them)
+    vocabulary_sha256: str | None = None
 
     def __post_init__(self) -> None:
         if self.classes is not None and not isinstance(self.classes, tuple):
@@ -146,6 +151,16 @@ class SamplingConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def to_run_dict(self) -> dict[str, Any]:
+        """The config as the run folder (``run_config.json``) and the privacy report hold it: like
+        :meth:`to_dict`, but a user vocabulary FILE is named by its file name and SHA-256, never by its local path
+        (docs/PRIVACY.md). :meth:`from_dict` reads it back; :func:`load_vocabulary_for` finds the file again."""
+        out = self.to_dict()
+        name, digest = vocabulary_reference(self.vocabulary)
+        out["vocabulary"] = name
+        out["vocabulary_sha256"] = digest or self.vocabulary_sha256
+        return out
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "SamplingConfig":
         names = {f.name for f in dataclasses.fields(cls)}
@@ -153,6 +168,50 @@ class SamplingConfig:
 
 
 FREQUENCY_ORDERED_VOCABULARIES = ("glove", "wordfreq")
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def vocabulary_reference(spec: str) -> tuple[str, str | None]:
+    """(name, SHA-256 or None) of a vocabulary spec for the run folder and the privacy report: a built-in name
+    (or the app's ``upload:<file name>``) as it is; an existing file by its file name and the SHA-256 of its
+    bytes, so that no local path is written (docs/PRIVACY.md) while the exact public vocabulary stays identifiable."""
+    spec = str(spec)
+    if spec in VOCABULARIES or spec.startswith("upload:"):
+        return spec, None
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        return path.name or spec, None
+    return path.name, _sha256_of(path)
+
+
+def vocabulary_spec_for(config: SamplingConfig) -> str:
+    """The vocabulary spec to load for ``config``. A config read back from a run folder names a user vocabulary
+    file by its file name and SHA-256 only (:meth:`SamplingConfig.to_run_dict`): the file is looked for in the
+    working folder and beside the corpus file, and must have that SHA-256 (a file of the same name with other
+    content is refused rather than used in its place)."""
+    spec = str(config.vocabulary)
+    if not config.vocabulary_sha256 or spec in VOCABULARIES or spec.startswith("upload:"):
+        return spec
+    candidates = [Path(spec).expanduser()]
+    corpus = Path(str(config.corpus)).expanduser()
+    if not str(config.corpus).startswith("demo:") and corpus.is_file():
+        candidates.append(corpus.parent / Path(spec).name)
+    mismatched = False
+    for candidate in candidates:
+        if candidate.is_file():
+            if _sha256_of(candidate) == config.vocabulary_sha256:
+                return str(candidate)
+            mismatched = True
+    what = "has other content than" if mismatched else "was not found in the working folder or beside the corpus for"
+    raise VocabularyError(f"The vocabulary file '{Path(spec).name}' {what} the run's (SHA-256 "
+                          f"{config.vocabulary_sha256[:12]}…); put the run's vocabulary file there.")
 
 
 def effective_max_terms(vocabulary: str, max_terms: int | None) -> int | None:
@@ -289,5 +348,5 @@ def load_config_corpus(config: SamplingConfig) -> Corpus:
 
 def load_vocabulary_for(config: SamplingConfig) -> PublicVocabulary:
     """The public vocabulary V a configuration names, cleaned and frequency-limited as it says."""
-    return load_vocabulary(config.vocabulary, remove_stopwords=config.remove_stopwords,
+    return load_vocabulary(vocabulary_spec_for(config), remove_stopwords=config.remove_stopwords,
                            junk_filter=config.junk_filter, max_terms=config.effective_vocab_max_terms)

@@ -28,13 +28,15 @@ from dpkps_core.config import (  # noqa: F401 - re-exported: the config's histor
     effective_max_terms,
     estimate_class_size,
 )
+from dpkps_core.budget import Admission, admit
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.histogram import SmoothedHistogramDensity, build_smoothed_histogram_density
 from dpkps_core.dp.kde import RFFDensity, build_rff_density
 from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
-from dpkps_core.dp.vocabulary import PrivateVocabulary, privatize_vocabulary
-from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache, embed_terms
+from dpkps_core.dp.validation import check_positive_int
+from dpkps_core.dp.vocabulary import PrivateVocabulary, check_vocabulary_settings, privatize_vocabulary
+from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache, cache_dir, embed_terms
 from dpkps_core import runfolder
 from dpkps_core.errors import ParameterError
 from dpkps_core.runfolder import RunFolder
@@ -60,7 +62,7 @@ def build_private_vocabulary(
     terms over all their documents (issue 15)."""
     if counts is None:
         if progress:
-            progress(0.05, f"matching {len(texts):,} documents against {len(vocabulary):,} public terms")
+            progress(0.05, f"matching the training documents against {len(vocabulary):,} public terms")
         counts = term_counts(texts, vocabulary, terms_per_doc=terms_per_doc, matcher=matcher, groups=groups)
     # No refusal on private data here (issue 11 §2): a corpus without any term of V still gets its (noise-only)
     # release, so that whether Ṽ is released never depends on one document. run_sampling warns locally.
@@ -161,43 +163,106 @@ def _unit(train: Corpus, config: SamplingConfig) -> tuple[Sequence[str] | None, 
     return None, ADD_REMOVE_ONE_DOCUMENT
 
 
+def _admit(train: Corpus, config: SamplingConfig, ledger: PrivacyLedger, epsilon: float, what: str) -> Admission:
+    """The training part's units admitted to a release of ``epsilon`` (DESIGN §2.0, individual privacy filter):
+    the admitted units are charged now, before the release's statistic is computed or its noise drawn."""
+    by_person = bool(config.person_column)
+    if by_person and train.persons is None:
+        raise ParameterError(f"The unit of privacy is a person (column '{config.person_column}'), but the corpus was "
+                             "loaded without that column; load it with the person column.")
+    return admit(train, ledger, epsilon, by_person=by_person, what=what)
+
+
+def left_out_warning(train: Corpus, admission: Admission, *, release: str) -> str | None:
+    """The PRIVATE, local note on the documents (persons) of ``train`` left out of a release because their
+    budget was spent (DESIGN §2.0): shown to the data owner, never written to a report or bundle."""
+    if not admission.left_out:
+        return None
+    persons = ""
+    if train.persons is not None and admission.corpus.persons is not None:
+        gone = len(set(train.persons) - set(admission.corpus.persons))
+        persons = f" ({gone:,} person(s))"
+    return (f"{admission.left_out:,} document(s){persons} had no budget left and were left out of {release} "
+            "(private, local: this count is never released).")
+
+
 @dataclasses.dataclass(frozen=True)
 class VocabularyStep:
-    """Step 1's result: Ṽ (a DP release), the PRIVATE true counts it was drawn from, and the local warnings."""
+    """Step 1's result: Ṽ (a DP release), the PRIVATE true counts it was drawn from (over the admitted documents),
+    the local warnings, and how many training documents had no budget left (PRIVATE, local; DESIGN §2.0)."""
 
     private_vocabulary: PrivateVocabulary
     counts: np.ndarray
     local_warnings: tuple[str, ...]
+    left_out: int = 0
 
 
 def vocabulary_step(
     train: Corpus, vocabulary: PublicVocabulary, config: SamplingConfig, *, noise: NoiseSource,
     ledger: PrivacyLedger, counts: np.ndarray | None = None, progress: Progress | None = None,
 ) -> VocabularyStep:
-    """Step 1 (ε_voc, paper 001 §2 Step 1): the training part's first-S-distinct term counts over V (or the
-    ``counts`` already computed for the same part, V and S), the local advisory checks, then Ṽ."""
-    groups, unit = _unit(train, config)
-    if counts is None:
-        counts = term_counts(train.texts, vocabulary, terms_per_doc=config.terms_per_doc, groups=groups)
-    warnings = tuple(local_warnings(train, counts, vocabulary_name=vocabulary.name))
+    """Step 1 (ε_voc, paper 001 §2 Step 1): the public settings are checked (N ≤ |V|…; such a refusal costs
+    nothing), the training part's units are admitted (DESIGN §2.0: those without budget left are left out, the
+    others charged), then the admitted documents' first-S-distinct term counts over V, the local advisory checks,
+    and Ṽ (whose mechanism records its event before drawing noise).
+
+    ``counts``: the counts already computed for the same part, V and S; used only when no unit was left out."""
+    config.validate()
+    check_vocabulary_settings(epsilon=config.eps_voc, terms_per_doc=config.terms_per_doc, size=config.vocab_size,
+                              vocabulary_size=len(vocabulary), selection_rule=config.selection_rule)
+    if counts is not None and np.shape(counts) != (len(vocabulary),):
+        raise ParameterError(f"counts has shape {np.shape(counts)}, expected ({len(vocabulary)},) — one per term of V.")
+    admission = _admit(train, config, ledger, config.eps_voc, "the private vocabulary step")
+    part = admission.corpus
+    groups, unit = _unit(part, config)
+    if counts is None or admission.left_out:
+        counts = term_counts(part.texts, vocabulary, terms_per_doc=config.terms_per_doc, groups=groups)
+    warnings = list(local_warnings(part, counts, vocabulary_name=vocabulary.name))
+    note = left_out_warning(train, admission, release="the private vocabulary (ε_voc)")
+    if note:
+        warnings.insert(0, note)
     pv = build_private_vocabulary(
-        train.texts, vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
+        part.texts, vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
         vocab_size=config.vocab_size, noise=noise, ledger=ledger, selection_rule=config.selection_rule,
         progress=progress, counts=counts, neighbouring=unit,
     )
-    return VocabularyStep(pv, counts, warnings)
+    return VocabularyStep(pv, counts, tuple(warnings), admission.left_out)
 
 
 @dataclasses.dataclass(frozen=True)
 class DensityStep:
-    """Steps 2–3's result: each training document's Ṽ keyphrases (PRIVATE), Ṽ's embeddings, the DP density and
-    the public choices it was built with, and the seconds each part took."""
+    """Steps 2–3's result: each admitted training document's Ṽ keyphrases (PRIVATE), Ṽ's embeddings, the DP
+    density and the public choices it was built with, the seconds each part took, and how many training
+    documents had no budget left (PRIVATE, local; DESIGN §2.0) with its local note."""
 
     keyphrases: list[list[int]]
     embeddings: np.ndarray
     density: SmoothedHistogramDensity | RFFDensity
     info: dict[str, Any]
     timings: dict[str, float]
+    left_out: int = 0
+    local_warnings: tuple[str, ...] = ()
+
+
+def seeded_embedding_cache(persistent: EmbeddingCache | None = None) -> MemoryEmbeddingCache:
+    """The embedding cache of a seeded (demo) run: in memory only. A seeded Ṽ is not a DP release, so its terms
+    must not be stored at rest (docs/PRIVACY.md); the persistent cache (``persistent``, else the default one if
+    it already exists) is only read, and none is created."""
+    if persistent is None:
+        path = cache_dir() / "embeddings.sqlite"
+        persistent = EmbeddingCache(path) if path.is_file() else None
+    return MemoryEmbeddingCache(read_from=persistent)
+
+
+def _check_density_plan(config: SamplingConfig, plan: DensityPlan) -> None:
+    """Refuse a density the public settings cannot build, before any unit is admitted (DESIGN §2.0)."""
+    if plan.density == "rff":
+        if not plan.bandwidth:
+            raise ParameterError("The RFF DP-KDE needs a bandwidth σ > 0.")
+        if not plan.features:
+            raise ParameterError("The RFF DP-KDE needs a number of random features I ≥ 1.")
+    if config.max_keyphrases_per_doc is not None:
+        check_positive_int(config.max_keyphrases_per_doc, "M (keyphrases per document)")
 
 
 def density_step(
@@ -205,27 +270,40 @@ def density_step(
     embedder: Embedder, cache: EmbeddingCache | MemoryEmbeddingCache | None = None, noise: NoiseSource,
     ledger: PrivacyLedger, progress: Progress | None = None,
 ) -> DensityStep:
-    """Steps 2–3 (ε_kde, paper 001 §2): keyphrases of the training documents, the embeddings of Ṽ (public
-    model, DP terms), then the per-class DP density of ``config``'s method (:func:`build_density`)."""
+    """Steps 2–3 (ε_kde, paper 001 §2): the embeddings of Ṽ (public model, DP terms) and the density's public
+    plan, then the admission of the training part's units (DESIGN §2.0), the admitted documents' keyphrases, and
+    the per-class DP density of ``config``'s method (:func:`build_density`, which charges before its noise).
+
+    A seeded (demo) noise source embeds Ṽ in memory only: a seeded Ṽ is not a release, so its terms must not
+    reach the persistent embedding cache (docs/PRIVACY.md; the cache is then only read)."""
     report = progress or (lambda f, m: None)
-    groups, unit = _unit(train, config)
+    config.validate()
+    if noise.seed is not None and isinstance(cache, EmbeddingCache):
+        cache = seeded_embedding_cache(cache)
     timings: dict[str, float] = {}
-    t = time.perf_counter()
-    keyphrases = extract_keyphrases(train.texts, private_vocabulary,
-                                    max_per_doc=config.max_keyphrases_per_doc or config.length)
-    timings["keyphrases"] = time.perf_counter() - t
     t = time.perf_counter()
     embeddings = embed_terms(private_vocabulary.terms, embedder, cache=cache,
                              progress=lambda f, m: report(0.6 * f, m))
     timings["embeddings"] = time.perf_counter() - t
+    _check_density_plan(config, density_plan(config, n_classes=len(classes), private_vocabulary=private_vocabulary,
+                                             embeddings=embeddings))
+    admission = _admit(train, config, ledger, config.eps_kde, "the keyphrase density step")
+    part = admission.corpus
+    groups, unit = _unit(part, config)
+    t = time.perf_counter()
+    keyphrases = extract_keyphrases(part.texts, private_vocabulary,
+                                    max_per_doc=config.max_keyphrases_per_doc or config.length)
+    timings["keyphrases"] = time.perf_counter() - t
     t = time.perf_counter()
     report(0.6, "building the per-class DP densities")
-    density, info = build_density(keyphrases, train.labels, classes=classes, embeddings=embeddings, config=config,
+    density, info = build_density(keyphrases, part.labels, classes=classes, embeddings=embeddings, config=config,
                                   private_vocabulary=private_vocabulary, noise=noise, ledger=ledger,
                                   progress=lambda f, m: report(0.6 + 0.4 * f, m), groups=groups,
                                   neighbouring=unit)
     timings["density"] = time.perf_counter() - t
-    return DensityStep(keyphrases, embeddings, density, info, timings)
+    note = left_out_warning(train, admission, release="the keyphrase densities (ε_kde)")
+    return DensityStep(keyphrases, embeddings, density, info, timings, admission.left_out,
+                       (note,) if note else ())
 
 
 # ------------------------------------------------------------------------------------------ whole run
@@ -250,6 +328,9 @@ class SamplingRun:
     undeclared_documents: int = 0  # training documents whose label is not a declared class (local, private)
     local_warnings: tuple[str, ...] = ()  # checks on the private data: shown to the data owner, never released
     privacy_unit: str = ADD_REMOVE_ONE_DOCUMENT  # the neighbouring relation (one document, or one person)
+    # training documents left out of each step's release because their budget was spent (DESIGN §2.0): PRIVATE,
+    # local counts for the data owner, never in the privacy report or the run folder
+    left_out: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def privacy_report(self) -> dict[str, Any]:
         """The public privacy report (DP outputs and public parameters only)."""
@@ -285,7 +366,7 @@ def privacy_report(
         "embedding_model": config.embedding_model,
         "method": config.method,
         "classes": list(classes),
-        "parameters": {**{k: v for k, v in config.to_dict().items() if k not in ("corpus",)},
+        "parameters": {**{k: v for k, v in config.to_run_dict().items() if k not in ("corpus",)},
                        **{f"density_{k}": v for k, v in density_info.items()}},
         "sequences": len(outcome.sequences),
         "uniform_fallback_draws": outcome.uniform_fallbacks,
@@ -314,16 +395,32 @@ def local_warnings(train: Corpus, counts: np.ndarray, *, vocabulary_name: str) -
     return out
 
 
+def _require_public(ledger: PrivacyLedger, epsilon: float, what: str) -> None:
+    """Refuse ``epsilon`` on PUBLIC facts only (DESIGN §2.0): this run's own events against this run's own cap,
+    up a chain of sub-ledgers. A corpus's history in a persistent ledger is not consulted here: whether a unit
+    still has budget is the individual filter's business (:func:`dpkps_core.budget.admit`), unit by unit."""
+    current: PrivacyLedger | None = ledger
+    while current is not None:
+        if not PrivacyLedger.can_afford(current, epsilon):
+            PrivacyLedger.require(current, epsilon, what)
+        current = getattr(current, "parent", None)
+
+
 def run_sampling(
     corpus: Corpus, config: SamplingConfig, *, vocabulary: PublicVocabulary, embedder: Embedder,
     cache: EmbeddingCache | None = None, noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None,
     progress: Progress | None = None,
 ) -> SamplingRun:
-    """Split → Ṽ (ε_voc) → keyphrases → embeddings of Ṽ → DP density (ε_kde) → sequences."""
+    """Split → Ṽ (ε_voc) → keyphrases → embeddings of Ṽ → DP density (ε_kde) → sequences.
+
+    Refusals on public input (the settings, N > |V|, this run's cap) come first and cost nothing; each DP step
+    then admits the units that still have budget (DESIGN §2.0) and charges before it draws noise."""
     config.validate()
     noise = noise or NoiseSource(config.seed, sampler=config.noise_sampler)
     ledger = ledger if ledger is not None else PrivacyLedger(config.epsilon_cap)
-    ledger.require(config.eps_voc + config.eps_kde, "this sampling run")
+    check_vocabulary_settings(epsilon=config.eps_voc, terms_per_doc=config.terms_per_doc, size=config.vocab_size,
+                              vocabulary_size=len(vocabulary), selection_rule=config.selection_rule)
+    _require_public(ledger, config.eps_voc + config.eps_kde, "this sampling run")
     report = progress or (lambda f, m: None)
     timings: dict[str, float] = {}
     t = time.perf_counter()
@@ -339,8 +436,9 @@ def run_sampling(
                             seed=config.split_seed, by_person=by_person)
     train_all = corpus.subset(split.train)
     train = train_all.declared_only()  # undeclared labels enter no DP step (issue 11 §2)
-    report(0.02, f"split: {len(train):,} training documents of the declared classes feed the DP steps")
-    report(0.03, f"matching {len(train):,} documents against {len(vocabulary):,} public terms")
+    # progress messages may reach a terminal or log: no exact private size in them (DESIGN §2: private sizes stay local)
+    report(0.02, "split: the training documents of the declared classes feed the DP steps")
+    report(0.03, f"matching the training documents against {len(vocabulary):,} public terms")
     voc = vocabulary_step(train, vocabulary, config, noise=noise, ledger=ledger,
                           progress=lambda f, m: report(0.02 + 0.3 * f, m))
     pv = voc.private_vocabulary
@@ -356,8 +454,9 @@ def run_sampling(
     report(1.0, f"{len(outcome.sequences):,} sequences sampled")
     return SamplingRun(config, split, ledger, noise, pv, embeddings, density, info, outcome, classes, timings,
                        vocabulary.name, truncated_count(train.texts, LIMITS["max_chars_per_doc"]),
-                       undeclared_documents=len(train_all) - len(train), local_warnings=voc.local_warnings,
-                       privacy_unit=unit)
+                       undeclared_documents=len(train_all) - len(train),
+                       local_warnings=voc.local_warnings + dens.local_warnings, privacy_unit=unit,
+                       left_out={"vocabulary": voc.left_out, "kde": dens.left_out})
 
 
 def write_run_folder(run: SamplingRun, out_dir: str | Path) -> Path:
@@ -375,7 +474,7 @@ def write_run_files(out_dir: str | Path, *, config: SamplingConfig, split: Corpu
     runfolder.write_jsonl(folder.sequences, (s.to_dict() for s in outcome.sequences))
     runfolder.write_json(folder.privacy_report, dict(report))
     runfolder.write_json(folder.vocabulary, private_vocabulary.to_dict())
-    config_dict = config.to_dict()
+    config_dict = config.to_run_dict()  # a user vocabulary file by name + SHA-256, never its local path
     corpus_file = Path(config.corpus)
     if not config.corpus.startswith("demo:") and corpus_file.is_file():
         # lets the LLM step refuse the private corpus as a few-shot file; path and hash never reach the bundle

@@ -140,7 +140,8 @@ def run_private_vocabulary() -> PrivateVocabulary:
     cfg = current_config()
     cfg.validate()
     led = ledger()
-    led.require(cfg.eps_voc, "the private vocabulary step")
+    # no refusal here on the corpus's history (it would depend on the data): the step refuses on public input
+    # only and admits the units that still have budget (DESIGN §2.0)
     vocab = public_vocabulary()
     t0 = time.perf_counter()
     nz = noise()
@@ -157,6 +158,7 @@ def run_private_vocabulary() -> PrivateVocabulary:
         "seconds": round(time.perf_counter() - t0, 2), "ledger_events": len(led),
         # PRIVATE checks on the training part: shown locally; the release above went ahead regardless
         "local_warnings": list(step.local_warnings),
+        "left_out": step.left_out,  # PRIVATE, local: documents without budget left (DESIGN §2.0)
     }
     return pv
 
@@ -218,11 +220,12 @@ def run_density() -> Any:
     cfg = current_config()
     cfg.validate()
     led = ledger()
-    led.require(cfg.eps_kde, "the keyphrase density step")
     t0 = time.perf_counter()
     nz = noise()
+    # a seeded demo's Ṽ is not a DP release: its embeddings stay in memory, never in the persistent cache
+    cache = embedding_cache() if nz.seed is None else pipeline.seeded_embedding_cache()
     step = pipeline.density_step(train_part(), pv, cfg, classes=tuple(c.classes), embedder=embedder(cfg.embedding_model),
-                                 cache=embedding_cache(), noise=nz, ledger=led)
+                                 cache=cache, noise=nz, ledger=led)
     keyphrases, density = step.keyphrases, step.density
     clear_after("density", include=True)
     s.update(keyphrases=keyphrases, embeddings=step.embeddings, dp_density=density, density_info=step.info)
@@ -232,6 +235,8 @@ def run_density() -> Any:
         "embedding_model": cfg.embedding_model, "seeded": nz.seed is not None, "pv_terms": len(pv),
         "seconds": round(time.perf_counter() - t0, 2),
         "documents_without_keyphrases": int(sum(1 for k in keyphrases if not k)),
+        # PRIVATE, local: documents without budget left, and the note shown for them (DESIGN §2.0)
+        "left_out": step.left_out, "local_warnings": list(step.local_warnings),
     }
     return density
 

@@ -144,7 +144,8 @@ def test_cli_person_column(tmp_path, capsys):
     assert load_corpus(path, person_column="patient").persons[:4] == ("P0", "P0", "P0", "P1")
     out = tmp_path / "run"
     assert main(["sample", "--corpus", str(path), "--vocabulary", str(vocab), "--classes", "a,b", "--person-column",
-                 "patient", "-K", "1", "-L", "2", "-N", "8", "-S", "2", "--seed", "0", "--out", str(out)]) == 0
+                 "patient", "-K", "1", "-L", "2", "-N", "8", "-S", "2", "--no-junk-filter", "--seed", "0",
+                 "--out", str(out)]) == 0
     report = json.loads((out / "privacy_report.json").read_text())
     assert "one person" in report["neighbouring"] and all("one person" in e["neighbouring"] for e in report["events"])
     assert b"P1," not in (out / "sequences.jsonl").read_bytes()

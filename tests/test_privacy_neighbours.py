@@ -173,3 +173,127 @@ def test_no_vocabulary_match_releases_for_both_neighbours(tmp_path):
     run_d = run_sampling(d, _config(), vocabulary=VOCAB, embedder=HashingEmbedder(dim=8))
     assert any("any term" in w for w in run_d.local_warnings)
     assert "local_warnings" not in json.dumps(run_d.privacy_report())
+
+
+# ---- 3. nothing private at rest: a seeded Ṽ, local paths ---------------------------------------------------
+
+def _cache_rows(path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(path) as con:
+        return int(con.execute("SELECT COUNT(*) FROM emb").fetchone()[0])
+
+
+def test_a_seeded_run_embeds_its_vocabulary_in_memory_only(tmp_path):
+    """A seeded (demo) Ṽ is not a DP release: it must not reach the persistent embedding cache. The same run with
+    OS-entropy noise does fill it (so the check would see a seeded Ṽ written there)."""
+    from dpkps_core.embeddings import EmbeddingCache
+
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    run_sampling(_corpus(), _config(), vocabulary=VOCAB, embedder=HashingEmbedder(dim=8), cache=cache,
+                 noise=NoiseSource(seed=5, sampler="numpy"))
+    assert _cache_rows(tmp_path / "c.sqlite") == 0
+    run = run_sampling(_corpus(), _config(), vocabulary=VOCAB, embedder=HashingEmbedder(dim=8), cache=cache,
+                       noise=NoiseSource(sampler="numpy"))
+    assert _cache_rows(tmp_path / "c.sqlite") == len(run.private_vocabulary)
+
+
+def _csv_corpus(path) -> None:
+    rows = ["text,label"] + [f'"document number {i} mentions {"target" if i % 5 == 0 else TERMS[i % 20]}",{"ab"[i % 2]}'
+                             for i in range(120)]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("seed", [7, None])
+def test_cli_seeded_sample_leaves_the_persistent_cache_folder_empty(tmp_path, monkeypatch, seed):
+    import dpkps_core.cli.sample as cli_sample
+    from dpkps_core.cli import main
+
+    monkeypatch.setenv("DPKPS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cli_sample, "get_embedder", lambda name, **kw: HashingEmbedder(dim=8))
+    _csv_corpus(tmp_path / "c.csv")
+    (tmp_path / "v.txt").write_text("\n".join(TERMS) + "\n", encoding="utf-8")
+    args = ["sample", "--corpus", tmp_path / "c.csv", "--vocabulary", tmp_path / "v.txt", "--classes", "a,b",
+            "--no-junk-filter", "-N", 10, "-S", 1, "-L", 2, "-K", 1, "--out", tmp_path / "run"]
+    assert main([str(a) for a in args + (["--seed", seed] if seed is not None else [])]) == 0
+    cached = tmp_path / "cache" / "embeddings.sqlite"
+    if seed is not None:
+        assert not cached.exists() or _cache_rows(cached) == 0
+    else:  # the control: an OS-entropy run does store its DP Ṽ
+        assert _cache_rows(cached) == 10
+
+
+def test_the_run_folder_names_a_user_vocabulary_file_without_its_path(tmp_path, monkeypatch):
+    """run_config.json and privacy_report.json name a user vocabulary file by file name + SHA-256, never its local
+    folder; the run folder still serves the LLM step (the corpus hints) and evaluation (the file found again)."""
+    import hashlib
+
+    from dpkps_core.config import load_vocabulary_for
+    from dpkps_core.errors import VocabularyError
+    from dpkps_core.export import collect_bundle
+    from dpkps_core.runfolder import RunFolder
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "secret-vocab-folder").mkdir()
+    corpus_file, vocab_file = tmp_path / "data" / "c.csv", tmp_path / "secret-vocab-folder" / "myvocab.txt"
+    _csv_corpus(corpus_file)
+    vocab_file.write_text("\n".join(TERMS) + "\n", encoding="utf-8")
+    digest = hashlib.sha256(vocab_file.read_bytes()).hexdigest()
+    cfg = _config(corpus=str(corpus_file), vocabulary=str(vocab_file))
+    run = run_sampling(_corpus(), cfg, vocabulary=VOCAB, embedder=HashingEmbedder(dim=8),
+                       noise=NoiseSource(seed=5, sampler="numpy"))
+    out = write_run_folder(run, tmp_path / "run")
+    for name in ("run_config.json", "privacy_report.json"):
+        assert "secret-vocab-folder" not in (out / name).read_text(encoding="utf-8"), name
+    written = json.loads((out / "run_config.json").read_text())
+    assert written["vocabulary"] == "myvocab.txt" and written["vocabulary_sha256"] == digest
+    report = json.loads((out / "privacy_report.json").read_text())
+    assert report["parameters"]["vocabulary"] == "myvocab.txt"
+    assert report["parameters"]["vocabulary_sha256"] == digest
+    bundle = collect_bundle(out)
+    assert not any(b"secret-vocab-folder" in data for data in bundle.values())
+    # the LLM step still finds the private corpus to refuse it as few-shot examples
+    path, hashes = RunFolder(out).private_corpus_hints()
+    assert path == str(corpus_file.resolve()) and hashes
+    # evaluation finds the vocabulary again by name + SHA-256 (working folder or beside the corpus) …
+    again = SamplingConfig.from_dict(written)
+    with pytest.raises(VocabularyError, match="was not found"):
+        load_vocabulary_for(again)
+    monkeypatch.chdir(tmp_path / "secret-vocab-folder")
+    assert load_vocabulary_for(again).terms == VOCAB.terms
+    # … and refuses a file of that name with other content
+    monkeypatch.chdir(tmp_path / "data")
+    (tmp_path / "data" / "myvocab.txt").write_text("other\nterms\n", encoding="utf-8")
+    with pytest.raises(VocabularyError, match="other content"):
+        load_vocabulary_for(again)
+
+
+@pytest.mark.parametrize("seed", [5, None])
+def test_the_apps_seeded_density_step_keeps_its_vocabulary_out_of_the_persistent_cache(tmp_path, monkeypatch, seed):
+    """studio.steps.run_density with the "reproducible demo" seed: Ṽ's embeddings stay in memory (the control, an
+    OS-entropy run, writes them to the persistent cache)."""
+    from dpkps_core import pipeline
+    from dpkps_core.dp.ledger import PrivacyLedger
+    from dpkps_core.embeddings import EmbeddingCache
+    from studio import steps
+
+    monkeypatch.setenv("DPKPS_CACHE_DIR", str(tmp_path / "cache"))
+    c = _corpus()
+    cfg = _config(seed=seed)
+    state: dict = {}
+    noise = NoiseSource(seed, sampler="numpy")
+    ledger = PrivacyLedger()
+    state["pv"] = pipeline.vocabulary_step(c, VOCAB, cfg, noise=noise, ledger=ledger).private_vocabulary
+    for name, value in {"ss": lambda: state, "corpus": lambda: c, "current_config": lambda **kw: cfg,
+                        "ledger": lambda: ledger, "noise": lambda: noise, "train_part": lambda: c,
+                        "embedder": lambda name: HashingEmbedder(dim=8),
+                        "embedding_cache": lambda: EmbeddingCache(),
+                        "clear_after": lambda step, include=False: None}.items():
+        monkeypatch.setattr(steps, name, value)
+    steps.run_density()
+    assert state["density_meta"]["left_out"] == 0 and state["dp_density"] is not None
+    cached = tmp_path / "cache" / "embeddings.sqlite"
+    if seed is not None:
+        assert not cached.exists() or _cache_rows(cached) == 0
+    else:
+        assert _cache_rows(cached) == len(state["pv"])

@@ -38,6 +38,7 @@ def _write_private(path: Path, text: str) -> None:
 def _cmd_audit(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    cli_common.check_output_dir(args.out, "--out")  # before the audit's trials, not after them
     config = cli_common.config_from_args(args)
     settings = settings_from_args(args)
     corpus = load_config_corpus(config)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import tempfile
 from pathlib import Path
 
 from dpkps_core.config import DENSITIES, PAPER_SETTINGS, SamplingConfig
@@ -116,3 +118,86 @@ def config_from_args(args: argparse.Namespace) -> SamplingConfig:
     if args.paper_settings:
         cfg = dataclasses.replace(cfg, **PAPER_SETTINGS)
     return cfg.validate()
+
+
+# ------------------------------------------------------------------------------------------------ paths
+# Every command checks its paths before it loads a model, reads the corpus or charges ε, so that a bad path is
+# one line on stderr with exit status 2 (cli/main.py), never a traceback and never after ε was spent.
+
+
+def _probe_writable(folder: Path) -> bool:
+    """Whether a file can be created in ``folder`` (tried for real: permission bits say nothing for root or on
+    read-only or special file systems)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
+def _nearest_parent(path: Path) -> Path:
+    parent = path.parent
+    return parent if str(parent) else Path(".")
+
+
+def check_output_dir(value: str | os.PathLike[str] | None, option: str) -> Path | None:
+    """An output folder option (``--out DIR``): an existing writable folder, or a new one whose parent is an
+    existing writable folder. ``None`` (option not given) passes through."""
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ParameterError(f"{option} {str(value)!r} exists and is a file, not a folder; choose a folder path.")
+    if path.is_dir():
+        if not _probe_writable(path):
+            raise ParameterError(f"{option} {str(value)!r} is not writable; choose a folder you can write to.")
+        return path
+    parent = _nearest_parent(path)
+    if not parent.is_dir():
+        raise ParameterError(f"{option} {str(value)!r}: the parent folder {str(parent)!r} does not exist; create it "
+                             "first or choose another path.")
+    if not _probe_writable(parent):
+        raise ParameterError(f"{option} {str(value)!r} cannot be created: the folder {str(parent)!r} is not "
+                             "writable.")
+    return path
+
+
+def check_output_file(value: str | os.PathLike[str] | None, option: str) -> Path | None:
+    """An output file option (``--zip FILE``): not a folder; its parent folder exists and is writable (an existing
+    file is replaced atomically)."""
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if path.is_dir():
+        raise ParameterError(f"{option} {str(value)!r} is a folder; give a file name.")
+    parent = _nearest_parent(path)
+    if not parent.is_dir():
+        raise ParameterError(f"{option} {str(value)!r}: the parent folder {str(parent)!r} does not exist; create it "
+                             "first or choose another path.")
+    if not _probe_writable(parent):
+        raise ParameterError(f"{option} {str(value)!r} cannot be written: the folder {str(parent)!r} is not writable.")
+    return path
+
+
+def check_input_path(value: str | os.PathLike[str] | None, option: str, *, kind: str = "file") -> Path | None:
+    """An input option: it must exist and be a ``kind`` ("file", "folder" or "any") that can be read.
+    ``demo:…`` corpus specs pass through."""
+    if value is None or (isinstance(value, str) and value.startswith("demo:")):
+        return None
+    path = Path(value).expanduser()
+    if not path.exists():
+        raise ParameterError(f"{option} {str(value)!r} does not exist; check the path.")
+    if kind == "file" and not path.is_file():
+        raise ParameterError(f"{option} {str(value)!r} is not a file.")
+    if kind == "folder" and not path.is_dir():
+        raise ParameterError(f"{option} {str(value)!r} is not a folder.")
+    if not os.access(path, os.R_OK):
+        raise ParameterError(f"{option} {str(value)!r} is not readable; check its permissions.")
+    return path
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an operating-system error the commands did not foresee (cli/main.py's guard)."""
+    what = exc.strerror or type(exc).__name__
+    where = f" {str(exc.filename)!r}" if exc.filename else ""
+    return (f"could not use the path{where}: {what}; check the path and its permissions.").replace("\n", " ")

@@ -121,7 +121,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from dpkps_core.baselines.augpe import AugPEConfig
-    from dpkps_core.cli.common import parse_classes
+    from dpkps_core.cli.common import check_output_dir, parse_classes
     from dpkps_core.corpus import load_corpus_spec, require_declared
     from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
     from dpkps_core.baselines.compare import CompareSettings, compare_methods
@@ -129,6 +129,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from dpkps_core.llm.backends import make_backend
     from dpkps_core.baselines.private_prediction import PrivatePredictionConfig
 
+    check_output_dir(args.out, "--out")  # before the corpus, the models or any ε
     corpus = require_declared(load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column,
                                                classes=parse_classes(args.classes, args.classes_file),
                                                person_column=args.person_column))

@@ -46,8 +46,11 @@ def _stderr_progress(prefix: str):
 # ------------------------------------------------------------------------------------------ evaluate
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from dpkps_core.cli.common import check_input_path, check_output_dir
     from dpkps_core.evaluation import PRIVATE_NOTE, evaluate_run, write_evaluation
 
+    check_input_path(args.run, "--run", kind="folder")
+    check_output_dir(args.run, "--run")  # evaluation.json is written into the run folder
     result = evaluate_run(args.run, seeds=args.seeds, classifier=args.classifier, coral=args.coral,
                           coral_weight=args.coral_weight, progress=_stderr_progress("evaluate"), device=args.device)
     path = write_evaluation(result, args.run)
@@ -60,11 +63,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------- sweep
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from dpkps_core.cli.common import config_from_args
+    from dpkps_core.cli.common import check_output_dir, config_from_args
     from dpkps_core.config import load_config_corpus, load_vocabulary_for
     from dpkps_core.embeddings import EmbeddingCache, get_embedder
     from dpkps_core.evaluation import PRIVATE_NOTE, run_sweep, sweep_summary, write_sweep_outputs
 
+    check_output_dir(args.out, "--out")
     config = config_from_args(args)
     methods = args.methods
     corpus = load_config_corpus(config)
@@ -91,12 +95,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------ forecast
 
 def _cmd_forecast(args: argparse.Namespace) -> int:
-    from dpkps_core.cli.common import config_from_args
+    from dpkps_core.cli.common import check_output_dir, config_from_args
     from dpkps_core.config import load_config_corpus, load_vocabulary_for
     from dpkps_core.embeddings import get_embedder
     from dpkps_core.evaluation import PRIVATE_NOTE, forecast, forecast_figure
     from dpkps_core.split import split_documents
 
+    check_output_dir(args.out, "--out")
     config = config_from_args(args)
     corpus = load_config_corpus(config)
     vocabulary = load_vocabulary_for(config)

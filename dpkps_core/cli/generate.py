@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from dpkps_core.cli.common import check_input_path, check_output_dir, check_output_file
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
@@ -153,9 +154,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     )
     from dpkps_core.llm.prompts import DEFAULT_TEMPLATE, check_not_private
 
-    seq_path = Path(args.sequences)
+    seq_path = check_input_path(args.sequences, "--sequences", kind="file")
+    out = check_output_dir(args.out or seq_path.parent, "--out")
+    check_input_path(args.few_shot, "--few-shot", kind="file")
+    check_input_path(args.private_corpus, "--private-corpus", kind="any")
+    check_input_path(args.model_path, "--model-path", kind="folder")
     sequences = read_sequences(seq_path)
-    out = Path(args.out) if args.out else seq_path.parent
     local = args.backend in ("offline", "local")
     if args.model_path and args.backend != "local":
         raise ParameterError("--model-path is for --backend local.")
@@ -275,6 +279,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write the release bundle."""
     from dpkps_core.export import build_bundle
 
+    check_input_path(args.run, "--run", kind="folder")
+    check_output_file(args.zip, "--zip")
+    check_output_dir(args.folder, "--folder")
     secrets = [os.environ[v] for v in ("OPENAI_API_KEY",) if os.environ.get(v)]
     manifest = build_bundle(args.run, out_zip=args.zip, out_dir=args.folder, secrets=secrets)
     where = args.zip + (f" and {args.folder}" if args.folder else "")

@@ -2,7 +2,8 @@
 
 Each command lives in its own module of this package exposing ``register(subparsers)``, which adds a
 sub-parser whose ``func`` default takes the parsed ``argparse.Namespace`` and returns an exit status. User
-errors (:class:`~dpkps_core.errors.DPKPSError`) are printed as one line, ``error: …``, with exit status 2.
+errors (:class:`~dpkps_core.errors.DPKPSError`) and operating-system errors on paths (``OSError``) are printed
+as one line, ``error: …``, with exit status 2; each command checks its paths first (``cli/common.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 from typing import Sequence
 
 from dpkps_core.cli import audit, compare, evaluate, generate, ledger, sample
+from dpkps_core.cli.common import os_error_line
 from dpkps_core.errors import DPKPSError
 
 #: The command modules, in the order ``--help`` lists their commands (static imports: no plugin loading).
@@ -39,6 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except DPKPSError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path the command's own checks (cli/common.py) did not foresee: one line, no traceback
+        print(f"error: {os_error_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted; finished work is kept in the run folder.", file=sys.stderr)

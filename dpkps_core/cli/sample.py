@@ -4,30 +4,34 @@ from __future__ import annotations
 
 import argparse
 
-from dpkps_core.cli.common import add_sampling_arguments, config_from_args
+from dpkps_core.cli.common import add_sampling_arguments, check_output_dir, config_from_args
 from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
 from dpkps_core.config import load_config_corpus, load_vocabulary_for
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import EmbeddingCache, get_embedder
-from dpkps_core.pipeline import LIMITS, run_sampling, write_run_folder
+from dpkps_core.pipeline import LIMITS, run_sampling, seeded_embedding_cache, write_run_folder
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    check_output_dir(args.out, "--out")  # a bad --out is one line before anything is loaded or charged
     config = config_from_args(args)
     corpus = load_config_corpus(config)
     ledger = corpus_ledger(corpus, tool="cli sample", out=args.out, cap=config.epsilon_cap)
-    ledger.require(config.eps_voc + config.eps_kde, "this sampling run")  # before loading models
+    # no whole-run refusal on the corpus's history here: config_from_args checked this run's ε against its cap
+    # (public), and each step admits only the units with budget left (DESIGN §2.0)
     vocabulary = load_vocabulary_for(config)
     embedder = get_embedder(config.embedding_model)
+    # a seeded demo's Ṽ is not a DP release: embed it in memory only, never into the persistent cache
+    cache = EmbeddingCache() if config.seed is None else seeded_embedding_cache()
     with tqdm(total=100, unit="%", desc="sample", leave=False) as bar:
         def progress(frac: float, message: str) -> None:
             bar.n = int(100 * frac)
             bar.set_postfix_str(message[:60])
             bar.refresh()
 
-        run = run_sampling(corpus, config, vocabulary=vocabulary, embedder=embedder, cache=EmbeddingCache(),
+        run = run_sampling(corpus, config, vocabulary=vocabulary, embedder=embedder, cache=cache,
                            noise=NoiseSource(config.seed, sampler=config.noise_sampler), ledger=ledger, progress=progress)
     out = write_run_folder(run, args.out)
     rep = run.privacy_report()

@@ -84,26 +84,18 @@ def build_smoothed_histogram_density(
         groups / neighbouring: one person per document and the person-level relation (issue 15): a person's
             occurrences over all their documents and classes weigh 1 in total, so sensitivity 1 and the same
             Laplace(1/ε) give ε-DP per person.
+
+    Charge first (DESIGN §2.0): the event (ε, sensitivity 1, |Ṽ|, σ, M: all public) is recorded in ``ledger``
+    after the statistic is computed and BEFORE the noise is drawn, so a failure from then on leaves ε_kde spent.
     """
     epsilon = check_epsilon(epsilon, "ε_kde")
     bandwidth = check_positive_float(bandwidth, "σ (bandwidth)", allow_zero=True)
     classes = tuple(classes)
     vocab_size = embeddings.shape[0]
-    if ledger is not None:
-        ledger.require(epsilon, "the keyphrase density step")
     hist = class_keyphrase_histograms(keyphrases, labels, classes, vocab_size, max_per_doc=max_per_doc,
                                       groups=groups)
     scale = 1.0 / epsilon
-    noisy = noise.add_laplace(hist, scale=scale)  # the statistic goes through the (OpenDP) sampler
-    density = SmoothedHistogramDensity(
-        classes=classes,
-        noisy_histograms=noisy,
-        bandwidth=bandwidth,
-        epsilon=epsilon,
-        noise_scale=scale,
-        kernel=smoothing_kernel(embeddings, bandwidth),
-    )
-    if ledger is not None:
+    if ledger is not None:  # charge first (DESIGN §2.0): the event holds public quantities only
         ledger.charge(
             PrivacyEvent(
                 mechanism=MECHANISM,
@@ -120,4 +112,12 @@ def build_smoothed_histogram_density(
                         "bandwidth": bandwidth, "max_keyphrases_per_doc": max_per_doc},
             )
         )
-    return density
+    noisy = noise.add_laplace(hist, scale=scale)  # the statistic goes through the (OpenDP) sampler
+    return SmoothedHistogramDensity(
+        classes=classes,
+        noisy_histograms=noisy,
+        bandwidth=bandwidth,
+        epsilon=epsilon,
+        noise_scale=scale,
+        kernel=smoothing_kernel(embeddings, bandwidth),
+    )

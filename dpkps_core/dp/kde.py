@@ -163,6 +163,9 @@ def build_rff_density(
         bandwidth: σ > 0. features: I. length: L (sequence length). max_per_doc: M (default L).
         groups / neighbouring: one person per document and the person-level relation (issue 15): each
             person's documents weigh 1 in total, so the same noise scale gives ε-DP per person.
+
+    Charge first (DESIGN §2.0): the one event for the whole ensemble is recorded in ``ledger`` before the first
+    member's statistic is computed or its noise drawn; a failure or cancellation after that leaves ε_kde spent.
     """
     epsilon = check_epsilon(epsilon, "ε_kde")
     bandwidth = check_positive_float(bandwidth, "σ (bandwidth)")
@@ -171,23 +174,9 @@ def build_rff_density(
     max_per_doc = length if max_per_doc is None else check_positive_int(max_per_doc, "M (keyphrases per document)")
     classes = tuple(classes)
     layout = ensemble_blocks(kind, length)
-    if ledger is not None:
-        ledger.require(epsilon, "the keyphrase density step")
-    rng = noise.child()
     eps_member = epsilon / len(layout)
     scale = SQRT2 * features / eps_member
-    members = []
-    for j, (blocks, block_scale) in enumerate(layout):
-        rff = RandomFourierFeatures.draw(dim=embeddings.shape[1] * blocks, features=features, bandwidth=bandwidth, rng=rng)
-        sums = rff_feature_sums(keyphrases, labels, classes=classes, embeddings=embeddings, features=rff,
-                                blocks=blocks, block_scale=block_scale, kind=kind, max_per_doc=max_per_doc,
-                                groups=groups)
-        noisy = noise.add_laplace(sums, scale=scale)  # the statistic goes through the (OpenDP) sampler
-        members.append(RFFMember(rff, blocks, block_scale, noisy, eps_member, scale))
-        if progress is not None:
-            progress((j + 1) / len(layout), f"DP-KDE member {j + 1}/{len(layout)} ({blocks} block(s))")
-    density = RFFDensity(kind, classes, tuple(members), bandwidth, features, length, epsilon)
-    if ledger is not None:
+    if ledger is not None:  # charge first (DESIGN §2.0): every field below is public (ε, I, σ, L, M, J)
         ledger.charge(
             PrivacyEvent(
                 mechanism=MECHANISM,
@@ -205,4 +194,15 @@ def build_rff_density(
                         "max_keyphrases_per_doc": max_per_doc, "classes": len(classes)},
             )
         )
-    return density
+    rng = noise.child()
+    members = []
+    for j, (blocks, block_scale) in enumerate(layout):
+        rff = RandomFourierFeatures.draw(dim=embeddings.shape[1] * blocks, features=features, bandwidth=bandwidth, rng=rng)
+        sums = rff_feature_sums(keyphrases, labels, classes=classes, embeddings=embeddings, features=rff,
+                                blocks=blocks, block_scale=block_scale, kind=kind, max_per_doc=max_per_doc,
+                                groups=groups)
+        noisy = noise.add_laplace(sums, scale=scale)  # the statistic goes through the (OpenDP) sampler
+        members.append(RFFMember(rff, blocks, block_scale, noisy, eps_member, scale))
+        if progress is not None:
+            progress((j + 1) / len(layout), f"DP-KDE member {j + 1}/{len(layout)} ({blocks} block(s))")
+    return RFFDensity(kind, classes, tuple(members), bandwidth, features, length, epsilon)

@@ -4,6 +4,10 @@ Paper 001 §2, Step 1. Neighbouring relation: add/remove one document. Each docu
 *distinct* matched terms, one count each, so the histogram over V has L1 sensitivity S. Noise: i.i.d.
 Laplace(S/ε_voc) on **every** term of V, zero counts included (noising only terms seen in D would reveal which
 terms occur). Selecting the N largest noisy counts is post-processing.
+
+Charge first (DESIGN §2.0): public settings (ε, S, N ≤ |V|, the rule) are checked before anything is read or
+spent; the ledger event, built from public quantities only, is recorded before the noise is drawn, so a refusal
+decided from the noisy counts (the noise-floor rule keeping no term) costs ε_voc.
 """
 
 from __future__ import annotations
@@ -112,6 +116,54 @@ def select_top_terms(
     return top
 
 
+def check_vocabulary_settings(
+    *, epsilon: float, terms_per_doc: int, size: int, vocabulary_size: int, selection_rule: str = "top-n",
+) -> tuple[float, int, int]:
+    """Refuse bad public settings of the ε_voc release before any data is read (DESIGN §2.0: such refusals cost
+    nothing): ε, S, N, the selection rule and N ≤ |V|. Returns (ε, S, N) normalised."""
+    epsilon = check_epsilon(epsilon, "ε_voc")
+    terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)")
+    size = check_positive_int(size, "N (private vocabulary size)")
+    if selection_rule not in SELECTION_RULES:
+        raise ParameterError(f"Unknown vocabulary selection rule {selection_rule!r}; choose "
+                             f"{' or '.join(SELECTION_RULES)}.")
+    if vocabulary_size == 0:
+        raise VocabularyError("The public vocabulary is empty.")
+    if size > vocabulary_size:
+        raise ParameterError(f"N (private vocabulary size) = {size:,} is larger than the public vocabulary "
+                             f"(|V| = {vocabulary_size:,} terms); choose N ≤ |V|. Nothing was spent.")
+    return epsilon, terms_per_doc, size
+
+
+def vocabulary_event(
+    *, epsilon: float, terms_per_doc: int, size: int, vocabulary_name: str, vocabulary_size: int,
+    selection_rule: str, sampler: str, neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
+) -> PrivacyEvent:
+    """The ε_voc release's ledger event, from public quantities only (ε, S, N, |V|, the rule): it is recorded
+    BEFORE the noise is drawn (charge first, DESIGN §2.0), so it cannot name |Ṽ|, which the noise-floor rule
+    decides from the noisy counts."""
+    scale = terms_per_doc / epsilon
+    fewer = " (fewer under the noise-floor rule)" if selection_rule == "noise-floor" else ""
+    return PrivacyEvent(
+        mechanism=MECHANISM,
+        step="vocabulary",
+        epsilon=epsilon,
+        neighbouring=neighbouring,
+        sensitivity=float(terms_per_doc),
+        noise_scale=scale,
+        released=(f"the top N = {size:,} terms{fewer} of a Laplace-noised histogram over all "
+                  f"{vocabulary_size:,} terms of {vocabulary_name}"),
+        params={
+            "vocabulary": vocabulary_name,
+            "vocabulary_size": vocabulary_size,
+            "terms_per_doc": terms_per_doc,
+            "requested_size": size,
+            "selection_rule": selection_rule,
+            "laplace_sampler": sampler,
+        },
+    )
+
+
 def privatize_vocabulary(
     counts: np.ndarray,
     terms: Sequence[str],
@@ -131,31 +183,36 @@ def privatize_vocabulary(
     Args:
         counts: per-term document counts over all of V (``TermMatcher.counts_first_distinct`` output).
         terms: the public vocabulary V (same order as ``counts``).
-        epsilon: ε_voc. terms_per_doc: S (sensitivity). size: N.
+        epsilon: ε_voc. terms_per_doc: S (sensitivity). size: N (≤ |V|).
         selection_rule: ``"top-n"`` (paper) or ``"noise-floor"`` (top-N, then drop terms below
             ``floor_fraction`` × :func:`noise_floor`).
-    Records one :class:`PrivacyEvent` (step ``"vocabulary"``) in ``ledger``.
+
+    Charge first (DESIGN §2.0): the public settings are checked (a refusal there costs nothing), then one
+    :class:`PrivacyEvent` (step ``"vocabulary"``) is recorded in ``ledger`` BEFORE the noise is drawn. A failure
+    after that — a crash in the sampler, or the noise-floor rule keeping no term — leaves ε_voc spent.
     """
-    epsilon = check_epsilon(epsilon, "ε_voc")
-    terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)")
-    size = check_positive_int(size, "N (private vocabulary size)")
+    epsilon, terms_per_doc, size = check_vocabulary_settings(
+        epsilon=epsilon, terms_per_doc=terms_per_doc, size=size, vocabulary_size=len(terms),
+        selection_rule=selection_rule)
     counts = np.asarray(counts)
     if counts.shape != (len(terms),):
         raise ParameterError(f"counts has shape {counts.shape}, expected ({len(terms)},) — one per term of V.")
-    if len(terms) == 0:
-        raise VocabularyError("The public vocabulary is empty.")
-    if ledger is not None:
-        ledger.require(epsilon, "the private vocabulary step")
-    noisy = noisy_term_histogram(counts, epsilon=epsilon, terms_per_doc=terms_per_doc, noise=noise)
     scale = terms_per_doc / epsilon
     floor = floor_fraction * noise_floor(epsilon=epsilon, terms_per_doc=terms_per_doc, vocabulary_size=len(terms))
+    if ledger is not None:
+        ledger.charge(vocabulary_event(
+            epsilon=epsilon, terms_per_doc=terms_per_doc, size=size, vocabulary_name=vocabulary_name,
+            vocabulary_size=len(terms), selection_rule=selection_rule, sampler=noise.sampler,
+            neighbouring=neighbouring))
+    noisy = noisy_term_histogram(counts, epsilon=epsilon, terms_per_doc=terms_per_doc, noise=noise)
     chosen = select_top_terms(noisy, size=size, rule=selection_rule, floor=floor)
     if chosen.size == 0:
+        # decided from the noisy counts, after the charge: the refusal is itself a DP output and costs ε_voc
         raise VocabularyError(
-            "No term of the public vocabulary cleared the noise floor at this ε_voc; raise ε_voc, use the "
-            "top-N rule, or use a smaller vocabulary."
+            f"No term of the public vocabulary cleared the noise floor at ε_voc = {epsilon:g}; ε_voc was spent "
+            "(the noisy counts were drawn). Raise ε_voc, use the top-N rule, or use a smaller vocabulary."
         )
-    result = PrivateVocabulary(
+    return PrivateVocabulary(
         terms=tuple(terms[i] for i in chosen),
         noisy_counts=noisy[chosen],
         public_vocabulary=vocabulary_name,
@@ -167,27 +224,6 @@ def privatize_vocabulary(
         selection_rule=selection_rule,
         noisy_total=float(noisy.sum()),
     )
-    if ledger is not None:
-        ledger.charge(
-            PrivacyEvent(
-                mechanism=MECHANISM,
-                step="vocabulary",
-                epsilon=epsilon,
-                neighbouring=neighbouring,
-                sensitivity=float(terms_per_doc),
-                noise_scale=scale,
-                released=f"top {len(chosen)} terms of a Laplace-noised histogram over all {len(terms):,} terms of {vocabulary_name}",
-                params={
-                    "vocabulary": vocabulary_name,
-                    "vocabulary_size": len(terms),
-                    "terms_per_doc": terms_per_doc,
-                    "private_vocabulary_size": len(chosen),
-                    "selection_rule": selection_rule,
-                    "laplace_sampler": noise.sampler,
-                },
-            )
-        )
-    return result
 
 
 def estimate_documents_from_noisy_total(noisy_total: float, *, terms_per_doc: int) -> float:
