@@ -13,7 +13,6 @@ labels or persons. Seeded NumPy noise throughout, so the verdicts are reproducib
 from __future__ import annotations
 
 import csv
-import dataclasses
 import itertools
 import json
 import string
@@ -238,3 +237,31 @@ def test_person_unit_with_the_rff_log_ensemble_passes(tmp_path: Path) -> None:
     r = result.to_dict()
     assert not result.violation, result.verdict
     assert 0 < r["sensitivity_check"]["remove"]["density"]["l1_change"] <= 1 + 1e-9
+
+
+def test_cli_audit_builds_its_neighbours_from_the_file(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``audit --person-column`` reads the CSV's raw rows (not the loaded corpus) and passes."""
+    from dpkps_core.cli import audit as cli_audit
+    from dpkps_core.cli import main
+
+    monkeypatch.setattr(cli_audit, "get_embedder", lambda name: HashingEmbedder(dim=16))
+    seen: list[Any] = []
+    real = audit.run_audit
+    monkeypatch.setattr(cli_audit.audit, "run_audit", lambda rows, *a, **k: seen.append(rows) or real(rows, *a, **k))
+    path, vocab = _write_people(tmp_path / "notes.csv")
+    vfile = tmp_path / "vocab.txt"
+    vfile.write_text("\n".join(vocab.terms) + "\n")
+    out = tmp_path / "audit"
+    argv = ["audit", "--corpus", str(path), "--vocabulary", str(vfile), "--text-column", "note_text",
+            "--label-column", "label", "--person-column", "patient", "--classes", ",".join(CLASSES),
+            "--eps-voc", "0.5", "--eps-kde", "0.5", "-S", "1", "-N", str(len(vocab)), "--length", "3",
+            "--per-class", "3", "--bandwidth", "0", "--trials", "4", "--vocabulary-trials", "100",
+            "--density-trials", "8", "--canaries", "0", "--audit-seed", "3", "--quiet", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "consistent with ε = 1" in printed
+    assert len(seen) == 1 and isinstance(seen[0], RawTable) and len(seen[0]) == 106
+    report = json.loads((out / "audit_report.json").read_text())
+    assert report["privacy_unit"] == "one person" and report["rows"]["origin"] == "notes.csv"
+    assert report["neighbours"]["D⁻"]["removed_rows"] >= 2

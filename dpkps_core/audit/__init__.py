@@ -2,36 +2,49 @@
 
 What it does (docs/PRIVACY.md, "Empirical audit"):
 
-* **Neighbour audit.** Around the user's corpus D it builds two neighbouring corpora under the add/remove-one-
-  document relation (DESIGN §2): D⁻ = D without its most influential training document (the one with the most
-  distinct rare terms of V) and D⁺ = D + one synthetic canary document made of rare public terms of V that occur
-  nowhere in D. It runs the exact release path, :func:`dpkps_core.pipeline.run_sampling` (split → Ṽ (ε_voc) →
-  keyphrases → DP density (ε_kde) → sequences, the same functions and settings as a real run), many times with
-  fresh noise on each neighbour, in three stages under one Bonferroni correction: the *vocabulary stage*
-  (``build_private_vocabulary`` alone: cheap, thousands of trials; against ε_voc), the *density stage*
-  (``extract_keyphrases`` → ``build_density`` → ``sample_sequences`` on one fixed Ṽ, no new embeddings; against
-  ε_kde) and the *release stage* (the whole ``run_sampling``; against ε_voc + ε_kde). Per trial it computes a few
+* **Neighbour audit.** Around the user's corpus D it builds neighbouring corpora under the relation of the
+  release (DESIGN §2: add/remove one document, or all documents of one person with a person column) ON THE RAW
+  ROWS of the file (:mod:`.raw`, DESIGN §2.0): D⁻ = D's rows without the raw row of its most influential training
+  document (the one with the most distinct rare terms of V), or without every row of its most influential training
+  person; D⁺ = D's rows plus one canary row made of rare public terms of V that occur nowhere in D (under the person
+  unit: a canary person with several rows). Each is loaded through the public loader
+  (:func:`dpkps_core.corpus.load_corpus`) with the user's loading choices, so a loader that breaks neighbours
+  shows; a few cheap *loader probes* (a row whose text occurs under another label removed, a copy of a text under
+  another label inserted first) check the same without trials. It runs the exact release path,
+  :func:`dpkps_core.pipeline.run_sampling` (split → Ṽ (ε_voc) → keyphrases → DP density (ε_kde) → sequences, the
+  same functions and settings as a real run), many times with fresh noise on each neighbour, in three stages
+  under one Bonferroni correction: the *vocabulary stage* (``vocabulary_step`` alone: cheap, thousands of
+  trials; against ε_voc), the *density stage* (``extract_keyphrases`` → ``build_density`` → ``sample_sequences``
+  on one fixed Ṽ, no new embeddings; against ε_kde) and the *release stage* (the whole ``run_sampling``; against
+  ε_voc + ε_kde). Per trial it computes a few
   statistics of the *released* outputs only (Ṽ with its noisy counts, the sequences), weighted by how the
-  neighbours' training term (or per-class keyphrase) counts differ: a censored, likelihood-ratio-like sum of
+  neighbours' training contributions differ — computed with the release path's own functions
+  (``pipeline.term_counts`` and ``dp.contributions.class_keyphrase_histograms`` / ``prefix_weights``, per person
+  under the person unit), never a copy of them: a censored, likelihood-ratio-like sum of
   noisy counts, the number of those terms in Ṽ, and their (per-class) sampled frequency. Each statistic's
   event {s ≥ τ} (or its complement, in either direction) is chosen on a separate
   *selection* set of trials; on the remaining *evaluation* trials the standard construction gives
   ε_lb = ln(CP_lower(p_num) / CP_upper(p_den)) with one-sided Clopper–Pearson bounds, Bonferroni-corrected over
   every bound computed, so max ε_lb is a valid lower bound on the true ε at the stated confidence. If the
-  implementation were ε-DP, ε_lb ≤ ε with probability ≥ the confidence; ε_lb > ε is a **violation**.
+  implementation were ε-DP, ε_lb ≤ ε with probability ≥ the confidence; ε_lb > ε is a **violation**. So is, with
+  certainty, a pair of loaded neighbours whose contributions differ by more than the sensitivity the noise is
+  calibrated for (the vocabulary event's S, a unit's keyphrase weight 1), or a loader probe that changes other
+  documents.
 * **Canary exposure** ("Canary's Echo", Meeus et al. 2024): k canary documents with rare public keyphrase
   combinations planted in a copy of the corpus; how often their terms and term pairs appear in Ṽ and in the
   sampled sequences, next to the same counts on runs of D without them.
 
-It never touches the real release: every trial runs on an in-memory copy with its own throwaway
+It never touches the real release: every trial runs on an in-memory copy (rows handed to the loader as in-memory
+JSON Lines, never written to disk) with its own throwaway
 :class:`~dpkps_core.dp.ledger.PrivacyLedger` (the session's and the persistent ledgers are charged nothing),
 writes no run folder, and embeds Ṽ through an in-memory dict (:class:`MemoryEmbedder`) — never the persistent
 :class:`~dpkps_core.embeddings.EmbeddingCache`, since noisy vocabularies of neighbouring corpora are functions of
 private counts. The audit's results read the private corpus: they are PRIVATE (local only, never in a bundle).
 An audit can show that an implementation leaks more than claimed; it can never prove that it does not.
 
-Modules: statistics (Clopper–Pearson, ε lower bounds, event choice, verdict) · neighbours (D⁻, D⁺, canaries, the
-neighbours' differences) · settings (AuditSettings) · trials (one run of the release path, MemoryEmbedder, canary
+Modules: statistics (Clopper–Pearson, ε lower bounds, event choice, verdict) · raw (the corpus as raw rows:
+RawTable, read_raw_table, raw_table_for) · neighbours (targets, canaries, the neighbours' differences, loader
+probes) · settings (AuditSettings) · trials (one run of the release path, MemoryEmbedder, canary
 exposure) · run (run_audit: the three stages and the events) · report (AuditResult, estimate_audit_time,
 render_markdown). Every public name is importable from ``dpkps_core.audit``.
 """
@@ -39,11 +52,19 @@ render_markdown). Every public name is importable from ``dpkps_core.audit``.
 # ruff: noqa: F401 - the package's public names
 from dpkps_core.audit.neighbours import (
     MAX_WEIGHTED_TERMS,
+    canary_rows,
     canary_text,
     declared_classes,
+    density_contributions,
+    document_keys,
     influential_document,
+    influential_person,
+    loader_probes,
+    loading_changes,
     rare_public_terms,
+    training_corpus,
 )
+from dpkps_core.audit.raw import CANARY_PERSON, RawTable, raw_table_for, read_raw_table
 from dpkps_core.audit.report import (
     AUDIT_NOTE,
     LIMITATION_NOTE,
@@ -53,6 +74,7 @@ from dpkps_core.audit.report import (
     render_markdown,
 )
 from dpkps_core.audit.run import (
+    CANARY_PERSON_ROWS,
     DENSITY_STATISTICS,
     NEIGHBOURS,
     PAIRS,

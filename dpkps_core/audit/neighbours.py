@@ -10,7 +10,6 @@ every difference here is computed with the release path's own contribution funct
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from typing import Any, Sequence
 

@@ -197,7 +197,8 @@ def read_raw_table(
         options.update(text_column="text", label_column="label")
         return RawTable(("text", "label"), tuple(zip(texts, labels)), "text", "label", None, options, display)
     df, _ = _readers._read_table(inp)
-    _, _, text_col, label_col = _readers._select_columns(df, text_column, label_column, person_column)  # the loader's choice
+    # the columns the loader chooses (the user's, or by name): where a canary row's cells go
+    _, _, text_col, label_col = _readers._select_columns(df, text_column, label_column, person_column)
     df = df.loc[:, ~df.columns.duplicated()]
     columns = tuple(str(c) for c in df.columns)
     rows = tuple(tuple(r) for r in df.itertuples(index=False, name=None))

@@ -41,7 +41,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     cli_common.check_output_dir(args.out, "--out")  # before the audit's trials, not after them
     config = cli_common.config_from_args(args)
     settings = settings_from_args(args)
-    corpus = load_config_corpus(config)
+    load_config_corpus(config)  # the same local checks as `sample` (declared classes, columns) before anything runs
+    rows = audit.raw_table_for(config)  # the file's raw rows: the audit builds its neighbours on them (DESIGN §2.0)
     vocabulary = load_vocabulary_for(config)
     embedder = get_embedder(config.embedding_model)
     print("Empirical privacy audit — runs on in-memory copies with throwaway ledgers: it charges nothing to the "
@@ -57,7 +58,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
                       f"corpora; measured {plan['seconds_per_round']:.2f} s per round → about "
                       f"{audit.format_seconds(plan['estimated_seconds'])} in all")
 
-        result = audit.run_audit(corpus, config, vocabulary=vocabulary, embedder=embedder, settings=settings,
+        result = audit.run_audit(rows, config, vocabulary=vocabulary, embedder=embedder, settings=settings,
                                  progress=progress, on_plan=on_plan)
     r = result.to_dict()
     best = result.best_event()
@@ -98,8 +99,9 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "audit", help="empirical privacy audit of the release path on your corpus (private, costs no ε)",
-        description="Runs the exact release path many times on neighbouring copies of your corpus (one document "
-                    "removed, one canary added) and reports an empirical lower bound on ε with Clopper–Pearson "
+        description="Runs the exact release path many times on neighbouring copies of your corpus, built on the "
+                    "file's raw rows and loaded as `sample` loads them (one row — or, with --person-column, every row "
+                    "of one person — removed; a canary row or canary person added), and reports an empirical lower bound on ε with Clopper–Pearson "
                     "confidence, next to the claimed ε, plus canary exposure. A lower bound, not a proof. Nothing "
                     "is released and no ledger is charged.",
     )
