@@ -29,6 +29,12 @@ from dpkps_core.vocabulary import VOCABULARIES, PublicVocabulary, load_vocabular
 
 DENSITIES = ("auto", "histogram", "rff")
 
+#: The one default cap on the ε any one document (or person, with a person column) may spend over all releases, app
+#: and CLI (DESIGN §2.0: the persistent ledger is an individual privacy filter). The app's cap field and the CLI's
+#: --epsilon-cap start from it; 20 covers a few runs at the paper's totals of 6–15 (docs/PRIVACY.md "Per-document
+#: budgets").
+DEFAULT_EPSILON_CAP = 20.0
+
 # Documented limits (issue 7): keep a user from running the server out of memory by accident. The one place every
 # parameter bound lives: DP-KPS sampling (LIMITS), private prediction and AugPE (their config classes validate
 # against these).

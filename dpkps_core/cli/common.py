@@ -9,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from dpkps_core.config import DENSITIES, PAPER_SETTINGS, SamplingConfig
+from dpkps_core.config import DEFAULT_EPSILON_CAP, DENSITIES, PAPER_SETTINGS, SamplingConfig
 from dpkps_core.corpus import check_class_names
 from dpkps_core.dp.rng import SAMPLERS
 from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS
@@ -70,9 +70,11 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("privacy")
     g.add_argument("--eps-voc", type=float, default=d.eps_voc, help="ε for the private vocabulary (default %(default)s)")
     g.add_argument("--eps-kde", type=float, default=d.eps_kde, help="ε for the per-class densities (default %(default)s)")
-    g.add_argument("--epsilon-cap", type=float, default=None,
-                   help="cap on the total ε of ALL releases on this corpus, past ones included; `sample` sets (or "
-                        "raises) it in the corpus's persistent ledger (default: keep the cap it has)")
+    g.add_argument("--epsilon-cap", type=float, default=DEFAULT_EPSILON_CAP,
+                   help="cap on the total ε any one document (person) may spend over ALL releases, app and CLI "
+                        "(default %(default)s, the app's too): documents new to the persistent ledger get it, and a "
+                        "run whose own ε would exceed it is refused; documents already in the ledger keep their cap "
+                        "(change it with `ledger --corpus … --epsilon-cap`)")
     g.add_argument("--seed", type=int, default=None, help="REPRODUCIBLE DEMO ONLY: seed all noise (not for release); "
                    "default: OS entropy")
     g.add_argument("--noise-sampler", choices=SAMPLERS, default=d.noise_sampler,

@@ -14,6 +14,7 @@ from dpkps_core.baselines.compare import GENERATION_METHODS
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.sampling import SAMPLING_METHODS
 from dpkps_core.cli.common import add_class_arguments
+from dpkps_core.config import DEFAULT_EPSILON_CAP
 
 PP_WARNING_CLI = (
     "WARNING: private prediction puts PRIVATE documents into the prompt of the LOCAL offline model (it needs "
@@ -67,9 +68,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--eps-voc", type=float, default=None,
                    help="ε of the private vocabulary Ṽ shared by DP-KPS and AugPE+Ṽ (default: ε/2)")
     g.add_argument("--seed", type=int, default=None, help="REPRODUCIBLE DEMO ONLY: seed all noise (not for release)")
-    g.add_argument("--epsilon-cap", type=float, default=None,
-                   help="set (or raise) this corpus's cap on the total ε of ALL its releases, past ones included; the "
-                        "comparison's joint cost (every method's ε summed, δ summed) is charged to it")
+    g.add_argument("--epsilon-cap", type=float, default=DEFAULT_EPSILON_CAP,
+                   help="cap on the total ε any one document (person) may spend over ALL releases (the app's default "
+                        "too); the comparison's joint cost (every method's ε summed) must fit it before anything runs")
     g = p.add_argument_group("what to run")
     g.add_argument("--methods", type=_methods, default=list(GENERATION_METHODS),
                    help=f"comma-separated subset of {','.join(GENERATION_METHODS)}")
