@@ -34,10 +34,24 @@ else:
             try:
                 columns, guess_text, guess_label = steps.upload_columns(data, upload.name)
                 if columns:
+                    # The columns are suggested from their NAMES only (DESIGN §2.0: a guess from the values would let
+                    # one row switch the column); when no name or several names fit, the user picks. Once this file
+                    # is loaded, the pickers start from the columns the loaded corpus was actually read from.
+                    loaded = session.corpus()
+                    if (loaded is not None and str(s.get("corpus_id") or "").startswith("upload:")
+                            and s.get("corpus_filename") == upload.name):
+                        guess_text = loaded.text_column or guess_text
+                        guess_label = loaded.label_column or guess_label
+                    if guess_text is None:
+                        st.info("No column name says which column holds the documents' text (names such as text, "
+                                "document, notes, body, content, review, summary): choose it below.",
+                                icon=":material/view_column:")
                     c1, c2 = st.columns(2)
                     text_col = c1.selectbox("Text column", columns,
                                             index=columns.index(guess_text) if guess_text in columns else None,
-                                            placeholder="choose the column with the documents", key="upload_text_col")
+                                            placeholder="choose the column with the documents", key="upload_text_col",
+                                            help="Chosen from the column names only, never from the values; change it "
+                                                 "if it is not the column that holds the documents.")
                     label_col = c2.selectbox("Label column", columns,
                                              index=columns.index(guess_label) if guess_label in columns else None,
                                              placeholder="choose the column with the class", key="upload_label_col")
@@ -82,8 +96,11 @@ if corpus is not None:
     m[1].metric("Classes", info["classes"])
     m[2].metric("Median words / document", f"{info['words_median']:,.0f}")
     m[3].metric("Longest document (words)", f"{info['words_max']:,}")
+    if corpus.text_column is not None:
+        st.caption(f"Read from the text column “{corpus.text_column}” and the label column “{corpus.label_column}”.")
     if corpus.report is not None:
-        st.caption(corpus.report.summary())
+        st.caption(f"{widgets.PRIVATE_BADGE} {corpus.report.summary()} Each row is kept or dropped on its own "
+                   "(empty text, label or person id; too short; an identical copy of a row of the same person).")
     left, right = st.columns(2)
     left.plotly_chart(charts.class_counts_bar(info["class_counts"]), key="chart.class_counts")
     right.plotly_chart(charts.length_histogram(info["words"], corpus.labels), key="chart.lengths")
