@@ -131,6 +131,8 @@ else:
             st.caption(f"{widgets.PRIVATE_BADGE} {meta['documents_without_keyphrases']:,} training documents "
                        "contain no term of Ṽ and contribute nothing (an exact count of the private corpus: not a "
                        "DP output, never exported).")
+        for warning in meta.get("local_warnings", ()):  # e.g. documents left out for lack of budget (DESIGN §2.0)
+            st.warning(f"{widgets.PRIVATE_BADGE} {warning}", icon=":material/lock:")
         c = session.corpus()
         scores = session.density_scores()
         st.plotly_chart(charts.density_bars(c.classes, s["pv"].terms, scores, top=10), key="chart.density_bars")
