@@ -326,6 +326,7 @@ def test_compare_with_a_person_column_names_the_person_unit_and_writes_no_exact_
     pp_events = res.privacy["private-prediction"]["events"]
     assert [e["step"] for e in pp_events] == ["size", pp.STEP]
     assert all(e["neighbouring"] == unit for e in pp_events)  # not "add/remove one document"
+    assert "persons" in pp_events[0]["released"]  # one document per person: the count counts persons
     assert res.privacy["private-prediction"]["neighbouring"] == unit
     ag = [e for e in res.privacy["augpe"]["events"] if e["step"] == augpe.STEP]
     assert ag[0]["neighbouring"] == unit and res.privacy["augpe"]["neighbouring"] == unit

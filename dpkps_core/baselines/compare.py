@@ -547,7 +547,8 @@ def _compare_private_prediction(plan: _Plan, *, ledger: SubLedger, progress: Pro
         note_n = "hash buckets from the public class-size estimate" + note_b
         released = None
     else:
-        ledger.charge(count_event(epsilon=eps_size, what="documents in the training part", neighbouring=unit))
+        counted = "persons in the training part" if train.persons is not None else "documents in the training part"
+        ledger.charge(count_event(epsilon=eps_size, what=counted, neighbouring=unit))
         charged = ledger.charge(reservation_event(pcfg, epsilon=eps_pp, delta=st_.delta, documents=planned_docs,
                                                   neighbouring=unit))
         released = release_count(len(train), epsilon=eps_size, noise=plan.noise)  # event charged above
