@@ -46,8 +46,8 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         print(f"note (private): {run.undeclared_documents:,} training document(s) carry a label outside the declared "
               "classes and entered no DP step.")
     if run.truncated_documents:
-        print(f"note: {run.truncated_documents} document(s) longer than {LIMITS['max_chars_per_doc']:,} characters "
-              "were truncated for term extraction.")
+        print(f"note (private, local): {run.truncated_documents:,} document(s) longer than "
+              f"{LIMITS['max_chars_per_doc']:,} characters were truncated for term extraction.")
     if run.noise.seed is not None:
         print("WARNING: seeded noise — reproducible demo, NOT FOR RELEASE.")
     return 0
