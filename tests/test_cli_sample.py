@@ -135,3 +135,19 @@ def test_no_vocabulary_match_still_releases_and_warns_locally(tmp_path, corpus_c
                  "--vocab-size", 2, "--seed", 0, "--out", tmp_path / "r"]) == 0
     assert "No training document contains any term" in capsys.readouterr().out
     assert len((tmp_path / "r" / "sequences.jsonl").read_text().splitlines()) == 3
+
+
+def test_text_column_not_decidable_from_names_asks_for_text_column(tmp_path, corpus_csv, vocab_file, capsys):
+    """DESIGN §2.0: two columns whose names both fit the text rule — the CLI asks for --text-column (one line,
+    nothing written) instead of picking one by its values; with --text-column the run goes ahead."""
+    lines = corpus_csv.read_text(encoding="utf-8").splitlines()
+    rows = ["summary,notes,label"] + [f'"short",{ln}' for ln in lines[1:]]
+    p = tmp_path / "two_texts.csv"
+    p.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    args = ["sample", "--corpus", p, "--vocabulary", vocab_file, "--classes", "sport,tech,business", "-K", 1,
+            "--vocab-size", 5, "--seed", 0]
+    assert _run([*args, "--out", tmp_path / "r"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Several columns could hold the document text (summary, notes)" in err and "--text-column" in err
+    assert "\n" not in err and not (tmp_path / "r").exists()
+    assert _run([*args, "--text-column", "notes", "--out", tmp_path / "r2"]) == 0

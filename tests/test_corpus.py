@@ -92,6 +92,23 @@ def test_csv_semicolon_delimiter_and_bom(toy_corpus, toy_records):
     _same(load_corpus(data, filename="x.csv"), toy_corpus)
 
 
+def test_delimiter_comes_from_the_header_line_alone(toy_corpus, toy_records):
+    """DESIGN §2.0: the delimiter is read off the header (column names, public), so rows full of another
+    delimiter — one added row or many — never switch it."""
+    rows = toy_records + [{"text": "a;b;c;d;e;f;g;h;i;j;k;l;m;n;o;p;q;r;s;t;u;v;w;x;y;z", "label": "tech"}] * 3
+    c = load_corpus(_csv_bytes(rows), filename="x.csv")
+    assert len(c) == 12 and c.report.n_duplicates == 2
+
+
+def test_format_comes_from_the_extension(toy_records):
+    """The file name (public) decides the format; the content's first bytes only when there is no extension."""
+    jl = "\n".join(json.dumps(r) for r in toy_records).encode()
+    assert len(load_corpus(jl, filename="docs.jsonl")) == 11
+    assert len(load_corpus(jl, filename="docs")) == 11  # no extension: '{' starts JSON Lines
+    with pytest.raises(CorpusError):
+        load_corpus(jl, filename="docs.csv")  # read as CSV because the name says so
+
+
 def test_tsv_roundtrip(tmp_path, toy_corpus, toy_records):
     p = tmp_path / "docs.tsv"
     p.write_bytes(_csv_bytes(toy_records, sep="\t"))
