@@ -47,8 +47,10 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("corpus (private)")
     g.add_argument("--corpus", default=d.corpus, help="demo:bbc (default), demo:drugs, demo:drugs-rating, or a path "
                    "to CSV/TSV/JSONL/Parquet/ZIP of .txt/folder of class sub-folders")
-    g.add_argument("--text-column", help="column holding the document text (guessed when omitted)")
-    g.add_argument("--label-column", help="column holding the class label (guessed when omitted)")
+    g.add_argument("--text-column", help="column holding the document text (when omitted: chosen from the column "
+                   "NAMES only — text, document, notes, body, review… — and asked for when no name or several fit)")
+    g.add_argument("--label-column", help="column holding the class label (when omitted: chosen from the column "
+                   "NAMES only — label, class, category, target, specialty, topic…)")
     add_class_arguments(g)
     g.add_argument("--person-column", help="unit of privacy = one PERSON: the column identifying whom each document "
                    "is about (ids stay private; every mechanism bounds each person's total contribution; the split "

@@ -54,8 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     g = p.add_argument_group("corpus (private)")
     g.add_argument("--corpus", default="demo:bbc", help="demo:bbc, demo:drugs, demo:drugs-rating or a file/folder")
-    g.add_argument("--text-column", help="column holding the document text (guessed when omitted)")
-    g.add_argument("--label-column", help="column holding the class label (guessed when omitted)")
+    g.add_argument("--text-column", help="column holding the document text (when omitted: chosen from the column "
+                   "NAMES only — text, document, notes, body, review… — and asked for when no name or several fit)")
+    g.add_argument("--label-column", help="column holding the class label (when omitted: chosen from the column "
+                   "NAMES only — label, class, category, target, specialty, topic…)")
     add_class_arguments(g)
     g.add_argument("--person-column", help="unit of privacy = one person (ids stay private): DP-KPS bounds each "
                    "person's total contribution; private prediction and AugPE+Ṽ keep one document per person")
