@@ -138,8 +138,9 @@ def load_demo_corpus(name: str, *, label: str | None = None, min_class_size: int
 
     ``"bbc"``: BBC News, label = news category. ``"drugs"``: Drugs.com reviews; ``label="condition"``
     (default: conditions with at least ``min_class_size`` reviews are kept) or ``label="rating"`` (bands
-    negative 1-4 / neutral 5-6 / positive 7-10). Documents are cleaned like :func:`load_corpus` (empty,
-    shorter than 20 characters and duplicate texts dropped); classes under ``min_class_size`` are dropped.
+    negative 1-4 / neutral 5-6 / positive 7-10). Documents are cleaned like :func:`load_corpus` (empty and
+    shorter than 20 characters dropped; identical rows — same text, label and, with ``person_column``, person —
+    collapse); classes under ``min_class_size`` are dropped (a public decision: the demo data are public).
     """
     min_class_size = _check_int(min_class_size, "min_class_size", 1)
     if name not in DEMO_CORPORA:
