@@ -322,3 +322,14 @@ def test_the_left_out_count_stays_local(tmp_path):
             values = list(_walk(json.loads(text)))
             assert train_left not in [v for v in values if isinstance(v, int) and not isinstance(v, bool)], path.name
     assert "left_out" not in json.dumps(run.privacy_report())
+
+
+def test_a_release_with_every_unit_left_out_is_noise_only_and_says_why():
+    """Nobody has budget left: the release still happens (its refusal would depend on the units' history), on no
+    document, and the local note names the reason instead of a misleading "no training document" check."""
+    train = corpus()
+    ledger = RecordingLedger([], leave_out=lambda unit: True)
+    voc = pipeline.vocabulary_step(train, VOCAB, config(), noise=RecordingNoise([]), ledger=ledger)
+    assert voc.left_out == len(train) and int(voc.counts.sum()) == 0 and len(voc.private_vocabulary) == 10
+    assert len(voc.local_warnings) == 1 and "had no budget left" in voc.local_warnings[0]
+    assert [e.step for e in ledger.events] == ["vocabulary"]
