@@ -211,14 +211,16 @@ def vocabulary_step(
     check_vocabulary_settings(epsilon=config.eps_voc, terms_per_doc=config.terms_per_doc, size=config.vocab_size,
                               vocabulary_size=len(vocabulary), selection_rule=config.selection_rule)
     if counts is not None and np.shape(counts) != (len(vocabulary),):
-        raise ParameterError(f"counts has shape {np.shape(counts)}, expected ({len(vocabulary)},) — one per term of V.")
+        raise ParameterError(f"counts has shape {np.shape(counts)}, expected ({len(vocabulary)},) — one per "
+                             "term of V.")
     admission = _admit(train, config, ledger, config.eps_voc, "the private vocabulary step")
     part = admission.corpus
     groups, unit = _unit(part, config)
     if counts is None or admission.left_out:
         counts = term_counts(part.texts, vocabulary, terms_per_doc=config.terms_per_doc, groups=groups)
     # the data checks describe what the release saw; when every document was left out, the note below says why
-    warnings = list(local_warnings(part, counts, vocabulary_name=vocabulary.name)) if len(part) or not len(train) else []
+    warnings = (list(local_warnings(part, counts, vocabulary_name=vocabulary.name)) if len(part) or not len(train)
+                else [])
     note = left_out_warning(train, admission, release="the private vocabulary (ε_voc)")
     if note:
         warnings.insert(0, note)
@@ -437,7 +439,7 @@ def run_sampling(
                             seed=config.split_seed, by_person=by_person)
     train_all = corpus.subset(split.train)
     train = train_all.declared_only()  # undeclared labels enter no DP step (issue 11 §2)
-    # progress messages may reach a terminal or log: no exact private size in them (DESIGN §2: private sizes stay local)
+    # progress messages may reach a terminal or log: no exact private size in them (DESIGN §2: local figures)
     report(0.02, "split: the training documents of the declared classes feed the DP steps")
     report(0.03, f"matching the training documents against {len(vocabulary):,} public terms")
     voc = vocabulary_step(train, vocabulary, config, noise=noise, ledger=ledger,
