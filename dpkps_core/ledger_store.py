@@ -314,13 +314,14 @@ class CapChange:
 class CorpusView:
     """What the ledger knows about one corpus's units (PRIVATE, local: never export it).
 
-    ``spent`` / ``caps`` hold one entry per distinct unit of the corpus (a unit never seen has spent 0 and the cap
-    it would get now, ``new_unit_cap``; ``None`` / ``inf`` = no cap)."""
+    ``spent`` / ``caps`` / ``in_ledger`` hold one entry per distinct unit of the corpus (a unit never seen has
+    spent 0 and the cap it would get now, ``new_unit_cap``; ``inf`` = no cap)."""
 
     units: int
     known: int
     spent: np.ndarray
     caps: np.ndarray
+    in_ledger: np.ndarray
     new_unit_cap: float | None
     releases: tuple[Release, ...]
     cap_history: tuple[CapChange, ...]
@@ -331,10 +332,12 @@ class CorpusView:
 
     @property
     def cap_range(self) -> tuple[float | None, float | None]:
-        """(smallest, largest) cap among the corpus's units; ``None`` stands for no cap."""
-        if not self.units:
+        """(smallest, largest) cap among the corpus's units already in the ledger (``new_unit_cap`` when none is);
+        ``None`` stands for no cap."""
+        if not self.known:
             return self.new_unit_cap, self.new_unit_cap
-        lo, hi = float(self.caps.min()), float(self.caps.max())
+        caps = self.caps[self.in_ledger]
+        lo, hi = float(caps.min()), float(caps.max())
         return (None if math.isinf(lo) else lo), (None if math.isinf(hi) else hi)
 
     def left_out(self, epsilon: float) -> int:
@@ -444,13 +447,13 @@ class LedgerStore:
         if not self.path.is_file():
             raise PrivacyBudgetError(f"The privacy ledger store {self.path} has disappeared; restore it from a backup. "
                                      "Nothing was spent.")
+        with open(self.path, "rb") as f:  # never let SQLite initialise an empty or foreign file as a new store
+            if f.read(16) != b"SQLite format 3\x00":
+                raise sqlite3.DatabaseError("not an SQLite file (empty, truncated or overwritten)")
         conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:
-            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA synchronous=FULL")  # the journal mode (WAL) was fixed when the store was created
             conn.execute("PRAGMA foreign_keys=ON")
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
-            if not mode or str(mode[0]).lower() != "wal":
-                raise sqlite3.DatabaseError("the store cannot use its write-ahead log")
         except BaseException:
             conn.close()
             raise
@@ -774,8 +777,8 @@ class LedgerStore:
                     if inside:
                         history.append(CapChange(row[0], row[1], row[2], _shown_cap(row[3]), _shown_cap(row[4]),
                                                  _shown_cap(row[5]), inside))
-            return CorpusView(len(keys), int(known.sum()), spent, caps, _check_cap(new_unit_cap), tuple(releases),
-                              tuple(history))
+            return CorpusView(len(keys), int(known.sum()), spent, caps, known, _check_cap(new_unit_cap),
+                              tuple(releases), tuple(history))
 
     def _events(self, conn: sqlite3.Connection, release_ids: Sequence[int]) -> dict[int, tuple[RecordedEvent, ...]]:
         out: dict[int, list[RecordedEvent]] = {}

@@ -1,32 +1,33 @@
-"""The persistent ledger per private corpus (dpkps_core.ledger_store, issue 11 §4): shared totals across ledger
-objects and processes, the cap over all past releases (CLI and app), the corpus fingerprint (label-, order- and
-name-free, never exported), owner-only files, the ``ledger`` command and the comparison's joint cost."""
+"""The persistent ledger's store (dpkps_core.ledger_store; DESIGN §2.0): owner-only files that hold no text, path or
+file name; fail closed (damaged, truncated or foreign store, damaged or missing key, unusable folder: an error that
+spends nothing, never a fallback); previous-format files refused until imported; the ``ledger`` command; one
+default cap for the CLI and the app."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import sqlite3
 import stat
-import subprocess
-import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from dpkps_core import ledger_store as ls
+from dpkps_core.budget import unit_strings
 from dpkps_core.cli import main
+from dpkps_core.cli.main import build_parser
+from dpkps_core.config import DEFAULT_EPSILON_CAP
 from dpkps_core.corpus import Corpus, load_corpus
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger, SubLedger
-from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
 from dpkps_core.embeddings import EmbeddingCache, HashingEmbedder
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 from dpkps_core.export import bundle_bytes
-from dpkps_core.pipeline import SamplingConfig, run_sampling, write_run_folder
 from dpkps_core.vocabulary import PublicVocabulary
 
-ROOT = Path(__file__).resolve().parents[1]
 TOPICS = {
     "sport": "striker goal match league stadium coach team cup final fans".split(),
     "tech": "smartphone processor battery software browser broadband network console update chip".split(),
@@ -49,8 +50,8 @@ def records(n: int = 30) -> list[dict[str, str]]:
     return rows
 
 
-def write_csv(path: Path, rows: list[dict[str, str]], *, label: str = "label") -> Path:
-    lines = [f"text,{label},other"] + [f'"{r["text"]}",{r["label"]},{r["other"]}' for r in rows]
+def write_csv(path: Path, rows: list[dict[str, str]], *, text: str = "text", label: str = "label") -> Path:
+    lines = [f"{text},{label},other"] + [f'"{r["text"]}",{r["label"]},{r["other"]}' for r in rows]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -59,174 +60,278 @@ def store_root() -> Path:
     return Path(os.environ[ls.LEDGER_DIR_ENV])
 
 
-def all_secrets() -> tuple[bytes, list[str]]:
-    """The key and every fingerprint (ledger file name) in the test's ledger folder."""
+def units_of(rows: list[dict[str, str]]) -> list[str]:
+    return unit_strings(Corpus(tuple(r["text"] for r in rows), tuple(r["label"] for r in rows), "t", "t"),
+                        by_person=False)
+
+
+def secrets_in_store() -> list[bytes]:
+    """The key and every unit key held in the test's ledger folder."""
     root = store_root()
-    key = (root / ls.KEY_FILE).read_bytes().strip()
-    return key, [p.stem for p in root.glob("*.json")]
+    out = [(root / ls.KEY_FILE).read_bytes().strip()]
+    with sqlite3.connect(root / ls.STORE_FILE) as conn:
+        for (blob,) in conn.execute("SELECT keys FROM unit_keys"):
+            out += [blob[i:i + ls.KEY_BYTES] for i in range(0, len(blob), ls.KEY_BYTES)]
+    return out
 
 
-# ------------------------------------------------------------------------------------------ store and ledger
+def _no_secret_in(blobs: dict[str, bytes]) -> None:
+    found = secrets_in_store()
+    assert len(found) > 1
+    for name, data in blobs.items():
+        for s in found:
+            assert s not in data and s.hex().encode() not in data, name
 
-def test_autouse_fixture_keeps_the_store_out_of_the_home_folder() -> None:
+
+# ------------------------------------------------------------------------------------------ files
+
+def test_the_store_is_owner_only_and_holds_no_text_path_or_file_name(tmp_path: Path) -> None:
     assert ls.ledger_root() == store_root() and str(Path.home() / ".local") not in str(store_root())
-
-
-def test_two_ledger_objects_on_the_same_corpus_share_the_total_and_the_cap() -> None:
-    texts = [r["text"] for r in records()]
-    a = ls.open_corpus_ledger(texts, tool="cli sample", run="run-a", cap=10.0)
-    b = ls.open_corpus_ledger(list(reversed(texts)), tool="app", run="session x")
-    a.charge(event(4.0))
-    b.charge(event(3.0, "kde"))
-    assert a.corpus_epsilon == b.corpus_epsilon == 7.0 and b.cap == 10.0
-    # each object's own events are its run's (what its privacy report lists)
-    assert [e.epsilon for e in a.events] == [4.0] and a.total_epsilon == 4.0 and b.by_step() == {"kde": 3.0}
-    assert a.remaining == pytest.approx(3.0) and not b.can_afford(3.5) and b.can_afford(3.0)
-    with pytest.raises(PrivacyBudgetError, match="over the budget cap of 10; nothing was spent"):
-        a.charge(event(3.5))
-    assert a.corpus_epsilon == 7.0 and len(a.events) == 1      # refused: nothing recorded anywhere
-    releases = a.corpus_releases
-    assert [(r.tool, r.run) for r in releases] == [("cli sample", "run-a"), ("app", "session x")]
-    rep = b.to_dict()
-    assert rep["epsilon_total"] == 3.0 and len(rep["events"]) == 1
-    assert rep["corpus"] == {"epsilon_total": 7.0, "delta_total": 0.0, "releases": 2, "epsilon_cap": 10.0}
-    b.cap = 20.0                                                 # raising the cap is recorded
-    assert a.cap == 20.0 and [c["epsilon_cap"] for c in a.record().cap_history] == [10.0, 20.0]
-    assert isinstance(a, PrivacyLedger) and "PersistentLedger" in repr(a)
-
-
-def test_the_cap_holds_across_concurrent_processes() -> None:
-    texts = [r["text"] for r in records(5)]
-    ls.open_corpus_ledger(texts, tool="test", cap=3.0)
-    script = (
-        "import json, sys\n"
-        "from dpkps_core.dp.ledger import PrivacyEvent\n"
-        "from dpkps_core.errors import PrivacyBudgetError\n"
-        "from dpkps_core.ledger_store import open_corpus_ledger\n"
-        "texts = json.loads(sys.stdin.read())\n"
-        "led = open_corpus_ledger(texts, tool='cli test', run='run-' + sys.argv[1])\n"
-        "try:\n"
-        "    led.charge(PrivacyEvent('m', 'vocabulary', 1.0, 1.0, 1.0, 'x'))\n"
-        "    print('charged')\n"
-        "except PrivacyBudgetError:\n"
-        "    print('refused')\n"
-    )
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(i)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, cwd=ROOT) for i in range(6)]
-    outs = [p.communicate(json.dumps(texts), timeout=120)[0].strip() for p in procs]
-    assert sorted(outs) == ["charged"] * 3 + ["refused"] * 3
-    led = ls.open_corpus_ledger(texts, tool="test")
-    assert led.corpus_epsilon == 3.0 and len(led.corpus_releases) == 3
-
-
-def test_fingerprint_ignores_labels_order_file_name_and_format(tmp_path: Path) -> None:
     rows = records()
-    a = load_corpus(write_csv(tmp_path / "private.csv", rows), label_column="label")
-    b = load_corpus(write_csv(tmp_path / "renamed.csv", rows[::-1]), label_column="other")
-    jl = tmp_path / "copy.jsonl"
-    jl.write_text("".join(json.dumps({"body": r["text"], "cls": r["label"]}) + "\n" for r in rows), encoding="utf-8")
-    c = load_corpus(jl, text_column="body", label_column="cls")
-    store = ls.LedgerStore()
-    assert store.fingerprint(a.texts) == store.fingerprint(b.texts) == store.fingerprint(c.texts)
-    # another corpus (one document more or less, or one changed) has another ledger
-    assert store.fingerprint(a.texts[1:]) != store.fingerprint(a.texts)
-    assert store.fingerprint(a.texts[:-1] + ("A different final document about the market.",)) != \
-        store.fingerprint(a.texts)
-    # another machine / key folder: another fingerprint (it is a keyed HMAC, not a plain hash)
-    other = ls.LedgerStore(tmp_path / "elsewhere")
-    assert other.fingerprint(a.texts) != store.fingerprint(a.texts)
-    led = ls.open_corpus_ledger(a, tool="test")
-    led.charge(event(1.0))
-    assert ls.open_corpus_ledger(c, tool="test").corpus_epsilon == 1.0
-    assert ls.open_corpus_ledger(Corpus(("another text entirely, long enough",), ("x",), "n", "s"),
-                                 tool="test").corpus_epsilon == 0.0
-
-
-def test_files_are_owner_only_and_hold_no_path_or_text(tmp_path: Path) -> None:
-    rows = records()
-    corpus = load_corpus(write_csv(tmp_path / "secret-name.csv", rows), label_column="label")
+    corpus = load_corpus(write_csv(tmp_path / "secret-name.csv", rows), label_column="label", text_column="text")
     led = ls.open_corpus_ledger(corpus, tool="cli sample", run="run-1", cap=5.0)
+    assert led.admit(unit_strings(corpus, by_person=False), 1.0, what="the private vocabulary step").all()
     led.charge(event(1.0))
     root = store_root()
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
-    files = list(root.iterdir())
-    assert {p.suffix for p in files} == {".key", ".json", ".lock"}
-    for p in files:
-        assert stat.S_IMODE(p.stat().st_mode) == 0o600, p.name
-    (ledger_file,) = root.glob("*.json")
-    content = ledger_file.read_text(encoding="utf-8")
-    assert "secret-name" not in content and str(tmp_path) not in content
-    assert not any(r["text"][:30] in content for r in rows)
-    # a loose folder is tightened; a damaged ledger is never reset silently
+    assert {p.name for p in root.iterdir()} <= {ls.KEY_FILE, ls.STORE_FILE, ls.LOCK_FILE, ls.STORE_FILE + "-wal",
+                                                ls.STORE_FILE + "-shm"}
+    for p in root.iterdir():
+        assert stat.S_IMODE(p.stat().st_mode) & 0o077 == 0, p.name
+    content = b"".join(p.read_bytes() for p in root.iterdir())
+    assert b"secret-name" not in content and str(tmp_path).encode() not in content
+    assert not any(r["text"][:25].encode() in content for r in rows)
+    assert not any(r["label"].encode() + b"\x1f" in content for r in rows)
+    # a loose folder is tightened
     os.chmod(root, 0o755)
     ls.ledger_root()
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
-    ledger_file.write_text("{not json", encoding="utf-8")
-    with pytest.raises(PrivacyBudgetError, match="damaged"):
-        led.charge(event(1.0))
 
 
 def test_validation_gives_clear_errors(tmp_path: Path) -> None:
-    store = ls.LedgerStore()
     with pytest.raises(ParameterError, match="not a path"):
         ls.open_corpus_ledger(["a document of some length"], tool="cli sample", run="/home/me/runs/x")
     with pytest.raises(ParameterError, match="finite ε > 0"):
         ls.open_corpus_ledger(["a document of some length"], tool="t", cap=-1.0)
-    with pytest.raises(ParameterError, match="fingerprint"):
-        store.read("../escape")
+    with pytest.raises(ParameterError, match="not one string"):
+        ls.open_corpus_ledger("one string", tool="t")
+    led = ls.open_corpus_ledger(["u"], tool="t")
+    with pytest.raises(ParameterError, match="identified by a string"):
+        led.admit([1, 2], 1.0)  # type: ignore[list-item]
+    with pytest.raises(ParameterError, match="finite ε > 0"):
+        led.set_unit_cap(0.0)
+    assert led.store.totals() == {"units": 0, "releases": 0, "events": 0}
+
+
+# ------------------------------------------------------------------------------------------ fail closed
+
+def _spent_store(root: Path) -> ls.LedgerStore:
+    store = ls.LedgerStore(root)
+    led = ls.open_corpus_ledger([f"u{i}" for i in range(50)], tool="t", store=store)
+    led.admit([f"u{i}" for i in range(50)], 2.0)
+    led.charge(event(2.0))
+    return store
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "bad chunk", "bad header", "foreign key"])
+def test_a_damaged_store_fails_closed_and_spends_nothing(tmp_path: Path, damage: str) -> None:
+    root = tmp_path / "ledgers"
+    store = _spent_store(root)
+    path = store.path
+    if damage == "garbage":
+        path.write_bytes(os.urandom(8192))
+    elif damage == "truncated":
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "bad chunk":
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE unit_spent SET spent = x'00' WHERE chunk = 0")
+    elif damage == "bad header":
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE meta SET value = 'x' WHERE name = 'units'")
+    elif damage == "foreign key":
+        (root / ls.KEY_FILE).write_text(os.urandom(32).hex(), encoding="ascii")
+    before = path.read_bytes()
+    with pytest.raises(PrivacyBudgetError, match="nothing was spent|Nothing was spent"):
+        s = ls.LedgerStore(root)
+        led = ls.open_corpus_ledger([f"u{i}" for i in range(50)], tool="t", store=s)
+        led.admit([f"u{i}" for i in range(50)], 1.0)
+    if damage != "foreign key":                                         # (an open store keeps the key it read)
+        with pytest.raises(PrivacyBudgetError):
+            led = ls.PersistentLedger(store, [f"u{i}" for i in range(50)], tool="t")  # an object opened before
+            led.admit(["u1"], 1.0)
+    assert path.read_bytes() == before                                   # refused: nothing written
+    assert {p.name for p in root.iterdir()} <= {ls.KEY_FILE, ls.STORE_FILE, ls.LOCK_FILE,
+                                                ls.STORE_FILE + "-wal", ls.STORE_FILE + "-shm"}
+
+
+def test_a_damaged_or_missing_key_fails_closed(tmp_path: Path) -> None:
+    root = tmp_path / "ledgers"
+    _spent_store(root)
+    key = root / ls.KEY_FILE
+    good = key.read_bytes()
+    key.write_text("zz-not-hex", encoding="ascii")
+    with pytest.raises(PrivacyBudgetError, match="key .* is damaged"):
+        ls.LedgerStore(root)
+    key.unlink()
+    with pytest.raises(PrivacyBudgetError, match="key .* is missing while the ledger store exists"):
+        ls.LedgerStore(root)
+    assert not key.exists()                                             # no new key: that would reset every budget
+    key.write_bytes(good)
+    os.chmod(key, 0o644)
+    assert ls.open_corpus_ledger(["u1"], tool="t", store=ls.LedgerStore(root)).view().largest_spend == 2.0
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_an_unusable_folder_fails_closed_with_no_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bad = tmp_path / "not-a-dir"
     bad.write_text("x")
     with pytest.raises(PrivacyBudgetError, match="cannot be used"):
         ls.ledger_root({ls.LEDGER_DIR_ENV: str(bad)})
+    with pytest.raises(PrivacyBudgetError, match="cannot be used"):
+        ls.LedgerStore(bad / "sub")
+    # the default folder unusable: an error, not a folder in the temp directory
+    monkeypatch.delenv(ls.LEDGER_DIR_ENV)
+    monkeypatch.setenv("HOME", str(bad))
+    before = set(os.listdir(tempfile.gettempdir()))
+    with pytest.raises(PrivacyBudgetError, match="cannot be used"):
+        ls.open_corpus_ledger(["u"], tool="t")
+    assert not {n for n in set(os.listdir(tempfile.gettempdir())) - before if "dpkps" in n}
+    if hasattr(os, "geteuid") and os.geteuid() == 0:                    # a folder of another user
+        other = tmp_path / "other"
+        other.mkdir(mode=0o700)
+        os.chown(other, 65534, 65534)
+        with pytest.raises(PrivacyBudgetError, match="belongs to another user"):
+            ls.ledger_root({ls.LEDGER_DIR_ENV: str(other)})
 
 
-def test_sub_ledger_charges_its_parent_once_and_honours_both_caps() -> None:
-    parent = ls.open_corpus_ledger(["a private document, long enough"], tool="cli compare", cap=10.0)
-    a, b = SubLedger(parent, cap=6.0), SubLedger(parent, cap=6.0)
-    shared = a.charge(event(4.0))
-    b.reuse(shared)                                             # one release used by two methods
-    b.charge(event(2.0, "augpe"))
-    assert parent.corpus_epsilon == 6.0 and a.total_epsilon == 4.0 and b.total_epsilon == 6.0
-    with pytest.raises(PrivacyBudgetError):
-        b.charge(event(0.5, "augpe"))                           # over b's own cap
-    with pytest.raises(PrivacyBudgetError):
-        a.charge(event(4.5, "kde"))                             # over a's own cap
-    c = SubLedger(parent, cap=8.0)
-    with pytest.raises(PrivacyBudgetError, match="this corpus's total"):
-        c.charge(event(4.5, "kde"))                             # within c's cap, over the parent's (6 + 4.5 > 10)
-    assert parent.corpus_epsilon == 6.0
+def test_the_store_is_never_a_half_written_file(tmp_path: Path) -> None:
+    """A new store is built under a temporary name and linked into place: no zero-length or schema-less store."""
+    root = tmp_path / "fresh"
+    store = ls.LedgerStore(root)
+    with sqlite3.connect(store.path) as conn:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        meta = dict(conn.execute("SELECT name, value FROM meta"))
+    assert {"meta", "unit_keys", "unit_spent", "unit_caps", "releases", "events", "cap_history"} <= names
+    assert meta["format"] == ls.FORMAT and meta["units"] == "0"
+    assert [p.name for p in root.iterdir() if p.name.startswith(".")] == []
+
+
+# ------------------------------------------------------------------------------------------ previous format
+
+def _legacy_file(root: Path, texts: list[str], releases: list[float], cap: float | None) -> Path:
+    """A ledger file of the previous format (one JSON file per corpus, named by the corpus fingerprint)."""
+    import hashlib
+    import hmac
+
+    key = bytes.fromhex((root / ls.KEY_FILE).read_text().strip())
+    digests = sorted(hashlib.sha256(" ".join(t.split()).encode()).digest() for t in texts)
+    mac = hmac.new(key, ls._FINGERPRINT_DOMAIN, hashlib.sha256)
+    mac.update(len(digests).to_bytes(8, "big"))
+    for d in digests:
+        mac.update(d)
+    path = root / f"{mac.hexdigest()}.json"
+    path.write_text(json.dumps({"format": ls.LEGACY_FORMAT, "version": 1, "epsilon_cap": cap, "cap_history": [],
+                                "releases": [{"recorded": "2025-01-01T00:00:00+00:00", "tool": "app", "run": "r",
+                                              "event": event(e).to_dict()} for e in releases]}), encoding="utf-8")
+    return path
+
+
+def test_previous_format_files_block_the_store_until_imported(tmp_path: Path, capsys) -> None:
+    rows = records(10)
+    src = write_csv(tmp_path / "old.csv", rows)
+    ls.LedgerStore()                                                     # the folder and its key exist already
+    legacy = _legacy_file(store_root(), [r["text"] for r in rows], [3.0, 2.0], 12.0)
+    with pytest.raises(PrivacyBudgetError, match="previous format.*--import-legacy"):
+        ls.LedgerStore()
+    assert main(["sample", "--corpus", str(src), "--label-column", "label", "--classes", ",".join(TOPICS),
+                 "--out", str(tmp_path / "run")]) == 2
+    assert "--import-legacy" in capsys.readouterr().err and not (tmp_path / "run").exists()
+    assert main(["ledger", "--corpus", str(src), "--label-column", "label", "--import-legacy"]) == 0
+    out = capsys.readouterr().out
+    assert "imported 2 release(s)" in out and not legacy.exists()
+    assert (store_root() / ls.LEGACY_IMPORTED / legacy.name).is_file()
+    view = ls.open_corpus_ledger(units_of(rows), tool="t").view()
+    assert view.largest_spend == pytest.approx(5.0) and view.cap_range == (12.0, 12.0)
+    assert [r.in_corpus for r in view.releases] == [30, 30] and not any(r.filtered for r in view.releases)
+
+
+# ------------------------------------------------------------------------------------------ the ledger command
+
+def test_ledger_command_lists_the_releases_that_touched_a_corpus_and_sets_its_cap(tmp_path: Path, capsys) -> None:
+    rows = records(10)
+    first = write_csv(tmp_path / "private.csv", rows[:20])
+    both = write_csv(tmp_path / "renamed.csv", rows[::-1], text="body", label="category")
+    a = ls.open_corpus_ledger(units_of(rows[:20]), tool="cli sample", run="run-1", cap=5.0)
+    a.admit(units_of(rows[:20]), 4.0, what="the private vocabulary step")
+    a.charge(event(4.0))
+    b = ls.open_corpus_ledger(units_of(rows), tool="app", run="session x", cap=5.0)
+    assert b.admit(units_of(rows), 2.0, what="the keyphrase density step").sum() == 10  # the 20 shared: left out
+    b.charge(event(2.0, "kde"))
+    assert main(["ledger", "--corpus", str(first), "--label-column", "label", "--epsilon", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "30" not in out.split("\n")[0] and "20 documents: 1 release(s) touched them" in out
+    assert "cli sample · run-1" in out and "session x" not in out          # b's release admitted none of them
+    assert "cap 5 per document; largest ε spent by one document: 4" in out
+    assert "a release of ε = 1 now would leave out 0 of them" in out and "private, local" in out
+    assert main(["ledger", "--corpus", str(both), "--text-column", "body", "--label-column", "category",
+                 "--epsilon-cap", "8", "--json"]) == 0
+    lines = capsys.readouterr().out.split("\n", 1)
+    assert lines[0].startswith("cap set to 8 for this corpus's documents (30 changed; recorded)")
+    data = json.loads(lines[1])
+    assert data["units"] == 30 and data["cap_min"] == data["cap_max"] == 8 and data["largest_spend"] == 4
+    assert [(r["epsilon"], r["units_in_corpus"]) for r in data["releases"]] == [(4.0, 20), (2.0, 10)]
+    assert [(c["cap"], c["previous_min"], c["in_corpus"]) for c in data["cap_history"]] == [(8.0, 5.0, 30)]
+    # the raised cap lets the shared documents take part again
+    assert b.admit(units_of(rows), 2.0).all()
+    assert main(["ledger", "--corpus", str(first), "--label-column", "label"]) == 0
+    out = capsys.readouterr().out
+    assert "cap changed" in out and "5 → 8 for 20 documents here (cli ledger)" in out
+    with pytest.raises(SystemExit):
+        main(["ledger", "--corpus", str(first), "--epsilon-cap", "-1"])    # argparse: a finite ε > 0
+    assert "must be a finite ε > 0" in capsys.readouterr().err
+
+
+def test_ledger_command_by_person(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "people.csv"
+    lines = ["text,label,person"] + [f'"Visit {i}: the patient reported {TOPICS["sport"][i % 10]} pains again.",'
+                                     f'{("a", "b")[i % 2]},p{i // 4}' for i in range(12)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    corpus = load_corpus(path, text_column="text", label_column="label", person_column="person")
+    led = ls.open_corpus_ledger(corpus, tool="t")                         # by person: the corpus has persons
+    assert led.admit(unit_strings(corpus, by_person=True), 3.0).all()
+    assert main(["ledger", "--corpus", str(path), "--label-column", "label", "--person-column", "person"]) == 0
+    out = capsys.readouterr().out
+    assert "3 persons: 1 release(s) touched them" in out and "largest ε spent by one person: 3" in out
+    assert f"cap {DEFAULT_EPSILON_CAP:g} per person" in out
+
+
+def test_ledger_command_errors_are_one_line(tmp_path: Path, capsys) -> None:
+    ls.LedgerStore()
+    (store_root() / ls.STORE_FILE).write_bytes(b"not a database at all" * 100)
+    path = write_csv(tmp_path / "x.csv", records(5))
+    assert main(["ledger", "--corpus", str(path), "--label-column", "label"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: The privacy ledger") and "Nothing was spent" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------------------ one default cap
+
+def test_the_app_and_the_cli_share_one_default_cap() -> None:
+    from studio.session import default_settings
+
+    parser = build_parser()
+    sample = parser.parse_args(["sample", "--out", "x"])
+    compare = parser.parse_args(["compare", "--eps", "6", "--out", "x"])
+    assert default_settings()["epsilon_cap"] == sample.epsilon_cap == compare.epsilon_cap == DEFAULT_EPSILON_CAP
+    assert default_settings()["cap_enabled"] is True
+    assert ls.open_corpus_ledger(["u"], tool="t").cap == DEFAULT_EPSILON_CAP
+    assert ls.open_corpus_ledger(["u"], tool="t", cap=None).new_unit_cap == DEFAULT_EPSILON_CAP
 
 
 # ------------------------------------------------------------------------------------------ runs, bundle, CLI
-
-def _no_secret_in(blobs: dict[str, bytes]) -> None:
-    key, fingerprints = all_secrets()
-    assert fingerprints
-    for name, data in blobs.items():
-        assert key not in data, name
-        for fp in fingerprints:
-            assert fp.encode() not in data and fp[:16].encode() not in data, name
-
-
-def test_run_report_lists_the_run_and_the_corpus_total_but_never_the_fingerprint(tmp_path: Path) -> None:
-    rows = records()
-    corpus = Corpus(tuple(r["text"] for r in rows), tuple(r["label"] for r in rows), "toy", "test",
-                    public_classes=tuple(TOPICS))
-    earlier = ls.open_corpus_ledger(corpus, tool="app", run="session a")
-    earlier.charge(event(2.0))
-    led = ls.open_corpus_ledger(corpus, tool="cli sample", run="run")
-    cfg = SamplingConfig(corpus="toy", eps_voc=1.0, eps_kde=1.0, vocab_size=10, terms_per_doc=3, per_class=2,
-                         length=3, embedding_model="hashing-test", test_fraction=0.2)
-    run = run_sampling(corpus, cfg, vocabulary=VOCAB, embedder=HashingEmbedder(dim=16), noise=NoiseSource(3),
-                       ledger=led)
-    out = write_run_folder(run, tmp_path / "run")
-    report = json.loads((out / "privacy_report.json").read_text())
-    assert report["epsilon_total"] == 2.0 and [e["step"] for e in report["events"]] == ["vocabulary", "kde"]
-    assert report["corpus_to_date"]["epsilon_total"] == 4.0 and report["corpus_to_date"]["releases"] == 3
-    _no_secret_in({p.name: p.read_bytes() for p in out.iterdir() if p.is_file()})
-    with zipfile.ZipFile(io.BytesIO(bundle_bytes(out))) as zf:
-        _no_secret_in({n: zf.read(n) for n in zf.namelist()})
-
 
 @pytest.fixture
 def fast_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -241,92 +346,48 @@ def _sample(corpus: Path, out: Path, vocab: Path, *extra: object) -> int:
                                   "--classes", ",".join(TOPICS), "--out", out, *extra)])
 
 
-def test_second_cli_run_on_the_same_corpus_is_refused_over_the_cap(tmp_path: Path, fast_cli: None, capsys) -> None:
+def test_cli_runs_on_two_files_share_the_documents_budget(tmp_path: Path, fast_cli: None, capsys) -> None:
     rows = records()
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(VOCAB.terms) + "\n", encoding="utf-8")
     first = write_csv(tmp_path / "private.csv", rows)
-    assert _sample(first, tmp_path / "run-1", vocab, "--epsilon-cap", 12) == 0
-    assert "this corpus to date (persistent ledger, app and CLI): ε = 8 over 2 release(s); cap 12, 4 left" in \
-        capsys.readouterr().out
-    # the same documents under another name, order and label column: the same ledger, so the cap holds
-    second = write_csv(tmp_path / "copy.csv", rows[::-1], label="category")
-    assert _sample(second, tmp_path / "run-2", vocab, "--label-column", "category") == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and "over the budget cap of 12; nothing was spent" in err
-    assert "taking this corpus's total over all past releases" in err and "Traceback" not in err
-    assert not (tmp_path / "run-2").exists()
-    # the ledger command lists both releases of run-1, the total and the cap; nothing of the refused run
-    assert main(["ledger", "--corpus", str(second), "--label-column", "category"]) == 0
+    assert _sample(first, tmp_path / "run-1", vocab, "--epsilon-cap", 12, "--label-column", "label") == 0
     out = capsys.readouterr().out
-    assert out.count("cli sample · run-1") == 3 and "run-2" not in out      # two releases and the cap change
-    assert "none → 12 (cli sample · run-1)" in out
-    assert "total: ε = 8, δ = 0 (basic composition); cap 12 (4 left)" in out
-    # raising the cap (the ledger command or --epsilon-cap) lets the second run through
-    assert main(["ledger", "--corpus", str(first), "--epsilon-cap", "20", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["epsilon_cap"] == 20 and data["epsilon_total"] == 8 and len(data["releases"]) == 2
-    assert _sample(second, tmp_path / "run-2", vocab, "--label-column", "category") == 0
+    assert "the largest ε spent by one document is 8 (cap 12 per document)" in out
+    # the same documents under another name, order and column names: the same budgets — ε_voc fits (8 + 4 = 12),
+    # the densities leave every shared document out (12 + 4 > 12); a run's own cap setting does not raise theirs
+    second = write_csv(tmp_path / "copy.csv", rows[::-1], text="body", label="category")
+    assert _sample(second, tmp_path / "run-2", vocab, "--text-column", "body", "--label-column", "category",
+                   "--epsilon-cap", 30) == 0
+    capsys.readouterr()
+    led = ls.open_corpus_ledger(units_of(rows), tool="t")
+    view = led.view()
+    assert view.largest_spend == pytest.approx(12.0) and view.cap_range == (12.0, 12.0)
+    assert [r.tool + " · " + str(r.run) for r in view.releases] == ["cli sample · run-1"] * 2 + ["cli sample · run-2"]
+    assert view.left_out(0.1) == max(r.in_corpus for r in view.releases)    # the training documents are exhausted
     report = json.loads((tmp_path / "run-2" / "privacy_report.json").read_text())
-    assert report["epsilon_total"] == 8 and report["corpus_to_date"]["epsilon_total"] == 16
-    _no_secret_in({p.name: p.read_bytes() for p in (tmp_path / "run-2").iterdir()})
-    assert str(tmp_path) not in next(store_root().glob("*.json")).read_text()
+    assert report["epsilon_total"] == 8 and "corpus_to_date" not in report    # the run's own events; no private figure
+    _no_secret_in({p.name: p.read_bytes() for p in (tmp_path / "run-2").iterdir() if p.is_file()})
+    with zipfile.ZipFile(io.BytesIO(bundle_bytes(tmp_path / "run-2"))) as zf:
+        _no_secret_in({n: zf.read(n) for n in zf.namelist()})
+    # the run's public cap setting refuses a run whose own ε is over it, before anything is read
+    assert _sample(second, tmp_path / "run-3", vocab, "--text-column", "body", "--label-column", "category",
+                   "--epsilon-cap", 6) == 2
+    assert "over the budget cap of 6" in capsys.readouterr().err and not (tmp_path / "run-3").exists()
 
 
-def test_compare_charges_its_joint_cost_to_the_corpus(tmp_path: Path) -> None:
+def test_compare_charges_its_joint_cost(tmp_path: Path) -> None:
     from dpkps_core.baselines import compare as cmp
     from test_compare import _corpus, _run
 
     assert cmp.joint_cost(("dpkps", "augpe", "private-prediction"), eps_total=8, eps_voc=4, delta=1e-6) == \
         pytest.approx((20.0, 2e-6))
-    assert cmp.joint_cost(("augpe", "dpkps"), eps_total=8, eps_voc=4, delta=1e-6)[0] == 16.0
     led = ls.open_corpus_ledger(_corpus(), tool="cli compare", run="cmp", cap=15.0)
     with pytest.raises(PrivacyBudgetError, match="joint cost"):
         _run(tmp_path, methods=("dpkps", "augpe", "private-prediction"), real_baseline=False, ledger=led)
-    assert led.corpus_epsilon == 0                              # refused before anything ran
+    assert led.view().largest_spend == 0 and led.view().releases == ()   # refused before anything ran
     res, _ = _run(tmp_path, methods=("dpkps", "augpe"), real_baseline=False, ledger=led)
     joint = res.info["joint"]
-    assert 11.9 < joint["epsilon"] <= 12.0 + 1e-9 and joint["delta"] == pytest.approx(1e-6)  # AugPE: ε ≤ ε_aug
-    assert led.corpus_epsilon == pytest.approx(joint["epsilon"])  # the shared Ṽ counted once
-    assert len(led.corpus_releases) == joint["releases"] == 3
-    assert "**Joint cost:**" in (tmp_path / "cmp" / "compare.md").read_text(encoding="utf-8")
-
-
-# ------------------------------------------------------------------------------------------ app
-
-@pytest.mark.assets
-@pytest.mark.slow
-def test_app_ledger_survives_a_new_session_and_another_label_column(monkeypatch: pytest.MonkeyPatch,
-                                                                    tmp_path: Path) -> None:
-    from app_helpers import click, goto, metrics, new_app, table, upload_corpus
-
-    monkeypatch.setenv("DPKPS_TEST_FAST", "1")
-    monkeypatch.setenv("DPKPS_WARMUP", "0")
-    monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
-    rows = records(20)
-    data = write_csv(tmp_path / "x.csv", rows).read_bytes()
-    a = new_app()
-    upload_corpus(a, data, "mine.csv")
-    cid = a.session_state["corpus_id"]
-    assert cid.startswith("upload:") and metrics(a)["ε spent / cap"] == "0 / 20"
-    a.session_state["ledgers"][cid].charge(event(3.0))          # a release in session A
-    a.run()
-    assert metrics(a)["ε spent / cap"] == "3 / 20"
-    # a new session (a reload) on the same documents, renamed, with another label column: the same ledger
-    b = new_app()
-    upload_corpus(b, data, "renamed.csv", load=False)
-    b.selectbox(key="upload_label_col").set_value("other").run()
-    click(b, "Load this corpus", clean=False)
-    assert b.session_state["corpus_id"] != cid and metrics(b)["ε spent / cap"] == "3 / 20"
-    goto(b, 1)
-    releases = table(b, "recorded (UTC)")
-    assert list(releases["ε"]) == [3.0] and releases["spent by"][0].startswith("app · session ")
-    # the CLI sets the cap elsewhere: the session shows it; a change made in the session is the corpus's cap
-    ls.open_corpus_ledger([r["text"] for r in rows], tool="cli ledger", cap=4.0)
-    b.run()
-    b.run()
-    assert metrics(b)["ε spent / cap"] == "3 / 4" and b.session_state["epsilon_cap"] == 4.0
-    b.session_state["epsilon_cap"] = 30.0
-    b.run()
-    assert ls.open_corpus_ledger([r["text"] for r in rows], tool="t").cap == 30.0
-    assert metrics(a.run())["ε spent / cap"] == "3 / 30"
+    assert led.total_epsilon == pytest.approx(joint["epsilon"])         # the shared Ṽ counted once
+    assert 0 < led.view().largest_spend <= joint["epsilon"] + 1e-9        # no document spent more than the joint cost
+    assert isinstance(led, PrivacyLedger)
