@@ -8,8 +8,9 @@ from dpkps_core.audit import format_seconds
 from studio import audit_view, jobs, session, steps, widgets
 
 widgets.page_header(8, "Tests the implementation, not just the maths: the exact release path runs many times with fresh "
-                       "noise on neighbouring copies of your corpus (one influential document removed, one canary "
-                       "document of rare public terms added), and the outputs are compared. The result is an "
+                       "noise on neighbouring copies of your corpus, built on its raw rows and loaded as page 1 loads "
+                       "them (one influential document — or, with a person column, every row of one person — removed; "
+                       "a canary of rare public terms added), and the outputs are compared. The result is an "
                        "empirical LOWER bound on ε with a confidence level, next to the ε you chose — it can reveal a "
                        "leak, never prove there is none.")
 st.markdown(widgets.PRIVATE_BADGE)
@@ -26,6 +27,7 @@ with widgets.guard():
                 f"S = {cfg.terms_per_doc}, N = {cfg.vocab_size}, L = {cfg.length}, {cfg.per_class} sequences per "
                 "class (pages 2–5).")
     audit_view.settings_widgets()
+    audit_view.rows_widget()
 
 job = s.get(audit_view.JOB_KEY)
 running = isinstance(job, jobs.Job) and job.running

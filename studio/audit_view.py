@@ -7,8 +7,9 @@ bundle) and it charges nothing to the session's ledger (every trial uses its own
 
 from __future__ import annotations
 
+import hashlib
 import json
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -19,6 +20,7 @@ from dpkps_core.errors import CorpusError
 from studio import fast_mode, jobs, resources, session, steps, widgets
 
 JOB_KEY = "job_audit"
+UPLOAD_KEY = "audit_corpus_file"
 
 
 def defaults() -> dict[str, Any]:
@@ -58,10 +60,59 @@ def _inputs() -> tuple[Any, Any, Any, Any]:
     return corpus, config, session.public_vocabulary(), resources.embedder(config.embedding_model)
 
 
+def rows_source() -> tuple[str, bytes | None, str | None]:
+    """Where the audit's raw rows come from (docs/PRIVACY.md "Empirical audit"): ``("demo", …)`` for a demo
+    corpus (its public records), ``("file", data, name)`` when the file given on this page is the uploaded one
+    (same SHA-256), else ``("loaded", None, None)`` — the loaded documents as rows, a weaker fallback."""
+    s = st.session_state
+    spec = str(session.current_config().corpus)
+    if spec.startswith("demo:"):
+        return "demo", None, None
+    given = s.get(UPLOAD_KEY)
+    if given is not None:
+        data = given.getvalue()
+        if hashlib.sha256(data).hexdigest() == s.get("corpus_fingerprint"):
+            return "file", data, given.name
+    return "loaded", None, None
+
+
+def _rows_builder(corpus: Any, config: Any) -> Callable[[], Any]:
+    """A function (run in the job) that builds the audit's raw rows — read from the session on this thread."""
+    kind, data, name = rows_source()
+    if kind == "demo":
+        return lambda: audit.raw_table_for(config)
+    if kind == "file":
+        return lambda: audit.read_raw_table(data, filename=name, text_column=config.text_column,
+                                            label_column=config.label_column, person_column=config.person_column,
+                                            classes=corpus.public_classes)
+    return lambda: audit.RawTable.from_corpus(corpus, config)
+
+
+def rows_widget() -> None:
+    """For an uploaded corpus: the file again (kept in this session only), so that the audit builds its
+    neighbours on the file's raw rows, before loading — otherwise on the loaded documents."""
+    if str(session.current_config().corpus).startswith("demo:"):
+        st.caption("Neighbours are built on the demo's public records (raw rows) and loaded as the app loads them.")
+        return
+    st.file_uploader("The corpus file again (optional): the audit then removes and adds RAW rows before loading, "
+                     "so it also tests the loader", type=["csv", "tsv", "jsonl", "json", "parquet", "zip"],
+                     key=UPLOAD_KEY)
+    kind, _, _ = rows_source()
+    if kind == "file":
+        st.caption("Neighbours will be built on this file's raw rows (it is the file you loaded on page 1).")
+    elif st.session_state.get(UPLOAD_KEY) is not None:
+        st.warning("This is not the file loaded on page 1 (its SHA-256 differs): the audit uses the loaded documents "
+                   "as rows instead.", icon=":material/warning:")
+    else:
+        st.caption("Without the file, the neighbours are built on the loaded documents as rows: they still go "
+                   "through the loader, but a row the loader already dropped or collapsed cannot show.")
+
+
 def estimate() -> dict[str, Any]:
     """Measure one trial of the release path and extrapolate (kept in the session)."""
     corpus, config, vocab, emb = _inputs()
-    est = audit.estimate_audit_time(corpus, config, vocabulary=vocab, embedder=emb, settings=current_settings())
+    rows = _rows_builder(corpus, config)()
+    est = audit.estimate_audit_time(rows, config, vocabulary=vocab, embedder=emb, settings=current_settings())
     st.session_state["audit_estimate"] = {**est, "corpus_id": session.corpus_id()}
     return est
 
@@ -71,9 +122,10 @@ def start() -> jobs.Job:
     corpus, config, vocab, emb = _inputs()
     settings = current_settings()
     cid = session.corpus_id()
+    build_rows = _rows_builder(corpus, config)
 
     def work(job: jobs.Job) -> Any:
-        result = audit.run_audit(corpus, config, vocabulary=vocab, embedder=emb, settings=settings,
+        result = audit.run_audit(build_rows(), config, vocabulary=vocab, embedder=emb, settings=settings,
                                  progress=job.report, cancel=job.cancel, on_plan=job.partial.append)
         return {"result": result, "corpus_id": cid}
 

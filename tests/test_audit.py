@@ -307,6 +307,8 @@ def test_app_audit_page_estimates_runs_in_the_background_and_charges_nothing(fas
     assert job.error is None, job.error
     result = job.result["result"]
     assert result.info["trials_per_neighbour"] == 4 and result.info["vocabulary_trials_per_neighbour"] == 40
+    assert result.info["rows"]["origin"].startswith("demo:")  # neighbours built on the demo's raw records
+    assert all(p["documents_changed"] == 0 for p in result.info["loader_probes"])
     assert [c.value for c in at.code] == [result.line()]
     assert any(m.label == "Empirical ε lower bound" for m in at.metric)
     assert len(at.get("plotly_chart")) == 3 and len(at.get("download_button")) == 2
