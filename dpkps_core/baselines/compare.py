@@ -349,8 +349,13 @@ def _build_vocabulary(train: Corpus, *, eps_voc: float, vocabulary: Any, samplin
                       noise: NoiseSource, ledger: PrivacyLedger, progress: Progress) -> Any:
     from dpkps_core.pipeline import build_private_vocabulary
 
+    from dpkps_core.budget import admit
+
     cfg = _sampling_config(eps_voc=eps_voc, eps_kde=1.0, per_class=1, sampling=sampling, seed=None, test_fraction=0.2,
                            split_seed=0, corpus_name=train.name)
+    vocabulary = _vocabulary_for(cfg, vocabulary)
+    # charge first (DESIGN §2.0): the units are admitted (and charged) before their counts are read
+    train = admit(train, ledger, eps_voc, by_person=train.persons is not None, what="the private vocabulary step").corpus
     return build_private_vocabulary(train.texts, _vocabulary_for(cfg, vocabulary), eps_voc=eps_voc,
                                     terms_per_doc=cfg.terms_per_doc, vocab_size=cfg.vocab_size, noise=noise,
                                     ledger=ledger, selection_rule=cfg.selection_rule, progress=progress,
