@@ -10,7 +10,7 @@ from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
 from dpkps_core.risk import epsilon_explainer, risk_sentences
 from dpkps_core.pipeline import LIMITS
 from dpkps_core.vocabulary import VOCABULARIES
-from studio import charts, session, steps, widgets
+from studio import charts, review, session, steps, widgets
 
 widgets.page_header(1, "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
                        "each document may contribute, and how the privacy budget ε is split.")
@@ -70,10 +70,13 @@ if s["cap_enabled"]:
                   max_value=1000.0, step=1.0)
 led = session.ledger()
 spent = getattr(led, "corpus_epsilon", led.total_epsilon)  # every release on this corpus, app and CLI
-st.plotly_chart(charts.budget_split_bar(eps_voc, eps_kde, spent, led.cap), key="chart.budget")
-if led.cap is not None and not led.can_afford(eps_voc + eps_kde):
-    st.warning(f"This plan needs ε = {eps_voc + eps_kde:g} but only {led.remaining:g} is left under the cap: a step "
-               "that would go over it is refused before anything is spent.", icon=":material/warning:")
+eps_fc = review.eps_forecast() if review.dp_forecast_release() is None else 0.0  # still to spend, if planned
+st.plotly_chart(charts.budget_split_bar(eps_voc, eps_kde, spent, led.cap, eps_forecast=eps_fc), key="chart.budget")
+st.caption(f"Plan: " + (f"ε_forecast {eps_fc:g} (DP forecast, below) + " if eps_fc else "")
+           + f"ε_voc {eps_voc:g} + ε_kde {eps_kde:g} = **ε = {eps_fc + eps_voc + eps_kde:g}** for this run.")
+if led.cap is not None and not led.can_afford(eps_fc + eps_voc + eps_kde):
+    st.warning(f"This plan needs ε = {eps_fc + eps_voc + eps_kde:g} but only {led.remaining:g} is left under the "
+               "cap: a step that would go over it is refused before anything is spent.", icon=":material/warning:")
 releases = getattr(led, "corpus_releases", ())
 with st.expander(f"Every release on this corpus ({len(releases)}) — its persistent ledger"):
     st.caption("The cap covers everything ever released from these documents: this session, earlier sessions and "
@@ -140,21 +143,54 @@ with st.expander("Advanced: noise sampler"):
         st.caption("With the demo seed ticked, the seeded NumPy sampler is used (OpenDP cannot be seeded).")
 
 # ------------------------------------------------------------------------------------------- forecast
-st.subheader("Will this work?")
-st.markdown(widgets.PRIVATE_BADGE)
-st.caption(DISCLOSURE_NOTE)
-if st.button("Forecast with these settings", icon=":material/query_stats:"):
-    with widgets.guard(), st.spinner("Counting terms of the training part (private, once) and simulating…"):
-        steps.ensure_corpus()
-        steps.run_forecast()
-f = s.get("forecast")
-if f is not None:
+# docs/PRIVACY.md "Previews that steer choices": the default forecast reads the corpus only through a small,
+# charged DP release; the exact forecast on true counts is behind the badged switch (not covered by ε).
+
+
+def show_forecast(f, key: str) -> None:
     (st.success if f.usable else st.warning)(f.verdict)
     m = st.columns(4)
     m[0].metric("Expected noise share of Ṽ", f"{f.expected_noise_share:.0%}")
     m[1].metric("Real terms expected in Ṽ", f"{f.expected_real_terms:,.0f}")
     m[2].metric("Noise floor (documents)", f"{f.noise_floor:,.0f}")
     m[3].metric("Terms of V in the corpus", f"{f.terms_in_corpus:,}")
-    st.plotly_chart(forecast_figure(f), key="chart.forecast")
+    st.plotly_chart(forecast_figure(f), key=key)
+
+
+st.subheader("Will this work?")
+st.markdown(widgets.DP_BADGE)
+st.caption("The DP forecast releases, with a small ε_forecast charged to this corpus's ledger before any noise, how "
+           "many terms of V occur in how many documents and how many documents each class has; everything below is "
+           "computed from that release alone. Choosing ε, N or a method from it stays inside ε; changing ε, N or the "
+           "method re-forecasts for free (a new S or vocabulary needs a new release).")
+c1, c2 = st.columns([1, 2])
+s.setdefault(review.EPS_FORECAST_KEY, review.eps_forecast())
+widgets.bound(c1.number_input, "ε_forecast", review.EPS_FORECAST_KEY, min_value=0.01, max_value=2.0, step=0.05,
+              help="Spent once per corpus, S and vocabulary; shown in the plan above.")
+stats = review.dp_forecast_release()
+label = (f"Forecast again with a new release (spends ε_forecast = {review.eps_forecast():g} again)" if stats is not None
+         else f"DP forecast (spends ε_forecast = {review.eps_forecast():g})")
+if c2.button(label, icon=":material/query_stats:", type="secondary" if stats is not None else "primary"):
+    with widgets.guard(), st.spinner("Counting terms of the training part (in memory) and releasing the DP forecast…"):
+        steps.ensure_corpus()
+        review.run_dp_forecast()
+        st.rerun()
+with widgets.guard():
+    f_dp = review.dp_forecast()
+    if f_dp is not None:
+        st.caption(f"From the DP release of ε_forecast = {f_dp.epsilon_forecast:g} (on the ledger). {f_dp.note}")
+        show_forecast(f_dp, "chart.forecast_dp")
+
+with st.expander("Exact previews (private, local — not covered by ε)", expanded=widgets.exact_previews_on()):
+    if widgets.exact_previews_switch("budget"):
+        st.caption(DISCLOSURE_NOTE)
+        if st.button("Exact forecast on the true counts (charges nothing, not covered by ε)",
+                     icon=":material/lock_open:"):
+            with widgets.guard(), st.spinner("Counting terms of the training part (private, once) and simulating…"):
+                steps.ensure_corpus()
+                steps.run_forecast()
+        f = s.get("forecast")
+        if f is not None:
+            show_forecast(f, "chart.forecast")
 
 widgets.next_button(1)

@@ -60,23 +60,27 @@ else:
                                                                              for c in pv.noisy_counts[:200]]}),
                         hide_index=True, height=520)
 
-        with widgets.guard():  # issue 14 §12: why a name (or any term) is in Ṽ
-            share = review.expected_noise_share()
+        with widgets.guard():  # why a name (or any term) is in Ṽ — from DP quantities only (docs/PRIVACY.md)
+            dp_share = review.dp_vocabulary_noise_share()
+            share = dp_share["expected_noise_share"]
             st.info(f"**Why is a name in Ṽ?** A term of the public vocabulary V — names of people, places and firms "
                     "included — enters Ṽ for one of two reasons: many training documents use it (its count clears "
-                    "the noise), or pure noise lifted a term no document uses. With these settings about "
-                    f"**{share:.0%}** of Ṽ is expected to be such noise terms (the forecast of page 2). Either way, "
-                    "being in Ṽ does not show that any one document contains the term: that is what ε_voc "
-                    "guarantees.", icon=":material/help:")
+                    "the noise), or pure noise lifted a term no document uses. From Ṽ's own noisy counts (its cut "
+                    f"at {dp_share['cut']:,.1f}, noise scale {pv.noise_scale:.2f}) about **{share:.0%}** of Ṽ is "
+                    f"expected to be such noise terms; {dp_share['below_floor']:,.0f} of its terms lie below the "
+                    f"noise floor ({dp_share['noise_floor']:,.0f}). Either way, being in Ṽ does not show that any "
+                    "one document contains the term: that is what ε_voc guarantees. (Computed from the DP release "
+                    "alone.)", icon=":material/help:")
 
         st.subheader("How much of the real top terms did Ṽ recover?")
-        st.markdown(widgets.PRIVATE_BADGE)
-        st.caption("Computed locally from the TRUE counts; for you only — it is not DP and never exported.")
-        with widgets.guard():
-            chk = s.get("vocab_check") or steps.vocabulary_check()
-            m = st.columns(3)
-            m[0].metric(f"Recall of the true top {chk['top']:,}", f"{chk['recall']:.0%}")
-            m[1].metric("Share of Ṽ that is pure noise", f"{chk['noise_share']:.0%}",
-                        help="Terms of Ṽ that never occur in the training documents (selected by noise alone).")
-            m[2].metric("Terms of V that occur in the corpus", f"{chk['terms_in_corpus']:,}")
+        if widgets.exact_previews_switch("vocabulary"):
+            st.caption("Computed locally from the TRUE counts; for you only — it is not DP, never exported, and a "
+                       "choice made from it (say, re-running Ṽ) is not covered by ε.")
+            with widgets.guard():
+                chk = s.get("vocab_check") or steps.vocabulary_check()
+                m = st.columns(3)
+                m[0].metric(f"Recall of the true top {chk['top']:,}", f"{chk['recall']:.0%}")
+                m[1].metric("Share of Ṽ that is pure noise", f"{chk['noise_share']:.0%}",
+                            help="Terms of Ṽ that never occur in the training documents (selected by noise alone).")
+                m[2].metric("Terms of V that occur in the corpus", f"{chk['terms_in_corpus']:,}")
         widgets.next_button(2)

@@ -51,51 +51,64 @@ else:
                        f"Expected error: RFF {prev['rff_error']:.3f} + DP noise {prev['noise_error']:.3f} = "
                        f"{prev['total_error']:.3f}.")
 
-    # issue 14 §2: before ε_kde is spent, say from the forecast which methods are expected near chance, and offer
-    # the free comparison (the local no-LLM check of every method at this ε: a private preview)
+    # before ε_kde is spent, say which methods are expected near chance — from the DP forecast release
+    # (post-processing, covered by ε); the exact outlook and the no-LLM check of every method read true counts and
+    # sit behind the badged switch (docs/PRIVACY.md "Previews that steer choices")
     outlook = []
     with widgets.guard():
-        outlook = review.method_outlook()
+        outlook = review.dp_method_outlook()
     chosen = next((r for r in outlook if r["method"] == s["method"]), None)
     if chosen is not None:
-        st.caption(f"{widgets.PRIVATE_BADGE} An error is small or large only against the signal it blurs: the "
+        st.caption(f"{widgets.DP_BADGE} An error is small or large only against the signal it blurs: the DP "
                    f"forecast puts the weakest class's signal/noise at **{chosen['worst_snr']:.2f}** for this method "
-                   "(below 1, the density is mostly noise and the sequences near chance).")
+                   "(below 1, the density is mostly noise and the sequences near chance). It assumes the classes "
+                   "share one vocabulary, so it errs on the cautious side.")
+    elif not outlook:
+        st.caption("Run the DP forecast on page 2 (a small charged ε) to see which methods are expected near chance "
+                   "at this corpus size and ε_kde.")
     if chosen is not None and chosen["near_chance"]:
-        st.warning(review.outlook_sentence(chosen) + " Compare the methods for free below before spending ε_kde.",
-                   icon=":material/trending_down:")
-    with st.expander("Compare the methods before spending anything (free, private preview)",
-                     expanded=bool(chosen and chosen["near_chance"])):
-        st.markdown(widgets.PRIVATE_BADGE)
-        st.markdown("**Forecast** (from the training part's true counts, at this corpus size and ε_kde):\n"
-                    + "\n".join(f"- {review.outlook_sentence(r)}" for r in outlook))
-        st.caption("The no-LLM check below samples each method locally at this ε on the training part (seeded "
-                   "noise: a local experiment, not a release) and classifies the held-out documents' keyphrase "
-                   "sequences. Nothing is charged to the ledger and nothing leaves this machine.")
-        preview = s.get("job_method_preview")
-        if not (isinstance(preview, jobs.Job) and preview.running):
-            if st.button("Run the no-LLM check of every method at this ε (free)", icon=":material/science:"):
-                with widgets.guard():
-                    review.start_method_preview(list(SAMPLING_METHODS), per_class=max(int(s["per_class"]), 10))
-                    st.rerun()
+        st.warning(review.outlook_sentence(chosen) + " Compare the methods from the DP forecast below before "
+                   "spending ε_kde.", icon=":material/trending_down:")
+    with st.expander("Compare the methods before spending ε_kde", expanded=bool(chosen and chosen["near_chance"])):
+        if outlook:
+            st.markdown(widgets.DP_BADGE)
+            st.markdown("**DP forecast** (post-processing of the forecast release on the ledger):\n"
+                        + "\n".join(f"- {review.outlook_sentence(r)}" for r in outlook))
+        if widgets.exact_previews_switch("densities"):
+            exact = []
+            with widgets.guard():
+                exact = review.method_outlook()
+            st.markdown("**Exact forecast** (true counts of the training part — not covered by ε):\n"
+                        + "\n".join(f"- {review.outlook_sentence(r)}" for r in exact))
+            st.caption("The no-LLM check below samples each method locally at this ε on the training part (seeded "
+                       "noise: a local experiment, not a release) and classifies the held-out documents' keyphrase "
+                       "sequences. Nothing is charged to the ledger and nothing leaves this machine — and a method "
+                       "chosen from it is chosen from private data that ε does not cover.")
+            preview = s.get("job_method_preview")
+            if not (isinstance(preview, jobs.Job) and preview.running):
+                if st.button("Run the no-LLM check of every method at this ε (exact, not covered by ε)",
+                             icon=":material/science:"):
+                    with widgets.guard():
+                        review.start_method_preview(list(SAMPLING_METHODS), per_class=max(int(s["per_class"]), 10))
+                        st.rerun()
 
-        def show_preview(j: jobs.Job) -> None:
-            if j.error:
-                st.error(j.error, icon=":material/error:")
-            elif not j.running and j.result is not None and len(j.result):
-                df = j.result
-                st.dataframe(pd.DataFrame({
-                    "Method": df["method"], "No-LLM accuracy": [review.sig3(v) for v in df["no_llm_accuracy"]],
-                    "Chance": [review.sig3(v) for v in df["chance_accuracy"]],
-                    "Real keyphrase baseline": [review.sig3(v) for v in df["real_keyphrase_baseline_accuracy"]]}),
-                    hide_index=True, key="table.method_preview")
-                chance = float(df["chance_accuracy"].iloc[0])
-                near = [m for m, a in zip(df["method"], df["no_llm_accuracy"]) if a < chance + 0.1]
-                if near:
-                    st.warning(f"Near chance at this ε: {', '.join(near)} (within 0.1 of chance {chance:.2f}).",
-                               icon=":material/trending_down:")
+            def show_preview(j: jobs.Job) -> None:
+                if j.error:
+                    st.error(j.error, icon=":material/error:")
+                elif not j.running and j.result is not None and len(j.result):
+                    df = j.result
+                    st.dataframe(pd.DataFrame({
+                        "Method": df["method"], "No-LLM accuracy": [review.sig3(v) for v in df["no_llm_accuracy"]],
+                        "Chance": [review.sig3(v) for v in df["chance_accuracy"]],
+                        "Real keyphrase baseline": [review.sig3(v) for v in df["real_keyphrase_baseline_accuracy"]]}),
+                        hide_index=True, key="table.method_preview")
+                    chance = float(df["chance_accuracy"].iloc[0])
+                    near = [m for m, a in zip(df["method"], df["no_llm_accuracy"]) if a < chance + 0.1]
+                    if near:
+                        st.warning(f"Near chance at this ε: {', '.join(near)} (within 0.1 of chance {chance:.2f}).",
+                                   icon=":material/trending_down:")
 
-        widgets.job_monitor("job_method_preview", body=show_preview)
+            widgets.job_monitor("job_method_preview", body=show_preview)
 
     _, eps_kde = session.eps_split()
     built = s.get("dp_density") is not None

@@ -11,6 +11,7 @@ from dpkps_core.device import cuda_available
 from dpkps_core.baselines.compare import GENERATION_METHODS
 from dpkps_core.baselines.compare import joint_cost
 from dpkps_core.baselines.private_prediction import PRIVATE_PROMPT_WARNING
+from dpkps_core.memorisation import memorisation_advice
 from dpkps_core.sampling import SAMPLING_METHODS
 from studio import charts, evaluation_steps, jobs, review, session, steps, widgets
 
@@ -94,54 +95,66 @@ with tab_map:
         widgets.job_monitor("job_projection", body=show_projection)
 
 with tab_sweep:
-    st.caption("No-LLM accuracy and vocabulary recall over a grid of ε_voc × ε_kde, without spending ε on the "
-               "real release: each cell is a local, seeded experiment on the training part, scored on the held-out "
-               f"part. {DISCLOSURE_NOTE}")
-    grid = [0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 10.0, 15.0, 20.0]
-    c1, c2 = st.columns(2)
-    widgets.bound(c1.multiselect, "ε_voc values", "sweep_eps_voc", options=grid)
-    widgets.bound(c2.multiselect, "ε_kde values", "sweep_eps_kde", options=grid)
-    c1, c2, c3 = st.columns(3)
-    widgets.bound(c1.multiselect, "Methods", "sweep_methods", options=list(SAMPLING_METHODS))
-    widgets.bound(c2.number_input, "Seeds", "sweep_seeds", min_value=1, max_value=10)
-    widgets.bound(c3.number_input, "Sequences per class", "sweep_per_class", min_value=5, max_value=2000, step=10)
-    cells = len(s["sweep_eps_voc"]) * len(s["sweep_eps_kde"]) * len(s["sweep_methods"]) * int(s["sweep_seeds"])
-    job = s.get("job_sweep")
-    if not (isinstance(job, jobs.Job) and job.running):
-        if st.button(f"Run the sweep ({cells} cells)", icon=":material/grid_on:", disabled=cells == 0):
-            with widgets.guard():
-                steps.ensure_corpus()
-                evaluation_steps.start_sweep(eps_voc=s["sweep_eps_voc"], eps_kde=s["sweep_eps_kde"],
-                                             methods=s["sweep_methods"], seeds=int(s["sweep_seeds"]),
-                                             per_class=int(s["sweep_per_class"]))
-                st.rerun()
+    st.caption("The ε sweep re-runs the no-LLM check on the EXACT training part and scores it on the real held-out "
+               "part: choosing ε or a method from it is a use of the private data that ε does not cover. The DP "
+               "alternative is the DP forecast on page 2: its release re-forecasts any ε_voc, ε_kde or method for "
+               "free, covered by ε.")
+    with widgets.guard():
+        dp_grid = review.dp_sweep()
+        if dp_grid is not None:
+            st.markdown(widgets.DP_BADGE)
+            st.dataframe(dp_grid, hide_index=True, key="table.dp_sweep")
+        else:
+            st.caption("Run the DP forecast on page 2 to see the DP sweep over ε here.")
+    if widgets.exact_previews_switch("sweep"):
+        st.caption("No-LLM accuracy and vocabulary recall over a grid of ε_voc × ε_kde, without spending ε on the "
+                   "real release: each cell is a local, seeded experiment on the training part, scored on the held-out "
+                   f"part. {DISCLOSURE_NOTE}")
+        grid = [0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 10.0, 15.0, 20.0]
+        c1, c2 = st.columns(2)
+        widgets.bound(c1.multiselect, "ε_voc values", "sweep_eps_voc", options=grid)
+        widgets.bound(c2.multiselect, "ε_kde values", "sweep_eps_kde", options=grid)
+        c1, c2, c3 = st.columns(3)
+        widgets.bound(c1.multiselect, "Methods", "sweep_methods", options=list(SAMPLING_METHODS))
+        widgets.bound(c2.number_input, "Seeds", "sweep_seeds", min_value=1, max_value=10)
+        widgets.bound(c3.number_input, "Sequences per class", "sweep_per_class", min_value=5, max_value=2000, step=10)
+        cells = len(s["sweep_eps_voc"]) * len(s["sweep_eps_kde"]) * len(s["sweep_methods"]) * int(s["sweep_seeds"])
+        job = s.get("job_sweep")
+        if not (isinstance(job, jobs.Job) and job.running):
+            if st.button(f"Run the sweep ({cells} cells)", icon=":material/grid_on:", disabled=cells == 0):
+                with widgets.guard():
+                    steps.ensure_corpus()
+                    evaluation_steps.start_sweep(eps_voc=s["sweep_eps_voc"], eps_kde=s["sweep_eps_kde"],
+                                                 methods=s["sweep_methods"], seeds=int(s["sweep_seeds"]),
+                                                 per_class=int(s["sweep_per_class"]))
+                    st.rerun()
 
-    def show_sweep(j: jobs.Job) -> None:
-        if j.error:
-            st.error(j.error, icon=":material/error:")
-        rows = list(j.partial)
-        if not rows:
-            return
-        df = pd.DataFrame(rows)
-        if not j.running:
-            st.caption(f"{len(rows)} cell(s) finished" + (" (cancelled: finished cells kept)." if j.cancelled else "."))
-        figs = sweep_figures(df)
-        for name, fig in figs.items():
-            if name.startswith("heatmap"):
-                fig.update_xaxes(type="category").update_yaxes(type="category")
-            st.plotly_chart(fig, key=f"chart.sweep.{name}")
-        names = {"method": "Method", "eps_voc": "ε_voc", "eps_kde": "ε_kde",
-                 "no_llm_accuracy_mean": "No-LLM accuracy", "no_llm_accuracy_sd": "± sd",
-                 "vocabulary_recall_mean": "Recall of the true top terms", "noise_term_share_mean": "Noise share of Ṽ",
-                 "seeds": "Seeds"}
-        summary = sweep_summary(df)[list(names)].rename(columns=names)
-        for col in ("No-LLM accuracy", "± sd", "Recall of the true top terms", "Noise share of Ṽ"):
-            summary[col] = [review.sig3(v) for v in summary[col]]
-        st.dataframe(summary, hide_index=True, key="table.sweep")
-        st.caption(f"Real keyphrase baseline (the same on every page; it does not depend on ε): "
-                   f"{float(df['real_keyphrase_baseline_accuracy'].iloc[0]):.2f}.")
+        def show_sweep(j: jobs.Job) -> None:
+            if j.error:
+                st.error(j.error, icon=":material/error:")
+            rows = list(j.partial)
+            if not rows:
+                return
+            df = pd.DataFrame(rows)
+            if not j.running:
+                st.caption(f"{len(rows)} cell(s) finished" + (" (cancelled: finished cells kept)." if j.cancelled else "."))
+            figs = sweep_figures(df)
+            for name, fig in figs.items():
+                if name.startswith("heatmap"):
+                    fig.update_xaxes(type="category").update_yaxes(type="category")
+                st.plotly_chart(fig, key=f"chart.sweep.{name}")
+            names = {"method": "Method", "eps_voc": "ε_voc", "eps_kde": "ε_kde",
+                     "no_llm_accuracy_mean": "No-LLM accuracy", "no_llm_accuracy_sd": "± sd",
+                     "vocabulary_recall_mean": "Recall of the true top terms", "noise_term_share_mean": "Noise share of Ṽ",
+                     "seeds": "Seeds"}
+            summary = sweep_summary(df)[list(names)].rename(columns=names)
+            for col in ("No-LLM accuracy", "± sd", "Recall of the true top terms", "Noise share of Ṽ"):
+                summary[col] = [review.sig3(v) for v in summary[col]]
+            st.dataframe(summary, hide_index=True, key="table.sweep")
+            st.caption(f"Real keyphrase baseline (the same on every page; it does not depend on ε): "
+                       f"{float(df['real_keyphrase_baseline_accuracy'].iloc[0]):.2f}.")
 
-    widgets.job_monitor("job_sweep", body=show_sweep, cancel_label="Cancel (keeps finished cells)")
+        widgets.job_monitor("job_sweep", body=show_sweep, cancel_label="Cancel (keeps finished cells)")
 
 with tab_compare:
     st.caption("DP-KPS next to the two other methods of the field — private prediction (clipped logits + sparse "
@@ -229,10 +242,8 @@ with tab_memo:
             elif not j.running and j.result is not None:
                 df = review.memorisation_frame(j.result)
                 flagged = int((df["Reproduces real text?"] != "no").sum()) if len(df) else 0
-                (st.warning if flagged else st.success)(
-                    f"{flagged} of {len(df)} synthetic document(s) reproduce a run of 12 or more words of a real "
-                    "training document." + (" Review them before release: regenerate or drop them." if flagged
-                                            else ""), icon=":material/content_copy:")
+                (st.warning if flagged else st.success)(memorisation_advice(flagged, len(df)),
+                                                        icon=":material/content_copy:")
                 st.dataframe(df, hide_index=True, key="table.memorisation")
 
         widgets.job_monitor("job_memorisation", body=show_memorisation)

@@ -118,3 +118,21 @@ def memorisation_check(
             shared_ngram_share=shared / len(grams) if grams else 0.0, flagged=run >= flag_words,
             shared_text=" ".join(toks[start:start + run]) if run else ""))
     return rows
+
+
+def memorisation_advice(flagged: int, total: int, *, flag_words: int = DEFAULT_FLAG_WORDS) -> str:
+    """What to tell the data owner about a memorisation check's result (docs/PRIVACY.md "Checks on private data
+    never decide a release").
+
+    Dropping or regenerating the flagged documents would choose the release by a check on the private corpus:
+    that choice depends on the private documents and is NOT covered by ε. What stays inside ε is a change of
+    public settings for the whole run (lower ε, fewer keyphrases per sequence, another template), applied to
+    every document alike and recorded in the ledger."""
+    head = (f"{flagged} of {total} synthetic document(s) reproduce a run of {flag_words} or more words of a real "
+            "training document.")
+    if not flagged:
+        return head
+    return (head + " Dropping or regenerating just those documents would pick the release by a check on private "
+            "data — a choice outside ε (it depends on the private documents, and no ledger entry covers it). To stay "
+            "inside ε, change public settings for the whole run instead: a lower ε, fewer keyphrases per sequence "
+            "(L), or another prompt template — then write the documents again, all of them.")

@@ -157,9 +157,14 @@ def metrics_bars(metrics: Mapping[str, tuple[float, float]], chance: float | Non
     return fig
 
 
-def budget_split_bar(eps_voc: float, eps_kde: float, spent: float, cap: float | None) -> go.Figure:
-    """The planned ε split next to what the ledger already holds (and the cap)."""
+def budget_split_bar(eps_voc: float, eps_kde: float, spent: float, cap: float | None, *,
+                     eps_forecast: float = 0.0) -> go.Figure:
+    """The planned ε split (the DP forecast's ε_forecast first, when planned) next to what the ledger already holds
+    (and the cap)."""
     fig = go.Figure()
+    if eps_forecast > 0:
+        fig.add_trace(go.Bar(y=["planned"], x=[eps_forecast], name="ε_forecast (DP forecast)", orientation="h",
+                             marker_color="#54A24B"))
     fig.add_trace(go.Bar(y=["planned"], x=[eps_voc], name="ε_voc (vocabulary)", orientation="h",
                          marker_color="#4C78A8"))
     fig.add_trace(go.Bar(y=["planned"], x=[eps_kde], name="ε_kde (densities)", orientation="h",

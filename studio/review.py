@@ -145,8 +145,9 @@ def _duration(seconds: float) -> str:
 # ------------------------------------------------------------------------------------------- method outlook (§2)
 
 def method_outlook() -> list[dict[str, Any]]:
-    """Per sampling method, the forecast's word on the densities at this corpus size and ε_kde (PRIVATE, local,
-    free): whether each class's density stands above its noise, or the method is expected near chance.
+    """Per sampling method, the EXACT forecast's word on the densities at this corpus size and ε_kde (private,
+    local — not covered by ε; shown only behind the exact-preview switch): whether each class's density stands
+    above its noise, or the method is expected near chance.
     Memoised in the session for the current settings."""
     from dpkps_core import evaluation
     from dpkps_core.sampling import SAMPLING_METHODS
@@ -175,6 +176,115 @@ def method_outlook() -> list[dict[str, Any]]:
                     "suggested_eps_kde": f.suggested_eps_kde})
     s["method_outlook"] = (key, out)
     return out
+
+
+# ------------------------------------------------------------------------------------------- DP forecast (default)
+
+#: Session key of the DP forecast release (kept with the corpus, split, vocabulary and S it was made for).
+DP_FORECAST_KEY = "dp_forecast_release"
+#: Default ε_forecast of the app (dpkps_core.dp.forecast.DEFAULT_FORECAST_EPSILON).
+EPS_FORECAST_KEY = "eps_forecast"
+
+
+def eps_forecast() -> float:
+    """The ε the DP forecast will spend (a public setting shown in the plan and in the total)."""
+    from dpkps_core.dp.forecast import DEFAULT_FORECAST_EPSILON
+
+    return float(session.ss().setdefault(EPS_FORECAST_KEY, DEFAULT_FORECAST_EPSILON))
+
+
+def _forecast_key() -> tuple:
+    s = session.ss()
+    cfg = session.current_config()
+    return (s.get("corpus_id"), s.get("split_key"), s.get("vocabulary"), s.get("vocab_max_terms"),
+            s.get("remove_stopwords"), s.get("junk_filter"), cfg.terms_per_doc, tuple(s["corpus"].classes)
+            if s.get("corpus") is not None else ())
+
+
+def run_dp_forecast() -> Any:
+    """The default "Will this work?": releases the forecast statistics with ε_forecast, charged to the corpus's
+    ledger before any noise (``dpkps_core.evaluation.forecasting.release_forecast``), and keeps the release."""
+    from dpkps_core.evaluation.forecasting import release_forecast
+
+    cfg = session.current_config()
+    cfg.validate()
+    stats = release_forecast(session.train_part(), session.public_vocabulary(), ledger=session.ledger(),
+                             noise=session.noise(), epsilon=eps_forecast(), terms_per_doc=cfg.terms_per_doc,
+                             by_person=bool(session.person_column()))
+    session.ss()[DP_FORECAST_KEY] = (_forecast_key(), stats)
+    return stats
+
+
+def dp_forecast_release() -> Any:
+    """The DP forecast release for the current corpus, split, vocabulary and S, or None."""
+    kept = session.ss().get(DP_FORECAST_KEY)
+    if not kept or session.ss().get("corpus") is None or kept[0] != _forecast_key():
+        return None
+    return kept[1]
+
+
+def dp_forecast(method: str | None = None, reps: int = 5) -> Any:
+    """The DP forecast for the current settings: free post-processing of the kept release (None without one)."""
+    from dpkps_core.evaluation.forecasting import forecast_from_release
+
+    stats = dp_forecast_release()
+    if stats is None:
+        return None
+    cfg = session.current_config()
+    method = method or cfg.method
+    density = cfg.density if (cfg.density != "histogram" or method == "independent") else "rff"
+    return forecast_from_release(stats, eps_voc=cfg.eps_voc, eps_kde=cfg.eps_kde, terms_per_doc=cfg.terms_per_doc,
+                                 vocab_size=cfg.vocab_size, method=method, density=density, length=cfg.length,
+                                 features=cfg.features, reps=reps)
+
+
+def dp_sweep() -> Any:
+    """The DP sweep table (post-processing of the kept DP forecast release; None without one)."""
+    from dpkps_core.evaluation.sweep import dp_forecast_grid
+
+    stats = dp_forecast_release()
+    if stats is None:
+        return None
+    cfg = session.current_config()
+    df = dp_forecast_grid(stats, eps_voc_grid=(0.5, 1.0, 2.0, 5.0), eps_kde_grid=(1.0, 2.0, 5.0, 10.0),
+                          methods=(cfg.method,), terms_per_doc=cfg.terms_per_doc, vocab_size=cfg.vocab_size,
+                          length=cfg.length, features=cfg.features, reps=2)
+    return pd.DataFrame({"Method": df["method"], "ε_voc": df["eps_voc"], "ε_kde": df["eps_kde"],
+                         "Real terms expected in Ṽ": df["expected_real_terms"],
+                         "Noise share of Ṽ": [sig3(v) for v in df["expected_noise_share"]],
+                         "Weakest class signal/noise": [sig3(v) for v in df["worst_class_snr"]],
+                         "Usable?": ["yes" if u else "no" for u in df["usable"]]})
+
+
+def dp_method_outlook() -> list[dict[str, Any]]:
+    """:func:`method_outlook` from the DP forecast release (post-processing: covered by ε); [] without one."""
+    from dpkps_core.sampling import SAMPLING_METHODS
+
+    if dp_forecast_release() is None:
+        return []
+    out = []
+    for method in SAMPLING_METHODS:
+        f = dp_forecast(method, reps=2)
+        weak = sum(1 for v in f.kde.values() if v["snr"] < 1)
+        worst = min((v["snr"] for v in f.kde.values()), default=0.0)
+        out.append({"method": method, "density": f.density, "near_chance": not f.kde_usable,
+                    "weak_classes": weak, "classes": len(f.kde), "worst_snr": worst,
+                    "suggested_eps_kde": f.suggested_eps_kde})
+    return out
+
+
+def dp_vocabulary_noise_share() -> dict[str, float]:
+    """How much of the built Ṽ is expected to be pure noise, from DP quantities only (Ṽ's noisy counts, ε_voc, S,
+    |V|; with a DP forecast release, its count of terms in use narrows |V| to the terms no document uses)."""
+    from dpkps_core.evaluation.forecasting import vocabulary_noise_share
+
+    pv = session.ss()["pv"]
+    stats = dp_forecast_release()
+    zero = None
+    if stats is not None and stats.terms_per_doc == pv.terms_per_doc \
+            and stats.public_vocabulary_size == pv.public_vocabulary_size:
+        zero = pv.public_vocabulary_size - float(stats.smoothed_curve()[0])
+    return vocabulary_noise_share(pv, zero_terms=zero)
 
 
 def outlook_sentence(row: Mapping[str, Any]) -> str:
@@ -285,7 +395,8 @@ def non_document_share(documents: Sequence[Any], failures: Sequence[Mapping[str,
 # ------------------------------------------------------------------------------------------- vocabulary noise (§12)
 
 def expected_noise_share() -> float:
-    """Expected share of Ṽ that is pure noise at the current settings — the forecast's number (PRIVATE, local)."""
+    """Expected share of Ṽ that is pure noise at the current settings — the EXACT forecast's number (private,
+    local — not covered by ε); the default is :func:`dp_vocabulary_noise_share`."""
     from dpkps_core import evaluation
 
     s = session.ss()

@@ -8,7 +8,6 @@ import traceback
 from collections.abc import Mapping
 from typing import Any, Callable, Iterator
 
-import pandas as pd
 import streamlit as st
 
 from dpkps_core.errors import DPKPSError
@@ -18,6 +17,36 @@ log = logging.getLogger("dpkps.studio")
 
 PRIVATE_BADGE = ":red-badge[:material/lock: private — local only, never exported]"
 DP_BADGE = ":green-badge[:material/verified_user: DP output — safe to release]"
+#: Badge of the EXACT previews (forecast, method preview, ε sweep, Ṽ recall) on true counts (docs/PRIVACY.md
+#: "Previews that steer choices"): choosing settings from them is a use of the data ε does not cover.
+EXACT_BADGE = ":orange-badge[:material/lock_open: private, local — not covered by ε]"
+#: Session key of the switch that shows the exact previews (off by default).
+EXACT_PREVIEWS_KEY = "exact_previews"
+
+
+def exact_previews_switch(where: str) -> bool:
+    """The badged switch "private, local — not covered by ε" (off by default; one setting for every page).
+
+    The default previews are DP (a charged ε_forecast) or DP post-processing; the exact ones read true counts
+    of the private corpus, so a setting chosen from them is outside the ledger's ε."""
+    st.session_state.setdefault(EXACT_PREVIEWS_KEY, False)
+    st.markdown(EXACT_BADGE)
+    wkey = widget_key(f"{EXACT_PREVIEWS_KEY}.{where}")
+    st.session_state[wkey] = bool(st.session_state[EXACT_PREVIEWS_KEY])
+
+    def sync() -> None:
+        st.session_state[EXACT_PREVIEWS_KEY] = bool(st.session_state[wkey])
+
+    st.toggle("Show exact previews on the true counts (private, local — not covered by ε)", key=wkey, on_change=sync,
+              help="Off (default): previews come from the DP forecast release, which is on the ledger. On: previews "
+                   "read the exact private counts; choosing ε, N or a method from them is a use of the data that ε "
+                   "does not cover (docs/PRIVACY.md).")
+    return bool(st.session_state[EXACT_PREVIEWS_KEY])
+
+
+def exact_previews_on() -> bool:
+    """Whether the user turned the exact previews on (False by default)."""
+    return bool(st.session_state.get(EXACT_PREVIEWS_KEY, False))
 
 
 # ------------------------------------------------------------------------------------------- bound widgets
@@ -122,41 +151,8 @@ def user_box() -> None:
 # ------------------------------------------------------------------------------------------- sidebar
 
 def sidebar() -> None:
-    """The privacy ledger (spent / cap, per step) and the run's state — on every page."""
+    """The run's state — on every page (the privacy ledger's lines above it are app.py's)."""
     s = st.session_state
-    st.subheader("Privacy ledger")
-    try:
-        led = session.ledger()
-        cap = led.cap
-        total = getattr(led, "corpus_epsilon", led.total_epsilon)  # the corpus's total over all its releases
-    except DPKPSError as exc:  # e.g. the ledger folder cannot be used: say so, spend nothing
-        st.error(str(exc), icon=":material/error:")
-        return
-    from dpkps_core.risk import format_probability, posterior_bound
-
-    st.metric("ε spent / cap", f"{total:g} / {cap:g}" if cap else f"{total:g} / no cap",
-              help="Everything ever released from this corpus — app and CLI, every session (its persistent "
-                   "ledger) — against the corpus's cap. Pure ε-DP, basic composition: every run of a DP step adds "
-                   "its ε, re-runs included.")
-    if cap:
-        st.progress(min(total / cap, 1.0), text=f"{total / cap:.0%} of the cap")
-    if total > 0:
-        bounds = [format_probability(posterior_bound(total, p)) for p in (0.01, 0.5)]
-        bounds = [b if b.startswith("more than") else f"at most {b}" for b in bounds]
-        st.caption(f"At ε = {total:g}, an attacker 1 % or 50 % sure beforehand that a given document was used can "
-                   f"become {bounds[0]} or {bounds[1]} sure (page 2 explains).")
-    if total != led.total_epsilon:
-        st.caption(f"This session: ε = {led.total_epsilon:g}; earlier sessions and CLI runs on the same documents: "
-                   f"ε = {total - led.total_epsilon:g} (page 2 lists every release).")
-    by = led.by_step()
-    labels = {"vocabulary": "vocabulary (ε_voc)", "kde": "densities (ε_kde)", "class_counts": "class counts"}
-    lines = [f"- {labels.get(k, k)}: **{v:g}**" for k, v in by.items()] or ["- nothing spent yet"]
-    st.markdown("\n".join(lines))
-    if led.events:
-        with st.expander(f"Ledger events ({len(led.events)})"):
-            st.dataframe(pd.DataFrame([{"time (UTC)": e.timestamp.replace("T", " ")[:19], "step": e.step,
-                                        "ε": e.epsilon, "noise scale": round(e.noise_scale, 4),
-                                        "mechanism": e.mechanism} for e in led.events]), hide_index=True)
     if s.get("seeded_demo"):
         st.warning("Reproducible demo: noise is SEEDED — NOT FOR RELEASE.", icon=":material/warning:")
     st.subheader("Run")

@@ -51,7 +51,9 @@ def test_forecast_chart_risk_ledger_times_and_why_names_are_in_v() -> None:
     assert "an attacker 1% sure beforehand" in explainer and "posterior ≤ e^ε·p / (e^ε·p + 1 − p)" in explainer
     assert "at most 99.6 % sure afterwards" in explainer             # never rounded up to 100 %
     # §1: the forecast chart's axes cover the data and stop about a decade beyond it (not at 10^21)
-    click(at, "Forecast with these settings")
+    click(at, "DP forecast")
+    at.toggle(key="_w.exact_previews.budget").set_value(True).run()
+    click(at, "Exact forecast on the true counts")
     f = at.session_state["forecast"]
     fig = figure(at, "Vocabulary forecast")
     xr, yr = fig["layout"]["xaxis"]["range"], fig["layout"]["yaxis"]["range"]
@@ -63,14 +65,22 @@ def test_forecast_chart_risk_ledger_times_and_why_names_are_in_v() -> None:
     assert not fig["layout"].get("shapes") and not fig["layout"].get("annotations")
     label = [t for tr in fig["data"] if tr.get("mode") == "text" for t in tr["text"]]
     assert any(t.startswith("noise floor") for t in label)
-    # §12: page 3 says why a name is in Ṽ, with the forecast's expected share of noise terms
+    # page 3 says why a name is in Ṽ, with the expected share of noise terms computed from Ṽ's DP counts only
     goto(at, 2)
     click(at, "Build Ṽ")
+    from dpkps_core.evaluation.forecasting import vocabulary_noise_share
+
     why = [i.value for i in at.info if "Why is a name in Ṽ?" in i.value]
-    assert why and f"**{f.expected_noise_share:.0%}**" in why[0] and "pure noise" in why[0]
+    stats = at.session_state["dp_forecast_release"][1]
+    pv = at.session_state["pv"]
+    dp = vocabulary_noise_share(pv, zero_terms=pv.public_vocabulary_size - float(stats.smoothed_curve()[0]))
+    assert why and f"**{dp['expected_noise_share']:.0%}**" in why[0] and "Computed from the DP release" in why[0]
+    assert [m for m in at.metric if m.label.startswith("Recall of the true top")]  # the switch is one setting
+    at.toggle(key="_w.exact_previews.vocabulary").set_value(False).run()
+    assert not [m for m in at.metric if m.label.startswith("Recall of the true top")]  # exact check: switch on only
     # §10: the ledger events carry their time; the sidebar states the posterior bound of what was spent
     events = table(at, "time (UTC)")
-    assert len(events) == 1 and events["time (UTC)"].iloc[0].startswith("20")
+    assert len(events) == 2 and events["time (UTC)"].iloc[0].startswith("20")
     assert any("can become at most" in c for c in at.sidebar.caption.values)
 
 
@@ -78,16 +88,19 @@ def test_page4_says_near_chance_and_offers_the_free_comparison_before_spending()
     at = toy_app()
     goto(at, 1)
     at.number_input(key="_w.eps_total").set_value(0.2).run()          # ε_kde = 0.1: every density drowns in noise
+    click(at, "DP forecast")
     walk(at, 2)
     spent = ledger_total(at)
     goto(at, 3)
     at.selectbox(key="_w.method").set_value("iterative-log").run()
     assert_clean(at)
     near = [w.value for w in at.warning if "near chance" in w.value]
-    assert near and "iterative-log" in near[0] and "Compare the methods for free" in near[0]
-    outlook = " ".join(md.value for md in at.markdown if "**Forecast**" in md.value)
+    assert near and "iterative-log" in near[0] and "from the DP forecast" in near[0]
+    outlook = " ".join(md.value for md in at.markdown if "**DP forecast**" in md.value)
     assert all(m in outlook for m in ("independent", "iterative-linear", "iterative-log"))
-    click(at, "Run the no-LLM check of every method at this ε (free)")
+    assert not [b for b in at.button if b.label.startswith("Run the no-LLM check")]  # exact: behind the switch
+    at.toggle(key="_w.exact_previews.densities").set_value(True).run()
+    click(at, "Run the no-LLM check of every method at this ε")
     job = wait_job(at, "job_method_preview", timeout=300)
     assert job.error is None, job.error
     shown = table(at, "No-LLM accuracy")

@@ -101,15 +101,23 @@ def test_page2_budget_split_cap_paper_settings_seed_and_forecast() -> None:
     assert at.session_state["seeded_demo"] is False
     at.checkbox(key="_w.seeded_demo").check().run()
     assert any("NOT FOR RELEASE" in w.value for w in at.warning)
-    # forecast (private)
+    # forecast: DP by default (charged ε_forecast, in the plan), exact only behind the badged switch (off by default)
     at.number_input(key="_w.epsilon_cap").set_value(20.0).run()
-    click(at, "Forecast with these settings")
-    f = at.session_state["forecast"]
-    assert f.private and f.eps_voc == 1.5 and f.eps_kde == 4.5
+    assert any("ε_forecast 0.2 (DP forecast, below) + ε_voc 1.5 + ε_kde 4.5" in c for c in at.caption.values)
+    assert at.session_state["exact_previews"] is False
+    assert not [b for b in at.button if b.label.startswith("Exact forecast")]
+    click(at, "DP forecast (spends ε_forecast = 0.2)")
+    assert ledger_total(at) == pytest.approx(0.2)                   # the DP forecast is charged
     assert metrics(at)["Expected noise share of Ṽ"].endswith("%")
+    assert "forecast" not in at.session_state or at.session_state["forecast"] is None
+    at.toggle(key="_w.exact_previews.budget").set_value(True).run()
+    assert any("not covered by ε" in md.value for md in at.markdown)
+    click(at, "Exact forecast on the true counts")
+    f = at.session_state["forecast"]
+    assert f.private and not f.covered_by_epsilon and f.eps_voc == 1.5 and f.eps_kde == 4.5
     assert any("disclosure" in c for c in at.caption.values)
-    assert len(at.get("plotly_chart")) >= 2
-    assert ledger_total(at) == 0                                    # a forecast spends no ε
+    assert len(at.get("plotly_chart")) >= 3
+    assert ledger_total(at) == pytest.approx(0.2)                   # the exact preview spends nothing
 
 
 # ------------------------------------------------------------------------------------------- 3 private vocabulary
@@ -125,7 +133,9 @@ def test_page3_builds_rebuilds_charges_and_respects_the_cap() -> None:
     assert m["Terms in Ṽ"] == f"{len(pv):,}" and m["ε_voc spent for it"] == "5"
     assert m["ε spent / cap"] == "5 / 20"
     assert list(table(at, "noisy count")["term"][:5]) == list(pv.terms[:5])
-    recall = [v for k, v in m.items() if k.startswith("Recall of the true top")]
+    assert not [k for k in m if k.startswith("Recall of the true top")]  # exact check: off by default
+    at.toggle(key="_w.exact_previews.vocabulary").set_value(True).run()
+    recall = [v for k, v in metrics(at).items() if k.startswith("Recall of the true top")]
     assert recall and recall[0].endswith("%")
     assert list(pv.noisy_counts) == sorted(pv.noisy_counts, reverse=True)
     # re-running says it charges again, and does
@@ -281,6 +291,8 @@ def test_page7_evaluation_overlays_and_sweep(fake_umap: None) -> None:
     assert set(df["source"]) == {"real", "synthetic"} and (df["source"] == "synthetic").sum() == 2
     titles = " ".join(json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart"))
     assert "coloured by class" in titles and "coloured by source" in titles
+    assert not [b for b in at.button if b.label.startswith("Run the sweep")]  # exact sweep: behind the switch
+    at.toggle(key="_w.exact_previews.sweep").set_value(True).run()
     at.multiselect(key="_w.sweep_eps_voc").set_value([1.0, 5.0]).run()
     at.multiselect(key="_w.sweep_eps_kde").set_value([5.0]).run()
     click(at, "Run the sweep (2 cells)")

@@ -46,3 +46,15 @@ def test_bad_parameters() -> None:
         memorisation_check(["x"], REAL, n=1)
     with pytest.raises(ParameterError):
         memorisation_check(["x"], REAL, n=8, flag_words=4)
+
+
+def test_memorisation_advice_says_dropping_flagged_documents_is_outside_epsilon() -> None:
+    from dpkps_core.memorisation import memorisation_advice
+
+    text = memorisation_advice(2, 50)
+    assert text.startswith("2 of 50 synthetic document(s) reproduce a run of 12 or more words")
+    assert "outside ε" in text
+    for stays_inside in ("a lower ε", "fewer keyphrases per sequence", "another prompt template"):
+        assert stays_inside in text
+    assert "regenerate or drop them" not in text
+    assert memorisation_advice(0, 50) == "0 of 50 synthetic document(s) reproduce a run of 12 or more words of a real training document."

@@ -171,7 +171,11 @@ def run_sweep(
     ``config`` gives every other parameter (default :class:`SamplingConfig`); iterative methods use the RFF
     DP-KDE where ``config.density`` is ``"histogram"``. Seeds are demo noise seeds (local experiment).
     ``cancel`` (an event) stops between cells; finished rows are appended to ``rows`` as they come (the app's
-    job shows them while it runs and keeps them when cancelled)."""
+    job shows them while it runs and keeps them when cancelled).
+
+    EXACT preview: it reads the true training part and the real held-out part — private, local — NOT covered by
+    ε (``df.attrs["covered_by_epsilon"] is False``); choosing ε or a method from it is a use of the data no ledger
+    entry accounts for. The DP alternative is :func:`dp_forecast_grid`."""
     import pandas as pd
 
     base = dataclasses.replace(config) if config is not None else SamplingConfig()
@@ -198,7 +202,34 @@ def run_sweep(
         report((k + 1) / len(cells), f"cell {k + 1}/{len(cells)}: {method}, ε_voc={e_voc:g}, ε_kde={e_kde:g}, seed {seed}")
     df = pd.DataFrame(list(rows))
     df.attrs.update(private=True, note=PRIVATE_NOTE, corpus=base.corpus, vocabulary=vocabulary.name,
-                    chance_accuracy=ev.chance)
+                    chance_accuracy=ev.chance, covered_by_epsilon=False, badge="private, local — not covered by ε")
+    return df
+
+
+def dp_forecast_grid(stats: Any, *, eps_voc_grid: Sequence[float] = DEFAULT_EPS_VOC_GRID,
+                     eps_kde_grid: Sequence[float] = DEFAULT_EPS_KDE_GRID, methods: Sequence[str] = ("independent",),
+                     **settings: Any) -> "pd.DataFrame":
+    """The DP sweep (default; docs/PRIVACY.md "Previews that steer choices"): the forecast over an ε_voc × ε_kde
+    grid and methods, as post-processing of ONE DP forecast release (``dpkps_core.dp.forecast``) — no further ε,
+    covered by the ledger. ``settings``: the other keyword arguments of
+    :func:`~dpkps_core.evaluation.forecasting.forecast_from_release`. Unlike :func:`run_sweep` (exact, private,
+    local — not covered by ε) it forecasts rather than measures accuracy."""
+    import pandas as pd
+
+    from dpkps_core.evaluation.forecasting import forecast_from_release
+
+    rows = []
+    for method in methods:
+        for e_voc in (check_epsilon(e, "ε_voc") for e in eps_voc_grid):
+            for e_kde in (check_epsilon(e, "ε_kde") for e in eps_kde_grid):
+                f = forecast_from_release(stats, eps_voc=e_voc, eps_kde=e_kde, method=method, **settings)
+                rows.append({"method": method, "eps_voc": e_voc, "eps_kde": e_kde,
+                             "expected_real_terms": round(f.expected_real_terms),
+                             "expected_noise_share": f.expected_noise_share,
+                             "worst_class_snr": min((v["snr"] for v in f.kde.values()), default=0.0),
+                             "usable": f.usable})
+    df = pd.DataFrame(rows)
+    df.attrs.update(private=False, covered_by_epsilon=True, epsilon_forecast=float(stats.epsilon))
     return df
 
 
