@@ -2,14 +2,67 @@
 
 Run with ``streamlit run app.py`` (or ``bash scripts/app.sh``). This file is only the router: it checks the
 optional login, initialises the session, shows the privacy ledger in the sidebar and runs the current page.
+
+The sidebar's ledger lines (DESIGN §2.0, docs/PRIVACY.md "Per-document budgets"): the ledger is an individual
+privacy filter, so they show the cap per document (person), the largest ε one of this corpus's documents (persons)
+has spent over every release — app and CLI, any session, any file holding them — and this session's own spend.
 """
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dpkps_core.errors import DPKPSError
+from dpkps_core.risk import format_probability, posterior_bound
 from studio import PAGES, resources, session, widgets
+
+STEP_LABELS = {"vocabulary": "vocabulary (ε_voc)", "kde": "densities (ε_kde)", "class_counts": "class counts"}
+
+
+def ledger_sidebar() -> None:
+    """The privacy ledger in the sidebar, on every page (the corpus's figures are PRIVATE, local)."""
+    st.subheader("Privacy ledger")
+    try:
+        status = session.ledger_status()
+        led = session.ledger()
+    except DPKPSError as exc:  # e.g. the ledger folder or store cannot be used: say so, spend nothing
+        st.error(str(exc), icon=":material/error:")
+        return
+    unit, largest, cap = status.unit, status.largest, status.cap_high
+    st.metric("ε spent / cap", f"{largest:g} / {cap:g}" if cap else f"{largest:g} / no cap",
+              help=f"The largest ε any one {unit} of this corpus has spent over every release — app and CLI, every "
+                   f"session, whatever file held it (the persistent ledger) — against the cap per {unit}. A {unit} "
+                   "whose spend plus a step's ε would exceed its cap is left out of that step (a private, local "
+                   "count); the others are charged. Pure ε-DP, basic composition: every run adds its ε, re-runs "
+                   "included.")
+    if cap:
+        st.progress(min(largest / cap, 1.0), text=f"{largest / cap:.0%} of the cap for the most-used {unit}")
+    setting = "no cap" if status.cap_setting is None else f"{status.cap_setting:g}"
+    differs = status.cap_low != status.cap_high or status.cap_high != status.cap_setting
+    st.caption(f"Cap per {unit}: **{status.cap_text}**"
+               + (f" ({unit}s new to the ledger get {setting}, this session's setting)" if differs else "")
+               + ". Private, local figures: never exported.")
+    if largest > 0:
+        bounds = [format_probability(posterior_bound(largest, p)) for p in (0.01, 0.5)]
+        bounds = [b if b.startswith("more than") else f"at most {b}" for b in bounds]
+        st.caption(f"At ε = {largest:g}, an attacker 1 % or 50 % sure beforehand that a given {unit} was used can "
+                   f"become {bounds[0]} or {bounds[1]} sure (page 2 explains).")
+    by = led.by_step()
+    lines = [f"- {STEP_LABELS.get(k, k)}: **{v:g}**" for k, v in by.items()]
+    if lines:
+        st.markdown(f"This session: ε = **{status.session:g}**\n" + "\n".join(lines))
+    elif largest > 0:
+        st.markdown(f"This session: nothing released yet (earlier releases on these {unit}s: largest ε {largest:g}; "
+                    "page 2 lists them).")
+    else:
+        st.markdown("- nothing spent yet")
+    if led.events:
+        with st.expander(f"Ledger events of this session ({len(led.events)})"):
+            st.dataframe(pd.DataFrame([{"time (UTC)": e.timestamp.replace("T", " ")[:19], "step": e.step,
+                                        "ε": e.epsilon, "noise scale": round(e.noise_scale, 4),
+                                        "mechanism": e.mechanism} for e in led.events]), hide_index=True)
+
 
 st.set_page_config(page_title="DP-KPS Studio", page_icon=":material/shield_lock:", layout="wide")
 
@@ -27,4 +80,5 @@ if widgets.require_login():
         widgets.show_unexpected(exc)
     finally:
         with ledger_slot:
+            ledger_sidebar()
             widgets.sidebar()

@@ -27,6 +27,7 @@ import numpy as np
 import streamlit as st
 
 from dpkps_core import pipeline
+from dpkps_core.config import DEFAULT_EPSILON_CAP
 from dpkps_core.corpus import Corpus
 from dpkps_core.device import default_device_setting
 from dpkps_core.dp.ledger import PrivacyLedger
@@ -86,7 +87,7 @@ def default_settings() -> dict[str, Any]:
         "vocab_max_terms": d.vocab_max_terms or 0, "terms_per_doc": d.terms_per_doc, "vocab_size": 200 if fast else d.vocab_size,
         "selection_rule": d.selection_rule, "embedding_model": DEFAULT_MODEL,
         "eps_total": float(d.eps_voc + d.eps_kde), "eps_voc_share": d.eps_voc / (d.eps_voc + d.eps_kde),
-        "cap_enabled": True, "epsilon_cap": 20.0, "paper_settings": False,
+        "cap_enabled": True, "epsilon_cap": DEFAULT_EPSILON_CAP, "paper_settings": False,
         "seeded_demo": False, "demo_seed": 2024, "noise_sampler": d.noise_sampler,
         # 4 densities
         "method": d.method, "density": d.density, "length": d.length,
@@ -203,37 +204,73 @@ def corpus_id() -> str | None:
 
 
 def ledger() -> PrivacyLedger:
-    """The privacy ledger of the current corpus: its persistent ledger (``dpkps_core.ledger_store``), shared by
-    every session and CLI run on the same documents, so it survives reloads, new sessions and another label
-    column. ``events`` are this session's releases; ``cap``/``remaining``/``corpus_*`` are the corpus's.
+    """The privacy ledger of the current corpus: the persistent unit ledger (``dpkps_core.ledger_store``; DESIGN
+    §2.0), opened with the corpus's unit strings — its documents, or its persons when a person column is chosen —
+    and shared with every session and CLI run on the same documents, whatever the file. ``events`` are this
+    session's releases; :func:`ledger_status` reads the corpus's units (PRIVATE, local).
 
-    The cap is the corpus's: a corpus without one takes the session's; a change made here is written to the
-    corpus; a change made elsewhere (another session, the CLI) is shown here."""
+    The session's cap field is this run's cap setting (public): the cap of documents new to the ledger and the bound
+    on this session's own ε. Changing it while a corpus is loaded sets the cap of that corpus's documents (persons)
+    in the ledger, recorded with who and when."""
     s = ss()
     cid = s.get("corpus_id") or "(no corpus)"
     ledgers: dict[str, PrivacyLedger] = s["ledgers"]
+    cap = float(s["epsilon_cap"]) if s.get("cap_enabled") else None
     if cid not in ledgers:
         c = s.get("corpus")
-        ledgers[cid] = open_corpus_ledger(c, tool="app") if c is not None and s.get("corpus_id") else PrivacyLedger()
+        ledgers[cid] = (open_corpus_ledger(c, tool="app", cap=cap, by_person=person_column() is not None)
+                        if c is not None and s.get("corpus_id") else PrivacyLedger(cap))
     led = ledgers[cid]
-    cap = float(s["epsilon_cap"]) if s.get("cap_enabled") else None
+    if led.cap != cap:
+        led.cap = cap
     if not isinstance(led, PersistentLedger):
-        if led.cap != cap:
-            led.cap = cap
         return led
     rd = s.get("run_dir")
     led.run = Path(rd).name if rd else f"session {s.get('session_token', '?')}"
     seen: dict[str, float | None] = s.setdefault("ledger_caps", {})
-    stored = led.cap
-    if (cid in seen and cap != seen[cid]) or (cid not in seen and stored is None and cap is not None):
-        if cap != stored:  # changed in this session, or a corpus without a cap: the session's cap is the corpus's
-            led.cap = stored = cap
-    elif cap != stored:  # set by another session or the CLI: show it
-        s["cap_enabled"] = stored is not None
-        if stored is not None:
-            s["epsilon_cap"] = stored
-    seen[cid] = stored
+    if cid not in seen:
+        seen[cid] = cap                     # opened under this setting: it applies to documents new to the ledger
+    elif seen[cid] != cap:
+        led.set_unit_cap(cap)               # changed while this corpus is loaded: its documents' cap (recorded)
+        seen[cid] = cap
     return led
+
+
+@dataclasses.dataclass(frozen=True)
+class LedgerStatus:
+    """What the sidebar shows about the ledger (the corpus's figures are PRIVATE, local: never exported).
+
+    ``largest``: the largest ε spent by one document (person) of the corpus over every release, app and CLI;
+    ``cap_low``/``cap_high``: the caps of its documents already in the ledger (``None``: no cap); ``cap_setting``:
+    this session's cap field; ``session``: ε spent by this session's releases."""
+
+    unit: str
+    largest: float
+    cap_low: float | None
+    cap_high: float | None
+    cap_setting: float | None
+    session: float
+    releases: int
+    persistent: bool
+
+    @property
+    def cap_text(self) -> str:
+        fmt = lambda c: "no cap" if c is None else f"{c:g}"  # noqa: E731
+        if self.cap_low == self.cap_high:
+            return fmt(self.cap_low)
+        return f"{fmt(self.cap_low)}–{fmt(self.cap_high)}"
+
+
+def ledger_status() -> LedgerStatus:
+    """The ledger figures of the sidebar (raises :class:`~dpkps_core.errors.PrivacyBudgetError` when the ledger
+    cannot be used: shown as an error, nothing spent)."""
+    led = ledger()
+    unit = "person" if person_column() else "document"
+    if not isinstance(led, PersistentLedger):
+        return LedgerStatus(unit, led.total_epsilon, led.cap, led.cap, led.cap, led.total_epsilon, len(led.events), False)
+    view = led.view()
+    low, high = view.cap_range
+    return LedgerStatus(unit, view.largest_spend, low, high, led.cap, led.total_epsilon, len(view.releases), True)
 
 
 def noise() -> NoiseSource:

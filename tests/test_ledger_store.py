@@ -391,3 +391,41 @@ def test_compare_charges_its_joint_cost(tmp_path: Path) -> None:
     assert led.total_epsilon == pytest.approx(joint["epsilon"])         # the shared Ṽ counted once
     assert 0 < led.view().largest_spend <= joint["epsilon"] + 1e-9        # no document spent more than the joint cost
     assert isinstance(led, PrivacyLedger)
+
+
+# ------------------------------------------------------------------------------------------ app
+
+@pytest.mark.assets
+@pytest.mark.slow
+def test_app_sidebar_follows_the_documents_across_sessions_files_and_the_cli(monkeypatch: pytest.MonkeyPatch,
+                                                                             tmp_path: Path) -> None:
+    from app_helpers import click, goto, metrics, new_app, toy_csv, upload_corpus
+
+    monkeypatch.setenv("DPKPS_TEST_FAST", "1")
+    monkeypatch.setenv("DPKPS_WARMUP", "0")
+    monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
+    a = new_app()
+    upload_corpus(a, toy_csv(20), "mine.csv")
+    assert metrics(a)["ε spent / cap"] == f"0 / {DEFAULT_EPSILON_CAP:g}"
+    assert any("nothing spent yet" in m.value for m in a.sidebar.markdown)
+    goto(a, 2)
+    click(a, "Build Ṽ")
+    assert metrics(a)["ε spent / cap"] == "5 / 20"
+    # a new session on the same documents under another file name and other column names: the same budgets
+    b = new_app()
+    upload_corpus(b, toy_csv(20, text="notes", label="category"), "renamed.csv")
+    assert b.session_state["corpus_id"] != a.session_state["corpus_id"]
+    assert metrics(b)["ε spent / cap"] == "5 / 20"
+    side = " ".join(m.value for m in b.sidebar.markdown)
+    assert "This session: nothing released yet" in side and "nothing spent yet" not in side
+    # the CLI raises these documents' cap: the session shows it
+    ls.open_corpus_ledger(b.session_state["corpus"], tool="cli ledger").set_unit_cap(30.0)
+    b.run()
+    assert metrics(b)["ε spent / cap"] == "5 / 30"
+    assert any("new to the ledger get 20" in c.value for c in b.sidebar.caption)
+    # changing the session's cap field sets the cap of the loaded corpus's documents (recorded, by the app)
+    b.session_state["epsilon_cap"] = 12.0
+    b.run()
+    view = ls.open_corpus_ledger(b.session_state["corpus"], tool="t").view()
+    assert view.cap_range == (12.0, 12.0) and view.cap_history[-1].tool == "app"
+    assert metrics(a.run())["ε spent / cap"] == "5 / 12"
