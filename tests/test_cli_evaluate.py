@@ -118,16 +118,25 @@ def test_forecast_cli(tmp_path: Path, corpus_files, fake_models, capsys: pytest.
     corpus_csv, vocab = corpus_files
     base = ["forecast", "--corpus", str(corpus_csv), "--vocabulary", str(vocab), "-N", "30", "-S", "5", "-L", "5",
             "--classes", ",".join(POOLS)]
-    assert main(base + ["--eps-voc", "0.05", "--eps-kde", "0.05", "--method", "iterative-log",
+    assert main(base + ["--exact", "--eps-voc", "0.05", "--eps-kde", "0.05", "--method", "iterative-log",
                         "--out", str(tmp_path / "f")]) == 0
     low = capsys.readouterr().out
     data = json.loads((tmp_path / "f" / "forecast.json").read_text(encoding="utf-8"))
     assert data["private"] is True and data["usable"] is False and (tmp_path / "f" / "forecast.html").exists()
-    assert "Verdict: Not usable" in low and "disclosure" in low
-    assert main(base + ["--eps-voc", "100", "--eps-kde", "100", "--method", "independent"]) == 0
+    assert "Verdict: Not usable" in low and "disclosure" in low and "not covered by ε" in low
+    assert main(base + ["--exact", "--eps-voc", "100", "--eps-kde", "100", "--epsilon-cap", "300",
+                        "--method", "independent"]) == 0
     high = capsys.readouterr().out
     assert "Verdict: Likely usable" in high
     assert set(POOLS) <= {line.split()[1].rstrip(":") for line in high.splitlines() if line.startswith("  density ")}
+    # the default is the DP forecast: it charges ε_forecast to the corpus's persistent ledger
+    assert main(base + ["--eps-voc", "5", "--eps-kde", "5", "--eps-forecast", "0.3", "--out", str(tmp_path / "g")]) == 0
+    dp = capsys.readouterr().out
+    assert "DP forecast" in dp and "ε_forecast = 0.3 charged" in dp and "Verdict:" in dp
+    assert json.loads((tmp_path / "g" / "forecast.json").read_text(encoding="utf-8"))["covered_by_epsilon"] is True
+    assert main(["ledger", "--corpus", str(corpus_csv), "--json"]) == 0
+    listed = capsys.readouterr().out
+    assert listed.count('"step": "forecast"') == 1 and '"mechanism": "laplace_forecast_statistics"' in listed
 
 
 def test_help_lists_options(capsys: pytest.CaptureFixture[str]) -> None:

@@ -108,13 +108,31 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
     split = split_documents(corpus, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
                             seed=config.split_seed, by_person=bool(config.person_column))
     train = corpus.subset(split.train)
-    needs_embedder = config.density_kind == "rff" and not args.no_embedder
-    f = forecast(train.texts, train.labels, vocabulary, eps_voc=config.eps_voc, eps_kde=config.eps_kde,
-                 terms_per_doc=config.terms_per_doc, vocab_size=config.vocab_size, method=config.method,
-                 density=config.density, length=config.length, features=config.features, bandwidth=config.bandwidth,
-                 embedder=get_embedder(config.embedding_model) if needs_embedder else None)
-    print(f"Forecast for ε_voc = {f.eps_voc:g}, ε_kde = {f.eps_kde:g} ({f.method}, {f.density}) — "
-          f"PRIVATE: {PRIVATE_NOTE}; no ε was spent.")
+    if args.exact:  # private, local — not covered by ε (docs/PRIVACY.md "Previews that steer choices")
+        needs_embedder = config.density_kind == "rff" and not args.no_embedder
+        f = forecast(train.texts, train.labels, vocabulary, eps_voc=config.eps_voc, eps_kde=config.eps_kde,
+                     terms_per_doc=config.terms_per_doc, vocab_size=config.vocab_size, method=config.method,
+                     density=config.density, length=config.length, features=config.features,
+                     bandwidth=config.bandwidth,
+                     embedder=get_embedder(config.embedding_model) if needs_embedder else None)
+        print(f"EXACT forecast for ε_voc = {f.eps_voc:g}, ε_kde = {f.eps_kde:g} ({f.method}, {f.density}) — "
+              f"private, local — not covered by ε ({PRIVATE_NOTE}); no ε was spent, but a setting chosen from it "
+              "is a use of the data ε does not cover.")
+    else:  # the default: a small charged DP release, then post-processing
+        from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
+        from dpkps_core.dp.rng import NoiseSource
+        from dpkps_core.evaluation.forecasting import dp_forecast
+
+        ledger = corpus_ledger(corpus, tool="cli forecast", out=args.out, cap=config.epsilon_cap)
+        _, f = dp_forecast(train, vocabulary, ledger=ledger, noise=NoiseSource(config.seed, sampler=config.noise_sampler),
+                           epsilon=args.eps_forecast, terms_per_doc=config.terms_per_doc,
+                           by_person=bool(config.person_column), eps_voc=config.eps_voc, eps_kde=config.eps_kde,
+                           vocab_size=config.vocab_size, method=config.method, density=config.density,
+                           length=config.length, features=config.features)
+        print(f"DP forecast for ε_voc = {f.eps_voc:g}, ε_kde = {f.eps_kde:g} ({f.method}, {f.density}) — from a DP "
+              f"release of ε_forecast = {f.epsilon_forecast:g} charged to this corpus's ledger; choosing settings "
+              "from it is covered by ε.")
+        print(ledger_summary(ledger))
     print(f"  training documents: {f.n_documents:,}; per class: "
           + ", ".join(f"{c} {n:,}" for c, n in f.class_sizes.items()))
     print(f"  public vocabulary |V| = {f.public_vocabulary_size:,}; terms occurring in the corpus: {f.terms_in_corpus:,}")
@@ -146,6 +164,7 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from dpkps_core.cli.common import add_sampling_arguments
+    from dpkps_core.dp.forecast import DEFAULT_FORECAST_EPSILON
     from dpkps_core.evaluation import (CLASSIFIERS, DEFAULT_EPS_KDE_GRID, DEFAULT_EPS_VOC_GRID, DEFAULT_SWEEP_METHODS,
                                        DEFAULT_SWEEP_PER_CLASS)
 
@@ -190,16 +209,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_sweep, per_class=DEFAULT_SWEEP_PER_CLASS)
 
     p = subparsers.add_parser(
-        "forecast", help="'Will this work?' before any ε is spent (PRIVATE statistics)",
-        description="Forecast, from the training part's true term counts and class sizes, the vocabulary noise "
-                    "floor, the expected share of the private vocabulary that is pure noise and the expected density "
-                    "error, with a verdict and the smallest ε_voc (or largest |V|) that would give a usable "
-                    "vocabulary. Spends no ε, but it looks at private statistics: choosing ε from it is a small "
-                    "disclosure no DP accounting covers.",
+        "forecast", help="'Will this work?' from a small charged DP release (--exact: true counts, not covered by ε)",
+        description="Forecast the vocabulary noise floor, the expected share of the private vocabulary that is pure "
+                    "noise and the expected density error, with a verdict and the smallest ε_voc that would give a "
+                    "usable vocabulary. Default: from a DP release of the term-count curve and class sizes "
+                    "(--eps-forecast, charged to the corpus's ledger), so choosing ε from it is covered by ε. "
+                    "--exact: from the training part's true counts — spends nothing, but private, local — not "
+                    "covered by ε.",
     )
     add_sampling_arguments(p)
     p.add_argument("--out", help="optional folder for forecast.json and forecast.html (PRIVATE)")
     p.add_argument("--no-embedder", action="store_true",
-                   help="for RFF densities, skip the embedding model (cruder density forecast)")
+                   help="with --exact and RFF densities, skip the embedding model (cruder density forecast)")
+    p.add_argument("--exact", action="store_true",
+                   help="the EXACT preview on the true counts: spends nothing but is private, local — not covered by "
+                        "ε (default: the DP forecast, which charges --eps-forecast to the corpus's ledger)")
+    p.add_argument("--eps-forecast", type=float, default=DEFAULT_FORECAST_EPSILON,
+                   help="ε of the DP forecast release (default %(default)s; charged, counted in the total)")
     p.set_defaults(func=_cmd_forecast)
 
