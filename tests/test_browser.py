@@ -156,7 +156,7 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
             heading("2 · Vocabulary & budget")
             expect(page.get_by_text("50,000 public terms").first).to_be_visible()  # |V|: GloVe, 50k most frequent
             expect(page.get_by_text("As a risk to one document.").first).to_be_visible()  # §10: ε in plain words
-            click("Forecast with these settings")
+            click("DP forecast (spends ε_forecast")                           # the default: a charged DP release
             expect(page.get_by_text("Expected noise share of Ṽ").first).to_be_visible()
             idle()
             lay = chart_layout("number of public terms")                       # the forecast chart
@@ -168,7 +168,7 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
             heading("3 · Private vocabulary")
             click("Build Ṽ (spends ε_voc = 5)")
             expect(page.get_by_text("Ṽ — the private vocabulary")).to_be_visible()
-            expect(page.get_by_text("5 / 20").first).to_be_visible()           # sidebar ledger
+            expect(page.get_by_text("5.2 / 20").first).to_be_visible()         # sidebar ledger: ε_forecast + ε_voc
             expect(page.get_by_text("Why is a name in Ṽ?").first).to_be_visible()  # §12
             shot("3_private_vocabulary")
             click("Next: Keyphrase densities →")
