@@ -64,12 +64,16 @@ c1, c2, c3 = st.columns(3)
 c1.metric("ε_voc (vocabulary)", f"{eps_voc:g}")
 c2.metric("ε_kde (densities)", f"{eps_kde:g}")
 widgets.bound(c3.checkbox, "Budget cap", "cap_enabled",
-              help="Any step that would take the ledger over the cap is refused before anything is spent.")
+              help="A cap on the ε any one document (person) may spend over every release, app and CLI. A document "
+                   "whose spend plus a step's ε would exceed it is left out of that step; a step whose own ε would "
+                   "take this session over it is refused before anything is spent.")
 if s["cap_enabled"]:
-    widgets.bound(c3.number_input, "Cap on the total ε spent in this run", "epsilon_cap", min_value=0.1,
-                  max_value=1000.0, step=1.0)
+    widgets.bound(c3.number_input, f"Cap on the ε any one document may spend, all releases (default "
+                  f"{session.DEFAULT_EPSILON_CAP:g})", "epsilon_cap", min_value=0.1, max_value=1000.0, step=1.0,
+                  help="Documents new to the ledger get this cap; changing it while a corpus is loaded sets the cap "
+                       "of that corpus's documents (recorded).")
 led = session.ledger()
-spent = getattr(led, "corpus_epsilon", led.total_epsilon)  # every release on this corpus, app and CLI
+spent = getattr(led, "corpus_epsilon", led.total_epsilon)  # the most-used document's spend, app and CLI (private)
 eps_fc = review.eps_forecast() if review.dp_forecast_release() is None else 0.0  # still to spend, if planned
 st.plotly_chart(charts.budget_split_bar(eps_voc, eps_kde, spent, led.cap, eps_forecast=eps_fc), key="chart.budget")
 st.caption(f"Plan: " + (f"ε_forecast {eps_fc:g} (DP forecast, below) + " if eps_fc else "")
@@ -78,16 +82,19 @@ if led.cap is not None and not led.can_afford(eps_fc + eps_voc + eps_kde):
     st.warning(f"This plan needs ε = {eps_fc + eps_voc + eps_kde:g} but only {led.remaining:g} is left under the "
                "cap: a step that would go over it is refused before anything is spent.", icon=":material/warning:")
 releases = getattr(led, "corpus_releases", ())
-with st.expander(f"Every release on this corpus ({len(releases)}) — its persistent ledger"):
-    st.caption("The cap covers everything ever released from these documents: this session, earlier sessions and "
-               "CLI runs, whatever the file name or label column. The ledger is kept on this machine, owner-only, "
-               "and never exported; `python -m dpkps_core ledger --corpus …` shows the same list.")
+with st.expander(f"Every release that touched this corpus's documents ({len(releases)}) — the persistent ledger"):
+    st.caption("The cap is per document (person): it covers everything ever released from each document — this "
+               "session, earlier sessions and CLI runs, whatever the file name, order or column names (a document "
+               "under another label or with an edited text is another document). The ledger is kept on this "
+               "machine, owner-only, and never exported; `python -m dpkps_core ledger --corpus …` shows the same "
+               "list. Private, local figures.")
     if releases:
         st.dataframe(pd.DataFrame([{"recorded (UTC)": r.recorded, "ε": r.event.epsilon, "δ": r.event.delta,
                                     "step": r.event.step, "mechanism": r.event.mechanism,
                                     "spent by": r.tool + (f" · {r.run}" if r.run else "")} for r in releases]),
                      hide_index=True)
-        st.markdown(f"Total over all releases: **ε = {spent:g}**, δ = {sum(r.event.delta for r in releases):g}.")
+        st.markdown(f"The most-used document of this corpus has spent **ε = {spent:g}** (private, local); δ of "
+                    f"these releases: {sum(r.event.delta for r in releases):g}.")
     else:
         st.caption("Nothing has been released from this corpus yet.")
 
