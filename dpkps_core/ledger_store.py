@@ -886,7 +886,7 @@ class PersistentLedger(PrivacyLedger):
     every release and may be updated."""
 
     def __init__(self, store: LedgerStore, units: Sequence[str] = (), *, tool: str, run: str | None = None,
-                 cap: float | None = DEFAULT_EPSILON_CAP) -> None:
+                 cap: float | None = DEFAULT_EPSILON_CAP, unit_name: str = "document") -> None:
         super().__init__(_check_cap(cap))
         if not isinstance(store, LedgerStore):
             raise ParameterError("PersistentLedger needs a LedgerStore.")
@@ -900,6 +900,7 @@ class PersistentLedger(PrivacyLedger):
         self._pending_lock = threading.Lock()
         self.tool = _check_label(tool, "tool", optional=False)
         self.run = run
+        self.unit_name = unit_name  # "document" or "person": the unit's name in messages
 
     @property
     def run(self) -> str | None:
@@ -1017,6 +1018,7 @@ def open_corpus_ledger(corpus: Any, *, tool: str, run: str | None = None, cap: f
     column) or a sequence of unit strings; ``units`` overrides both. ``cap`` is the run's cap setting (module
     docstring: it caps the units new to the ledger and this run's own total; it changes no stored cap — use
     :meth:`PersistentLedger.set_unit_cap` for that)."""
+    person = bool(by_person)
     if units is None:
         if hasattr(corpus, "texts") and hasattr(corpus, "labels"):
             from dpkps_core.budget import unit_strings
@@ -1027,4 +1029,5 @@ def open_corpus_ledger(corpus: Any, *, tool: str, run: str | None = None, cap: f
             raise ParameterError("open_corpus_ledger needs a corpus or its unit strings, not one string.")
         else:
             units = list(corpus)
-    return PersistentLedger(store or LedgerStore(), units, tool=tool, run=run, cap=cap)
+    return PersistentLedger(store or LedgerStore(), units, tool=tool, run=run, cap=cap,
+                            unit_name="person" if person else "document")

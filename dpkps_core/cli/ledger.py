@@ -51,7 +51,7 @@ def ledger_summary(ledger: PersistentLedger, *, person: bool | None = None) -> s
     """One line (PRIVATE, local): the largest ε spent by one of the corpus's units, their cap, and the releases
     that touched them."""
     view = ledger.view()
-    unit = _unit_word(bool(person))
+    unit = _unit_word(bool(person)) if person is not None else getattr(ledger, "unit_name", "document")
     return (f"this corpus's {unit}s in the persistent ledger (app and CLI; private, local): the largest ε spent by "
             f"one {unit} is {view.largest_spend:g} ({_cap_text(view)} per {unit}); {len(view.releases)} release(s) "
             f"touched them. List them: python -m dpkps_core ledger --corpus …")
