@@ -118,6 +118,21 @@ def _path(run: Path, name: str) -> Path:
     return run / check_allowed(name)
 
 
+def check_run_files(run: Path, names: Iterable[str]) -> None:
+    """Refuse a bundle whose allowlisted run-folder files are not the run folder's own regular files.
+
+    A file name on the allowlist says nothing about what a symbolic link of that name points to (a private
+    corpus, ``split.json``, a file outside the run folder), so every allowlisted file present must be a regular
+    file that is not a link (docs/PRIVACY.md, "What never leaves the private side")."""
+    for name in names:
+        p = _path(run, name)
+        if p.is_symlink():
+            raise ExportError(f"{name} in the run folder is a symbolic link; a bundle is built only from the run "
+                              "folder's own files. Nothing was exported.")
+        if p.exists() and not p.is_file():
+            raise ExportError(f"{name} in the run folder is not a regular file. Nothing was exported.")
+
+
 def _read_json(run: Path, name: str, *, required: bool) -> dict[str, Any] | None:
     p = _path(run, name)
     if not p.is_file():
@@ -402,6 +417,7 @@ def collect_bundle(
     for name in REQUIRED_RUN_FILES:
         if name not in wanted:
             raise ExportError(f"{name} is required in every bundle.")
+    check_run_files(run, wanted)
     if not _path(run, SEQUENCES_FILE).is_file():
         raise ExportError(f"The run folder has no {SEQUENCES_FILE}; run the sampling step first.")
     report = _read_json(run, PRIVACY_REPORT_FILE, required=True) or {}

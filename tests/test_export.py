@@ -67,6 +67,50 @@ def test_allowlist_refuses_private_and_unknown_files(tmp_path: Path) -> None:
     assert not (tmp_path / "b.zip").exists()
 
 
+@pytest.mark.parametrize("prefix", ["sub/", "a/b/", "../", "./", "/tmp/", "sub\\", "..\\"])
+def test_allowlist_refuses_every_allowed_name_inside_a_sub_folder(prefix: str) -> None:
+    """The allowlist is of file names IN the run folder: ``sub/<allowed name>`` is another file."""
+    for name in ALLOWED_RUN_FILES:
+        with pytest.raises(ExportError, match="not on the export allowlist"):
+            check_allowed(prefix + name)
+
+
+def test_bundle_refuses_a_sub_folder_copy_of_an_allowed_file(tmp_path: Path) -> None:
+    run = _generated_run(tmp_path)
+    (run / "sub").mkdir()
+    (run / "sub" / "private_vocabulary.json").write_text('{"terms": ["CANARY-SUBFOLDER"]}', encoding="utf-8")
+    files = ["sequences.jsonl", "privacy_report.json", "sub/private_vocabulary.json"]
+    with pytest.raises(ExportError, match="not on the export allowlist"):
+        build_bundle(run, out_zip=tmp_path / "b.zip", out_dir=tmp_path / "bundle", files=files)
+    assert not (tmp_path / "b.zip").exists() and not (tmp_path / "bundle").exists()
+    assert b"CANARY-SUBFOLDER" not in bundle_bytes(run)  # the default bundle never looks into sub-folders
+
+
+@pytest.mark.parametrize("name, target", [("private_vocabulary.json", "corpus"), ("sequences.jsonl", "split.json"),
+                                          ("audit_log.jsonl", "evaluation.json")])
+def test_bundle_refuses_symlinks_in_the_run_folder(tmp_path: Path, name: str, target: str) -> None:
+    """An allowlisted NAME may be a link to a private file: the bundle refuses it and writes nothing."""
+    run = _generated_run(tmp_path, canary="CANARY-SYMLINK")
+    pointed = tmp_path / "private_corpus.csv" if target == "corpus" else run / target
+    assert pointed.is_file() and "CANARY-SYMLINK" in pointed.read_text(encoding="utf-8")
+    (run / name).unlink(missing_ok=True)
+    (run / name).symlink_to(pointed)
+    with pytest.raises(ExportError, match="symbolic link"):
+        build_bundle(run, out_zip=tmp_path / "b.zip", out_dir=tmp_path / "bundle")
+    with pytest.raises(ExportError, match="symbolic link"):
+        bundle_bytes(run)
+    assert not (tmp_path / "b.zip").exists() and not (tmp_path / "bundle").exists()
+
+
+def test_bundle_refuses_a_folder_under_an_allowed_name(tmp_path: Path) -> None:
+    run = _generated_run(tmp_path)
+    (run / "run_config.json").unlink()
+    (run / "run_config.json").mkdir()
+    with pytest.raises(ExportError, match="not a regular file"):
+        build_bundle(run, out_zip=tmp_path / "b.zip")
+    assert not (tmp_path / "b.zip").exists()
+
+
 def test_bundle_contents_zip_folder_manifest(tmp_path: Path) -> None:
     run = _generated_run(tmp_path, canary="CANARY-EXPORT")
     # a document whose text starts like a formula
