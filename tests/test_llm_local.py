@@ -10,7 +10,7 @@ import pytest
 
 from dpkps_core.cli import main
 from dpkps_core.errors import LLMError, ParameterError
-from dpkps_core.llm import GenerationSettings, PromptConfig, make_backend, read_documents, run_generation
+from dpkps_core.llm import GenerationSettings, PromptConfig, make_backend, read_documents, read_failures, run_generation
 from dpkps_core.llm.local import LocalModelBackend, LocalTransformersBackend, chat_token_ids
 from llm_fakes import build_tiny_model, make_sequences, write_jsonl
 
@@ -44,7 +44,12 @@ def test_runner_cli_and_errors_with_a_local_folder(tiny_model: Path, tmp_path: P
     seqs = make_sequences(5)
     s = run_generation(seqs, backend=backend, prompt_config=PromptConfig(doc_type="a news article"),
                        run_dir=tmp_path / "run", settings=GenerationSettings(max_tokens=5, batch_size=2, retries=0))
-    assert s.written + s.failed == 5
+    docs, failures = read_documents(tmp_path / "run"), read_failures(tmp_path / "run")
+    # every sequence ends as exactly one document or one recorded failure, and the summary says which
+    assert {d["id"] for d in docs} | {f["id"] for f in failures} == {q["id"] for q in seqs}
+    assert not {d["id"] for d in docs} & {f["id"] for f in failures}
+    assert (s.written, s.failed) == (len(docs), len(failures))
+    assert all(d["text"].strip() for d in docs)
     audit = [json.loads(x) for x in (tmp_path / "run" / "audit_log.jsonl").read_text().splitlines()]
     assert {a["backend"] for a in audit} == {"local"} and audit[0]["backend_info"]["device"] == "cpu"
     assert max(a["batch"] for a in audit) >= 3 and all(a["parameters"]["batch_size"] <= 2 for a in audit)
@@ -54,8 +59,15 @@ def test_runner_cli_and_errors_with_a_local_folder(tiny_model: Path, tmp_path: P
                "--device", "cpu", "--batch-size", "3", "--max-tokens", "4", "--retries", "0", "--doc-type",
                "a news article", "--quiet", "--out", str(tmp_path / "cli")])
     err = capsys.readouterr().err
-    assert rc in (0, 1) and "tiny-llama on cpu, 3 prompt(s) per batch" in err
-    assert len(read_documents(tmp_path / "cli")) + err.count("failed") >= 1
+    assert "tiny-llama on cpu, 3 prompt(s) per batch" in err
+    cli_docs, cli_failures = read_documents(tmp_path / "cli"), read_failures(tmp_path / "cli")
+    assert {d["id"] for d in cli_docs} | {f["id"] for f in cli_failures} == {q["id"] for q in seqs}
+    # the exit status is the documented one: 0 when every sequence became a document, 1 (with the count and
+    # where the failures are) when some did not
+    if cli_failures:
+        assert rc == 1 and f"error: {len(cli_failures)} document(s) failed" in err
+    else:
+        assert rc == 0 and "failed" not in err
     assert main(["generate", "--sequences", str(seq_file), "--backend", "local", "--doc-type", "a note"]) == 2
     assert "--model-path" in capsys.readouterr().err
     with pytest.raises(ParameterError, match="does not exist"):
