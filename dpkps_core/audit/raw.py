@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from dpkps_core.config import SamplingConfig
-from dpkps_core.corpus import Corpus, load_corpus
-from dpkps_core.corpus import demo as _demo
-from dpkps_core.corpus import readers as _readers
+from dpkps_core.corpus import DEMO_SPECS, Corpus, demo_rows, load_corpus, load_demo_corpus, read_rows
+from dpkps_core.corpus.cleaning import as_str
 from dpkps_core.errors import CorpusError, ParameterError
 
 #: Loader options a :class:`RawTable` passes through unchanged (the user's own loading choices).
@@ -131,7 +130,7 @@ class RawTable:
     def cells(self, column: str) -> list[str]:
         """A column's cells as the loader reads them (stripped strings; missing → "")."""
         j = self.columns.index(column)
-        return [_readers._as_str(r[j]).strip() for r in self.rows]
+        return [as_str(r[j]).strip() for r in self.rows]
 
     def row_keys(self) -> list[tuple[str, str, str | None]]:
         """(text, label, person) of every raw row as the loader reads its cells — the key of the document it
@@ -180,31 +179,16 @@ def read_raw_table(
     unknown = set(load_options) - set(_LOAD_OPTIONS)
     if unknown:
         raise ParameterError(f"Unknown loader option(s) for the audit: {', '.join(sorted(unknown))}.")
-    inp = _readers._resolve_input(source, filename=filename, file_format=None,
-                                  max_bytes=int(load_options.get("max_bytes", 200 * 1024 * 1024)))
-    display = Path(str(filename or inp.display)).name
+    raw = read_rows(source, filename=filename, text_column=text_column, label_column=label_column,
+                    person_column=person_column, max_documents=int(load_options.get("max_documents", 200_000)))
+    display = Path(str(filename or raw.source)).name
     options = {"text_column": text_column, "label_column": label_column, "person_column": person_column,
                "classes": tuple(classes) if classes else None, **load_options}
-    if inp.fmt in ("folder", "zip"):
-        if text_column or label_column or person_column:
-            raise ParameterError("Column names apply to tabular files only; .txt files are labelled by their folder.")
-        limit = int(load_options.get("max_documents", 200_000))
-        if inp.fmt == "folder":
-            assert inp.folder is not None
-            texts, labels, _ = _readers._read_txt_folder(inp.folder, limit)
-        else:
-            texts, labels, _ = _readers._read_txt_zip(inp.data or b"", limit, 200 * 1024 * 1024)
+    if not raw.tabular:  # a ZIP or folder of .txt files: a table (text, label = its folder)
         options.update(text_column="text", label_column="label")
-        return RawTable(("text", "label"), tuple(zip(texts, labels)), "text", "label", None, options, display)
-    df, _ = _readers._read_table(inp)
-    # the columns the loader chooses (the user's, or by name): where a canary row's cells go
-    _, _, text_col, label_col = _readers._select_columns(df, text_column, label_column, person_column)
-    df = df.loc[:, ~df.columns.duplicated()]
-    columns = tuple(str(c) for c in df.columns)
-    rows = tuple(tuple(r) for r in df.itertuples(index=False, name=None))
-    if person_column is not None and person_column not in columns:
-        raise CorpusError(f"Person column '{person_column}' was not found; available columns: {', '.join(columns)}.")
-    return RawTable(columns, rows, text_col, label_col, person_column, options, display)
+    # text_column / label_column: the columns the loader chooses (the user's, or by name) — where a canary row's
+    # cells go
+    return RawTable(raw.columns, raw.rows(), raw.text_column, raw.label_column, raw.person_column, options, display)
 
 
 def raw_table_for(config: SamplingConfig) -> RawTable:
@@ -214,25 +198,16 @@ def raw_table_for(config: SamplingConfig) -> RawTable:
     review, label, and the drug as the person column), loaded with the demo's public class list."""
     spec = config.corpus
     if spec.startswith("demo:"):
-        if spec not in _demo.DEMO_SPECS:
-            raise CorpusError(f"Unknown demo corpus {spec!r}; choose one of {', '.join(_demo.DEMO_SPECS)}.")
-        name, label = _demo.DEMO_SPECS[spec]
-        public = _demo.load_demo_corpus(name, label=label or None, person_column=config.person_column)
+        if spec not in DEMO_SPECS:
+            raise CorpusError(f"Unknown demo corpus {spec!r}; choose one of {', '.join(DEMO_SPECS)}.")
+        name, label = DEMO_SPECS[spec]
+        public = load_demo_corpus(name, label=label or None, person_column=config.person_column)
         classes = tuple(config.classes) if config.classes else public.public_classes
-        if name == "bbc":
-            texts, labels, _ = _demo._bbc_raw()
-            rows: tuple[tuple[Any, ...], ...] = tuple(zip(texts, labels))
-            person = None
-        elif config.person_column:
-            texts, labels, _, persons = _demo._drugs_raw(label, with_drug=True)
-            rows, person = tuple(zip(texts, labels, persons)), config.person_column
-        else:
-            texts, labels, _ = _demo._drugs_raw(label)
-            rows, person = tuple(zip(texts, labels)), None
-        columns = ("text", "label") + ((person,) if person else ())
-        options = {"text_column": "text", "label_column": "label", "person_column": person, "classes": classes,
-                   "min_chars": 20, "max_documents": len(rows) + 1000}
-        return RawTable(columns, rows, "text", "label", person, options, spec)
+        raw = demo_rows(name, label=label or None, person_column=config.person_column)
+        rows = raw.rows()
+        options = {"text_column": "text", "label_column": "label", "person_column": raw.person_column,
+                   "classes": classes, "min_chars": 20, "max_documents": len(rows) + 1000}
+        return RawTable(raw.columns, rows, "text", "label", raw.person_column, options, spec)
     if not Path(spec).exists():
         raise CorpusError(f"The corpus file {spec!r} does not exist.")
     return read_raw_table(spec, text_column=config.text_column, label_column=config.label_column,

@@ -1,15 +1,19 @@
-"""The private labelled corpus: the model (:mod:`.model`), the file readers (:mod:`.readers`) and the bundled
-public demo corpora with their ``demo:…`` specs (:mod:`.demo`). Everything is importable from here."""
+"""The private labelled corpus: the model (:mod:`.model`), the loader (:mod:`.readers`: file :mod:`.formats`, the
+choice of :mod:`.columns` by name, per-row :mod:`.cleaning`) and the bundled public demo corpora with their
+``demo:…`` specs (:mod:`.demo`). Everything public is importable from here."""
 
+from dpkps_core.corpus.columns import guess_columns
 from dpkps_core.corpus.demo import (
     DEMO_CORPORA,
     DEMO_PERSON_COLUMNS,
     DEMO_SPECS,
+    demo_rows,
     load_corpus_spec,
     load_demo_corpus,
 )
+from dpkps_core.corpus.formats import FORMATS
 from dpkps_core.corpus.model import Corpus, LoadReport, check_class_names, corpus_summary, require_declared
-from dpkps_core.corpus.readers import FORMATS, guess_columns, list_columns, load_corpus, suggest_columns
+from dpkps_core.corpus.readers import RawRows, list_columns, load_corpus, read_rows, suggest_columns
 
 __all__ = [
     "DEMO_CORPORA",
@@ -18,13 +22,16 @@ __all__ = [
     "FORMATS",
     "Corpus",
     "LoadReport",
+    "RawRows",
     "check_class_names",
     "corpus_summary",
+    "demo_rows",
     "guess_columns",
     "list_columns",
     "load_corpus",
     "load_corpus_spec",
     "load_demo_corpus",
+    "read_rows",
     "require_declared",
     "suggest_columns",
 ]

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from dpkps_core.corpus.model import Corpus
-from dpkps_core.corpus.readers import _as_str, _check_int, _clean, load_corpus
+from dpkps_core.corpus.cleaning import as_str, check_int, clean_rows
+from dpkps_core.corpus.readers import RawRows, load_corpus
 from dpkps_core.errors import CorpusError, ParameterError
 from dpkps_core.packages import find_package_dir
 
@@ -69,7 +70,7 @@ _DRUG_RATING_BANDS = ((1, 4, "negative"), (5, 6, "neutral"), (7, 10, "positive")
 
 
 def _clean_review(value: Any) -> str:
-    text = html.unescape(_as_str(value)).strip()
+    text = html.unescape(as_str(value)).strip()
     while len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
         text = text[1:-1].strip()
     return text
@@ -77,11 +78,11 @@ def _clean_review(value: Any) -> str:
 
 def _rating_band(value: Any) -> str:
     """Rating band; numeric ratings 1-10 are banded, already-banded values (this subset's) pass through."""
-    text = _as_str(value).strip().lower()
+    text = as_str(value).strip().lower()
     if text in ("negative", "neutral", "positive"):
         return text
     try:
-        r = float(_as_str(value))
+        r = float(as_str(value))
     except ValueError:
         return ""
     for lo, hi, band in _DRUG_RATING_BANDS:
@@ -114,7 +115,7 @@ def _drugs_raw(label: str, with_drug: bool = False) -> tuple[list[str], list[str
     df = pd.concat(frames, ignore_index=True)
     texts = [_clean_review(v) for v in df["review"].tolist()]
     if label == "condition":
-        labels = [html.unescape(_as_str(v)).strip() for v in df["condition"].tolist()]
+        labels = [html.unescape(as_str(v)).strip() for v in df["condition"].tolist()]
         # Scraped junk such as "3</span> users found this comment helpful." is not a condition.
         labels = ["" if "</span>" in y or "users found" in y else _fix_condition(y) for y in labels]
     else:
@@ -122,7 +123,7 @@ def _drugs_raw(label: str, with_drug: bool = False) -> tuple[list[str], list[str
     keep = [i for i, y in enumerate(labels) if y]
     source = f"{path} (drugsComTrain.tsv + drugsComTest.tsv)"
     if with_drug:
-        drugs = [html.unescape(_as_str(v)).strip() or "unknown" for v in df["drugName"].tolist()]
+        drugs = [html.unescape(as_str(v)).strip() or "unknown" for v in df["drugName"].tolist()]
         return [texts[i] for i in keep], [labels[i] for i in keep], source, [drugs[i] for i in keep]
     return [texts[i] for i in keep], [labels[i] for i in keep], source
 
@@ -130,6 +131,43 @@ def _drugs_raw(label: str, with_drug: bool = False) -> tuple[list[str], list[str
 #: The demo corpora's synthetic person column (issue 15): all reviews of one drug stand in for one person's
 #: documents, a documented grouping that gives units of many documents each.
 DEMO_PERSON_COLUMNS = {"drugs": "drug"}
+
+
+def _demo_raw(name: str, label: str | None, person_column: str | None
+              ) -> tuple[list[str], list[str], str, list[str] | None, str | None]:
+    """The demo's public records before cleaning: (texts, labels, source, persons or None, the label used)."""
+    if name not in DEMO_CORPORA:
+        raise ParameterError(f"Unknown demo corpus '{name}'; choose one of: {', '.join(DEMO_CORPORA)}.")
+    if name == "bbc":
+        if label not in (None, "category"):
+            raise ParameterError("The BBC demo corpus is labelled by news category only (label='category').")
+        if person_column is not None:
+            raise ParameterError("The BBC demo corpus has no person column; use demo:drugs with --person-column drug.")
+        texts, labels, source = _bbc_raw()
+        return texts, labels, source, None, label
+    label = label or "condition"
+    if label not in ("condition", "rating"):
+        raise ParameterError("The drugs demo corpus label must be 'condition' or 'rating'.")
+    if person_column is not None and person_column != DEMO_PERSON_COLUMNS["drugs"]:
+        raise ParameterError(f"The drugs demo corpus has one person column, '{DEMO_PERSON_COLUMNS['drugs']}' "
+                             "(all reviews of one drug stand in for one person).")
+    if person_column:
+        texts, labels, source, persons = _drugs_raw(label, with_drug=True)
+        return texts, labels, source, persons, label
+    texts, labels, source = _drugs_raw(label)
+    return texts, labels, source, None, label
+
+
+def demo_rows(name: str, *, label: str | None = None, person_column: str | None = None) -> RawRows:
+    """A demo corpus's public records as raw rows, before cleaning (columns ``text``, ``label`` and, with
+    ``person_column``, that column): what :func:`load_demo_corpus` cleans. The empirical audit builds its
+    neighbouring corpora on them (docs/PRIVACY.md "Empirical audit")."""
+    texts, labels, source, persons, _ = _demo_raw(name, label, person_column)
+    table: dict[str, list[Any]] = {"text": texts, "label": labels}
+    if persons is not None and person_column:
+        table[person_column] = persons
+    return RawRows(tuple(table), table, "text", "label", person_column if persons is not None else None, source,
+                   "demo")
 
 
 def load_demo_corpus(name: str, *, label: str | None = None, min_class_size: int = 30,
@@ -142,35 +180,14 @@ def load_demo_corpus(name: str, *, label: str | None = None, min_class_size: int
     shorter than 20 characters dropped; identical rows — same text, label and, with ``person_column``, person —
     collapse); classes under ``min_class_size`` are dropped (a public decision: the demo data are public).
     """
-    min_class_size = _check_int(min_class_size, "min_class_size", 1)
-    if name not in DEMO_CORPORA:
-        raise ParameterError(f"Unknown demo corpus '{name}'; choose one of: {', '.join(DEMO_CORPORA)}.")
-    if name == "bbc":
-        if label not in (None, "category"):
-            raise ParameterError("The BBC demo corpus is labelled by news category only (label='category').")
-        texts, labels, source = _bbc_raw()
-    else:
-        label = label or "condition"
-        if label not in ("condition", "rating"):
-            raise ParameterError("The drugs demo corpus label must be 'condition' or 'rating'.")
-        if person_column is not None and person_column != DEMO_PERSON_COLUMNS["drugs"]:
-            raise ParameterError(f"The drugs demo corpus has one person column, '{DEMO_PERSON_COLUMNS['drugs']}' "
-                                 "(all reviews of one drug stand in for one person).")
-        if person_column:
-            texts, labels, source, persons = _drugs_raw(label, with_drug=True)
-        else:
-            texts, labels, source = _drugs_raw(label)
-    if name == "bbc" and person_column is not None:
-        raise ParameterError("The BBC demo corpus has no person column; use demo:drugs with --person-column drug.")
-    clean_texts, clean_labels, report, clean_persons = _clean(
+    min_class_size = check_int(min_class_size, "min_class_size", 1)
+    texts, labels, source, persons, label = _demo_raw(name, label, person_column)
+    clean_texts, clean_labels, report, clean_persons = clean_rows(
         texts,
         labels,
-        where=lambda i: f"record {i + 1}",
-        label_desc="",
         min_chars=20,
         drop_duplicates=True,
         min_class_size=min_class_size,
-        truncated=False,
         drop_small_classes=True,
         persons=persons if person_column else None,
     )

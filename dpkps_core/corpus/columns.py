@@ -1,0 +1,131 @@
+"""Which columns hold the text and the label (DESIGN §2.0): chosen from the column NAMES only, never from the values.
+
+A column chosen from the values (e.g. the longest one) would let one added row switch it and change every release,
+so a name is compared after :func:`_name_key` (case, accents and separators ignored: "Clinical Notes" →
+"clinical_notes") against the tiers below; the first tier with a match decides; two matches in that tier are
+ambiguous and the loader asks the user (--text-column / --label-column, or the choice on page 1).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any, Sequence
+
+from dpkps_core.errors import CorpusError
+
+#: Text column tiers; a name ending in "_text" ("review_text", "note_text") also belongs to the first tier.
+TEXT_COLUMN_TIERS: tuple[tuple[str, ...], ...] = (
+    ("text", "texts", "document", "documents", "doc", "full_text", "document_text"),
+    ("note", "notes", "clinical_note", "clinical_notes", "body", "content", "contents", "review", "reviews",
+     "summary", "abstract", "description", "article", "report", "message", "comment", "comments", "narrative",
+     "transcript", "transcription", "sentence", "passage", "post", "tweet", "email", "letter", "essay", "story"),
+)
+#: Label column tiers.
+LABEL_COLUMN_TIERS: tuple[tuple[str, ...], ...] = (
+    ("label", "labels", "class_label", "label_name", "gold_label"),
+    ("class", "class_name", "category", "category_name", "target"),
+    ("specialty", "medical_specialty", "topic", "condition", "genre", "sentiment", "intent", "department"),
+)
+TEXT_COLUMN_NAMES = tuple(n for tier in TEXT_COLUMN_TIERS for n in tier)
+LABEL_COLUMN_NAMES = tuple(n for tier in LABEL_COLUMN_TIERS for n in tier)
+
+
+def _name_key(name: str) -> str:
+    """A column name compared by the name rule: NFKC, accents dropped, lower-case, separators as one "_"."""
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", str(name)))
+    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch)).lower()
+    return re.sub(r"[^0-9a-z]+", "_", plain).strip("_")
+
+
+def _tier_of(name: str, tiers: Sequence[Sequence[str]], *, text_suffix: bool) -> int | None:
+    key = _name_key(name)
+    for rank, names in enumerate(tiers):
+        if key in names or (rank == 0 and text_suffix and key.endswith("_text")):
+            return rank
+    return None
+
+
+def _match_by_name(columns: Sequence[str], tiers: Sequence[Sequence[str]], *, text_suffix: bool,
+                   exclude: Sequence[str | None] = ()) -> tuple[str | None, list[str]]:
+    """(the column chosen by the name rule, the tied candidates when it is ambiguous).
+
+    Only the column NAMES are read (DESIGN §2.0): the first tier with a match decides; one match is the choice,
+    several are ambiguous (returned, nothing chosen)."""
+    ranked: dict[int, list[str]] = {}
+    for c in columns:
+        if c in exclude:
+            continue
+        rank = _tier_of(c, tiers, text_suffix=text_suffix)
+        if rank is not None:
+            ranked.setdefault(rank, []).append(c)
+    if not ranked:
+        return None, []
+    best = ranked[min(ranked)]
+    return (best[0], []) if len(best) == 1 else (None, best)
+
+
+def guess_columns(columns: Sequence[str], *, person_column: str | None = None
+                  ) -> tuple[str | None, str | None]:
+    """The (text, label) columns the name rule picks from ``columns`` (either None when no name or several
+    names match; see :data:`TEXT_COLUMN_TIERS`, :data:`LABEL_COLUMN_TIERS`). Names only, never values."""
+    cols = [str(c) for c in columns]
+    text, _ = _match_by_name(cols, TEXT_COLUMN_TIERS, text_suffix=True, exclude=(person_column,))
+    label, _ = _match_by_name(cols, LABEL_COLUMN_TIERS, text_suffix=False, exclude=(text, person_column))
+    return text, label
+
+
+def columns_of(df: Any) -> list[str]:
+    """A table's column names as strings, in file order."""
+    return [str(c) for c in df.columns]
+
+
+_ASK_TEXT = "(CLI: --text-column NAME; app: the “Text column” choice on page 1)"
+_ASK_LABEL = "(CLI: --label-column NAME; app: the “Label column” choice on page 1)"
+
+
+def select_columns(
+    df: Any, text_column: str | None, label_column: str | None, person_column: str | None = None
+) -> tuple[list[Any], list[Any], str, str]:
+    """Resolve the text and label columns (given, or chosen from the column names alone) and return their values.
+
+    A column chosen from the values (e.g. the longest one) would let one added row switch it and change every
+    release (DESIGN §2.0), so when no name or several names match, the user is asked instead."""
+    cols = columns_of(df)
+    if not cols:
+        raise CorpusError("The file has no columns; check that it has a header row.")
+    listed = ", ".join(cols)
+    if text_column is None:
+        text_column, tied = _match_by_name(cols, TEXT_COLUMN_TIERS, text_suffix=True, exclude=(person_column,))
+        if tied:
+            raise CorpusError(
+                f"Several columns could hold the document text ({', '.join(tied)}); choose the text column "
+                f"{_ASK_TEXT} from: {listed}."
+            )
+        if text_column is None:
+            raise CorpusError(
+                "No text column was found (the column is chosen from its name, e.g. text, document, notes, body, "
+                f"content, review, summary); choose the text column {_ASK_TEXT} from: {listed}."
+            )
+    elif text_column not in cols:
+        raise CorpusError(f"Column '{text_column}' was not found; available columns: {listed}.")
+    if label_column is None:
+        label_column, tied = _match_by_name(cols, LABEL_COLUMN_TIERS, text_suffix=False,
+                                            exclude=(text_column, person_column))
+        if tied:
+            raise CorpusError(
+                f"Several columns could hold the class label ({', '.join(tied)}); choose the label column "
+                f"{_ASK_LABEL} from: {listed}."
+            )
+        if label_column is None:
+            raise CorpusError(
+                "No label column was found (looked for names such as label, class, category, target, specialty, "
+                f"topic); choose the label column {_ASK_LABEL} from: {listed}."
+            )
+    elif label_column not in cols:
+        raise CorpusError(f"Column '{label_column}' was not found; available columns: {listed}.")
+    if label_column == text_column:
+        raise CorpusError("The text column and the label column must be different columns.")
+    df = df.loc[:, ~df.columns.duplicated()]
+    return df[text_column].tolist(), df[label_column].tolist(), text_column, label_column
+
