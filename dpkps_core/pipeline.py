@@ -409,6 +409,17 @@ def _require_public(ledger: PrivacyLedger, epsilon: float, what: str) -> None:
         current = getattr(current, "parent", None)
 
 
+def training_part(corpus: Corpus, config: SamplingConfig) -> Corpus:
+    """The documents that feed the DP steps of a run of ``config`` on ``corpus``, as :func:`run_sampling` takes
+    them (DESIGN §2): the declared classes (``config.classes``, else the corpus's), the training part of the keyed
+    split (whole persons with a person column), undeclared labels dropped."""
+    if config.classes is not None:
+        corpus = corpus.with_classes(config.classes)
+    split = split_documents(corpus, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
+                            seed=config.split_seed, by_person=bool(config.person_column))
+    return corpus.subset(split.train).declared_only()
+
+
 def run_sampling(
     corpus: Corpus, config: SamplingConfig, *, vocabulary: PublicVocabulary, embedder: Embedder,
     cache: EmbeddingCache | None = None, noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None,
