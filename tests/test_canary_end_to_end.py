@@ -16,6 +16,7 @@ from llm_fakes import chat_server, completion_json  # noqa: F401 (fixture)
 from werkzeug import Response
 
 from dpkps_core.cli import main
+from dpkps_core.llm import read_documents, read_failures
 
 CANARIES = ["zqcanaryalpha", "zqcanarybeta", "SECRET-PATIENT-7731"]
 TOPICS = {
@@ -85,9 +86,16 @@ def test_canaries_never_leave_the_private_side(tmp_path, chat_server, monkeypatc
     for name in ("sequences.jsonl", "privacy_report.json", "private_vocabulary.json", "run_config.json"):
         (offline_run / name).write_bytes((run / name).read_bytes())
     monkeypatch.delenv("DPKPS_CACHE_DIR")  # reuse the converted offline model from the user cache
-    assert main(["generate", "--sequences", str(offline_run / "sequences.jsonl"), "--backend", "offline",
-                 "--doc-type", "a news article", "--limit", "2", "--max-tokens", "8", "--quiet"]) in (0, 1)
-    assert (offline_run / "audit_log.jsonl").exists()
+    rc = main(["generate", "--sequences", str(offline_run / "sequences.jsonl"), "--backend", "offline",
+               "--doc-type", "a news article", "--limit", "2", "--max-tokens", "8", "--quiet"])
+    # the sampled 8-token replies may fail the document check: then the exit status says so (1), else 0; either
+    # way each of the 2 items is one document or one recorded failure, and every prompt sent is in the audit log
+    offline_docs, offline_failures = read_documents(offline_run), read_failures(offline_run)
+    assert len(offline_docs) + len(offline_failures) == 2
+    assert not {d["id"] for d in offline_docs} & {f["id"] for f in offline_failures}
+    assert rc == (1 if offline_failures else 0)
+    audit = [json.loads(x) for x in (offline_run / "audit_log.jsonl").read_text().splitlines()]
+    assert len(audit) >= 2 and {a["backend"] for a in audit} == {"offline"}
 
     zip_path, folder = tmp_path / "bundle.zip", tmp_path / "bundle"
     assert main(["export", "--run", str(run), "--zip", str(zip_path), "--folder", str(folder)]) == 0
