@@ -45,7 +45,8 @@ An audit can show that an implementation leaks more than claimed; it can never p
 Modules: statistics (Clopper–Pearson, ε lower bounds, event choice, verdict) · raw (the corpus as raw rows:
 RawTable, read_raw_table, raw_table_for) · neighbours (targets, canaries, the neighbours' differences, loader
 probes) · settings (AuditSettings) · trials (one run of the release path, MemoryEmbedder, canary
-exposure) · run (run_audit: the three stages and the events) · report (AuditResult, estimate_audit_time,
+exposure) · stages (round 1 and the three stages, one function each) · run (run_audit: the stages chained, the
+events and the verdict) · report (AuditResult, estimate_audit_time,
 render_markdown). Every public name is importable from ``dpkps_core.audit``.
 """
 
@@ -62,7 +63,6 @@ from dpkps_core.audit.neighbours import (
     loader_probes,
     loading_changes,
     rare_public_terms,
-    training_corpus,
 )
 from dpkps_core.audit.raw import CANARY_PERSON, RawTable, raw_table_for, read_raw_table
 from dpkps_core.audit.report import (
@@ -73,7 +73,8 @@ from dpkps_core.audit.report import (
     format_seconds,
     render_markdown,
 )
-from dpkps_core.audit.run import (
+from dpkps_core.audit.run import run_audit
+from dpkps_core.audit.stages import (
     CANARY_PERSON_ROWS,
     DENSITY_STATISTICS,
     NEIGHBOURS,
@@ -82,7 +83,6 @@ from dpkps_core.audit.run import (
     STATISTIC_LABELS,
     STATISTICS,
     VOCABULARY_STATISTICS,
-    run_audit,
 )
 from dpkps_core.audit.settings import MIN_TRIALS, SAMPLER_CHOICES, AuditSettings, Cancel
 from dpkps_core.audit.statistics import (

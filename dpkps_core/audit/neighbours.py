@@ -31,12 +31,6 @@ def declared_classes(corpus: Corpus, config: SamplingConfig) -> list[str]:
     return list(declared) if declared else list(corpus.classes)
 
 
-def training_corpus(corpus: Corpus, split: Any, classes: Sequence[str]) -> Corpus:
-    """The documents that fed the DP steps of a run on ``corpus``: the training part of the run's ``split``,
-    declared classes only — as :func:`dpkps_core.pipeline.run_sampling` takes them."""
-    return corpus.with_classes(classes).subset(split.train).declared_only()
-
-
 def influential_document(corpus: Corpus, train: Sequence[int], vocabulary: PublicVocabulary, *,
                          terms_per_doc: int) -> tuple[int, int]:
     """The training document with the most distinct rare terms of V among its first S (ties: Σ 1/count).

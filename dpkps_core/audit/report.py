@@ -7,7 +7,7 @@ import time
 from typing import Any, Mapping
 
 from dpkps_core import pipeline
-from dpkps_core.audit.neighbours import declared_classes, training_corpus
+from dpkps_core.audit.neighbours import declared_classes
 from dpkps_core.audit.raw import RawTable
 from dpkps_core.audit.settings import AuditSettings
 from dpkps_core.audit.trials import MemoryEmbedder, _Runner
@@ -74,13 +74,13 @@ def estimate_audit_time(
     runner = _Runner(config, vocabulary, MemoryEmbedder(embedder), settings)
     t0 = time.perf_counter()
     loaded = raw.load_corpus()
-    _, split = runner.run(loaded)
+    runner.run(loaded)
     first = time.perf_counter() - t0
     t1 = time.perf_counter()
     runner.run(loaded)
     per_trial = time.perf_counter() - t1
     classes = declared_classes(loaded, config)
-    train = training_corpus(loaded, split, classes)
+    train = pipeline.training_part(loaded, config)
     groups, unit = pipeline._unit(train, config)  # the release path's unit: per person with a person column
     counts = pipeline.term_counts(train.texts, vocabulary, terms_per_doc=config.terms_per_doc, groups=groups)
     t2 = time.perf_counter()
