@@ -8,9 +8,9 @@ import streamlit as st
 from dpkps_core.evaluation import DISCLOSURE_NOTE, PRIVATE_NOTE, sweep_figures, sweep_summary
 from dpkps_core.baselines.augpe import AugPEConfig
 from dpkps_core.device import cuda_available
-from dpkps_core.baselines.compare import GENERATION_METHODS
-from dpkps_core.baselines.compare import joint_cost
-from dpkps_core.baselines.private_prediction import PRIVATE_PROMPT_WARNING
+from dpkps_core.baselines.compare_settings import GENERATION_METHODS
+from dpkps_core.baselines.compare_settings import joint_cost
+from dpkps_core.baselines.prediction_config import PRIVATE_PROMPT_WARNING
 from dpkps_core.memorisation import memorisation_advice
 from dpkps_core.sampling import SAMPLING_METHODS
 from studio import charts, evaluation_steps, jobs, review, session, steps, widgets

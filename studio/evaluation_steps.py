@@ -45,13 +45,14 @@ def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per
     noise or prompt (DESIGN §2.0 "charge first"), as the CLI's ``compare`` does: a job that fails or is
     cancelled mid-run stays charged."""
     from dpkps_core.baselines import compare
+    from dpkps_core.baselines.compare_settings import CompareSettings
 
     if not methods:
         raise ParameterError("Pick at least one method to compare.")
     c = corpus()
     s = ss()
     led = ledger()
-    settings = compare.CompareSettings(  # validated here, in the page's thread: a bad value is a clear error
+    settings = CompareSettings(  # validated here, in the page's thread: a bad value is a clear error
         eps_total=float(eps_total), methods=tuple(methods), delta=float(delta), per_class=int(per_class),
         max_tokens=int(max_tokens), doc_type=s.get("doc_type") or "a document",
         test_fraction=float(s["test_fraction"]))

@@ -114,7 +114,7 @@ def keep_compare_rows(job: Any) -> list[dict[str, Any]]:
 def compare_plan(methods: Sequence[str], *, n_classes: int, per_class: int, max_tokens: int,
                  epochs: int, gpu: bool) -> pd.DataFrame:
     """Per SELECTED method: LLM prompts and a rough time, before starting (offline/local model assumptions)."""
-    from dpkps_core.baselines.compare import COMPARE_PP_DEFAULTS, METHOD_LABELS
+    from dpkps_core.baselines.compare_settings import COMPARE_PP_DEFAULTS, METHOD_LABELS
 
     docs = n_classes * per_class
     tps = 60.0 if gpu else 17.0  # tokens per second of the small local model (llm.backends' own assumption)

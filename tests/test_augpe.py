@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dpkps_core.baselines import augpe
-from dpkps_core.baselines import private_prediction as pp
+from dpkps_core.dp.accounting import max_rho_for
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
@@ -27,7 +27,7 @@ def test_sigma_calibration_keeps_the_total_epsilon_at_or_below_target(target: fl
     assert eps <= target and eps > 0.99 * target
     assert augpe.gaussian_epsilon(sigma=sigma * 0.99, epochs=epochs, delta=1e-6) > target  # not wasteful
     # exact Gaussian-DP composition is never looser than the zCDP route (ρ = T/(2σ²))
-    rho_max = pp.max_rho_for(target, 1e-6)
+    rho_max = max_rho_for(target, 1e-6)
     assert sigma <= math.sqrt(epochs / (2 * rho_max)) * 1.001
 
 

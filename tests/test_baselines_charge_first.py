@@ -17,6 +17,7 @@ import pytest
 from dpkps_core.baselines import augpe
 from dpkps_core.baselines import compare as cmp
 from dpkps_core.baselines import private_prediction as pp
+from dpkps_core.baselines.prediction_config import STEP, reservation_event
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp import count as dpcount
 from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
@@ -163,7 +164,7 @@ def test_private_prediction_charges_before_the_first_forward_pass_and_stays_char
                                   delta=1e-6, per_class=2, num_buckets=3, classes=("business", "sport"),
                                   noise=NoiseSource(5), ledger=ledger)
     (ev,) = ledger.events
-    assert ev.step == pp.STEP and 3.9 < ev.epsilon <= 4.0 and ev.delta == 1e-6
+    assert ev.step == STEP and 3.9 < ev.epsilon <= 4.0 and ev.delta == 1e-6
     assert [k for k, _ in ledger.log] == ["admit", "charge"]
     assert len(model.seen) == 7 and all(spent == ev.epsilon for spent in model.seen)
 
@@ -194,7 +195,7 @@ def test_private_prediction_event_names_the_units_and_a_charged_event_is_not_cha
                                     ledger=ledger, units=[f"person\x1fp{i % 10}" for i in range(48)],
                                     neighbouring=unit)
     assert ledger.events[0].neighbouring == unit and res.privacy_report()["neighbouring"] == unit
-    reserved = pp.reservation_event(cfg, epsilon=5.0, delta=1e-6, documents=2, neighbouring=unit)
+    reserved = reservation_event(cfg, epsilon=5.0, delta=1e-6, documents=2, neighbouring=unit)
     other = RecordingLedger(cap=20.0)
     other.charge(reserved)
     res2 = pp.run_private_prediction(texts, labels, model=FakeLM(seed=4), tokenizer=FakeTokenizer(), config=cfg,
@@ -287,7 +288,7 @@ def test_compare_private_prediction_crash_mid_decoding_leaves_the_whole_method_c
         cmp.compare_methods(_corpus(), _settings(["private-prediction"]), backend=CrashingRemoteBackend(),
                             embedder=HashingEmbedder(dim=32), vocabulary=VOCAB, local_lm=(model, FakeTokenizer()),
                             ledger=ledger)
-    assert [e.step for e in ledger.events] == ["size", pp.STEP]
+    assert [e.step for e in ledger.events] == ["size", STEP]
     assert ledger.total_epsilon == pytest.approx(8.0) and ledger.total_delta == 1e-6
     assert [k for k, _ in ledger.log] == ["admit", "charge", "charge"]
     assert ledger.log[0][1][0] == pytest.approx(8.0)  # the units admitted once, for the whole method's ε
@@ -324,7 +325,7 @@ def test_compare_with_a_person_column_names_the_person_unit_and_writes_no_exact_
     unit = corpus.privacy_unit
     assert "person" in unit
     pp_events = res.privacy["private-prediction"]["events"]
-    assert [e["step"] for e in pp_events] == ["size", pp.STEP]
+    assert [e["step"] for e in pp_events] == ["size", STEP]
     assert all(e["neighbouring"] == unit for e in pp_events)  # not "add/remove one document"
     assert "persons" in pp_events[0]["released"]  # one document per person: the count counts persons
     assert res.privacy["private-prediction"]["neighbouring"] == unit

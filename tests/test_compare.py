@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 
 from dpkps_core.baselines import compare as cmp
+from dpkps_core.baselines.compare_result import CSV_COLUMNS
+from dpkps_core.baselines.compare_settings import GENERATION_METHODS, size_epsilon
 from dpkps_core.cli import build_parser
 from dpkps_core.corpus import Corpus
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.backends import LLMBackend
-from dpkps_core.baselines.private_prediction import PrivatePredictionConfig
+from dpkps_core.baselines.prediction_config import PrivatePredictionConfig
 from dpkps_core.vocabulary import PublicVocabulary
 from test_private_prediction import FakeLM, FakeTokenizer
 
@@ -62,7 +64,7 @@ class EchoBackend(LLMBackend):
         return "a text about " + " ".join(words[:8] or ["nothing"])
 
 
-def _run(tmp_path: Path, methods=cmp.GENERATION_METHODS, *, ledger=None, **kw):
+def _run(tmp_path: Path, methods=GENERATION_METHODS, *, ledger=None, **kw):
     backend = EchoBackend()
     settings = cmp.CompareSettings(
         eps_total=8.0, methods=methods, delta=1e-6, per_class=2, max_tokens=6,
@@ -80,7 +82,7 @@ def test_compare_runs_every_method_at_equal_epsilon_and_writes_one_table(tmp_pat
     res, backend = _run(tmp_path)
     rows = {r.method: r for r in res.rows}
     assert list(rows) == ["dpkps", "private-prediction", "augpe", "real"]
-    for m in cmp.GENERATION_METHODS:  # same ε for every method (never above it); δ = 0 only for DP-KPS
+    for m in GENERATION_METHODS:  # same ε for every method (never above it); δ = 0 only for DP-KPS
         assert rows[m].epsilon <= 8.0 + 1e-9 and rows[m].epsilon > 7.9
         assert rows[m].documents == 6 and not math.isnan(rows[m].accuracy)
     assert rows["dpkps"].delta == 0 and rows["dpkps"].guarantee.startswith("ε-DP")
@@ -99,15 +101,15 @@ def test_compare_runs_every_method_at_equal_epsilon_and_writes_one_table(tmp_pat
     with open(out / "compare.csv", encoding="utf-8") as f:
         table = list(csv.DictReader(f))
     assert [r["method"] for r in table] == ["dpkps", "private-prediction", "augpe", "real"]
-    assert set(cmp.CSV_COLUMNS) <= set(table[0])
+    assert set(CSV_COLUMNS) <= set(table[0])
     md = (out / "compare.md").read_text(encoding="utf-8")
     assert "pure ε-DP" in md and "(ε, δ)" in md and "not for release" in md and "AugPE+Ṽ" in md
-    for m in cmp.GENERATION_METHODS:
+    for m in GENERATION_METHODS:
         docs = [json.loads(line) for line in (out / f"documents_{m}.jsonl").read_text().splitlines()]
         assert len(docs) == 6
         assert (out / f"privacy_{m}.json").is_file()
     # no private text in any prompt sent to the (remote-style) backend, nor in the written audit logs
-    written = "".join((out / f"audit_{m}.jsonl").read_text() for m in cmp.GENERATION_METHODS)
+    written = "".join((out / f"audit_{m}.jsonl").read_text() for m in GENERATION_METHODS)
     for blob in backend.prompts + [written]:
         assert "zzprivate" not in blob
     assert oct(out.stat().st_mode)[-3:] == "700"
@@ -172,7 +174,7 @@ def test_private_prediction_buckets_never_follow_the_private_size(tmp_path: Path
                               vocabulary=VOCAB, local_lm=(FakeLM(seed=7), FakeTokenizer()))
     events = res.privacy["private-prediction"]["events"]
     size = [e for e in events if e["step"] == "size"]
-    assert len(size) == 1 and size[0]["sensitivity"] == 1.0 and size[0]["epsilon"] == pytest.approx(cmp.size_epsilon(8.0))
+    assert len(size) == 1 and size[0]["sensitivity"] == 1.0 and size[0]["epsilon"] == pytest.approx(size_epsilon(8.0))
     assert res.privacy["private-prediction"]["epsilon_total"] == pytest.approx(8.0, abs=1e-3)
     assert res.rows[0].epsilon == pytest.approx(8.0, abs=1e-3) and res.rows[0].epsilon <= 8.0
     n_train = res.info["n_train"]

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from dpkps_core.baselines import private_prediction as pp
+from dpkps_core.baselines import prediction_config as pp
 from dpkps_core.dp import accounting as acc
 from dpkps_core.errors import ParameterError
 

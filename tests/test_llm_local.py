@@ -114,7 +114,7 @@ def test_compare_runs_private_prediction_on_the_local_backend(tiny_model: Path, 
 
     from dpkps_core.baselines import compare as cmp
     from dpkps_core.embeddings import HashingEmbedder
-    from dpkps_core.baselines.private_prediction import PrivatePredictionConfig
+    from dpkps_core.baselines.prediction_config import PrivatePredictionConfig
 
     settings = cmp.CompareSettings(
         eps_total=8.0, methods=("private-prediction",), delta=1e-6, per_class=1, max_tokens=3,

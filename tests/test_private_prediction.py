@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from dpkps_core.baselines import private_prediction as pp
+from dpkps_core.baselines.prediction_config import MECHANISM
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import LLMError, ParameterError, PrivacyBudgetError
@@ -297,7 +298,7 @@ def test_run_records_one_ledger_event_with_delta_and_calibrated_epsilon() -> Non
                                     ledger=ledger)
     assert res.epsilon <= 4.0 and res.epsilon > 3.9 and res.config.clip != cfg.clip
     (ev,) = ledger.events
-    assert ev.mechanism == pp.MECHANISM and ev.delta == 1e-6 and ev.epsilon == res.epsilon
+    assert ev.mechanism == MECHANISM and ev.delta == 1e-6 and ev.epsilon == res.epsilon
     assert ev.params["rho_zcdp"] == pytest.approx(res.rho) and ev.sensitivity == pytest.approx(res.config.clip / 8)
     assert ledger.total_delta == 1e-6
     assert sorted(d["label"] for d in res.documents) == ["business"] * 2 + ["sport"] * 2

@@ -34,7 +34,7 @@ import math
 import random
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -353,6 +353,43 @@ def _document_units(texts: Sequence[str], labels: Sequence[str]) -> list[str]:
     return unit_strings(Corpus(tuple(texts), tuple(labels), "release input", "memory"), by_person=False)
 
 
+def _vote_epochs(population: dict[str, list[str]], by_class: Mapping[str, np.ndarray], *, classes: Sequence[str],
+                 config: AugPEConfig, embedder: Embedder, noise: NoiseSource, rng: np.random.Generator, sigma: float,
+                 generate: Callable[[list[ChatMessages], str, float, float], list[str | None]],
+                 report: Callable[[float, str], None], cancel: threading.Event | None
+                 ) -> tuple[dict[str, list[str]], int, list[dict[str, Any]]]:
+    """The T epochs of Private Evolution (paper 001 Appendix C.1.3; DESIGN §4): per class, every private document
+    votes for its nearest synthetic text, the histogram is released with Gaussian noise, the texts above the
+    threshold are kept and varied by the LLM (not after the last epoch). Returns the final population, how many
+    selections fell back to uniform, and the noisy vote histograms (DP releases)."""
+    k, n_epochs = config.population, config.epochs
+    fallbacks = 0
+    vote_log: list[dict[str, Any]] = []
+    for epoch in range(1, n_epochs + 1):
+        if cancel is not None and cancel.is_set():
+            break
+        lo = 0.05 + 0.9 * epoch / n_epochs
+        report(lo, f"AugPE+Ṽ: epoch {epoch}/{n_epochs}: nearest-neighbour votes + Gaussian noise (σ = {sigma:.3g})")
+        flat = [t for c in classes for t in population[c]]
+        syn = embed_texts(flat, embedder)
+        selected: dict[str, list[str]] = {}
+        for i, c in enumerate(classes):
+            votes = nn_votes(by_class[c], syn[i * k:(i + 1) * k])  # private; released only with noise
+            noisy = noisy_votes(votes, sigma=sigma, noise=noise)
+            del votes
+            idx, fb = select(noisy, k=k, threshold=config.vote_threshold, rng=rng)
+            fallbacks += int(fb)
+            vote_log.append({"epoch": epoch, "class": c, "noisy_votes": [round(float(v), 2) for v in noisy]})
+            selected[c] = [population[c][j] for j in idx]
+        if epoch < n_epochs:
+            msgs = [variation_messages(t, config) for c in classes for t in selected[c]]
+            replies = generate(msgs, f"variation (epoch {epoch})", lo, 0.05 + 0.9 * (epoch + 0.9) / n_epochs)
+            population = {c: [replies[i * k + j] or selected[c][j] for j in range(k)] for i, c in enumerate(classes)}
+        else:
+            population = selected
+    return population, fallbacks, vote_log
+
+
 def run_augpe(
     texts: Sequence[str], labels: Sequence[str], *, vocabulary_terms: Sequence[str], classes: Sequence[str],
     config: AugPEConfig, epsilon: float, delta: float, embedder: Embedder, backend: Any,
@@ -434,30 +471,9 @@ def run_augpe(
              for _ in range(len(classes) * k)]
     replies = generate(first, "random API (Ṽ words)", 0.05, 0.05 + 0.9 / n_epochs)
     population = {c: [r or "" for r in replies[i * k:(i + 1) * k]] for i, c in enumerate(classes)}
-    fallbacks = 0
-    vote_log: list[dict[str, Any]] = []
-    for epoch in range(1, n_epochs + 1):
-        if cancel is not None and cancel.is_set():
-            break
-        lo = 0.05 + 0.9 * epoch / n_epochs
-        report(lo, f"AugPE+Ṽ: epoch {epoch}/{n_epochs}: nearest-neighbour votes + Gaussian noise (σ = {sigma:.3g})")
-        flat = [t for c in classes for t in population[c]]
-        syn = embed_texts(flat, embedder)
-        selected: dict[str, list[str]] = {}
-        for i, c in enumerate(classes):
-            votes = nn_votes(by_class[c], syn[i * k:(i + 1) * k])  # private; released only with noise
-            noisy = noisy_votes(votes, sigma=sigma, noise=noise)
-            del votes
-            idx, fb = select(noisy, k=k, threshold=config.vote_threshold, rng=rng)
-            fallbacks += int(fb)
-            vote_log.append({"epoch": epoch, "class": c, "noisy_votes": [round(float(v), 2) for v in noisy]})
-            selected[c] = [population[c][j] for j in idx]
-        if epoch < n_epochs:
-            msgs = [variation_messages(t, config) for c in classes for t in selected[c]]
-            replies = generate(msgs, f"variation (epoch {epoch})", lo, 0.05 + 0.9 * (epoch + 0.9) / n_epochs)
-            population = {c: [replies[i * k + j] or selected[c][j] for j in range(k)] for i, c in enumerate(classes)}
-        else:
-            population = selected
+    population, fallbacks, vote_log = _vote_epochs(population, by_class, classes=classes, config=config,
+                                                   embedder=embedder, noise=noise, rng=rng, sigma=sigma,
+                                                   generate=generate, report=report, cancel=cancel)
     name = model_name or getattr(backend, "model", "")
     documents = [{"id": f"augpe-{n + 1:06d}", "label": c, "text": t, "model": name, "method": METHOD}
                  for n, (c, t) in enumerate((c, t) for c in classes for t in population[c])]

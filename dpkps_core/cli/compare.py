@@ -10,7 +10,7 @@ import argparse
 import math
 import sys
 
-from dpkps_core.baselines.compare import GENERATION_METHODS
+from dpkps_core.baselines.compare_settings import GENERATION_METHODS
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.sampling import SAMPLING_METHODS
 from dpkps_core.cli.common import add_class_arguments
@@ -127,10 +127,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from dpkps_core.cli.common import check_output_dir, parse_classes
     from dpkps_core.corpus import load_corpus_spec, require_declared
     from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
-    from dpkps_core.baselines.compare import CompareSettings, compare_methods
+    from dpkps_core.baselines.compare import compare_methods
+    from dpkps_core.baselines.compare_settings import CompareSettings
     from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
     from dpkps_core.llm.backends import make_backend
-    from dpkps_core.baselines.private_prediction import PrivatePredictionConfig
+    from dpkps_core.baselines.prediction_config import PrivatePredictionConfig
 
     check_output_dir(args.out, "--out")  # before the corpus, the models or any ε
     corpus = require_declared(load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column,

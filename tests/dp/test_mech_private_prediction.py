@@ -24,6 +24,7 @@ import torch
 
 from dp_stats import CONSISTENT, VIOLATION, dp_verdict, scale_noise
 from dpkps_core.baselines import private_prediction as pp
+from dpkps_core.baselines.prediction_config import rho_per_batch
 from dpkps_core.dp.rng import NoiseSource
 from scripted_lm import PUBLIC_KIND, PUBLIC_PROMPT, ScriptedLM, ScriptedTokenizer, prompt, tokens
 
@@ -50,7 +51,7 @@ EM_D2 = EM_D + [prompt(11)]
 
 def em_epsilon(config: pp.PrivatePredictionConfig) -> float:
     """The pure bounded-range ε of one private token that the accountant's ρ stands for: √(8ρ) = 2c/(sτ)."""
-    rho = pp.rho_per_batch(batch_size=config.batch_size, private_tokens=1, clip=config.clip,
+    rho = rho_per_batch(batch_size=config.batch_size, private_tokens=1, clip=config.clip,
                            temperature=config.temperature, svt_noise=None)
     return math.sqrt(8.0 * rho)
 
@@ -117,8 +118,8 @@ def _svt_model() -> ScriptedLM:
 def svt_epsilon(config: pp.PrivatePredictionConfig) -> float:
     """The pure ε of one private token from the accountant's ρ: sparse vector √(2ρ_svt) + bounded range √(8ρ_em)."""
     kw = dict(batch_size=config.batch_size, private_tokens=1, clip=config.clip, temperature=config.temperature)
-    rho_em = pp.rho_per_batch(**kw, svt_noise=None)
-    rho_svt = pp.rho_per_batch(**kw, svt_noise=config.svt_noise) - rho_em
+    rho_em = rho_per_batch(**kw, svt_noise=None)
+    rho_svt = rho_per_batch(**kw, svt_noise=config.svt_noise) - rho_em
     return math.sqrt(2.0 * rho_svt) + math.sqrt(8.0 * rho_em)
 
 
