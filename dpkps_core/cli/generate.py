@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from dpkps_core.cli.common import check_input_path, check_output_dir, check_output_file
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
@@ -140,92 +140,68 @@ def _private_texts(private_corpus: str | None, *run_dirs: Path) -> list[str] | N
     return list(corpus.texts)
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
-    """Run the LLM writing step."""
-    from dpkps_core.llm import (
-        GenerationSettings,
-        PromptConfig,
-        estimate_cost,
-        load_few_shot,
-        make_backend,
-        preview,
-        read_sequences,
-        run_generation,
-    )
-    from dpkps_core.llm.prompts import DEFAULT_TEMPLATE, check_not_private
+def _generation_settings(args: argparse.Namespace, *, local: bool) -> Any:
+    """The run's public generation settings from the command line (refusals on the options come first)."""
+    from dpkps_core.llm import GenerationSettings
 
-    seq_path = check_input_path(args.sequences, "--sequences", kind="file")
-    out = check_output_dir(args.out or seq_path.parent, "--out")
-    check_input_path(args.few_shot, "--few-shot", kind="file")
-    check_input_path(args.private_corpus, "--private-corpus", kind="any")
-    check_input_path(args.model_path, "--model-path", kind="folder")
-    sequences = read_sequences(seq_path)
-    local = args.backend in ("offline", "local")
     if args.model_path and args.backend != "local":
         raise ParameterError("--model-path is for --backend local.")
     if args.backend == "local" and not args.model_path:
         raise ParameterError("--backend local needs --model-path DIR (a Hugging Face model folder on disk).")
-    max_tokens = args.max_tokens or (256 if local else 512)
-    settings = GenerationSettings(
-        max_tokens=max_tokens, temperature=args.temperature, timeout=args.timeout, retries=args.retries,
-        concurrency=args.concurrency, backoff_base=args.backoff_base, backoff_max=max(30.0, args.backoff_base),
-        limit=args.limit, batch_size=args.batch_size,
+    return GenerationSettings(
+        max_tokens=args.max_tokens or (256 if local else 512), temperature=args.temperature, timeout=args.timeout,
+        retries=args.retries, concurrency=args.concurrency, backoff_base=args.backoff_base,
+        backoff_max=max(30.0, args.backoff_base), limit=args.limit, batch_size=args.batch_size,
     )
-    few_shot = ()
-    if args.few_shot:
-        hint_path, hint_hashes = _private_corpus_hints(seq_path.parent)
-        if out != seq_path.parent:
-            p2, h2 = _private_corpus_hints(out)
-            hint_path, hint_hashes = hint_path or p2, hint_hashes + h2
-        for candidate in (args.private_corpus, hint_path):
-            if candidate:
-                check_not_private(args.few_shot, private_corpus_path=candidate, private_fingerprints=hint_hashes)
-        private_texts = _private_texts(args.private_corpus, seq_path.parent, out)
-        if private_texts is None:
-            print("warning: the few-shot examples could not be checked against the private corpus's documents (no "
-                  "corpus known for this run); give --private-corpus FILE", file=sys.stderr)
-        few_shot = load_few_shot(args.few_shot, private_fingerprints=hint_hashes, max_examples=args.few_shot_count,
-                                 private_texts=private_texts)
-    elif args.private_corpus:
-        raise ParameterError("--private-corpus is only used to check --few-shot; give --few-shot too or leave it out.")
-    config = PromptConfig(
-        doc_type=args.doc_type, template=args.template or DEFAULT_TEMPLATE, few_shot=few_shot,
-        include_label=bool(args.include_labels),
-    )
-    backend = make_backend(
-        args.backend, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
-        timeout=args.timeout, concurrency=args.concurrency, threads=args.threads,
-        device=args.device if local else None, model_path=args.model_path,
-    )
-    job = sequences[: settings.limit] if settings.limit else sequences
-    est = estimate_cost(
-        job, prompt_config=config, backend=backend, max_tokens=max_tokens, concurrency=settings.concurrency,
-        price_per_1k=args.price_per_1k, batch_size=settings.batch_size,
-    )
-    print(f"estimate: {est.summary()}", file=sys.stderr)
-    if local:
-        print(f"model: {backend.model} on {backend.device}, {settings.batch_size} prompt(s) per batch, "
-              f"{args.threads} thread(s)", file=sys.stderr)
-    if args.estimate_only:
-        print("first prompt:\n" + preview(job[0], config))
-        return 0
 
-    cancel = threading.Event()
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        def _on_sigint(signum: int, frame: Any) -> None:
-            if cancel.is_set():
-                raise KeyboardInterrupt
-            cancel.set()
-            print("\ncancelling: finishing the requests in flight (Ctrl-C again to stop now)…", file=sys.stderr)
 
-        previous = signal.signal(signal.SIGINT, _on_sigint)
+def _few_shot(args: argparse.Namespace, seq_path: Path, out: Path) -> tuple[Any, ...]:
+    """The PUBLIC few-shot examples (DESIGN §2.5), refused when they are the private corpus or hold its documents."""
+    from dpkps_core.llm import load_few_shot
+    from dpkps_core.llm.prompts import check_not_private
 
+    if not args.few_shot:
+        if args.private_corpus:
+            raise ParameterError("--private-corpus is only used to check --few-shot; give --few-shot too or leave it "
+                                 "out.")
+        return ()
+    hint_path, hint_hashes = _private_corpus_hints(seq_path.parent)
+    if out != seq_path.parent:
+        p2, h2 = _private_corpus_hints(out)
+        hint_path, hint_hashes = hint_path or p2, hint_hashes + h2
+    for candidate in (args.private_corpus, hint_path):
+        if candidate:
+            check_not_private(args.few_shot, private_corpus_path=candidate, private_fingerprints=hint_hashes)
+    private_texts = _private_texts(args.private_corpus, seq_path.parent, out)
+    if private_texts is None:
+        print("warning: the few-shot examples could not be checked against the private corpus's documents (no "
+              "corpus known for this run); give --private-corpus FILE", file=sys.stderr)
+    return load_few_shot(args.few_shot, private_fingerprints=hint_hashes, max_examples=args.few_shot_count,
+                         private_texts=private_texts)
+
+
+def _sigint_cancels(cancel: threading.Event) -> Any:
+    """Ctrl-C sets ``cancel`` (requests in flight finish; a second Ctrl-C stops now); returns the previous handler
+    to restore (None off the main thread, where signals cannot be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def _on_sigint(signum: int, frame: Any) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+        print("\ncancelling: finishing the requests in flight (Ctrl-C again to stop now)…", file=sys.stderr)
+
+    return signal.signal(signal.SIGINT, _on_sigint)
+
+
+def _progress_bar(total: int, *, quiet: bool) -> tuple[Any, Callable[[Any], None]]:
+    """A tqdm bar on stderr (None when ``quiet``) and the progress callback that moves it."""
     bar = None
-    if not args.quiet:
+    if not quiet:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(job), unit="doc", desc="generate", file=sys.stderr, dynamic_ncols=True)
+        bar = tqdm(total=total, unit="doc", desc="generate", file=sys.stderr, dynamic_ncols=True)
 
     def on_progress(p: Any) -> None:
         if bar is None:
@@ -238,23 +214,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
             bar.set_postfix(failed=p.failed, refresh=False)
         bar.refresh()
 
-    try:
-        summary = run_generation(
-            sequences, backend=backend, prompt_config=config, run_dir=out, settings=settings,
-            progress=on_progress, cancel=cancel,
-        )
-    finally:
-        if bar is not None:
-            bar.close()
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-        backend.close()
+    return bar, on_progress
+
+
+def _report_summary(summary: Any, out: Path) -> int:
+    """Print what the run wrote, and return the documented exit status: 0, 130 when cancelled, 1 when documents
+    failed after every retry."""
     print(
         f"{summary.done}/{summary.total} documents in {out / 'documents.jsonl'} "
         f"({summary.written} new, {summary.already_done} from before), {summary.failed} failed",
         file=sys.stderr,
     )
-    if summary.failed:  # issue 14 §5: replies that never became a document, after every retry
+    if summary.failed:  # replies that never became a document, after every retry (docs/ARCHITECTURE.md, llm/quality)
         from dpkps_core.llm import read_failures
         from dpkps_core.llm.quality import is_non_document_failure
 
@@ -273,6 +244,57 @@ def cmd_generate(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Run the LLM writing step."""
+    from dpkps_core.llm import PromptConfig, estimate_cost, make_backend, preview, read_sequences, run_generation
+    from dpkps_core.llm.prompts import DEFAULT_TEMPLATE
+
+    seq_path = check_input_path(args.sequences, "--sequences", kind="file")
+    out = check_output_dir(args.out or seq_path.parent, "--out")
+    check_input_path(args.few_shot, "--few-shot", kind="file")
+    check_input_path(args.private_corpus, "--private-corpus", kind="any")
+    check_input_path(args.model_path, "--model-path", kind="folder")
+    sequences = read_sequences(seq_path)
+    local = args.backend in ("offline", "local")
+    settings = _generation_settings(args, local=local)
+    config = PromptConfig(
+        doc_type=args.doc_type, template=args.template or DEFAULT_TEMPLATE, few_shot=_few_shot(args, seq_path, out),
+        include_label=bool(args.include_labels),
+    )
+    backend = make_backend(
+        args.backend, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+        timeout=args.timeout, concurrency=args.concurrency, threads=args.threads,
+        device=args.device if local else None, model_path=args.model_path,
+    )
+    job = sequences[: settings.limit] if settings.limit else sequences
+    est = estimate_cost(
+        job, prompt_config=config, backend=backend, max_tokens=settings.max_tokens, concurrency=settings.concurrency,
+        price_per_1k=args.price_per_1k, batch_size=settings.batch_size,
+    )
+    print(f"estimate: {est.summary()}", file=sys.stderr)
+    if local:
+        print(f"model: {backend.model} on {backend.device}, {settings.batch_size} prompt(s) per batch, "
+              f"{args.threads} thread(s)", file=sys.stderr)
+    if args.estimate_only:
+        print("first prompt:\n" + preview(job[0], config))
+        return 0
+    cancel = threading.Event()
+    previous = _sigint_cancels(cancel)
+    bar, on_progress = _progress_bar(len(job), quiet=args.quiet)
+    try:
+        summary = run_generation(
+            sequences, backend=backend, prompt_config=config, run_dir=out, settings=settings,
+            progress=on_progress, cancel=cancel,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        backend.close()
+    return _report_summary(summary, out)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
