@@ -1,9 +1,8 @@
-"""RFF DP-KDE (DESIGN §2.2, §2.4): kernel approximation, sensitivity, empirical DP, fast GEMM path."""
+"""RFF DP-KDE (DESIGN §2.2, §2.4): kernel approximation, sensitivity, noise split, fast GEMM path."""
 
 import numpy as np
 import pytest
 
-from dp_stats import assert_ratio_within, tail_event
 from dpkps_core.dp.kde import build_rff_density, ensemble_blocks, rff_feature_sums
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rff import SQRT2, RandomFourierFeatures, exact_gaussian_kernel, optimal_features, rff_expected_error
@@ -40,24 +39,9 @@ def test_one_document_moves_each_member_by_at_most_sqrt2_times_I(kind):
         assert np.abs(spam - base).sum() <= SQRT2 * features + 1e-6
 
 
-def test_empirical_privacy_ratio_on_neighbouring_corpora():
-    eps, features, trials = 1.0, 3, 200_000
-    led = PrivacyLedger()
-    dens = build_rff_density(KP, LABELS, classes=("x", "y"), embeddings=EMB, kind="independent", epsilon=eps,
-                             bandwidth=0.5, features=features, length=4, noise=NoiseSource(seed=0), ledger=led)
-    member = dens.members[0]
-    assert member.noise_scale == pytest.approx(SQRT2 * features / eps)
-    assert led.events[0].sensitivity == pytest.approx(SQRT2 * features)
-    args = dict(classes=("x", "y"), embeddings=EMB, features=member.features, blocks=1, block_scale=1.0,
-                kind="independent", max_per_doc=4)
-    s_d = rff_feature_sums(KP, LABELS, **args).ravel()
-    s_d2 = rff_feature_sums(KP + [[5]], LABELS + ["x"], **args).ravel()
-    noise = NoiseSource(seed=11)
-    out_d = s_d + noise.laplace(member.noise_scale, (trials, s_d.size))
-    out_d2 = s_d2 + noise.laplace(member.noise_scale, (trials, s_d.size))
-    coords = np.arange(features)  # class "x" row
-    thr = np.maximum(s_d, s_d2)[coords]
-    assert_ratio_within(tail_event(out_d2, coords, thr).sum(), tail_event(out_d, coords, thr).sum(), trials, eps)
+# The RFF density's DP guarantee is tested on the released noise itself, every ensemble member, in
+# tests/dp/test_mech_rff.py (the test that stood here added its own noise at the reported scale and so could not
+# see a release that draws less noise than it reports).
 
 
 def test_ensemble_splits_epsilon_and_noise_variance_matches():
