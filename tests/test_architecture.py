@@ -117,3 +117,165 @@ def test_studio_state_is_split_and_nothing_imports_it() -> None:
     offenders = [p.relative_to(ROOT).as_posix() for p in _project_modules()
                  if any(m == "studio.state" or m.startswith("studio.state.") for m in _imports(p))]
     assert not offenders, offenders
+
+
+# ---------------------------------------------------------------------------------------- size and import cycles
+# docs/ARCHITECTURE.md: no module over 500 lines, no function over 100 lines, no import cycle — in dpkps_core/,
+# studio/ and app_pages/ (the cycle rule: dpkps_core/ and studio/, whose modules import each other by name).
+
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 100
+
+# What is still over a limit, file by file and function by function, each owned by a refactor under way. The lists
+# can only shrink: an entry that is no longer over its limit fails the test below until it is removed, and anything
+# new over a limit fails until it is split. Never add to them.
+OVERSIZED_MODULES_ALLOWED: dict[str, str] = {
+    "dpkps_core/ledger_store.py": "the persistent ledger store (SQLite key → spent) and its legacy import",
+    "dpkps_core/export.py": "the release bundle (build, read, Markdown report)",
+    "dpkps_core/evaluation/forecasting.py": "the DP and exact forecasts",
+    "dpkps_core/llm/runner.py": "the generation run (one run object is the target)",
+    "studio/session.py": "the app session (settings and a pointer to the run folder are the target)",
+    "studio/steps.py": "the app's actions that call the core",
+}
+LONG_FUNCTIONS_ALLOWED: dict[str, str] = {
+    "dpkps_core/export.py::render_report_markdown": "one section per helper is the target",
+    "dpkps_core/evaluation/forecasting.py::forecast": "the exact forecast",
+    "dpkps_core/evaluation/forecasting.py::forecast_from_release": "the DP forecast",
+    "dpkps_core/llm/runner.py::_run_locked": "becomes one generation-run object",
+}
+# Import cycles (each a sorted tuple of the modules of one strongly connected component).
+IMPORT_CYCLES_ALLOWED: dict[tuple[str, ...], str] = {
+    ("studio.session", "studio.steps"): "a lazy import of studio.steps in studio/session.py",
+}
+
+
+def _sized_modules() -> list[Path]:
+    files: list[Path] = []
+    for folder in ("dpkps_core", "studio", "app_pages"):
+        files += [p for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts]
+    return sorted(files)
+
+
+def _module_lines() -> dict[str, int]:
+    return {p.relative_to(ROOT).as_posix(): len(p.read_text(encoding="utf-8").splitlines()) for p in _sized_modules()}
+
+
+def _function_lines() -> dict[str, int]:
+    """``path::name`` → lines (``end_lineno − lineno + 1``, decorators excluded) of every function and method,
+    nested ones included (a nested function's lines also count in its parent's)."""
+    out: dict[str, int] = {}
+    for path in _sized_modules():
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                key = f"{rel}::{node.name}"
+                out[key] = max(out.get(key, 0), node.end_lineno - node.lineno + 1)
+    return out
+
+
+def test_no_module_over_500_lines() -> None:
+    lines = _module_lines()
+    over = {f: n for f, n in lines.items() if n > MAX_MODULE_LINES and f not in OVERSIZED_MODULES_ALLOWED}
+    assert not over, f"modules over {MAX_MODULE_LINES} lines (split them): {over}"
+    fixed = [f for f in OVERSIZED_MODULES_ALLOWED if lines.get(f, 0) <= MAX_MODULE_LINES]
+    assert not fixed, f"no longer over {MAX_MODULE_LINES} lines: remove from OVERSIZED_MODULES_ALLOWED: {fixed}"
+
+
+def test_no_function_over_100_lines() -> None:
+    lines = _function_lines()
+    over = {f: n for f, n in lines.items() if n > MAX_FUNCTION_LINES and f not in LONG_FUNCTIONS_ALLOWED}
+    assert not over, f"functions over {MAX_FUNCTION_LINES} lines (split them): {over}"
+    fixed = [f for f in LONG_FUNCTIONS_ALLOWED if lines.get(f, 0) <= MAX_FUNCTION_LINES]
+    assert not fixed, f"no longer over {MAX_FUNCTION_LINES} lines: remove from LONG_FUNCTIONS_ALLOWED: {fixed}"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module → the project modules it imports, from the AST: absolute and package-relative imports at any depth
+    (imports inside functions count: a lazy import that closes a cycle still couples the two modules, it only
+    defers the failure). ``from a.b import c`` is an edge to the module ``a.b.c`` when there is one, else to
+    ``a.b``; a name that is not a project module resolves to its closest enclosing project module."""
+    files = {_module_name(p): p for folder in ("dpkps_core", "studio")
+             for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts}
+
+    def owner(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets.update(owner(a.name) for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    module = node.module or ""
+                targets.update(f"{module}.{a.name}" if f"{module}.{a.name}" in files else owner(module)
+                               for a in node.names)
+        graph[name] = {t for t in targets if t is not None and t != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[tuple[str, ...]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    out.append(tuple(sorted(component)))
+    return sorted(out)
+
+
+def test_the_cycle_finder_finds_a_planted_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert _cycles(graph) == [("a", "b", "c")]
+
+
+def test_no_import_cycle_in_the_core_or_the_app_side() -> None:
+    found = _cycles(_import_graph())
+    new = [c for c in found if c not in IMPORT_CYCLES_ALLOWED]
+    assert not new, f"import cycles (move the shared part into its own module): {new}"
+    gone = [c for c in IMPORT_CYCLES_ALLOWED if c not in found]
+    assert not gone, f"no longer a cycle: remove from IMPORT_CYCLES_ALLOWED: {gone}"

@@ -139,6 +139,61 @@ class EvaluationResult:
         return lines
 
 
+def _real_keyphrase_baseline(run: Any, *, vocabulary: PublicVocabulary | None, counts: np.ndarray | None
+                             ) -> tuple[Scores | None, str]:
+    """The real keyphrase baseline over the run's public vocabulary (DESIGN §5; the noise-free top-N terms of V),
+    or None and a note saying why it could not be computed (e.g. an uploaded public vocabulary that is gone)."""
+    try:
+        if vocabulary is None:  # the run's public vocabulary: the baseline is defined over it
+            from dpkps_core.config import load_vocabulary_for
+
+            vocabulary = load_vocabulary_for(run.config)
+        train = run.train
+        if counts is None:
+            counts = pipeline.term_counts(train.texts, vocabulary, terms_per_doc=run.config.terms_per_doc,
+                                          groups=train.persons if run.config.person_column else None)
+        return real_keyphrase_baseline(train.texts, train.labels, run.test.texts, run.test.labels,
+                                       vocabulary=vocabulary, counts=counts, vocab_size=run.config.vocab_size,
+                                       length=run.config.length), ""
+    except DPKPSError as exc:  # say so, evaluate the rest
+        return None, f"No real keyphrase baseline: {exc}"
+
+
+def _document_metrics(run: Any, embedder: Embedder, *, classifier: str, seeds: list[int], coral: bool | None,
+                      coral_weight: float, report: Progress) -> dict[str, MetricSummary]:
+    """Downstream accuracy of the synthetic documents and the real-document baseline (same classifier, same
+    number of documents per class), and the Deep CORAL variants when asked for (or, with ``coral`` None, when
+    the split has client documents). Real documents are embedded in memory only, once each."""
+    train, test, seed_list = run.train, run.test, seeds
+    metrics: dict[str, MetricSummary] = {}
+    report(0.15, f"embedding {len(test):,} real test documents (in memory only)")
+    test_emb = embed_texts(test.texts, embedder, progress=lambda f, m: report(0.15 + 0.25 * f, m))
+    report(0.4, f"embedding {len(run.documents):,} synthetic documents")
+    doc_texts = [d["text"] for d in run.documents]
+    doc_labels = [d["label"] for d in run.documents]
+    syn_emb = embed_texts(doc_texts, embedder, progress=lambda f, m: report(0.4 + 0.2 * f, m))
+    metrics["synthetic_accuracy"] = embedding_accuracy(
+        syn_emb, doc_labels, test_emb, test.labels, classifier=classifier, seeds=seed_list,
+        name="synthetic_accuracy", note=f"{classifier} on {embedder.name} embeddings of the synthetic documents")
+    per_class = {c: doc_labels.count(c) for c in sorted(set(doc_labels))}
+    report(0.6, "real-document baseline")
+    metrics["real_baseline_accuracy"] = real_baseline_accuracy(
+        train.texts, train.labels, test_emb, test.labels, per_class=per_class, embedder=embedder,
+        classifier=classifier, seeds=seed_list, progress=lambda f, m: report(0.6 + 0.2 * f, m))
+    want_coral = len(run.split.client) >= 2 if coral is None else coral
+    if want_coral:
+        report(0.8, f"Deep CORAL against {len(run.split.client):,} unlabelled client documents")
+        client_emb = embed_texts(run.client.texts, embedder)
+        metrics["synthetic_accuracy_no_coral"] = embedding_accuracy(
+            syn_emb, doc_labels, test_emb, test.labels, classifier=classifier, seeds=seed_list, torch_head=True,
+            name="synthetic_accuracy_no_coral", note="torch head, cross-entropy only (the CORAL comparison's control)")
+        metrics["synthetic_accuracy_coral"] = embedding_accuracy(
+            syn_emb, doc_labels, test_emb, test.labels, classifier=classifier, seeds=seed_list,
+            client_embeddings=client_emb, coral_weight=coral_weight, name="synthetic_accuracy_coral",
+            note=f"torch head, cross-entropy + {coral_weight:g}·CORAL (logits) against the client part")
+    return metrics
+
+
 def evaluate_run(
     run_dir: str | Path, *, seeds: int | Sequence[int] = 3, classifier: str = "logreg", coral: bool | None = None,
     coral_weight: float = 1.0, embedder: Embedder | None = None, corpus: Corpus | None = None,
@@ -177,20 +232,7 @@ def evaluate_run(
     test_seqs = keyphrase_sequences(test.texts, run.private_vocabulary, length=length)
     no_llm = no_llm_check(run.sequences, test.texts, test.labels, private_vocabulary=run.private_vocabulary,
                           length=length, test_sequences=test_seqs)
-    real_kp: Scores | None = None
-    baseline_note = ""
-    try:
-        if vocabulary is None:  # the run's public vocabulary: the baseline is defined over it (issue 14 §7)
-            from dpkps_core.config import load_vocabulary_for
-
-            vocabulary = load_vocabulary_for(run.config)
-        if counts is None:
-            counts = pipeline.term_counts(train.texts, vocabulary, terms_per_doc=run.config.terms_per_doc,
-                                          groups=train.persons if run.config.person_column else None)
-        real_kp = real_keyphrase_baseline(train.texts, train.labels, test.texts, test.labels, vocabulary=vocabulary,
-                                          counts=counts, vocab_size=run.config.vocab_size, length=length)
-    except DPKPSError as exc:  # e.g. an uploaded public vocabulary that is gone: say so, evaluate the rest
-        baseline_note = f"No real keyphrase baseline: {exc}"
+    real_kp, baseline_note = _real_keyphrase_baseline(run, vocabulary=vocabulary, counts=counts)
     det = "deterministic classifier on the run's one DP draw: the same value for every seed"
     metrics["no_llm_accuracy"] = MetricSummary("no_llm_accuracy", tuple(seed_list), (no_llm,) * len(seed_list),
                                                len(run.sequences), det)
@@ -215,31 +257,9 @@ def evaluate_run(
         if embedder is None:
             name = run.config.embedding_model
             embedder = get_embedder(name) if device is None else get_embedder(name, device=device)
-        report(0.15, f"embedding {len(test):,} real test documents (in memory only)")
-        test_emb = embed_texts(test.texts, embedder, progress=lambda f, m: report(0.15 + 0.25 * f, m))
-        report(0.4, f"embedding {len(run.documents):,} synthetic documents")
-        doc_texts = [d["text"] for d in run.documents]
-        doc_labels = [d["label"] for d in run.documents]
-        syn_emb = embed_texts(doc_texts, embedder, progress=lambda f, m: report(0.4 + 0.2 * f, m))
-        metrics["synthetic_accuracy"] = embedding_accuracy(
-            syn_emb, doc_labels, test_emb, test.labels, classifier=classifier, seeds=seed_list,
-            name="synthetic_accuracy", note=f"{classifier} on {embedder.name} embeddings of the synthetic documents")
-        per_class = {c: doc_labels.count(c) for c in sorted(set(doc_labels))}
-        report(0.6, "real-document baseline")
-        metrics["real_baseline_accuracy"] = real_baseline_accuracy(
-            train.texts, train.labels, test_emb, test.labels, per_class=per_class, embedder=embedder,
-            classifier=classifier, seeds=seed_list, progress=lambda f, m: report(0.6 + 0.2 * f, m))
-        want_coral = len(run.split.client) >= 2 if coral is None else coral
-        if want_coral:
-            report(0.8, f"Deep CORAL against {len(run.split.client):,} unlabelled client documents")
-            client_emb = embed_texts(run.client.texts, embedder)
-            metrics["synthetic_accuracy_no_coral"] = embedding_accuracy(
-                syn_emb, doc_labels, test_emb, test.labels, classifier=classifier, seeds=seed_list, torch_head=True,
-                name="synthetic_accuracy_no_coral", note="torch head, cross-entropy only (the CORAL comparison's control)")
-            metrics["synthetic_accuracy_coral"] = embedding_accuracy(
-                syn_emb, doc_labels, test_emb, test.labels, classifier=classifier, seeds=seed_list,
-                client_embeddings=client_emb, coral_weight=coral_weight, name="synthetic_accuracy_coral",
-                note=f"torch head, cross-entropy + {coral_weight:g}·CORAL (logits) against the client part")
+        metrics.update(_document_metrics(run, embedder, classifier=classifier, seeds=seed_list, coral=coral,
+                                         coral_weight=coral_weight, report=report))
+        if "synthetic_accuracy_coral" in metrics:
             info["coral_weight"] = coral_weight
         timings["documents"] = time.perf_counter() - t
     info["timings_seconds"] = {k: round(v, 2) for k, v in timings.items()}
