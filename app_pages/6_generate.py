@@ -7,7 +7,7 @@ import streamlit as st
 
 from dpkps_core.device import DEVICE_CHOICES, cuda_available, describe_device
 from dpkps_core.llm import preview
-from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from studio import generation_steps, jobs, review, session, widgets
 
 widgets.page_header(5, "Each prompt holds only a public template, the document type, one DP keyphrase sequence and "

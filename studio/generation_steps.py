@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from dpkps_core.corpus import Corpus
 from dpkps_core.errors import ParameterError
-from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.sampling import SamplingOutcome
 from studio.jobs import Job, start_job
 from studio.resources import local_backend, offline_backend, wait_for_warm_up

@@ -35,7 +35,7 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import DEFAULT_MODEL
 from dpkps_core.errors import CorpusError, VocabularyError
 from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
-from dpkps_core.llm.backends import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.pipeline import PAPER_SETTINGS, SamplingConfig, effective_max_terms
 from dpkps_core.runfolder import create_run_dir, runs_root
 from dpkps_core.split import CorpusSplit, split_documents

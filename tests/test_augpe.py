@@ -91,7 +91,7 @@ def _private_corpus() -> tuple[list[str], list[str]]:
 
 
 def test_run_augpe_prompts_hold_only_vocabulary_words_and_synthetic_texts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("dpkps_core.llm.runner.backoff_delay", lambda *a, **k: 0.0)
+    monkeypatch.setattr("dpkps_core.llm.retry.backoff_delay", lambda *a, **k: 0.0)
     texts, labels = _private_corpus()
     vocab = ("fever", "payment", "weather", "travel", "medicine", "Finance", "city", "report", "river", "school")
     backend = RecordingBackend()

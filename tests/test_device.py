@@ -54,7 +54,8 @@ def test_dtype_per_device(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_models_follow_the_setting_without_loading(monkeypatch: pytest.MonkeyPatch) -> None:
     """The backends and the embedder resolve the setting at construction (CPU default without a GPU)."""
-    from dpkps_core.llm.backends import OfflineBackend, make_backend
+    from dpkps_core.llm.factory import make_backend
+    from dpkps_core.llm.local import OfflineBackend
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert OfflineBackend().device == "cpu" and make_backend("offline", device="auto").describe()["device"] == "cpu"

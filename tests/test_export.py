@@ -24,7 +24,7 @@ from dpkps_core.export import (
     csv_safe,
 )
 from dpkps_core.llm import GenerationSettings, PromptConfig, run_generation
-from dpkps_core.llm.runner import DOCUMENTS_FILE
+from dpkps_core.runfolder import DOCUMENTS_FILE
 
 EXPECTED = {
     "documents.csv", "documents.jsonl", "documents.parquet", "sequences.jsonl", "privacy_report.json",

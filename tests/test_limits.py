@@ -47,7 +47,7 @@ def test_long_documents_are_truncated_for_extraction_and_counted(monkeypatch):
 
 
 def test_llm_max_tokens_limit():
-    from dpkps_core.llm.runner import GenerationSettings
+    from dpkps_core.llm.settings import GenerationSettings
 
     with pytest.raises(ParameterError, match="max_tokens must be an integer from 1 to 32768"):
         GenerationSettings(max_tokens=32769)

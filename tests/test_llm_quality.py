@@ -55,7 +55,9 @@ def test_repetition_loops_are_refused() -> None:
 def test_runner_retries_non_documents_and_counts_final_failures(tmp_path) -> None:
     from dpkps_core.llm.backends import LLMBackend
     from dpkps_core.llm.prompts import PromptConfig
-    from dpkps_core.llm.runner import GenerationSettings, read_documents, read_failures, run_generation
+    from dpkps_core.llm.runner import run_generation
+    from dpkps_core.llm.settings import GenerationSettings
+    from dpkps_core.runfolder import read_documents, read_failures
 
     class Scripted(LLMBackend):
         name, model, max_concurrency = "scripted", "scripted", 1

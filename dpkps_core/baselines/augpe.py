@@ -260,7 +260,7 @@ def _generate_offline(messages: Sequence[ChatMessages], *, backend: Any, max_tok
 
 def _generate_remote(messages: Sequence[ChatMessages], *, backend: Any, max_tokens: int, temperature: float,
                      retries: int, cancel: threading.Event | None, progress: Progress | None) -> tuple[list[str | None], GenerationStats]:
-    from dpkps_core.llm.runner import call_with_retries
+    from dpkps_core.llm.retry import call_with_retries
 
     stats = GenerationStats(prompts=len(messages))
     lock = threading.Lock()

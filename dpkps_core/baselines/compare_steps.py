@@ -26,7 +26,8 @@ from dpkps_core.progress import Progress
 def resolve_backend(backend: Any, threads: int) -> Any:
     """The LLM backend of DP-KPS and AugPE+Ṽ: an :class:`~dpkps_core.llm.backends.LLMBackend` as given, else one
     made by name (``"offline"`` by default)."""
-    from dpkps_core.llm.backends import LLMBackend, make_backend
+    from dpkps_core.llm.backends import LLMBackend
+    from dpkps_core.llm.factory import make_backend
 
     if isinstance(backend, LLMBackend):
         return backend

@@ -130,7 +130,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from dpkps_core.baselines.compare import compare_methods
     from dpkps_core.baselines.compare_settings import CompareSettings
     from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
-    from dpkps_core.llm.backends import make_backend
+    from dpkps_core.llm.factory import make_backend
     from dpkps_core.baselines.prediction_config import PrivatePredictionConfig
 
     check_output_dir(args.out, "--out")  # before the corpus, the models or any ε

@@ -1,19 +1,15 @@
-"""The LLM writing step (post-processing of the DP keyphrase sequences): backends, local models, prompts and the
-runner."""
+"""The LLM writing step (post-processing of the DP keyphrase sequences, DESIGN §2.5): backends, local models,
+prompts and the runner. This package's ``__init__`` is the only module that re-exports names of other modules
+(docs/ARCHITECTURE.md, llm/); inside the package and in callers, import a name from the module that defines it."""
 
-from dpkps_core.llm.backends import (
-    BACKEND_KINDS,
-    LLMBackend,
-    OpenAICompatibleBackend,
-    TransientLLMError,
-    cache_root,
-    make_backend,
-)
+from dpkps_core.llm.backends import LLMBackend, TransientLLMError, cache_root
+from dpkps_core.llm.estimate import CostEstimate, estimate_cost
+from dpkps_core.llm.factory import BACKEND_KINDS, make_backend
 from dpkps_core.llm.local import LocalModelBackend, LocalTransformersBackend, OfflineBackend, ensure_offline_model
+from dpkps_core.llm.openai_client import OpenAICompatibleBackend
 from dpkps_core.llm.prompts import (
     DEFAULT_TEMPLATE,
     FewShotExample,
-    KeyphraseSequence,
     PromptConfig,
     check_not_private,
     file_fingerprint,
@@ -23,22 +19,18 @@ from dpkps_core.llm.prompts import (
     read_sequences,
     render_prompt,
 )
-from dpkps_core.llm.runner import (
+from dpkps_core.llm.retry import RetriesExhausted, call_with_retries
+from dpkps_core.llm.runner import run_generation
+from dpkps_core.llm.settings import GenerationSettings, GenerationSummary, Progress
+from dpkps_core.runfolder import (
     AUDIT_FILE,
     DOCUMENTS_FILE,
     FAILURES_FILE,
-    CostEstimate,
-    GenerationSettings,
-    GenerationSummary,
-    Progress,
-    RetriesExhausted,
-    call_with_retries,
-    estimate_cost,
     read_documents,
     read_failures,
     repair_jsonl_tail,
-    run_generation,
 )
+from dpkps_core.sequences import KeyphraseSequence
 
 __all__ = [
     "AUDIT_FILE",

@@ -1,10 +1,25 @@
-"""Local causal language models run with transformers: the bundled offline SmolLM2-135M-Instruct and any
-Hugging Face model folder on disk, generating a whole batch of prompts in one ``generate`` call on the configured
-device (:mod:`dpkps_core.device`).
+"""Local causal language models run on this machine: the bundled offline SmolLM2-135M-Instruct and any Hugging
+Face model folder on disk, generating a whole batch of prompts in one call on the configured device
+(:mod:`dpkps_core.device`; docs/ARCHITECTURE.md, llm/).
 
 The public API other modules use (private prediction needs logits, AugPE batches its prompts):
 :meth:`LocalTransformersBackend.model_and_tokenizer` (the loaded model and tokenizer), :attr:`~LocalTransformersBackend.stop_ids`,
 :func:`chat_token_ids` (prompt ids with the chat template) and :meth:`~LocalTransformersBackend.generate_batch`.
+
+The decoding seam (where an inference engine plugs in). ``generate_batch`` tokenises the prompts (chat template),
+then calls ONE method, :meth:`LocalTransformersBackend.decode_batch`::
+
+    decode_batch(rows: list[list[int]], *, stops: Sequence[int], max_tokens: int, temperature: float,
+                 top_p: float, seed: int | None = None, cancel: threading.Event | None = None,
+                 on_step: Callable[[int, int], None] | None = None, timeout: float | None = None)
+        -> list[list[int]]   # the generated ids of each row, up to and including its first stop id
+
+and turns the ids back into text (token counts, the empty-reply rule). By default ``decode_batch`` runs
+transformers' ``generate`` (:class:`dpkps_core.llm.torch_engine.TorchEngine`). To decode elsewhere, give the
+backend an ``engine`` (any object with that ``decode_batch`` and a ``describe()``; :class:`DecodeEngine`, e.g.
+:class:`dpkps_core.llm.ct2.CT2Engine`) or override ``decode_batch`` in a subclass; nothing else changes. With an
+engine the torch weights are not loaded for writing (only the tokenizer and the folder's generation config, for
+the stop ids); :meth:`~LocalTransformersBackend.model_and_tokenizer` still loads them for private prediction.
 """
 
 from __future__ import annotations
@@ -18,16 +33,12 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from types import SimpleNamespace
+from typing import Any, Callable, Protocol, Sequence
 
 from dpkps_core.errors import LLMError, ParameterError
-from dpkps_core.llm.backends import (
-    ChatMessages,
-    GenerationCancelled,
-    LLMBackend,
-    TransientLLMError,
-    cache_root,
-)
+from dpkps_core.llm.backends import ChatMessages, LLMBackend, TransientLLMError, cache_root
+from dpkps_core.llm.torch_engine import TorchEngine
 
 log = logging.getLogger(__name__)
 
@@ -166,31 +177,52 @@ def chat_token_ids(tokenizer: Any, messages: ChatMessages) -> list[int]:
     return list(tokenizer(text, add_special_tokens=True)["input_ids"])
 
 
-class LocalTransformersBackend(LLMBackend):
-    """A causal language model on this machine, run with transformers: batched generation and real logits.
+class DecodeEngine(Protocol):
+    """What decodes a batch for a local backend (the seam in this module's docstring): the default
+    :class:`~dpkps_core.llm.torch_engine.TorchEngine`, or e.g. :class:`dpkps_core.llm.ct2.CT2Engine`."""
 
-    ``generate_batch`` writes a batch of prompts in ONE ``model.generate`` call (left padding, the same sampling
-    parameters for every row, each row stopping at its end-of-text token); the runner feeds it batches. The model
-    runs on the resolved ``device`` (:mod:`dpkps_core.device`): float32 on the CPU, bf16/fp16 on CUDA.
-    Subclasses say where the weights come from (:meth:`_load_weights`).
+    def decode_batch(self, rows: list[list[int]], *, stops: Sequence[int], max_tokens: int, temperature: float,
+                     top_p: float, seed: int | None = None, cancel: threading.Event | None = None,
+                     on_step: Callable[[int, int], None] | None = None,
+                     timeout: float | None = None) -> list[list[int]]:
+        """The generated ids of each row, up to and including its first stop id."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Public description for the audit log."""
+        ...
+
+
+class LocalTransformersBackend(LLMBackend):
+    """A causal language model on this machine: batched generation (one decoding call per batch) and real logits.
+
+    ``generate_batch`` writes a batch of prompts in ONE :meth:`decode_batch` call (the same sampling parameters for
+    every row, each row stopping at its end-of-text token); the runner feeds it batches. The model runs on the
+    resolved ``device`` (:mod:`dpkps_core.device`): float32 on the CPU, bf16/fp16 on CUDA. Subclasses say where the
+    weights come from (:meth:`_load_weights`, :meth:`_weights_folder`); ``engine`` replaces the torch decoding.
     """
 
     max_concurrency = 1
     max_batch_size = MAX_BATCH_SIZE
     latency_s = 0.2
 
-    def __init__(self, *, threads: int = 1, top_p: float = 0.95, device: str | None = None) -> None:
+    def __init__(self, *, threads: int = 1, top_p: float = 0.95, device: str | None = None,
+                 engine: DecodeEngine | None = None) -> None:
         from dpkps_core.device import resolve_device
 
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1 or threads > 256:
             raise ParameterError("The thread count must be an integer from 1 to 256.")
         if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
             raise ParameterError("top_p must be in (0, 1].")
+        if engine is not None and not callable(getattr(engine, "decode_batch", None)):
+            raise ParameterError("The engine must have a decode_batch method (see dpkps_core.llm.local).")
         self.threads = threads
         self.top_p = float(top_p)
         self.device = resolve_device(device)
+        self.engine = engine
         self._model: Any = None
         self._tokenizer: Any = None
+        self._torch: TorchEngine | None = None
         self._stops: set[int] = set()
         self._lock = threading.Lock()
         self.load_seconds: float | None = None
@@ -200,12 +232,19 @@ class LocalTransformersBackend(LLMBackend):
         self.generate_seconds = 0.0
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "model": self.model, "threads": self.threads, "top_p": self.top_p,
-                "device": self.device}
+        out = {"backend": self.name, "model": self.model, "threads": self.threads, "top_p": self.top_p,
+               "device": self.device}
+        if self.engine is not None:
+            out["engine"] = self.engine.describe()
+        return out
 
     @abc.abstractmethod
     def _load_weights(self, dtype: Any) -> tuple[Any, Any]:
         """Return ``(model, tokenizer)`` loaded offline with ``dtype`` (on the CPU)."""
+
+    @abc.abstractmethod
+    def _weights_folder(self) -> Path:
+        """The Hugging Face folder the weights come from (its generation config gives an engine the stop ids)."""
 
     def _tokenizer_only(self) -> Any:
         """The tokenizer without the model (for token counts); default: load everything."""
@@ -252,11 +291,27 @@ class LocalTransformersBackend(LLMBackend):
             raise LLMError(f"The local model {self.model} did not load.")
         return self._model, self._tokenizer
 
+    def _tokenizer_and_stops(self) -> tuple[Any, list[int]]:
+        """The tokenizer and the sorted stop ids decoding needs: with the torch path the loaded model's
+        (:func:`stop_token_ids`); with an engine the tokenizer's and the folder's generation config (no weights)."""
+        if self.engine is None:
+            self.load()
+        elif not self._stops:
+            _set_offline_env()
+            tok = self._load_tokenizer()
+            try:
+                from transformers import GenerationConfig
+
+                config = GenerationConfig.from_pretrained(str(self._weights_folder()), local_files_only=True)
+            except (OSError, ValueError):  # no generation_config.json: the tokenizer's ids alone
+                config = None
+            self._stops = stop_token_ids(SimpleNamespace(generation_config=config), tok)
+        return self._load_tokenizer(), sorted(self._stops)
+
     @property
     def stop_ids(self) -> frozenset[int]:
-        """The end-of-text token ids generation stops at (:func:`stop_token_ids`; loads the model)."""
-        self.load()
-        return frozenset(self._stops)
+        """The end-of-text token ids generation stops at (:func:`stop_token_ids`; loads the model for torch)."""
+        return frozenset(self._tokenizer_and_stops()[1])
 
     def count_prompt_tokens(self, messages: ChatMessages) -> int:
         """Exact prompt tokens with the model's chat template."""
@@ -280,28 +335,24 @@ class LocalTransformersBackend(LLMBackend):
         self, batch: Sequence[ChatMessages], *, max_tokens: int, temperature: float, timeout: float,
         cancel: threading.Event | None = None, on_step: Callable[[int, int], None] | None = None,
     ) -> list[str | LLMError]:
-        """One reply per prompt from ONE ``generate`` call: the text, or a TransientLLMError for an empty reply.
+        """One reply per prompt from ONE :meth:`decode_batch` call: the text, or a TransientLLMError for an empty
+        reply.
 
         ``timeout`` is per prompt, so the batch may take ``timeout × len(batch)`` seconds (as many requests in a
         row would). ``on_step(step, max_tokens)`` is called after every decoding step. Raises
-        :class:`GenerationCancelled` when ``cancel`` stopped the call (rows incomplete) and :class:`LLMError` when
-        the model itself failed.
+        :class:`~dpkps_core.llm.backends.GenerationCancelled` when ``cancel`` stopped the call (rows incomplete)
+        and :class:`LLMError` when the model itself failed.
         """
         if not batch:
             return []
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise ParameterError("max_tokens must be a positive integer.")
-        self.load()
-        import torch
-
-        tok = self._tokenizer
+        tok, stops = self._tokenizer_and_stops()
         rows = [chat_token_ids(tok, m) for m in batch]
-        stops = sorted(self._stops)
         with self._lock:
-            torch.set_num_threads(self.threads)
             t0 = time.monotonic()
-            new = self._decode_rows(rows, stops=stops, max_tokens=max_tokens, temperature=temperature,
-                                    timeout=timeout, cancel=cancel, on_step=on_step)
+            new = self.decode_batch(rows, stops=stops, max_tokens=max_tokens, temperature=temperature,
+                                    top_p=self.top_p, cancel=cancel, on_step=on_step, timeout=timeout)
             seconds = time.monotonic() - t0
         results: list[str | LLMError] = []
         n_tokens = 0
@@ -316,96 +367,23 @@ class LocalTransformersBackend(LLMBackend):
         self.generate_seconds += seconds
         return results
 
-    def _decode_rows(self, rows: list[list[int]], *, stops: list[int], max_tokens: int, temperature: float,
-                     timeout: float, cancel: threading.Event | None,
-                     on_step: Callable[[int, int], None] | None) -> list[list[int]]:
-        """New token ids per row; when memory runs out, the batch is written in two halves (recursively)."""
-        try:
-            return self._generate_once(rows, stops=stops, max_tokens=max_tokens, temperature=temperature,
-                                       timeout=timeout, cancel=cancel, on_step=on_step)
-        except GenerationCancelled:
-            raise
-        except Exception as exc:  # noqa: BLE001 - turned into one user-facing sentence below
-            if _out_of_memory(exc) and len(rows) > 1:
-                _free_memory(self.device)
-                half = len(rows) // 2
-                log.warning("Out of memory for a batch of %d on %s: writing it in two halves", len(rows), self.device)
-                kw = dict(stops=stops, max_tokens=max_tokens, temperature=temperature, timeout=timeout, cancel=cancel,
-                          on_step=on_step)
-                return self._decode_rows(rows[:half], **kw) + self._decode_rows(rows[half:], **kw)
-            hint = "; lower the batch size" if _out_of_memory(exc) else ""
-            raise LLMError(f"The local model {self.model} failed ({type(exc).__name__}){hint}.") from exc
+    def decode_batch(self, rows: list[list[int]], *, stops: Sequence[int], max_tokens: int, temperature: float,
+                     top_p: float, seed: int | None = None, cancel: threading.Event | None = None,
+                     on_step: Callable[[int, int], None] | None = None,
+                     timeout: float | None = None) -> list[list[int]]:
+        """THE decoding seam (module docstring): the generated ids of each row of prompt ids, up to and including
+        its first stop id. The injected ``engine`` when there is one, else transformers' ``generate``."""
+        engine = self.engine if self.engine is not None else self.torch_engine()
+        return engine.decode_batch(rows, stops=stops, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                                   seed=seed, cancel=cancel, on_step=on_step, timeout=timeout)
 
-    def _generate_once(self, rows: list[list[int]], *, stops: list[int], max_tokens: int, temperature: float,
-                       timeout: float, cancel: threading.Event | None,
-                       on_step: Callable[[int, int], None] | None) -> list[list[int]]:
-        """ONE left-padded ``generate`` call over ``rows``; the new token ids of each row (padding included)."""
-        import torch
-        from transformers import StoppingCriteria, StoppingCriteriaList
-
-        model, pad = self._model, int(self._tokenizer.pad_token_id)
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for j, r in enumerate(rows):  # left padding: every prompt ends at the same column
-            ids[j, width - len(r):] = torch.tensor(r, dtype=torch.long)
-            mask[j, width - len(r):] = 1
-        kwargs: dict[str, Any] = {"max_new_tokens": int(max_tokens), "pad_token_id": pad,
-                                  "eos_token_id": stops or None}
-        if temperature > 0:
-            kwargs.update(do_sample=True, temperature=float(temperature), top_p=self.top_p)
-        else:
-            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        if timeout and timeout > 0:
-            kwargs["max_time"] = float(timeout) * len(rows)
-        stopped = {"cancel": False}
-        if cancel is not None or on_step is not None:
-            class _Watch(StoppingCriteria):
-                """Reports each decoding step and stops every row when the run is cancelled."""
-
-                def __call__(self, input_ids: Any, scores: Any, **kw: Any) -> Any:
-                    if on_step is not None:
-                        try:
-                            on_step(int(input_ids.shape[1]) - width, int(max_tokens))
-                        except Exception:  # noqa: BLE001 - a progress callback must not break generation
-                            log.debug("on_step callback failed", exc_info=True)
-                    hit = cancel is not None and cancel.is_set()
-                    stopped["cancel"] = stopped["cancel"] or hit
-                    return torch.full((input_ids.shape[0],), hit, dtype=torch.bool, device=input_ids.device)
-
-            kwargs["stopping_criteria"] = StoppingCriteriaList([_Watch()])
-        with torch.inference_mode():
-            out = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), **kwargs)
-        if stopped["cancel"]:
-            raise GenerationCancelled("Generation was cancelled.")
-        return out[:, width:].tolist()
-
-
-def _out_of_memory(exc: BaseException) -> bool:
-    """Whether an exception means the device (GPU or CPU) ran out of memory."""
-    if isinstance(exc, MemoryError):
-        return True
-    try:
-        import torch
-
-        if isinstance(exc, getattr(torch, "OutOfMemoryError", ())):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    return "out of memory" in str(exc).lower()
-
-
-def _free_memory(device: str) -> None:
-    import gc
-
-    gc.collect()
-    if device == "cuda":
-        try:
-            import torch
-
-            torch.cuda.empty_cache()
-        except Exception:  # noqa: BLE001
-            pass
+    def torch_engine(self) -> TorchEngine:
+        """The torch decoding over the loaded model (loads it once), whatever engine is injected."""
+        if self._torch is None:
+            model, tok = self.model_and_tokenizer()
+            self._torch = TorchEngine(model, pad_id=int(tok.pad_token_id), device=self.device, threads=self.threads,
+                                      model_name=self.model)
+        return self._torch
 
 
 class OfflineBackend(LocalTransformersBackend):
@@ -413,15 +391,22 @@ class OfflineBackend(LocalTransformersBackend):
 
     name = "offline"
 
-    def __init__(self, *, threads: int = 1, top_p: float = 0.95, device: str | None = None) -> None:
-        super().__init__(threads=threads, top_p=top_p, device=device)
+    def __init__(self, *, threads: int = 1, top_p: float = 0.95, device: str | None = None,
+                 engine: DecodeEngine | None = None) -> None:
+        super().__init__(threads=threads, top_p=top_p, device=device, engine=engine)
         self.model = OFFLINE_MODEL_NAME
         self.tokens_per_s = 12.0 * min(threads, 2) ** 0.5 if self.device == "cpu" else 60.0
 
+    def _weights_folder(self) -> Path:
+        return ensure_offline_model()
+
     def _tokenizer_only(self) -> Any:
         if not (offline_model_dir() / _MARKER).is_file():
-            self.load()  # converts once and keeps model and tokenizer
-            return self._tokenizer
+            if self.engine is not None:  # an engine decodes: convert, but do not keep the torch weights
+                ensure_offline_model()
+            else:
+                self.load()  # converts once and keeps model and tokenizer
+                return self._tokenizer
         _set_offline_env()
         from transformers import AutoTokenizer
 
@@ -452,7 +437,7 @@ class LocalModelBackend(LocalTransformersBackend):
     name = "local"
 
     def __init__(self, *, model_path: str | os.PathLike[str], threads: int = 1, top_p: float = 0.95,
-                 device: str | None = None) -> None:
+                 device: str | None = None, engine: DecodeEngine | None = None) -> None:
         if model_path is None or not str(model_path).strip():
             raise ParameterError("Give the folder of the local model (--model-path DIR).")
         path = Path(model_path).expanduser()
@@ -460,13 +445,16 @@ class LocalModelBackend(LocalTransformersBackend):
             raise ParameterError(f"The local model folder {path} does not exist.")
         if not (path / "config.json").is_file():
             raise ParameterError(f"{path} is not a Hugging Face model folder (no config.json).")
-        super().__init__(threads=threads, top_p=top_p, device=device)
+        super().__init__(threads=threads, top_p=top_p, device=device, engine=engine)
         self.model_path = path.resolve()
         self.model = self.model_path.name
         self.tokens_per_s = 8.0 * min(threads, 2) ** 0.5 if self.device == "cpu" else 40.0
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "model_path": str(self.model_path)}
+
+    def _weights_folder(self) -> Path:
+        return self.model_path
 
     def _tokenizer_only(self) -> Any:
         _set_offline_env()

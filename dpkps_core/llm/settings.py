@@ -1,0 +1,107 @@
+"""What a generation run is told and what it reports (docs/ARCHITECTURE.md, llm/): :class:`GenerationSettings`
+(how the runner calls the backend), :class:`Progress` (for the CLI's and the app's progress bars) and
+:class:`GenerationSummary` (what a run did). Counts and timings only: no document text (DESIGN §2.5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from dpkps_core.errors import ParameterError
+from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationSettings:
+    """How the runner calls the backend.
+
+    Attributes:
+        max_tokens: most tokens per reply.
+        temperature: sampling temperature (0 = greedy).
+        timeout: seconds one request may take.
+        retries: further attempts after the first, for retryable failures.
+        concurrency: requests in flight (capped by the backend's own limit; 1 for offline).
+        backoff_base: first retry delay in seconds (doubled each attempt, with full jitter).
+        backoff_max: longest retry delay in seconds.
+        limit: generate for at most the first ``limit`` sequences (None = all).
+        batch_size: prompts per batched call for local backends (capped by the backend's ``max_batch_size``;
+            1 = one document at a time). Remote backends ignore it.
+    """
+
+    max_tokens: int = 512
+    temperature: float = 0.7
+    timeout: float = 60.0
+    retries: int = 4
+    concurrency: int = 4
+    backoff_base: float = 1.0
+    backoff_max: float = 30.0
+    limit: int | None = None
+    batch_size: int = DEFAULT_BATCH_SIZE
+
+    def __post_init__(self) -> None:
+        def _int(name: str, lo: int, hi: int) -> None:
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+                raise ParameterError(f"{name} must be an integer from {lo} to {hi}, got {v!r}.")
+
+        _int("max_tokens", 1, 32768)
+        _int("retries", 0, 20)
+        _int("concurrency", 1, 256)
+        _int("batch_size", 1, 256)
+        if self.limit is not None:
+            _int("limit", 1, 10_000_000)
+        if not (isinstance(self.temperature, (int, float)) and 0 <= self.temperature <= 2):
+            raise ParameterError(f"temperature must be between 0 and 2, got {self.temperature!r}.")
+        for name in ("timeout", "backoff_max"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ParameterError(f"{name} must be a positive number of seconds, got {v!r}.")
+        if not (isinstance(self.backoff_base, (int, float)) and 0 <= self.backoff_base <= self.backoff_max):
+            raise ParameterError("backoff_base must be between 0 and backoff_max.")
+
+    def request_params(self) -> dict[str, Any]:
+        """Parameters recorded with every prompt in the audit log."""
+        return {"max_tokens": self.max_tokens, "temperature": self.temperature, "timeout": self.timeout}
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """Progress of a generation run (for tqdm in the CLI and the app's progress bar).
+
+    ``done`` counts saved documents. While a batch is being written, ``in_flight`` is its size and
+    ``in_flight_fraction`` the share of its token budget already decoded (rows may end sooner), so that the rate
+    (documents per second, in-flight work counted pro rata) and the ETA move before the first batch is saved.
+    """
+
+    done: int
+    total: int
+    failed: int
+    rate_per_s: float
+    eta_s: float | None
+    in_flight: int = 0
+    in_flight_fraction: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationSummary:
+    """What a run did."""
+
+    total: int
+    already_done: int
+    written: int
+    failed: int
+    cancelled: bool
+    elapsed_s: float
+    failed_ids: tuple[str, ...] = ()
+
+    @property
+    def done(self) -> int:
+        """Documents present for the job after this run."""
+        return self.already_done + self.written
+
+    @property
+    def remaining(self) -> int:
+        """Items neither written nor failed (cancelled or never scheduled)."""
+        return self.total - self.done - self.failed
