@@ -6,7 +6,7 @@ import streamlit as st
 
 from dpkps_core.corpus import corpus_summary
 from dpkps_core.errors import DPKPSError
-from studio import charts, review, session, steps, widgets
+from studio import charts, session, steps, widgets
 
 widgets.page_header(0, "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
                        "memory on this machine; only DP outputs ever leave it.")
@@ -15,14 +15,39 @@ s = st.session_state
 widgets.bound(st.radio, "Corpus", "corpus_source", options=["demo", "upload"], horizontal=True,
               format_func={"demo": "Demo corpus (preselected)", "upload": "Upload my corpus"}.get)
 
+def replace_notice(what: str) -> str:
+    """What loading another corpus does to the results on screen (nothing is deleted, nothing is refunded)."""
+    loaded = session.corpus()
+    return (f"Loading {what} replaces the current corpus “{loaded.name if loaded else '?'}”: its Ṽ, densities and "
+            "sequences are put aside. Nothing is deleted — their run folder stays on disk and can be reopened on "
+            "page 8 (Export) — and the ε they spent stays on the ledger.")
+
+
 if s["corpus_source"] == "demo":
     widgets.bound(st.selectbox, "Demo corpus", "demo_spec", options=list(session.DEMO_CHOICES),
                   format_func=session.DEMO_CHOICES.get)
     s.pop("upload_error", None)
     with widgets.guard():
         if s.get("corpus_id") != s["demo_spec"]:
-            with st.spinner("Loading the demo corpus…"):
-                steps.load_demo(s["demo_spec"])
+            if session.has_results() and s.get("corpus_id"):
+                # never discard paid-for results as a side effect of a selection: ask first
+                st.warning(replace_notice(f"the demo corpus “{session.DEMO_CHOICES[s['demo_spec']]}”"),
+                           icon=":material/warning:")
+                c1, c2 = st.columns(2)
+                if c1.button("Switch corpus (results put aside)", key="confirm_switch_demo", icon=":material/swap_horiz:"):
+                    with st.spinner("Loading the demo corpus…"):
+                        steps.load_demo(s["demo_spec"])
+                    st.rerun()
+                if c2.button("Keep the current corpus and its results", key="keep_corpus", type="primary"):
+                    cid = str(s.get("corpus_id") or "")
+                    if cid.startswith("demo:"):
+                        s["demo_spec"] = cid
+                    else:
+                        s["corpus_source"] = "upload"
+                    st.rerun()
+            else:
+                with st.spinner("Loading the demo corpus…"):
+                    steps.load_demo(s["demo_spec"])
 else:
     st.markdown("CSV, TSV, JSONL, Parquet (one document per row, a text and a label column) or a ZIP of `.txt` "
                 "files in one folder per class. Up to 200 MB.")
@@ -30,9 +55,18 @@ else:
                               key="corpus_upload")
     if upload is not None:
         data = upload.getvalue()
-        with widgets.guard():
-            try:
-                columns, guess_text, guess_label = steps.upload_columns(data, upload.name)
+        if s.get("upload_error_file") not in (None, upload.name):
+            s.pop("upload_error", None)  # a new file: the previous file's error no longer applies
+        columns = None
+        try:
+            columns, guess_text, guess_label = steps.upload_columns(data, upload.name)
+        except DPKPSError as exc:
+            # a file that cannot be read changes nothing: the corpus loaded before and every result stay in place
+            s["upload_error"], s["upload_error_file"] = f"{upload.name}: {exc}", upload.name
+            st.error(f"**{upload.name} cannot be loaded** — {exc} Nothing changed: the corpus loaded before and "
+                     "every result built on it stay as they are.", icon=":material/block:")
+        if columns is not None:
+            with widgets.guard():
                 if columns:
                     # The columns are suggested from their NAMES only (DESIGN §2.0: a guess from the values would let
                     # one row switch the column); when no name or several names fit, the user picks. Once this file
@@ -64,14 +98,23 @@ else:
                 else:
                     text_col = label_col = person_col = None
                     st.caption("ZIP of .txt files: each file is a document, labelled by the folder that holds it.")
-                if st.button("Load this corpus", type="primary", icon=":material/upload_file:"):
-                    c = steps.load_upload(data, upload.name, text_column=text_col, label_column=label_col,
-                                          person_column=person_col)
-                    s.pop("upload_error", None)
-                    st.success(f"Loaded {len(c):,} documents with {len(c.observed_classes)} distinct labels.")
-            except DPKPSError as exc:
-                review.unload_corpus(f"{upload.name}: {exc}")  # never leave an earlier corpus underneath
-                raise
+                replacing = session.has_results() and s.get("corpus_id") is not None
+                sure = True
+                if replacing:
+                    st.warning(replace_notice(f"“{upload.name}”"), icon=":material/warning:")
+                    sure = st.checkbox("Yes, replace the current corpus (its results are put aside)",
+                                       key="confirm_replace_corpus")
+                if st.button("Load this corpus", type="primary", icon=":material/upload_file:", disabled=not sure):
+                    try:
+                        c = steps.load_upload(data, upload.name, text_column=text_col, label_column=label_col,
+                                              person_column=person_col)
+                    except DPKPSError as exc:  # refused before anything was replaced: the loaded corpus stays
+                        s["upload_error"], s["upload_error_file"] = f"{upload.name}: {exc}", upload.name
+                        st.error(f"**{upload.name} cannot be loaded** — {exc} Nothing changed: the corpus loaded "
+                                 "before and every result built on it stay as they are.", icon=":material/block:")
+                    else:
+                        s.pop("upload_error", None)
+                        st.success(f"Loaded {len(c):,} documents with {len(c.observed_classes)} distinct labels.")
 
 corpus = session.corpus()
 if s["corpus_source"] == "upload" and (corpus is None or not str(s.get("corpus_id") or "").startswith("upload:")):
@@ -121,7 +164,11 @@ if corpus is not None:
                                default=suggested, accept_new_options=True, key=f"class_names:{s['corpus_id']}")
         confirmed = st.checkbox("I confirm these class names are public",
                                 key=f"class_names_confirmed:{s['corpus_id']}")
-        if st.button("Declare these classes public", disabled=not confirmed, icon=":material/public:"):
+        locked = session.has_results() and corpus.declared
+        if locked:
+            st.caption(":material/lock: The declared classes are locked while Ṽ and what followed exist (they were "
+                       "built on this list); “Start over” below unlocks them.")
+        if st.button("Declare these classes public", disabled=not confirmed or locked, icon=":material/public:"):
             with widgets.guard():
                 steps.declare_classes(names)
                 st.rerun()
@@ -137,13 +184,28 @@ if corpus is not None:
             st.caption(f"{widgets.PRIVATE_BADGE} {note}")
 
     st.subheader("Held-out part for evaluation")
+    locked = session.has_results()
     widgets.bound(st.slider, "Test fraction (held out; never touched by a DP step)", "test_fraction",
-                  min_value=0.0, max_value=0.5, step=0.05)
+                  min_value=0.0, max_value=0.5, step=0.05, disabled=locked,
+                  help="Locked while Ṽ and what followed exist: they were built on this training part." if locked
+                  else None)
     sp = session.split()
     st.caption(f"{len(sp.train):,} training documents feed the DP steps; {len(sp.test):,} are held out for the "
                "local evaluation (page 7). Each document is assigned on its own by a keyed hash of its text, so "
                "adding or removing one document moves no other; the classes' shares are therefore only "
-               "approximately equal. Changing this after building Ṽ discards Ṽ and what followed.")
+               "approximately equal.")
+    if locked:
+        st.info("**Locked:** the held-out fraction and the class list are what Ṽ (and what followed) were built on, "
+                "and changing them would discard results that cost ε. To change them, start over: the results are "
+                "put aside (their run folder stays on disk and can be reopened on page 8; the ε spent stays on the "
+                "ledger).", icon=":material/lock:")
+        c1, c2 = st.columns([2, 1])
+        sure = c1.checkbox("Yes, put the current results aside and start over", key="confirm_start_over")
+        if c2.button("Start over", disabled=not sure, icon=":material/restart_alt:", key="start_over"):
+            with widgets.guard():
+                session.start_over()
+                session.notice("Started over: the previous results are put aside (their run folder stays on disk).")
+                st.rerun()
     widgets.next_button(0, enabled=corpus.declared, help=None if corpus.declared else "Declare the public class names first.")
 elif s["corpus_source"] == "demo":
     st.info("Load a corpus to continue.")

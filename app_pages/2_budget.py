@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -10,11 +11,44 @@ from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
 from dpkps_core.risk import epsilon_explainer, risk_sentences
 from dpkps_core.pipeline import LIMITS
 from dpkps_core.vocabulary import VOCABULARIES
-from studio import charts, review, session, steps, widgets
+from studio import charts, review, session, spend, steps, widgets
 
 widgets.page_header(1, "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
                        "each document may contribute, and how the privacy budget ε is split.")
 s = st.session_state
+EPS_TOTAL_RANGE = (0.0, 100.0)      # ε = ε_voc + ε_kde: above 0, at most 100 (the app's bound)
+EPS_FORECAST_RANGE = (0.0, 2.0)
+CAP_RANGE = (0.0, 1000.0)
+LARGE_EPSILON = 10.0                 # deployed systems report ε ≈ 5–15 and advocate ε ≤ 10 (the explainer below)
+
+
+def times(x: float) -> str:
+    """A multiplier e^ε for people: 148.4× — or 2.7e43× in scientific notation once it is large."""
+    if x < 1e6:
+        return f"{x:,.1f}"
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def checked(key: str, low: float, high: float, what: str, default: float) -> None:
+    """on_change of a number box without browser-side bounds: an out-of-range value is said ON the page (not only
+    in a tooltip) and the last valid value is kept."""
+    value = s.get(key)
+    ok_key, err_key = f"_{key}.ok", f"_{key}.error"
+    if value is None or not (low < float(value) <= high):
+        shown = "empty" if value is None else f"{float(value):,.6g}"
+        kept = float(s.get(ok_key, default))
+        s[err_key] = (f"{what} = {shown} is out of range: it must be above {low:g} and at most {high:g}. "
+                      f"Kept {what} = {kept:g}; nothing was spent.")
+        s[key] = kept
+    else:
+        s[ok_key] = float(value)
+        s.pop(err_key, None)
+
+
+def range_error(key: str, where) -> None:
+    if s.get(f"_{key}.error"):
+        where.error(s[f"_{key}.error"], icon=":material/error:")
 
 # ------------------------------------------------------------------------------------------- vocabulary
 st.subheader("Public vocabulary")
@@ -50,28 +84,78 @@ widgets.bound(c2.number_input, "N — private vocabulary size", "vocab_size", mi
               max_value=LIMITS["vocab_size"], step=100)
 widgets.bound(c3.selectbox, "How Ṽ is cut from the noisy counts", "selection_rule", options=["top-n", "noise-floor"],
               format_func={"top-n": "top N (paper)", "noise-floor": "top N above the noise floor"}.get)
+if vocab is not None and int(s["vocab_size"]) > len(vocab):
+    st.error(f"N = {int(s['vocab_size']):,} is larger than the public vocabulary (|V| = {len(vocab):,} terms): Ṽ "
+             f"cannot have more terms than V. Choose N ≤ {len(vocab):,} — the private vocabulary step refuses this "
+             "before anything is spent.", icon=":material/error:")
 widgets.bound(st.selectbox, "Embedding model (public)", "embedding_model", options=list(EMBEDDING_MODELS),
               format_func=lambda m: f"{m} — {EMBEDDING_MODELS[m]['description']}")
 
 # ------------------------------------------------------------------------------------------- budget
 st.subheader("Privacy budget")
 c1, c2 = st.columns([1, 2])
-widgets.bound(c1.number_input, "Total ε = ε_voc + ε_kde", "eps_total", min_value=0.1, max_value=100.0, step=0.5)
+widgets.bound(c1.number_input, "Total ε = ε_voc + ε_kde", "eps_total", step=0.5,
+              on_change=lambda: checked("eps_total", *EPS_TOTAL_RANGE, "Total ε",
+                                        session.default_settings()["eps_total"]),
+              help=f"Above {EPS_TOTAL_RANGE[0]:g} and at most {EPS_TOTAL_RANGE[1]:g}.")
+range_error("eps_total", c1)
 widgets.bound(c2.slider, "Share of ε for the private vocabulary (ε_voc); the rest builds the densities (ε_kde)",
               "eps_voc_share", min_value=0.05, max_value=0.95, step=0.05)
 eps_voc, eps_kde = session.eps_split()
+if eps_voc + eps_kde > LARGE_EPSILON:
+    st.warning(f"**ε = {eps_voc + eps_kde:g} is a weak guarantee.** One document can change the odds of any output "
+               f"by up to e^{eps_voc + eps_kde:g} ≈ {times(float(np.exp(min(eps_voc + eps_kde, 700))))}×; deployed "
+               f"systems report ε ≈ 5–15 and reviews advocate ε ≤ {LARGE_EPSILON:g}.", icon=":material/warning:")
 c1, c2, c3 = st.columns(3)
 c1.metric("ε_voc (vocabulary)", f"{eps_voc:g}")
 c2.metric("ε_kde (densities)", f"{eps_kde:g}")
-widgets.bound(c3.checkbox, "Budget cap", "cap_enabled",
-              help="A cap on the ε any one document (person) may spend over every release, app and CLI. A document "
-                   "whose spend plus a step's ε would exceed it is left out of that step; a step whose own ε would "
-                   "take this session over it is refused before anything is spent.")
-if s["cap_enabled"]:
-    widgets.bound(c3.number_input, f"Cap on the ε any one document may spend, all releases (default "
-                  f"{session.DEFAULT_EPSILON_CAP:g})", "epsilon_cap", min_value=0.1, max_value=1000.0, step=1.0,
-                  help="Documents new to the ledger get this cap; changing it while a corpus is loaded sets the cap "
-                       "of that corpus's documents (recorded).")
+
+# ---- the cap: what it covers, in the app's words; raising it asks and is recorded in the ledger's cap history
+unit = "person" if session.person_column() else "document"
+covers = (f"each {unit}'s total ε over every release of this corpus, in the app and on the command line")
+cap_now = float(s["epsilon_cap"]) if s["cap_enabled"] else None
+
+
+def reset_cap_draft() -> None:
+    s["cap_draft_enabled"] = bool(s["cap_enabled"])
+    s["cap_draft_value"] = float(s["epsilon_cap"])
+    s.pop("_cap_draft_value.error", None)
+
+
+def apply_cap_draft() -> None:
+    s["cap_enabled"] = bool(s["cap_draft_enabled"])
+    if s["cap_enabled"]:
+        s["epsilon_cap"] = float(s["cap_draft_value"])
+    session.notice("Cap changed: " + (f"{s['epsilon_cap']:g}" if s["cap_enabled"] else "no cap") + f" on {covers}"
+                   + (" (recorded in the ledger's cap history)." if session.corpus() is not None else "."))
+
+
+if "cap_draft_enabled" not in s or "cap_draft_value" not in s:
+    reset_cap_draft()
+c3.checkbox("Budget cap", key="cap_draft_enabled",
+            help=f"A cap on {covers}. A {unit} whose spend plus a step's ε would exceed it is left out of that step; "
+                 "a step whose own ε would take this session over it is refused before anything is spent.")
+if s["cap_draft_enabled"]:
+    c3.number_input(f"Cap on {covers} (default {session.DEFAULT_EPSILON_CAP:g})", key="cap_draft_value", step=1.0,
+                    on_change=lambda: checked("cap_draft_value", *CAP_RANGE, "The cap", float(s["epsilon_cap"])),
+                    help=f"{unit.capitalize()}s new to the ledger get this cap; changing it while a corpus is loaded "
+                         f"sets the cap of that corpus's {unit}s, recorded in the ledger with who and when.")
+    range_error("cap_draft_value", c3)
+cap_draft = float(s["cap_draft_value"]) if s["cap_draft_enabled"] else None
+if cap_draft != cap_now:
+    fmt = lambda c: "no cap" if c is None else f"{c:g}"  # noqa: E731
+    if cap_draft is None or (cap_now is not None and cap_draft > cap_now):
+        with st.container(border=True):
+            st.warning(f"**Raise the cap from {fmt(cap_now)} to {fmt(cap_draft)}?** The cap bounds {covers}: raising "
+                       f"it lets every {unit} of this corpus take part in more releases, so each can lose more "
+                       "privacy. The change is recorded in the ledger's cap history (who and when).",
+                       icon=":material/warning:")
+            k1, k2 = st.columns(2)
+            k1.button(f"Raise the cap to {fmt(cap_draft)}", key="confirm_cap_raise", on_click=apply_cap_draft)
+            k2.button(f"Keep the cap at {fmt(cap_now)}", key="keep_cap", on_click=reset_cap_draft, type="primary")
+    else:  # lowering protects more: applied at once (and recorded)
+        apply_cap_draft()
+        cap_now = cap_draft
 led = session.ledger()
 spent = getattr(led, "corpus_epsilon", led.total_epsilon)  # the most-used document's spend, app and CLI (private)
 eps_fc = review.eps_forecast() if review.dp_forecast_release() is None else 0.0  # still to spend, if planned
@@ -98,6 +182,17 @@ with st.expander(f"Every release that touched this corpus's documents ({len(rele
     else:
         st.caption("Nothing has been released from this corpus yet.")
 
+history = led.view().cap_history if hasattr(led, "view") else ()
+if history:
+    with st.expander(f"Cap changes of this corpus's {unit}s ({len(history)}) — the ledger's cap history"):
+        st.dataframe(pd.DataFrame([{"recorded (UTC)": h.recorded, "cap": "no cap" if h.cap is None else h.cap,
+                                    "previous": "" if h.previous_max is None else
+                                    (f"{h.previous_min:g}" if h.previous_min == h.previous_max
+                                     else f"{h.previous_min:g}–{h.previous_max:g}"),
+                                    f"{unit}s of this corpus": h.in_corpus,
+                                    "by": h.tool + (f" · {h.run}" if h.run else "")} for h in history]),
+                     hide_index=True, key="table.cap_history")
+
 with st.expander("What does ε mean here?", expanded=True):
     cfg = session.current_config()
     risk = risk_sentences(eps_voc + eps_kde)
@@ -108,8 +203,8 @@ with st.expander("What does ε mean here?", expanded=True):
     st.markdown(
         f"""
 - **Odds bound.** Adding or removing any one document changes the probability of any output by at most a factor
-  e^ε: e^{eps_voc + eps_kde:g} ≈ **{x['odds_total']:,.1f}×** for the whole run (vocabulary e^{eps_voc:g} ≈
-  {x['odds_voc']:,.1f}×, densities e^{eps_kde:g} ≈ {x['odds_kde']:,.1f}×). Smaller ε → stronger guarantee.
+  e^ε: e^{eps_voc + eps_kde:g} ≈ **{times(x['odds_total'])}×** for the whole run (vocabulary e^{eps_voc:g} ≈
+  {times(x['odds_voc'])}×, densities e^{eps_kde:g} ≈ {times(x['odds_kde'])}×). Smaller ε → stronger guarantee.
 - **As a risk to one document.** Whatever an attacker knows and whatever they see, at ε = {eps_voc + eps_kde:g}
   {risk[0]}; {risk[1]}. (Bayes with the odds bound: posterior ≤ e^ε·p / (e^ε·p + 1 − p) from a prior p; it
   holds for every document{unit}.)
@@ -172,13 +267,19 @@ st.caption("The DP forecast releases, with a small ε_forecast charged to this c
            "method re-forecasts for free (a new S or vocabulary needs a new release).")
 c1, c2 = st.columns([1, 2])
 s.setdefault(review.EPS_FORECAST_KEY, review.eps_forecast())
-widgets.bound(c1.number_input, "ε_forecast", review.EPS_FORECAST_KEY, min_value=0.01, max_value=2.0, step=0.05,
+widgets.bound(c1.number_input, "ε_forecast", review.EPS_FORECAST_KEY, step=0.05,
+              on_change=lambda: checked(review.EPS_FORECAST_KEY, *EPS_FORECAST_RANGE, "ε_forecast",
+                                        session.DEFAULT_FORECAST_EPSILON),
               help="Spent once per corpus, S and vocabulary; shown in the plan above.")
+range_error(review.EPS_FORECAST_KEY, c1)
 stats = review.dp_forecast_release()
-label = (f"Forecast again with a new release (spends ε_forecast = {review.eps_forecast():g} again)" if stats is not None
-         else f"DP forecast (spends ε_forecast = {review.eps_forecast():g})")
-if c2.button(label, icon=":material/query_stats:", type="secondary" if stats is not None else "primary"):
-    with widgets.guard(), st.spinner("Counting terms of the training part (in memory) and releasing the DP forecast…"):
+with c2:
+    go = spend.button("forecast", label=f"DP forecast (spends ε_forecast = {review.eps_forecast():g})",
+                      epsilon=review.eps_forecast(), done=stats is not None, what="ε_forecast",
+                      again="Forecast again with a new release", icon=":material/query_stats:")
+if go:
+    with widgets.guard(), spend.releasing("forecast"), \
+            st.spinner("Counting terms of the training part (in memory) and releasing the DP forecast…"):
         steps.ensure_corpus()
         review.run_dp_forecast()
         st.rerun()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from studio import charts, review, session, steps, widgets
+from studio import charts, review, session, spend, steps, widgets
 
 widgets.page_header(2, "Each training document counts its first S distinct terms of V; Laplace noise is added to "
                        "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
@@ -25,10 +25,13 @@ else:
         f"Running this step spends **ε_voc = {eps_voc:g}** from the ledger"
         + (" — **again**: re-running charges the ledger a second time (basic composition), it does not replace "
            "the earlier spend." if already else ".")
-        + f" Settings: S = {cfg.terms_per_doc}, N = {cfg.vocab_size:,}, vocabulary “{cfg.vocabulary}”.")
-    label = f"Re-run (spends ε_voc = {eps_voc:g} again)" if already else f"Build Ṽ (spends ε_voc = {eps_voc:g})"
-    if st.button(label, type="secondary" if already else "primary", icon=":material/casino:"):
-        with widgets.guard(), st.status("Building the private vocabulary…", expanded=True) as status:
+        + f" Settings: S = {cfg.terms_per_doc}, N = {cfg.vocab_size:,}, vocabulary "
+          f"“{widgets.vocabulary_label(cfg.vocabulary)}”.")
+    # one intent, one release (studio.spend): a re-run asks first; stale repeated clicks are ignored
+    if spend.button("vocabulary", label=f"Build Ṽ (spends ε_voc = {eps_voc:g})", epsilon=eps_voc, done=already,
+                    again="Re-run Ṽ", what="ε_voc", icon=":material/casino:"):
+        with widgets.guard(), spend.releasing("vocabulary"), \
+                st.status("Building the private vocabulary…", expanded=True) as status:
             st.write("Counting each training document's first S distinct terms of V (private, in memory)…")
             pv = steps.run_private_vocabulary()
             status.update(label=f"Ṽ built: {len(pv):,} terms (ε_voc = {pv.epsilon:g} charged)", state="complete")

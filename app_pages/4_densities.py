@@ -7,7 +7,7 @@ import streamlit as st
 
 from dpkps_core.pipeline import LIMITS
 from dpkps_core.sampling import SAMPLING_METHODS
-from studio import charts, jobs, review, session, steps, widgets
+from studio import charts, jobs, review, session, spend, steps, widgets
 
 SAMPLING_METHOD_LABELS = {  # one label per dpkps_core.sampling.SAMPLING_METHODS (a test checks the keys)
     "independent": "independent — L terms drawn i.i.d. from each class's density (fast, robust)",
@@ -114,9 +114,11 @@ else:
     built = s.get("dp_density") is not None
     st.markdown(f"Building spends **ε_kde = {eps_kde:g}**" + (" **again** (re-running charges the ledger a second "
                 "time; changing the method or L needs a rebuild)." if built else "."))
-    label = f"Rebuild (spends ε_kde = {eps_kde:g} again)" if built else f"Build densities (spends ε_kde = {eps_kde:g})"
-    if st.button(label, type="secondary" if built else "primary", icon=":material/blur_on:"):
-        with widgets.guard(), st.status("Building the per-class DP densities…", expanded=True) as status:
+    # one intent, one release (studio.spend): a rebuild asks first; stale repeated clicks are ignored
+    if spend.button("density", label=f"Build densities (spends ε_kde = {eps_kde:g})", epsilon=eps_kde, done=built,
+                    again="Rebuild the densities", what="ε_kde", icon=":material/blur_on:"):
+        with widgets.guard(), spend.releasing("density"), \
+                st.status("Building the per-class DP densities…", expanded=True) as status:
             st.write("Extracting each training document's keyphrases (private, in memory)…")
             st.write("Embedding Ṽ with the public model (cached on disk: Ṽ is a DP output)…")
             steps.run_density()
@@ -148,7 +150,8 @@ else:
             st.warning(f"{widgets.PRIVATE_BADGE} {warning}", icon=":material/lock:")
         c = session.corpus()
         scores = session.density_scores()
-        st.plotly_chart(charts.density_bars(c.classes, s["pv"].terms, scores, top=10), key="chart.density_bars")
+        st.plotly_chart(charts.density_bars(c.classes, s["pv"].terms, scores, top=10, colours=widgets.class_colours()),
+                        key="chart.density_bars")
 
         st.subheader("Map of Ṽ coloured by each class's density")
         if s.get("umap_map") is None:

@@ -13,7 +13,7 @@ widgets.page_header(4, "Sequences are sampled from the DP densities: post-proces
 s = st.session_state
 
 if s.get("dp_density") is None:
-    st.info("Build the keyphrase densities first.")
+    st.info("Build the keyphrase densities first — or reopen an earlier run from its folder on page 8 (no new ε).")
     widgets.go_to(3)
 else:
     meta = s["density_meta"]
@@ -26,6 +26,9 @@ else:
                   "temperature", min_value=0.05, max_value=2.0, step=0.05)
     n_classes = len(session.corpus().classes)
     sampled = s.get("outcome") is not None
+    if meta.get("reopened") and meta["method"] != "independent":
+        st.caption("Reopened run: its densities were read back as per-term scores, which sample independent "
+                   "sequences only; its sequences below are kept.")
     label = "Sample again (free)" if sampled else f"Sample {int(s['per_class']) * n_classes:,} sequences (free)"
     if st.button(label, type="secondary" if sampled else "primary", icon=":material/shuffle:"):
         with widgets.guard(), st.spinner("Sampling…"):

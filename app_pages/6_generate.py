@@ -16,8 +16,10 @@ widgets.page_header(5, "Each prompt holds only a public template, the document t
 s = st.session_state
 
 if s.get("outcome") is None:
-    st.info("Sample keyphrase sequences first.")
+    st.info("Sample keyphrase sequences first — or, after a reload, reopen an earlier run from its folder on page 8 "
+            "(Export): its documents are kept and “Continue writing” resumes it, at no new ε.")
     widgets.go_to(4)
+    widgets.go_to(7, "Reopen a run (page 8)")
 else:
     job = s.get("job_generation")
     running = isinstance(job, jobs.Job) and job.running

@@ -1,5 +1,5 @@
-"""Step 8 — the release bundle (DP outputs only) and what it releases at which ε; this session's runs: open one,
-export it, delete it."""
+"""Step 8 — the release bundle (DP outputs only) and what it releases at which ε; the runs on this machine: reopen
+one (no new ε), export it, delete this session's."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import pandas as pd
 import streamlit as st
 
+from dpkps_core.runfolder import read_failures
 from studio import jobs, review, session, steps, widgets
 
 widgets.page_header(7, "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
@@ -15,16 +16,20 @@ widgets.page_header(7, "The bundle holds only DP outputs and public parameters: 
                        "held-out split and every evaluation stay here.")
 s = st.session_state
 
-runs = review.session_runs()
+runs = steps.machine_runs()
 if not runs:
     st.info("Nothing to export yet: sample keyphrase sequences first.")
     widgets.go_to(4)
 else:
-    # ------------------------------------------------------------------------------- run history (issue 14 §4)
-    st.subheader("This session's runs")
+    # ------------------------------------------------------------------------------- runs on this machine
+    # The run folder is the state (docs/ARCHITECTURE.md): every run on this machine is listed, whatever session or
+    # tab made it, and can be reopened (Ṽ, densities, sequences, documents back in the app) or exported — reading
+    # released outputs back is post-processing: no new ε, no ledger event.
+    st.subheader("Runs on this machine")
     st.dataframe(pd.DataFrame([{"run": r["name"] + (" (current)" if r["current"] else ""), "created": r["created"],
-                                "sequences": r["sequences"], "documents": r["documents"],
-                                "total ε in its report": r["epsilon_total"]} for r in runs]),
+                                "corpus": r["corpus"], "method": r["method"] or "—",
+                                "ε of its outputs": r["epsilon_total"], "sequences": r["sequences"],
+                                "documents": r["documents"]} for r in runs]),
                  hide_index=True, key="table.runs")
     paths = [r["path"] for r in runs]
     by_path = {r["path"]: r for r in runs}
@@ -33,18 +38,31 @@ else:
         s["export_run"] = current  # a new current run (sampled again) is what the page opens first
         s["export_run_current"] = current
     widgets.bound(st.selectbox, "Open a run", "export_run", options=paths,
-                  format_func=lambda p: f"{by_path[p]['name']}{' (current)' if by_path[p]['current'] else ''}"
-                                        f" — {by_path[p]['documents']:,} documents, {by_path[p]['sequences']:,} sequences")
+                  format_func=lambda p: f"{by_path[p]['name']}{' (current)' if by_path[p]['current'] else ''} — "
+                                        f"{by_path[p]['corpus']}, {by_path[p]['documents']:,} documents, "
+                                        f"{by_path[p]['sequences']:,} sequences")
     chosen = s["export_run"]
     run = by_path[chosen]
     out = chosen
     job = s.get("job_generation")
+    if not run["current"]:
+        st.caption("Reopening puts this run's Ṽ, densities, sequences and documents back into the app: continue "
+                   "writing on page 6, evaluate on page 7, export here. **No new ε** — nothing is released again.")
+        if st.button("Reopen this run in the app (no new ε)", icon=":material/folder_open:", key="reopen_run",
+                     disabled=isinstance(job, jobs.Job) and job.running):
+            with widgets.guard():
+                steps.reopen_run(out)
+                st.rerun()
     if run["current"] and isinstance(job, jobs.Job) and job.running:
         st.warning("The LLM is still writing; the bundle holds the documents finished so far.",
                    icon=":material/hourglass_top:")
+    if not run["sequences"]:
+        st.info("This run holds no keyphrase sequences yet (only what was released before sampling): reopen it and "
+                "sample them on page 5 (free) to export.", icon=":material/info:")
     parts: dict[str, bytes] = {}
-    with widgets.guard():
-        parts = review.bundle_parts_for(out)
+    if run["sequences"]:
+        with widgets.guard():
+            parts = review.bundle_parts_for(out)
     if parts:
         report = json.loads(parts["privacy_report.json"])
         st.subheader("What is released, at what ε")
@@ -73,7 +91,7 @@ else:
             f"- {report['guarantee']}; neighbouring datasets: {report['neighbouring']}\n"
             f"- {len(report.get('events', []))} ledger event(s): mechanisms {', '.join(report.get('mechanisms', []))}\n"
             "- **not released:** the corpus, the held-out split (split.json), term counts, evaluations")
-        bad, attempted = review.non_document_share(docs, session.failures() if run["current"] else [])
+        bad, attempted = review.non_document_share(docs, read_failures(out))
         if bad:
             st.caption(f"{bad:,} of {attempted:,} items ({bad / attempted:.0%}) were never written: the model replied "
                        "with something that was not a document after every retry (page 6).")
@@ -109,9 +127,10 @@ else:
 
     st.subheader("Delete a run")
     st.caption("Removes the opened run folder from disk (or every run folder of this session). The ledger keeps its "
-               "entries: ε that was spent stays spent, whatever happens to the outputs.")
-    sure = st.checkbox(f"Yes, delete {run['name']}", key="confirm_delete_one")
-    if st.button("Delete this run", disabled=not sure, icon=":material/delete:"):
+               "entries: ε that was spent stays spent, whatever happens to the outputs. Only runs made or reopened "
+               "in this session can be deleted here.")
+    sure = st.checkbox(f"Yes, delete {run['name']}", key="confirm_delete_one", disabled=not run["mine"])
+    if st.button("Delete this run", disabled=not (sure and run["mine"]), icon=":material/delete:"):
         with widgets.guard():
             gone = review.delete_run(out)
             s.pop("export_run", None)

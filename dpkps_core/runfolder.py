@@ -12,14 +12,22 @@ owner-only creation, the runs root, and the reading and writing of every file. L
     generation_failures.jsonl prompts that failed for good (release: ids and reasons only)
     audit_log.jsonl           every prompt sent (release)
     evaluation.json           PRIVATE: accuracies on real data
+    densities.json            the per-class DP density scores over Ṽ (a DP output; local: the app reopens from it)
+    run_state.json            the app's public settings of each step (local: the app reopens from it)
     .generation.lock          the generation lock (local)
+
+The run folder is the state of a run (docs/ARCHITECTURE.md): :func:`list_runs` lists the run folders on this
+machine and :func:`open_run` reads one back (Ṽ, densities, sequences, documents, failures, config, report), so a
+run can be reopened after a reload and continued, evaluated and exported without a new release (post-processing).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
+import re
 import secrets
 import tempfile
 import threading
@@ -43,12 +51,17 @@ FAILURES_FILE = "generation_failures.jsonl"
 AUDIT_FILE = "audit_log.jsonl"
 EVALUATION_FILE = "evaluation.json"
 LOCK_FILE = ".generation.lock"
+DENSITY_FILE = "densities.json"
+RUN_STATE_FILE = "run_state.json"
 
 #: Files that may leave the machine in a release bundle (the export copies only these, after scrubbing).
 RELEASABLE_FILES: tuple[str, ...] = (SEQUENCES_FILE, PRIVACY_REPORT_FILE, VOCABULARY_FILE, RUN_CONFIG_FILE,
                                      DOCUMENTS_FILE, FAILURES_FILE, AUDIT_FILE)
 #: Files that never leave the machine.
 PRIVATE_FILES: tuple[str, ...] = (SPLIT_FILE, EVALUATION_FILE, LOCK_FILE)
+#: Files that stay on this machine but hold no private data: DP outputs and public settings the app reopens a run
+#: from (not part of the bundle, whose allowlist is :data:`RELEASABLE_FILES`).
+LOCAL_FILES: tuple[str, ...] = (DENSITY_FILE, RUN_STATE_FILE)
 #: What a sampling run must have written before anything can read it back.
 SAMPLING_FILES: tuple[str, ...] = (RUN_CONFIG_FILE, SPLIT_FILE, VOCABULARY_FILE, SEQUENCES_FILE)
 
@@ -313,3 +326,175 @@ class RunFolder:
 
     def read_report(self) -> dict[str, Any]:
         return read_json(self.privacy_report) if self.privacy_report.is_file() else {}
+
+    @property
+    def densities(self) -> Path:
+        return self.path / DENSITY_FILE
+
+    @property
+    def state(self) -> Path:
+        return self.path / RUN_STATE_FILE
+
+    def read_state(self) -> dict[str, Any]:
+        """The app's public settings of each step (``run_state.json``); {} when absent or unreadable."""
+        return _read_mapping(self.state)
+
+    def signature(self) -> tuple[tuple[str, int, int], ...]:
+        """(name, mtime in ns, size) of the files a reopened run is read from: a cache key that moves whenever one
+        of them is rewritten or appended to (documents while the LLM writes)."""
+        out = []
+        for name in (VOCABULARY_FILE, DENSITY_FILE, SEQUENCES_FILE, PRIVACY_REPORT_FILE, RUN_STATE_FILE,
+                     RUN_CONFIG_FILE, DOCUMENTS_FILE, FAILURES_FILE):
+            try:
+                st = (self.path / name).stat()
+            except OSError:
+                continue
+            out.append((name, st.st_mtime_ns, st.st_size))
+        return tuple(out)
+
+
+# ----------------------------------------------------------------------------------------------- reopening a run
+
+#: The names :func:`create_run_dir` gives (``<prefix>-<UTC date>-<UTC time>-<token>-<random>``).
+RUN_NAME = re.compile(r"^(?P<prefix>[a-z]+)-(?P<date>\d{8})-(?P<time>\d{6})-(?P<token>[0-9A-Za-z]+)-[0-9a-f]{6}$")
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    try:
+        data = read_json(path) if path.is_file() else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        log.warning("Skipping an unreadable %s", path.name)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _created(path: Path) -> str:
+    """The run's creation time (UTC) from its name, else from the folder's modification time."""
+    m = RUN_NAME.match(path.name)
+    if m:
+        d, t = m["date"], m["time"]
+        return f"{d[:4]}-{d[4:6]}-{d[6:]} {t[:2]}:{t[2:4]}:{t[4:]} UTC"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(path.stat().st_mtime))
+    except OSError:
+        return "?"
+
+
+def _count_lines(path: Path) -> int:
+    return sum(1 for _ in iter_jsonl(path))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSummary:
+    """One row of the list of run folders (public settings and DP-output counts only)."""
+
+    path: Path
+    name: str
+    created: str
+    corpus: str
+    method: str | None
+    epsilon_total: float | None
+    sequences: int
+    documents: int
+    has_vocabulary: bool
+    has_densities: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "path": str(self.path)}
+
+
+def summarize_run(path: str | os.PathLike[str]) -> RunSummary | None:
+    """What the list of runs shows about one folder; ``None`` for a folder that holds no run (no Ṽ, no sequences)."""
+    folder = RunFolder(path)
+    if not folder.path.is_dir() or not (folder.vocabulary.is_file() or folder.sequences.is_file()):
+        return None
+    state, config, report = folder.read_state(), _read_mapping(folder.config), _read_mapping(folder.privacy_report)
+    corpus = state.get("corpus_name") or state.get("corpus_spec") or config.get("corpus") or "?"
+    method = (state.get("density_meta") or {}).get("method") or report.get("method") or config.get("method")
+    eps = report.get("epsilon_total")
+    if not isinstance(eps, (int, float)):
+        eps = state.get("epsilon_total") if isinstance(state.get("epsilon_total"), (int, float)) else None
+    return RunSummary(path=folder.path, name=folder.path.name, created=_created(folder.path), corpus=str(corpus),
+                      method=str(method) if method else None, epsilon_total=float(eps) if eps is not None else None,
+                      sequences=_count_lines(folder.sequences), documents=len(read_documents(folder.path)),
+                      has_vocabulary=folder.vocabulary.is_file(), has_densities=folder.densities.is_file())
+
+
+def list_runs(root: str | os.PathLike[str] | None = None) -> list[RunSummary]:
+    """The run folders under ``root`` (default :func:`runs_root`), newest first. Folders that hold no run, links and
+    unreadable entries are skipped."""
+    base = Path(root) if root is not None else runs_root()
+    try:
+        entries = [p for p in base.iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return []
+    out = [s for s in (summarize_run(p) for p in entries) if s is not None]
+    return sorted(out, key=lambda s: (s.created, s.name), reverse=True)
+
+
+def resolve_run_name(name: str, root: str | os.PathLike[str] | None = None) -> Path:
+    """The run folder called ``name`` under ``root`` (default :func:`runs_root`) — a bare folder name as
+    :func:`create_run_dir` makes it (e.g. from the app's URL), never a path."""
+    if not isinstance(name, str) or not RUN_NAME.match(name):
+        raise ParameterError("That is not the name of a run folder.")
+    base = Path(root) if root is not None else runs_root()
+    path = base / name
+    if path.is_symlink() or not path.is_dir():
+        raise ParameterError(f"The run folder {name} does not exist on this machine (any more).")
+    return path
+
+
+@dataclasses.dataclass(frozen=True)
+class ReopenedRun:
+    """A run read back from its folder: DP outputs, public settings and the LLM's documents — everything the app
+    shows and continues from, at no new ε (post-processing). Nothing here is private."""
+
+    path: Path
+    config: dict[str, Any]
+    state: dict[str, Any]
+    report: dict[str, Any]
+    vocabulary: dict[str, Any] | None
+    densities: dict[str, Any] | None
+    sequences: list[dict[str, Any]]
+    documents: list[dict[str, Any]]
+    failures: list[dict[str, Any]]
+    signature: tuple[tuple[str, int, int], ...]
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def density(self) -> Any:
+        """The run's per-class densities read back as per-term scores over Ṽ (post-processing of its ε_kde release),
+        in the form the independent sampler takes (:class:`~dpkps_core.dp.histogram.SmoothedHistogramDensity` whose
+        scores are the stored ones); ``None`` when the run holds no densities."""
+        from dpkps_core.dp.histogram import SmoothedHistogramDensity
+
+        if self.densities is None:
+            return None
+        meta = self.state.get("density_meta") or {}
+        info = self.state.get("density_info") or {}
+        return SmoothedHistogramDensity(classes=tuple(str(c) for c in self.densities["classes"]),
+                                        noisy_histograms=np.asarray(self.densities["scores"], dtype=np.float64),
+                                        bandwidth=float(info.get("bandwidth") or 0.0),
+                                        epsilon=float(meta.get("eps_kde") or 0.0), noise_scale=0.0)
+
+
+def open_run(path: str | os.PathLike[str]) -> ReopenedRun:
+    """Read a run folder back (:class:`ReopenedRun`); a folder without Ṽ is refused with a plain sentence."""
+    folder = RunFolder(path)
+    if not folder.path.is_dir():
+        raise ParameterError(f"The run folder {folder.path.name} does not exist (any more).")
+    vocabulary = _read_mapping(folder.vocabulary) or None
+    if vocabulary is None or not isinstance(vocabulary.get("terms"), list):
+        raise ParameterError(f"The run folder {folder.path.name} holds no private vocabulary Ṽ, so there is nothing "
+                             "to reopen.")
+    densities = _read_mapping(folder.densities) or None
+    if densities is not None and not (isinstance(densities.get("scores"), list)
+                                      and isinstance(densities.get("classes"), list)):
+        log.warning("Ignoring a malformed %s", DENSITY_FILE)
+        densities = None
+    return ReopenedRun(path=folder.path, config=_read_mapping(folder.config), state=folder.read_state(),
+                       report=_read_mapping(folder.privacy_report), vocabulary=vocabulary, densities=densities,
+                       sequences=folder.read_sequences(), documents=read_documents(folder.path),
+                       failures=read_failures(folder.path), signature=folder.signature())

@@ -8,6 +8,13 @@ Rules (docs/ARCHITECTURE.md, issue "The Streamlit app"):
   densities, sequences, evaluations stay in the session (public models and data: ``studio.resources``).
 * A re-run step clears the results that depended on the previous output (:func:`clear_after`); the ledger is
   never cleared.
+* The run folder is the state (``dpkps_core.runfolder``): every step writes its DP output there as soon as it is
+  made, the session holds a pointer to it (``run_dir``, mirrored in the URL's ``?run=`` so that a reload finds it
+  again) and a write-through view of what it holds (``pv``, ``dp_density``, ``outcome``), which a reopened run
+  rebuilds from the folder alone (``studio.steps.reopen_run``) — at no new ε: reading DP outputs back is
+  post-processing.
+* Paid-for results are never discarded as a side effect: while they exist, the settings they were built on (the
+  held-out fraction, the declared classes, the corpus) are locked or ask first (:func:`has_results`).
 
 The actions that call the core (load a corpus, the DP steps, the background jobs) are in ``studio.steps`` and
 ``studio.evaluation_steps``.
@@ -30,10 +37,11 @@ from dpkps_core import pipeline
 from dpkps_core.config import DEFAULT_EPSILON_CAP
 from dpkps_core.corpus import Corpus
 from dpkps_core.device import default_device_setting
+from dpkps_core.dp.forecast import DEFAULT_FORECAST_EPSILON  # noqa: F401 - the pages' default ε_forecast
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import DEFAULT_MODEL
-from dpkps_core.errors import CorpusError, VocabularyError
+from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
 from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.pipeline import PAPER_SETTINGS, SamplingConfig, effective_max_terms
@@ -124,6 +132,68 @@ def init_session() -> None:
     for k, v in (("ledgers", {}), ("run_dirs", []), ("notices", [])):
         if k not in s:
             s[k] = v
+    sync_run_url()
+    reopen_from_url()
+
+
+def reopen_from_url() -> None:
+    """After a reload, reopen the run the URL names (at no new ε: post-processing). A run built on an uploaded
+    corpus waits until that corpus is loaded again (tried once per loaded corpus); a folder that is gone is said."""
+    from dpkps_core.errors import DPKPSError
+    from dpkps_core.runfolder import resolve_run_name
+
+    s = ss()
+    name = s.get("pending_reopen")
+    if not name or s.get("_pending_reopen_tried") == (name, s.get("corpus_id")):
+        return
+    s["_pending_reopen_tried"] = (name, s.get("corpus_id"))
+    from studio import steps  # imported here: studio.steps imports this module
+
+    try:
+        steps.reopen_run(resolve_run_name(name))
+    except CorpusError as exc:  # its corpus is not loaded yet: say how, and try again once it is
+        notice(f"This tab names the run {name}, which can be reopened once its corpus is loaded. {exc}")
+    except DPKPSError as exc:
+        s.pop("pending_reopen", None)
+        notice(f"The run {name} named in this tab's address could not be reopened: {exc}")
+
+
+#: The URL query parameter that names the session's run folder (a bare folder name, never a path).
+RUN_QUERY_PARAM = "run"
+
+
+def sync_run_url() -> None:
+    """Keep the run folder's name in the URL (``?run=<name>``) so a reloaded tab finds the run again; on the first
+    run of a session (a reload) with such a parameter and no run yet, remember it for :func:`pending_reopen`."""
+    s = ss()
+    try:
+        params = st.query_params
+        wanted = params.get(RUN_QUERY_PARAM)
+    except Exception:  # noqa: BLE001 - no browser context (bare mode): nothing to sync
+        return
+    rd = s.get("run_dir")
+    if not s.get("_run_url_checked"):
+        s["_run_url_checked"] = True
+        if wanted and not rd:
+            s["pending_reopen"] = str(wanted)
+            return
+    name = Path(rd).name if rd else None
+    if name and wanted != name:
+        params[RUN_QUERY_PARAM] = name
+    elif not name and wanted and not s.get("pending_reopen"):
+        del params[RUN_QUERY_PARAM]
+
+
+def pending_reopen() -> str | None:
+    """The run folder named in the URL of a reloaded tab, not reopened yet (or ``None``)."""
+    return ss().get("pending_reopen")
+
+
+def has_results() -> bool:
+    """True while paid-for results are on screen (Ṽ, densities or sequences): the settings they were built on are
+    then locked or ask first (DESIGN §2.0: a discarded release stays spent)."""
+    s = ss()
+    return any(s.get(k) is not None for k in ("pv", "dp_density", "outcome"))
 
 
 def apply_paper_settings(on: bool) -> None:
@@ -325,13 +395,27 @@ def split() -> CorpusSplit | None:
         return None
     key = (s.get("corpus_id"), float(s["test_fraction"]))
     if s.get("split_key") != key:
+        if s.get("split_key") is not None and s["split_key"][0] == key[0] and has_results():
+            # the slider is locked while results exist (page 1); a change from elsewhere never discards them:
+            # the fraction the results were built on stays (DESIGN §2.0, a discarded release stays spent)
+            s["test_fraction"] = s["split_key"][1]
+            return s["split"]
         new = split_documents(c, test_fraction=float(s["test_fraction"]), seed=0, by_person=person_column() is not None)
-        if s.get("split_key") is not None and s.get("pv") is not None:
-            notice("The held-out fraction changed, so the training part changed: the private vocabulary and what "
-                   "followed were discarded (the ε they spent stays on the ledger).")
         clear_after("corpus", include=True)
         s["split"], s["split_key"] = new, key
     return s["split"]
+
+
+def start_over() -> None:
+    """The explicit "start over" action: the results on screen are put aside (their run folders stay on disk and
+    can be reopened; the ε they spent stays on the ledger), which unlocks the settings they were built on."""
+    s = ss()
+    job = s.get("job_generation")
+    if isinstance(job, Job) and job.running:
+        raise ParameterError("The LLM is still writing into the run folder; cancel it first (page 6).")
+    clear_after("vocabulary", include=True)
+    s["run_dir"] = None
+    s.pop("reopened_run", None)
 
 
 def train_part() -> Corpus:

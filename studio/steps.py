@@ -4,6 +4,11 @@ step and stores what it returned — the same core functions the CLI runs, so th
 Each DP step charges the session's :class:`PrivacyLedger` (inside the core function) and clears the results that
 depended on the previous output (``session.clear_after``); the ledger is never cleared. The LLM step (page 6) is in
 ``studio.generation_steps``, the evaluation jobs (page 7) in ``studio.evaluation_steps``.
+
+The run folder is the state (docs/ARCHITECTURE.md, ``dpkps_core.runfolder``): Ṽ is written to a fresh run folder the
+moment it is released, the densities and the sequences beside it (a later step that would overwrite what an earlier
+chain holds starts a new folder with a copy of what it builds on), and :func:`reopen_run` rebuilds the session's
+view from a folder alone — no ledger event: reading DP outputs back is post-processing (DESIGN §2.0).
 """
 
 from __future__ import annotations
@@ -12,23 +17,88 @@ import hashlib
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from dpkps_core import pipeline
+from dpkps_core import pipeline, runfolder
 from dpkps_core.corpus import DEMO_SPECS, Corpus, list_columns, load_corpus, suggest_columns
 from dpkps_core.dp.rng import NoiseSource
-from dpkps_core.dp.vocabulary import PrivateVocabulary
+from dpkps_core.dp.vocabulary import PrivateVocabulary, check_vocabulary_settings
 from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
+from dpkps_core.runfolder import (DENSITY_FILE, DOCUMENTS_FILE, RUN_STATE_FILE, SEQUENCES_FILE, VOCABULARY_FILE,
+                                  RunFolder, open_run)
 from dpkps_core.sampling import SamplingOutcome
+from dpkps_core.sequences import KeyphraseSequence
 from studio.jobs import Job
 from studio.resources import cached_vocabulary, demo_corpus, embedder, embedding_cache
 from studio.session import (DOC_TYPE_FOR_DEMO, MAX_UPLOAD_BYTES, clear_after, corpus, current_config,
-                            generation_secrets, ledger, noise, notice, privacy_unit, public_vocabulary,
-                            run_dir, sampling_config_used, ss, term_counts, test_part, train_part)
+                            generation_secrets, ledger, noise, notice, person_column, privacy_unit,
+                            public_vocabulary, run_dir, sampling_config_used, split, ss, term_counts, test_part,
+                            train_part)
 
 # ============================================================================================ run folder
+# What a run's folder holds besides the releasable files: the app's PUBLIC settings of each step (never the
+# private counts some step metas carry for the data owner) and the density scores (DP outputs).
+
+_PRIVATE_META_KEYS = frozenset({"local_warnings", "left_out", "documents_without_keyphrases"})
+
+
+def _public(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A step's meta without its PRIVATE, local figures (they stay in the session only)."""
+    return None if meta is None else {k: v for k, v in meta.items() if k not in _PRIVATE_META_KEYS}
+
+
+def save_run_state(out: Path) -> None:
+    """Write ``run_state.json``: what the run was built on (corpus name, public classes, split fraction) and the
+    public settings of each step — all the app needs, with the DP outputs beside it, to reopen the run."""
+    s = ss()
+    c = corpus()
+    pv_meta, d_meta = _public(s.get("pv_meta")), _public(s.get("density_meta"))
+    eps = (pv_meta or {}).get("eps_voc", 0.0) + ((d_meta or {}).get("eps_kde", 0.0) if d_meta else 0.0)
+    state = {
+        "corpus_spec": s.get("corpus_spec") or s.get("corpus_id"), "corpus_name": c.name if c is not None else None,
+        "text_column": s.get("loaded_text_column"), "label_column": s.get("loaded_label_column"),
+        "person_column": person_column(), "classes": list(c.public_classes or ()) if c is not None else [],
+        "test_fraction": (s.get("split_key") or (None, s.get("test_fraction")))[1],
+        "pv_meta": pv_meta, "density_meta": d_meta, "density_info": s.get("density_info") if d_meta else None,
+        "seq_meta": s.get("seq_meta") if s.get("outcome") is not None else None,
+        "epsilon_total": round(float(eps), 6), "vocab_upload_name": s.get("vocab_upload_name"),
+    }
+    runfolder.write_json(RunFolder(out).state, state)
+
+
+def _save_densities(out: Path) -> None:
+    """Write the per-class density scores over Ṽ (post-processing of the ε_kde release) for a reopened run."""
+    from studio.session import density_scores
+
+    s = ss()
+    scores = np.round(np.asarray(density_scores(), dtype=np.float64), 6)
+    runfolder.write_json(RunFolder(out).densities, {"classes": list(s["dp_density"].classes),
+                                                    "scores": scores.tolist()})
+
+
+def _new_run_dir(keep: Sequence[str] = ()) -> tuple[Path, str | None]:
+    """Point the session at a fresh run folder (copying ``keep`` from the current one); returns (new, old)."""
+    s = ss()
+    old = s.get("run_dir")
+    s["run_dir"] = None
+    new = run_dir()
+    if old and Path(old).is_dir():
+        for name in keep:
+            src = Path(old) / name
+            if src.is_file() and not src.is_symlink():
+                shutil.copyfile(src, new / name)
+    return new, old
+
+
+def _abandon_run_dir(new: Path, old: str | None) -> None:
+    """Undo :func:`_new_run_dir` when the step failed before writing anything (an empty folder is no run)."""
+    s = ss()
+    if not (new / VOCABULARY_FILE).exists():
+        shutil.rmtree(new, ignore_errors=True)
+        s["run_dirs"] = [p for p in s["run_dirs"] if p != str(new)]
+        s["run_dir"] = old
 
 # ============================================================================================ 1. corpus
 
@@ -139,14 +209,24 @@ def run_private_vocabulary() -> PrivateVocabulary:
         raise CorpusError("Load a corpus first (page 1).")
     cfg = current_config()
     cfg.validate()
-    led = ledger()
     # no refusal here on the corpus's history (it would depend on the data): the step refuses on public input
-    # only and admits the units that still have budget (DESIGN §2.0)
+    # only (the settings, N > |V|: before anything is spent) and admits the units that still have budget (DESIGN §2.0)
     vocab = public_vocabulary()
-    t0 = time.perf_counter()
-    nz = noise()
-    step = pipeline.vocabulary_step(train_part(), vocab, cfg, noise=nz, ledger=led,
-                                    counts=term_counts(vocab, cfg.terms_per_doc))
+    check_vocabulary_settings(epsilon=cfg.eps_voc, terms_per_doc=cfg.terms_per_doc, size=cfg.vocab_size,
+                              vocabulary_size=len(vocab), selection_rule=cfg.selection_rule)
+    counts = term_counts(vocab, cfg.terms_per_doc)
+    job = s.get("job_generation")
+    if isinstance(job, Job) and job.running:
+        raise ParameterError("The LLM is still writing documents for the current sequences; cancel it first (page 6).")
+    new, old = _new_run_dir()  # a new Ṽ is a new run: its folder is named in the ledger's record of the release
+    try:
+        led = ledger()
+        t0 = time.perf_counter()
+        nz = noise()
+        step = pipeline.vocabulary_step(train_part(), vocab, cfg, noise=nz, ledger=led, counts=counts)
+    except BaseException:
+        _abandon_run_dir(new, old)
+        raise
     pv = step.private_vocabulary
     clear_after("vocabulary", include=True)
     s["pv"] = pv
@@ -160,6 +240,9 @@ def run_private_vocabulary() -> PrivateVocabulary:
         "local_warnings": list(step.local_warnings),
         "left_out": step.left_out,  # PRIVATE, local: documents without budget left (DESIGN §2.0)
     }
+    s.pop("reopened_run", None)
+    runfolder.write_json(RunFolder(new).vocabulary, pv.to_dict())  # the run folder holds Ṽ from now on
+    save_run_state(new)
     return pv
 
 
@@ -219,6 +302,12 @@ def run_density() -> Any:
     c = corpus()
     cfg = current_config()
     cfg.validate()
+    job = s.get("job_generation")
+    if isinstance(job, Job) and job.running:
+        raise ParameterError("The LLM is still writing documents for the current sequences; cancel it first (page 6).")
+    out = run_dir()
+    if (out / DENSITY_FILE).exists() or (out / SEQUENCES_FILE).exists():
+        out, _ = _new_run_dir(keep=(VOCABULARY_FILE, RUN_STATE_FILE))  # the earlier chain's folder stays as it is
     led = ledger()
     t0 = time.perf_counter()
     nz = noise()
@@ -238,6 +327,8 @@ def run_density() -> Any:
         # PRIVATE, local: documents without budget left, and the note shown for them (DESIGN §2.0)
         "left_out": step.left_out, "local_warnings": list(step.local_warnings),
     }
+    _save_densities(out)
+    save_run_state(out)
     return density
 
 
@@ -259,6 +350,13 @@ def run_sequences() -> SamplingOutcome:
     if s.get("dp_density") is None:
         raise ParameterError("Build the keyphrase densities first (page 4).")
     meta = s["density_meta"]
+    if meta.get("reopened") and meta["method"] != "independent":
+        raise ParameterError(f"This reopened run's densities ({meta['method']}) were read back as per-term scores, "
+                             "which sample independent sequences only; its sequences are kept. Rebuild the "
+                             "densities on page 4 (spends ε_kde) to sample iterative sequences again.")
+    job = s.get("job_generation")
+    if isinstance(job, Job) and job.running:
+        raise ParameterError("The LLM is still writing documents for the current sequences; cancel it first (page 6).")
     cfg = current_config(method=meta["method"], density=meta["density"], length=meta["length"])
     cfg.validate()
     nz = noise()
@@ -277,14 +375,12 @@ def write_run() -> Path:
     """Write sequences, privacy report, Ṽ, config and (private) split into the run folder.
 
     A run folder that already holds LLM documents for older sequences is left as it is and a new one is used."""
-    from dpkps_core.llm import DOCUMENTS_FILE
-
     s = ss()
     out = run_dir()
     if (out / DOCUMENTS_FILE).exists():
-        s["run_dir"] = None
-        notice(f"New sequences start a new run folder; the documents written before stay in {out.name}.")
-        out = run_dir()
+        old = out
+        out, _ = _new_run_dir(keep=(VOCABULARY_FILE, DENSITY_FILE, RUN_STATE_FILE))
+        notice(f"New sequences start a new run folder; the documents written before stay in {old.name}.")
     cfg = sampling_config_used()
     report_noise = NoiseSource(cfg.seed, sampler=cfg.noise_sampler)  # describes the seed policy of the outputs (demo seed or OS entropy)
     c = corpus()
@@ -294,6 +390,9 @@ def write_run() -> Path:
         classes=tuple(c.classes), privacy_unit=privacy_unit())
     pipeline.write_run_files(out, config=cfg, split=s["split"], private_vocabulary=s["pv"], outcome=s["outcome"],
                              report=report)
+    if not (out / DENSITY_FILE).exists() and s.get("dp_density") is not None:
+        _save_densities(out)
+    save_run_state(out)
     return out
 
 
@@ -378,3 +477,100 @@ def delete_runs() -> list[str]:
     clear_after("sequences", include=True)
     return deleted
 
+
+
+
+# ============================================================================================ reopening a run
+
+def run_corpus_matches(state: Mapping[str, Any]) -> bool:
+    """Whether the loaded corpus is the one a run was built on: the same demo, or the same file name, text, label
+    and person columns (public choices; the corpus itself is never written to the run folder)."""
+    s = ss()
+    c = corpus()
+    if c is None or not state.get("corpus_spec"):
+        return False
+    same = (s.get("corpus_spec") or s.get("corpus_id")) == state["corpus_spec"]
+    if str(state["corpus_spec"]).startswith("demo:"):
+        return same
+    return same and (s.get("loaded_text_column"), s.get("loaded_label_column"), person_column()) == (
+        state.get("text_column"), state.get("label_column"), state.get("person_column"))
+
+
+def reopen_run(path: str | Path) -> Path:
+    """Reopen a run from its folder (docs/ARCHITECTURE.md): its Ṽ, densities, sequences and documents become the
+    session's results again, and "continue writing", evaluation and export work from them — at no new ε (reading
+    DP outputs back is post-processing; no ledger event, nothing admitted).
+
+    The run's corpus must be the loaded one (a demo loads itself; an upload is loaded on page 1 first), so that
+    the class list, the held-out split and the few-shot check are the run's own."""
+    s = ss()
+    job = s.get("job_generation")
+    if isinstance(job, Job) and job.running:
+        raise ParameterError("The LLM is still writing into the current run folder; cancel it first (page 6).")
+    run = open_run(path)
+    state = run.state
+    spec = state.get("corpus_spec") or run.config.get("corpus")
+    if not state:
+        raise ParameterError(f"The run folder {run.name} was written by the command line, not by the app: export it "
+                             "below, or continue it with `python -m dpkps_core generate`.")
+    if not run_corpus_matches(state):
+        if str(spec).startswith("demo:") and spec in DEMO_SPECS:
+            s["corpus_source"], s["demo_spec"] = "demo", spec
+            load_demo(spec)
+        else:
+            name = str(spec).split(":", 1)[-1]
+            raise CorpusError(f"The run {run.name} was built on the corpus “{name}”: load that file on page 1 (with "
+                              f"the text column “{state.get('text_column')}” and the label column "
+                              f"“{state.get('label_column')}”), then reopen the run.")
+    c = corpus()
+    classes = tuple(state.get("classes") or run.report.get("classes") or ())
+    if classes and c.public_classes != classes:
+        s["corpus"] = c = c.with_classes(list(classes))
+    clear_after("vocabulary", include=True)
+    if state.get("test_fraction") is not None:
+        s["test_fraction"] = float(state["test_fraction"])
+    split()  # settle the split the run was built on before its results are put back
+    pv = PrivateVocabulary.from_dict(run.vocabulary)
+    pv_meta = dict(state.get("pv_meta") or {})
+    pv_meta.setdefault("eps_voc", pv.epsilon)
+    pv_meta.setdefault("vocabulary_spec", pv.public_vocabulary)
+    pv_meta.update(reopened=True, local_warnings=[], left_out=0)
+    s.update(pv=pv, pv_meta=pv_meta)
+    d_meta = state.get("density_meta")
+    if run.densities is not None and d_meta:
+        s["dp_density"] = run.density()
+        s["density_info"] = dict(state.get("density_info") or {})
+        s["density_meta"] = {**d_meta, "reopened": True, "documents_without_keyphrases": 0, "left_out": 0,
+                             "local_warnings": []}
+        model = d_meta.get("embedding_model") or s["embedding_model"]
+        cache = pipeline.seeded_embedding_cache() if d_meta.get("seeded") else embedding_cache()
+        from dpkps_core.embeddings import embed_terms
+
+        s["embeddings"] = embed_terms(pv.terms, embedder(model), cache=cache)  # public model on DP terms
+    if run.sequences and state.get("seq_meta") and s.get("dp_density") is not None:
+        seqs = tuple(KeyphraseSequence.from_mapping(q, where=f"sequence {i + 1}") for i, q in enumerate(run.sequences))
+        s["outcome"] = SamplingOutcome(sequences=seqs,
+                                       uniform_fallbacks=int(run.report.get("uniform_fallback_draws") or 0),
+                                       draws=len(seqs) * int(d_meta.get("length") or 1))
+        s["seq_meta"] = dict(state["seq_meta"])
+    if state.get("vocab_upload_name"):
+        s["vocab_upload_name"] = state["vocab_upload_name"]
+    s["run_dir"] = str(run.path)
+    if str(run.path) not in s["run_dirs"]:
+        s["run_dirs"].append(str(run.path))
+    s["reopened_run"] = run.name
+    s.pop("pending_reopen", None)
+    notice(f"Reopened the run {run.name}: its Ṽ, densities, sequences and {len(run.documents):,} document(s) are "
+           "back. Nothing was spent: reading released outputs back is post-processing.")
+    return run.path
+
+
+def machine_runs() -> list[dict[str, Any]]:
+    """Every run folder on this machine (``dpkps_core.runfolder.list_runs``), newest first, marked ``current`` (the
+    session's pointer) and ``mine`` (made or reopened in this session) — what page 8 lists to reopen or export."""
+    from dpkps_core.runfolder import list_runs
+
+    s = ss()
+    current = str(s.get("run_dir") or "")
+    mine = {str(p) for p in s.get("run_dirs") or []}
+    return [{**r.to_dict(), "current": str(r.path) == current, "mine": str(r.path) in mine} for r in list_runs()]

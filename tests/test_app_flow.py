@@ -16,6 +16,13 @@ from app_helpers import (assert_clean, click, finish_writing, goto, ledger_total
 
 from app_helpers import fast_env  # noqa: E402,F401 (fixture)
 
+def spent(at) -> str:
+    """The sidebar's "ε spent / cap" figure (its label names the unit: "Most-used document: ε spent / cap")."""
+    found = [m.value for m in at.metric if m.label.endswith("ε spent / cap")]
+    assert found, [m.label for m in at.metric]
+    return found[0]
+
+
 pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow, pytest.mark.usefixtures("fast_env")]
 
 
@@ -27,7 +34,7 @@ def test_default_flow_next_all_the_way_to_a_bundle(fast_env: Path) -> None:
     m = metrics(at)
     assert m["Documents"] == "2,127" and m["Classes"] == "5"
     assert table(at, "documents")["documents"].sum() == 2127
-    assert m["ε spent / cap"] == "0 / 20"
+    assert spent(at) == "0 / 20"
     assert at.session_state["corpus_id"] == "demo:bbc"
     assert len(at.session_state["split"].train) + len(at.session_state["split"].test) == 2127
     click(at, "Next: Vocabulary & budget")
@@ -39,12 +46,12 @@ def test_default_flow_next_all_the_way_to_a_bundle(fast_env: Path) -> None:
     # 3 — Ṽ (ε_voc = 5 charged)
     click(at, "Build Ṽ (spends ε_voc = 5)")
     m = metrics(at)
-    assert m["Terms in Ṽ"] == "200" and m["ε spent / cap"] == "5 / 20"
+    assert m["Terms in Ṽ"] == "200" and spent(at) == "5 / 20"
     assert at.session_state["ledgers"]["demo:bbc"].by_step() == {"vocabulary": 5.0}
     click(at, "Next: Keyphrase densities")
     # 4 — densities (ε_kde = 5 charged)
     click(at, "Build densities (spends ε_kde = 5)")
-    assert metrics(at)["ε spent / cap"] == "10 / 20"
+    assert spent(at) == "10 / 20"
     assert metrics(at)["Density"] == "histogram"
     click(at, "Next: Sequences")
     # 5 — 2 sequences per class, free
@@ -89,14 +96,14 @@ def test_two_sessions_never_see_each_other(fast_env: Path) -> None:
     # B still sees only the demo corpus, an empty ledger and no outputs
     goto(b, 2)
     assert b.session_state["corpus_id"] == "demo:bbc"
-    assert metrics(b)["ε spent / cap"] == "0 / 20"
+    assert spent(b) == "0 / 20"
     assert "pv" not in b.session_state and "outcome" not in b.session_state
     assert b.session_state["run_dirs"] == []
     click(b, "Build Ṽ")
-    assert metrics(b)["ε spent / cap"] == "5 / 20"
+    assert spent(b) == "5 / 20"
     # A's ledger did not move; the two sessions hold different Ṽ and different run folders
     goto(a, 2)
-    assert metrics(a)["ε spent / cap"] == "10 / 20"
+    assert spent(a) == "10 / 20"
     assert a.session_state["pv"].terms != b.session_state["pv"].terms
     mine = "upload:" + a.session_state["corpus_fingerprint"][:16] + ":text:label:"  # no person column
     assert a.session_state["ledgers"][mine].total_epsilon == pytest.approx(10.0)
@@ -104,4 +111,10 @@ def test_two_sessions_never_see_each_other(fast_env: Path) -> None:
     assert set(b.session_state["ledgers"]) == {"demo:bbc"}
     assert a.session_state["session_token"] != b.session_state["session_token"]
     goto(b, 7)
-    assert "Nothing to export yet" in b.info[0].value
+    # page 8 lists the run folders on this machine (a reloaded tab reopens its run from there), but B holds none of
+    # A's outputs until it reopens one, and cannot delete a run it did not make or reopen
+    runs = table(b, "run")
+    assert a.session_state["run_dir"].rsplit("/", 1)[-1] in set(runs["run"])
+    b.selectbox(key="_w.export_run").set_value(a.session_state["run_dir"]).run()
+    assert a.session_state["run_dir"] not in b.session_state["run_dirs"] and b.session_state.get("outcome") is None
+    assert next(x for x in b.button if x.label == "Delete this run").disabled

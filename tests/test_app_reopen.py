@@ -1,0 +1,256 @@
+"""AppTest: paid-for work is never lost and spending is always deliberate (DESIGN §2.0; docs/ARCHITECTURE.md "Run
+folder").
+
+* A file that fails to load leaves the corpus and every result in place; replacing a corpus with results asks.
+* The run folder is the state: a run is reopened from its folder in another session (a reload) or from the URL, its
+  Ṽ, densities, sequences and documents come back, "continue writing" and export work — with no ledger event.
+* Settings that would discard paid-for results are locked (the held-out fraction) until an explicit start over.
+* One intent, one release: a re-run asks first; a click on a button drawn before the last release is ignored.
+* The cap: raising it asks and is recorded in the ledger's cap history; out-of-range ε is said on the page; e^ε in
+  scientific notation and a visible warning at large ε; N > |V| said before anything is spent.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streamlit.testing.v1 import AppTest
+
+from app_helpers import (APP, TIMEOUT, click, fast_env, finish_writing, goto, metrics, new_app,  # noqa: F401
+                         toy_csv, upload_corpus, walk)
+from dpkps_core.ledger_store import LedgerStore
+from dpkps_core.runfolder import list_runs, open_run, read_documents
+
+def spent(at) -> str:
+    """The sidebar's "ε spent / cap" figure (its label names the unit: "Most-used document: ε spent / cap")."""
+    found = [m.value for m in at.metric if m.label.endswith("ε spent / cap")]
+    assert found, [m.label for m in at.metric]
+    return found[0]
+
+
+pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow, pytest.mark.usefixtures("fast_env")]
+
+BAD_FILES = {
+    "empty.csv": b"",
+    "binary.csv": bytes(range(256)) * 8,
+    "latin1.csv": "text,label\ncaf\xe9 au lait tous les jours,food\nun autre caf\xe9,food\n".encode("latin-1"),
+    "header_only.csv": b"text,label\n",
+}
+
+
+def ledger_events() -> int:
+    """Events in the persistent ledger store (every release of every corpus, app and CLI)."""
+    return LedgerStore().totals()["events"]
+
+
+def texts(at) -> str:
+    """Everything the page says (markdown, captions, alerts), one string."""
+    parts = [e.value for kind in ("markdown", "caption", "info", "warning", "error", "success")
+             for e in getattr(at, kind)]
+    return "\n".join(str(p) for p in parts)
+
+
+def buttons(at) -> list[str]:
+    return [b.label for b in at.button]
+
+
+def test_a_bad_file_keeps_the_corpus_and_every_result() -> None:
+    at = new_app()
+    upload_corpus(at, toy_csv(20), "mine.csv")
+    walk(at, 4)
+    cid, pv, outcome, run = (at.session_state[k] for k in ("corpus_id", "pv", "outcome", "run_dir"))
+    events = ledger_events()
+    goto(at, 0)
+    for name, data in BAD_FILES.items():
+        at.file_uploader(key="corpus_upload").set_value((name, data, "text/csv")).run()
+        if not at.error:  # readable columns (a header-only file): the failure comes with "Load", after asking
+            at.checkbox(key="confirm_replace_corpus").check().run()
+            click(at, "Load this corpus", clean=False)
+        assert not at.exception, [e.value for e in at.exception]
+        assert any(name in e.value and "Nothing changed" in e.value for e in at.error), (name, texts(at))
+        # nothing was unloaded: the same corpus, Ṽ, sequences and run folder; the sidebar still has the corpus
+        assert at.session_state["corpus_id"] == cid and at.session_state["corpus"] is not None
+        assert at.session_state["pv"] is pv and at.session_state["outcome"] is outcome
+        assert at.session_state["run_dir"] == run
+        assert metrics(at)["Documents"] == "60"
+    assert ledger_events() == events
+
+
+def test_loading_another_valid_file_over_results_asks_first() -> None:
+    at = new_app()
+    upload_corpus(at, toy_csv(20), "mine.csv")
+    walk(at, 2)
+    pv = at.session_state["pv"]
+    goto(at, 0)
+    at.file_uploader(key="corpus_upload").set_value(("other.csv", toy_csv(10, seed=3), "text/csv")).run()
+    load = next(b for b in at.button if b.label == "Load this corpus")
+    assert load.disabled and "replaces the current corpus" in texts(at)
+    at.checkbox(key="confirm_replace_corpus").check().run()
+    click(at, "Load this corpus")
+    assert at.session_state.get("pv") is None and pv is not None  # replaced (results put aside), after asking
+    assert metrics(at)["Documents"] == "30"
+
+
+def test_switching_demo_over_results_asks_first() -> None:
+    at = new_app()
+    walk(at, 2)
+    goto(at, 0)
+    at.selectbox(key="_w.demo_spec").set_value("demo:drugs").run()
+    assert at.session_state["corpus_id"] == "demo:bbc" and at.session_state["pv"] is not None
+    assert "replaces the current corpus" in texts(at)
+    click(at, "Keep the current corpus and its results")
+    assert at.session_state["demo_spec"] == "demo:bbc" and at.session_state["pv"] is not None
+
+
+def test_reopen_in_a_new_session_continues_and_exports_with_no_ledger_event(fast_env: Path) -> None:
+    a = new_app()
+    walk(a, 5)                                    # Ṽ, densities, sequences, 2 documents
+    run = Path(a.session_state["run_dir"])
+    assert {"private_vocabulary.json", "densities.json", "run_state.json", "sequences.jsonl"} <= \
+        {p.name for p in run.iterdir()}
+    state = json.loads((run / "run_state.json").read_text())
+    assert "left_out" not in state["pv_meta"] and "documents_without_keyphrases" not in state["density_meta"]
+    events = ledger_events()
+
+    b = new_app()                                 # a reload: a new session that knows nothing of the run
+    goto(b, 7)
+    assert any(r.path == run for r in list_runs(fast_env))
+    b.selectbox(key="_w.export_run").set_value(str(run)).run()
+    click(b, "Reopen this run in the app")
+    assert b.session_state["run_dir"] == str(run)
+    assert b.session_state["pv"].terms == a.session_state["pv"].terms
+    assert [q.to_dict() for q in b.session_state["outcome"].sequences] == \
+        [q.to_dict() for q in a.session_state["outcome"].sequences]
+    assert b.session_state["dp_density"].classes == a.session_state["dp_density"].classes
+    goto(b, 3)                                    # the densities are shown from the folder
+    assert metrics(b)["Density"] == "histogram"
+    goto(b, 5)                                    # continue writing: 2 more documents in the same folder
+    b.number_input(key="_w.n_documents").set_value(4).run()
+    click(b, "Continue writing")
+    finish_writing(b, documents=4)
+    assert len(read_documents(run)) == 4
+    goto(b, 7)
+    assert "Download the release bundle (ZIP)" in [d.proto.label for d in b.get("download_button")]
+    assert ledger_events() == events            # reopening, writing and exporting released nothing new
+    assert open_run(run).documents and b.session_state["reopened_run"] == run.name
+
+
+def test_the_url_names_the_run_and_a_reload_reopens_it() -> None:
+    a = new_app()
+    walk(a, 4)
+    run = Path(a.session_state["run_dir"])
+    assert a.query_params.get("run") in (run.name, [run.name])
+    events = ledger_events()
+    b = AppTest.from_file(APP, default_timeout=TIMEOUT)   # a reloaded tab: a new session, the URL names the run
+    b.query_params["run"] = run.name
+    b.run()
+    assert b.session_state["run_dir"] == str(run), [n for n in b.session_state["notices"]]
+    assert b.session_state["outcome"] is not None
+    assert ledger_events() == events
+
+
+def test_the_test_fraction_is_locked_while_results_exist_until_start_over() -> None:
+    at = new_app()
+    walk(at, 2)
+    goto(at, 0)
+    slider = at.slider(key="_w.test_fraction")
+    assert slider.disabled
+    before = at.session_state["test_fraction"]
+    at.session_state["test_fraction"] = before + 0.05   # a change from anywhere never discards Ṽ
+    at.run()
+    assert at.session_state["pv"] is not None and at.session_state["test_fraction"] == before
+    at.checkbox(key="confirm_start_over").check().run()
+    click(at, "Start over")
+    assert at.session_state.get("pv") is None and not at.slider(key="_w.test_fraction").disabled
+    assert list_runs()  # the run folder stays on disk, reopenable
+
+
+def test_a_rerun_asks_first() -> None:
+    at = new_app()
+    goto(at, 2)
+    click(at, "Build Ṽ (spends ε_voc = 5)")
+    assert spent(at) == "5 / 20"
+    assert not [b for b in buttons(at) if b.startswith("Re-run (spends")]   # no spending button in the same spot
+    click(at, "Re-run Ṽ…")                                                  # only asks
+    assert spent(at) == "5 / 20" and "Spend ε_voc = 5 again?" in texts(at)
+    click(at, "No, keep the current result")
+    assert spent(at) == "5 / 20"
+    click(at, "Re-run Ṽ…")
+    click(at, "Yes, spend ε_voc = 5 again")
+    assert spent(at) == "10 / 20"
+
+
+def test_a_click_on_a_button_drawn_before_the_last_release_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A double or triple click: the later clicks carry the release count the button was drawn with."""
+    from studio import spend
+
+    state: dict = {"notices": []}
+    monkeypatch.setattr(spend, "_s", lambda: state)
+    drawn = spend.version("vocabulary")
+    spend._request("vocabulary", drawn)                      # the first click
+    assert spend.requested("vocabulary") and not spend.requested("vocabulary")   # taken once
+    with spend.releasing("vocabulary"):
+        spend._request("vocabulary", drawn)                  # a click while the release is in flight
+    spend._request("vocabulary", drawn)                      # a click on the button drawn before it
+    assert not spend.requested("vocabulary")
+    assert state["notices"] == [spend.IGNORED_NOTE] * 2
+    spend._ask("vocabulary", drawn)                          # a stale "re-run" click does not even ask
+    assert "vocabulary" not in state["_spend_confirm"]
+    spend._request("vocabulary", spend.version("vocabulary"))  # a fresh, deliberate click
+    assert spend.requested("vocabulary")
+
+
+def test_raising_the_cap_asks_and_is_recorded_lowering_applies() -> None:
+    at = new_app()
+    goto(at, 1)
+    at.number_input(key="cap_draft_value").set_value(60.0).run()
+    assert "Raise the cap from 20 to 60?" in texts(at)
+    assert at.session_state["epsilon_cap"] == 20                          # not yet
+    assert "each document's total ε over every release of this corpus" in texts(at) + " ".join(
+        n.label for n in at.number_input)
+    click(at, "Raise the cap to 60")
+    assert at.session_state["epsilon_cap"] == 60
+    led = at.session_state["ledgers"]["demo:bbc"]
+    history = led.view().cap_history
+    assert history and history[-1].cap == 60 and history[-1].tool == "app"
+    at.number_input(key="cap_draft_value").set_value(30.0).run()          # lowering protects more: no question
+    assert at.session_state["epsilon_cap"] == 30 and led.view().cap_history[-1].cap == 30
+    assert "--epsilon-cap" not in texts(at)
+
+
+@pytest.mark.parametrize("value", [0.0, -3.0, 1_000_000.0])
+def test_out_of_range_epsilon_is_said_on_the_page(value: float) -> None:
+    at = new_app()
+    goto(at, 1)
+    at.number_input(key="_w.eps_total").set_value(value).run()
+    assert any("out of range" in e.value for e in at.error), texts(at)
+    assert at.session_state["eps_total"] == 10.0
+
+
+def test_large_epsilon_warns_in_scientific_notation() -> None:
+    at = new_app()
+    goto(at, 1)
+    at.number_input(key="_w.eps_total").set_value(100.0).run()
+    page = texts(at)
+    assert "2.7e43" in page and "weak guarantee" in page
+    assert "268811714181613544841" not in page                            # never 44 digits
+
+
+def test_n_larger_than_v_is_said_and_refused_before_anything_is_spent() -> None:
+    at = new_app()
+    goto(at, 1)
+    at.selectbox(key="_w.vocabulary").set_value("upload").run()
+    words = "football goal league striker coach software computer internet network browser bank shares profits market "
+    terms = "\n".join(words.split()).encode()                     # |V| = 14 public terms
+    at.file_uploader(key="vocab_upload").set_value(("small.txt", terms, "text/plain")).run()
+    at.session_state["vocab_size"] = 100            # N = 100 > |V| = 14 (public facts)
+    at.run()
+    assert any("larger than the public vocabulary" in e.value for e in at.error), texts(at)
+    events = ledger_events()
+    goto(at, 2, clean=False)
+    click(at, "Build Ṽ", clean=False)
+    assert any("Nothing was spent" in e.value for e in at.error), [e.value for e in at.error]
+    assert ledger_events() == events and at.session_state.get("pv") is None
