@@ -20,9 +20,27 @@ from studio import PAGES, resources, session, widgets
 STEP_LABELS = {"vocabulary": "vocabulary (ε_voc)", "kde": "densities (ε_kde)", "class_counts": "class counts"}
 
 
+def session_spend() -> float:
+    """ε released by this session's own releases, over every corpus it loaded (its in-session ledgers)."""
+    return float(sum(led.total_epsilon for led in (st.session_state.get("ledgers") or {}).values()))
+
+
 def ledger_sidebar() -> None:
-    """The privacy ledger in the sidebar, on every page (the corpus's figures are PRIVATE, local)."""
+    """The privacy ledger in the sidebar, on every page (the corpus's figures are PRIVATE, local).
+
+    DESIGN §2.0: the ledger is a per-document (per-person) filter, so its figures belong to a loaded corpus: the
+    cap per unit, the largest spend among the corpus's units over every release, and this session's own spend.
+    With no corpus loaded there is no such figure — it says so instead of a "0 / cap" that would look like a
+    fresh budget."""
     st.subheader("Privacy ledger")
+    own = session_spend()
+    if session.corpus() is None:
+        st.info("No corpus is loaded, so there is no spend to show: the ledger keeps ε per document (per person) "
+                "of a corpus, and its figures appear here once one is loaded (page 1).", icon=":material/info:")
+        if own > 0:
+            st.markdown(f"This session released ε = **{own:g}** in all on the corpora it loaded before; their "
+                        "documents keep that spend in the ledger.")
+        return
     try:
         status = session.ledger_status()
         led = session.ledger()
@@ -30,7 +48,7 @@ def ledger_sidebar() -> None:
         st.error(str(exc), icon=":material/error:")
         return
     unit, largest, cap = status.unit, status.largest, status.cap_high
-    st.metric("ε spent / cap", f"{largest:g} / {cap:g}" if cap else f"{largest:g} / no cap",
+    st.metric(f"Most-used {unit}: ε spent / cap", f"{largest:g} / {cap:g}" if cap else f"{largest:g} / no cap",
               help=f"The largest ε any one {unit} of this corpus has spent over every release — app and CLI, every "
                    f"session, whatever file held it (the persistent ledger) — against the cap per {unit}. A {unit} "
                    "whose spend plus a step's ε would exceed its cap is left out of that step (a private, local "
@@ -40,25 +58,29 @@ def ledger_sidebar() -> None:
         st.progress(min(largest / cap, 1.0), text=f"{largest / cap:.0%} of the cap for the most-used {unit}")
     setting = "no cap" if status.cap_setting is None else f"{status.cap_setting:g}"
     differs = status.cap_low != status.cap_high or status.cap_high != status.cap_setting
-    st.caption(f"Cap per {unit}: **{status.cap_text}**"
+    st.caption(f"Cap per {unit} (each {unit}'s total over every release of this corpus, app and command line): "
+               f"**{status.cap_text}**"
                + (f" ({unit}s new to the ledger get {setting}, this session's setting)" if differs else "")
                + ". Private, local figures: never exported.")
     if largest > 0:
         bounds = [format_probability(posterior_bound(largest, p)) for p in (0.01, 0.5)]
         bounds = [b if b.startswith("more than") else f"at most {b}" for b in bounds]
-        st.caption(f"At ε = {largest:g}, an attacker 1 % or 50 % sure beforehand that a given {unit} was used can "
+        st.caption(f"At ε = {largest:g}, an attacker 1 % or 50 % sure beforehand that any one {unit} was used can "
                    f"become {bounds[0]} or {bounds[1]} sure (page 2 explains).")
     by = led.by_step()
     lines = [f"- {STEP_LABELS.get(k, k)}: **{v:g}**" for k, v in by.items()]
     if lines:
-        st.markdown(f"This session: ε = **{status.session:g}**\n" + "\n".join(lines))
+        st.markdown(f"This session, on this corpus: ε = **{status.session:g}**\n" + "\n".join(lines))
     elif largest > 0:
-        st.markdown(f"This session: nothing released yet (earlier releases on these {unit}s: largest ε {largest:g}; "
-                    "page 2 lists them).")
+        st.markdown(f"This session has released nothing on this corpus yet; earlier releases (other sessions, the "
+                    f"command line, other files holding these {unit}s) took the most-used {unit} to ε = "
+                    f"**{largest:g}** (page 2 lists them).")
     else:
-        st.markdown("- nothing spent yet")
+        st.markdown(f"No release has used this corpus's {unit}s yet.")
+    if own > status.session + 1e-12:
+        st.caption(f"This session released ε = {own:g} in all, counting the corpora it loaded before.")
     if led.events:
-        with st.expander(f"Ledger events of this session ({len(led.events)})"):
+        with st.expander(f"Ledger events of this session on this corpus ({len(led.events)})"):
             st.dataframe(pd.DataFrame([{"time (UTC)": e.timestamp.replace("T", " ")[:19], "step": e.step,
                                         "ε": e.epsilon, "noise scale": round(e.noise_scale, 4),
                                         "mechanism": e.mechanism} for e in led.events]), hide_index=True)

@@ -53,15 +53,16 @@ with tab_acc:
                 small = [review.METRIC_NAMES.get(k, k) for k, m in res.metrics.items()
                          if review.judge_note(m.n_train, n_classes)]
                 if small:
-                    st.warning(f"Too few training documents to judge: {', '.join(small)} — fewer than "
-                               f"{review.MIN_PER_CLASS_TO_JUDGE} per class, so the accuracy says little. Write more "
-                               "documents on page 6 before drawing conclusions.", icon=":material/warning:")
+                    st.warning(review.too_few_sentence(", ".join(small)) + " Write more documents on page 6 "
+                               "before drawing conclusions.", icon=":material/warning:")
                 with st.expander("What each row is"):
                     st.markdown("\n".join(f"- **{review.METRIC_NAMES.get(k, k)}**: {m.note}"
                                            for k, m in res.metrics.items() if m.note))
                 if res.info.get("real_keyphrase_baseline_note"):
                     st.caption(res.info["real_keyphrase_baseline_note"])
-                st.plotly_chart(charts.metrics_bars({review.METRIC_NAMES.get(n, n): (m.accuracy_mean, m.accuracy_sd)
+                st.plotly_chart(charts.metrics_bars({review.METRIC_NAMES.get(n, n): (m.accuracy_mean,
+                                                                                      m.accuracy_sd if len(m.scores) > 1
+                                                                                      else None)
                                                      for n, m in res.metrics.items()},
                                                     res.info.get("chance_accuracy")), key="chart.evaluation")
                 st.caption(f"{res.info.get('n_test', 0):,} held-out test documents; chance (majority class) "
@@ -88,8 +89,10 @@ with tab_map:
             elif not j.running and j.result:
                 for method, df in j.result.items():
                     left, right = st.columns(2)
-                    left.plotly_chart(charts.projection_by(df, color="label", method=method), key=f"chart.{method}.l")
-                    right.plotly_chart(charts.projection_by(df, color="source", method=method),
+                    colours = widgets.class_colours()  # one colour per class in every panel
+                    left.plotly_chart(charts.projection_by(df, color="label", method=method, colours=colours),
+                                      key=f"chart.{method}.l")
+                    right.plotly_chart(charts.projection_by(df, color="source", method=method, colours=colours),
                                        key=f"chart.{method}.s")
 
         widgets.job_monitor("job_projection", body=show_projection)
@@ -142,7 +145,7 @@ with tab_sweep:
             for name, fig in figs.items():
                 if name.startswith("heatmap"):
                     fig.update_xaxes(type="category").update_yaxes(type="category")
-                st.plotly_chart(fig, key=f"chart.sweep.{name}")
+                st.plotly_chart(charts.tidy(fig, width=90), key=f"chart.sweep.{name}")
             names = {"method": "Method", "eps_voc": "ε_voc", "eps_kde": "ε_kde",
                      "no_llm_accuracy_mean": "No-LLM accuracy", "no_llm_accuracy_sd": "± sd",
                      "vocabulary_recall_mean": "Recall of the true top terms", "noise_term_share_mean": "Noise share of Ṽ",
@@ -150,6 +153,7 @@ with tab_sweep:
             summary = sweep_summary(df)[list(names)].rename(columns=names)
             for col in ("No-LLM accuracy", "± sd", "Recall of the true top terms", "Noise share of Ṽ"):
                 summary[col] = [review.sig3(v) for v in summary[col]]
+            summary["± sd"] = [review.sd_or_none(v, n) for v, n in zip(summary["± sd"], summary["Seeds"])]
             st.dataframe(summary, hide_index=True, key="table.sweep")
             st.caption(f"Real keyphrase baseline (the same on every page; it does not depend on ε): "
                        f"{float(df['real_keyphrase_baseline_accuracy'].iloc[0]):.2f}.")
@@ -207,8 +211,7 @@ with tab_compare:
         table_df, notes = review.compare_table(rows, n_classes)
         st.dataframe(table_df, hide_index=True, key="table.compare")
         if any(table_df["Enough to judge?"] != "yes"):
-            st.warning("Some rows rest on too few synthetic documents to judge a method (fewer than "
-                       f"{review.MIN_PER_CLASS_TO_JUDGE} per class): raise “Documents per class”.",
+            st.warning(review.too_few_sentence("some methods' rows") + " Raise “Documents per class”.",
                        icon=":material/warning:")
         with st.expander("Notes per method"):
             st.markdown("\n".join(f"- {n}" for n in notes) or "No notes.")

@@ -4,7 +4,8 @@ Only these run-folder files are ever read for the bundle: ``sequences.jsonl``, `
 ``private_vocabulary.json``, ``run_config.json``, ``documents.jsonl``, ``generation_failures.jsonl`` and
 ``audit_log.jsonl`` (docs/ARCHITECTURE.md). ``split.json``, ``evaluation.json``, the private corpus and any other
 file are refused with :class:`~dpkps_core.errors.ExportError`. JSONL records are re-written with allowlisted
-fields only, and every output file is checked for secrets (API keys) before anything is written.
+fields only, the private file's column names are left out of the report and the configuration, and every output
+file is checked for secrets (API keys) before anything is written.
 
 Bundle contents: ``documents.csv`` / ``documents.jsonl`` / ``documents.parquet`` (id, text, label, keyphrases,
 model), ``sequences.jsonl``, ``privacy_report.json`` (+ a ``generation`` section), ``privacy_report.md``,
@@ -20,6 +21,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping, Sequence
@@ -194,17 +196,25 @@ def _generation_section(
     audit: Sequence[Mapping[str, Any]], docs: Sequence[Mapping[str, Any]], failures: Sequence[Mapping[str, Any]],
     n_sequences: int,
 ) -> dict[str, Any]:
+    # One configuration per distinct (backend, model, settings, prompt): the per-call batch size (a run's last
+    # batch is smaller) is not a configuration of its own — the largest one is reported.
     configs: list[dict[str, Any]] = []
     for entry in audit:
+        params = dict(entry.get("parameters") or {})
+        batch = params.pop("batch_size", None)
         cfg = {
             "backend": entry.get("backend"),
             "model": entry.get("model"),
             "backend_info": entry.get("backend_info", {}),
-            "parameters": entry.get("parameters", {}),
+            "parameters": params,
             "prompt_config": entry.get("prompt_config", {}),
         }
-        if cfg not in configs:
-            configs.append(cfg)
+        same = next((c for c in configs if {**c, "parameters": {k: v for k, v in c["parameters"].items()
+                                                                if k != "batch_size"}} == cfg), None)
+        if same is None:
+            configs.append({**cfg, "parameters": {**params, **({"batch_size": batch} if batch is not None else {})}})
+        elif isinstance(batch, int) and batch > int(same["parameters"].get("batch_size") or 0):
+            same["parameters"]["batch_size"] = batch
     last = configs[-1] if configs else {}
     return {
         "post_processing": True,
@@ -262,9 +272,10 @@ def render_report_markdown(report: Mapping[str, Any]) -> str:
     lines += [
         "## Privacy guarantee",
         "",
-        f"- Total ε: **{_eps(report.get('epsilon_total'))}** "
+        f"- Total ε: **{_eps(report.get('epsilon_total'))}** for this run's releases "
         f"(vocabulary ε_voc = {_eps(report.get('epsilon_vocabulary'))}, "
         f"keyphrase density ε_kde = {_eps(report.get('epsilon_kde'))})",
+        LATER_RELEASES_NOTE,
         f"- Budget cap: {_eps(report.get('epsilon_cap'))}",
         _unit_line(str(report.get("neighbouring") or "add/remove one document")),
         "- The synthetic documents are post-processing of the DP keyphrase sequences: the LLM never saw private "
@@ -376,15 +387,36 @@ def _unit_line(neighbouring: str) -> str:
     return f"- Unit of privacy: one whole document ({neighbouring})."
 
 
+#: The bundle's only word on releases after this run (DESIGN §2.0): the documents' totals to date are private,
+#: local figures of the owner's ledger, never exported.
+LATER_RELEASES_NOTE = ("- Later releases on the same documents may exist (other runs, re-runs, the command line): see "
+                       "your ledger for each document's total to date.")
+#: Run-configuration keys that name columns of the private file: not needed to read the release, so left out.
+PRIVATE_COLUMN_KEYS = ("text_column", "label_column", "person_column")
+_PERSON_COLUMN_NOTE = re.compile(r"\s*\(identified by column '[^']*'\)")
+
+
+def without_column_names(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The privacy report as released: the private file's column names (text, label, person) left out of its
+    parameters and of its unit-of-privacy sentence — they are not needed to read the release (docs/PRIVACY.md)."""
+    out = dict(report)
+    if isinstance(out.get("parameters"), Mapping):
+        out["parameters"] = {k: v for k, v in out["parameters"].items() if k not in PRIVATE_COLUMN_KEYS}
+    if isinstance(out.get("neighbouring"), str):
+        out["neighbouring"] = _PERSON_COLUMN_NOTE.sub("", out["neighbouring"])
+    return out
+
+
 PRIVATE_CORPUS_PLACEHOLDER = "private corpus (its path and file name stay in the local run folder)"
 _PRIVATE_LOCATION_KEYS = ("corpus_path", "private_corpus_path", "corpus_file", "source", "filename", "upload")
 
 
 def public_run_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The run configuration as released (issue 11 §4): no hash of a private file, and no private path or file
-    name — a user's corpus is named by the fixed public phrase :data:`PRIVATE_CORPUS_PLACEHOLDER` (the local run
-    folder keeps the path for re-runs); a bundled public demo corpus keeps its ``demo:…`` name."""
-    out = dict(_without_fingerprints(config))
+    """The run configuration as released (issue 11 §4): no hash of a private file, no private path or file name
+    and none of its column names (:data:`PRIVATE_COLUMN_KEYS`) — a user's corpus is named by the fixed public
+    phrase :data:`PRIVATE_CORPUS_PLACEHOLDER` (the local run folder keeps the path and columns for re-runs); a
+    bundled public demo corpus keeps its ``demo:…`` name."""
+    out = {k: v for k, v in _without_fingerprints(config).items() if k not in PRIVATE_COLUMN_KEYS}
     corpus = out.get("corpus")
     if not (isinstance(corpus, str) and corpus.startswith("demo:")):
         out["corpus"] = PRIVATE_CORPUS_PLACEHOLDER
@@ -434,7 +466,7 @@ def collect_bundle(
     out[DOCUMENTS_FILE] = _jsonl_bytes(docs)
     out["documents.parquet"] = _documents_parquet(docs)
     out[SEQUENCES_FILE] = _jsonl_bytes(sequences)
-    report = dict(report)
+    report = without_column_names(report)
     report["generation"] = _generation_section(audit, docs, failures, len(sequences))
     out[PRIVACY_REPORT_FILE] = _json_bytes(report)
     out["privacy_report.md"] = render_report_markdown(report).encode("utf-8")

@@ -17,7 +17,7 @@ import streamlit as st
 
 from dpkps_core import audit
 from dpkps_core.errors import CorpusError
-from studio import fast_mode, jobs, resources, session, steps, widgets
+from studio import charts, fast_mode, jobs, resources, session, steps, widgets
 
 JOB_KEY = "job_audit"
 UPLOAD_KEY = "audit_corpus_file"
@@ -145,10 +145,10 @@ def histogram_figure(event: dict[str, Any]) -> go.Figure:
                       annotation_text=f"event: {event['side']} {event['threshold']:.3g}")
     stage = {"vocabulary": "vocabulary stage", "density": "density stage"}.get(event["stage"], "whole release")
     fig.update_layout(barmode="overlay", height=320, margin={"t": 50, "b": 40},
-                      title=f"{event['statistic']} — {event['neighbour_a']} vs {event['neighbour_b']} ({stage}) "
-                            "(private — local only)",
+                      title=f"{event['statistic']} — {event['neighbour_a']} vs {event['neighbour_b']} ({stage})"
+                            "<br><sup>private — local only</sup>",
                       xaxis_title=event["statistic_label"], yaxis_title="trials")
-    return fig
+    return charts.tidy(fig, width=50)  # wrapped below the toolbar: these sit in half-width columns
 
 
 def _interval(ci: Any) -> str:

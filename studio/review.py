@@ -32,17 +32,6 @@ METRIC_NAMES = {
 MIN_PER_CLASS_TO_JUDGE = 10
 
 
-# ------------------------------------------------------------------------------------------- failed upload (§3)
-
-def unload_corpus(reason: str) -> None:
-    """After a failed upload: no corpus is loaded (an earlier one is not left underneath); ``reason`` is kept to
-    say so on page 1 until a load succeeds."""
-    s = session.ss()
-    session.clear_after("corpus", include=True)
-    s.update(corpus=None, corpus_id=None, corpus_spec=None, corpus_fingerprint=None, loaded_text_column=None,
-             loaded_label_column=None, corpus_filename=None, run_dir=None, upload_error=reason)
-
-
 # ------------------------------------------------------------------------------------------- tables (§6)
 
 def sig3(x: Any) -> float | None:
@@ -57,19 +46,34 @@ def sig3(x: Any) -> float | None:
 
 
 def judge_note(n_train: int, n_classes: int) -> str:
-    """'' when ``n_train`` documents are enough to read an accuracy, else a short warning."""
+    """'' when ``n_train`` documents are enough to read an accuracy, else a short warning — in the words every
+    such warning of page 7 uses (:func:`too_few_sentence`): fewer than MIN_PER_CLASS_TO_JUDGE per class."""
     need = MIN_PER_CLASS_TO_JUDGE * max(int(n_classes), 1)
     if int(n_train) < need:
-        return f"⚠ too few to judge ({int(n_train):,} < {need:,})"
+        return f"⚠ too few to judge: fewer than {MIN_PER_CLASS_TO_JUDGE} per class ({int(n_train):,} < {need:,})"
     return ""
 
 
+def too_few_sentence(what: str) -> str:
+    """The page's one wording for rows resting on too few documents (the table's note says the same)."""
+    return (f"Too few to judge: {what} — fewer than {MIN_PER_CLASS_TO_JUDGE} training documents per class, so the "
+            "accuracy says little.")
+
+
+def sd_or_none(sd: Any, seeds: int) -> float | None:
+    """The sample sd over seeds, or None (shown blank) with one seed: one run has no spread, and "± 0.00" would
+    claim a precision it does not have."""
+    return sig3(sd) if int(seeds) > 1 else None
+
+
 def evaluation_table(metrics: Mapping[str, Any], n_classes: int) -> pd.DataFrame:
-    """The evaluation's metrics with human names, 3 significant digits and the training documents of each."""
+    """The evaluation's metrics with human names, 3 significant digits and the training documents of each (the
+    ± sd column is blank with one seed)."""
     rows = []
     for key, m in metrics.items():
         rows.append({"Classifier trained on": METRIC_NAMES.get(key, key.replace("_", " ")),
-                     "Accuracy": sig3(m.accuracy_mean), "± sd": sig3(m.accuracy_sd),
+                     "Accuracy": sig3(m.accuracy_mean), "± sd": sd_or_none(m.accuracy_sd, len(m.scores)),
+                     "Seeds": len(m.scores),
                      "Macro-F1": sig3(m.macro_f1_mean), "Training documents": int(m.n_train),
                      "Enough to judge?": judge_note(m.n_train, n_classes) or "yes"})
     return pd.DataFrame(rows)
@@ -83,7 +87,8 @@ def compare_table(rows: Sequence[Mapping[str, Any]], n_classes: int) -> tuple[pd
         docs = int(r.get("documents") or 0)
         out.append({"Method": r.get("label") or r.get("method"), "ε": sig3(r.get("epsilon")),
                     "δ": r.get("delta") or 0.0, "Training documents": docs, "Accuracy": sig3(r.get("accuracy")),
-                    "± sd": sig3(r.get("accuracy_sd")), "Macro-F1": sig3(r.get("macro_f1")),
+                    "± sd": sd_or_none(r.get("accuracy_sd"), int(r.get("seeds") or 1)),
+                    "Macro-F1": sig3(r.get("macro_f1")),
                     "LLM calls": int(r.get("llm_calls") or 0),
                     "Minutes": sig3((r.get("wall_seconds") or 0.0) / 60.0),
                     "Enough to judge?": judge_note(docs, n_classes) or "yes"})
@@ -102,7 +107,8 @@ def keep_compare_rows(job: Any) -> list[dict[str, Any]]:
     if job is not None and getattr(job, "result", None) is not None and not getattr(job, "rows_kept", False):
         info = getattr(job.result, "info", {}) or {}
         for r in job.result.table():
-            r = {**r, "per_class": info.get("per_class"), "finished": time.strftime("%H:%M:%S")}
+            r = {**r, "per_class": info.get("per_class"), "seeds": len(info.get("seeds") or ()),
+                 "finished": time.strftime("%H:%M:%S")}
             key = (r.get("method"), r.get("epsilon"), r.get("delta"), r.get("per_class"))
             rows[:] = [x for x in rows if (x.get("method"), x.get("epsilon"), x.get("delta"), x.get("per_class"))
                        != key]
@@ -390,25 +396,6 @@ def non_document_share(documents: Sequence[Any], failures: Sequence[Mapping[str,
 
     bad = sum(1 for f in failures if is_non_document_failure(f.get("error", "")))
     return bad, len(documents) + len(failures)
-
-
-# ------------------------------------------------------------------------------------------- vocabulary noise (§12)
-
-def expected_noise_share() -> float:
-    """Expected share of Ṽ that is pure noise at the current settings — the EXACT forecast's number (private,
-    local — not covered by ε); the default is :func:`dp_vocabulary_noise_share`."""
-    from dpkps_core import evaluation
-
-    s = session.ss()
-    f = s.get("forecast")
-    cfg = session.current_config()
-    if f is not None and (f.eps_voc, f.terms_per_doc, f.vocab_size) == (cfg.eps_voc, cfg.terms_per_doc,
-                                                                        cfg.vocab_size):
-        return float(f.expected_noise_share)
-    counts = session.term_counts(session.public_vocabulary(), cfg.terms_per_doc)
-    share, _ = evaluation.expected_noise_share(counts, eps_voc=cfg.eps_voc, terms_per_doc=cfg.terms_per_doc,
-                                               vocab_size=cfg.vocab_size, reps=2)
-    return share
 
 
 # ------------------------------------------------------------------------------------------- memorisation (§11)

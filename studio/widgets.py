@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import traceback
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import streamlit as st
@@ -150,6 +152,24 @@ def user_box() -> None:
 
 # ------------------------------------------------------------------------------------------- sidebar
 
+def corpus_line() -> str:
+    """The sidebar's corpus line: the corpus actually loaded, and — when page 1's choice names another one (an upload
+    not loaded yet, a demo whose switch waits for a confirmation) — that the loaded one is still in use."""
+    s = st.session_state
+    c = s.get("corpus")
+    if c is None:
+        return "Corpus: none loaded"
+    cid = str(s.get("corpus_id") or "")
+    line = f"Corpus: {c.name} ({plural(len(c), 'document')})"
+    if s.get("corpus_source") == "upload" and cid.startswith("demo:"):
+        line += " — still loaded: your file is not loaded yet (page 1, “Load this corpus”)"
+    elif s.get("corpus_source") == "demo" and cid != s.get("demo_spec"):
+        line += " — still loaded: switching to the chosen demo waits for your confirmation (page 1)"
+    if c.persons is not None:
+        line += "; unit of privacy: one person"
+    return line
+
+
 def sidebar() -> None:
     """The run's state — on every page (the privacy ledger's lines above it are app.py's)."""
     s = st.session_state
@@ -161,9 +181,13 @@ def sidebar() -> None:
     outcome = s.get("outcome")
     job = s.get("job_generation")
     docs = len(session.documents()) if outcome is not None else 0
+    pv_text = "Private vocabulary"
+    if pv is not None:
+        pv_text = (f"Private vocabulary: {plural(len(pv), 'term')} of "
+                   f"{vocabulary_label((s.get('pv_meta') or {}).get('vocabulary_spec') or pv.public_vocabulary)}")
     items = [
-        (c is not None, f"Corpus: {c.name} ({len(c):,} documents)" if c is not None else "Corpus"),
-        (pv is not None, f"Private vocabulary: {len(pv):,} terms" if pv is not None else "Private vocabulary"),
+        (c is not None, corpus_line()),
+        (pv is not None, pv_text),
         (s.get("dp_density") is not None, f"Densities: {s['density_meta']['method']}" if s.get("dp_density") is not None
          else "Densities"),
         (outcome is not None, f"Sequences: {len(outcome.sequences):,}" if outcome is not None else "Sequences"),
@@ -174,10 +198,137 @@ def sidebar() -> None:
                           f"{text}" for ok, text in items))
     rd = s.get("run_dir")
     if rd:
-        st.caption(f"Run folder: `{rd}` (owner-only)")
+        st.caption(f"Run folder: `{Path(rd).name}` (owner-only; page 8 lists the runs on this machine)")
     if fast_mode():
         st.caption("Test fast mode (DPKPS_TEST_FAST=1).")
     user_box()
+
+
+# ------------------------------------------------------------------------------------------- wording helpers
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 distinct label`` / ``3 distinct labels``: a count with its noun in the right number."""
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"
+
+
+def unit_word() -> str:
+    """``"person"`` when the loaded corpus has a person column (the unit of privacy, DESIGN §2 "optional person
+    unit"), else ``"document"`` — so that a sentence says "any one person" where that is the guarantee."""
+    c = st.session_state.get("corpus")
+    return "person" if c is not None and getattr(c, "persons", None) is not None else "document"
+
+
+#: The uploaded vocabulary's saved name is ``<stem>-<12 hex digits of its SHA-256>.txt`` in a session temp folder
+#: (``studio.session.save_vocabulary_upload``); neither the folder nor the digest means anything to a user.
+_HASHED_STEM = re.compile(r"^(?P<stem>.*)-[0-9a-f]{12}$")
+
+
+def vocabulary_label(spec: str | None) -> str:
+    """A vocabulary as users know it: a built-in's name, or an uploaded file's own name — never the session's
+    temporary path or the hashed name it is saved under (docs/PRIVACY.md: public inputs are named, not located)."""
+    if not spec:
+        return "—"
+    s = st.session_state
+    text = str(spec)
+    if text.startswith("upload:"):
+        text = text.split(":", 1)[1]
+    saved = s.get("vocab_upload_path")
+    name = s.get("vocab_upload_name")
+    if name and saved and text in (str(saved), Path(str(saved)).name, Path(str(saved)).stem):
+        return f"{name} (your upload)"
+    if "/" in text or "\\" in text or text.endswith(".txt"):
+        text = Path(text).name
+    stem = Path(text).stem if text.endswith((".txt", ".csv", ".tsv")) else text
+    m = _HASHED_STEM.match(stem)
+    if m:
+        return f"{m.group('stem') or 'vocabulary'} (your upload)"
+    return text
+
+
+def class_colours() -> dict[str, str]:
+    """The loaded corpus's class → colour map (``studio.charts.class_colours`` over its declared and observed
+    classes), so that a class has the same colour on every page; {} without a corpus."""
+    from studio import charts
+
+    c = st.session_state.get("corpus")
+    if c is None:
+        return {}
+    names = list(c.observed_classes) + list(c.public_classes or ())
+    return charts.class_colours(names)
+
+
+def stale_note(what: str, changes: list[str]) -> None:
+    """Mark a result as STALE when the settings it was computed for changed (V, N, S, ε, method…): the figures
+    on screen are then the old settings' — said before them, with what changed."""
+    if changes:
+        st.warning(f"**STALE** — {what} was computed for other settings ({', '.join(changes)} changed since). "
+                   "Run it again for the current settings; the figures below are the old ones.",
+                   icon=":material/sync_problem:")
+
+
+def document_reader(docs: list[dict[str, Any]], *, key: str, label: str = "Read a document in full") -> None:
+    """Pick one document of a table (whose cells cut long texts to one line) and read it in full, with its label
+    and keyphrases. ``docs``: records with ``id``, ``text`` and optional ``label`` / ``keyphrases``."""
+    if not docs:
+        return
+    ids = [str(d.get("id", i)) for i, d in enumerate(docs)]
+    with st.expander(label, icon=":material/article:"):
+        pick = st.selectbox("Document", range(len(docs)), key=key,
+                            format_func=lambda i: f"{ids[i]} — {docs[i].get('label', '')}: "
+                                                  f"{' '.join(str(docs[i].get('text', '')).split()[:8])}…")
+        d = docs[int(pick or 0)]
+        meta = [f"**{ids[int(pick or 0)]}**"]
+        if d.get("label"):
+            meta.append(f"label: {d['label']}")
+        if d.get("keyphrases"):
+            meta.append("keyphrases: " + ", ".join(map(str, d["keyphrases"])))
+        st.markdown(" · ".join(meta))
+        st.text_area("Text", str(d.get("text", "")), height=320, disabled=True, key=f"{key}.text.{int(pick or 0)}",
+                     label_visibility="collapsed")
+
+
+def later_releases(run_name: str | None) -> tuple[float, int] | None:
+    """(the corpus's total to date: the largest spend among its units over every release, the number of releases
+    on its units recorded after the run ``run_name``'s last one) — PRIVATE, local (DESIGN §2.0); ``None`` with no
+    corpus or no persistent ledger. A run the ledger has no release of (made by the command line under another
+    name) counts none as later."""
+    from dpkps_core.ledger_store import PersistentLedger
+
+    if session.corpus() is None:
+        return None
+    led = session.ledger()
+    if not isinstance(led, PersistentLedger):
+        return None
+    view = led.view()
+    own = [r.recorded for r in view.releases if run_name and r.run == run_name]
+    later = sum(1 for r in view.releases if own and r.recorded > max(own) and r.run != run_name)
+    return view.largest_spend, later
+
+
+def run_total_note(run_epsilon: float | None, *, run_name: str | None = None) -> None:
+    """Beside a run opened or exported: the corpus's total to date (the largest spend among its documents, over
+    every release — PRIVATE, local) and a warning when later releases exist, so an older run's "total ε" is never
+    read as what the documents have spent (DESIGN §2.0; the bundle itself only says that later releases may exist)."""
+    try:
+        found = later_releases(run_name)
+    except DPKPSError as exc:
+        st.error(str(exc), icon=":material/error:")
+        return
+    if found is None or run_epsilon is None:
+        return
+    largest, later = found
+    unit = unit_word()
+    who = f"The run {run_name}" if run_name else "This run"
+    if later:
+        st.warning(f"**Later releases exist** ({plural(later, 'release')} on this corpus's {unit}s after this run). "
+                   f"{who} accounts for ε = {float(run_epsilon):g}; the corpus's total to date — the most-used "
+                   f"{unit}'s spend over every release, app and command line — is ε = **{largest:g}**, and that is "
+                   f"the guarantee that holds for its {unit}s now. Private, local: the bundle only says that later "
+                   "releases may exist.", icon=":material/history:")
+    else:
+        st.caption(f"Corpus total to date: the most-used {unit} has spent ε = {largest:g} over every release "
+                   f"(private, local; {who[0].lower() + who[1:]} accounts for ε = {float(run_epsilon):g}). No release on this "
+                   f"corpus's {unit}s came after it.")
 
 
 # ------------------------------------------------------------------------------------------- flow

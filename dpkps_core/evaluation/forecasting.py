@@ -193,8 +193,10 @@ def forecast(
         return expected_noise_share(c, eps_voc=e, terms_per_doc=terms_per_doc, vocab_size=vocab_size,
                                     reps=3, seed=seed)[1]
 
-    suggested_eps = suggested_terms = None
+    suggested_eps = suggested_terms = suggested_n = None
     if not voc_ok:
+        suggested_n = suggest_smaller_n(counts, eps_voc=eps_voc, terms_per_doc=terms_per_doc, vocab_size=vocab_size,
+                                        seed=seed)
         eps_grid = [0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 10, 15, 20, 30, 50, 100]
         suggested_eps = next((float(e) for e in eps_grid if e > eps_voc and real_at(e) >= min_real_terms), None)
         prefixes = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000)
@@ -257,7 +259,7 @@ def forecast(
     verdict = _forecast_verdict(share=share, real_terms=real_terms, quality=quality, kde_ok=kde_ok, kde=kde,
                                 eps_voc=eps_voc, eps_kde=eps_kde, floor=floor, suggested_eps=suggested_eps,
                                 suggested_terms=suggested_terms, suggested_kde=suggested_kde, v_size=v_size,
-                                vocab_size=vocab_size, min_real_terms=min_real_terms)
+                                vocab_size=vocab_size, min_real_terms=min_real_terms, suggested_n=suggested_n)
     return Forecast(
         eps_voc=eps_voc, eps_kde=eps_kde, terms_per_doc=terms_per_doc, vocab_size=vocab_size,
         public_vocabulary_size=v_size, method=method, density=kind, n_documents=len(labels), class_sizes=class_sizes,
@@ -270,9 +272,51 @@ def forecast(
     )
 
 
+#: Smaller private vocabulary sizes N the verdict may suggest (a public grid).
+SMALLER_N_GRID = (500, 200, 100, 50, 20)
+
+
+def suggest_smaller_n(counts: np.ndarray, *, eps_voc: float, terms_per_doc: int, vocab_size: int,
+                      min_real_terms: int | None = None, seed: int = 0) -> int | None:
+    """The largest N of :data:`SMALLER_N_GRID` below ``vocab_size`` at which Ṽ is expected to hold enough real
+    terms (``min_real_terms``, by default min(100, N/2) as in :func:`forecast`) at the same ε_voc — fewer, surer
+    terms cost no extra ε, so the verdict offers this before a larger ε_voc (DESIGN §6)."""
+    for n in SMALLER_N_GRID:
+        if n >= vocab_size:
+            continue
+        need = min_real_terms if min_real_terms is not None else max(1, min(100, n // 2))
+        if expected_noise_share(counts, eps_voc=eps_voc, terms_per_doc=terms_per_doc, vocab_size=n, reps=3,
+                                seed=seed)[1] >= need:
+            return n
+    return None
+
+
+#: |V| above which a general vocabulary (GloVe's 400k terms) is large enough that a domain vocabulary helps.
+LARGE_VOCABULARY = 50_000
+
+
+def _vocabulary_tips(*, eps_voc: float, suggested_eps: float | None, suggested_terms: int | None,
+                     suggested_n: int | None, v_size: int, vocab_size: int) -> list[str]:
+    """What to change for a poor vocabulary, cheapest first (DESIGN §6 "free remedies"): a smaller N, a smaller
+    or domain-specific V, and only then a larger ε_voc."""
+    tips = []
+    if suggested_n is not None:
+        tips.append(f"a smaller N = {suggested_n:,} (instead of {vocab_size:,}: fewer, surer terms at the same ε)")
+    if suggested_terms is not None:
+        tips.append(f"keep ε_voc = {eps_voc:g} and limit V to its {suggested_terms:,} most frequent terms")
+    if v_size > LARGE_VOCABULARY:
+        tips.append(f"a smaller, domain-specific public vocabulary (V has {v_size:,} terms; the medical one for "
+                    "clinical text, or your own list)")
+    if suggested_eps is not None:
+        tips.append(f"ε_voc ≥ {suggested_eps:g}" + (" (a weak guarantee: try the others first)"
+                                                   if suggested_eps > 10 else ""))
+    return tips
+
+
 def _forecast_verdict(*, share: float, real_terms: float, quality: str, kde_ok: bool, kde: dict, eps_voc: float,
                       eps_kde: float, floor: float, suggested_eps: float | None, suggested_terms: int | None,
-                      suggested_kde: float | None, v_size: int, vocab_size: int, min_real_terms: int) -> str:
+                      suggested_kde: float | None, v_size: int, vocab_size: int, min_real_terms: int,
+                      suggested_n: int | None = None) -> str:
     voc_ok = quality != "poor"
     if voc_ok and kde_ok:
         parts = ["Likely usable." if quality == "good" else "Usable, with a noisy vocabulary."]
@@ -284,12 +328,10 @@ def _forecast_verdict(*, share: float, real_terms: float, quality: str, kde_ok: 
                  f"never occur in your documents; about {real_terms:,.0f} real terms make it), because the largest "
                  f"noise among {v_size:,} public terms reaches about {_num(floor)} at ε_voc = {eps_voc:g}.")
     if not voc_ok:
-        tips = []
-        if suggested_eps is not None:
-            tips.append(f"ε_voc ≥ {suggested_eps:g}")
-        if suggested_terms is not None:
-            tips.append(f"keep ε_voc = {eps_voc:g} and limit V to its {suggested_terms:,} most frequent terms")
-        parts.append(f"For at least {min_real_terms:,} real terms: " + (" or ".join(tips) if tips else
+        tips = _vocabulary_tips(eps_voc=eps_voc, suggested_eps=suggested_eps, suggested_terms=suggested_terms,
+                                suggested_n=suggested_n, v_size=v_size, vocab_size=vocab_size)
+        parts.append(f"For enough real terms (at least {min_real_terms:,} at N = {vocab_size:,}): "
+                     + ("; or ".join(tips) if tips else
                      "no ε_voc up to 100 is enough; use a smaller, domain-specific public vocabulary or a larger corpus") + ".")
     if kde:
         worst = min(kde, key=lambda c: kde[c]["snr"])
@@ -412,8 +454,9 @@ def forecast_from_release(
     min_real_terms = check_positive_int(min_real_terms, "minimum number of real terms")
     voc_ok = real_terms >= min_real_terms
     quality = ("good" if share <= max_noise_share else "usable") if voc_ok else "poor"
-    suggested_eps = None
+    suggested_eps = suggested_n = None
     if not voc_ok:
+        suggested_n = suggest_smaller_n(counts, eps_voc=eps_voc, terms_per_doc=S, vocab_size=vocab_size, seed=seed)
         for e in (0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 10, 15, 20, 30, 50, 100):
             if e > eps_voc and expected_noise_share(counts, eps_voc=e, terms_per_doc=S, vocab_size=vocab_size,
                                                     reps=3, seed=seed)[1] >= min_real_terms:
@@ -462,7 +505,7 @@ def forecast_from_release(
     verdict = _forecast_verdict(share=share, real_terms=real_terms, quality=quality, kde_ok=kde_ok, kde=kde,
                                 eps_voc=eps_voc, eps_kde=eps_kde, floor=floor, suggested_eps=suggested_eps,
                                 suggested_terms=None, suggested_kde=suggested_kde, v_size=v_size,
-                                vocab_size=vocab_size, min_real_terms=min_real_terms)
+                                vocab_size=vocab_size, min_real_terms=min_real_terms, suggested_n=suggested_n)
     curve = stats.smoothed_curve()
     points = [(int(c), int(round(g))) for c, g in zip(stats.thresholds, curve) if round(g) >= 1]
     return Forecast(

@@ -256,7 +256,10 @@ def sweep_figures(df: "pd.DataFrame") -> dict[str, "go.Figure"]:
         sub = s[s["method"] == method]
         piv = sub.pivot(index="eps_voc", columns="eps_kde", values="no_llm_accuracy_mean").sort_index()
         sd = sub.pivot(index="eps_voc", columns="eps_kde", values="no_llm_accuracy_sd").reindex_like(piv)
-        text = [[f"{m:.2f} ± {d:.2f}" for m, d in zip(r1, r2)] for r1, r2 in zip(piv.to_numpy(), sd.to_numpy())]
+        seeds = sub.pivot(index="eps_voc", columns="eps_kde", values="seeds").reindex_like(piv)
+        # one seed has no spread: "± 0.00" would claim a precision it does not have
+        text = [[f"{m:.2f} ± {d:.2f}" if n > 1 else f"{m:.2f}" for m, d, n in zip(r1, r2, r3)]
+                for r1, r2, r3 in zip(piv.to_numpy(), sd.to_numpy(), seeds.to_numpy())]
         fig = go.Figure(go.Heatmap(
             z=piv.to_numpy(), x=[f"{v:g}" for v in piv.columns], y=[f"{v:g}" for v in piv.index], text=text,
             texttemplate="%{text}", colorscale="Viridis", zmin=0, zmax=1, colorbar={"title": "accuracy"}))
