@@ -1,4 +1,4 @@
-"""Empirical privacy audit of the implementation on the user's own corpus and settings (issue 11 §5).
+"""Empirical privacy audit of the implementation on the user's own corpus and settings (docs/PRIVACY.md "Empirical audit").
 
 What it does (docs/PRIVACY.md, "Empirical audit"):
 

@@ -37,7 +37,7 @@ class AuditResult:
     info: dict[str, Any]
 
     def line(self) -> str:
-        """The one summary line the CLI prints (format fixed by issue 11 §5)."""
+        """The one summary line the CLI prints (its format is fixed: scripts and docs/PRIVACY.md read it)."""
         return f"empirical_epsilon_lower_bound: {self.lower_bound:.3f} (claimed: {self.claimed_epsilon:g})"
 
     def best_event(self) -> dict[str, Any]:

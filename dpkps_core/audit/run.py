@@ -53,7 +53,7 @@ def run_audit(
     settings: AuditSettings | None = None, progress: Progress | None = None, cancel: Cancel | None = None,
     on_plan: Callable[[dict[str, Any]], None] | None = None,
 ) -> AuditResult:
-    """Audit the release path on ``corpus`` with ``config`` (issue 11 §5; see the package docstring).
+    """Audit the release path on ``corpus`` with ``config`` (docs/PRIVACY.md "Empirical audit"; see the package docstring).
 
     ``corpus`` is best the :class:`~dpkps_core.audit.raw.RawTable` of the file as it is on disk
     (:func:`~dpkps_core.audit.raw.raw_table_for` / :func:`~dpkps_core.audit.raw.read_raw_table`): D, D⁻ (one raw

@@ -1,4 +1,4 @@
-"""The public settings of an audit (issue 11 §5) and the cancel flag it polls."""
+"""The public settings of an audit (docs/PRIVACY.md "Empirical audit") and the cancel flag it polls."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class Cancel(Protocol):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AuditSettings:
-    """Public settings of an audit (issue 11 §5).
+    """Public settings of an audit (docs/PRIVACY.md "Empirical audit").
 
     Attributes:
         trials: runs of the release path per neighbour; ``None`` chooses as many as fit ``time_budget``

@@ -128,7 +128,7 @@ def _drugs_raw(label: str, with_drug: bool = False) -> tuple[list[str], list[str
     return [texts[i] for i in keep], [labels[i] for i in keep], source
 
 
-#: The demo corpora's synthetic person column (issue 15): all reviews of one drug stand in for one person's
+#: The demo corpora's synthetic person column (DESIGN §2, the person unit): all reviews of one drug stand in for one person's
 #: documents, a documented grouping that gives units of many documents each.
 DEMO_PERSON_COLUMNS = {"drugs": "drug"}
 
@@ -209,7 +209,7 @@ def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column:
     """``demo:bbc``, ``demo:drugs`` (label = condition), ``demo:drugs-rating`` or a path.
 
     ``classes``: the declared public class names (demo corpora carry their own; a file has none until
-    declared). ``person_column``: the unit of privacy becomes one person (issue 15)."""
+    declared). ``person_column``: the unit of privacy becomes one person (DESIGN §2, the person unit)."""
     if spec.startswith("demo:"):
         if spec not in DEMO_SPECS:
             raise CorpusError(f"Unknown demo corpus {spec!r}; choose one of {', '.join(DEMO_SPECS)}.")

@@ -59,7 +59,7 @@ class LoadReport:
 class Corpus:
     """A labelled PRIVATE corpus (ARCHITECTURE: Corpus). ``report`` is not part of equality.
 
-    ``public_classes`` are the class names the user declared public (DESIGN §2; issue 11 §2): they, not the
+    ``public_classes`` are the class names the user declared public (DESIGN §2): they, not the
     labels found in the data, decide which classes the DP steps release. Demo corpora carry theirs; a loaded
     file has none until the user declares them (:meth:`with_classes`)."""
 
@@ -151,7 +151,7 @@ class Corpus:
     def capped_per_person(self, k: int = 1) -> Corpus:
         """Each person's first ``k`` documents in corpus order (all documents without a person column).
 
-        For methods that need whole documents (private prediction, AugPE+Ṽ; issue 15): with k = 1, adding or
+        For methods that need whole documents (private prediction, AugPE+Ṽ; DESIGN §2, the person unit): with k = 1, adding or
         removing a person changes the capped corpus by at most one document, so a per-document guarantee on it
         is a per-person guarantee (k > 1 would cost k·ε by group privacy)."""
         if self.persons is None:
