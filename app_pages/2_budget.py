@@ -11,7 +11,7 @@ from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
 from dpkps_core.risk import epsilon_explainer, risk_sentences
 from dpkps_core.pipeline import LIMITS
 from dpkps_core.vocabulary import VOCABULARIES
-from studio import charts, review, session, spend, steps, widgets
+from studio import charts, current, review, session, spend, steps, widgets
 
 widgets.page_header(1, "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
                        "each document may contribute, and how the privacy budget ε is split.")
@@ -202,10 +202,10 @@ with st.expander("What does ε mean here?", expanded=True):
                           features=cfg.features)
     st.markdown(
         f"""
-- **Odds bound.** Adding or removing any one document changes the probability of any output by at most a factor
+- **Odds bound.** Adding or removing any one {widgets.unit_word()} changes the probability of any output by at most a factor
   e^ε: e^{eps_voc + eps_kde:g} ≈ **{times(x['odds_total'])}×** for the whole run (vocabulary e^{eps_voc:g} ≈
   {times(x['odds_voc'])}×, densities e^{eps_kde:g} ≈ {times(x['odds_kde'])}×). Smaller ε → stronger guarantee.
-- **As a risk to one document.** Whatever an attacker knows and whatever they see, at ε = {eps_voc + eps_kde:g}
+- **As a risk to one {widgets.unit_word()}.** Whatever an attacker knows and whatever they see, at ε = {eps_voc + eps_kde:g}
   {risk[0]}; {risk[1]}. (Bayes with the odds bound: posterior ≤ e^ε·p / (e^ε·p + 1 − p) from a prior p; it
   holds for every document{unit}.)
 - **Noise per vocabulary count.** Each of the |V| counts gets Laplace noise of scale S/ε_voc = **{x['voc_scale']:.2f}**
@@ -250,6 +250,7 @@ with st.expander("Advanced: noise sampler"):
 
 
 def show_forecast(f, key: str) -> None:
+    widgets.stale_note("This forecast", current.forecast_changes(f))  # never a verdict for other settings
     (st.success if f.usable else st.warning)(f.verdict)
     m = st.columns(4)
     m[0].metric("Expected noise share of Ṽ", f"{f.expected_noise_share:.0%}")
@@ -296,7 +297,7 @@ with st.expander("Exact previews (private, local — not covered by ε)", expand
                      icon=":material/lock_open:"):
             with widgets.guard(), st.spinner("Counting terms of the training part (private, once) and simulating…"):
                 steps.ensure_corpus()
-                steps.run_forecast()
+                current.run_exact_forecast()
         f = s.get("forecast")
         if f is not None:
             show_forecast(f, "chart.forecast")

@@ -77,6 +77,7 @@ else:
         m[1].metric("ε_voc (vocabulary)", f"{report['epsilon_vocabulary']:g}")
         m[2].metric("ε_kde (densities)", f"{report['epsilon_kde']:g}")
         m[3].metric("Noise", "seeded demo" if demo else "OS entropy")
+        widgets.run_total_note(report["epsilon_total"], run_name=run["name"])  # the corpus's total to date (local)
         st.caption(f"The total ε = {report['epsilon_total']:g} includes abandoned steps, if any: every Ṽ or density "
                    "built in this session — re-runs and rebuilds that no longer feed this run's output included — "
                    "counts, because each was a release. That is correct and conservative: the guarantee never "
@@ -87,7 +88,7 @@ else:
             f"- **{len(docs):,} synthetic documents** and **{seqs:,} keyphrase sequences** "
             f"({report.get('method')}), classes: {', '.join(report.get('classes', []))}\n"
             f"- the private vocabulary Ṽ ({report['vocabulary']['private_size']:,} terms of "
-            f"{report['vocabulary']['name']}) with its noisy counts\n"
+            f"{widgets.vocabulary_label(report['vocabulary']['name'])}) with its noisy counts\n"
             f"- {report['guarantee']}; neighbouring datasets: {report['neighbouring']}\n"
             f"- {len(report.get('events', []))} ledger event(s): mechanisms {', '.join(report.get('mechanisms', []))}\n"
             "- **not released:** the corpus, the held-out split (split.json), term counts, evaluations")

@@ -117,6 +117,27 @@ def default_settings() -> dict[str, Any]:
     }
 
 
+#: The per-corpus choices a new corpus starts from their defaults (``studio.session.default_settings``): the
+#: method and ε split chosen for one corpus (say the demo) are no choice for the next one. The cap, the noise
+#: source and the LLM's connection settings are the user's, not the corpus's, and carry over.
+CORPUS_SETTINGS = ("eps_total", "eps_voc_share", "paper_settings", "vocabulary", "vocab_max_terms", "terms_per_doc",
+                   "vocab_size", "selection_rule", "remove_stopwords", "junk_filter", "method", "density", "length",
+                   "bandwidth_auto", "bandwidth", "features_auto", "features", "per_class", "temperature",
+                   "doc_type", "include_label", "few_shot", "few_shot_name")
+
+
+def reset_corpus_settings() -> list[str]:
+    """Put the per-corpus choices (:data:`CORPUS_SETTINGS`) back to their defaults when another corpus is loaded;
+    returns the names of those that had been changed (for a notice)."""
+    s = ss()
+    defaults = default_settings()
+    changed = [k for k in CORPUS_SETTINGS if k in defaults and s.get(k) != defaults[k]]
+    for k in CORPUS_SETTINGS:
+        if k in defaults:
+            s[k] = defaults[k]
+    return changed
+
+
 def ss() -> MutableMapping[str, Any]:
     return st.session_state
 

@@ -34,8 +34,8 @@ from studio.jobs import Job
 from studio.resources import cached_vocabulary, demo_corpus, embedder, embedding_cache
 from studio.session import (DOC_TYPE_FOR_DEMO, MAX_UPLOAD_BYTES, clear_after, corpus, current_config,
                             generation_secrets, ledger, noise, notice, person_column, privacy_unit,
-                            public_vocabulary, run_dir, sampling_config_used, split, ss, term_counts, test_part,
-                            train_part)
+                            public_vocabulary, reset_corpus_settings, run_dir, sampling_config_used, split, ss,
+                            term_counts, test_part, train_part)
 
 # ============================================================================================ run folder
 # What a run's folder holds besides the releasable files: the app's PUBLIC settings of each step (never the
@@ -155,8 +155,11 @@ def _set_corpus(c: Corpus, *, cid: str, spec: str, fingerprint: str | None, text
              loaded_text_column=text_column, loaded_label_column=label_column, corpus_filename=filename,
              run_dir=None)
     if had:
+        reset = reset_corpus_settings()  # the previous corpus's method, ε, N, S… do not carry over
         notice("A new corpus starts a new run with its own privacy ledger and run folder; the previous run's "
-               "folder and ledger are kept.")
+               "folder and ledger are kept."
+               + (" Its settings (method, ε split, vocabulary, N, S…) are back to their defaults: choose them for "
+                  "this corpus on page 2." if reset else ""))
 
 
 def declare_classes(names: Sequence[str]) -> Corpus:

@@ -182,3 +182,62 @@ def test_sidebar_names_the_corpus_loaded_and_its_spend_per_person() -> None:
     side = _sidebar(at)
     assert "This session, on this corpus: ε = " in side and "nothing spent" not in side and "No release" not in side
     assert "any one person" in side and "any one document" not in side
+
+
+@pytest.mark.model
+@pytest.mark.assets
+@pytest.mark.usefixtures("fast_env")
+def test_settings_do_not_carry_over_from_the_demo_to_a_new_corpus() -> None:
+    at = new_app()
+    at.session_state["method"] = "iterative-log"                   # chosen for the demo
+    at.session_state["eps_total"] = 3.0
+    upload_corpus(at, toy_csv(20), "mine.csv", declare=False)
+    assert at.session_state["method"] == "independent" and at.session_state["eps_total"] == 10.0
+    at.run()                                                       # the notice is shown on the next run
+    said = [i.value for i in at.info]
+    assert any("back to their defaults" in v for v in said), said
+
+
+@pytest.mark.model
+@pytest.mark.assets
+@pytest.mark.usefixtures("fast_env")
+def test_an_exact_forecast_for_other_settings_is_marked_stale() -> None:
+    at = new_app()
+    goto(at, 1)
+    at.toggle(key="_w.exact_previews.budget").set_value(True).run()
+    click(at, "Exact forecast on the true counts")
+    assert not [w for w in at.warning if w.value.startswith("**STALE**")]
+    at.session_state["vocab_size"] = 100                           # N changed after the forecast
+    at.run()
+    stale = [w.value for w in at.warning if w.value.startswith("**STALE**")]
+    assert stale and "N" in stale[0]
+    at.session_state["vocab_size"] = 200
+    at.session_state["vocabulary"] = "wordfreq"                    # another vocabulary, same N
+    at.run()
+    stale = [w.value for w in at.warning if w.value.startswith("**STALE**")]
+    assert stale and "(V changed" in stale[0]
+
+
+@pytest.mark.model
+@pytest.mark.assets
+@pytest.mark.usefixtures("fast_env")
+def test_an_older_run_shows_the_corpus_total_to_date_and_that_later_releases_exist() -> None:
+    at = new_app()
+    walk(at, 4)                                                    # run A: Ṽ + densities + sequences (ε = 10)
+    first = Path(at.session_state["run_dir"]).name
+    goto(at, 7)
+    assert not [w for w in at.warning if "Later releases exist" in w.value]
+    assert any("Corpus total to date" in c.value for c in at.caption)
+    goto(at, 2)
+    click(at, "Re-run Ṽ")                                          # asks first (one intent, one release)
+    click(at, "Yes, spend ε_voc")                                  # a later release, in a new run folder
+    assert Path(at.session_state["run_dir"]).name != first
+    goto(at, 7)
+    first_path = next(r for r in at.session_state["run_dirs"] if Path(r).name == first)
+    at.selectbox(key="_w.export_run").set_value(first_path).run()
+    later = [w.value for w in at.warning if "Later releases exist" in w.value]
+    assert later and "ε = 10" in later[0] and "ε = **15**" in later[0]
+    from dpkps_core.export import collect_bundle                   # the bundle only says later releases may exist
+
+    report = collect_bundle(first_path)["privacy_report.md"].decode()
+    assert "Later releases on the same documents may exist" in report and "15" not in report.split("## What")[0]
