@@ -68,3 +68,4 @@ def forecast_changes(forecast: Any) -> list[str]:
         if size != int(forecast.public_vocabulary_size):
             changed.insert(0, "V")
     return changed
+

@@ -290,8 +290,8 @@ def document_reader(docs: list[dict[str, Any]], *, key: str, label: str = "Read 
 def later_releases(run_name: str | None) -> tuple[float, int] | None:
     """(the corpus's total to date: the largest spend among its units over every release, the number of releases
     on its units recorded after the run ``run_name``'s last one) — PRIVATE, local (DESIGN §2.0); ``None`` with no
-    corpus or no persistent ledger. A run the ledger has no release of (made by the command line under another
-    name) counts none as later."""
+    corpus, no persistent ledger, or when the ledger holds no release of that run on the loaded corpus's units (a
+    run of another corpus, or one recorded under another name): nothing is then claimed about it."""
     from dpkps_core.ledger_store import PersistentLedger
 
     if session.corpus() is None:
@@ -301,6 +301,8 @@ def later_releases(run_name: str | None) -> tuple[float, int] | None:
         return None
     view = led.view()
     own = [r.recorded for r in view.releases if run_name and r.run == run_name]
+    if run_name and not own:  # a run of another corpus, or one the ledger knows under another name: say nothing
+        return None
     later = sum(1 for r in view.releases if own and r.recorded > max(own) and r.run != run_name)
     return view.largest_spend, later
 
