@@ -133,7 +133,6 @@ OVERSIZED_MODULES_ALLOWED: dict[str, str] = {
     "dpkps_core/ledger_store.py": "the persistent ledger store (SQLite key → spent) and its legacy import",
     "dpkps_core/export.py": "the release bundle (build, read, Markdown report)",
     "dpkps_core/evaluation/forecasting.py": "the DP and exact forecasts",
-    "dpkps_core/llm/ct2.py": "the CTranslate2 engine, being written",
     "studio/session.py": "the app session (settings and a pointer to the run folder are the target)",
     "studio/steps.py": "the app's actions that call the core",
 }

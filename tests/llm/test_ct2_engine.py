@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("ctranslate2")
 
 from dpkps_core.errors import LLMError, ParameterError  # noqa: E402
-from dpkps_core.llm import ct2  # noqa: E402
+from dpkps_core.llm import ct2, ct2_convert  # noqa: E402
 from dpkps_core.llm.backends import GenerationCancelled  # noqa: E402
 from llm_fakes import build_tiny_model  # noqa: E402
 
@@ -52,13 +52,13 @@ def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 def conversions(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Records every real conversion (the converter still runs)."""
     calls: list[Path] = []
-    real = ct2._convert
+    real = ct2_convert._convert
 
     def counting(source: Path, out: Path, quantization: str) -> None:
         calls.append(out)
         real(source, out, quantization)
 
-    monkeypatch.setattr(ct2, "_convert", counting)
+    monkeypatch.setattr(ct2_convert, "_convert", counting)
     return calls
 
 
@@ -72,23 +72,23 @@ def _leftovers(cache: Path) -> list[str]:
 
 
 def test_converts_once_with_a_marker_and_reuses_it(cache: Path, tiny_model: Path, conversions: list[Path]) -> None:
-    first = ct2.ensure_converted(tiny_model, "int8")
+    first = ct2_convert.ensure_converted(tiny_model, "int8")
     assert first.is_relative_to(cache / "models") and first.name.endswith("-ct2-int8")
     assert (first / "model.bin").is_file() and (first / "vocabulary.json").is_file()
-    marker = json.loads((first / ct2.MARKER).read_text(encoding="utf-8"))
+    marker = json.loads((first / ct2_convert.MARKER).read_text(encoding="utf-8"))
     assert marker["quantization"] == "int8"
-    assert marker["source_identity"] == ct2.source_identity(tiny_model)
-    assert marker["ctranslate2"] == ct2.require_ctranslate2().__version__
+    assert marker["source_identity"] == ct2_convert.source_identity(tiny_model)
+    assert marker["ctranslate2"] == ct2_convert.require_ctranslate2().__version__
     assert len(conversions) == 1
     # The temporary folder was beside the target and is gone.
     assert conversions[0].parent == first.parent and not conversions[0].exists()
 
-    again = ct2.ensure_converted(tiny_model, "int8")
+    again = ct2_convert.ensure_converted(tiny_model, "int8")
     assert again == first and len(conversions) == 1  # reused, not converted again
     assert _leftovers(cache) == [first.name]
 
     # Another quantization is another folder; the offline model's name is used when given.
-    named = ct2.ensure_converted(tiny_model, "float32", name="Tiny")
+    named = ct2_convert.ensure_converted(tiny_model, "float32", name="Tiny")
     assert named.name == "Tiny-ct2-float32" and len(conversions) == 2
 
 
@@ -98,25 +98,25 @@ def test_a_changed_source_is_converted_again(cache: Path, tiny_model: Path, tmp_
 
     src = tmp_path / "copy"
     shutil.copytree(tiny_model, src)
-    first = ct2.ensure_converted(src, "int8")
+    first = ct2_convert.ensure_converted(src, "int8")
     (src / "generation_config.json").write_text('{"eos_token_id": 3}\n', encoding="utf-8")
-    assert ct2.ensure_converted(src, "int8") == first
+    assert ct2_convert.ensure_converted(src, "int8") == first
     assert len(conversions) == 2  # the source's identity changed, so the cached copy was stale
 
 
 def test_a_half_written_conversion_is_redone(cache: Path, tiny_model: Path, conversions: list[Path]) -> None:
-    target = ct2.converted_dir(tiny_model, "int8")
+    target = ct2_convert.converted_dir(tiny_model, "int8")
     target.mkdir(parents=True)
     (target / "model.bin").write_bytes(b"half a model")  # killed mid-write: no marker
-    out = ct2.ensure_converted(tiny_model, "int8")
+    out = ct2_convert.ensure_converted(tiny_model, "int8")
     assert out == target and len(conversions) == 1
-    assert (out / ct2.MARKER).is_file() and (out / "model.bin").stat().st_size > len(b"half a model")
+    assert (out / ct2_convert.MARKER).is_file() and (out / "model.bin").stat().st_size > len(b"half a model")
     assert _leftovers(cache) == [target.name]  # the half folder was replaced, nothing else left behind
 
     # A marker from another quantization or CTranslate2 version does not count either.
-    marker = json.loads((out / ct2.MARKER).read_text(encoding="utf-8"))
-    (out / ct2.MARKER).write_text(json.dumps({**marker, "ctranslate2": "0.0.1"}), encoding="utf-8")
-    ct2.ensure_converted(tiny_model, "int8")
+    marker = json.loads((out / ct2_convert.MARKER).read_text(encoding="utf-8"))
+    (out / ct2_convert.MARKER).write_text(json.dumps({**marker, "ctranslate2": "0.0.1"}), encoding="utf-8")
+    ct2_convert.ensure_converted(tiny_model, "int8")
     assert len(conversions) == 2
 
 
@@ -132,9 +132,9 @@ def test_a_full_disk_is_a_clear_error_and_leaves_no_half_folder(
         (out / "model.bin").write_bytes(b"\0" * 1024)
         raise failure
 
-    monkeypatch.setattr(ct2, "_convert", filling)
+    monkeypatch.setattr(ct2_convert, "_convert", filling)
     with pytest.raises(ParameterError, match="disk is full") as info:
-        ct2.ensure_converted(tiny_model, "int8")
+        ct2_convert.ensure_converted(tiny_model, "int8")
     msg = str(info.value)
     assert str(cache / "models") in msg and "DPKPS_CACHE_DIR" in msg and "--engine torch" in msg
     assert _leftovers(cache) == []  # neither the temporary folder nor a target
@@ -144,26 +144,26 @@ def test_an_unsupported_architecture_is_a_clear_error(cache: Path, tmp_path: Pat
     folder = tmp_path / "neo"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt_neo"}), encoding="utf-8")
-    assert not ct2.supported_architecture(folder)
+    assert not ct2_convert.supported_architecture(folder)
     with pytest.raises(ParameterError, match=r"GPTNeoConfig.*--engine torch"):
-        ct2.ensure_converted(folder, "int8")
+        ct2_convert.ensure_converted(folder, "int8")
     assert conversions == [] and _leftovers(cache) == []
     with pytest.raises(ParameterError, match="config.json"):
-        ct2.ensure_converted(tmp_path, "int8")
+        ct2_convert.ensure_converted(tmp_path, "int8")
 
 
 def test_missing_ctranslate2_and_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert ct2.check_engine_setting(" CT2 ") == "ct2" and ct2.check_engine_setting("torch") == "torch"
+    assert ct2_convert.check_engine_setting(" CT2 ") == "ct2" and ct2_convert.check_engine_setting("torch") == "torch"
     with pytest.raises(ParameterError, match="ct2, torch"):
-        ct2.check_engine_setting("vllm")
-    monkeypatch.setenv(ct2.ENGINE_ENV, "torch")
-    assert ct2.default_engine_setting() == "torch"
-    monkeypatch.setenv(ct2.ENGINE_ENV, "nonsense")
-    assert ct2.default_engine_setting() == "ct2"
-    assert ct2.default_quantization("cpu") in ("int8", "int8_float32")
+        ct2_convert.check_engine_setting("vllm")
+    monkeypatch.setenv(ct2_convert.ENGINE_ENV, "torch")
+    assert ct2_convert.default_engine_setting() == "torch"
+    monkeypatch.setenv(ct2_convert.ENGINE_ENV, "nonsense")
+    assert ct2_convert.default_engine_setting() == "ct2"
+    assert ct2_convert.default_quantization("cpu") in ("int8", "int8_float32")
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as if it were not installed
     with pytest.raises(LLMError, match=r"pip install ctranslate2==4\.8\.5.*--engine torch"):
-        ct2.require_ctranslate2()
+        ct2_convert.require_ctranslate2()
 
 
 # --------------------------------------------------------------------------------------------------------------
