@@ -277,3 +277,77 @@ def test_no_import_cycle_in_the_core_or_the_app_side() -> None:
     assert not new, f"import cycles (move the shared part into its own module): {new}"
     gone = [c for c in IMPORT_CYCLES_ALLOWED if c not in found]
     assert not gone, f"no longer a cycle: remove from IMPORT_CYCLES_ALLOWED: {gone}"
+
+
+# ---------------------------------------------------------------------------------------------- the llm/ package
+# docs/ARCHITECTURE.md (llm/): one owner per name. The backend interface, the OpenAI-compatible client, the local
+# models, the factory, the retry delay and the run object are separate modules with no cycle among them; only the
+# package's __init__ re-exports, and callers import a name from the module that defines it.
+
+LLM = CORE / "llm"
+
+
+def _top_level_definitions(path: Path) -> set[str]:
+    """Names a module defines itself at top level (functions, classes, assignments), not the ones it imports."""
+    out: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign):
+            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            out.add(node.target.id)
+    return out
+
+
+def test_llm_has_no_cycle_no_long_function_and_no_new_long_module() -> None:
+    graph = {m: {t for t in ts if t.startswith("dpkps_core.llm")} for m, ts in _import_graph().items()
+             if m.startswith("dpkps_core.llm")}
+    assert "dpkps_core.llm.backends" in graph and "dpkps_core.llm.local" in graph
+    assert not _cycles(graph), _cycles(graph)
+    long_functions = {f: n for f, n in _function_lines().items()
+                      if f.startswith("dpkps_core/llm/") and n > MAX_FUNCTION_LINES}
+    assert not long_functions, long_functions
+    long_modules = {f: n for f, n in _module_lines().items() if f.startswith("dpkps_core/llm/")
+                    and n > MAX_MODULE_LINES and f not in OVERSIZED_MODULES_ALLOWED}
+    assert not long_modules, long_modules
+
+
+@pytest.mark.parametrize("path", sorted(p for p in LLM.glob("*.py") if p.name != "__init__.py"), ids=lambda p: p.name)
+def test_no_llm_module_re_exports_another_modules_names(path: Path) -> None:
+    """Every name an llm/ module imports from the project is used there (an unused import is a re-export in
+    disguise), and its ``__all__``, if any, lists only its own names."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("dpkps_core")):
+            imported.update(a.asname or a.name for a in node.names)
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    assert not imported - used, f"{path.name} imports {sorted(imported - used)} without using them (a re-export)"
+    exported = [ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)]
+    foreign = {name for names in exported for name in names} - _top_level_definitions(path)
+    assert not foreign, f"{path.name} lists names of other modules in __all__: {sorted(foreign)}"
+
+
+def test_callers_import_llm_names_from_the_module_that_defines_them() -> None:
+    """``from dpkps_core.llm.<module> import name`` anywhere in the project: ``name`` is defined in ``<module>``
+    (or is one of its submodules), never a name that module imported from elsewhere."""
+    owners = {p.stem: _top_level_definitions(p) for p in LLM.glob("*.py") if p.name != "__init__.py"}
+    offenders = []
+    for path in _project_modules():
+        in_llm = path.parent == LLM
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            module = node.module or ""
+            if module.startswith("dpkps_core.llm."):
+                stem = module.split(".")[2]
+            elif in_llm and node.level == 1 and module:
+                stem = module
+            else:
+                continue
+            wrong = [a.name for a in node.names if stem in owners and a.name not in owners[stem]]
+            if wrong:
+                offenders.append(f"{path.relative_to(ROOT)}: {module or stem} {wrong}")
+    assert not offenders, offenders

@@ -200,12 +200,20 @@ class GenerationRun:
         self.report()
         if not self.todo:
             return GenerationSummary(self.total, self.already, 0, 0, False, 0.0)
-        self._writers = _Writers(self.run_dir)
+        self.open_files()
         try:
             cancelled = self.run_batched() if self.batched else self.run_concurrent()
         finally:
-            self._writers.close()
+            self.close_files()
         return self.finish(cancelled)
+
+    def open_files(self) -> None:
+        """Open the audit log, the documents and the failures for appending (creates them)."""
+        self._writers = _Writers(self.run_dir)
+
+    def close_files(self) -> None:
+        """Close what :meth:`open_files` opened (every line was already flushed and fsynced)."""
+        self._writers.close()
 
     def resume(self) -> None:
         """Cut truncated last lines, check the documents already there belong to these sequences, find what is
