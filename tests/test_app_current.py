@@ -241,3 +241,20 @@ def test_an_older_run_shows_the_corpus_total_to_date_and_that_later_releases_exi
 
     report = collect_bundle(first_path)["privacy_report.md"].decode()
     assert "Later releases on the same documents may exist" in report and "15" not in report.split("## What")[0]
+
+
+@pytest.mark.model
+@pytest.mark.assets
+@pytest.mark.usefixtures("fast_env")
+def test_the_ledger_credits_each_release_to_the_run_it_made() -> None:
+    at = new_app()
+    walk(at, 4)                                                    # Ṽ, densities and sequences: run A
+    run_a = Path(at.session_state["run_dir"]).name
+    goto(at, 3)
+    click(at, "Rebuild the densities")
+    click(at, "Yes, spend ε_kde")                                  # a rebuild after sequences: a new run folder B
+    run_b = Path(at.session_state["run_dir"]).name
+    assert run_b != run_a
+    led = at.session_state["ledgers"][at.session_state["corpus_id"]]
+    runs = [r.run for r in led.view().releases]
+    assert runs[-3:] == [run_a, run_a, run_b], [(r.what, r.run) for r in led.view().releases]
