@@ -124,6 +124,7 @@ else:
         if docs:
             st.dataframe(pd.DataFrame([{"id": d["id"], "class": d["label"], "text": d["text"]}
                                        for d in reversed(docs)]), hide_index=True, key="table.documents")
+            widgets.document_reader(list(reversed(docs)), key="read.documents")  # the table cuts texts to a line
         if fails:
             st.caption(f"{len(fails)} failed item(s) (see generation_failures.jsonl; “Continue” retries them).")
         show_non_documents(docs, fails)
@@ -136,5 +137,6 @@ else:
             st.markdown(f"**{len(docs):,} document(s) in the run folder**")
             st.dataframe(pd.DataFrame([{"id": d["id"], "class": d["label"], "text": d["text"]} for d in docs]),
                          hide_index=True, key="table.documents")
+            widgets.document_reader(docs, key="read.documents")
         show_non_documents(docs, session.failures())
     widgets.next_button(5)

@@ -258,3 +258,20 @@ def test_the_ledger_credits_each_release_to_the_run_it_made() -> None:
     led = at.session_state["ledgers"][at.session_state["corpus_id"]]
     runs = [r.run for r in led.view().releases]
     assert runs[-3:] == [run_a, run_a, run_b], [(r.what, r.run) for r in led.view().releases]
+
+
+@pytest.mark.model
+@pytest.mark.assets
+@pytest.mark.usefixtures("fast_env")
+def test_page6_lets_users_read_a_document_in_full() -> None:
+    from dpkps_core.runfolder import read_documents
+
+    at = new_app()
+    walk(at, 5)
+    docs = read_documents(at.session_state["run_dir"])
+    at.run()
+    areas = [t for t in at.text_area if t.key and t.key.startswith("read.documents.text")]
+    assert areas and areas[0].value in {d["text"] for d in docs}     # the whole text, not a one-line cell
+    at.selectbox(key="read.documents").set_value(1).run()
+    areas = [t for t in at.text_area if t.key and t.key.startswith("read.documents.text")]
+    assert areas and areas[0].value == docs[::-1][1]["text"]        # newest first, as in the table
