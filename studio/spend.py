@@ -26,6 +26,7 @@ _VERSIONS = "_spend_versions"   # step -> number of releases made from its butto
 _REQUEST = "_spend_request"     # the step whose release a click asked for (taken once)
 _CONFIRM = "_spend_confirm"     # steps whose re-run question is open
 _IN_FLIGHT = "_spend_in_flight"  # the step whose release is running now
+_STARTED = "_spend_started"      # set by the step right before its release reads data or charges the ledger
 IGNORED_NOTE = ("A repeated click was ignored: it arrived while the release was running or was made on a button "
                 "drawn before it, and one intent spends once.")
 
@@ -96,16 +97,28 @@ def button(step: str, *, label: str, epsilon: float, done: bool, again: str, wha
     return requested(step)
 
 
+def started() -> None:
+    """Called by the step right before its release (``studio.steps``): from here on the click's intent is spent,
+    whatever happens next (DESIGN §2.0: a release that fails after admission stays charged)."""
+    s = _s()
+    if s.get(_IN_FLIGHT):
+        s[_STARTED] = s[_IN_FLIGHT]
+
+
 @contextlib.contextmanager
 def releasing(step: str) -> Iterator[None]:
-    """Mark a release of ``step`` as in flight; when it ends (finished, failed or interrupted — a release that was
-    charged stays charged) the buttons drawn before it go stale."""
+    """Mark a release of ``step`` as in flight. When it ends — finished, failed or interrupted — after the step
+    called :func:`started`, the buttons drawn before it go stale (their queued clicks are ignored). A run that was
+    interrupted before the release began (Streamlit stops a script run at its next element when another click
+    arrives) spent nothing, so the next click still counts."""
     s = _s()
-    s[_IN_FLIGHT] = step
+    s[_IN_FLIGHT], s[_STARTED] = step, None
     try:
         yield
     finally:
-        s[_IN_FLIGHT] = None
-        versions = s.setdefault(_VERSIONS, {})
-        versions[step] = versions.get(step, 0) + 1
-        s.setdefault(_CONFIRM, set()).discard(step)
+        began = s.get(_STARTED) == step
+        s[_IN_FLIGHT], s[_STARTED] = None, None
+        if began:
+            versions = s.setdefault(_VERSIONS, {})
+            versions[step] = versions.get(step, 0) + 1
+            s.setdefault(_CONFIRM, set()).discard(step)

@@ -30,6 +30,7 @@ from dpkps_core.runfolder import (DENSITY_FILE, DOCUMENTS_FILE, RUN_STATE_FILE, 
                                   RunFolder, open_run)
 from dpkps_core.sampling import SamplingOutcome
 from dpkps_core.sequences import KeyphraseSequence
+from studio import spend
 from studio.jobs import Job
 from studio.resources import cached_vocabulary, demo_corpus, embedder, embedding_cache
 from studio.session import (DOC_TYPE_FOR_DEMO, MAX_UPLOAD_BYTES, clear_after, corpus, current_config,
@@ -226,6 +227,7 @@ def run_private_vocabulary() -> PrivateVocabulary:
         led = ledger()
         t0 = time.perf_counter()
         nz = noise()
+        spend.started()  # one intent, one release: from here the click is spent (studio.spend)
         step = pipeline.vocabulary_step(train_part(), vocab, cfg, noise=nz, ledger=led, counts=counts)
     except BaseException:
         _abandon_run_dir(new, old)
@@ -316,7 +318,9 @@ def run_density() -> Any:
     nz = noise()
     # a seeded demo's Ṽ is not a DP release: its embeddings stay in memory, never in the persistent cache
     cache = embedding_cache() if nz.seed is None else pipeline.seeded_embedding_cache()
-    step = pipeline.density_step(train_part(), pv, cfg, classes=tuple(c.classes), embedder=embedder(cfg.embedding_model),
+    emb = embedder(cfg.embedding_model)
+    spend.started()  # one intent, one release: from here the click is spent (studio.spend)
+    step = pipeline.density_step(train_part(), pv, cfg, classes=tuple(c.classes), embedder=emb,
                                  cache=cache, noise=nz, ledger=led)
     keyphrases, density = step.keyphrases, step.density
     clear_after("density", include=True)

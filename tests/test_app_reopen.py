@@ -193,6 +193,7 @@ def test_a_click_on_a_button_drawn_before_the_last_release_is_ignored(monkeypatc
     spend._request("vocabulary", drawn)                      # the first click
     assert spend.requested("vocabulary") and not spend.requested("vocabulary")   # taken once
     with spend.releasing("vocabulary"):
+        spend.started()                                      # the step began its release
         spend._request("vocabulary", drawn)                  # a click while the release is in flight
     spend._request("vocabulary", drawn)                      # a click on the button drawn before it
     assert not spend.requested("vocabulary")
@@ -201,6 +202,23 @@ def test_a_click_on_a_button_drawn_before_the_last_release_is_ignored(monkeypatc
     assert "vocabulary" not in state["_spend_confirm"]
     spend._request("vocabulary", spend.version("vocabulary"))  # a fresh, deliberate click
     assert spend.requested("vocabulary")
+
+
+def test_a_run_stopped_before_its_release_keeps_the_next_click(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streamlit stops a script run at its next element when another click arrives: if that happened before the
+    release began, nothing was spent, and the second click of the double click is the one that releases."""
+    from studio import spend
+
+    state: dict = {"notices": []}
+    monkeypatch.setattr(spend, "_s", lambda: state)
+    drawn = spend.version("density")
+    spend._request("density", drawn)
+    assert spend.requested("density")
+    with pytest.raises(KeyboardInterrupt), spend.releasing("density"):
+        raise KeyboardInterrupt  # stands for Streamlit's StopException, raised before the step called started()
+    assert spend.version("density") == drawn
+    spend._request("density", drawn)                         # the second click counts
+    assert spend.requested("density") and state["notices"] == []
 
 
 def test_raising_the_cap_asks_and_is_recorded_lowering_applies() -> None:
