@@ -114,7 +114,8 @@ else:
                                  "before and every result built on it stay as they are.", icon=":material/block:")
                     else:
                         s.pop("upload_error", None)
-                        st.success(f"Loaded {len(c):,} documents with {len(c.observed_classes)} distinct labels.")
+                        st.success(f"Loaded {widgets.plural(len(c), 'document')} with "
+                                   f"{widgets.plural(len(c.observed_classes), 'distinct label')}.")
 
 corpus = session.corpus()
 if s["corpus_source"] == "upload" and (corpus is None or not str(s.get("corpus_id") or "").startswith("upload:")):
@@ -145,8 +146,9 @@ if corpus is not None:
         st.caption(f"{widgets.PRIVATE_BADGE} {corpus.report.summary()} Each row is kept or dropped on its own "
                    "(empty text, label or person id; too short; an identical copy of a row of the same person).")
     left, right = st.columns(2)
-    left.plotly_chart(charts.class_counts_bar(info["class_counts"]), key="chart.class_counts")
-    right.plotly_chart(charts.length_histogram(info["words"], corpus.labels), key="chart.lengths")
+    colours = widgets.class_colours()  # one colour per class on every page
+    left.plotly_chart(charts.class_counts_bar(info["class_counts"], colours=colours), key="chart.class_counts")
+    right.plotly_chart(charts.length_histogram(info["words"], corpus.labels, colours=colours), key="chart.lengths")
     st.dataframe({"class": list(info["class_counts"]), "documents": list(info["class_counts"].values())},
                  hide_index=True, key="table.class_counts")
 

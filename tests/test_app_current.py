@@ -275,3 +275,23 @@ def test_page6_lets_users_read_a_document_in_full() -> None:
     at.selectbox(key="read.documents").set_value(1).run()
     areas = [t for t in at.text_area if t.key and t.key.startswith("read.documents.text")]
     assert areas and areas[0].value == docs[::-1][1]["text"]        # newest first, as in the table
+
+
+@pytest.mark.model
+@pytest.mark.assets
+@pytest.mark.usefixtures("fast_env")
+def test_page1_counts_in_words_and_colours_classes_as_every_other_page() -> None:
+    import json as _json
+
+    at = new_app()
+    rows = ["text,label"] + [f"document number {i} about one single topic only,{'only'}" for i in range(12)]
+    upload_corpus(at, "\n".join(rows).encode(), "one.csv", declare=False)
+    assert any("1 distinct label." in s.value for s in at.success)          # not "1 distinct labels"
+    at2 = new_app()
+    charts_ = {json_title: fig for fig in (_json.loads(c.proto.spec) for c in at2.get("plotly_chart"))
+               for json_title in [str(fig["layout"].get("title", {}).get("text", ""))]}
+    bar = next(f for t, f in charts_.items() if t.startswith("Documents per class"))
+    hist = next(f for t, f in charts_.items() if t.startswith("Document lengths"))
+    colours = dict(zip(bar["data"][0]["x"], bar["data"][0]["marker"]["color"]))
+    assert {t["name"]: t["marker"]["color"] for t in hist["data"]} == colours
+    assert len(set(colours.values())) == len(colours)
