@@ -18,6 +18,7 @@ from typing import Any, Callable
 from dpkps_core.cli.common import check_input_path, check_output_dir, check_output_file
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.errors import ParameterError
+from dpkps_core.llm.ct2_convert import ENGINE_CHOICES
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.runfolder import RunFolder
 
@@ -48,6 +49,11 @@ def register(subparsers: Any) -> None:
     g.add_argument("--device", choices=DEVICE_CHOICES, default=default_device_setting(),
                    help="where the offline/local model runs: auto = CUDA when torch sees a GPU, else the CPU "
                         "(bf16/fp16 on CUDA, float32 on the CPU); default from $DPKPS_DEVICE")
+    g.add_argument("--engine", choices=ENGINE_CHOICES, default=None,
+                   help="what writes with the offline/local model: ct2 = CTranslate2, converted once into the user "
+                        "cache (int8 on the CPU, float16 on CUDA; several times faster), torch = transformers' "
+                        "generate; default ct2 (or $DPKPS_ENGINE), torch with a one-line note when ct2 cannot run "
+                        "the model")
     g.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, metavar="N",
                    help="prompts written together in one batched call by the offline/local model (1 = one at a time; "
                         "each finished document is still saved at once)")
@@ -267,7 +273,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
         args.backend, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
         timeout=args.timeout, concurrency=args.concurrency, threads=args.threads,
         device=args.device if local else None, model_path=args.model_path,
+        engine=args.engine if local else None,
     )
+    if local and getattr(backend, "engine_note", None):
+        print(backend.engine_note, file=sys.stderr)
     job = sequences[: settings.limit] if settings.limit else sequences
     est = estimate_cost(
         job, prompt_config=config, backend=backend, max_tokens=settings.max_tokens, concurrency=settings.concurrency,
@@ -275,8 +284,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     )
     print(f"estimate: {est.summary()}", file=sys.stderr)
     if local:
+        engine = backend.describe().get("engine") or {"engine": "torch"}
+        kind = engine["engine"] + (f" {engine['compute_type']}" if engine.get("compute_type") else "")
         print(f"model: {backend.model} on {backend.device}, {settings.batch_size} prompt(s) per batch, "
-              f"{args.threads} thread(s)", file=sys.stderr)
+              f"{args.threads} thread(s), engine {kind}", file=sys.stderr)
     if args.estimate_only:
         print("first prompt:\n" + preview(job[0], config))
         return 0

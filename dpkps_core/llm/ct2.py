@@ -25,7 +25,17 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from dpkps_core.errors import LLMError, ParameterError
-from dpkps_core.llm.ct2_convert import MARKER, ct2_device, default_quantization, ensure_converted, require_ctranslate2
+from dpkps_core.llm.ct2_convert import (
+    MARKER,
+    architecture_name,
+    check_engine_setting,
+    ct2_device,
+    default_engine_setting,
+    default_quantization,
+    ensure_converted,
+    require_ctranslate2,
+    supported_architecture,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +87,7 @@ class CT2Engine:
         self.tokens_generated = 0
         self.generate_seconds = 0.0
         self._seeded = False
-        self._speed: dict[int, float] = {}  # batch size → measured tokens/s of the whole batch
+        self._step_s: dict[int, float] = {}  # batch size → measured seconds per decoding step
 
     # -- construction -------------------------------------------------------------------------------------------
     @classmethod
@@ -101,7 +111,7 @@ class CT2Engine:
 
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "compute_type": self.compute_type, "device": self.device,
-                "threads": self.threads, "model_dir": str(self.model_dir)}
+                "threads": self.threads}
 
     def load(self) -> None:
         """Load the converted model (once)."""
@@ -160,13 +170,13 @@ class CT2Engine:
             out = self._decode(tokens, stop_ids=stop_ids, max_tokens=max_tokens, temperature=float(temperature),
                                top_p=float(top_p), cancel=cancel, on_step=on_step, timeout=timeout)
             seconds = time.monotonic() - t0
-        n = sum(len(r) for r in out)
-        self.tokens_generated += n
+        self.tokens_generated += sum(len(r) for r in out)
         self.generate_seconds += seconds
-        if seconds > 0 and n > 0:
-            b = len(rows)
-            prev = self._speed.get(b)
-            self._speed[b] = n / seconds if prev is None else 0.5 * prev + 0.5 * n / seconds
+        steps = max((len(r) for r in out), default=0)
+        if seconds > 0 and steps > 0:
+            b, step = len(rows), seconds / steps
+            prev = self._step_s.get(b)
+            self._step_s[b] = step if prev is None else 0.5 * prev + 0.5 * step
         return out
 
     def _reseed(self, seed: int | None) -> None:
@@ -229,31 +239,122 @@ class CT2Engine:
         return [[int(t) for t in r.sequences_ids[0]] for r in results]
 
     # -- speed ---------------------------------------------------------------------------------------------------
-    def tokens_per_second(self, batch_size: int = 1) -> float | None:
-        """Measured tokens/s of a whole batch of ``batch_size`` rows (None before any batch of that size ran;
-        the nearest measured size is scaled linearly, capped at the measured rate × the size ratio)."""
-        b = max(1, int(batch_size))
-        if b in self._speed:
-            return self._speed[b]
-        if not self._speed:
-            return None
-        near = min(self._speed, key=lambda k: abs(k - b))
-        return self._speed[near] * min(b / near, 1.0) if b < near else self._speed[near]
+    def step_seconds(self, batch_size: int) -> float | None:
+        """Measured seconds of one decoding step over ``batch_size`` rows (None before a batch of that size ran).
 
-    def calibrate(self, rows: list[list[int]] | None = None, *, batch_size: int = 16, stops: Sequence[int] = (),
+        A batch lasts as long as its longest row, so a step is the batch's time over its longest row's tokens;
+        the figure is a running mean over the batches of that size (calibration included)."""
+        return self._step_s.get(max(1, int(batch_size)))
+
+    def batch_tokens_per_second(self, batch_size: int) -> float:
+        """Tokens/s of a batch of ``batch_size`` rows that all run the whole budget (``batch_size`` / a step's
+        seconds): measured on this engine's batches of that size, else on one calibration batch of public input.
+        The estimate and the ETA of a run come from it (llm/estimate.py)."""
+        step = self.step_seconds(batch_size)
+        if step is None:
+            self.calibrate(batch_size=batch_size)
+            step = self.step_seconds(batch_size)
+        return max(1, int(batch_size)) / step if step else 0.0
+
+    def throughput(self) -> float | None:
+        """Generated tokens per second over everything this engine wrote (None before anything)."""
+        return self.tokens_generated / self.generate_seconds if self.generate_seconds > 0 else None
+
+    def calibrate(self, rows: list[list[int]] | None = None, *, batch_size: int = 16,
                   max_tokens: int = _CALIBRATION_TOKENS) -> float:
-        """Measure tokens/s on a public calibration batch at ``batch_size`` rows; returns the batch's tokens/s.
+        """Decode one calibration batch of ``batch_size`` rows and return its seconds per decoding step.
 
         ``rows``: prompt ids of public text (e.g. :data:`CALIBRATION_PROMPT` with the chat template); by default
-        a few fixed vocabulary ids. Nothing private is read, so the figure may be shown and logged."""
+        a fixed run of vocabulary ids as long as a run's prompts. Nothing private is read, so the figure may be
+        shown and logged."""
         self.load()
-        if rows is None:
-            rows = [[min(len(self._vocab) - 1, i) for i in range(1, 9)]]
+        if rows is None:  # about as long as the chat-template prompts of a run (~60 tokens)
+            rows = [[min(len(self._vocab) - 1, 200 + i) for i in range(60)]]
         batch = [rows[j % len(rows)] for j in range(max(1, int(batch_size)))]
-        # No stop ids: every row runs the whole budget, as long documents do.
-        t0 = time.monotonic()
-        out = self.decode_batch(batch, stops=list(stops), max_tokens=max_tokens, temperature=1.0, top_p=1.0)
-        seconds = time.monotonic() - t0
-        rate = sum(len(r) for r in out) / seconds if seconds > 0 else 0.0
-        self._speed[len(batch)] = rate
-        return rate
+        self.decode_batch(batch, stops=[], max_tokens=max_tokens, temperature=1.0, top_p=1.0)
+        return self._step_s[len(batch)]
+
+
+class LazyCT2Engine:
+    """A :class:`CT2Engine` built on first use: the model folder is converted (once, cached) only when a batch is
+    decoded or the speed is measured, so building a backend stays instant. ``source`` returns the Hugging Face
+    folder to convert (e.g. the offline model's float32 folder, itself converted once on demand)."""
+
+    name = "ct2"
+
+    def __init__(self, source: Callable[[], Path], *, device: str = "cpu", threads: int = 1,
+                 quantization: str | None = None, name: str | None = None) -> None:
+        self._source = source
+        self.device = device
+        self.threads = threads
+        self.quantization = quantization or default_quantization(device)
+        self._name = name
+        self._engine: CT2Engine | None = None
+        self._lock = threading.Lock()
+
+    def engine(self) -> CT2Engine:
+        """The converted, loaded engine (converts and loads once)."""
+        with self._lock:
+            if self._engine is None:
+                engine = CT2Engine.for_folder(self._source(), device=self.device, threads=self.threads,
+                                              quantization=self.quantization, name=self._name)
+                engine.load()
+                self._engine = engine
+            return self._engine
+
+    def describe(self) -> dict[str, Any]:
+        """Public description (engine, compute type, device, threads) without converting anything."""
+        return {"engine": self.name, "compute_type": self.quantization, "device": self.device,
+                "threads": self.threads}
+
+    def decode_batch(self, rows: list[list[int]], *, stops: Sequence[int], max_tokens: int, temperature: float,
+                     top_p: float, seed: int | None = None, cancel: threading.Event | None = None,
+                     on_step: Callable[[int, int], None] | None = None,
+                     timeout: float | None = None) -> list[list[int]]:
+        """:meth:`CT2Engine.decode_batch` (converting the model first if needed)."""
+        return self.engine().decode_batch(rows, stops=stops, max_tokens=max_tokens, temperature=temperature,
+                                          top_p=top_p, seed=seed, cancel=cancel, on_step=on_step, timeout=timeout)
+
+    def batch_tokens_per_second(self, batch_size: int) -> float:
+        """:meth:`CT2Engine.batch_tokens_per_second` (converting the model first if needed)."""
+        return self.engine().batch_tokens_per_second(batch_size)
+
+    @property
+    def tokens_generated(self) -> int:
+        return self._engine.tokens_generated if self._engine is not None else 0
+
+
+def choose_engine(kind: str, *, setting: str | None, device: str, threads: int,
+                  model_path: str | os.PathLike[str] | None = None) -> tuple[LazyCT2Engine | None, str | None]:
+    """The decoding engine of a local backend and a one-line note when it is not the one asked for.
+
+    ``setting`` is ``"ct2"``, ``"torch"`` or None (``$DPKPS_ENGINE``, default ct2). Returns ``(None, note)`` for
+    torch: asked for, or the default when CTranslate2 is missing, cannot see the GPU that the device resolves
+    to, or cannot convert the ``--model-path`` folder's architecture (the note says which). When ct2 is asked
+    for explicitly, those cases are errors instead.
+    """
+    explicit = setting is not None
+    choice = check_engine_setting(setting) if explicit else default_engine_setting()
+    if choice == "torch" or kind not in ("offline", "local"):
+        return None, None
+    try:
+        require_ctranslate2()
+        quantization = default_quantization(device)
+        if kind == "local":
+            folder = Path(model_path or "").expanduser()
+            if not (folder / "config.json").is_file():  # the backend says what is wrong with the folder
+                return None, None
+            if not supported_architecture(folder):
+                raise ParameterError(
+                    f"CTranslate2 cannot convert the architecture {architecture_name(folder)} of {folder.name}; "
+                    "use --engine torch."
+                )
+            return LazyCT2Engine(lambda: folder, device=device, threads=threads, quantization=quantization), None
+    except (ParameterError, LLMError) as exc:
+        if explicit:
+            raise
+        return None, f"note: writing with torch, not CTranslate2 ({str(exc).split(';')[0]})."
+    from dpkps_core.llm import local
+
+    return LazyCT2Engine(local.ensure_offline_model, device=device, threads=threads, quantization=quantization,
+                         name=local.OFFLINE_MODEL_NAME), None

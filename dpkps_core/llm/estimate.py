@@ -49,6 +49,17 @@ def _fmt_seconds(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
+def _engine_batch_rate(backend: LLMBackend, batch: int) -> float | None:
+    """Tokens/s of a whole batch of ``batch`` rows as the backend's inference engine measured it (e.g.
+    :meth:`dpkps_core.llm.ct2.CT2Engine.batch_tokens_per_second`, from its batches or one calibration batch of
+    public text), or None when the backend has no such engine."""
+    rate = getattr(getattr(backend, "engine", None), "batch_tokens_per_second", None)
+    if not callable(rate):
+        return None
+    value = float(rate(batch))
+    return value if math.isfinite(value) and value > 0 else None
+
+
 def estimate_cost(
     sequences: Sequence[KeyphraseSequence | Mapping[str, Any]],
     *,
@@ -62,7 +73,8 @@ def estimate_cost(
     """Prompt count × tokens, optional price per 1k tokens, and time from the backend's rate assumption.
 
     Prompt tokens come from ``backend.count_prompt_tokens`` (the tokenizer offline, ~4 chars/token remote). For a
-    batched backend, ``batch_size`` prompts share one call whose decoding steps cost ``backend.batch_cost(b)``.
+    batched backend, ``batch_size`` prompts share one call whose decoding steps cost ``backend.batch_cost(b)``; a
+    local backend with an inference engine that measures its speed (CTranslate2) uses that measurement instead.
     """
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ParameterError("max_tokens must be a positive integer.")
@@ -78,7 +90,11 @@ def estimate_cost(
     total = prompt_tokens + completion
     cost = None if price_per_1k is None else total / 1000.0 * price_per_1k
     batch = max(1, min(batch_size, backend.max_batch_size))
-    if batch > 1:
+    measured = _engine_batch_rate(backend, min(batch, n)) if n else None
+    if measured:  # an inference engine's measured speed (tokens/s of a whole batch), every row at max_tokens
+        per_batch = backend.latency_s + min(batch, n) * max_tokens / measured
+        seconds = math.ceil(n / batch) * per_batch
+    elif batch > 1:
         per_batch = backend.latency_s + max_tokens / backend.tokens_per_s * float(backend.batch_cost(batch))
         seconds = math.ceil(n / batch) * per_batch if n else 0.0
     else:

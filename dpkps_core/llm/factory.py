@@ -27,15 +27,28 @@ def make_backend(
     threads: int = 1,
     device: str | None = None,
     model_path: str | os.PathLike[str] | None = None,
+    engine: str | None = None,
 ) -> LLMBackend:
     """Build a backend by kind: ``"offline"`` (SmolLM2, no key), ``"local"`` (a Hugging Face model folder at
-    ``model_path``) or ``"openai"`` (any compatible server). ``device`` (auto/cpu/cuda) applies to the local two."""
-    if kind == "offline":
-        return OfflineBackend(threads=threads, device=device)
-    if kind == "local":
-        if model_path is None:
+    ``model_path``) or ``"openai"`` (any compatible server). ``device`` (auto/cpu/cuda) applies to the local two,
+    and so does ``engine``: ``"ct2"`` (CTranslate2, converted once; the default, or ``$DPKPS_ENGINE``) or
+    ``"torch"`` (:func:`dpkps_core.llm.ct2.choose_engine`; a default that cannot be met falls back to torch and
+    says so in ``backend.engine_note``)."""
+    if kind in ("offline", "local"):
+        from dpkps_core.device import resolve_device
+        from dpkps_core.llm.ct2 import choose_engine
+
+        if kind == "local" and model_path is None:
             raise ParameterError("The local backend needs the model folder (--model-path DIR).")
-        return LocalModelBackend(model_path=model_path, threads=threads, device=device)
+        decoder, note = choose_engine(kind, setting=engine, device=resolve_device(device), threads=threads,
+                                      model_path=model_path)
+        backend: OfflineBackend | LocalModelBackend
+        if kind == "offline":
+            backend = OfflineBackend(threads=threads, device=device, engine=decoder)
+        else:
+            backend = LocalModelBackend(model_path=model_path, threads=threads, device=device, engine=decoder)
+        backend.engine_note = note
+        return backend
     if kind == "openai":
         return OpenAICompatibleBackend(
             model=model, base_url=base_url, api_key=api_key, api_key_env=api_key_env,

@@ -205,6 +205,7 @@ class LocalTransformersBackend(LLMBackend):
     max_concurrency = 1
     max_batch_size = MAX_BATCH_SIZE
     latency_s = 0.2
+    engine_note: str | None = None  # one line when the engine asked for could not be used (llm/factory.py)
 
     def __init__(self, *, threads: int = 1, top_p: float = 0.95, device: str | None = None,
                  engine: DecodeEngine | None = None) -> None:

@@ -188,7 +188,9 @@ def test_decode_batch_respects_the_budget_and_stops_at_stop_ids(tiny_engine: ct2
         assert stop not in row[:-1] and row == full[: len(row)]
         assert row[-1] == stop or len(row) == 6
     assert tiny_engine.tokens_generated >= sum(len(r) for r in free + short + stopped)
-    assert (tiny_engine.tokens_per_second(3) or 0) > 0
+    assert (tiny_engine.step_seconds(3) or 0) > 0 and (tiny_engine.throughput() or 0) > 0
+    assert tiny_engine.batch_tokens_per_second(3) == pytest.approx(3 / tiny_engine.step_seconds(3))
+    assert tiny_engine.step_seconds(5) is None and tiny_engine.batch_tokens_per_second(5) > 0  # calibrated
 
 
 def test_greedy_matches_torch_greedy_on_the_same_prompts(tiny_engine: ct2.CT2Engine, tiny_model: Path) -> None:
@@ -282,4 +284,4 @@ def test_offline_greedy_matches_torch_greedy(monkeypatch: pytest.MonkeyPatch, tm
             logits = model(torch.tensor([row + got8])).logits[0, len(row) - 1: len(row) - 1 + len(got8)]
         ranks = [(logits[i] > logits[i, t]).sum().item() for i, t in enumerate(got8)]
         assert max(ranks) < 3, ranks
-    assert (int8.tokens_per_second(2) or 0) > 0
+    assert (int8.step_seconds(2) or 0) > 0
