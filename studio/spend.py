@@ -4,8 +4,8 @@ charged at once, so a stray click must never be one).
 * A first release is one click. Once its result exists, the button in the same spot no longer spends: it only
   asks, and the release runs from a separate "Yes, spend ε … again" button below the question.
 * Every spend button carries the release count it was drawn with (``on_click`` arguments are fixed when the page is
-  drawn): a click on a button drawn before the last release of that step (a double or triple click that arrived
-  while the release ran) is ignored and said so, as is a click while a release of the session is in flight.
+  drawn): a click on a button drawn before the last release of that step began (a double or triple click queued
+  behind it) is ignored and said so; the step itself refuses a second release from one click (:func:`started`).
 
 Usage on a page::
 
@@ -18,17 +18,18 @@ Usage on a page::
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any, Iterator, MutableMapping
 
 import streamlit as st
 
-_VERSIONS = "_spend_versions"   # step -> number of releases made from its button in this session
-_REQUEST = "_spend_request"     # the step whose release a click asked for (taken once)
+_VERSIONS = "_spend_versions"   # step -> number of releases begun from its button in this session
+_REQUEST = "_spend_request"     # (step, release count the clicked button was drawn with): asked for, not taken yet
+_TAKEN = "_spend_taken"         # script run's thread -> the same, once that run took it and runs the step
 _CONFIRM = "_spend_confirm"     # steps whose re-run question is open
-_IN_FLIGHT = "_spend_in_flight"  # the step whose release is running now
-_STARTED = "_spend_started"      # set by the step right before its release reads data or charges the ledger
-IGNORED_NOTE = ("A repeated click was ignored: it arrived while the release was running or was made on a button "
-                "drawn before it, and one intent spends once.")
+_LOCK = "_spend_lock"
+IGNORED_NOTE = ("A repeated click was ignored: it was made on a button drawn before the release it repeats "
+                "(a double or triple click), and one intent spends once.")
 
 
 def _s() -> MutableMapping[str, Any]:
@@ -36,18 +37,18 @@ def _s() -> MutableMapping[str, Any]:
 
 
 def version(step: str) -> int:
-    """How many releases of ``step`` this session has made from its button."""
+    """How many releases of ``step`` this session has begun from its button."""
     return int(_s().setdefault(_VERSIONS, {}).get(step, 0))
 
 
 def _request(step: str, drawn_at: int) -> None:
-    """on_click: ask for one release of ``step`` — only if the button was drawn after the last one and no release
-    is in flight; a stale click is ignored (and said)."""
+    """on_click: ask for one release of ``step`` — only if the button was drawn after the last one began; a stale
+    click (a double or triple click queued behind the release it repeats) is ignored, and said."""
     s = _s()
-    if s.get(_IN_FLIGHT) or drawn_at != version(step):
+    if drawn_at != version(step):
         s["notices"] = [*s.get("notices", []), IGNORED_NOTE]
         return
-    s[_REQUEST] = step
+    s[_REQUEST] = (step, drawn_at)
     s.setdefault(_CONFIRM, set()).discard(step)
 
 
@@ -64,10 +65,36 @@ def _cancel(step: str) -> None:
 def requested(step: str) -> bool:
     """True once per accepted click on ``step``'s spend button (the request is taken)."""
     s = _s()
-    if s.get(_REQUEST) == step:
+    req = s.get(_REQUEST)
+    if req is not None and req[0] == step:
         s.pop(_REQUEST, None)
+        s.setdefault(_TAKEN, {})[threading.get_ident()] = req  # per script run (runs may overlap in time)
         return True
     return False
+
+
+def started() -> None:
+    """Called by the step right before its release (``studio.steps``): the click's intent is spent from here on,
+    whatever happens next (DESIGN §2.0: a release that fails after admission stays charged). Refuses, before
+    anything is spent, a second release from the same click — two script runs that both took a click drawn at the
+    same release count (Streamlit may start the next run before a stopped one has unwound). Outside a spend button
+    (the command line, tests of the steps) it does nothing."""
+    from dpkps_core.errors import ParameterError
+
+    s = _s()
+    lock = s.get(_LOCK)
+    if not isinstance(lock, type(threading.Lock())):
+        lock = s[_LOCK] = threading.Lock()
+    with lock:
+        taken = s.setdefault(_TAKEN, {}).pop(threading.get_ident(), None)
+        if taken is None:
+            return
+        step, drawn_at = taken
+        if version(step) != drawn_at:
+            raise ParameterError("This click was ignored: the release it asked for was already made (one intent "
+                                 "spends once). Nothing more was spent.")
+        s.setdefault(_VERSIONS, {})[step] = drawn_at + 1
+        s.setdefault(_CONFIRM, set()).discard(step)
 
 
 def button(step: str, *, label: str, epsilon: float, done: bool, again: str, what: str = "ε",
@@ -97,28 +124,12 @@ def button(step: str, *, label: str, epsilon: float, done: bool, again: str, wha
     return requested(step)
 
 
-def started() -> None:
-    """Called by the step right before its release (``studio.steps``): from here on the click's intent is spent,
-    whatever happens next (DESIGN §2.0: a release that fails after admission stays charged)."""
-    s = _s()
-    if s.get(_IN_FLIGHT):
-        s[_STARTED] = s[_IN_FLIGHT]
-
-
 @contextlib.contextmanager
 def releasing(step: str) -> Iterator[None]:
-    """Mark a release of ``step`` as in flight. When it ends — finished, failed or interrupted — after the step
-    called :func:`started`, the buttons drawn before it go stale (their queued clicks are ignored). A run that was
-    interrupted before the release began (Streamlit stops a script run at its next element when another click
-    arrives) spent nothing, so the next click still counts."""
-    s = _s()
-    s[_IN_FLIGHT], s[_STARTED] = step, None
+    """The block that runs ``step``'s release after an accepted click: when it ends, the re-run question is closed.
+    (The count that makes earlier-drawn buttons stale moves in :func:`started`, when the release begins: a run that
+    Streamlit stopped before that — another click arrived — spent nothing, and the next click still counts.)"""
     try:
         yield
     finally:
-        began = s.get(_STARTED) == step
-        s[_IN_FLIGHT], s[_STARTED] = None, None
-        if began:
-            versions = s.setdefault(_VERSIONS, {})
-            versions[step] = versions.get(step, 0) + 1
-            s.setdefault(_CONFIRM, set()).discard(step)
+        _s().setdefault(_CONFIRM, set()).discard(step)

@@ -194,10 +194,9 @@ def test_a_click_on_a_button_drawn_before_the_last_release_is_ignored(monkeypatc
     assert spend.requested("vocabulary") and not spend.requested("vocabulary")   # taken once
     with spend.releasing("vocabulary"):
         spend.started()                                      # the step began its release
-        spend._request("vocabulary", drawn)                  # a click while the release is in flight
     spend._request("vocabulary", drawn)                      # a click on the button drawn before it
     assert not spend.requested("vocabulary")
-    assert state["notices"] == [spend.IGNORED_NOTE] * 2
+    assert state["notices"] == [spend.IGNORED_NOTE]
     spend._ask("vocabulary", drawn)                          # a stale "re-run" click does not even ask
     assert "vocabulary" not in state["_spend_confirm"]
     spend._request("vocabulary", spend.version("vocabulary"))  # a fresh, deliberate click
@@ -219,6 +218,44 @@ def test_a_run_stopped_before_its_release_keeps_the_next_click(monkeypatch: pyte
     assert spend.version("density") == drawn
     spend._request("density", drawn)                         # the second click counts
     assert spend.requested("density") and state["notices"] == []
+    spend.started()
+    assert spend.version("density") == drawn + 1
+
+
+def test_two_overlapping_runs_of_one_click_release_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streamlit may start the next script run before a stopped one has unwound: two runs (threads) that took a
+    click drawn at the same release count — only the first to begin its release may; the other is refused before
+    anything is spent."""
+    import threading
+
+    from dpkps_core.errors import ParameterError
+    from studio import spend
+
+    state: dict = {"notices": []}
+    monkeypatch.setattr(spend, "_s", lambda: state)
+    drawn = spend.version("vocabulary")
+    outcome: dict[str, object] = {}
+    a_took, b_took = threading.Event(), threading.Event()
+
+    def run(name: str, took: threading.Event, wait_for: threading.Event) -> None:
+        spend._request("vocabulary", drawn)      # both clicks are accepted: neither run has begun its release
+        assert spend.requested("vocabulary")
+        took.set()
+        wait_for.wait(5)
+        try:
+            spend.started()
+            outcome[name] = "released"
+        except ParameterError as exc:
+            outcome[name] = str(exc)
+
+    first = threading.Thread(target=run, args=("first", a_took, b_took))
+    second = threading.Thread(target=run, args=("second", b_took, threading.Event()))
+    first.start()
+    a_took.wait(5)
+    second.start()
+    first.join()
+    second.join()
+    assert outcome["first"] == "released" and outcome["second"] != "released"
 
 
 def test_raising_the_cap_asks_and_is_recorded_lowering_applies() -> None:
