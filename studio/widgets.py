@@ -283,8 +283,8 @@ def document_reader(docs: list[dict[str, Any]], *, key: str, label: str = "Read 
         if d.get("keyphrases"):
             meta.append("keyphrases: " + ", ".join(map(str, d["keyphrases"])))
         st.markdown(" · ".join(meta))
-        st.text_area("Text", str(d.get("text", "")), height=320, disabled=True, key=f"{key}.text.{int(pick or 0)}",
-                     label_visibility="collapsed")
+        # a wrapped, full-contrast block (a disabled text area greys the text out like a placeholder)
+        st.code(str(d.get("text", "")), language=None, wrap_lines=True)
 
 
 def later_releases(run_name: str | None) -> tuple[float, int] | None:
