@@ -21,7 +21,10 @@ widgets.page_header(3, "Each class gets a DP density over Ṽ built from its tra
                        "matches of Ṽ). Classes use disjoint documents, so ε_kde is spent once, not per class.")
 s = st.session_state
 
-if s.get("pv") is None:
+if s.get("corpus") is None:  # say the first missing step, not a later one
+    st.info("Load a corpus first.")
+    widgets.go_to(0)
+elif s.get("pv") is None:
     st.info("Build the private vocabulary first.")
     widgets.go_to(2)
 else:
