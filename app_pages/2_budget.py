@@ -9,7 +9,7 @@ import streamlit as st
 from dpkps_core.embeddings import EMBEDDING_MODELS
 from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
 from dpkps_core.risk import epsilon_explainer, risk_sentences
-from dpkps_core.pipeline import LIMITS
+from dpkps_core.config import LIMITS
 from dpkps_core.vocabulary import VOCABULARIES
 from studio import charts, current, review, session, spend, steps, widgets
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dpkps_core.pipeline import LIMITS
+from dpkps_core.config import LIMITS
 from dpkps_core.sampling import SAMPLING_METHODS
 from studio import charts, jobs, review, session, spend, steps, widgets
 

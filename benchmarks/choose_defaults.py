@@ -21,7 +21,7 @@ from dpkps_core.corpus import load_corpus_spec
 from dpkps_core.embeddings import EmbeddingCache, get_embedder
 from dpkps_core.errors import DPKPSError
 from dpkps_core.evaluation import NoLLMEvaluator
-from dpkps_core.pipeline import SamplingConfig
+from dpkps_core.config import SamplingConfig
 from dpkps_core.split import split_corpus
 
 SPLITS = ((1.0, 5.0), (5.0, 5.0), (1.0, 10.0), (5.0, 10.0))

@@ -20,13 +20,12 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, privatize_vocabulary
 from dpkps_core.embeddings import EmbeddingCache, embed_terms, embed_texts, get_embedder
 from dpkps_core.errors import DPKPSError
+from dpkps_core.config import PAPER_SETTINGS, SamplingConfig
+from dpkps_core.density_plan import default_bandwidth
 from dpkps_core.pipeline import (
-    PAPER_SETTINGS,
-    SamplingConfig,
     SamplingRun,
     build_density,
     build_private_vocabulary,
-    default_bandwidth,
     extract_keyphrases,
     run_sampling,
     sample_sequences,

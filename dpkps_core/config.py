@@ -1,27 +1,28 @@
-"""Every public parameter of a sampling run, and the density plan decided from them (issue 12).
+"""Every public parameter of a sampling run, and the one way to build them (docs/ARCHITECTURE.md "One path for
+a setting").
 
-:class:`SamplingConfig` is the one contract the CLI, the app and the run folder share (``run_config.json``);
-:func:`density_plan` is the ONE place where the density's public choices are made — σ, the ensemble members,
-ε per member, the number of random features I and the expected error — from public inputs and DP releases only
-(Ṽ's embeddings, the DP size estimate; paper 001 §2, DESIGN §2.2, §6).
+:class:`SamplingConfig` is the one contract the CLI, the app, the comparison and the run folder share
+(``run_config.json``). It is frozen and checks itself on construction, so an invalid configuration cannot exist;
+:func:`build_sampling_config` is the one builder every entry point calls (the CLI's options, the app's settings,
+a comparison's overrides). The density's public choices (σ, members, I) are decided from it in
+:mod:`dpkps_core.density_plan`; the ε cap is the ledger's business (``dpkps_core.dp.ledger``), and each mechanism
+checks its own ε again (DESIGN §2).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
 from dpkps_core.corpus import Corpus, check_class_names, load_corpus_spec, require_declared
 from dpkps_core.dp.accounting import MAX_EPOCHS
-from dpkps_core.dp.kde import ensemble_blocks
-from dpkps_core.dp.rff import optimal_features, rff_expected_error
 from dpkps_core.dp.rng import SAMPLERS
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
-from dpkps_core.dp.vocabulary import PrivateVocabulary, estimate_documents_from_noisy_total
 from dpkps_core.embeddings import DEFAULT_MODEL
 from dpkps_core.errors import ParameterError, VocabularyError
 from dpkps_core.sampling import SAMPLING_METHODS
@@ -35,7 +36,7 @@ DENSITIES = ("auto", "histogram", "rff")
 #: budgets").
 DEFAULT_EPSILON_CAP = 20.0
 
-# Documented limits (issue 7): keep a user from running the server out of memory by accident. The one place every
+# Documented limits (docs/ARCHITECTURE.md): keep a user from running the server out of memory by accident. The one place every
 # parameter bound lives: DP-KPS sampling (LIMITS), private prediction and AugPE (their config classes validate
 # against these).
 LIMITS = {
@@ -66,8 +67,10 @@ AUGPE_LIMITS = {
 class SamplingConfig:
     """Every parameter of a sampling run (public; saved as ``run_config.json`` and re-runnable).
 
-    Frozen: a variant is ``dataclasses.replace(config, …)`` (or :meth:`replace`), never a patched copy.
-    :meth:`validate` checks every field and the ε cap, and returns the config (normalised) for chaining."""
+    Frozen and self-checking: every field is checked in ``__post_init__`` (an invalid configuration raises
+    :class:`~dpkps_core.errors.ParameterError` and is never built); a variant is :meth:`replace` (or
+    ``dataclasses.replace``, checked the same way). ``epsilon_cap`` is recorded for the run folder; the ledger
+    enforces it (DESIGN §2.0)."""
 
     corpus: str = "demo:bbc"
     text_column: str | None = None
@@ -104,19 +107,10 @@ class SamplingConfig:
     vocabulary_sha256: str | None = None
 
     def __post_init__(self) -> None:
-        if self.classes is not None and not isinstance(self.classes, tuple):
-            value = tuple(self.classes) if not isinstance(self.classes, str) else (self.classes,)
-            object.__setattr__(self, "classes", value)
-
-    def replace(self, **changes: Any) -> "SamplingConfig":
-        """A variant with ``changes`` (an iterative method never keeps the histogram density, which only serves
-        independent sampling: it falls back to ``auto``)."""
-        out = dataclasses.replace(self, **changes)
-        if out.method != "independent" and out.density == "histogram":
-            out = dataclasses.replace(out, density="auto")
-        return out
-
-    def validate(self) -> "SamplingConfig":
+        """Check and normalise every field (DESIGN §2; the bounds are :data:`LIMITS`)."""
+        if self.classes is not None:
+            names = (self.classes,) if isinstance(self.classes, str) else tuple(self.classes)
+            object.__setattr__(self, "classes", check_class_names(names))
         check_epsilon(self.eps_voc, "ε_voc")
         check_epsilon(self.eps_kde, "ε_kde")
         if self.method not in SAMPLING_METHODS:
@@ -131,17 +125,28 @@ class SamplingConfig:
         check_positive_int(self.terms_per_doc, "S (terms per document)", maximum=LIMITS["terms_per_doc"])
         if self.features is not None:
             check_positive_int(self.features, "I (random features)", maximum=LIMITS["features"])
+        if self.max_keyphrases_per_doc is not None:
+            check_positive_int(self.max_keyphrases_per_doc, "M (keyphrases per document)")
         if self.bandwidth is not None and (not np.isfinite(self.bandwidth) or self.bandwidth < 0):
             raise ParameterError(f"σ (bandwidth) must be ≥ 0, got {self.bandwidth!r}.")
         if self.noise_sampler not in SAMPLERS:
             raise ParameterError(f"Unknown noise sampler {self.noise_sampler!r}; choose one of {', '.join(SAMPLERS)}.")
         if self.temperature < 0:
             raise ParameterError(f"The temperature must be ≥ 0, got {self.temperature!r}.")
-        if self.classes is not None:
-            object.__setattr__(self, "classes", check_class_names(self.classes))
-        total = self.eps_voc + self.eps_kde
-        if self.epsilon_cap is not None and total > self.epsilon_cap + 1e-9:
-            raise ParameterError(f"ε_voc + ε_kde = {total:g} is over the budget cap of {self.epsilon_cap:g}.")
+        if self.epsilon_cap is not None and not (isinstance(self.epsilon_cap, (int, float))
+                                                 and math.isfinite(self.epsilon_cap) and self.epsilon_cap > 0):
+            raise ParameterError(f"The budget cap must be a finite ε > 0, got {self.epsilon_cap!r}.")
+
+    def replace(self, **changes: Any) -> "SamplingConfig":
+        """A variant with ``changes`` (an iterative method never keeps the histogram density, which only serves
+        independent sampling: it falls back to ``auto``)."""
+        method, density = changes.get("method", self.method), changes.get("density", self.density)
+        if method != "independent" and density == "histogram":
+            changes = {**changes, "density": "auto"}
+        return dataclasses.replace(self, **changes)
+
+    def validate(self) -> "SamplingConfig":
+        """The config itself: it was checked when it was built (kept for callers that chain it)."""
         return self
 
     @property
@@ -171,6 +176,49 @@ class SamplingConfig:
     def from_dict(cls, data: dict[str, Any]) -> "SamplingConfig":
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+SETTING_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SamplingConfig))
+"""Every setting :func:`build_sampling_config` accepts by name (the fields of :class:`SamplingConfig`)."""
+
+
+def split_epsilon(eps_total: float, eps_voc_share: float) -> tuple[float, float]:
+    """(ε_voc, ε_kde) of a total ε and the vocabulary's share of it, as the app's budget page sets them
+    (DESIGN §2: total ε = ε_voc + ε_kde), rounded to 4 decimals so that the two always add up to the total."""
+    total = check_epsilon(eps_total, "ε (total)")
+    share = float(eps_voc_share)
+    if not 0.0 < share < 1.0:
+        raise ParameterError(f"The vocabulary's share of ε must be between 0 and 1, got {eps_voc_share!r}.")
+    voc = round(total * share, 4)
+    return voc, round(total - voc, 4)
+
+
+def build_sampling_config(base: SamplingConfig | Mapping[str, Any] | None = None, *, paper_settings: bool = False,
+                          eps_total: float | None = None, eps_voc_share: float | None = None,
+                          **settings: Any) -> SamplingConfig:
+    """THE builder of a :class:`SamplingConfig` (docs/ARCHITECTURE.md "One path for a setting"): the CLI's
+    options, the app's settings and a comparison's overrides all come through here.
+
+    ``base``: a config, or a mapping of settings (a comparison's overrides, a ``run_config.json`` read back), to
+    start from (default: the defaults). ``settings``: fields of :class:`SamplingConfig` by name; an unknown name is a
+    :class:`~dpkps_core.errors.ParameterError`. The ε split may be given as ``eps_total`` and ``eps_voc_share``
+    (:func:`split_epsilon`, the app's form) instead of ``eps_voc`` and ``eps_kde``. ``paper_settings``: the DP-KPS
+    paper's configuration (:data:`PAPER_SETTINGS`) over the rest. The config is checked once, when it is built."""
+    if isinstance(base, SamplingConfig):
+        merged: dict[str, Any] = base.to_dict()
+    else:
+        merged = {k: v for k, v in dict(base or {}).items() if k in SETTING_NAMES}
+    unknown = sorted(set(settings) - set(SETTING_NAMES))
+    if unknown:
+        raise ParameterError(f"Unknown sampling setting(s) {', '.join(unknown)}; see SamplingConfig.")
+    if eps_total is not None or eps_voc_share is not None:
+        if eps_total is None or eps_voc_share is None or {"eps_voc", "eps_kde"} & set(settings):
+            raise ParameterError("Give the ε split either as eps_total and eps_voc_share, or as eps_voc and eps_kde.")
+        settings["eps_voc"], settings["eps_kde"] = split_epsilon(eps_total, eps_voc_share)
+    merged.update(settings)
+    if paper_settings:
+        merged.update(PAPER_SETTINGS)
+    return SamplingConfig(**merged)
 
 
 FREQUENCY_ORDERED_VOCABULARIES = ("glove", "wordfreq")
@@ -222,7 +270,7 @@ def vocabulary_spec_for(config: SamplingConfig) -> str:
 
 def effective_max_terms(vocabulary: str, max_terms: int | None) -> int | None:
     """The frequency limit K actually applied to V: only GloVe and wordfreq are in public frequency order, so
-    keeping their first K terms keeps the K most frequent English words (issue 8 §2; chosen by measurement in
+    keeping their first K terms keeps the K most frequent English words (DESIGN §6; chosen by measurement in
     docs/DEFAULTS.md). For the medical glossary and user files the order carries no frequency, so no cut."""
     if not max_terms or vocabulary not in FREQUENCY_ORDERED_VOCABULARIES:
         return None
@@ -234,114 +282,6 @@ PAPER_SETTINGS = dict(
     features=2000, selection_rule="top-n", vocab_size=1000, terms_per_doc=10,
 )
 """The DP-KPS paper's configuration (RFF DP-KDE, σ = 1, fixed I, full GloVe), kept for comparisons."""
-
-
-def default_bandwidth(embeddings: np.ndarray, *, factor: float = 0.25, max_points: int = 2000, seed: int = 0) -> float:
-    """Data-free σ: ``factor`` × median pairwise distance among Ṽ's embeddings (Ṽ is DP, the model public).
-
-    With MiniLM the median distance between vocabulary words is ≈ 1.2, giving σ ≈ 0.3, the range that
-    worked best in DESIGN §6 (σ = 1 samples almost uniformly).
-    """
-    e = np.asarray(embeddings, dtype=np.float64)
-    if e.shape[0] < 2:
-        return 0.3
-    if e.shape[0] > max_points:
-        e = e[np.random.default_rng(seed).choice(e.shape[0], max_points, replace=False)]
-    sq = np.maximum((e * e).sum(1)[:, None] + (e * e).sum(1)[None, :] - 2 * e @ e.T, 0.0)
-    dist = np.sqrt(sq[np.triu_indices(e.shape[0], 1)])
-    return float(round(factor * np.median(dist), 4))
-
-
-def estimate_class_size(
-    private_vocabulary: PrivateVocabulary, n_classes: int, *, user_estimate: float | None = None
-) -> tuple[float, str]:
-    """Per-class size estimate for choosing I, without touching private counts (issue 8 §3).
-
-    A user-supplied estimate wins; otherwise the free DP estimate Σ(noisy counts over V)/S divided by the
-    number of classes (post-processing of the ε_voc release)."""
-    if user_estimate is not None:
-        return float(user_estimate), "user estimate"
-    n = estimate_documents_from_noisy_total(private_vocabulary.noisy_total, terms_per_doc=private_vocabulary.terms_per_doc)
-    return max(n / max(n_classes, 1), 1.0), "DP estimate from the vocabulary release"
-
-
-@dataclasses.dataclass(frozen=True)
-class DensityPlan:
-    """The public choices of the density step (DESIGN §2.2, §2.4): decided before ε_kde is spent.
-
-    ``features``, ``members`` and the errors apply to the RFF DP-KDE; the smoothed histogram has one member and
-    a Laplace(1/ε_kde) noise per term of Ṽ (sd √2/ε_kde)."""
-
-    density: str                       # "histogram" or "rff"
-    kind: str                          # "independent", "iterative-linear" or "iterative-log"
-    bandwidth: float | None            # σ (None: not yet known — auto σ needs Ṽ's embeddings)
-    bandwidth_source: str
-    members: int                       # ensemble members J (each gets ε_kde / J)
-    eps_member: float
-    max_keyphrases_per_doc: int        # M
-    features: int | None = None        # I (RFF only)
-    features_source: str = ""
-    class_size_estimate: float | None = None
-    class_size_source: str = ""
-    expected_noise_per_term: float | None = None   # histogram: sd of the Laplace noise per term
-    rff_error: float | None = None
-    noise_error: float | None = None
-    total_error: float | None = None
-
-    def info(self) -> dict[str, Any]:
-        """The plan as the flat dict the run reports under ``density_*`` (only the entries that apply)."""
-        out: dict[str, Any] = {"bandwidth": self.bandwidth, "bandwidth_source": self.bandwidth_source,
-                               "density": self.density, "max_keyphrases_per_doc": self.max_keyphrases_per_doc}
-        if self.density == "histogram":
-            out["expected_noise_per_term"] = self.expected_noise_per_term
-            return out
-        out.update({"features": self.features, "features_source": self.features_source,
-                    "class_size_estimate": None if self.class_size_estimate is None else round(self.class_size_estimate, 1),
-                    "ensemble_members": self.members, "rff_error": self.rff_error, "noise_error": self.noise_error,
-                    "total_error": self.total_error})
-        return out
-
-
-def density_plan(
-    config: SamplingConfig, *, n_classes: int, private_vocabulary: PrivateVocabulary | None = None,
-    embeddings: np.ndarray | None = None,
-) -> DensityPlan:
-    """Decide σ, the ensemble members, ε per member and I for ``config`` (paper 001 §2 Step 3; DESIGN §2.2, §6).
-
-    σ: the user's, else 0.25 × the median distance among Ṽ's embeddings (``embeddings``; ``None`` leaves it open).
-    I: the user's, else ≈ n_c·ε_member/2 with n_c the user's class-size estimate or the free DP estimate from the
-    vocabulary release (Σ noisy counts / S / classes). Everything here is public or post-processing of DP output."""
-    kind = "independent" if config.method == "independent" else config.method
-    max_per_doc = config.max_keyphrases_per_doc or config.length
-    if config.bandwidth is not None:
-        bandwidth, bw_source = float(config.bandwidth), "user"
-    elif embeddings is not None:
-        bandwidth, bw_source = default_bandwidth(embeddings), "auto (0.25 × median distance in Ṽ)"
-    else:
-        bandwidth, bw_source = None, "auto (0.25 × median distance in Ṽ; decided when Ṽ is embedded)"
-    if config.density_kind == "histogram":
-        return DensityPlan("histogram", kind, bandwidth, bw_source, 1, config.eps_kde, max_per_doc,
-                           expected_noise_per_term=float(np.sqrt(2) / config.eps_kde))
-    members = len(ensemble_blocks(kind, config.length))
-    eps_member = config.eps_kde / members
-    if config.class_size_estimate is not None:
-        n_est, n_source = float(config.class_size_estimate), "user estimate"
-    elif private_vocabulary is not None:
-        n_est, n_source = estimate_class_size(private_vocabulary, n_classes)
-    else:
-        n_est, n_source = None, "DP estimate from the vocabulary release (not built yet)"
-    if config.features:
-        features, f_source = int(config.features), "user"
-    elif n_est is not None:
-        features = optimal_features(n_documents=n_est, epsilon=eps_member, maximum=LIMITS["features"])
-        f_source = f"auto (n_c·ε/2, n_c from {n_source})"
-    else:
-        features, f_source = None, "auto (n_c·ε/2; needs the class-size estimate)"
-    errors = (rff_expected_error(n_documents=n_est, epsilon=eps_member, features=features)
-              if features is not None and n_est is not None else {})
-    return DensityPlan("rff", kind, bandwidth, bw_source, members, eps_member, max_per_doc, features, f_source,
-                       n_est, n_source, rff_error=errors.get("rff_error"), noise_error=errors.get("noise_error"),
-                       total_error=errors.get("total_error"))
 
 
 def load_config_corpus(config: SamplingConfig) -> Corpus:

@@ -16,25 +16,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from dpkps_core.config import (  # noqa: F401 - re-exported: the config's historical home
-    DENSITIES,
-    FREQUENCY_ORDERED_VOCABULARIES,
-    LIMITS,
-    PAPER_SETTINGS,
-    DensityPlan,
-    SamplingConfig,
-    default_bandwidth,
-    density_plan,
-    effective_max_terms,
-    estimate_class_size,
-)
+from dpkps_core.config import LIMITS, SamplingConfig
+from dpkps_core.density_plan import DensityPlan, density_plan
 from dpkps_core.budget import Admission, admit
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.histogram import SmoothedHistogramDensity, build_smoothed_histogram_density
 from dpkps_core.dp.kde import RFFDensity, build_rff_density
 from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
-from dpkps_core.dp.validation import check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary, check_vocabulary_settings, privatize_vocabulary
 from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache, cache_dir, embed_terms
 from dpkps_core import runfolder
@@ -113,7 +102,7 @@ def build_density(
     neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> tuple[SmoothedHistogramDensity | RFFDensity, dict[str, Any]]:
     """Step 3 (ε_kde): the per-class DP density for the chosen method; returns it with the public choices made
-    (:func:`~dpkps_core.config.density_plan`: bandwidth, features, expected error). ``groups``: a person per
+    (:func:`~dpkps_core.density_plan.density_plan`: bandwidth, features, expected error). ``groups``: a person per
     document (person-level unit, issue 15)."""
     plan = density_plan(config, n_classes=len(classes), private_vocabulary=private_vocabulary, embeddings=embeddings)
     if plan.density == "histogram":
@@ -207,7 +196,6 @@ def vocabulary_step(
     and Ṽ (whose mechanism records its event before drawing noise).
 
     ``counts``: the counts already computed for the same part, V and S; used only when no unit was left out."""
-    config.validate()
     check_vocabulary_settings(epsilon=config.eps_voc, terms_per_doc=config.terms_per_doc, size=config.vocab_size,
                               vocabulary_size=len(vocabulary), selection_rule=config.selection_rule)
     if counts is not None and np.shape(counts) != (len(vocabulary),):
@@ -257,15 +245,13 @@ def seeded_embedding_cache(persistent: EmbeddingCache | None = None) -> MemoryEm
     return MemoryEmbeddingCache(read_from=persistent)
 
 
-def _check_density_plan(config: SamplingConfig, plan: DensityPlan) -> None:
+def _check_density_plan(plan: DensityPlan) -> None:
     """Refuse a density the public settings cannot build, before any unit is admitted (DESIGN §2.0)."""
     if plan.density == "rff":
         if not plan.bandwidth:
             raise ParameterError("The RFF DP-KDE needs a bandwidth σ > 0.")
         if not plan.features:
             raise ParameterError("The RFF DP-KDE needs a number of random features I ≥ 1.")
-    if config.max_keyphrases_per_doc is not None:
-        check_positive_int(config.max_keyphrases_per_doc, "M (keyphrases per document)")
 
 
 def density_step(
@@ -280,7 +266,6 @@ def density_step(
     A seeded (demo) noise source embeds Ṽ in memory only: a seeded Ṽ is not a release, so its terms must not
     reach the persistent embedding cache (docs/PRIVACY.md; the cache is then only read)."""
     report = progress or (lambda f, m: None)
-    config.validate()
     if noise.seed is not None and isinstance(cache, EmbeddingCache):
         cache = seeded_embedding_cache(cache)
     timings: dict[str, float] = {}
@@ -288,7 +273,7 @@ def density_step(
     embeddings = embed_terms(private_vocabulary.terms, embedder, cache=cache,
                              progress=lambda f, m: report(0.6 * f, m))
     timings["embeddings"] = time.perf_counter() - t
-    _check_density_plan(config, density_plan(config, n_classes=len(classes), private_vocabulary=private_vocabulary,
+    _check_density_plan(density_plan(config, n_classes=len(classes), private_vocabulary=private_vocabulary,
                                              embeddings=embeddings))
     admission = _admit(train, config, ledger, config.eps_kde, "the keyphrase density step")
     part = admission.corpus
@@ -428,12 +413,11 @@ def run_sampling(
     """Split → Ṽ (ε_voc) → keyphrases → embeddings of Ṽ → DP density (ε_kde) → sequences.
 
     Refusals on public input (the settings, N > |V|, this run's cap) come first and cost nothing; each DP step
-    then admits the units that still have budget (DESIGN §2.0) and charges before it draws noise."""
-    config.validate()
+    then admits the units that still have budget (DESIGN §2.0) and charges before it draws noise. ``config`` was
+    checked when it was built; the run's cap is the ledger's check (this run's total against its cap, here), and the
+    vocabulary step checks N against |V| before its admission."""
     noise = noise or NoiseSource(config.seed, sampler=config.noise_sampler)
     ledger = ledger if ledger is not None else PrivacyLedger(config.epsilon_cap)
-    check_vocabulary_settings(epsilon=config.eps_voc, terms_per_doc=config.terms_per_doc, size=config.vocab_size,
-                              vocabulary_size=len(vocabulary), selection_rule=config.selection_rule)
     _require_public(ledger, config.eps_voc + config.eps_kde, "this sampling run")
     report = progress or (lambda f, m: None)
     timings: dict[str, float] = {}

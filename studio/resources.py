@@ -16,7 +16,7 @@ from dpkps_core.corpus import load_corpus_spec
 from dpkps_core.corpus import Corpus
 from dpkps_core.embeddings import DEFAULT_MODEL, EmbeddingCache, get_embedder
 from dpkps_core.errors import ParameterError
-from dpkps_core.pipeline import SamplingConfig
+from dpkps_core.config import SamplingConfig
 from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
 
 log = logging.getLogger("dpkps.studio")

@@ -34,7 +34,7 @@ import numpy as np
 import streamlit as st
 
 from dpkps_core import pipeline
-from dpkps_core.config import DEFAULT_EPSILON_CAP
+from dpkps_core.config import DEFAULT_EPSILON_CAP, PAPER_SETTINGS, SamplingConfig, effective_max_terms
 from dpkps_core.corpus import Corpus
 from dpkps_core.device import default_device_setting
 from dpkps_core.dp.forecast import DEFAULT_FORECAST_EPSILON  # noqa: F401 - the pages' default ε_forecast
@@ -44,7 +44,6 @@ from dpkps_core.embeddings import DEFAULT_MODEL
 from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
 from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
-from dpkps_core.pipeline import PAPER_SETTINGS, SamplingConfig, effective_max_terms
 from dpkps_core.runfolder import create_run_dir, runs_root
 from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary

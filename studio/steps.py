@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from dpkps_core import pipeline, runfolder
+from dpkps_core.density_plan import density_plan
 from dpkps_core.corpus import DEMO_SPECS, Corpus, list_columns, load_corpus, suggest_columns
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, check_vocabulary_settings
@@ -287,7 +288,7 @@ def density_preview() -> dict[str, Any]:
     s = ss()
     pv: PrivateVocabulary = s["pv"]
     cfg = current_config()
-    plan = pipeline.density_plan(cfg, n_classes=len(corpus().classes) if corpus() else 1, private_vocabulary=pv)
+    plan = density_plan(cfg, n_classes=len(corpus().classes) if corpus() else 1, private_vocabulary=pv)
     out: dict[str, Any] = {"density": plan.density, "method": cfg.method, "eps_kde": cfg.eps_kde}
     if plan.density == "histogram":
         out["noise_sd_per_term"] = plan.expected_noise_per_term

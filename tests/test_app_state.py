@@ -17,8 +17,8 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder, embed_terms
 from dpkps_core.errors import ParameterError
 from dpkps_core import pipeline
-from dpkps_core.pipeline import (SamplingConfig, build_density, build_private_vocabulary, extract_keyphrases,
-                                 sample_sequences)
+from dpkps_core.config import SamplingConfig
+from dpkps_core.pipeline import build_density, build_private_vocabulary, extract_keyphrases, sample_sequences
 from dpkps_core.risk import epsilon_explainer
 from dpkps_core.runfolder import create_run_dir, runs_root
 from dpkps_core.split import split_corpus

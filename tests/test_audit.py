@@ -27,7 +27,7 @@ from dpkps_core import audit
 from dpkps_core.corpus import Corpus
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
-from dpkps_core.pipeline import SamplingConfig
+from dpkps_core.config import SamplingConfig
 from dpkps_core.split import CorpusSplit
 from dpkps_core.vocabulary import PublicVocabulary
 

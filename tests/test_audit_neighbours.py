@@ -28,7 +28,7 @@ from dpkps_core.audit.raw import RawTable, raw_table_for, read_raw_table
 from dpkps_core.corpus import Corpus, load_corpus
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
-from dpkps_core.pipeline import SamplingConfig
+from dpkps_core.config import SamplingConfig
 from dpkps_core.vocabulary import PublicVocabulary
 
 CLASSES = ("blue", "red")

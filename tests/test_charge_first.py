@@ -26,7 +26,8 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import privatize_vocabulary
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError, VocabularyError
-from dpkps_core.pipeline import SamplingConfig, run_sampling
+from dpkps_core.config import SamplingConfig
+from dpkps_core.pipeline import run_sampling
 from dpkps_core.split import split_documents
 from dpkps_core.vocabulary import PublicVocabulary
 

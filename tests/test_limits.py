@@ -6,7 +6,8 @@ from dpkps_core.corpus import Corpus, load_corpus
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import CorpusError, ParameterError
-from dpkps_core.pipeline import LIMITS, SamplingConfig, run_sampling
+from dpkps_core.config import LIMITS, SamplingConfig
+from dpkps_core.pipeline import run_sampling
 from dpkps_core.vocabulary import PublicVocabulary
 
 

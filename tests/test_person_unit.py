@@ -15,7 +15,8 @@ from dpkps_core.dp.kde import RandomFourierFeatures, rff_feature_sums
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.export import collect_bundle
-from dpkps_core.pipeline import SamplingConfig, run_sampling, write_run_folder
+from dpkps_core.config import SamplingConfig
+from dpkps_core.pipeline import run_sampling, write_run_folder
 from dpkps_core.split import split_documents
 from dpkps_core.vocabulary import PublicVocabulary
 

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
-from dpkps_core.pipeline import SamplingConfig, run_sampling, write_run_folder
+from dpkps_core.config import SamplingConfig
+from dpkps_core.pipeline import run_sampling, write_run_folder
 from dpkps_core.split import split_corpus
 from dpkps_core.vocabulary import PublicVocabulary
 

@@ -7,6 +7,7 @@ import time
 from typing import Any, Mapping
 
 from dpkps_core import pipeline
+from dpkps_core.density_plan import default_bandwidth
 from dpkps_core.audit.neighbours import declared_classes
 from dpkps_core.audit.raw import RawTable
 from dpkps_core.audit.settings import AuditSettings
@@ -91,7 +92,7 @@ def estimate_audit_time(
     emb = embed_terms(pv.terms, runner.embedder)
     config_d = config
     if config_d.bandwidth is None:
-        config_d = dataclasses.replace(config, bandwidth=pipeline.default_bandwidth(emb))
+        config_d = dataclasses.replace(config, bandwidth=default_bandwidth(emb))
     kps = pipeline.extract_keyphrases(train.texts, pv, max_per_doc=config.max_keyphrases_per_doc or config.length)
     t3 = time.perf_counter()
     noise = runner.noise()

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dpkps_core import pipeline
+from dpkps_core.density_plan import default_bandwidth, density_plan
 from dpkps_core.audit.neighbours import (
     _CanaryMaker,
     _class_weights,
@@ -348,8 +349,8 @@ def _density_setup(ctx: AuditContext, nbs: Neighbours, units: dict[str, Any]) ->
     emb_audit = embed_terms(pv_audit.terms, ctx.memory)
     config_d = config
     if config_d.bandwidth is None:  # what build_density would compute from these embeddings, once
-        config_d = dataclasses.replace(config, bandwidth=pipeline.default_bandwidth(emb_audit))
-    plan = pipeline.density_plan(config_d, n_classes=len(classes), private_vocabulary=pv_audit, embeddings=emb_audit)
+        config_d = dataclasses.replace(config, bandwidth=default_bandwidth(emb_audit))
+    plan = density_plan(config_d, n_classes=len(classes), private_vocabulary=pv_audit, embeddings=emb_audit)
     inputs: dict[str, tuple[list[list[int]], tuple[str, ...], Any, list[Any]]] = {}
     contributions: dict[str, np.ndarray] = {}
     for nb in nbs.cheap:

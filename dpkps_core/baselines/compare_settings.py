@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
+from dpkps_core.config import SamplingConfig, build_sampling_config
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.errors import ParameterError
 
@@ -21,6 +22,11 @@ COMPARE_PP_DEFAULTS = {"batch_size": 16, "max_prompt_tokens": 96, "public_top_k"
 synthetic document grows with s × prompt length; the paper's s = 250 needs an accelerator). At small s the
 privacy budget allows an effective logit range of only c/τ (≈ 4 nats at s = 16, ε = 10), so the candidate set is
 the public prediction's top 20 (a public set; paper 004 §E.1 restricts to the top 1024 for the same reason)."""
+
+
+COMPARE_FIXED_SETTINGS = ("eps_voc", "eps_kde", "per_class", "seed", "test_fraction", "split_seed", "client_fraction",
+                          "corpus", "person_column")
+"""DP-KPS settings a comparison decides itself (the same for every method), whatever ``sampling`` says."""
 
 
 def joint_cost(methods: Sequence[str], *, eps_total: float, eps_voc: float, delta: float) -> tuple[float, float]:
@@ -53,7 +59,9 @@ class CompareSettings:
         max_tokens: most tokens per synthetic document (all methods).
         doc_type: the public document type ("a news article").
         temperature: LLM temperature of DP-KPS and AugPE+Ṽ generations.
-        sampling: overrides of :class:`~dpkps_core.config.SamplingConfig` for DP-KPS (length, method, …).
+        sampling: DP-KPS's :class:`~dpkps_core.config.SamplingConfig` (length, method, vocabulary, …); the
+            comparison fixes its ε split, documents per class, corpus, noise seed and split. A mapping of settings
+            is accepted and built into one (:func:`~dpkps_core.config.build_sampling_config`); None → the defaults.
         private_prediction: a :class:`~dpkps_core.baselines.private_prediction.PrivatePredictionConfig` (c is
             calibrated); None → the comparison's defaults.
         augpe_config: an :class:`~dpkps_core.baselines.augpe.AugPEConfig` (population = ``per_class``).
@@ -74,7 +82,7 @@ class CompareSettings:
     max_tokens: int = 48
     doc_type: str = "a document"
     temperature: float = 0.7
-    sampling: Mapping[str, Any] | None = None
+    sampling: SamplingConfig | None = None
     private_prediction: Any = None
     augpe_config: Any = None
     class_size_estimate: float | None = None
@@ -102,8 +110,18 @@ class CompareSettings:
                             ("per_class", check_positive_int(self.per_class, "synthetic documents per class",
                                                              maximum=100_000)),
                             ("max_tokens", check_positive_int(self.max_tokens, "maximum tokens", maximum=8192)),
-                            ("seeds", tuple(int(x) for x in self.seeds) or (0,))):
+                            ("seeds", tuple(int(x) for x in self.seeds) or (0,)),
+                            ("sampling", self._sampling_config(self.sampling))):
             object.__setattr__(self, name, value)
+
+    @staticmethod
+    def _sampling_config(sampling: SamplingConfig | Mapping[str, Any] | None) -> SamplingConfig | None:
+        """A mapping of DP-KPS settings built into a checked config; the entries the comparison fixes are left out."""
+        if sampling is None or isinstance(sampling, SamplingConfig):
+            return sampling
+        if not isinstance(sampling, Mapping):
+            raise ParameterError("sampling must be a SamplingConfig or a mapping of its settings.")
+        return build_sampling_config(**{k: v for k, v in sampling.items() if k not in COMPARE_FIXED_SETTINGS})
 
     @staticmethod
     def needs_vocabulary(methods: Sequence[str]) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from dpkps_core.baselines.compare_result import MethodRow
 from dpkps_core.baselines.compare_settings import COMPARE_PP_DEFAULTS, METHOD_LABELS, CompareSettings, size_epsilon
+from dpkps_core.config import SamplingConfig, build_sampling_config
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.count import release_count
 from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
@@ -38,23 +39,18 @@ def resolve_backend(backend: Any, threads: int) -> Any:
     raise ParameterError("backend must be 'offline', 'openai' or an LLMBackend.")
 
 
-def sampling_config(*, eps_voc: float, eps_kde: float, per_class: int, sampling: Mapping[str, Any] | None,
+def sampling_config(*, eps_voc: float, eps_kde: float, per_class: int, sampling: SamplingConfig | None,
                     seed: int | None, test_fraction: float, split_seed: int, corpus_name: str,
-                    person_column: str | None = None) -> Any:
-    """DP-KPS's validated :class:`~dpkps_core.config.SamplingConfig` in a comparison: the user's ``sampling``
-    overrides, with the ε split, documents per class and the split fixed by the comparison."""
-    from dpkps_core.pipeline import SamplingConfig
-
-    base = {"corpus": corpus_name, "eps_voc": eps_voc, "eps_kde": eps_kde, "per_class": per_class, "seed": seed,
-            "test_fraction": test_fraction, "split_seed": split_seed, "client_fraction": 0.0,
-            "person_column": person_column}
-    over = dict(sampling or {})
-    for k in ("eps_voc", "eps_kde", "per_class", "test_fraction", "split_seed"):
-        over.pop(k, None)  # fixed by the comparison
-    return SamplingConfig.from_dict({**SamplingConfig().to_dict(), **base, **over}).validate()
+                    person_column: str | None = None) -> SamplingConfig:
+    """DP-KPS's :class:`~dpkps_core.config.SamplingConfig` in a comparison: the settings' ``sampling`` config
+    (:attr:`CompareSettings.sampling`), with the ε split, documents per class, the corpus, the noise seed and the
+    split fixed by the comparison (one builder: :func:`~dpkps_core.config.build_sampling_config`)."""
+    return build_sampling_config(sampling, corpus=corpus_name, eps_voc=eps_voc, eps_kde=eps_kde, per_class=per_class,
+                                 seed=seed, test_fraction=test_fraction, split_seed=split_seed, client_fraction=0.0,
+                                 person_column=person_column)
 
 
-def vocabulary_for(config: Any, vocabulary: Any) -> Any:
+def vocabulary_for(config: SamplingConfig, vocabulary: Any) -> Any:
     """The public vocabulary V: the one given, else the one ``config`` names."""
     if vocabulary is not None:
         return vocabulary
@@ -64,7 +60,7 @@ def vocabulary_for(config: Any, vocabulary: Any) -> Any:
                            junk_filter=config.junk_filter, max_terms=config.effective_vocab_max_terms)
 
 
-def build_vocabulary(train: Corpus, *, eps_voc: float, vocabulary: Any, sampling: Mapping[str, Any] | None,
+def build_vocabulary(train: Corpus, *, eps_voc: float, vocabulary: Any, sampling: SamplingConfig | None,
                      noise: NoiseSource, ledger: PrivacyLedger, progress: Progress) -> Any:
     """Ṽ (DESIGN §2.1) for AugPE+Ṽ when DP-KPS did not build it first."""
     from dpkps_core.budget import admit

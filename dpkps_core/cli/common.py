@@ -4,12 +4,11 @@ public class names, and the :class:`~dpkps_core.config.SamplingConfig` built fro
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import tempfile
 from pathlib import Path
 
-from dpkps_core.config import DEFAULT_EPSILON_CAP, DENSITIES, PAPER_SETTINGS, SamplingConfig
+from dpkps_core.config import DEFAULT_EPSILON_CAP, DENSITIES, SamplingConfig, build_sampling_config
 from dpkps_core.corpus import check_class_names
 from dpkps_core.dp.rng import SAMPLERS
 from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS
@@ -106,7 +105,9 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> SamplingConfig:
-    cfg = SamplingConfig(
+    """The run's :class:`SamplingConfig` from the sampling options, through the one builder
+    (:func:`~dpkps_core.config.build_sampling_config`; checked once, before anything is loaded or charged)."""
+    return build_sampling_config(
         corpus=args.corpus, text_column=args.text_column, label_column=args.label_column,
         vocabulary=args.vocabulary, remove_stopwords=not args.keep_stopwords, junk_filter=not args.no_junk_filter,
         vocab_max_terms=args.vocab_max_terms, eps_voc=args.eps_voc, eps_kde=args.eps_kde, method=args.method,
@@ -117,11 +118,8 @@ def config_from_args(args: argparse.Namespace) -> SamplingConfig:
         noise_sampler=getattr(args, "noise_sampler", SamplingConfig.noise_sampler),
         test_fraction=args.test_fraction, client_fraction=args.client_fraction, split_seed=args.split_seed,
         epsilon_cap=args.epsilon_cap, classes=parse_classes(args.classes, args.classes_file),
-        person_column=args.person_column,
+        person_column=args.person_column, paper_settings=bool(args.paper_settings),
     )
-    if args.paper_settings:
-        cfg = dataclasses.replace(cfg, **PAPER_SETTINGS)
-    return cfg.validate()
 
 
 # ------------------------------------------------------------------------------------------------ paths

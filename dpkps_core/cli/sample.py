@@ -6,10 +6,11 @@ import argparse
 
 from dpkps_core.cli.common import add_sampling_arguments, check_output_dir, config_from_args
 from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
-from dpkps_core.config import load_config_corpus, load_vocabulary_for
+from dpkps_core.config import LIMITS, load_config_corpus, load_vocabulary_for
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import EmbeddingCache, get_embedder
-from dpkps_core.pipeline import LIMITS, run_sampling, seeded_embedding_cache, write_run_folder
+from dpkps_core.pipeline import run_sampling, seeded_embedding_cache, write_run_folder
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
@@ -17,10 +18,11 @@ def _cmd_sample(args: argparse.Namespace) -> int:
 
     check_output_dir(args.out, "--out")  # a bad --out is one line before anything is loaded or charged
     config = config_from_args(args)
+    # the run's own ε against its cap setting: the ledger's public check, before the corpus is read (DESIGN §2.0)
+    PrivacyLedger(config.epsilon_cap).require(config.eps_voc + config.eps_kde, "this sampling run")
     corpus = load_config_corpus(config)
     ledger = corpus_ledger(corpus, tool="cli sample", out=args.out, cap=config.epsilon_cap)
-    # no whole-run refusal on the corpus's history here: config_from_args checked this run's ε against its cap
-    # (public), and each step admits only the units with budget left (DESIGN §2.0)
+    # no whole-run refusal on the corpus's history here: each step admits only the units with budget left
     vocabulary = load_vocabulary_for(config)
     embedder = get_embedder(config.embedding_model)
     # a seeded demo's Ṽ is not a DP release: embed it in memory only, never into the persistent cache

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from dpkps_core import pipeline
+from dpkps_core.density_plan import DensityPlan, default_bandwidth, density_plan
+from dpkps_core.config import DENSITIES, LIMITS, SamplingConfig
 from dpkps_core.budget import admit
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.contributions import class_keyphrase_histograms
@@ -161,13 +163,13 @@ def forecast(
     """
     eps_voc = check_epsilon(eps_voc, "ε_voc")
     eps_kde = check_epsilon(eps_kde, "ε_kde")
-    terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)", maximum=pipeline.LIMITS["terms_per_doc"])
-    vocab_size = check_positive_int(vocab_size, "N (private vocabulary size)", maximum=pipeline.LIMITS["vocab_size"])
-    length = check_positive_int(length, "L (sequence length)", maximum=pipeline.LIMITS["length"])
+    terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)", maximum=LIMITS["terms_per_doc"])
+    vocab_size = check_positive_int(vocab_size, "N (private vocabulary size)", maximum=LIMITS["vocab_size"])
+    length = check_positive_int(length, "L (sequence length)", maximum=LIMITS["length"])
     if method not in SAMPLING_METHODS:
         raise ParameterError(f"Unknown method {method!r}; choose one of {', '.join(SAMPLING_METHODS)}.")
-    if density not in pipeline.DENSITIES:
-        raise ParameterError(f"Unknown density {density!r}; choose one of {', '.join(pipeline.DENSITIES)}.")
+    if density not in DENSITIES:
+        raise ParameterError(f"Unknown density {density!r}; choose one of {', '.join(DENSITIES)}.")
     if not 0 < max_noise_share < 1:
         raise ParameterError("max_noise_share must lie strictly between 0 and 1.")
     if len(corpus_train_texts) != len(labels) or not len(labels):
@@ -213,7 +215,7 @@ def forecast(
     kde_kind = ""
     suggested_kde = None
     if stand_in:
-        kp = TermMatcher(stand_in).occurrences(corpus_train_texts, length, max_chars=pipeline.LIMITS["max_chars_per_doc"])
+        kp = TermMatcher(stand_in).occurrences(corpus_train_texts, length, max_chars=LIMITS["max_chars_per_doc"])
         hist = class_keyphrase_histograms(kp, labels, classes, len(stand_in), max_per_doc=length)
         contributing = {c: int(sum(1 for k_, y in zip(kp, labels) if y == c and k_)) for c in classes}
         if kind == "histogram":
@@ -225,17 +227,17 @@ def forecast(
             worst = min(v["snr"] for v in kde.values())
             suggested_kde = float(eps_kde / worst) if worst > 0 else None
         else:
-            def plan_for(n_c: float, e_kde: float) -> pipeline.DensityPlan:  # the one density plan (config.py)
-                cfg = pipeline.SamplingConfig(method=method, density="rff", length=length, eps_kde=e_kde,
-                                              features=features, class_size_estimate=max(float(n_c), 1.0))
-                return pipeline.density_plan(cfg, n_classes=len(classes))
+            def plan_for(n_c: float, e_kde: float) -> DensityPlan:  # the one density plan (density_plan.py)
+                cfg = SamplingConfig(method=method, density="rff", length=length, eps_kde=e_kde,
+                                     features=features, class_size_estimate=max(float(n_c), 1.0))
+                return density_plan(cfg, n_classes=len(classes))
 
             members = plan_for(1.0, eps_kde).members
             scores = hist / np.maximum(hist.sum(axis=1, keepdims=True), 1e-12)
             if embedder is not None:
                 emb = np.asarray(embedder.encode(stand_in), dtype=np.float32)  # private-derived terms: never cached
                 emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
-                sigma = bandwidth if bandwidth else pipeline.default_bandwidth(emb)
+                sigma = bandwidth if bandwidth else default_bandwidth(emb)
                 scores = scores @ exact_gaussian_kernel(emb, emb, sigma)
                 kde_kind = (f"RFF + DP error 1/√I + 2√I/(n_c·ε_kde/{members}) vs sd of the normalised exact KDE scores "
                             f"(σ = {sigma:g})")
@@ -373,7 +375,7 @@ def release_forecast(
 
     ``train`` is the training part; documents of undeclared labels enter no DP step."""
     epsilon = check_epsilon(epsilon, "ε_forecast")
-    terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)", maximum=pipeline.LIMITS["terms_per_doc"])
+    terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)", maximum=LIMITS["terms_per_doc"])
     train = train.declared_only() if train.public_classes is not None else train
     classes = tuple(train.classes)
     if by_person and train.persons is None:
@@ -434,12 +436,12 @@ def forecast_from_release(
         raise ParameterError(f"This DP forecast release counted S = {stats.terms_per_doc} terms per document; "
                              f"forecasting S = {terms_per_doc} needs a new release.")
     S = stats.terms_per_doc
-    vocab_size = check_positive_int(vocab_size, "N (private vocabulary size)", maximum=pipeline.LIMITS["vocab_size"])
-    length = check_positive_int(length, "L (sequence length)", maximum=pipeline.LIMITS["length"])
+    vocab_size = check_positive_int(vocab_size, "N (private vocabulary size)", maximum=LIMITS["vocab_size"])
+    length = check_positive_int(length, "L (sequence length)", maximum=LIMITS["length"])
     if method not in SAMPLING_METHODS:
         raise ParameterError(f"Unknown method {method!r}; choose one of {', '.join(SAMPLING_METHODS)}.")
-    if density not in pipeline.DENSITIES:
-        raise ParameterError(f"Unknown density {density!r}; choose one of {', '.join(pipeline.DENSITIES)}.")
+    if density not in DENSITIES:
+        raise ParameterError(f"Unknown density {density!r}; choose one of {', '.join(DENSITIES)}.")
     if not 0 < max_noise_share < 1:
         raise ParameterError("max_noise_share must lie strictly between 0 and 1.")
     kind = ("histogram" if method == "independent" else "rff") if density == "auto" else density
@@ -482,15 +484,15 @@ def forecast_from_release(
             worst = min(v["snr"] for v in kde.values())
             suggested_kde = float(eps_kde / worst) if worst > 0 else None
         else:
-            def rff_err(n_c: float, e_kde: float) -> float:  # the one density plan (config.py)
-                cfg = pipeline.SamplingConfig(method=method, density="rff", length=length, eps_kde=e_kde,
-                                              features=features, class_size_estimate=max(float(n_c), 1.0))
-                return float(pipeline.density_plan(cfg, n_classes=len(sizes)).total_error)
+            def rff_err(n_c: float, e_kde: float) -> float:  # the one density plan (density_plan.py)
+                cfg = SamplingConfig(method=method, density="rff", length=length, eps_kde=e_kde,
+                                     features=features, class_size_estimate=max(float(n_c), 1.0))
+                return float(density_plan(cfg, n_classes=len(sizes)).total_error)
 
-            members = pipeline.density_plan(pipeline.SamplingConfig(method=method, density="rff", length=length,
-                                                                    eps_kde=eps_kde, features=features,
-                                                                    class_size_estimate=1.0),
-                                            n_classes=len(sizes)).members
+            members = density_plan(SamplingConfig(method=method, density="rff", length=length,
+                                                  eps_kde=eps_kde, features=features,
+                                                  class_size_estimate=1.0),
+                                   n_classes=len(sizes)).members
             kde_kind = (f"RFF + DP error 1/√I + 2√I/(n_c·ε_kde/{members}) vs the modelled sd of the normalised "
                         "keyphrase histogram (from the DP forecast release)")
             spread = float(top.std() / top.sum())

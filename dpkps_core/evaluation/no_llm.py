@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from dpkps_core import pipeline
+from dpkps_core.config import LIMITS
 from dpkps_core.dp.validation import check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.errors import ParameterError
@@ -101,7 +102,7 @@ def real_keyphrase_baseline(
                              "real keyphrase baseline; choose a vocabulary that fits the corpus (page 2).")
     matcher = TermMatcher(terms)
     length = check_positive_int(length, "L (sequence length)")
-    limit = pipeline.LIMITS["max_chars_per_doc"]
+    limit = LIMITS["max_chars_per_doc"]
     train = [[terms[i] for i in row] for row in matcher.occurrences(train_texts, length, max_chars=limit)]
     test = [[terms[i] for i in row] for row in matcher.occurrences(test_texts, length, max_chars=limit)]
     return keyphrase_classifier_scores(train, train_labels, test, test_labels)

@@ -21,7 +21,7 @@ from dpkps_core.embeddings import Embedder, embed_texts
 from dpkps_core import runfolder
 from dpkps_core.runfolder import EVALUATION_FILE, RunFolder
 from dpkps_core.errors import CorpusError, DPKPSError, ParameterError
-from dpkps_core.pipeline import SamplingConfig
+from dpkps_core.config import SamplingConfig
 from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary
 from dpkps_core.progress import Progress

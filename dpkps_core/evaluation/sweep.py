@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 
 from dpkps_core import pipeline
+from dpkps_core.config import LIMITS
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
@@ -21,7 +22,7 @@ from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache, embed_terms
 from dpkps_core.errors import ParameterError
-from dpkps_core.pipeline import SamplingConfig
+from dpkps_core.config import SamplingConfig
 from dpkps_core.sampling import SAMPLING_METHODS
 from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary
@@ -125,7 +126,7 @@ class NoLLMEvaluator:
         config = dataclasses.replace(config, seed=int(seed))
         if per_class is not None:
             config = dataclasses.replace(config, per_class=check_positive_int(
-                per_class, "sequences per class", maximum=pipeline.LIMITS["per_class"]))
+                per_class, "sequences per class", maximum=LIMITS["per_class"]))
         config.validate()
         self._check_compatible(config)
         t = time.perf_counter()
@@ -188,7 +189,7 @@ def run_sweep(
     seed_list = list(range(check_positive_int(seeds, "seeds", maximum=100))) if isinstance(seeds, int) else [int(s) for s in seeds]
     if not grid_voc or not grid_kde or not methods or not seed_list:
         raise ParameterError("The sweep grid is empty; give at least one ε_voc, ε_kde, method and seed.")
-    per_class = check_positive_int(per_class, "sequences per class", maximum=pipeline.LIMITS["per_class"])
+    per_class = check_positive_int(per_class, "sequences per class", maximum=LIMITS["per_class"])
     report = progress or _noop
     report(0.0, "counting terms of the training part (once)")
     ev = evaluator or NoLLMEvaluator(corpus, config=base, vocabulary=vocabulary, embedder=embedder, cache=cache)
