@@ -140,14 +140,14 @@ def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_uma
     click(at, "Evaluate this run")
     assert wait_job(at, "job_evaluation").error is None
     ev = table(at, "Classifier trained on")
-    assert list(ev.columns) == ["Classifier trained on", "Accuracy", "± sd", "Macro-F1", "Training documents",
+    assert list(ev.columns) == ["Classifier trained on", "Accuracy", "± sd", "Seeds", "Macro-F1", "Training documents",
                                 "Enough to judge?"]
     assert not any("_" in str(n) for n in ev["Classifier trained on"])
     for v in list(ev["Accuracy"]) + list(ev["Macro-F1"]):
         assert v == float(f"{v:.3g}")
     syn = ev[ev["Classifier trained on"] == "Synthetic documents"].iloc[0]
     assert syn["Training documents"] == 2 and syn["Enough to judge?"].startswith("⚠ too few")
-    assert any("Too few training documents to judge" in w.value for w in at.warning)
+    assert any(w.value.startswith("Too few to judge:") and "Synthetic documents" in w.value for w in at.warning)
     # §9: the held-out documents were embedded once, in the session's memory; the map embeds none of them again
     memo = s["_embedding_memo"]["models"][s["density_meta"]["embedding_model"]]
     size = len(memo)
@@ -165,6 +165,7 @@ def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_uma
     # §7: ... is the value the evaluation and the sweep show
     row = ev[ev["Classifier trained on"] == "Real keyphrase baseline (upper bound)"].iloc[0]
     assert math.isclose(row["Accuracy"], float(f"{base:.3g}"))
+    at.toggle(key="_w.exact_previews.sweep").set_value(True).run()  # the exact sweep is behind the switch
     at.multiselect(key="_w.sweep_eps_voc").set_value([5.0]).run()
     at.multiselect(key="_w.sweep_eps_kde").set_value([5.0]).run()
     click(at, "Run the sweep (1 cells)")

@@ -86,7 +86,7 @@ def test_page2_budget_split_cap_paper_settings_seed_and_forecast() -> None:
     assert "S/ε_voc = **6.67**" in explainer                      # Laplace scale 10 / 1.5
     assert "between about 5 and 15" in explainer
     # a cap below the plan warns before anything is spent
-    at.number_input(key="_w.epsilon_cap").set_value(5.0).run()
+    at.number_input(key="cap_draft_value").set_value(5.0).run()     # lowering the cap applies at once
     assert any("only 5 is left under the cap" in w.value for w in at.warning)
     # paper settings toggle (and back)
     at.toggle(key="_w.paper_settings").set_value(True).run()
@@ -102,7 +102,8 @@ def test_page2_budget_split_cap_paper_settings_seed_and_forecast() -> None:
     at.checkbox(key="_w.seeded_demo").check().run()
     assert any("NOT FOR RELEASE" in w.value for w in at.warning)
     # forecast: DP by default (charged ε_forecast, in the plan), exact only behind the badged switch (off by default)
-    at.number_input(key="_w.epsilon_cap").set_value(20.0).run()
+    at.number_input(key="cap_draft_value").set_value(20.0).run()
+    click(at, "Raise the cap to 20")                                # raising asks first
     assert any("ε_forecast 0.2 (DP forecast, below) + ε_voc 1.5 + ε_kde 4.5" in c for c in at.caption.values)
     assert at.session_state["exact_previews"] is False
     assert not [b for b in at.button if b.label.startswith("Exact forecast")]
@@ -131,7 +132,7 @@ def test_page3_builds_rebuilds_charges_and_respects_the_cap() -> None:
     pv = at.session_state["pv"]
     m = metrics(at)
     assert m["Terms in Ṽ"] == f"{len(pv):,}" and m["ε_voc spent for it"] == "5"
-    assert m["ε spent / cap"] == "5 / 20"
+    assert m["Most-used document: ε spent / cap"] == "5 / 20"
     assert list(table(at, "noisy count")["term"][:5]) == list(pv.terms[:5])
     assert not [k for k in m if k.startswith("Recall of the true top")]  # exact check: off by default
     at.toggle(key="_w.exact_previews.vocabulary").set_value(True).run()
@@ -140,14 +141,16 @@ def test_page3_builds_rebuilds_charges_and_respects_the_cap() -> None:
     assert list(pv.noisy_counts) == sorted(pv.noisy_counts, reverse=True)
     # re-running says it charges again, and does
     assert any("again" in md.value for md in at.markdown)
-    click(at, "Re-run (spends ε_voc = 5 again)")
+    click(at, "Re-run Ṽ")                                           # asks first (one intent, one release)
+    click(at, "Yes, spend ε_voc = 5 again")
     assert ledger_total(at) == pytest.approx(10.0)
     assert len(at.session_state["ledgers"][at.session_state["corpus_id"]].events) == 2
     # the cap refuses a third run before anything is spent
     goto(at, 1)
-    at.number_input(key="_w.epsilon_cap").set_value(12.0).run()
+    at.number_input(key="cap_draft_value").set_value(12.0).run()
     goto(at, 2)
-    click(at, "Re-run", clean=False)
+    click(at, "Re-run Ṽ")
+    click(at, "Yes, spend ε_voc", clean=False)
     assert any("over the budget cap of 12" in e for e in problems(at))
     assert ledger_total(at) == pytest.approx(10.0)
 
@@ -174,7 +177,8 @@ def test_page4_histogram_then_iterative_rff_and_umap_map(fake_umap: None) -> Non
     assert any("rebuild to apply" in w.value for w in at.warning)
     at.number_input(key="_w.length").set_value(4).run()
     assert any("ensemble member(s)" in c and "Expected error" in c for c in at.caption.values)
-    click(at, "Rebuild (spends ε_kde = 5 again)")
+    click(at, "Rebuild the densities")                             # asks first (one intent, one release)
+    click(at, "Yes, spend ε_kde = 5 again")
     info = at.session_state["density_info"]
     assert info["density"] == "rff" and info["ensemble_members"] == 3
     m = metrics(at)
@@ -290,7 +294,7 @@ def test_page7_evaluation_overlays_and_sweep(fake_umap: None) -> None:
     df = job.result["tsne"]
     assert set(df["source"]) == {"real", "synthetic"} and (df["source"] == "synthetic").sum() == 2
     titles = " ".join(json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart"))
-    assert "coloured by class" in titles and "coloured by source" in titles
+    assert "by class" in titles and "by source" in titles
     assert not [b for b in at.button if b.label.startswith("Run the sweep")]  # exact sweep: behind the switch
     at.toggle(key="_w.exact_previews.sweep").set_value(True).run()
     at.multiselect(key="_w.sweep_eps_voc").set_value([1.0, 5.0]).run()
