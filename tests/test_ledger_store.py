@@ -406,26 +406,26 @@ def test_app_sidebar_follows_the_documents_across_sessions_files_and_the_cli(mon
     monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
     a = new_app()
     upload_corpus(a, toy_csv(20), "mine.csv")
-    assert metrics(a)["ε spent / cap"] == f"0 / {DEFAULT_EPSILON_CAP:g}"
-    assert any("nothing spent yet" in m.value for m in a.sidebar.markdown)
+    assert metrics(a)["Most-used document: ε spent / cap"] == f"0 / {DEFAULT_EPSILON_CAP:g}"
+    assert any("No release has used this corpus's documents yet" in m.value for m in a.sidebar.markdown)
     goto(a, 2)
     click(a, "Build Ṽ")
-    assert metrics(a)["ε spent / cap"] == "5 / 20"
+    assert metrics(a)["Most-used document: ε spent / cap"] == "5 / 20"
     # a new session on the same documents under another file name and other column names: the same budgets
     b = new_app()
     upload_corpus(b, toy_csv(20, text="notes", label="category"), "renamed.csv")
     assert b.session_state["corpus_id"] != a.session_state["corpus_id"]
-    assert metrics(b)["ε spent / cap"] == "5 / 20"
+    assert metrics(b)["Most-used document: ε spent / cap"] == "5 / 20"
     side = " ".join(m.value for m in b.sidebar.markdown)
-    assert "This session: nothing released yet" in side and "nothing spent yet" not in side
+    assert "This session has released nothing on this corpus yet" in side and "No release has used" not in side
     # the CLI raises these documents' cap: the session shows it
     ls.open_corpus_ledger(b.session_state["corpus"], tool="cli ledger").set_unit_cap(30.0)
     b.run()
-    assert metrics(b)["ε spent / cap"] == "5 / 30"
+    assert metrics(b)["Most-used document: ε spent / cap"] == "5 / 30"
     assert any("new to the ledger get 20" in c.value for c in b.sidebar.caption)
     # changing the session's cap field sets the cap of the loaded corpus's documents (recorded, by the app)
     b.session_state["epsilon_cap"] = 12.0
     b.run()
     view = ls.open_corpus_ledger(b.session_state["corpus"], tool="t").view()
     assert view.cap_range == (12.0, 12.0) and view.cap_history[-1].tool == "app"
-    assert metrics(a.run())["ε spent / cap"] == "5 / 12"
+    assert metrics(a.run())["Most-used document: ε spent / cap"] == "5 / 12"
