@@ -2,6 +2,7 @@
 
     python -m benchmarks.generation                    # N=16, batch 16, 96 tokens, 1 thread (~4 min on 2 cores)
     python -m benchmarks.generation --sweep 1,2,4,8,16 # tokens/s per batch size (how the default was chosen)
+    python -m benchmarks.generation --engine-only      # only the CTranslate2-vs-torch comparison (~3 min)
 
 Both timings go through the real runner (:func:`dpkps_core.llm.run_generation`: checkpointing, audit log,
 progress), with the same prompts, sampling parameters and model instance, into throw-away run folders. Tokens
@@ -10,7 +11,16 @@ are the generated tokens of every document (up to and including its end-of-text 
     serial_tokens_per_second: …
     batched_tokens_per_second: …
     batched_vs_serial_speedup: X
+    engine_tokens_per_second: …
+    engine_torch_batched_tokens_per_second: …
+    engine_speedup_vs_torch_batched: X
     gpu_tokens_per_second: Y        (only when torch sees CUDA)
+
+The engine comparison (:mod:`dpkps_core.llm.ct2`, CTranslate2 int8 against batched torch float32) gives both
+engines the same chat-template prompts, batch, threads, token budget and sampling parameters; each engine writes
+the batch in one batched call, and generated tokens (up to and including each row's end-of-text token) are
+counted for both. The two run interleaved in one process for several rounds and the medians are reported, so
+that other load on a shared machine slows both alike.
 """
 
 from __future__ import annotations
@@ -68,6 +78,72 @@ def timed_run(backend: Any, sequences: list[dict[str, Any]], *, batch_size: int,
             "tokens_per_s": tokens / seconds if seconds > 0 else 0.0}
 
 
+def _tokens_until_stop(rows: list[list[int]], stops: set[int]) -> int:
+    """Generated tokens of each row up to and including its first end-of-text token (padding after it ignored)."""
+    n = 0
+    for row in rows:
+        cut = next((i for i, t in enumerate(row) if t in stops), len(row))
+        n += cut + (1 if cut < len(row) else 0)
+    return n
+
+
+def engine_comparison(backend: Any, engine: Any, sequences: list[dict[str, Any]], *, batch_size: int,
+                      max_tokens: int, temperature: float, rounds: int) -> dict[str, float]:
+    """CTranslate2 vs batched torch, interleaved in one process for ``rounds`` rounds: median tokens/s of each.
+
+    Both decode the same prompt token ids (chat template of the runner's prompts) in batches of ``batch_size``,
+    with the same stop ids, token budget, temperature and top-p; both texts are detokenised the same way."""
+    from dpkps_core.llm.local import chat_token_ids
+    from dpkps_core.llm.prompts import PromptConfig, render_prompt
+
+    model, tok = backend.model_and_tokenizer()
+    cfg = PromptConfig(doc_type="a short news article")
+    rows = [chat_token_ids(tok, render_prompt(s, cfg)) for s in sequences]
+    stops = sorted(backend.stop_ids)
+    stop_set = set(stops)
+    batches = [rows[i:i + batch_size] for i in range(0, len(rows), batch_size)]
+
+    def torch_round() -> tuple[int, float]:
+        import torch
+
+        n, t0 = 0, time.perf_counter()
+        torch.set_num_threads(backend.threads)
+        for b in batches:
+            out = backend.torch_engine().decode_batch(b, stops=stops, max_tokens=max_tokens,
+                                                      temperature=temperature, top_p=backend.top_p, timeout=600.0)
+            n += _tokens_until_stop(out, stop_set)
+            [tok.decode(r, skip_special_tokens=True) for r in out]
+        return n, time.perf_counter() - t0
+
+    def ct2_round() -> tuple[int, float]:
+        n, t0 = 0, time.perf_counter()
+        for b in batches:
+            out = engine.decode_batch(b, stops=stops, max_tokens=max_tokens, temperature=temperature,
+                                      top_p=backend.top_p)
+            n += _tokens_until_stop(out, stop_set)
+            [tok.decode(r, skip_special_tokens=True) for r in out]
+        return n, time.perf_counter() - t0
+
+    engine.decode_batch(batches[0][:2], stops=stops, max_tokens=8, temperature=temperature, top_p=backend.top_p)
+    torch_rates: list[float] = []
+    ct2_rates: list[float] = []
+    for r in range(rounds):
+        order = (torch_round, ct2_round) if r % 2 == 0 else (ct2_round, torch_round)
+        for fn in order:
+            n, sec = fn()
+            rate = n / sec if sec > 0 else 0.0
+            (torch_rates if fn is torch_round else ct2_rates).append(rate)
+            print(f"round {r + 1} {'torch' if fn is torch_round else 'ct2  '}: {n} tokens in {sec:.1f} s = "
+                  f"{rate:.1f} tokens/s", flush=True)
+    import statistics
+
+    t_med, c_med = statistics.median(torch_rates), statistics.median(ct2_rates)
+    ratios = [c / t for c, t in zip(ct2_rates, torch_rates) if t > 0]
+    return {"torch_tokens_per_s": t_med, "ct2_tokens_per_s": c_med,
+            "speedup": c_med / t_med if t_med > 0 else float("nan"),
+            "speedup_median_of_rounds": statistics.median(ratios) if ratios else float("nan")}
+
+
 def main(argv: list[str] | None = None) -> int:
     from dpkps_core.device import cuda_available, describe_device
     from dpkps_core.llm.local import DEFAULT_BATCH_SIZE, OfflineBackend
@@ -81,9 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep", default=None, metavar="B1,B2,…",
                     help="instead: batched tokens/s for each batch size (N documents each; no serial timing)")
     ap.add_argument("--gpu-n", type=int, default=64, help="documents for the CUDA timing (when CUDA is present)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the engine comparison (medians)")
+    ap.add_argument("--engine-only", action="store_true", help="only the CTranslate2-vs-torch comparison")
+    ap.add_argument("--no-engine", action="store_true", help="skip the CTranslate2-vs-torch comparison")
     args = ap.parse_args(argv)
-    if args.n < 1 or args.batch_size < 1 or args.max_tokens < 1:
-        ap.error("--n, --batch-size and --max-tokens must be positive")
+    if args.n < 1 or args.batch_size < 1 or args.max_tokens < 1 or args.rounds < 1:
+        ap.error("--n, --batch-size, --max-tokens and --rounds must be positive")
 
     import torch
 
@@ -106,6 +185,66 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['tokens_per_s']:.1f} tokens/s, {r['seconds'] / max(r['documents'], 1):.1f} s/doc", flush=True)
         return 0
 
+    if not args.engine_only:
+        _serial_vs_batched(cpu, seqs, args)
+    if not args.no_engine:
+        from dpkps_core.llm.ct2 import CT2Engine
+
+        t0 = time.perf_counter()
+        engine = CT2Engine.for_offline(device="cpu", threads=args.threads)
+        engine.load()
+        print(f"ct2 engine ({engine.compute_type}): ready in {time.perf_counter() - t0:.1f} s", flush=True)
+        on_engine = OfflineBackend(threads=args.threads, device="cpu", engine=engine)
+        est = _estimate(on_engine, seqs, args)  # from one calibration batch (the engine has written nothing yet)
+        e = engine_comparison(cpu, engine, seqs, batch_size=args.batch_size, max_tokens=args.max_tokens,
+                              temperature=args.temperature, rounds=args.rounds)
+        run = timed_run(on_engine, seqs, batch_size=args.batch_size, max_tokens=args.max_tokens,
+                        temperature=args.temperature)
+        print(f"engine through the runner: {run['tokens']:.0f} tokens in {run['seconds']:.1f} s "
+              f"(estimated {est:.1f} s before the run)", flush=True)
+        print(f"engine_runner_tokens_per_second: {run['tokens_per_s']:.1f}")
+        print(f"engine_estimate_vs_actual: {est / run['seconds']:.2f}")
+        print(f"engine_tokens_per_second: {e['ct2_tokens_per_s']:.1f}")
+        print(f"engine_torch_batched_tokens_per_second: {e['torch_tokens_per_s']:.1f}")
+        print(f"engine_speedup_median_of_rounds: {e['speedup_median_of_rounds']:.2f}")
+        print(f"engine_speedup_vs_torch_batched: {e['speedup']:.2f}")
+    if cuda_available():
+        gpu = OfflineBackend(threads=args.threads, device="cuda")
+        gpu.load()
+        timed_run(gpu, seqs[:2], batch_size=2, max_tokens=8, temperature=args.temperature)  # warm-up
+        g = timed_run(gpu, bench_sequences(args.gpu_n), batch_size=args.gpu_n, max_tokens=args.max_tokens,
+                      temperature=args.temperature)
+        print(f"gpu: {describe_device('cuda')}, {args.gpu_n} documents in one batch, {g['tokens']:.0f} tokens in "
+              f"{g['seconds']:.1f} s")
+        print(f"gpu_tokens_per_second: {g['tokens_per_s']:.1f}")
+        if not args.no_engine:
+            from dpkps_core.llm.ct2 import CT2Engine
+            from dpkps_core.llm.ct2_convert import ct2_device
+
+            try:
+                ct2_device("cuda")
+            except Exception as exc:  # noqa: BLE001 - a report line, not a failure
+                print(f"gpu engine: not run ({exc})")
+            else:
+                ge = CT2Engine.for_offline(device="cuda", threads=args.threads)
+                ge.load()
+                r = engine_comparison(gpu, ge, bench_sequences(args.gpu_n), batch_size=args.gpu_n,
+                                      max_tokens=args.max_tokens, temperature=args.temperature, rounds=args.rounds)
+                print(f"gpu_engine_tokens_per_second: {r['ct2_tokens_per_s']:.1f} ({ge.compute_type})")
+                print(f"gpu_engine_speedup_vs_torch_batched: {r['speedup']:.2f}")
+    return 0
+
+
+def _estimate(backend: Any, seqs: list[dict[str, Any]], args: argparse.Namespace) -> float:
+    """The runner's before-the-run estimate in seconds (llm/estimate.py) for these documents."""
+    from dpkps_core.llm import PromptConfig, estimate_cost
+
+    return estimate_cost(seqs, prompt_config=PromptConfig(doc_type="a short news article"), backend=backend,
+                         max_tokens=args.max_tokens, batch_size=args.batch_size).seconds
+
+
+def _serial_vs_batched(cpu: Any, seqs: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The runner's serial and batched timings (how the batch default was chosen)."""
     serial = timed_run(cpu, seqs, batch_size=1, max_tokens=args.max_tokens, temperature=args.temperature)
     print(f"serial (one at a time): {serial['tokens']:.0f} tokens in {serial['seconds']:.1f} s", flush=True)
     batched = timed_run(cpu, seqs, batch_size=args.batch_size, max_tokens=args.max_tokens,
@@ -118,16 +257,6 @@ def main(argv: list[str] | None = None) -> int:
     # Documents per second is the figure a user waits on; token counts differ a little between sampled runs.
     speedup = serial["seconds"] / batched["seconds"] if batched["seconds"] > 0 else float("nan")
     print(f"batched_vs_serial_speedup: {speedup:.2f}")
-    if cuda_available():
-        gpu = OfflineBackend(threads=args.threads, device="cuda")
-        gpu.load()
-        timed_run(gpu, seqs[:2], batch_size=2, max_tokens=8, temperature=args.temperature)  # warm-up
-        g = timed_run(gpu, bench_sequences(args.gpu_n), batch_size=args.gpu_n, max_tokens=args.max_tokens,
-                      temperature=args.temperature)
-        print(f"gpu: {describe_device('cuda')}, {args.gpu_n} documents in one batch, {g['tokens']:.0f} tokens in "
-              f"{g['seconds']:.1f} s")
-        print(f"gpu_tokens_per_second: {g['tokens_per_s']:.1f}")
-    return 0
 
 
 if __name__ == "__main__":
