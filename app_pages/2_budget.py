@@ -257,7 +257,7 @@ def show_forecast(f, key: str) -> None:
     m[1].metric("Real terms expected in Ṽ", f"{f.expected_real_terms:,.0f}")
     m[2].metric("Noise floor (documents)", f"{f.noise_floor:,.0f}")
     m[3].metric("Terms of V in the corpus", f"{f.terms_in_corpus:,}")
-    st.plotly_chart(forecast_figure(f), key=key)
+    st.plotly_chart(charts.tidy(forecast_figure(f), width=90), key=key)  # title below the toolbar, wrapped
 
 
 st.subheader("Will this work?")

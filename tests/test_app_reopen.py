@@ -309,3 +309,18 @@ def test_n_larger_than_v_is_said_and_refused_before_anything_is_spent() -> None:
     click(at, "Build Ṽ", clean=False)
     assert any("Nothing was spent" in e.value for e in at.error), [e.value for e in at.error]
     assert ledger_events() == events and at.session_state.get("pv") is None
+
+
+def test_a_release_stopped_before_the_session_kept_it_is_put_back_from_the_run_folder() -> None:
+    """Streamlit stops a script run at a session access when another click arrives: the step writes its release to
+    the run folder first, and the next run puts it back (no ledger event)."""
+    at = new_app()
+    walk(at, 3)
+    terms = at.session_state["pv"].terms
+    events = ledger_events()
+    for key in ("pv", "pv_meta", "dp_density", "density_meta"):   # as if the run stopped right after the release
+        del at.session_state[key]
+    goto(at, 3)
+    assert at.session_state["pv"].terms == terms and at.session_state["dp_density"] is not None
+    assert metrics(at)["Density"] == "histogram"
+    assert ledger_events() == events
