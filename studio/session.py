@@ -154,6 +154,33 @@ def init_session() -> None:
             s[k] = v
     sync_run_url()
     reopen_from_url()
+    recover_run()
+
+
+def recover_run() -> None:
+    """Put back a release that reached the run folder but not the session: Streamlit stops a script run at any
+    session access when another click arrives, so a run can be stopped between writing its release to the folder
+    and keeping it in the session (``studio.steps`` writes the folder first). Post-processing: no ledger event."""
+    from dpkps_core.errors import DPKPSError
+    from dpkps_core.runfolder import DENSITY_FILE, VOCABULARY_FILE
+
+    s = ss()
+    rd = s.get("run_dir")
+    if not rd or not Path(rd).is_dir():
+        return
+    folder = Path(rd)
+    missing = ((folder / VOCABULARY_FILE).is_file() and s.get("pv") is None) or \
+        ((folder / DENSITY_FILE).is_file() and s.get("dp_density") is None)
+    mark = (rd, s.get("pv") is None, s.get("dp_density") is None)
+    if not missing or s.get("_recover_tried") == mark:
+        return
+    s["_recover_tried"] = mark
+    from studio import steps  # imported here: studio.steps imports this module
+
+    try:
+        steps.reopen_run(folder, quiet=True)
+    except DPKPSError:
+        pass  # the folder is not this session's run any more (another corpus): nothing to put back
 
 
 def reopen_from_url() -> None:

@@ -51,33 +51,49 @@ def _public(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if meta is None else {k: v for k, v in meta.items() if k not in _PRIVATE_META_KEYS}
 
 
-def save_run_state(out: Path) -> None:
-    """Write ``run_state.json``: what the run was built on (corpus name, public classes, split fraction) and the
-    public settings of each step — all the app needs, with the DP outputs beside it, to reopen the run."""
+def run_state_base() -> dict[str, Any]:
+    """The run's public context for ``run_state.json`` (corpus name, public classes, split fraction, the steps'
+    public settings so far) — read from the session BEFORE a release: once the release is made, its output goes to
+    the run folder before the session is touched (Streamlit may stop a script run at any session access when
+    another click arrives; what was released must then still be in the folder)."""
     s = ss()
     c = corpus()
     pv_meta, d_meta = _public(s.get("pv_meta")), _public(s.get("density_meta"))
-    eps = (pv_meta or {}).get("eps_voc", 0.0) + ((d_meta or {}).get("eps_kde", 0.0) if d_meta else 0.0)
-    state = {
+    return {
         "corpus_spec": s.get("corpus_spec") or s.get("corpus_id"), "corpus_name": c.name if c is not None else None,
         "text_column": s.get("loaded_text_column"), "label_column": s.get("loaded_label_column"),
         "person_column": person_column(), "classes": list(c.public_classes or ()) if c is not None else [],
         "test_fraction": (s.get("split_key") or (None, s.get("test_fraction")))[1],
         "pv_meta": pv_meta, "density_meta": d_meta, "density_info": s.get("density_info") if d_meta else None,
         "seq_meta": s.get("seq_meta") if s.get("outcome") is not None else None,
-        "epsilon_total": round(float(eps), 6), "vocab_upload_name": s.get("vocab_upload_name"),
+        "vocab_upload_name": s.get("vocab_upload_name"),
     }
-    runfolder.write_json(RunFolder(out).state, state)
 
 
-def _save_densities(out: Path) -> None:
+def write_run_state(out: Path, state: Mapping[str, Any]) -> None:
+    """Write ``run_state.json`` (public only: the private figures of the step metas are dropped here)."""
+    state = {**state, "pv_meta": _public(state.get("pv_meta")), "density_meta": _public(state.get("density_meta"))}
+    eps = (state["pv_meta"] or {}).get("eps_voc", 0.0) + (state["density_meta"] or {}).get("eps_kde", 0.0)
+    runfolder.write_json(RunFolder(out).state, {**state, "epsilon_total": round(float(eps), 6)})
+
+
+def save_run_state(out: Path) -> None:
+    """Write ``run_state.json`` from the session: what the run was built on and the public settings of each step —
+    all the app needs, with the DP outputs beside it, to reopen the run."""
+    write_run_state(out, run_state_base())
+
+
+def _density_scores(density: Any, embeddings: np.ndarray) -> np.ndarray:
+    """(C, |Ṽ|) per-class scores over Ṽ of a density release (post-processing; no session access)."""
+    if hasattr(density, "scores"):
+        return np.asarray(density.scores())
+    return np.asarray(density.single_term_scores(embeddings))
+
+
+def _save_densities(out: Path, density: Any, embeddings: np.ndarray) -> None:
     """Write the per-class density scores over Ṽ (post-processing of the ε_kde release) for a reopened run."""
-    from studio.session import density_scores
-
-    s = ss()
-    scores = np.round(np.asarray(density_scores(), dtype=np.float64), 6)
-    runfolder.write_json(RunFolder(out).densities, {"classes": list(s["dp_density"].classes),
-                                                    "scores": scores.tolist()})
+    scores = np.round(np.asarray(_density_scores(density, embeddings), dtype=np.float64), 6)
+    runfolder.write_json(RunFolder(out).densities, {"classes": list(density.classes), "scores": scores.tolist()})
 
 
 def _new_run_dir(keep: Sequence[str] = ()) -> tuple[Path, str | None]:
@@ -228,15 +244,15 @@ def run_private_vocabulary() -> PrivateVocabulary:
         led = ledger()
         t0 = time.perf_counter()
         nz = noise()
+        base = {**run_state_base(), "pv_meta": None, "density_meta": None, "density_info": None, "seq_meta": None}
+        train = train_part()
         spend.started()  # one intent, one release: from here the click is spent (studio.spend)
-        step = pipeline.vocabulary_step(train_part(), vocab, cfg, noise=nz, ledger=led, counts=counts)
+        step = pipeline.vocabulary_step(train, vocab, cfg, noise=nz, ledger=led, counts=counts)
     except BaseException:
         _abandon_run_dir(new, old)
         raise
     pv = step.private_vocabulary
-    clear_after("vocabulary", include=True)
-    s["pv"] = pv
-    s["pv_meta"] = {
+    pv_meta = {
         "eps_voc": cfg.eps_voc, "terms_per_doc": cfg.terms_per_doc, "vocab_size": cfg.vocab_size,
         "selection_rule": cfg.selection_rule, "vocabulary": vocab.name, "vocabulary_spec": cfg.vocabulary,
         "public_size": len(vocab), "remove_stopwords": cfg.remove_stopwords, "junk_filter": cfg.junk_filter,
@@ -246,9 +262,12 @@ def run_private_vocabulary() -> PrivateVocabulary:
         "local_warnings": list(step.local_warnings),
         "left_out": step.left_out,  # PRIVATE, local: documents without budget left (DESIGN §2.0)
     }
+    # the run folder holds Ṽ before the session is touched (a stopped script run loses nothing: session.recover_run)
+    runfolder.write_json(RunFolder(new).vocabulary, pv.to_dict())
+    write_run_state(new, {**base, "pv_meta": pv_meta})
+    clear_after("vocabulary", include=True)
+    s["pv"], s["pv_meta"] = pv, pv_meta
     s.pop("reopened_run", None)
-    runfolder.write_json(RunFolder(new).vocabulary, pv.to_dict())  # the run folder holds Ṽ from now on
-    save_run_state(new)
     return pv
 
 
@@ -320,13 +339,13 @@ def run_density() -> Any:
     # a seeded demo's Ṽ is not a DP release: its embeddings stay in memory, never in the persistent cache
     cache = embedding_cache() if nz.seed is None else pipeline.seeded_embedding_cache()
     emb = embedder(cfg.embedding_model)
+    base = {**run_state_base(), "density_meta": None, "density_info": None, "seq_meta": None}
+    train = train_part()
     spend.started()  # one intent, one release: from here the click is spent (studio.spend)
-    step = pipeline.density_step(train_part(), pv, cfg, classes=tuple(c.classes), embedder=emb,
+    step = pipeline.density_step(train, pv, cfg, classes=tuple(c.classes), embedder=emb,
                                  cache=cache, noise=nz, ledger=led)
     keyphrases, density = step.keyphrases, step.density
-    clear_after("density", include=True)
-    s.update(keyphrases=keyphrases, embeddings=step.embeddings, dp_density=density, density_info=step.info)
-    s["density_meta"] = {
+    density_meta = {
         "method": cfg.method, "density": cfg.density, "density_kind": cfg.density_kind, "length": cfg.length,
         "eps_kde": cfg.eps_kde, "bandwidth_setting": cfg.bandwidth, "features_setting": cfg.features,
         "embedding_model": cfg.embedding_model, "seeded": nz.seed is not None, "pv_terms": len(pv),
@@ -335,8 +354,12 @@ def run_density() -> Any:
         # PRIVATE, local: documents without budget left, and the note shown for them (DESIGN §2.0)
         "left_out": step.left_out, "local_warnings": list(step.local_warnings),
     }
-    _save_densities(out)
-    save_run_state(out)
+    # the run folder holds the densities before the session is touched (session.recover_run)
+    _save_densities(out, density, step.embeddings)
+    write_run_state(out, {**base, "density_meta": density_meta, "density_info": step.info})
+    clear_after("density", include=True)
+    s.update(keyphrases=keyphrases, embeddings=step.embeddings, dp_density=density, density_info=step.info)
+    s["density_meta"] = density_meta
     return density
 
 
@@ -399,7 +422,7 @@ def write_run() -> Path:
     pipeline.write_run_files(out, config=cfg, split=s["split"], private_vocabulary=s["pv"], outcome=s["outcome"],
                              report=report)
     if not (out / DENSITY_FILE).exists() and s.get("dp_density") is not None:
-        _save_densities(out)
+        _save_densities(out, s["dp_density"], s.get("embeddings"))
     save_run_state(out)
     return out
 
@@ -504,7 +527,7 @@ def run_corpus_matches(state: Mapping[str, Any]) -> bool:
         state.get("text_column"), state.get("label_column"), state.get("person_column"))
 
 
-def reopen_run(path: str | Path) -> Path:
+def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
     """Reopen a run from its folder (docs/ARCHITECTURE.md): its Ṽ, densities, sequences and documents become the
     session's results again, and "continue writing", evaluation and export work from them — at no new ε (reading
     DP outputs back is post-processing; no ledger event, nothing admitted).
@@ -568,8 +591,9 @@ def reopen_run(path: str | Path) -> Path:
         s["run_dirs"].append(str(run.path))
     s["reopened_run"] = run.name
     s.pop("pending_reopen", None)
-    notice(f"Reopened the run {run.name}: its Ṽ, densities, sequences and {len(run.documents):,} document(s) are "
-           "back. Nothing was spent: reading released outputs back is post-processing.")
+    if not quiet:
+        notice(f"Reopened the run {run.name}: its Ṽ, densities, sequences and {len(run.documents):,} document(s) "
+               "are back. Nothing was spent: reading released outputs back is post-processing.")
     return run.path
 
 
