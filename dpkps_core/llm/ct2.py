@@ -250,10 +250,13 @@ class CT2Engine:
 
     def batch_tokens_per_second(self, batch_size: int) -> float:
         """Tokens/s of a batch of ``batch_size`` rows that all run the whole budget (``batch_size`` / a step's
-        seconds): measured on this engine's batches of that size, else on one calibration batch of public input.
-        The estimate and the ETA of a run come from it (llm/estimate.py)."""
+        seconds): measured on this engine's batches of that size, else on one calibration batch of public input
+        (0 when unmeasured while the engine is busy writing). The before-the-run estimate comes from it
+        (llm/estimate.py); the runner's ETA comes from the documents it has finished."""
         step = self.step_seconds(batch_size)
         if step is None:
+            if self._lock.locked():  # busy writing: do not wait for it; 0 = not measured (the caller falls back)
+                return 0.0
             self.calibrate(batch_size=batch_size)
             step = self.step_seconds(batch_size)
         return max(1, int(batch_size)) / step if step else 0.0

@@ -190,6 +190,8 @@ def test_decode_batch_respects_the_budget_and_stops_at_stop_ids(tiny_engine: ct2
     assert tiny_engine.tokens_generated >= sum(len(r) for r in free + short + stopped)
     assert (tiny_engine.step_seconds(3) or 0) > 0 and (tiny_engine.throughput() or 0) > 0
     assert tiny_engine.batch_tokens_per_second(3) == pytest.approx(3 / tiny_engine.step_seconds(3))
+    with tiny_engine._lock:  # busy writing: an unmeasured size is not calibrated (0: the estimate falls back)
+        assert tiny_engine.batch_tokens_per_second(5) == 0.0
     assert tiny_engine.step_seconds(5) is None and tiny_engine.batch_tokens_per_second(5) > 0  # calibrated
 
 
