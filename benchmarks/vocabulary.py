@@ -1,6 +1,6 @@
 """Benchmark of vocabulary matching (DESIGN §2.1): ``python -m benchmarks.vocabulary [--docs N] [--S S]``.
 
-Builds a :class:`~dpkps_core.vocabulary.TermMatcher` over the full cleaned GloVe vocabulary, then times
+Builds a :class:`~dpkps_core.matching.TermMatcher` over the full cleaned GloVe vocabulary, then times
 first-S-distinct extraction + the histogram over all of V for N documents (the BBC demo texts cycled to N),
 and — when ``dpkps_core.dp.vocabulary.privatize_vocabulary`` is available — the noisy histogram / top-N
 selection too. Prints timings only (never document text); the last line is ``docs_per_second: X``.

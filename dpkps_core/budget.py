@@ -35,7 +35,15 @@ def unit_strings(corpus: Corpus, *, by_person: bool) -> list[str]:
         if corpus.persons is None:
             raise ValueError("The privacy unit is a person, but the corpus has no person column.")
         return [f"person{_SEP}{p}" for p in corpus.persons]
-    return [f"document{_SEP}{_normalise(t)}{_SEP}{lab}" for t, lab in zip(corpus.texts, corpus.labels)]
+    return document_units(corpus.texts, corpus.labels)
+
+
+def document_units(texts: Sequence[str], labels: Sequence[str]) -> list[str]:
+    """The document-unit strings (DESIGN §2.0) of a plain list of documents and their labels, as
+    :func:`unit_strings` makes them for a corpus (PRIVATE; only ever HMAC-ed by the ledger)."""
+    if len(texts) != len(labels):
+        raise ValueError("document_units needs one label per text.")
+    return [f"document{_SEP}{_normalise(t)}{_SEP}{lab}" for t, lab in zip(texts, labels)]
 
 
 @dataclasses.dataclass(frozen=True)

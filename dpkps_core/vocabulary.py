@@ -28,27 +28,9 @@ from typing import Iterable, Sequence
 
 from dpkps_core.packages import find_package_dir
 from dpkps_core.errors import ParameterError, VocabularyError
-from dpkps_core.matching import (  # noqa: F401 - re-exported: the matching API callers import from here
-    TOKEN_PATTERN,
-    _TOKEN_RE,
-    TermMatcher,
-    _check_positive_int,
-    canonical_term,
-    normalize_text,
-    tokenize,
-    truncated_count,
-)
+from dpkps_core.matching import _TOKEN_RE, TermMatcher, _check_positive_int, canonical_term
 
-__all__ = [
-    "VOCABULARIES",
-    "PublicVocabulary",
-    "TermMatcher",
-    "canonical_term",
-    "load_vocabulary",
-    "normalize_text",
-    "tokenize",
-    "truncated_count",
-]
+__all__ = ["VOCABULARIES", "PublicVocabulary", "load_vocabulary"]
 
 _WORD_CHAR_RE = re.compile(r"\w")
 _ALNUM_RE = re.compile(r"[^\W_]")

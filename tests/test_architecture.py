@@ -350,3 +350,94 @@ def test_callers_import_llm_names_from_the_module_that_defines_them() -> None:
             if wrong:
                 offenders.append(f"{path.relative_to(ROOT)}: {module or stem} {wrong}")
     assert not offenders, offenders
+
+
+# ------------------------------------------------------------------------------------ one public surface per package
+# docs/ARCHITECTURE.md: a module exports only the names it defines; a package's __init__.py is the only place that
+# re-exports. The llm/ rules above, generalised to every module of dpkps_core/.
+
+
+def _names_used(tree: ast.AST) -> set[str]:
+    """Names a module reads, including those inside string annotations (``"Corpus"`` under TYPE_CHECKING)."""
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    annotations = [n.annotation for n in ast.walk(tree) if isinstance(n, (ast.arg, ast.AnnAssign))]
+    annotations += [n.returns for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for node in annotations:
+        for sub in ast.walk(node) if node is not None else ():
+            if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                try:
+                    used |= {n.id for n in ast.walk(ast.parse(sub.value, mode="eval")) if isinstance(n, ast.Name)}
+                except SyntaxError:
+                    continue
+    return used
+
+
+def _project_names_imported_but_unused(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("dpkps_core")):
+            imported.update(a.asname or a.name for a in node.names)
+    return imported - _names_used(tree)
+
+
+@pytest.mark.parametrize("path", [p for p in _core_modules() if p.name != "__init__.py"],
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_core_module_imports_a_name_it_does_not_use(path: Path) -> None:
+    """An unused import of a project name is a re-export in disguise: callers must import it from its owner."""
+    unused = _project_names_imported_but_unused(path)
+    assert not unused, f"{path.relative_to(ROOT)} imports {sorted(unused)} without using them (a re-export)"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    exported = [ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)]
+    foreign = {name for names in exported for name in names} - _top_level_definitions(path)
+    assert not foreign, f"{path.relative_to(ROOT)} lists names of other modules in __all__: {sorted(foreign)}"
+
+
+def test_the_unused_import_rule_sees_a_planted_re_export(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text("from __future__ import annotations\nfrom typing import TYPE_CHECKING\n"
+                       "from dpkps_core.config import LIMITS, SamplingConfig  # noqa: F401\n"
+                       "if TYPE_CHECKING:\n    from dpkps_core.corpus import Corpus\n"
+                       "def f(c: 'Corpus') -> SamplingConfig:\n    return SamplingConfig()\n", encoding="utf-8")
+    assert _project_names_imported_but_unused(planted) == {"LIMITS"}
+
+
+def test_callers_import_core_names_from_the_module_that_defines_them() -> None:
+    """``from dpkps_core.<module> import name`` anywhere in the project (a module, not a package): ``name`` is
+    defined in that module (or is one of its submodules), never a name it imported from elsewhere."""
+    modules = {".".join(p.relative_to(ROOT).with_suffix("").parts): p for p in _core_modules()
+               if p.name != "__init__.py"}
+    owners: dict[str, set[str]] = {}
+    offenders = []
+    for path in _project_modules():
+        package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module not in modules:
+                continue
+            if module not in owners:
+                owners[module] = _top_level_definitions(modules[module]) | _guarded_definitions(modules[module])
+            wrong = [a.name for a in node.names if a.name not in owners[module] and f"{module}.{a.name}" not in modules]
+            if wrong:
+                offenders.append(f"{path.relative_to(ROOT)}: {module} {wrong}")
+    assert not offenders, offenders
+
+
+def _guarded_definitions(path: Path) -> set[str]:
+    """Names defined inside top-level ``if``/``try`` blocks (optional dependencies, platform switches)."""
+    out: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.If, ast.Try)):
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    out.add(sub.name)
+                elif isinstance(sub, ast.Assign):
+                    out.update(t.id for t in sub.targets if isinstance(t, ast.Name))
+    return out

@@ -171,7 +171,7 @@ def test_exact_preview_only_on_request() -> None:
 
 def test_forecast_from_release_is_post_processing_and_close_to_the_truth() -> None:
     """A noise-free release reproduces the exact vocabulary forecast; a release for another S is refused."""
-    from dpkps_core import pipeline
+    from dpkps_core.config import LIMITS
     from dpkps_core.evaluation.forecasting import forecast
 
     rng = np.random.default_rng(0)
@@ -186,7 +186,7 @@ def test_forecast_from_release_is_post_processing_and_close_to_the_truth() -> No
     assert f.terms_in_corpus == 300
     with pytest.raises(ParameterError, match="needs a new release"):
         forecast_from_release(stats, eps_voc=1.0, eps_kde=5.0, terms_per_doc=5)
-    assert pipeline.LIMITS  # the same limits as the exact forecast
+    assert LIMITS  # the same limits as the exact forecast
     assert forecast  # exact forecast still importable under its name
 
 

@@ -10,7 +10,7 @@ from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import noise_floor, noisy_term_histogram, privatize_vocabulary, select_top_terms
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
-from dpkps_core.vocabulary import TermMatcher
+from dpkps_core.matching import TermMatcher
 
 TERMS = ["goal", "match", "bank", "shares", "phone", "chip", "rain", "snow"]
 BASE_DOCS = ["goal match goal", "bank shares", "phone chip phone", "goal bank", "match"]

@@ -11,7 +11,8 @@ from dp_stats import assert_ratio_within
 from dpkps_core.cli import main
 from dpkps_core.corpus import Corpus, load_corpus
 from dpkps_core.dp.contributions import class_keyphrase_histograms
-from dpkps_core.dp.kde import RandomFourierFeatures, rff_feature_sums
+from dpkps_core.dp.kde import rff_feature_sums
+from dpkps_core.dp.rff import RandomFourierFeatures
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.export import collect_bundle

@@ -8,16 +8,8 @@ import numpy as np
 import pytest
 
 from dpkps_core.errors import ParameterError, VocabularyError
-from dpkps_core.vocabulary import (
-    VOCABULARIES,
-    PublicVocabulary,
-    TermMatcher,
-    canonical_term,
-    load_vocabulary,
-    normalize_text,
-    tokenize,
-    truncated_count,
-)
+from dpkps_core.matching import TermMatcher, canonical_term, normalize_text, tokenize, truncated_count
+from dpkps_core.vocabulary import VOCABULARIES, PublicVocabulary, load_vocabulary
 
 # ---- normalisation ------------------------------------------------------------------------------------
 

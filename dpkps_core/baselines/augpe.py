@@ -38,15 +38,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from dpkps_core.budget import admitted_indices, document_units
 from dpkps_core.config import AUGPE_LIMITS
 from dpkps_core.corpus.model import check_class_names
-from dpkps_core.dp.accounting import (  # noqa: F401 - re-exported for callers of this module
-    MAX_EPOCHS,
-    calibrate_sigma,
-    composed_mu,
-    gaussian_delta,
-    gaussian_epsilon,
-)
+from dpkps_core.dp.accounting import calibrate_sigma, composed_mu, gaussian_epsilon
 from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
@@ -345,13 +340,6 @@ def augpe_event(config: AugPEConfig, *, sigma: float, delta: float,
     )
 
 
-def _document_units(texts: Sequence[str], labels: Sequence[str]) -> list[str]:
-    """Document-unit strings (DESIGN §2.0) of a plain list of documents (:func:`dpkps_core.budget.unit_strings`)."""
-    from dpkps_core.budget import unit_strings
-    from dpkps_core.corpus import Corpus
-
-    return unit_strings(Corpus(tuple(texts), tuple(labels), "release input", "memory"), by_person=False)
-
 
 def _vote_epochs(population: dict[str, list[str]], by_class: Mapping[str, np.ndarray], *, classes: Sequence[str],
                  config: AugPEConfig, embedder: Embedder, noise: NoiseSource, rng: np.random.Generator, sigma: float,
@@ -440,9 +428,7 @@ def run_augpe(
     eps_reported = event.epsilon
     # ---- charge first: admit the units (charged at once), record the event; only then read the documents
     if ledger is not None:
-        from dpkps_core.budget import admitted_indices
-
-        keep = admitted_indices(list(units) if units is not None else _document_units(texts, labels), ledger,
+        keep = admitted_indices(list(units) if units is not None else document_units(texts, labels), ledger,
                                 eps_reported, what="AugPE+Ṽ")
         if len(keep) < len(texts):  # the left-out count is private: it goes nowhere
             texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]

@@ -45,6 +45,7 @@ from dpkps_core.baselines.prediction_config import (
     private_messages,
     public_messages,
 )
+from dpkps_core.budget import admitted_indices, document_units
 from dpkps_core.config import PRIVATE_PREDICTION_LIMITS
 from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import zcdp_to_epsilon
@@ -253,13 +254,6 @@ class PrivatePredictionResult:
         }
 
 
-def _document_units(texts: Sequence[str], labels: Sequence[str]) -> list[str]:
-    """Document-unit strings (DESIGN §2.0) of a plain list of documents (:func:`dpkps_core.budget.unit_strings`)."""
-    from dpkps_core.budget import unit_strings
-    from dpkps_core.corpus import Corpus
-
-    return unit_strings(Corpus(tuple(texts), tuple(labels), "release input", "memory"), by_person=False)
-
 
 def run_private_prediction(
     texts: Sequence[str], labels: Sequence[str], *, model: Any, tokenizer: Any, config: PrivatePredictionConfig,
@@ -320,9 +314,7 @@ def run_private_prediction(
         event = prediction_event(config, delta=delta, conversion=conversion, num_buckets=num_buckets,
                                  batches=len(plan), documents=planned_docs, neighbouring=neighbouring)
         if ledger is not None:
-            from dpkps_core.budget import admitted_indices
-
-            keep = admitted_indices(list(units) if units is not None else _document_units(texts, labels), ledger,
+            keep = admitted_indices(list(units) if units is not None else document_units(texts, labels), ledger,
                                     eps, what="private prediction")
             if len(keep) < len(texts):  # the left-out count is private: it goes nowhere
                 texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]

@@ -27,6 +27,7 @@ from dpkps_core.baselines import private_prediction as pp
 from dpkps_core.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.contributions import class_keyphrase_histograms
+from dpkps_core.dp.accounting import calibrate_sigma, gaussian_delta
 from dpkps_core.dp.count import release_count
 from dpkps_core.dp.histogram import build_smoothed_histogram_density
 from dpkps_core.dp.kde import build_rff_density, ensemble_blocks, rff_feature_sums
@@ -161,10 +162,10 @@ def test_augpe_event_matches_every_vote_draw() -> None:
                              classes=("x", "y"), config=config, epsilon=3.0, delta=1e-6,
                              embedder=HashingEmbedder(dim=16), backend=_EchoBackend(), noise=noise, ledger=ledger)
     (event,) = ledger.events
-    sigma = augpe.calibrate_sigma(epsilon=3.0, delta=1e-6, epochs=3)
+    sigma = calibrate_sigma(epsilon=3.0, delta=1e-6, epochs=3)
     assert event.noise_scale == sigma == result.sigma and event.sensitivity == 1.0
     assert event.params["gdp_mu"] == pytest.approx(math.sqrt(3) / sigma)
-    assert augpe.gaussian_delta(mu=event.params["gdp_mu"], epsilon=event.epsilon) <= event.delta
+    assert gaussian_delta(mu=event.params["gdp_mu"], epsilon=event.epsilon) <= event.delta
     # one Gaussian draw per class and epoch, over the K bins, at the event's σ — and nothing else drawn
     assert noise.draws == [("gaussian", sigma, 2)] * (2 * 3)
 
