@@ -282,6 +282,7 @@ if go:
     with widgets.guard(), spend.releasing("forecast"), \
             st.spinner("Counting terms of the training part (in memory) and releasing the DP forecast…"):
         steps.ensure_corpus()
+        steps.require_selected_corpus()
         session.train_part(), session.public_vocabulary()  # read before the release (cached): no stop inside it
         spend.started()
         review.run_dp_forecast()

@@ -180,6 +180,20 @@ def _set_corpus(c: Corpus, *, cid: str, spec: str, fingerprint: str | None, text
                   "this corpus on page 2." if reset else ""))
 
 
+def require_selected_corpus() -> Corpus:
+    """The loaded corpus, if it is the kind page 1 has selected. A failed upload keeps the corpus loaded before
+    (and its results: they cost ε), but no DP step runs on it while "Upload my corpus" is selected and the loaded
+    corpus is a demo — the user's file is not what is loaded (a public decision: the user's own setting)."""
+    s = ss()
+    c = corpus()
+    if c is None:
+        raise CorpusError("Load a corpus first (page 1).")
+    if s.get("corpus_source") == "upload" and not str(s.get("corpus_id") or "").startswith("upload:"):
+        raise CorpusError(f"Your file is not loaded: the loaded corpus is the demo “{c.name}”. Load your file on "
+                          "page 1 (“Load this corpus”), or select the demo corpus there. Nothing was spent.")
+    return c
+
+
 def declare_classes(names: Sequence[str]) -> Corpus:
     """The user confirms ``names`` as the PUBLIC class names of the current corpus (issue 11 §2).
 
@@ -226,8 +240,7 @@ def run_forecast() -> Any:
 def run_private_vocabulary() -> PrivateVocabulary:
     """ε_voc: the Laplace noisy histogram over all of V, top N → Ṽ (charges the ledger every time)."""
     s = ss()
-    if corpus() is None:
-        raise CorpusError("Load a corpus first (page 1).")
+    require_selected_corpus()
     cfg = current_config()
     cfg.validate()
     # no refusal here on the corpus's history (it would depend on the data): the step refuses on public input
@@ -324,7 +337,7 @@ def run_density() -> Any:
     pv: PrivateVocabulary | None = s.get("pv")
     if pv is None:
         raise VocabularyError("Build the private vocabulary first (page 3).")
-    c = corpus()
+    c = require_selected_corpus()
     cfg = current_config()
     cfg.validate()
     job = s.get("job_generation")
@@ -554,6 +567,7 @@ def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
                               f"the text column “{state.get('text_column')}” and the label column "
                               f"“{state.get('label_column')}”), then reopen the run.")
     c = corpus()
+    s["corpus_source"] = "demo" if str(spec).startswith("demo:") else "upload"  # page 1 shows the run's corpus
     classes = tuple(state.get("classes") or run.report.get("classes") or ())
     if classes and c.public_classes != classes:
         s["corpus"] = c = c.with_classes(list(classes))

@@ -332,6 +332,7 @@ def test_a_slider_change_that_would_discard_v_is_locked_until_start_over(server:
         tab.see(re.compile("Locked:"))
         start = tab.page.get_by_role("button", name="Start over")
         assert start.is_disabled()                                    # asks first: a confirmation is needed
-        tab.shot("locked")
+        slider.scroll_into_view_if_needed()
+        tab.page.screenshot(path=str(SHOTS / "walk_slider_locked.png"))  # the viewport (the main area scrolls)
 
     _run(tab, body)
