@@ -324,3 +324,29 @@ def test_a_release_stopped_before_the_session_kept_it_is_put_back_from_the_run_f
     assert at.session_state["pv"].terms == terms and at.session_state["dp_density"] is not None
     assert metrics(at)["Density"] == "histogram"
     assert ledger_events() == events
+
+
+def test_a_reopened_upload_run_needs_its_corpus_then_evaluates_with_no_ledger_event() -> None:
+    from app_helpers import table, wait_job
+
+    a = new_app()
+    upload_corpus(a, toy_csv(20), "mine.csv")
+    walk(a, 5)
+    run = Path(a.session_state["run_dir"])
+    events = ledger_events()
+    b = new_app()                                       # a reload: the uploaded corpus is gone with the session
+    goto(b, 7)
+    b.selectbox(key="_w.export_run").set_value(str(run)).run()
+    click(b, "Reopen this run in the app", clean=False)
+    assert any("load that file on page 1" in e.value for e in b.error) and b.session_state.get("pv") is None
+    upload_corpus(b, toy_csv(20), "mine.csv")           # the same file, the same columns and classes
+    goto(b, 7)
+    b.selectbox(key="_w.export_run").set_value(str(run)).run()
+    click(b, "Reopen this run in the app")
+    assert b.session_state["outcome"] is not None and b.session_state["run_dir"] == str(run)
+    goto(b, 6)
+    click(b, "Evaluate this run")
+    job = wait_job(b, "job_evaluation")
+    assert job.error is None, job.error
+    assert "Synthetic documents" in set(table(b, "Classifier trained on")["Classifier trained on"])
+    assert ledger_events() == events                    # reopening and evaluating released nothing
