@@ -175,3 +175,32 @@ def test_the_app_steps_release_what_run_sampling_releases(toy_corpus: Corpus) ->
     assert [(e.step, e.epsilon, e.noise_scale) for e in ledger.events] == \
         [(e.step, e.epsilon, e.noise_scale) for e in whole.ledger.events]
     assert voc.local_warnings == whole.local_warnings
+
+
+def test_run_folders_are_listed_and_reopened_from_their_files_alone(tmp_path: Path) -> None:
+    """dpkps_core.runfolder: list_runs / open_run read a run back from its folder (DP outputs and public settings);
+    a folder without Ṽ is no run; a run is named by its bare folder name, never a path."""
+    from dpkps_core.runfolder import (DENSITY_FILE, RUN_STATE_FILE, VOCABULARY_FILE, list_runs, open_run,
+                                      resolve_run_name, write_json)
+
+    old = create_run_dir(tmp_path, "tok")
+    new = create_run_dir(tmp_path, "tok")
+    (tmp_path / "not-a-run").mkdir()
+    write_json(old / VOCABULARY_FILE, {"terms": ["goal", "bank"], "noisy_counts": [3.0, 2.0],
+                                       "public_vocabulary": "toy", "public_vocabulary_size": 11, "epsilon": 2.0,
+                                       "terms_per_doc": 10, "requested_size": 2, "noise_scale": 5.0})
+    write_json(old / RUN_STATE_FILE, {"corpus_spec": "demo:bbc", "corpus_name": "bbc", "epsilon_total": 5.0,
+                                      "density_meta": {"method": "independent", "eps_kde": 3.0}})
+    write_json(old / DENSITY_FILE, {"classes": ["a", "b"], "scores": [[1.0, 0.0], [0.0, 2.0]]})
+    runs = list_runs(tmp_path)
+    assert [r.name for r in runs] == [old.name]                  # the empty folder and the stray one are no runs
+    assert (runs[0].corpus, runs[0].method, runs[0].epsilon_total, runs[0].documents) == ("bbc", "independent", 5.0, 0)
+    run = open_run(resolve_run_name(old.name, tmp_path))
+    assert run.vocabulary["terms"] == ["goal", "bank"] and run.sequences == [] and run.documents == []
+    density = run.density()
+    assert density.classes == ("a", "b") and np.allclose(density.scores(), [[1.0, 0.0], [0.0, 2.0]])
+    for bad in ("../etc", str(old), "not-a-run", ""):
+        with pytest.raises(ParameterError):
+            resolve_run_name(bad, tmp_path)
+    with pytest.raises(ParameterError, match="no private vocabulary"):
+        open_run(new)
