@@ -11,10 +11,14 @@ are the generated tokens of every document (up to and including its end-of-text 
     serial_tokens_per_second: …
     batched_tokens_per_second: …
     batched_vs_serial_speedup: X
+    engine_runner_tokens_per_second: …          (CTranslate2 through the runner: screen, retries, checkpoints)
+    engine_estimate_vs_actual: …                (the runner's estimate before that run / its wall time)
     engine_tokens_per_second: …
     engine_torch_batched_tokens_per_second: …
+    engine_speedup_median_of_rounds: …
+    engine_cpu_time_speedup_vs_torch_batched: … (tokens per CPU-second: robust to other load on the machine)
     engine_speedup_vs_torch_batched: X
-    gpu_tokens_per_second: Y        (only when torch sees CUDA)
+    gpu_tokens_per_second: Y        (only when torch sees CUDA; then also gpu_engine_tokens_per_second)
 
 The engine comparison (:mod:`dpkps_core.llm.ct2`, CTranslate2 int8 against batched torch float32) gives both
 engines the same chat-template prompts, batch, threads, token budget and sampling parameters; each engine writes
@@ -103,45 +107,46 @@ def engine_comparison(backend: Any, engine: Any, sequences: list[dict[str, Any]]
     stop_set = set(stops)
     batches = [rows[i:i + batch_size] for i in range(0, len(rows), batch_size)]
 
-    def torch_round() -> tuple[int, float]:
+    def torch_round() -> tuple[int, float, float]:
         import torch
 
-        n, t0 = 0, time.perf_counter()
+        n, t0, c0 = 0, time.perf_counter(), time.process_time()
         torch.set_num_threads(backend.threads)
         for b in batches:
             out = backend.torch_engine().decode_batch(b, stops=stops, max_tokens=max_tokens,
                                                       temperature=temperature, top_p=backend.top_p, timeout=600.0)
             n += _tokens_until_stop(out, stop_set)
             [tok.decode(r, skip_special_tokens=True) for r in out]
-        return n, time.perf_counter() - t0
+        return n, time.perf_counter() - t0, time.process_time() - c0
 
-    def ct2_round() -> tuple[int, float]:
-        n, t0 = 0, time.perf_counter()
+    def ct2_round() -> tuple[int, float, float]:
+        n, t0, c0 = 0, time.perf_counter(), time.process_time()
         for b in batches:
             out = engine.decode_batch(b, stops=stops, max_tokens=max_tokens, temperature=temperature,
                                       top_p=backend.top_p)
             n += _tokens_until_stop(out, stop_set)
             [tok.decode(r, skip_special_tokens=True) for r in out]
-        return n, time.perf_counter() - t0
+        return n, time.perf_counter() - t0, time.process_time() - c0
 
     engine.decode_batch(batches[0][:2], stops=stops, max_tokens=8, temperature=temperature, top_p=backend.top_p)
-    torch_rates: list[float] = []
-    ct2_rates: list[float] = []
+    rates: dict[str, list[float]] = {"torch": [], "ct2": [], "torch_cpu": [], "ct2_cpu": []}
     for r in range(rounds):
         order = (torch_round, ct2_round) if r % 2 == 0 else (ct2_round, torch_round)
         for fn in order:
-            n, sec = fn()
-            rate = n / sec if sec > 0 else 0.0
-            (torch_rates if fn is torch_round else ct2_rates).append(rate)
-            print(f"round {r + 1} {'torch' if fn is torch_round else 'ct2  '}: {n} tokens in {sec:.1f} s = "
-                  f"{rate:.1f} tokens/s", flush=True)
+            n, sec, cpu = fn()
+            name = "torch" if fn is torch_round else "ct2"
+            rates[name].append(n / sec if sec > 0 else 0.0)
+            rates[name + "_cpu"].append(n / cpu if cpu > 0 else 0.0)
+            print(f"round {r + 1} {name:<5}: {n} tokens in {sec:.1f} s = {rates[name][-1]:.1f} tokens/s "
+                  f"({cpu:.1f} s of CPU time)", flush=True)
     import statistics
 
-    t_med, c_med = statistics.median(torch_rates), statistics.median(ct2_rates)
-    ratios = [c / t for c, t in zip(ct2_rates, torch_rates) if t > 0]
-    return {"torch_tokens_per_s": t_med, "ct2_tokens_per_s": c_med,
-            "speedup": c_med / t_med if t_med > 0 else float("nan"),
-            "speedup_median_of_rounds": statistics.median(ratios) if ratios else float("nan")}
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    ratios = [c / t for c, t in zip(rates["ct2"], rates["torch"]) if t > 0]
+    return {"torch_tokens_per_s": med["torch"], "ct2_tokens_per_s": med["ct2"],
+            "speedup": med["ct2"] / med["torch"] if med["torch"] > 0 else float("nan"),
+            "speedup_median_of_rounds": statistics.median(ratios) if ratios else float("nan"),
+            "cpu_speedup": med["ct2_cpu"] / med["torch_cpu"] if med["torch_cpu"] > 0 else float("nan")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"engine_tokens_per_second: {e['ct2_tokens_per_s']:.1f}")
         print(f"engine_torch_batched_tokens_per_second: {e['torch_tokens_per_s']:.1f}")
         print(f"engine_speedup_median_of_rounds: {e['speedup_median_of_rounds']:.2f}")
+        # Tokens per second of the process's CPU time: what each engine costs, whatever else shares the machine.
+        print(f"engine_cpu_time_speedup_vs_torch_batched: {e['cpu_speedup']:.2f}")
         print(f"engine_speedup_vs_torch_batched: {e['speedup']:.2f}")
     if cuda_available():
         gpu = OfflineBackend(threads=args.threads, device="cuda")
