@@ -76,6 +76,8 @@ def test_sub_ledger_passes_its_release_name_to_the_parent() -> None:
         sub.admit(["a"], 2.0, what="the forecast")
     with pytest.raises(PrivacyBudgetError, match=r"^Running the forecast would spend ε = 2,"):
         sub.require(2.0, "the forecast")
+    with pytest.raises(PrivacyBudgetError, match=r"^Running this step would spend ε = 2,"):
+        sub.require(2.0)
     assert not sub.can_afford(2.0) and sub.can_afford(1.0)
     assert sub.admit(["a", "b"], 1.0).tolist() == [True, True]
 
