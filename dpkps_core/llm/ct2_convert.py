@@ -219,6 +219,21 @@ def _fill_missing_special_tokens(folder: Path) -> None:
     path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
+def _remove_orphans(models: Path, keep: Path) -> None:
+    """Delete cached conversions of ``--model-path`` folders that no longer exist (their marker names the source):
+    a model folder that was moved or deleted leaves nothing behind for long. Only ``local-*`` folders with this
+    module's marker are touched; the offline model's conversion is never an orphan."""
+    for folder in models.glob("local-*-ct2-*"):
+        if folder == keep or not folder.is_dir():
+            continue
+        try:
+            source = json.loads((folder / MARKER).read_text(encoding="utf-8")).get("source")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(source, str) and source and not Path(source).exists():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def ensure_converted(source: Path, quantization: str, *, name: str | None = None) -> Path:
     """Convert ``source`` (a Hugging Face model folder) once into the user cache; return the converted folder.
 
@@ -284,4 +299,5 @@ def ensure_converted(source: Path, quantization: str, *, name: str | None = None
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
         log.info("Converted for CTranslate2 in %.1f s", time.monotonic() - t0)
+        _remove_orphans(target.parent, target)
         return target

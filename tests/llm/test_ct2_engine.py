@@ -104,6 +104,18 @@ def test_a_changed_source_is_converted_again(cache: Path, tiny_model: Path, tmp_
     assert len(conversions) == 2  # the source's identity changed, so the cached copy was stale
 
 
+def test_conversions_of_deleted_model_folders_are_removed(cache: Path, tiny_model: Path, tmp_path: Path) -> None:
+    import shutil
+
+    gone = tmp_path / "gone-model"
+    shutil.copytree(tiny_model, gone)
+    orphan = ct2_convert.ensure_converted(gone, "int8")
+    named = ct2_convert.ensure_converted(gone, "int8", name="Offline")  # a named (offline) conversion
+    shutil.rmtree(gone)
+    kept = ct2_convert.ensure_converted(tiny_model, "int8")
+    assert kept.is_dir() and named.is_dir() and not orphan.exists()
+
+
 def test_a_half_written_conversion_is_redone(cache: Path, tiny_model: Path, conversions: list[Path]) -> None:
     target = ct2_convert.converted_dir(tiny_model, "int8")
     target.mkdir(parents=True)
