@@ -112,3 +112,29 @@ def test_max_rho_validates_its_target() -> None:
         acc.max_rho_for(0.0, 1e-5)
     with pytest.raises(ParameterError, match=r"^δ must be in \(0, 1\)"):
         acc.max_rho_for(1.0, 1.0)
+
+
+def test_gaussian_epsilon_is_zero_only_when_delta_at_zero_already_holds() -> None:
+    assert acc.gaussian_epsilon(sigma=1e6, epochs=1, delta=1e-3) == 0.0
+    eps = acc.gaussian_epsilon(sigma=2.0, epochs=1, delta=0.1)  # μ = 0.5: δ(0) ≈ 0.197 > 0.1
+    assert 0.0 < eps < 1.0
+    assert acc.gaussian_delta(mu=0.5, epsilon=eps) <= 0.1 < acc.gaussian_delta(mu=0.5, epsilon=eps - 1e-8)
+
+
+@pytest.mark.parametrize("epsilon,delta,epochs", [(1.0, 1e-5, 4), (20.0, 1e-5, 1), (0.5, 1e-6, 100)])
+def test_calibrated_sigma_is_the_smallest_four_digit_sigma(epsilon: float, delta: float, epochs: int) -> None:
+    """σ is rounded UP to 4 significant digits: it meets (ε, δ), and one unit less in its 4th digit does not."""
+    sigma = acc.calibrate_sigma(epsilon=epsilon, delta=delta, epochs=epochs)
+    assert sigma == float(f"{sigma:.4g}")
+    assert acc.gaussian_epsilon(sigma=sigma, epochs=epochs, delta=delta) <= epsilon
+    unit = 10.0 ** (math.floor(math.log10(sigma)) - 3)
+    assert acc.gaussian_epsilon(sigma=sigma - unit, epochs=epochs, delta=delta) > epsilon
+
+
+def test_calibrate_sigma_validators_name_their_argument() -> None:
+    with pytest.raises(ParameterError, match=r"^ε \(AugPE\) must be a finite number > 0"):
+        acc.calibrate_sigma(epsilon=0.0, delta=1e-5, epochs=1)
+    with pytest.raises(ParameterError, match=r"^epochs must be ≥ 1"):
+        acc.calibrate_sigma(epsilon=1.0, delta=1e-5, epochs=0)
+    with pytest.raises(ParameterError, match=r"^epochs = 101 is over the limit of 100; lower it\.$"):
+        acc.calibrate_sigma(epsilon=1.0, delta=1e-5, epochs=101)
