@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Iterator
+
 import pytest
 
 from dpkps_core.corpus import Corpus
@@ -23,6 +27,24 @@ _BUSINESS = [
     "The central bank held interest rates steady amid concerns about rising inflation.",
     "The airline announced job cuts as fuel prices squeezed its operating margins.",
 ]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The suite's own user cache ($DPKPS_CACHE_DIR): embedding caches and anything else the code caches go to a
+    temporary folder, never the home folder. Only ``models/`` — public model weights converted from the packaged
+    models (float32 SmolLM2, its CTranslate2 int8 copy), minutes to rebuild — is shared with the user's cache
+    through a link; tests of the conversion itself set their own cache folder."""
+    real = Path(os.environ.get("DPKPS_CACHE_DIR") or Path.home() / ".cache" / "dpkps")
+    cache = tmp_path_factory.mktemp("user-cache")
+    try:
+        (real / "models").mkdir(parents=True, exist_ok=True)
+        (cache / "models").symlink_to(real / "models", target_is_directory=True)
+    except OSError:  # an unusable home: the models are converted into the temporary cache instead
+        pass
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DPKPS_CACHE_DIR", str(cache))
+        yield
 
 
 @pytest.fixture(autouse=True)
