@@ -33,6 +33,7 @@ from dpkps_core.sampling import SamplingOutcome, sample_independent, sample_iter
 from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.matching import TermMatcher, truncated_count
 from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.privacy_report import DPKPS_GUARANTEE, DPKPS_KEYS, PrivacyReport
 from dpkps_core.progress import Progress
 
 
@@ -320,7 +321,7 @@ class SamplingRun:
     # local counts for the data owner, never in the privacy report or the run folder
     left_out: dict[str, int] = dataclasses.field(default_factory=dict)
 
-    def privacy_report(self) -> dict[str, Any]:
+    def privacy_report(self) -> PrivacyReport:
         """The public privacy report (DP outputs and public parameters only)."""
         return privacy_report(config=self.config, ledger=self.ledger, noise=self.noise,
                               private_vocabulary=self.private_vocabulary, vocabulary_name=self.vocabulary_name,
@@ -332,36 +333,28 @@ def privacy_report(
     *, config: SamplingConfig, ledger: PrivacyLedger, noise: NoiseSource, private_vocabulary: PrivateVocabulary,
     vocabulary_name: str, density_info: Mapping[str, Any], outcome: SamplingOutcome, classes: Sequence[str],
     privacy_unit: str = ADD_REMOVE_ONE_DOCUMENT,
-) -> dict[str, Any]:
+) -> PrivacyReport:
     """The public privacy report of a sampling run (DP outputs and public parameters only) — from the pieces, so
-    the app's step-by-step run and :func:`run_sampling` write the same report."""
+    the app's step-by-step run and :func:`run_sampling` write the same report (``privacy_report.json``'s layout,
+    :data:`~dpkps_core.privacy_report.DPKPS_KEYS`)."""
     led = ledger.to_dict()
-    return {
-        "epsilon_total": led["epsilon_total"],
-        "epsilon_vocabulary": led["epsilon_by_step"].get("vocabulary", 0.0),
-        "epsilon_kde": led["epsilon_by_step"].get("kde", 0.0),
-        "epsilon_class_counts": led["epsilon_by_step"].get("class_counts", 0.0),
-        "delta_total": led["delta_total"],
-        "epsilon_cap": led["epsilon_cap"],
-        "neighbouring": privacy_unit,
-        "guarantee": "pure ε-differential privacy of the sequences (and, by post-processing, of any text generated from them)",
-        "events": led["events"],
-        "seed_policy": noise.policy,
-        "noise": noise.describe(),
+    by_step = led["epsilon_by_step"]
+    details = {
+        "epsilon_vocabulary": by_step.get("vocabulary", 0.0), "epsilon_kde": by_step.get("kde", 0.0),
+        "epsilon_class_counts": by_step.get("class_counts", 0.0), "noise": noise.describe(),
         "mechanisms": sorted({e["mechanism"] for e in led["events"]}),
         "vocabulary": {"name": vocabulary_name, "public_size": private_vocabulary.public_vocabulary_size,
                        "private_size": len(private_vocabulary)},
-        "embedding_model": config.embedding_model,
-        "method": config.method,
-        "classes": list(classes),
-        "parameters": {**{k: v for k, v in config.to_run_dict().items() if k not in ("corpus",)},
-                       **{f"density_{k}": v for k, v in density_info.items()}},
-        "sequences": len(outcome.sequences),
+        "embedding_model": config.embedding_model, "classes": list(classes), "sequences": len(outcome.sequences),
         "uniform_fallback_draws": outcome.uniform_fallbacks,
-        # a persistent ledger (dpkps_core.ledger_store) adds the corpus's totals to date, kept apart from
-        # this run's events above: ε / δ of every release on this corpus, app and CLI, every session
+        # a ledger that reports the corpus's totals to date keeps them apart from this run's events above
         **({"corpus_to_date": led["corpus"]} if "corpus" in led else {}),
     }
+    parameters = {**{k: v for k, v in config.to_run_dict().items() if k not in ("corpus",)},
+                  **{f"density_{k}": v for k, v in density_info.items()}}
+    return PrivacyReport.from_ledger(ledger, method=config.method, guarantee=DPKPS_GUARANTEE,
+                                     neighbouring=privacy_unit, noise=noise, parameters=parameters, details=details,
+                                     layout=DPKPS_KEYS)
 
 
 def local_warnings(train: Corpus, counts: np.ndarray, *, vocabulary_name: str) -> list[str]:
@@ -464,13 +457,15 @@ def write_run_folder(run: SamplingRun, out_dir: str | Path) -> Path:
 
 
 def write_run_files(out_dir: str | Path, *, config: SamplingConfig, split: CorpusSplit,
-                    private_vocabulary: PrivateVocabulary, outcome: SamplingOutcome, report: Mapping[str, Any]) -> Path:
+                    private_vocabulary: PrivateVocabulary, outcome: SamplingOutcome,
+                    report: PrivacyReport | Mapping[str, Any]) -> Path:
     """Write the run folder (owner-only permissions; :mod:`dpkps_core.runfolder` owns its files): sequences,
     privacy report (:func:`privacy_report`), Ṽ, config, split (private). The CLI writes a whole run, the app the
     pieces it built one step at a time."""
     folder = RunFolder(runfolder.ensure_private_dir(out_dir))
     runfolder.write_jsonl(folder.sequences, (s.to_dict() for s in outcome.sequences))
-    runfolder.write_json(folder.privacy_report, dict(report))
+    runfolder.write_json(folder.privacy_report,
+                         report.to_dict() if isinstance(report, PrivacyReport) else dict(report))
     runfolder.write_json(folder.vocabulary, private_vocabulary.to_dict())
     config_dict = config.to_run_dict()  # a user vocabulary file by name + SHA-256, never its local path
     corpus_file = Path(config.corpus)

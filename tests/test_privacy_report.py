@@ -1,0 +1,84 @@
+"""The typed privacy report (dpkps_core.privacy_report; DESIGN §2): one frozen PrivacyReport that writes the same
+``privacy_report.json`` as the dictionary the pipeline built before, reads old files back byte for byte, and
+renders Markdown."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from dpkps_core.config import SamplingConfig
+from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.embeddings import HashingEmbedder
+from dpkps_core.errors import ParameterError
+from dpkps_core.pipeline import run_sampling, write_run_files
+from dpkps_core.privacy_report import DPKPS_KEYS, PrivacyReport
+from dpkps_core.runfolder import RunFolder
+from test_seeded_run_files import _corpus, _vocabulary
+
+# SHA-256 of privacy_report.json (event timestamps blanked, compact JSON) of the seeded runs of
+# tests/test_seeded_run_files.py, computed with the code BEFORE the report was typed (the dictionary in pipeline.py).
+EXPECTED = {
+    "independent": "ae53a490687c581d43a00843c481fc0d6bcfd5eacf378f9bb344e81829c01dfd",
+    "iterative-linear": "b7641655af69626210b5a0f0ad94e2d992f51f9b97c20e1a35a116c8ca45da41",
+    "iterative-log": "47bd7a67f8208b53df343b6c905a13ae5cb426eb24bb3ba307d3913b8bef5476",
+}
+
+
+def _seeded_report(method: str, tmp_path: Path) -> tuple[PrivacyReport, str]:
+    cfg = SamplingConfig(corpus="fixed", eps_voc=2.0, eps_kde=3.0, method=method, vocab_size=12, terms_per_doc=5,
+                         per_class=3, length=4, features=64, bandwidth=1.0, seed=11, noise_sampler="numpy",
+                         test_fraction=0.25, split_seed=3)
+    run = run_sampling(_corpus(), cfg, vocabulary=_vocabulary(), embedder=HashingEmbedder(16),
+                       noise=NoiseSource(11, sampler="numpy"), ledger=PrivacyLedger(10.0))
+    report = run.privacy_report()
+    out = write_run_files(tmp_path / "run", config=run.config, split=run.split,
+                          private_vocabulary=run.private_vocabulary, outcome=run.outcome, report=report)
+    return report, RunFolder(out).privacy_report.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("method", sorted(EXPECTED))
+def test_a_seeded_run_writes_the_same_report_json_as_before(method: str, tmp_path: Path) -> None:
+    report, text = _seeded_report(method, tmp_path)
+    data = json.loads(text)
+    assert tuple(data) == tuple(k for k in DPKPS_KEYS if k in data)
+    for event in data["events"]:
+        event["timestamp"] = "T"
+    got = hashlib.sha256(json.dumps(data, ensure_ascii=False).encode()).hexdigest()
+    assert got == EXPECTED[method]
+    # typed: the events are the ledger's frozen events, the totals its totals
+    assert isinstance(report, PrivacyReport) and all(isinstance(e, PrivacyEvent) for e in report.events)
+    assert report.epsilon_total == pytest.approx(5.0) and report["epsilon_kde"] == pytest.approx(3.0)
+    assert report.method == method and report.epsilon_cap == 10.0
+
+
+def test_an_old_report_reads_back_and_writes_the_same_json(tmp_path: Path) -> None:
+    _, text = _seeded_report("independent", tmp_path)
+    back = PrivacyReport.from_dict(json.loads(text))
+    assert back.to_dict() == json.loads(text) and list(back) == list(json.loads(text))
+    assert json.loads(back.to_json()) == json.loads(text)
+    assert back == PrivacyReport.from_dict(back.to_dict()) and dict(back) == back.to_dict()
+    md = back.to_markdown()
+    assert "| vocabulary |" in md and "| kde |" in md and "Total ε = 5" in md
+
+
+def test_a_report_from_a_ledger_and_its_checks() -> None:
+    ledger = PrivacyLedger(8.0)
+    ledger.charge(PrivacyEvent("laplace_count", "size", 0.5, 1.0, 2.0, "a count"))
+    rep = PrivacyReport.from_ledger(ledger, method="m", guarantee="g", details={"extra": 1})
+    assert rep["extra"] == 1 and rep.epsilon_total == 0.5 and rep.epsilon_by_step == {"size": 0.5}
+    assert "seed_policy" in rep and rep["seed_policy"] is None
+    other = PrivacyLedger()
+    other.charge(PrivacyEvent("gauss", "votes", 1.5, 1.0, 3.0, "votes", delta=1e-6))
+    moved = rep.with_ledger(other, NoiseSource(1, sampler="numpy")).with_details(note="n", method="m2")
+    assert (moved.epsilon_total, moved.delta_total, moved.method, moved["note"]) == (1.5, 1e-6, "m2", "n")
+    assert moved.seed_policy == "seeded-demo-not-for-release" and [e.step for e in moved.events] == ["votes"]
+    with pytest.raises(ParameterError, match="repeat its typed fields"):
+        PrivacyReport(method="m", guarantee="g", neighbouring="n", epsilon_total=1, delta_total=0,
+                      details={"events": []})
+    with pytest.raises(KeyError):
+        rep["nope"]
