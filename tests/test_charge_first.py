@@ -322,7 +322,7 @@ def test_the_left_out_count_stays_local(tmp_path):
         if path.suffix == ".json" and path.name != "split.json":  # split.json is private and never exported
             values = list(_walk(json.loads(text)))
             assert train_left not in [v for v in values if isinstance(v, int) and not isinstance(v, bool)], path.name
-    assert "left_out" not in json.dumps(run.privacy_report())
+    assert "left_out" not in run.privacy_report().to_json()
 
 
 def test_a_release_with_every_unit_left_out_is_noise_only_and_says_why():

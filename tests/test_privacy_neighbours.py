@@ -173,7 +173,7 @@ def test_no_vocabulary_match_releases_for_both_neighbours(tmp_path):
         assert len(run.private_vocabulary) == len(TERMS) and len(run.outcome.sequences) == 2
     run_d = run_sampling(d, _config(), vocabulary=VOCAB, embedder=HashingEmbedder(dim=8))
     assert any("any term" in w for w in run_d.local_warnings)
-    assert "local_warnings" not in json.dumps(run_d.privacy_report())
+    assert "local_warnings" not in run_d.privacy_report().to_json()
 
 
 # ---- 3. nothing private at rest: a seeded Ṽ, local paths ---------------------------------------------------

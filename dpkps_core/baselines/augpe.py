@@ -47,6 +47,7 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.embeddings import Embedder, embed_texts
 from dpkps_core.errors import ParameterError
+from dpkps_core.privacy_report import PrivacyReport
 from dpkps_core.progress import Progress
 
 ChatMessages = list[dict[str, str]]
@@ -310,15 +311,18 @@ class AugPEResult:
     stats: dict[str, Any]
     audit: list[dict[str, Any]]
 
-    def privacy_report(self) -> dict[str, Any]:
-        return {
-            "method": METHOD, "epsilon_votes": self.epsilon, "delta": self.delta, "sigma": self.sigma,
-            "neighbouring": self.event.neighbouring,
-            "guarantee": "(ε_aug, δ)-DP for the vote histograms (T composed Gaussian mechanisms, exact Gaussian-DP "
-                         "accounting); with Ṽ (pure ε_voc-DP) the synthetic texts are (ε_voc + ε_aug, δ)-DP",
-            "events": [self.event.to_dict()], "parameters": self.config.to_dict(),
-            "prompt_budget": self.stats.get("prompt_budget"),
-        }
+    def privacy_report(self) -> PrivacyReport:
+        """The run's typed privacy report (:class:`~dpkps_core.privacy_report.PrivacyReport`): its one ledger event
+        and public settings, in the JSON layout AugPE+Ṽ has always written."""
+        return PrivacyReport(
+            method=METHOD, neighbouring=self.event.neighbouring, epsilon_total=self.epsilon, delta_total=self.delta,
+            guarantee="(ε_aug, δ)-DP for the vote histograms (T composed Gaussian mechanisms, exact Gaussian-DP "
+                      "accounting); with Ṽ (pure ε_voc-DP) the synthetic texts are (ε_voc + ε_aug, δ)-DP",
+            events=(self.event,), parameters=self.config.to_dict(),
+            details={"epsilon_votes": self.epsilon, "delta": self.delta, "sigma": self.sigma,
+                     "prompt_budget": self.stats.get("prompt_budget")},
+            layout=("method", "epsilon_votes", "delta", "sigma", "neighbouring", "guarantee", "events", "parameters",
+                    "prompt_budget"))
 
 
 def augpe_event(config: AugPEConfig, *, sigma: float, delta: float,

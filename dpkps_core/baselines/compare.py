@@ -110,7 +110,7 @@ def compare_methods(
         "joint": _joint_spent(method_ledgers, planned=joint),
     }
     report(1.0, "comparison done")
-    result = CompareResult(rows, info, documents, {m: out.privacy for m, out in outcomes.items()},
+    result = CompareResult(rows, info, documents, {m: out.privacy.to_dict() for m, out in outcomes.items()},
                            {m: out.audit for m, out in outcomes.items()}, list(dict.fromkeys(warnings)))
     if out_dir is not None:
         result.write(out_dir)

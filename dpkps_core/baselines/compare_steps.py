@@ -11,7 +11,7 @@ import dataclasses
 import math
 import threading
 import time
-from typing import Any, Mapping
+from typing import Any
 
 from dpkps_core.baselines.compare_result import MethodRow
 from dpkps_core.baselines.compare_settings import COMPARE_PP_DEFAULTS, METHOD_LABELS, CompareSettings, size_epsilon
@@ -21,6 +21,7 @@ from dpkps_core.dp.count import release_count
 from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError
+from dpkps_core.privacy_report import PrivacyReport
 from dpkps_core.progress import Progress
 
 
@@ -103,15 +104,13 @@ class MethodOutcome:
     row: MethodRow
     documents: list[dict[str, Any]]
     audit: list[dict[str, Any]]
-    privacy: dict[str, Any]
+    privacy: PrivacyReport
     warnings: tuple[str, ...] = ()
 
 
-def privacy_with_ledger(report: Mapping[str, Any], ledger: PrivacyLedger, noise: NoiseSource) -> dict[str, Any]:
-    """A method's privacy report with what its ledger actually recorded."""
-    led = ledger.to_dict()
-    return {**report, "epsilon_total": led["epsilon_total"], "delta_total": led["delta_total"],
-            "epsilon_by_step": led["epsilon_by_step"], "events": led["events"], "seed_policy": noise.policy}
+def privacy_with_ledger(report: PrivacyReport, ledger: PrivacyLedger, noise: NoiseSource) -> PrivacyReport:
+    """A method's privacy report with what its ledger actually recorded (:meth:`PrivacyReport.with_ledger`)."""
+    return report.with_ledger(ledger, noise)
 
 
 def compare_dpkps(plan: ComparePlan, *, ledger: PrivacyLedger, progress: Progress) -> tuple[Any, MethodOutcome]:
@@ -285,8 +284,9 @@ def compare_private_prediction(plan: ComparePlan, *, ledger: SubLedger, progress
               f"tokens count the private prompts: private, local); {note_n}{plan.unit_note}",
     )
     report = privacy_with_ledger(res.privacy_report(), ledger, plan.noise)
-    report["parameters"] = {**report.get("parameters", {}), "num_buckets": buckets}
+    report = report.with_details(parameters={**report.parameters, "num_buckets": buckets})
     if released is not None:  # the DP count (a release; its event was charged before its noise was drawn)
-        report["dp_training_count"] = {"noisy_count": round(released.value, 2), "epsilon": released.epsilon,
-                                       "noise_scale": released.noise_scale}
+        report = report.with_details(dp_training_count={"noisy_count": round(released.value, 2),
+                                                        "epsilon": released.epsilon,
+                                                        "noise_scale": released.noise_scale})
     return MethodOutcome(row, docs, aud, report, (PRIVATE_PROMPT_WARNING,))

@@ -55,6 +55,7 @@ from dpkps_core.dp.validation import check_delta, check_positive_int
 from dpkps_core.errors import LLMError, ParameterError
 from dpkps_core.llm.decoder import BatchedDecoder  # noqa: F401 - the lock-step decoder Algorithm 1 drives
 from dpkps_core.llm.local import chat_token_ids, stop_token_ids  # one definition each, shared with the backends
+from dpkps_core.privacy_report import PrivacyReport
 from dpkps_core.progress import Progress
 
 
@@ -244,15 +245,17 @@ class PrivatePredictionResult:
     stats: dict[str, Any]
     warning: str = PRIVATE_PROMPT_WARNING
 
-    def privacy_report(self) -> dict[str, Any]:
-        return {
-            "method": METHOD, "epsilon_total": self.epsilon, "delta_total": self.delta, "rho_zcdp": self.rho,
-            "conversion": self.conversion, "neighbouring": self.event.neighbouring,
-            "guarantee": "(ε, δ)-differential privacy of the synthetic texts (Theorem 1 of paper 004: ρ-zCDP per "
-                         "batch, parallel composition over disjoint hash batches)",
-            "warning": self.warning, "events": [self.event.to_dict()], "parameters": self.config.to_dict(),
-        }
-
+    def privacy_report(self) -> PrivacyReport:
+        """The run's typed privacy report (:class:`~dpkps_core.privacy_report.PrivacyReport`): its ledger event and
+        public settings, in the JSON layout private prediction has always written."""
+        return PrivacyReport(
+            method=METHOD, epsilon_total=self.epsilon, delta_total=self.delta, neighbouring=self.event.neighbouring,
+            guarantee="(ε, δ)-differential privacy of the synthetic texts (Theorem 1 of paper 004: ρ-zCDP per "
+                      "batch, parallel composition over disjoint hash batches)",
+            events=(self.event,), parameters=self.config.to_dict(),
+            details={"rho_zcdp": self.rho, "conversion": self.conversion, "warning": self.warning},
+            layout=("method", "epsilon_total", "delta_total", "rho_zcdp", "conversion", "neighbouring", "guarantee",
+                    "warning", "events", "parameters"))
 
 
 def run_private_prediction(
