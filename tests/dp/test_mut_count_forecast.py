@@ -48,6 +48,18 @@ def test_unit_count_counts_distinct_admitted_units_then_charges() -> None:
     assert none_left == 0
 
 
+def test_release_defaults_name_the_training_part() -> None:
+    for release in (lambda led: cnt.release_count(4, epsilon=1.0, noise=NoiseSource(seed=0), ledger=led),
+                    lambda led: cnt.release_unit_count(["a", "b"], epsilon=1.0, noise=NoiseSource(seed=0),
+                                                       ledger=led)):
+        ledger = PrivacyLedger()
+        release(ledger)
+        (ev,) = ledger.events
+        assert (ev.step, ev.released) == ("size", "Laplace-noised number of documents in the training part")
+    with pytest.raises(ParameterError, match=r"^ε \(count\) must be a finite number > 0"):
+        cnt.release_count(1, epsilon=0.0, noise=NoiseSource(seed=0))
+
+
 def test_unit_count_refusal_names_the_count() -> None:
     with pytest.raises(PrivacyBudgetError, match=r"^Running the DP count of persons would spend ε = 2"):
         cnt.release_unit_count(["a"], epsilon=2.0, noise=NoiseSource(seed=0), ledger=PrivacyLedger(cap=1.0),
@@ -88,6 +100,7 @@ def test_smoothed_curve_is_clamped_to_the_vocabulary_and_the_noisy_units() -> No
     np.testing.assert_allclose(_stats([12.0, 6.0, 4.0, 3.0], [1, 5, 6, 9], [2.0, 3.0]).smoothed_curve(),
                                [10.0, 6.0, 0.0, 0.0])
     np.testing.assert_allclose(_stats([3.0, -2.0], [1, 2], [0.0, -4.0]).smoothed_curve(), [3.0, 0.0])
+    np.testing.assert_allclose(_stats([3.0, -2.0], [1, 2], [5.0, 0.0]).smoothed_curve(), [3.0, 0.0])
     np.testing.assert_allclose(_stats([3.0, 2.0], [1, 2], [0.0, 0.5]).smoothed_curve(), [3.0, 0.0])
 
 

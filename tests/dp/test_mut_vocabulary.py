@@ -34,9 +34,11 @@ def test_top_terms_come_in_decreasing_noisy_count() -> None:
 
 def test_top_terms_match_a_full_sort_on_random_counts() -> None:
     rng = np.random.default_rng(5)
-    for size in (1, 2, 7, 49, 50):
-        c = rng.normal(size=50)
-        assert voc.select_top_terms(c, size=size).tolist() == np.argsort(-c, kind="stable")[:size].tolist()
+    for n in (50, 1000):
+        for size in (1, 2, 3, 7, 49, 50, 333):
+            c = rng.normal(size=n) if size <= n else None
+            if c is not None:
+                assert voc.select_top_terms(c, size=size).tolist() == np.argsort(-c, kind="stable")[:size].tolist()
 
 
 def test_tied_noisy_counts_keep_the_public_vocabulary_order() -> None:
@@ -72,6 +74,28 @@ def test_settings_refusals_name_the_setting() -> None:
         with pytest.raises(exc, match=msg):
             voc.check_vocabulary_settings(**{**ok, **change})
     assert voc.check_vocabulary_settings(epsilon=2, terms_per_doc=1, size=1, vocabulary_size=1) == (2.0, 1, 1)
+
+
+def test_noise_floor_formula() -> None:
+    assert voc.noise_floor(epsilon=0.5, terms_per_doc=2, vocabulary_size=400) == pytest.approx(4.0 * math.log(200.0))
+    assert voc.noise_floor(epsilon=1.0, terms_per_doc=1, vocabulary_size=2) == 0.0
+    assert voc.noise_floor(epsilon=1.0, terms_per_doc=1, vocabulary_size=1) == 0.0
+    with pytest.raises(ParameterError, match=r"^ε_voc must be a finite number > 0"):
+        voc.noise_floor(epsilon=0.0, terms_per_doc=1, vocabulary_size=10)
+
+
+def test_release_checks_the_rule_before_spending_and_records_the_relation() -> None:
+    ledger = PrivacyLedger()
+    with pytest.raises(ParameterError, match=r"^Unknown vocabulary selection rule 'best'"):
+        voc.privatize_vocabulary(np.zeros(3), ["a", "b", "c"], epsilon=1.0, size=2, noise=NoiseSource(seed=0),
+                                 ledger=ledger, selection_rule="best")
+    assert len(ledger) == 0
+    voc.privatize_vocabulary(np.zeros(3), ["a", "b", "c"], epsilon=1.0, size=2, noise=NoiseSource(seed=0),
+                             ledger=ledger, neighbouring="add/remove one person")
+    assert ledger.events[0].neighbouring == "add/remove one person"
+    ev = voc.vocabulary_event(epsilon=1.0, terms_per_doc=1, size=1, vocabulary_name="v", vocabulary_size=1,
+                              selection_rule="top-n", sampler="numpy", neighbouring="add/remove one person")
+    assert ev.neighbouring == "add/remove one person"
 
 
 def test_noisy_histogram_refusals_name_the_setting() -> None:
@@ -112,12 +136,12 @@ def test_release_defaults_and_fields() -> None:
 def test_noise_floor_rule_keeps_exactly_the_terms_at_or_over_its_threshold(fraction: float) -> None:
     counts = np.zeros(400, dtype=np.int64)
     counts[:40] = np.arange(40)
-    kw = dict(epsilon=1.0, terms_per_doc=2, size=300, selection_rule="noise-floor")
+    kw = dict(epsilon=0.5, terms_per_doc=1, size=300, selection_rule="noise-floor")
     if fraction != 1.0:
         kw["floor_fraction"] = fraction
     pv = voc.privatize_vocabulary(counts, _terms(400), noise=NoiseSource(seed=9), **kw)
     noisy = NoiseSource(seed=9).add_laplace(counts, scale=2.0, integer_valued=True)
-    floor = fraction * voc.noise_floor(epsilon=1.0, terms_per_doc=2, vocabulary_size=400)
+    floor = fraction * voc.noise_floor(epsilon=0.5, terms_per_doc=1, vocabulary_size=400)
     assert floor == pytest.approx(fraction * 2.0 * math.log(200.0))
     top = np.argsort(-noisy, kind="stable")[:300]
     want = [f"t{i}" for i in top if noisy[i] >= floor]
@@ -157,6 +181,7 @@ def test_private_vocabulary_round_trips_through_its_dict() -> None:
                                          public_vocabulary_size=5, epsilon=1.5, terms_per_doc=3, requested_size=2,
                                          noise_scale=2.0, selection_rule="noise-floor", noisy_total=10.46)
     assert back.noisy_counts.dtype == np.float64 and back.noisy_counts.tolist() == [3.14, 2.0]
+    assert voc.PrivateVocabulary.from_dict({**d, "noisy_counts": [3, 2]}).noisy_counts.dtype == np.float64
     old = {k: v for k, v in d.items() if k not in ("selection_rule", "noisy_total")}
     old.update(public_vocabulary_size="5", epsilon="1.5", terms_per_doc="3", requested_size="2", noise_scale="2")
     legacy = voc.PrivateVocabulary.from_dict(old)
