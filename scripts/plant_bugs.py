@@ -62,7 +62,7 @@ BUGS = [
  ("14 DP count noise Laplace(1/(2ε))", "dpkps_core/dp/count.py",
   "scale = 1.0 / epsilon", "scale = 0.5 / epsilon",
   ["tests/dp/test_mech_count.py::test_dp_count_is_eps_dp"]),
- ("15 zCDP: SVT term 1/(sσ)² instead of 2/(sσ)²", "dpkps_core/baselines/prediction_config.py",
+ ("15 zCDP: SVT term 1/(sσ)² instead of 2/(sσ)²", "dpkps_core/dp/accounting.py",
   "per_token += 2.0 / (s * sigma) ** 2", "per_token += 1.0 / (s * sigma) ** 2",
   ["tests/dp/test_mech_private_prediction.py::test_sparse_vector_is_within_its_epsilon"]),
  ("16 clip: no lower clamp at −c", "dpkps_core/baselines/private_prediction.py",

@@ -14,8 +14,8 @@ from dpkps_core.errors import ParameterError
 def test_accountant_reproduces_the_papers_setting_by_hand() -> None:
     s, tau, c, delta = 250, 2.0, 10.0, 1e-6
     # per private token: ½(c/(sτ))² = ½(10/500)² = 0.0002; SVT σ = 0.2: 2/(sσ)² = 2/50² = 0.0008
-    assert pp.rho_per_batch(batch_size=s, private_tokens=1, clip=c, temperature=tau, svt_noise=None) == pytest.approx(2e-4)
-    rho = pp.rho_per_batch(batch_size=s, private_tokens=100, clip=c, temperature=tau, svt_noise=0.2)
+    assert acc.rho_per_batch(batch_size=s, private_tokens=1, clip=c, temperature=tau, svt_noise=None) == pytest.approx(2e-4)
+    rho = acc.rho_per_batch(batch_size=s, private_tokens=100, clip=c, temperature=tau, svt_noise=0.2)
     assert rho == pytest.approx(0.1)
     # closed form: ε = 0.1 + √(4·0.1·ln 10⁶) = 0.1 + √5.526204 = 2.450788
     assert acc.epsilon_closed_form(rho, delta) == pytest.approx(2.450788, abs=1e-5)

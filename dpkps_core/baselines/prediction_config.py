@@ -1,5 +1,5 @@
 """The public side of private prediction (paper 004, Algorithm 1; DESIGN §3): its parameters
-(:class:`PrivatePredictionConfig`), their privacy under Theorem 1 (ρ-zCDP per batch, :func:`rho_per_batch`), their
+(:class:`PrivatePredictionConfig`), their privacy under Theorem 1 (ρ-zCDP per batch, :func:`~dpkps_core.dp.accounting.rho_per_batch`), their
 calibration to a target (ε, δ) (:func:`calibrate`), the ledger events charged for a run before it starts
 (:func:`prediction_event`, :func:`reservation_event`: public input only, DESIGN §2.0 "charge first"), and the
 prompt templates.
@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from dpkps_core.config import PRIVATE_PREDICTION_LIMITS
-from dpkps_core.dp.accounting import max_rho_for, zcdp_to_epsilon
+from dpkps_core.dp.accounting import calibrate_private_prediction, rho_per_batch, zcdp_to_epsilon
 from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.errors import ParameterError
@@ -35,25 +35,6 @@ PRIVATE_TEMPLATE = (
     "Write {doc_type} similar to the one above. Write only the document itself, with no title or preamble."
 )
 LABEL_SENTENCE = "The document is about: {label}."
-
-
-# ------------------------------------------------------------------------------------------------ accounting
-
-def rho_per_batch(*, batch_size: float, private_tokens: int, clip: float, temperature: float,
-                  svt_noise: float | None) -> float:
-    """Theorem 1: ρ = r·(½(c/(sτ))² + 2/(sσ)²) zCDP for one batch (= the whole run, by parallel composition).
-
-    ``svt_noise=None`` means the sparse vector step does not run (θ = −∞): every token is private and the SVT
-    term 2/(sσ)² is dropped (Lemma 4 alone)."""
-    s = check_positive_float(batch_size, "s (expected batch size)")
-    r = check_positive_int(private_tokens, "r (private tokens per batch)")
-    c = check_positive_float(clip, "c (clip)")
-    tau = check_positive_float(temperature, "τ (temperature)")
-    per_token = 0.5 * (c / (s * tau)) ** 2
-    if svt_noise is not None:
-        sigma = check_positive_float(svt_noise, "σ (SVT noise)")
-        per_token += 2.0 / (s * sigma) ** 2
-    return r * per_token
 
 
 # ---------------------------------------------------------------------------------------------- configuration
@@ -155,25 +136,14 @@ def calibrate(
     delta = check_delta(delta)
     if solve_for not in ("clip", "temperature"):
         raise ParameterError("solve_for must be 'clip' or 'temperature'.")
-    rho_max = max_rho_for(eps, delta, conversion=conversion)
-    s, r = config.batch_size, config.private_tokens
-    svt = 2.0 / (s * config.svt_noise) ** 2 if config.svt_enabled else 0.0
-    room = rho_max / r - svt
-    if room <= 0:
-        raise ParameterError(
-            f"At ε = {eps:g}, δ = {delta:g} the sparse-vector step alone (2r/(sσ)² = {r * svt:.3g}) uses more than "
-            f"the budget (ρ = {rho_max:.3g}); raise the batch size s or the SVT noise σ, lower r, or switch the "
-            "sparse vector off."
-        )
-    # ½(c/(sτ))² = room  →  c = sτ·√(2·room)
+    value = calibrate_private_prediction(
+        epsilon=eps, delta=delta, batch_size=config.batch_size, private_tokens=config.private_tokens,
+        clip=config.clip, temperature=config.temperature, svt_noise=config.svt_noise if config.svt_enabled else None,
+        solve_for=solve_for, conversion=conversion)
     if solve_for == "clip":
-        value = s * config.temperature * math.sqrt(2.0 * room)
-        value = _round_sig(value, down=True)
-        out = dataclasses.replace(config, clip=value)
+        out = dataclasses.replace(config, clip=_round_sig(value, down=True))
     else:
-        value = config.clip / (s * math.sqrt(2.0 * room))
-        value = _round_sig(value, down=False)
-        out = dataclasses.replace(config, temperature=value)
+        out = dataclasses.replace(config, temperature=_round_sig(value, down=False))
     for _ in range(1000):  # re-check after rounding; nudge further the safe way if round-off bites
         if out.epsilon(delta, conversion=conversion) <= eps:
             return out.validate()

@@ -168,3 +168,48 @@ def calibrate_sigma(*, epsilon: float, delta: float, epochs: int, sensitivity: f
     while gaussian_epsilon(sigma=sigma, epochs=t, delta=delta, sensitivity=sensitivity) > eps:  # pragma: no cover
         sigma *= 1 + 1e-4
     return sigma
+
+
+# ------------------------------------------------------------------------------- private prediction (paper 004)
+
+def rho_per_batch(*, batch_size: float, private_tokens: int, clip: float, temperature: float,
+                  svt_noise: float | None) -> float:
+    """Theorem 1: ρ = r·(½(c/(sτ))² + 2/(sσ)²) zCDP for one batch (= the whole run, by parallel composition).
+
+    ``svt_noise=None`` means the sparse vector step does not run (θ = −∞): every token is private and the SVT
+    term 2/(sσ)² is dropped (Lemma 4 alone)."""
+    s = check_positive_float(batch_size, "s (expected batch size)")
+    r = check_positive_int(private_tokens, "r (private tokens per batch)")
+    c = check_positive_float(clip, "c (clip)")
+    tau = check_positive_float(temperature, "τ (temperature)")
+    per_token = 0.5 * (c / (s * tau)) ** 2
+    if svt_noise is not None:
+        sigma = check_positive_float(svt_noise, "σ (SVT noise)")
+        per_token += 2.0 / (s * sigma) ** 2
+    return r * per_token
+
+
+def calibrate_private_prediction(*, epsilon: float, delta: float, batch_size: float, private_tokens: int, clip: float,
+                                 temperature: float, svt_noise: float | None, solve_for: str = "clip",
+                                 conversion: str = "tight") -> float:
+    """The clip c (``solve_for="clip"``) or temperature τ (``"temperature"``) at which private prediction's ρ of
+    :func:`rho_per_batch` converts to exactly ε at δ (paper 004 Theorem 1; DESIGN §3): with ρ_max from
+    :func:`max_rho_for`, ½(c/(sτ))² = ρ_max/r − 2/(sσ)², so c = sτ·√(2·room). Unrounded: the caller rounds the
+    safe way and re-checks. Raises :class:`ParameterError` when the sparse-vector term alone exceeds the budget."""
+    eps, delta = check_epsilon(epsilon), check_delta(delta)
+    if solve_for not in ("clip", "temperature"):
+        raise ParameterError("solve_for must be 'clip' or 'temperature'.")
+    s = check_positive_float(batch_size, "s (expected batch size)")
+    r = check_positive_int(private_tokens, "r (private tokens per batch)")
+    rho_max = max_rho_for(eps, delta, conversion=conversion)
+    svt = 0.0 if svt_noise is None else 2.0 / (s * check_positive_float(svt_noise, "σ (SVT noise)")) ** 2
+    room = rho_max / r - svt
+    if room <= 0:
+        raise ParameterError(
+            f"At ε = {eps:g}, δ = {delta:g} the sparse-vector step alone (2r/(sσ)² = {r * svt:.3g}) uses more than "
+            f"the budget (ρ = {rho_max:.3g}); raise the batch size s or the SVT noise σ, lower r, or switch the "
+            "sparse vector off."
+        )
+    if solve_for == "clip":
+        return s * check_positive_float(temperature, "τ (temperature)") * math.sqrt(2.0 * room)
+    return check_positive_float(clip, "c (clip)") / (s * math.sqrt(2.0 * room))

@@ -24,7 +24,7 @@ import torch
 
 from dp_stats import CONSISTENT, VIOLATION, dp_verdict, scale_noise
 from dpkps_core.baselines import private_prediction as pp
-from dpkps_core.baselines.prediction_config import rho_per_batch
+from dpkps_core.dp.accounting import rho_per_batch
 from dpkps_core.dp.rng import NoiseSource
 from scripted_lm import PUBLIC_KIND, PUBLIC_PROMPT, ScriptedLM, ScriptedTokenizer, prompt, tokens
 
