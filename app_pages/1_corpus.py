@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dpkps_core.corpus import corpus_summary
+from dpkps_core.corpus import ENCODINGS, NotUTF8Error, corpus_summary
+from dpkps_core.corpus.formats import ENCODING_LABELS
 from dpkps_core.errors import DPKPSError
 from studio import charts, session, steps, widgets
 
@@ -21,6 +22,11 @@ def replace_notice(what: str) -> str:
     return (f"Loading {what} replaces the current corpus “{loaded.name if loaded else '?'}”: its Ṽ, densities and "
             "sequences are put aside. Nothing is deleted — their run folder stays on disk and can be reopened on "
             "page 8 (Export) — and the ε they spent stays on the ledger.")
+
+
+def _in_app_words(exc: DPKPSError) -> DPKPSError:
+    """A decoding error's way out worded for this page (the Encoding choice above the file)."""
+    return exc.with_hint("choose Latin-1 under Encoding above") if isinstance(exc, NotUTF8Error) else exc
 
 
 if s["corpus_source"] == "demo":
@@ -53,14 +59,19 @@ else:
                 "files in one folder per class. Up to 200 MB.")
     upload = st.file_uploader("Private corpus file", type=["csv", "tsv", "jsonl", "json", "parquet", "zip"],
                               key="corpus_upload")
+    # public user input: the whole file is decoded with this choice, never guessed from its bytes (DESIGN §2.0)
+    encoding = st.selectbox("Encoding", list(ENCODINGS), format_func=ENCODING_LABELS.get, key="upload_encoding",
+                            help="How the file's text is stored. UTF-8 unless the file was saved by an older program "
+                                 "in a Western European encoding: then choose Latin-1 or Windows-1252.")
     if upload is not None:
         data = upload.getvalue()
         if s.get("upload_error_file") not in (None, upload.name):
             s.pop("upload_error", None)  # a new file: the previous file's error no longer applies
         columns = None
         try:
-            columns, guess_text, guess_label = steps.upload_columns(data, upload.name)
+            columns, guess_text, guess_label = steps.upload_columns(data, upload.name, encoding=encoding)
         except DPKPSError as exc:
+            exc = _in_app_words(exc)
             # a file that cannot be read changes nothing: the corpus loaded before and every result stay in place
             s["upload_error"], s["upload_error_file"] = f"{upload.name}: {exc}", upload.name
             st.error(f"**{upload.name} cannot be loaded** — {exc} Nothing changed: the corpus loaded before and "
@@ -107,8 +118,9 @@ else:
                 if st.button("Load this corpus", type="primary", icon=":material/upload_file:", disabled=not sure):
                     try:
                         c = steps.load_upload(data, upload.name, text_column=text_col, label_column=label_col,
-                                              person_column=person_col)
+                                              person_column=person_col, encoding=encoding)
                     except DPKPSError as exc:  # refused before anything was replaced: the loaded corpus stays
+                        exc = _in_app_words(exc)
                         s["upload_error"], s["upload_error_file"] = f"{upload.name}: {exc}", upload.name
                         st.error(f"**{upload.name} cannot be loaded** — {exc} Nothing changed: the corpus loaded "
                                  "before and every result built on it stay as they are.", icon=":material/block:")

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from dpkps_core.corpus import Corpus, check_class_names, load_corpus_spec, require_declared
+from dpkps_core.corpus import Corpus, check_class_names, check_encoding, load_corpus_spec, require_declared
 from dpkps_core.dp.accounting import MAX_EPOCHS
 from dpkps_core.dp.rng import SAMPLERS
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
@@ -105,9 +105,12 @@ class SamplingConfig:
     # a user vocabulary FILE as the run folder names it: ``vocabulary`` is then its file name, and this its SHA-256
     # (see to_run_dict; load_vocabulary_for finds and checks the file by them)
     vocabulary_sha256: str | None = None
+    # how a corpus FILE's text is decoded (public user input: utf-8, latin-1 or cp1252; see corpus.load_corpus)
+    encoding: str = "utf-8"
 
     def __post_init__(self) -> None:
         """Check and normalise every field (DESIGN §2; the bounds are :data:`LIMITS`)."""
+        object.__setattr__(self, "encoding", check_encoding(self.encoding))
         if self.classes is not None:
             names = (self.classes,) if isinstance(self.classes, str) else tuple(self.classes)
             object.__setattr__(self, "classes", check_class_names(names))
@@ -289,7 +292,7 @@ def load_config_corpus(config: SamplingConfig) -> Corpus:
     (locally, before anything is spent) a corpus whose public classes were not declared."""
     return require_declared(load_corpus_spec(config.corpus, text_column=config.text_column,
                                              label_column=config.label_column, classes=config.classes,
-                                             person_column=config.person_column))
+                                             person_column=config.person_column, encoding=config.encoding))
 
 
 def load_vocabulary_for(config: SamplingConfig) -> PublicVocabulary:

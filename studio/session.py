@@ -291,7 +291,7 @@ def current_config(**overrides: Any) -> SamplingConfig:
         seed=int(s["demo_seed"]) if s["seeded_demo"] else None, test_fraction=float(s["test_fraction"]),
         noise_sampler=str(s.get("noise_sampler") or "opendp"),
         epsilon_cap=float(s["epsilon_cap"]) if s["cap_enabled"] else None,
-        person_column=person_column(),
+        person_column=person_column(), encoding=str(s.get("loaded_encoding") or "utf-8"),
     )
     return dataclasses.replace(cfg, **overrides) if overrides else cfg
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from dpkps_core import pipeline, runfolder
 from dpkps_core.density_plan import density_plan
-from dpkps_core.corpus import DEMO_SPECS, Corpus, list_columns, load_corpus, suggest_columns
+from dpkps_core.corpus import DEMO_SPECS, Corpus, check_encoding, list_columns, load_corpus, suggest_columns
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, check_vocabulary_settings
 from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
@@ -133,30 +133,36 @@ def load_demo(spec: str) -> Corpus:
         raise CorpusError(f"Unknown demo corpus {spec!r}.")
     c = demo_corpus(spec)
     _set_corpus(c, cid=spec, spec=spec, fingerprint=None, text_column=None, label_column=None, filename=None)
+    ss()["loaded_encoding"] = "utf-8"
     if not ss().get("doc_type"):
         ss()["doc_type"] = DOC_TYPE_FOR_DEMO.get(spec, "a document")
     return c
 
 
-def upload_columns(data: bytes, filename: str) -> tuple[list[str], str | None, str | None]:
-    """Columns of an uploaded table and the loader's guesses; ([], None, None) for a ZIP of .txt files."""
+def upload_columns(data: bytes, filename: str, *, encoding: str = "utf-8"
+                   ) -> tuple[list[str], str | None, str | None]:
+    """Columns of an uploaded table and the loader's guesses; ([], None, None) for a ZIP of .txt files.
+    ``encoding``: the user's choice on page 1 (the whole file is decoded with it; DESIGN §1)."""
     if filename.lower().endswith(".zip") or data[:4] == b"PK\x03\x04":
         return [], None, None
-    cols = list_columns(data, filename=filename, max_bytes=MAX_UPLOAD_BYTES)
-    text, label = suggest_columns(data, filename=filename)
+    cols = list_columns(data, filename=filename, max_bytes=MAX_UPLOAD_BYTES, encoding=encoding)
+    text, label = suggest_columns(data, filename=filename, encoding=encoding)
     return cols, text, label
 
 
 def load_upload(data: bytes, filename: str, *, text_column: str | None, label_column: str | None,
-                person_column: str | None = None) -> Corpus:
+                person_column: str | None = None, encoding: str = "utf-8") -> Corpus:
     """Load and validate an uploaded PRIVATE corpus (kept in this session's memory only). With
-    ``person_column`` the unit of privacy is the person (issue 15)."""
+    ``person_column`` the unit of privacy is the person (DESIGN §2); ``encoding`` is the user's choice on page 1."""
     c = load_corpus(data, filename=filename, text_column=text_column, label_column=label_column,
-                    max_bytes=MAX_UPLOAD_BYTES, person_column=person_column or None)
+                    max_bytes=MAX_UPLOAD_BYTES, person_column=person_column or None, encoding=encoding)
     fp = hashlib.sha256(data).hexdigest()
     cid = f"upload:{fp[:16]}:{text_column}:{label_column}:{person_column or ''}"
+    if check_encoding(encoding) != "utf-8":  # another decoding is another corpus (UTF-8 ids stay as they were)
+        cid += f":{check_encoding(encoding)}"
     _set_corpus(c, cid=cid, spec=f"upload:{Path(filename).name}", fingerprint=fp, text_column=text_column,
                 label_column=label_column, filename=Path(filename).name)
+    ss()["loaded_encoding"] = check_encoding(encoding)
     if not ss().get("doc_type"):
         ss()["doc_type"] = "a document"
     return c

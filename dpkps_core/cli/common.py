@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from dpkps_core.config import DEFAULT_EPSILON_CAP, DENSITIES, SamplingConfig, build_sampling_config
-from dpkps_core.corpus import check_class_names
+from dpkps_core.corpus import ENCODINGS, check_class_names
 from dpkps_core.dp.rng import SAMPLERS
 from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS
 from dpkps_core.errors import ParameterError
@@ -51,6 +51,9 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--label-column", help="column holding the class label (when omitted: chosen from the column "
                    "NAMES only — label, class, category, target, specialty, topic…)")
     add_class_arguments(g)
+    g.add_argument("--encoding", choices=ENCODINGS, default=d.encoding,
+                   help="text encoding of a corpus FILE: the whole file is decoded with it (never guessed); "
+                        "latin-1 or cp1252 for files saved in a Western European encoding (default %(default)s)")
     g.add_argument("--person-column", help="unit of privacy = one PERSON: the column identifying whom each document "
                    "is about (ids stay private; every mechanism bounds each person's total contribution; the split "
                    "keeps a person's documents together). demo:drugs has 'drug' as a documented synthetic person")
@@ -119,6 +122,7 @@ def config_from_args(args: argparse.Namespace) -> SamplingConfig:
         test_fraction=args.test_fraction, client_fraction=args.client_fraction, split_seed=args.split_seed,
         epsilon_cap=args.epsilon_cap, classes=parse_classes(args.classes, args.classes_file),
         person_column=args.person_column, paper_settings=bool(args.paper_settings),
+        encoding=getattr(args, "encoding", SamplingConfig.encoding),
     )
 
 

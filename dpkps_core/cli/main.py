@@ -14,6 +14,7 @@ from typing import Sequence
 
 from dpkps_core.cli import audit, compare, evaluate, generate, ledger, sample
 from dpkps_core.cli.common import os_error_line
+from dpkps_core.corpus.formats import NotUTF8Error
 from dpkps_core.errors import DPKPSError
 
 #: The command modules, in the order ``--help`` lists their commands (static imports: no plugin loading).
@@ -40,6 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except DPKPSError as exc:
+        if isinstance(exc, NotUTF8Error):  # the encoding choice in the CLI's words (DESIGN §1)
+            exc = exc.with_hint("run it again with `--encoding latin-1`")
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a path the command's own checks (cli/common.py) did not foresee: one line, no traceback

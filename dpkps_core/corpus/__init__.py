@@ -11,7 +11,7 @@ from dpkps_core.corpus.demo import (
     load_corpus_spec,
     load_demo_corpus,
 )
-from dpkps_core.corpus.formats import FORMATS
+from dpkps_core.corpus.formats import ENCODINGS, FORMATS, NotUTF8Error, check_encoding
 from dpkps_core.corpus.model import Corpus, LoadReport, check_class_names, corpus_summary, require_declared
 from dpkps_core.corpus.readers import RawRows, list_columns, load_corpus, read_rows, suggest_columns
 
@@ -19,11 +19,14 @@ __all__ = [
     "DEMO_CORPORA",
     "DEMO_PERSON_COLUMNS",
     "DEMO_SPECS",
+    "ENCODINGS",
     "FORMATS",
+    "NotUTF8Error",
     "Corpus",
     "LoadReport",
     "RawRows",
     "check_class_names",
+    "check_encoding",
     "corpus_summary",
     "demo_rows",
     "guess_columns",

@@ -205,9 +205,12 @@ def load_demo_corpus(name: str, *, label: str | None = None, min_class_size: int
 
 
 def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column: str | None = None,
-                     classes: Sequence[str] | None = None, person_column: str | None = None) -> Corpus:
+                     classes: Sequence[str] | None = None, person_column: str | None = None,
+                     encoding: str = "utf-8") -> Corpus:
     """``demo:bbc``, ``demo:drugs`` (label = condition), ``demo:drugs-rating`` or a path.
 
+    ``encoding``: how a file's text is decoded (see :func:`~dpkps_core.corpus.load_corpus`; the demo corpora are
+    UTF-8 and ignore it).
     ``classes``: the declared public class names (demo corpora carry their own; a file has none until
     declared). ``person_column``: the unit of privacy becomes one person (DESIGN §2, the person unit)."""
     if spec.startswith("demo:"):
@@ -219,4 +222,4 @@ def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column:
     if not Path(spec).exists():
         raise CorpusError(f"The corpus file {spec!r} does not exist.")
     return load_corpus(spec, text_column=text_column, label_column=label_column, classes=classes,
-                       person_column=person_column)
+                       person_column=person_column, encoding=encoding)

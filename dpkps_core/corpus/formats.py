@@ -23,6 +23,49 @@ from dpkps_core.errors import CorpusError, ParameterError
 #: Accepted values of ``file_format``.
 FORMATS = ("csv", "tsv", "jsonl", "json", "parquet", "zip", "folder")
 
+#: Accepted text encodings (public user input): the whole file is decoded with the one chosen, never guessed from
+#: a sample of its bytes (DESIGN §2.0: what the loader decides depends on public input or on each row alone).
+ENCODINGS = ("utf-8", "latin-1", "cp1252")
+
+_ENCODING_ALIASES = {
+    "utf8": "utf-8", "utf-8": "utf-8", "utf-8-sig": "utf-8",
+    "latin-1": "latin-1", "latin1": "latin-1", "iso-8859-1": "latin-1", "iso8859-1": "latin-1",
+    "cp1252": "cp1252", "windows-1252": "cp1252",
+}
+
+#: How each encoding is named to a user.
+ENCODING_LABELS = {"utf-8": "UTF-8", "latin-1": "Latin-1 (ISO-8859-1)", "cp1252": "Windows-1252"}
+
+
+def check_encoding(encoding: Any) -> str:
+    """The canonical name (one of :data:`ENCODINGS`) of a user's encoding choice; a
+    :class:`ParameterError` for anything else (public input: refused before any data is read)."""
+    key = encoding.strip().lower().replace("_", "-") if isinstance(encoding, str) else None
+    if key not in _ENCODING_ALIASES:
+        raise ParameterError(f"encoding must be one of: {', '.join(ENCODINGS)}; got {encoding!r}.")
+    return _ENCODING_ALIASES[key]
+
+
+class NotUTF8Error(CorpusError):
+    """A file is not valid in the chosen encoding (DESIGN §1). The message names the first bad byte's line and
+    offset only (never text) and how to choose another encoding; :meth:`with_hint` words that choice for the
+    CLI (``--encoding latin-1``) or the app ("choose Latin-1 under Encoding")."""
+
+    def __init__(self, what: str, encoding: str, line: int, offset: int,
+                 hint: str = "load it with encoding='latin-1'") -> None:
+        self.what, self.encoding, self.line, self.offset, self.hint = what, encoding, line, offset, hint
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        label = ENCODING_LABELS.get(self.encoding, self.encoding)
+        other = "re-save it as UTF-8" if self.encoding == "utf-8" else "choose the encoding it was saved in"
+        return (f"The {self.what} is not valid {label} (first bad byte at line {self.line}, byte offset "
+                f"{self.offset}); {other}, or, if it was saved as Latin-1 / Windows-1252, {self.hint}.")
+
+    def with_hint(self, hint: str) -> "NotUTF8Error":
+        """The same error, its way to choose an encoding worded as ``hint`` (e.g. "add `--encoding latin-1`")."""
+        return NotUTF8Error(self.what, self.encoding, self.line, self.offset, hint)
+
 _EXTENSIONS = {
     ".csv": "csv",
     ".tsv": "tsv",
@@ -49,12 +92,15 @@ class ResolvedInput:
     folder: Path | None
     display: str
     fmt: str
+    encoding: str = "utf-8"
 
 
 def resolve_input(
-    source: Any, *, filename: str | None, file_format: str | None, max_bytes: int
+    source: Any, *, filename: str | None, file_format: str | None, max_bytes: int, encoding: str = "utf-8"
 ) -> ResolvedInput:
-    """Turn a path / bytes / file-like into bytes or a folder, checking size and emptiness."""
+    """Turn a path / bytes / file-like into bytes or a folder, checking size and emptiness; ``encoding`` (one of
+    :data:`ENCODINGS`) is how its text will be decoded."""
+    encoding = check_encoding(encoding)
     if file_format is not None:
         if not isinstance(file_format, str) or file_format.lower().lstrip(".") not in FORMATS:
             raise ParameterError(f"file_format must be one of: {', '.join(FORMATS)}.")
@@ -89,7 +135,7 @@ def resolve_input(
                         raise CorpusError(too_big_message(total, max_bytes, "folder"))
             if file_format not in (None, "folder"):
                 raise ParameterError(f"'{path.name}' is a folder; use file_format='folder' or give a file.")
-            return ResolvedInput(None, path, str(path), "folder")
+            return ResolvedInput(None, path, str(path), "folder", encoding)
         if not path.exists():
             raise CorpusError(f"The file '{path}' was not found; check the path.")
         size = path.stat().st_size
@@ -108,7 +154,7 @@ def resolve_input(
         raise CorpusError("The file is empty; choose a file that contains documents.")
 
     fmt = file_format or _guess_format(data, filename)
-    return ResolvedInput(data, folder, display, fmt)
+    return ResolvedInput(data, folder, display, fmt, encoding)
 
 
 def _fmt_size(n: int) -> str:
@@ -147,8 +193,10 @@ def _guess_format(data: bytes, filename: str | None) -> str:
     return "csv"
 
 
-def decode_text(data: bytes, what: str = "file") -> str:
-    """Decode UTF-8 (BOM allowed) with specific errors for binary and non-UTF-8 input."""
+def decode_text(data: bytes, what: str = "file", *, encoding: str = "utf-8") -> str:
+    """Decode the whole of ``data`` with the chosen ``encoding`` (UTF-8 with or without a BOM by default; Latin-1
+    or Windows-1252 when the user chooses it), with specific errors for binary, UTF-16 and undecodable input."""
+    encoding = check_encoding(encoding)
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         raise CorpusError(f"The {what} is encoded as UTF-16; re-save it as UTF-8 and upload it again.")
     # the whole file, not a sample of its first bytes: whether a file is refused must not depend on which rows
@@ -158,13 +206,10 @@ def decode_text(data: bytes, what: str = "file") -> str:
             f"The {what} looks binary, not text; upload a CSV, TSV, JSONL, Parquet or ZIP of .txt files."
         )
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8-sig" if encoding == "utf-8" else encoding)
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise CorpusError(
-            f"The {what} is not valid UTF-8 (first bad byte at line {line}, byte offset {exc.start}); "
-            "re-save it as UTF-8 and upload it again."
-        ) from None
+        raise NotUTF8Error(what, encoding, line, exc.start) from None
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -178,7 +223,7 @@ def read_table(inp: ResolvedInput, *, nrows: int | None = None) -> tuple[Any, Ca
 
     assert inp.data is not None
     if inp.fmt in ("csv", "tsv"):
-        text = decode_text(inp.data)
+        text = decode_text(inp.data, encoding=inp.encoding)
         sep = "\t" if inp.fmt == "tsv" else _sniff_delimiter(text)
         try:
             df = pd.read_csv(
@@ -202,7 +247,7 @@ def read_table(inp: ResolvedInput, *, nrows: int | None = None) -> tuple[Any, Ca
         _check_header(df)
         return df, lambda i: f"row {i + 1} (not counting the header)"
     if inp.fmt in ("jsonl", "json"):
-        text = decode_text(inp.data)
+        text = decode_text(inp.data, encoding=inp.encoding)
         records, lines = _parse_json_records(text, inp.fmt, nrows)
         df = pd.DataFrame.from_records(records)
         return df, (lambda i: f"line {lines[i]}") if lines else (lambda i: f"record {i + 1}")
@@ -290,8 +335,10 @@ def _skip_member(parts: Sequence[str]) -> bool:
     return any(p.startswith(".") or p == "__MACOSX" for p in parts)
 
 
-def read_txt_folder(folder: Path, max_documents: int) -> tuple[list[str], list[str], list[str]]:
-    """Texts, labels (parent folder name) and relative paths of the .txt files under ``folder``."""
+def read_txt_folder(folder: Path, max_documents: int, *, encoding: str = "utf-8"
+                    ) -> tuple[list[str], list[str], list[str]]:
+    """Texts, labels (parent folder name) and relative paths of the .txt files under ``folder`` (each decoded
+    with ``encoding``)."""
     texts: list[str] = []
     labels: list[str] = []
     names: list[str] = []
@@ -302,14 +349,16 @@ def read_txt_folder(folder: Path, max_documents: int) -> tuple[list[str], list[s
     check_count(len(files), max_documents)
     for p in files:
         rel = p.relative_to(folder)
-        texts.append(decode_text(p.read_bytes(), what=f"file '{rel.as_posix()}'") if p.stat().st_size else "")
+        texts.append(decode_text(p.read_bytes(), what=f"file '{rel.as_posix()}'", encoding=encoding) if p.stat().st_size else "")
         labels.append(rel.parts[-2] if len(rel.parts) > 1 else "")
         names.append(rel.as_posix())
     return texts, labels, names
 
 
-def read_txt_zip(data: bytes, max_documents: int, max_bytes: int) -> tuple[list[str], list[str], list[str]]:
-    """Texts, labels (name of the folder holding each file) and member names of the .txt files in a ZIP."""
+def read_txt_zip(data: bytes, max_documents: int, max_bytes: int, *, encoding: str = "utf-8"
+                 ) -> tuple[list[str], list[str], list[str]]:
+    """Texts, labels (name of the folder holding each file) and member names of the .txt files in a ZIP (each
+    decoded with ``encoding``)."""
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
@@ -343,7 +392,7 @@ def read_txt_zip(data: bytes, max_documents: int, max_bytes: int) -> tuple[list[
                 raise CorpusError(
                     f"The file '{m.filename}' in the ZIP could not be read (damaged or encrypted); recreate the ZIP."
                 ) from None
-            texts.append(decode_text(raw, what=f"file '{m.filename}'") if raw else "")
+            texts.append(decode_text(raw, what=f"file '{m.filename}'", encoding=encoding) if raw else "")
             labels.append(parts[-2] if len(parts) > 1 else "")
             names.append(m.filename)
     return texts, labels, names

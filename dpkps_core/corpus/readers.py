@@ -85,9 +85,9 @@ def _read_raw(inp: ResolvedInput, *, text_column: str | None, label_column: str 
         if inp.fmt == "folder":
             if inp.folder is None:
                 raise ParameterError("The folder format needs a folder path.")
-            texts, labels, _ = read_txt_folder(inp.folder, max_documents)
+            texts, labels, _ = read_txt_folder(inp.folder, max_documents, encoding=inp.encoding)
         else:
-            texts, labels, _ = read_txt_zip(inp.data or b"", max_documents, max_bytes)
+            texts, labels, _ = read_txt_zip(inp.data or b"", max_documents, max_bytes, encoding=inp.encoding)
         # a .txt file outside every class folder has no label: it is dropped alone by the cleaning (n_no_label)
         return RawRows(("text", "label"), {"text": texts, "label": labels}, "text", "label", None, inp.display,
                        inp.fmt)
@@ -112,6 +112,7 @@ def read_rows(
     person_column: str | None = None,
     max_bytes: int = _MAX_BYTES,
     max_documents: int = 200_000,
+    encoding: str = "utf-8",
 ) -> RawRows:
     """The raw rows of a corpus file, read exactly as :func:`load_corpus` reads them, before any cleaning.
 
@@ -122,7 +123,7 @@ def read_rows(
     for col, what in ((text_column, "text_column"), (label_column, "label_column"), (person_column, "person_column")):
         if col is not None and not isinstance(col, str):
             raise ParameterError(f"{what} must be a column name.")
-    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=max_bytes)
+    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=max_bytes, encoding=encoding)
     return _read_raw(inp, text_column=text_column, label_column=label_column, person_column=person_column,
                      max_documents=max_documents, max_bytes=max_bytes)
 
@@ -164,6 +165,7 @@ def load_corpus(
     truncate: bool = False,
     classes: Sequence[str] | str | None = None,
     person_column: str | None = None,
+    encoding: str = "utf-8",
 ) -> Corpus:
     """Load and validate a labelled private corpus; ``corpus.report`` says what was dropped.
 
@@ -182,6 +184,9 @@ def load_corpus(
     ``truncate=True`` is refused: keeping the first N rows would let one row push out another.
     ``person_column``: optional column identifying the person each document is about (the unit of privacy
     becomes the person; the identifiers are private and never released; never guessed).
+    ``encoding``: how the file's text is decoded — ``"utf-8"`` (default; a BOM is allowed), ``"latin-1"`` or
+    ``"cp1252"`` (public user input, :data:`~dpkps_core.corpus.formats.ENCODINGS`); the WHOLE file is decoded with
+    it, never guessed from a sample, so no row's fate depends on another row's bytes (DESIGN §2.0).
     ``classes``: the public class names the user declares (see :meth:`Corpus.with_classes`); labels found in
     the data are only local suggestions. Checks on the labels (one label only, tiny classes) are local notes in
     ``corpus.report.notes``, not errors, so that whether anything is released never hinges on one document.
@@ -191,7 +196,7 @@ def load_corpus(
         min_chars=min_chars, max_bytes=max_bytes, max_documents=max_documents, min_class_size=min_class_size,
         drop_duplicates=drop_duplicates, truncate=truncate,
         columns=((text_column, "text_column"), (label_column, "label_column"), (person_column, "person_column")))
-    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=max_bytes)
+    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=max_bytes, encoding=encoding)
     raw = _read_raw(inp, text_column=text_column, label_column=label_column, person_column=person_column,
                     max_documents=max_documents, max_bytes=max_bytes)
     check_count(len(raw), max_documents)
@@ -224,9 +229,11 @@ def list_columns(
     filename: str | None = None,
     file_format: str | None = None,
     max_bytes: int = _MAX_BYTES,
+    encoding: str = "utf-8",
 ) -> list[str]:
-    """Column names of a tabular corpus file (CSV, TSV, JSONL/JSON, Parquet), for the UI's column pickers."""
-    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=max_bytes)
+    """Column names of a tabular corpus file (CSV, TSV, JSONL/JSON, Parquet), for the UI's column pickers; the
+    file is decoded with ``encoding`` as :func:`load_corpus` decodes it."""
+    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=max_bytes, encoding=encoding)
     if inp.fmt in ("folder", "zip"):
         raise CorpusError(
             "Folders and ZIPs of .txt files have no columns; each file is a document labelled by its folder."
@@ -255,10 +262,11 @@ def suggest_columns(
     filename: str | None = None,
     file_format: str | None = None,
     person_column: str | None = None,
+    encoding: str = "utf-8",
 ) -> tuple[str | None, str | None]:
     """The (text, label) columns :func:`load_corpus` would choose for a tabular file: from the column NAMES only
     (DESIGN §2.0; :func:`guess_columns`); either is None when no name or several names match (the user chooses)."""
-    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=_MAX_BYTES)
+    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=_MAX_BYTES, encoding=encoding)
     if inp.fmt in ("folder", "zip"):
         return None, None
     return guess_columns(_input_columns(inp), person_column=person_column)
