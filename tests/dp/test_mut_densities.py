@@ -114,6 +114,12 @@ def test_single_term_scores_use_member_zero_with_its_block_scale() -> None:
     np.testing.assert_allclose(dens.single_term_scores(e), sums @ feats.transform(e * 0.5).T, rtol=1e-6)
 
 
+def test_group_weights_give_zero_to_documents_without_contributions() -> None:
+    np.testing.assert_array_equal(contributions.group_weights(np.array([2, 0, 4, 0]), None), [0.5, 0.0, 0.25, 0.0])
+    np.testing.assert_array_equal(contributions.group_weights(np.array([1, 0, 3]), ["p", "q", "p"]),
+                                  [0.25, 0.0, 0.25])
+
+
 def test_prefix_weights_count_qualifying_documents_once_per_person() -> None:
     kp, labels = [[0, 1], [2], [0, 1, 2], [1, 1]], ["a", "a", "b", "z"]
     np.testing.assert_array_equal(contributions.prefix_weights(kp, labels, ["a", "b"], 2), [1.0, 0.0, 1.0, 0.0])
