@@ -6,7 +6,9 @@ import streamlit as st
 
 from dpkps_core.corpus import ENCODINGS, NotUTF8Error, corpus_summary
 from dpkps_core.corpus.formats import ENCODING_LABELS
+from dpkps_core.config import LIMITS
 from dpkps_core.errors import DPKPSError
+from dpkps_core.matching import truncated_count
 from studio import charts, session, steps, widgets
 
 widgets.page_header(0, "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
@@ -157,6 +159,14 @@ if corpus is not None:
     if corpus.report is not None:
         st.caption(f"{widgets.PRIVATE_BADGE} {corpus.report.summary()} Each row is kept or dropped on its own "
                    "(empty text, label or person id; too short; an identical copy of a row of the same person).")
+    # a private, local figure (README "Limits"; DESIGN §2.1: the matcher reads the first max_chars_per_doc
+    # characters of each document, the same rule for every document, so no count leaves the session)
+    limit = LIMITS["max_chars_per_doc"]
+    n_long = truncated_count(corpus.texts, limit)
+    st.caption(f"{widgets.PRIVATE_BADGE} Long documents: {widgets.plural(n_long, 'document')} "
+               f"{'is' if n_long == 1 else 'are'} longer than {limit:,} characters"
+               + (f"; only the first {limit:,} characters of each are read for term extraction." if n_long else
+                  " (longer ones would be read up to that length for term extraction)."))
     left, right = st.columns(2)
     colours = widgets.class_colours()  # one colour per class on every page
     left.plotly_chart(charts.class_counts_bar(info["class_counts"], colours=colours), key="chart.class_counts")
