@@ -509,13 +509,34 @@ def session_tmp() -> Path:
     return Path(holder.name)
 
 
+def vocabulary_file_name(filename: str) -> str:
+    """A PUBLIC vocabulary upload's own file name, made safe to save: letters, digits, ``-``, ``_`` and ``.`` only
+    (no folders), the extension kept (``.txt`` when it has none), at most 80 characters."""
+    base = Path(str(filename).replace("\\", "/")).name
+    keep = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in base).strip("._") or "vocabulary"
+    stem, dot, ext = keep.rpartition(".")
+    if not dot or not stem or not ext.isalnum() or len(ext) > 8:
+        stem, ext = keep, "txt"
+    return f"{stem[:70]}.{ext.lower()}"
+
+
 def save_vocabulary_upload(data: bytes, filename: str) -> Path:
-    digest = hashlib.sha256(data).hexdigest()[:12]
-    stem = "".join(ch for ch in Path(filename).stem if ch.isalnum() or ch in "-_")[:40] or "vocabulary"
-    path = session_tmp() / f"{stem}-{digest}.txt"
+    """Save a PUBLIC vocabulary upload in this session's temp folder under its own (sanitised) file name, so that
+    the run folder and the bundle name it as the user knows it — ``to_run_dict`` writes the file name and its
+    SHA-256, never the path (docs/PRIVACY.md). Another file of the same name gets a short ``-2``, ``-3``… suffix;
+    the same bytes again reuse their file."""
+    name = vocabulary_file_name(filename)
+    folder = session_tmp()
+    stem, ext = name.rsplit(".", 1)
+    path, n = folder / name, 1
+    while path.exists() and path.read_bytes() != data:
+        n += 1
+        path = folder / f"{stem}-{n}.{ext}"
     path.write_bytes(data)
-    ss()["vocab_upload_path"] = str(path)
-    ss()["vocab_upload_name"] = Path(filename).name
+    s = ss()
+    s["vocab_upload_path"] = str(path)
+    s["vocab_upload_name"] = path.name
+    s["vocab_upload_sha256"] = hashlib.sha256(data).hexdigest()
     return path
 
 
@@ -581,6 +602,9 @@ def sampling_config_used() -> SamplingConfig:
         selection_rule=pv_meta["selection_rule"],
         vocabulary=pv_meta["vocabulary_spec"] if pv_meta["vocabulary_spec"] in BUILTIN_VOCABULARIES
         else "upload:" + str(s.get("vocab_upload_name") or "vocabulary"),
+        # the upload's SHA-256 beside its file name (config.to_run_dict), so the bundle identifies the exact file
+        vocabulary_sha256=None if pv_meta["vocabulary_spec"] in BUILTIN_VOCABULARIES
+        else s.get("vocab_upload_sha256"),
         remove_stopwords=pv_meta["remove_stopwords"], junk_filter=pv_meta["junk_filter"],
         vocab_max_terms=pv_meta["vocab_max_terms"], method=d_meta["method"], density=d_meta["density"],
         length=d_meta["length"], eps_kde=d_meta["eps_kde"], bandwidth=d_meta["bandwidth_setting"],

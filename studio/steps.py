@@ -67,6 +67,7 @@ def run_state_base() -> dict[str, Any]:
         "pv_meta": pv_meta, "density_meta": d_meta, "density_info": s.get("density_info") if d_meta else None,
         "seq_meta": s.get("seq_meta") if s.get("outcome") is not None else None,
         "vocab_upload_name": s.get("vocab_upload_name"),
+        "vocab_upload_sha256": s.get("vocab_upload_sha256"),
     }
 
 
@@ -606,6 +607,8 @@ def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
         s["seq_meta"] = dict(state["seq_meta"])
     if state.get("vocab_upload_name"):
         s["vocab_upload_name"] = state["vocab_upload_name"]
+    if state.get("vocab_upload_sha256"):
+        s["vocab_upload_sha256"] = state["vocab_upload_sha256"]
     s["run_dir"] = str(run.path)
     if str(run.path) not in s["run_dirs"]:
         s["run_dirs"].append(str(run.path))
