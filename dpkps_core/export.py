@@ -55,6 +55,9 @@ FAILURE_FIELDS = ("id", "label", "keyphrases", "error", "attempts", "retryable",
 AUDIT_FIELDS = (
     "timestamp", "id", "attempt", "backend", "model", "backend_info", "parameters", "prompt_config", "messages",
 )
+#: An audit line that records a best-of-K choice (llm/selection.py): the drafts not kept, with their figures
+#: (post-processing of the DP sequences, like the documents). It is no prompt: not counted as one.
+DRAFTS_AUDIT_FIELDS = ("timestamp", "id", "attempt", "event", "kept", "drafts")
 CSV_DANGEROUS_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 KEYPHRASE_CSV_SEPARATOR = "; "
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
@@ -459,7 +462,10 @@ def collect_bundle(
     docs = [_pick(d, DOC_FIELDS) for d in read_documents(run)] if DOCUMENTS_FILE in wanted else []
     docs.sort(key=lambda d: order.get(d["id"], len(order)))  # sequence order, whatever the completion order
     failures = [_pick(f, FAILURE_FIELDS) for f in read_failures(run)] if FAILURES_FILE in wanted else []
-    audit = [_pick(a, AUDIT_FIELDS) for a in iter_jsonl(_path(run, AUDIT_FILE))] if AUDIT_FILE in wanted else []
+    audit_lines = list(iter_jsonl(_path(run, AUDIT_FILE))) if AUDIT_FILE in wanted else []
+    audit = [_pick(a, AUDIT_FIELDS) for a in audit_lines if a.get("event") != "drafts"]  # the prompts sent
+    audit_out = [_pick(a, DRAFTS_AUDIT_FIELDS) if a.get("event") == "drafts" else _pick(a, AUDIT_FIELDS)
+                 for a in audit_lines]
 
     out: dict[str, bytes] = {}
     out["documents.csv"] = _documents_csv(docs)
@@ -476,7 +482,7 @@ def collect_bundle(
             if data is not None:
                 out[name] = _json_bytes(public_run_config(data) if name == RUN_CONFIG_FILE else data)
     if AUDIT_FILE in wanted:
-        out[AUDIT_FILE] = _jsonl_bytes(audit)
+        out[AUDIT_FILE] = _jsonl_bytes(audit_out)
     if FAILURES_FILE in wanted:
         out[FAILURES_FILE] = _jsonl_bytes(failures)
 

@@ -92,7 +92,7 @@ def test_canaries_never_reach_requests_audit_or_bundle(
 
     assert main(base + ["--few-shot", str(examples)]) == 0
     assert len(script.bodies) == 6 and all("PUBLIC-EXAMPLE-ONE" in b for b in script.bodies)
-    assert all("sport" not in b and "business" not in b for b in script.bodies)  # no labels without opt-in
+    assert all(("sport" in b) != ("business" in b) for b in script.bodies)  # each one's public class name (default)
     zip_path, folder = tmp_path / "bundle.zip", tmp_path / "bundle"
     assert main(["export", "--run", str(run), "--zip", str(zip_path), "--folder", str(folder)]) == 0
     out = capsys.readouterr().out

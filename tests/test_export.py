@@ -152,8 +152,8 @@ def test_bundle_contents_zip_folder_manifest(tmp_path: Path) -> None:
     md = (folder / "privacy_report.md").read_text(encoding="utf-8")
     assert DEMO_HEADING not in md and "Total ε: **6**" in md and "GloVe 6B 400k" in md
     assert "all-MiniLM-L6-v2" in md and "noisy counts of 400,000 public terms" in md and "fake-model" in md
-    assert "Document type: a note" in md and "Class names in prompts: no" in md
-    assert gen["prompt_config"]["include_label"] is False
+    assert "Document type: a note" in md and "Class names in prompts: **yes**" in md  # the default (public names)
+    assert gen["prompt_config"]["include_label"] is True
     failures = (folder / "generation_failures.jsonl").read_text()
     assert failures == ""  # seq-000004 failed, but now has a document
 

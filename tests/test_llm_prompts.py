@@ -37,17 +37,18 @@ def test_default_prompt_has_doc_type_and_keyphrases_in_order() -> None:
 
 
 @pytest.mark.parametrize("template", [None, "Write {doc_type} using {keyphrases}."])
-def test_label_never_in_prompt_unless_opted_in(template: str | None) -> None:
+def test_class_name_in_prompt_by_default_and_left_out_on_opt_out(template: str | None) -> None:
     kw = {"template": template} if template else {}
-    off = render_prompt(SEQ, PromptConfig(doc_type="a medical record", **kw))
+    default = render_prompt(SEQ, PromptConfig(doc_type="a medical record", **kw))
+    assert "The document is about: cardiology." in _all_text(default)
+    off = render_prompt(SEQ, PromptConfig(doc_type="a medical record", include_label=False, **kw))
     assert "cardiology" not in _all_text(off)
-    on = render_prompt(SEQ, PromptConfig(doc_type="a medical record", include_label=True, **kw))
-    assert "cardiology" in _all_text(on)
+    assert PromptConfig(doc_type="a note").to_dict()["include_label"] is True
 
 
-def test_label_field_in_template_needs_opt_in() -> None:
-    with pytest.raises(ParameterError, match="not marked public"):
-        PromptConfig(doc_type="a note", template="Write {doc_type} about {label}: {keyphrases}")
+def test_label_field_in_template_needs_class_names_included() -> None:
+    with pytest.raises(ParameterError, match="class names are left out"):
+        PromptConfig(doc_type="a note", template="Write {doc_type} about {label}: {keyphrases}", include_label=False)
     cfg = PromptConfig(doc_type="a note", template="Write {doc_type} about {label}: {keyphrases}", include_label=True)
     assert "about cardiology:" in render_prompt(SEQ, cfg)[-1]["content"]
 

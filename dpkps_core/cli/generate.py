@@ -20,6 +20,7 @@ from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.ct2_convert import ENGINE_CHOICES
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.settings import DEFAULT_DRAFTS
 from dpkps_core.runfolder import RunFolder
 
 
@@ -67,7 +68,8 @@ def register(subparsers: Any) -> None:
     g.add_argument("--doc-type", required=True, metavar="TEXT",
                    help='document type with its article, e.g. "a medical record" or "a news article"')
     g.add_argument("--template", metavar="TEXT", default=None,
-                   help="custom prompt template with {doc_type} and {keyphrases} (and {label} with --include-labels)")
+                   help="custom prompt template with {doc_type} and {keyphrases} (and {label}, unless "
+                        "--no-class-names)")
     g.add_argument("--few-shot", metavar="FILE", default=None,
                    help="PUBLIC example documents (.csv/.jsonl with a 'text' and optional 'keyphrases' column, or "
                         ".txt with blank-line-separated examples); never the private corpus")
@@ -75,8 +77,18 @@ def register(subparsers: Any) -> None:
     g.add_argument("--private-corpus", metavar="FILE", default=None,
                    help="the private corpus file, so that a few-shot file identical to it is refused (also read "
                         "from run_config.json when present)")
-    g.add_argument("--include-labels", action="store_true",
-                   help="put each sequence's class name in the prompt; only if class names are PUBLIC")
+    names = g.add_mutually_exclusive_group()
+    names.add_argument("--class-names", "--include-labels", dest="include_labels", action="store_true",
+                       default=True,
+                       help="put each sequence's class name in its prompt (the default: the declared class names "
+                            "are public and released with the data)")
+    names.add_argument("--no-class-names", dest="include_labels", action="store_false",
+                       help="leave the class names out of the prompts")
+    g.add_argument("--drafts", type=int, default=DEFAULT_DRAFTS, metavar="K",
+                   help="drafts written per sequence; the one that best fits its sequence is kept (passes the "
+                        "non-document screen, assigned to its class by a classifier trained only on the DP "
+                        "sequences, uses the most keyphrases) — post-processing, no privacy cost; K times the "
+                        "prompts (the others are kept in audit_log.jsonl)")
     g.add_argument("--concurrency", type=int, default=4, metavar="N",
                    help="requests in flight for remote backends (the offline backend runs one at a time)")
     g.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds one request may take")
@@ -158,6 +170,7 @@ def _generation_settings(args: argparse.Namespace, *, local: bool) -> Any:
         max_tokens=args.max_tokens or (256 if local else 512), temperature=args.temperature, timeout=args.timeout,
         retries=args.retries, concurrency=args.concurrency, backoff_base=args.backoff_base,
         backoff_max=max(30.0, args.backoff_base), limit=args.limit, batch_size=args.batch_size,
+        drafts=args.drafts,
     )
 
 
@@ -278,11 +291,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if local and getattr(backend, "engine_note", None):
         print(backend.engine_note, file=sys.stderr)
     job = sequences[: settings.limit] if settings.limit else sequences
-    est = estimate_cost(
-        job, prompt_config=config, backend=backend, max_tokens=settings.max_tokens, concurrency=settings.concurrency,
-        price_per_1k=args.price_per_1k, batch_size=settings.batch_size,
+    est = estimate_cost(  # K drafts: K prompts per sequence
+        [s for s in job for _ in range(settings.drafts)], prompt_config=config, backend=backend,
+        max_tokens=settings.max_tokens, concurrency=settings.concurrency, price_per_1k=args.price_per_1k, batch_size=settings.batch_size,
     )
     print(f"estimate: {est.summary()}", file=sys.stderr)
+    print("class names in the prompt: " + ("yes (public; --no-class-names leaves them out)" if config.include_label
+                                            else "no (--no-class-names)")
+          + (f"; best of {settings.drafts} drafts per sequence" if settings.drafts > 1 else ""), file=sys.stderr)
     if local:
         engine = backend.describe().get("engine") or {"engine": "torch"}
         kind = engine["engine"] + (f" {engine['compute_type']}" if engine.get("compute_type") else "")

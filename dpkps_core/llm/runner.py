@@ -14,6 +14,7 @@ local backends (``max_batch_size > 1``) get batches of ``batch_size`` prompts in
 ``concurrency`` single requests in flight — handles each result (a document, a retry after
 :func:`~dpkps_core.llm.retry.retry_delay`, or a failure), checkpoints every document as soon as it is back (a kill
 loses at most the batch or requests in flight, never a finished document) and reports progress with an ETA.
+``settings.drafts = K > 1``: K prompts per attempt, the best draft kept (:mod:`dpkps_core.llm.selection`).
 
 Only ids, counts and errors are logged; document text never is.
 """
@@ -38,6 +39,7 @@ from dpkps_core.errors import LLMError, ParameterError
 from dpkps_core.llm.backends import ChatMessages, GenerationCancelled, LLMBackend, TransientLLMError, redact
 from dpkps_core.llm.prompts import PromptConfig, as_sequence, render_prompt
 from dpkps_core.llm.quality import screen
+from dpkps_core.llm.selection import DraftChoice, DraftSelector, request_drafts
 from dpkps_core.llm.retry import RetriesExhausted, call_with_retries, retry_delay
 from dpkps_core.llm.settings import GenerationSettings, GenerationSummary, Progress
 from dpkps_core.runfolder import (
@@ -167,7 +169,8 @@ class GenerationRun:
     def __init__(self, seqs: list[KeyphraseSequence], full_by_id: dict[str, KeyphraseSequence], *,
                  backend: LLMBackend, prompt_config: PromptConfig, run_dir: Path, settings: GenerationSettings,
                  progress: Callable[[Progress], None] | None, cancel: threading.Event,
-                 secrets: tuple[str, ...] = (), rng: random.Random | None = None) -> None:
+                 secrets: tuple[str, ...] = (), rng: random.Random | None = None,
+                 selector: DraftSelector | None = None) -> None:
         self.seqs, self.full_by_id = seqs, full_by_id
         self.backend, self.prompt_config, self.run_dir = backend, prompt_config, run_dir
         self.settings, self.progress, self.cancel, self.secrets = settings, progress, cancel, secrets
@@ -184,6 +187,8 @@ class GenerationRun:
         self._described = backend.describe()
         self._prompt_public = prompt_config.to_dict()
         self._messages: dict[str, ChatMessages] = {}
+        self.drafts = settings.drafts  # best of K, judged on the file's DP sequences only (never the private corpus)
+        self.selector = selector or (DraftSelector(list(full_by_id.values())) if self.drafts > 1 else None)
 
     @property
     def batched(self) -> bool:
@@ -262,11 +267,13 @@ class GenerationRun:
                                rate_per_s=rate, eta_s=eta, in_flight=in_flight, in_flight_fraction=fraction))
 
     def audit(self, seq: KeyphraseSequence, attempt: int, messages: ChatMessages, *, batch: int | None = None,
-              parameters: Mapping[str, Any] | None = None) -> None:
+              parameters: Mapping[str, Any] | None = None, draft: int | None = None) -> None:
         """Log one prompt about to be sent (DESIGN §2.5: every prompt sent is in the audit log)."""
         record: dict[str, Any] = {"timestamp": _now(), "id": seq.id, "attempt": attempt}
         if batch is not None:
             record["batch"] = batch
+        if draft is not None:
+            record["draft"] = draft
         record.update(backend=self.backend.name, model=self.backend.model, backend_info=self._described,
                       parameters=self._params if parameters is None else parameters,
                       prompt_config=self._prompt_public, messages=messages)
@@ -279,6 +286,11 @@ class GenerationRun:
         with self._lock:
             self.written += 1
         self.report()
+
+    def record_choice(self, seq: KeyphraseSequence, attempt: int, choice: DraftChoice) -> None:
+        """Checkpoint the kept draft as the document; the audit log gets every draft's figures."""
+        self._writers.audit.append({"timestamp": _now(), "id": seq.id, "attempt": attempt, **choice.audit_record()})
+        self.record_document(seq, choice.text)
 
     def record_failure(self, seq: KeyphraseSequence, failure: ItemFailure) -> None:
         """Record an item that failed for good (the error is already redacted)."""
@@ -337,13 +349,17 @@ class GenerationRun:
 
         def before_attempt(attempt: int) -> None:
             tried[0] = attempt
-            self.audit(seq, attempt, messages)
+            if self.selector is None:
+                self.audit(seq, attempt, messages)
 
         s = self.settings
+        gen = functools.partial(self.backend.generate, messages, max_tokens=s.max_tokens, temperature=s.temperature,
+                                timeout=s.timeout)
+        call: Callable[[], Any] = ((lambda: screen(gen())) if self.selector is None
+                                   else functools.partial(self._drafts_of, seq, messages, tried, gen))
         try:
             return call_with_retries(
-                lambda: screen(self.backend.generate(messages, max_tokens=s.max_tokens, temperature=s.temperature,
-                                                     timeout=s.timeout)),
+                call,
                 retries=s.retries, backoff_base=s.backoff_base, backoff_max=s.backoff_max, cancel=self.cancel,
                 rng=self.rng, before_attempt=before_attempt, on_retry=functools.partial(self._log_retry, seq))
         except GenerationCancelled:
@@ -355,10 +371,19 @@ class GenerationRun:
         except Exception as exc:  # noqa: BLE001 - a backend bug must not kill the run
             return ItemFailure(f"Unexpected {type(exc).__name__} in the backend.", tried[0], retryable=False)
 
-    def handle_outcome(self, seq: KeyphraseSequence, outcome: str | ItemFailure | None) -> None:
-        """Checkpoint a finished item's document or failure (nothing for a cancelled one)."""
+    def _drafts_of(self, seq: KeyphraseSequence, messages: ChatMessages, tried: list[int],
+                   gen: Callable[[], str]) -> tuple[int, DraftChoice]:
+        """One attempt with K drafts, one request after another: the kept draft, or what the drafts ended with."""
+        drafts = request_drafts(gen, self.drafts, self.cancel, lambda j: self.audit(seq, tried[0], messages, draft=j))
+        return tried[0], self.selector.choose(seq, drafts)  # type: ignore[union-attr]
+
+    def handle_outcome(self, seq: KeyphraseSequence, outcome: str | tuple[int, DraftChoice] | ItemFailure | None
+                       ) -> None:
+        """Checkpoint a finished item's document (or kept draft) or failure (nothing for a cancelled one)."""
         if isinstance(outcome, ItemFailure):
             self.record_failure(seq, outcome)
+        elif isinstance(outcome, tuple):
+            self.record_choice(seq, outcome[0], outcome[1])
         elif outcome is not None:
             self.record_document(seq, outcome)
 
@@ -367,6 +392,7 @@ class GenerationRun:
         """Batches of up to ``batch_size`` (capped by the backend) prompts per call; retried items rejoin the
         front of the queue once their delay is over. True if cancelled."""
         size = max(1, min(self.settings.batch_size, int(getattr(self.backend, "max_batch_size", 1))))
+        size = max(1, size // self.drafts)  # K drafts per item: a call holds about batch_size prompts either way
         queue: collections.deque[QueuedItem] = collections.deque(QueuedItem(s) for s in self.todo)
         batch_no = 0
         while queue:
@@ -382,8 +408,10 @@ class GenerationRun:
             if results is None:
                 return True  # the rows of this batch are incomplete: nothing written, resumed next run
             retry: list[QueuedItem] = []
-            for item, result in zip(ready, results):
-                again = self.handle_result(item, result)
+            k = self.drafts
+            for i, item in enumerate(ready):
+                again = self.handle_result(item, results[i] if self.selector is None else
+                                           self.selector.choose_or_error(item.seq, results[i * k:(i + 1) * k]))
                 if again is not None:
                     retry.append(again)
             queue.extendleft(reversed(retry))  # retried items go first once their backoff is over
@@ -403,26 +431,29 @@ class GenerationRun:
         return ready
 
     def submit_batch(self, ready: list[QueuedItem], batch_no: int) -> list[Any] | None:
-        """Log and send one batch: one result per item (text or the error it ended with), or None when the run
-        was cancelled during the call. A failure of the whole call becomes every item's result."""
-        parameters = {**self._params, "batch_size": len(ready)}
-        messages = [self._messages_of(item.seq) for item in ready]
-        for item, msgs in zip(ready, messages):
-            self.audit(item.seq, item.attempt, msgs, batch=batch_no, parameters=parameters)
+        """Log and send one batch: one result per prompt (text or its error; K drafts: K prompts per item), or None
+        when the run was cancelled during the call. A failure of the whole call becomes every prompt's result."""
+        k = self.drafts
+        messages = [self._messages_of(item.seq) for item in ready for _ in range(k)]
+        parameters = {**self._params, "batch_size": len(messages)}
+        for n, msgs in enumerate(messages):
+            item = ready[n // k]
+            self.audit(item.seq, item.attempt, msgs, batch=batch_no, parameters=parameters,
+                       draft=n % k if k > 1 else None)
         s = self.settings
         try:
             results: list[Any] = list(self.backend.generate_batch(
                 messages, max_tokens=s.max_tokens, temperature=s.temperature, timeout=s.timeout,
                 cancel=self.cancel, on_step=self._step_reporter(len(ready)),
             ))
-            if len(results) != len(ready):
-                raise LLMError(f"The backend returned {len(results)} replies for {len(ready)} prompts.")
+            if len(results) != len(messages):
+                raise LLMError(f"The backend returned {len(results)} replies for {len(messages)} prompts.")
         except GenerationCancelled:
             return None
         except LLMError as exc:
-            results = [exc] * len(ready)
+            results = [exc] * len(messages)
         except Exception as exc:  # noqa: BLE001 - a backend bug must not kill the run
-            results = [LLMError(f"Unexpected {type(exc).__name__} in the backend.")] * len(ready)
+            results = [LLMError(f"Unexpected {type(exc).__name__} in the backend.")] * len(messages)
         return results
 
     def _step_reporter(self, in_flight: int) -> Callable[[int, int], None]:
@@ -439,8 +470,10 @@ class GenerationRun:
 
     def handle_result(self, item: QueuedItem, result: Any) -> QueuedItem | None:
         """Checkpoint a document, or record a failure, or return the item to retry after :func:`retry_delay`
-        (a transient error with attempts left; a non-document reply is transient)."""
+        (a transient error with attempts left; a non-document reply is transient), or keep a :class:`DraftChoice`."""
         seq, attempt = item.seq, item.attempt
+        if isinstance(result, DraftChoice):
+            return self.record_choice(seq, attempt, result)  # type: ignore[func-returns-value]
         if isinstance(result, str) and result.strip():
             try:
                 text = screen(result)

@@ -12,6 +12,11 @@ from typing import Any
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 
+#: Drafts per sequence (best of K, :mod:`dpkps_core.llm.selection`): 1 until K > 1 measures better on both demo
+#: corpora (benchmarks/end_to_end.py).
+DEFAULT_DRAFTS = 1
+MAX_DRAFTS = 8
+
 
 @dataclasses.dataclass(frozen=True)
 class GenerationSettings:
@@ -28,6 +33,8 @@ class GenerationSettings:
         limit: generate for at most the first ``limit`` sequences (None = all).
         batch_size: prompts per batched call for local backends (capped by the backend's ``max_batch_size``;
             1 = one document at a time). Remote backends ignore it.
+        drafts: drafts written per sequence; the runner keeps the one that best fits its sequence, judged on DP
+            outputs only (:mod:`dpkps_core.llm.selection`). 1 = no selection. Needs a temperature above 0.
     """
 
     max_tokens: int = 512
@@ -39,6 +46,7 @@ class GenerationSettings:
     backoff_max: float = 30.0
     limit: int | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
+    drafts: int = DEFAULT_DRAFTS
 
     def __post_init__(self) -> None:
         def _int(name: str, lo: int, hi: int) -> None:
@@ -50,10 +58,14 @@ class GenerationSettings:
         _int("retries", 0, 20)
         _int("concurrency", 1, 256)
         _int("batch_size", 1, 256)
+        _int("drafts", 1, MAX_DRAFTS)
         if self.limit is not None:
             _int("limit", 1, 10_000_000)
         if not (isinstance(self.temperature, (int, float)) and 0 <= self.temperature <= 2):
             raise ParameterError(f"temperature must be between 0 and 2, got {self.temperature!r}.")
+        if self.drafts > 1 and self.temperature == 0:
+            raise ParameterError("Several drafts per sequence need a temperature above 0: greedy decoding writes the "
+                                 "same draft every time.")
         for name in ("timeout", "backoff_max"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
@@ -63,7 +75,11 @@ class GenerationSettings:
 
     def request_params(self) -> dict[str, Any]:
         """Parameters recorded with every prompt in the audit log."""
-        return {"max_tokens": self.max_tokens, "temperature": self.temperature, "timeout": self.timeout}
+        params: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature,
+                                  "timeout": self.timeout}
+        if self.drafts > 1:  # recorded with every prompt, so the run folder and the bundle say how it was written
+            params["drafts"] = self.drafts
+        return params
 
 
 @dataclasses.dataclass(frozen=True)
