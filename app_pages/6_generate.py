@@ -8,6 +8,7 @@ import streamlit as st
 from dpkps_core.device import DEVICE_CHOICES, cuda_available, describe_device
 from dpkps_core.llm import preview
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.settings import MAX_DRAFTS
 from studio import generation_steps, jobs, review, session, widgets
 
 widgets.page_header(5, "Each prompt holds only a public template, the document type, one DP keyphrase sequence and "
@@ -61,7 +62,8 @@ else:
     st.subheader("Prompt")
     c1, c2 = st.columns([3, 2])
     widgets.bound(c1.text_input, "Document type (with its article)", "doc_type", placeholder="a short news article")
-    widgets.bound(c2.checkbox, "Class names are public: mention each sequence's class in its prompt", "include_label")
+    widgets.bound(c2.checkbox, "Class names in the prompt (declared public on page 1 and released with the data; "
+                  "untick to leave them out)", "include_label")
     few = st.file_uploader("Optional PUBLIC few-shot examples (CSV/JSONL with a 'text' column, or .txt with examples "
                            "separated by blank lines) — never the private corpus", type=["csv", "jsonl", "txt"],
                            key="few_shot_upload")
@@ -74,6 +76,10 @@ else:
         if st.button("Remove the few-shot examples"):
             s["few_shot"], s["few_shot_name"] = (), ""
             st.rerun()
+    widgets.bound(c2.number_input, "Drafts per sequence (the best is kept: it passes the non-document screen, a "
+                  "classifier trained only on the DP sequences assigns it to its class, it uses the most keyphrases; "
+                  "no privacy cost, K× the prompts)", "llm_drafts", min_value=1, max_value=MAX_DRAFTS,
+                  disabled=running)
     c1, c2, c3 = st.columns(3)
     widgets.bound(c1.number_input, "Max tokens per document", "max_tokens", min_value=8, max_value=4096, step=16)
     widgets.bound(c2.slider, "LLM temperature", "llm_temperature", min_value=0.0, max_value=1.5, step=0.05)

@@ -97,7 +97,8 @@ def generation_settings(limit: int) -> Any:
     return GenerationSettings(max_tokens=int(s["max_tokens"]), temperature=float(s["llm_temperature"]),
                               timeout=120.0 if offline else 60.0, retries=2 if offline else 4,
                               concurrency=1 if offline else int(s["concurrency"]), limit=int(limit),
-                              batch_size=int(s.get("llm_batch_size") or DEFAULT_BATCH_SIZE))
+                              batch_size=int(s.get("llm_batch_size") or DEFAULT_BATCH_SIZE),
+                              drafts=int(s.get("llm_drafts") or 1))
 
 
 def estimate_generation(limit: int) -> Any:
@@ -107,6 +108,7 @@ def estimate_generation(limit: int) -> Any:
     seqs = job_sequences()[: int(limit)]
     settings = generation_settings(limit)
     price = float(s["price_per_1k"]) or None
+    seqs = [q for q in seqs for _ in range(settings.drafts)]  # K drafts: K prompts per sequence
     return estimate_cost(seqs, prompt_config=prompt_config(), backend=llm_backend(), max_tokens=settings.max_tokens,
                          concurrency=settings.concurrency, price_per_1k=price, batch_size=settings.batch_size)
 

@@ -239,7 +239,10 @@ def test_page6_prompt_preview_few_shot_refusal_generation_and_cancel() -> None:
     at.file_uploader(key="few_shot_upload").set_value(("public.csv", public, "text/csv")).run()
     assert_clean(at)
     assert "rainy weekend" in at.code[0].value
-    # class names only when marked public
+    # class names in the prompt by default (declared public); the opt-out removes them from the preview
+    assert "The document is about:" in at.code[0].value
+    at.checkbox(key="_w.include_label").uncheck().run()
+    assert "The document is about:" not in at.code[0].value
     at.checkbox(key="_w.include_label").check().run()
     assert "The document is about:" in at.code[0].value
     # write 1 document, then cancel a second job right away: finished documents are kept
