@@ -114,3 +114,9 @@ def test_forecast_statistics_serialise_rounded() -> None:
                  "public_vocabulary": "g", "public_vocabulary_size": 10, "terms_per_doc": 3, "epsilon": 0.2,
                  "curve_share": 0.5, "curve_noise_scale": 30.0, "class_noise_scale": 10.0,
                  "neighbouring": ADD_REMOVE_ONE_DOCUMENT}
+
+
+def test_count_noise_is_integer_valued_with_opendp() -> None:
+    """The event says "Laplace(1/ε), integer-valued": OpenDP's discrete Laplace keeps the released count whole."""
+    values = [cnt.release_count(10, epsilon=1.0, noise=NoiseSource()).value for _ in range(5)]
+    assert all(float(v).is_integer() for v in values)
