@@ -173,7 +173,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Evaluate a run folder against its held-out real test documents: the no-LLM check (TF-IDF + "
                     "logistic regression on keyphrase sequences) with its real keyphrase baseline, and — when the run "
                     "has documents.jsonl — downstream accuracy of the synthetic documents against the same classifier "
-                    "trained on as many real documents, plus Deep CORAL when client documents were set aside. Writes "
+                    "trained on as many real documents, precision and recall of the synthetic against the real test documents "
+                    "on embeddings (k-NN manifolds, Kynkäänniemi et al. 2019: are they realistic, do they cover the "
+                    "real variety?), plus Deep CORAL when client documents were set aside. Writes "
                     "DIR/evaluation.json, which is PRIVATE (local evaluation on real data — not for release).",
     )
     p.add_argument("--run", required=True, help="run folder written by `sample` (and `generate`)")

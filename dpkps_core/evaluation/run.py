@@ -1,4 +1,4 @@
-"""Evaluating a run folder locally: reload it with its private corpus and split, downstream accuracy, the no-LLM check, Deep CORAL, projections; evaluation.json (PRIVATE, never exported).
+"""Evaluating a run folder locally: reload it with its private corpus and split, downstream accuracy, the no-LLM check, Deep CORAL, precision/recall on embeddings, projections; evaluation.json (PRIVATE, never exported).
 
 Nothing here logs or prints document text."""
 
@@ -26,6 +26,7 @@ from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary
 from dpkps_core.progress import Progress
 from dpkps_core.evaluation.classifiers import CLASSIFIERS, embedding_accuracy, real_baseline_accuracy
+from dpkps_core.evaluation.distribution import DEFAULT_K, DistributionScore, distribution_score
 from dpkps_core.evaluation.metrics import MetricSummary, PRIVATE_NOTE, Scores, _noop, chance_accuracy
 from dpkps_core.evaluation.no_llm import keyphrase_sequences, no_llm_check, real_keyphrase_baseline
 from dpkps_core.evaluation.projections import projection_frame, subsample
@@ -122,20 +123,30 @@ def projection_for_run(
 
 @dataclasses.dataclass
 class EvaluationResult:
-    """Local evaluation of one run (PRIVATE: never exported). ``metrics`` maps a clear name to its summary."""
+    """Local evaluation of one run (PRIVATE: never exported). ``metrics`` maps a clear name to its summary;
+    ``distribution`` is precision/recall of the synthetic documents against the real test documents on embeddings
+    (None before the LLM step)."""
 
     metrics: dict[str, MetricSummary]
     info: dict[str, Any]
+    distribution: DistributionScore | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"private": True, "note": PRIVATE_NOTE, **self.info,
-                **{name: m.to_dict() for name, m in self.metrics.items()}}
+        out = {"private": True, "note": PRIVATE_NOTE, **self.info,
+               **{name: m.to_dict() for name, m in self.metrics.items()}}
+        if self.distribution is not None:
+            out["distribution"] = self.distribution.to_dict()
+        return out
 
     def summary_lines(self) -> list[str]:
         lines = [f"Evaluation ({PRIVATE_NOTE}); test documents: {self.info.get('n_test', 0):,}, "
                  f"chance (majority class): {self.info.get('chance_accuracy', float('nan')):.3f}"]
         for name, m in self.metrics.items():
             lines.append(f"  {name:<40} {m.format()}  (macro-F1 {m.macro_f1_mean:.3f}, n_train {m.n_train:,})")
+        if self.distribution is not None:
+            d = self.distribution
+            lines.append(f"  {'synthetic vs real test (embeddings)':<40} {d.format()}  (k = {d.k}, "
+                         f"{d.n_compared:,} documents a side)")
         return lines
 
 
@@ -160,10 +171,13 @@ def _real_keyphrase_baseline(run: Any, *, vocabulary: PublicVocabulary | None, c
 
 
 def _document_metrics(run: Any, embedder: Embedder, *, classifier: str, seeds: list[int], coral: bool | None,
-                      coral_weight: float, report: Progress) -> dict[str, MetricSummary]:
+                      coral_weight: float, report: Progress
+                      ) -> tuple[dict[str, MetricSummary], DistributionScore | None]:
     """Downstream accuracy of the synthetic documents and the real-document baseline (same classifier, same
     number of documents per class), and the Deep CORAL variants when asked for (or, with ``coral`` None, when
-    the split has client documents). Real documents are embedded in memory only, once each."""
+    the split has client documents); precision/recall of the synthetic against the real test documents on the
+    same embeddings (None when either side has k documents or fewer). Real documents are embedded in memory only,
+    once each."""
     train, test, seed_list = run.train, run.test, seeds
     metrics: dict[str, MetricSummary] = {}
     report(0.15, f"embedding {len(test):,} real test documents (in memory only)")
@@ -172,6 +186,8 @@ def _document_metrics(run: Any, embedder: Embedder, *, classifier: str, seeds: l
     doc_texts = [d["text"] for d in run.documents]
     doc_labels = [d["label"] for d in run.documents]
     syn_emb = embed_texts(doc_texts, embedder, progress=lambda f, m: report(0.4 + 0.2 * f, m))
+    distribution = (distribution_score(test_emb, syn_emb, seeds=seed_list, embedding_model=embedder.name)
+                    if min(len(test_emb), len(syn_emb)) > DEFAULT_K else None)
     metrics["synthetic_accuracy"] = embedding_accuracy(
         syn_emb, doc_labels, test_emb, test.labels, classifier=classifier, seeds=seed_list,
         name="synthetic_accuracy", note=f"{classifier} on {embedder.name} embeddings of the synthetic documents")
@@ -191,7 +207,7 @@ def _document_metrics(run: Any, embedder: Embedder, *, classifier: str, seeds: l
             syn_emb, doc_labels, test_emb, test.labels, classifier=classifier, seeds=seed_list,
             client_embeddings=client_emb, coral_weight=coral_weight, name="synthetic_accuracy_coral",
             note=f"torch head, cross-entropy + {coral_weight:g}·CORAL (logits) against the client part")
-    return metrics
+    return metrics, distribution
 
 
 def evaluate_run(
@@ -228,6 +244,7 @@ def evaluate_run(
         raise ParameterError("Deep CORAL needs unlabelled client documents; sample again with --client-fraction above 0.")
     length = run.config.length
     metrics: dict[str, MetricSummary] = {}
+    distribution: DistributionScore | None = None
     report(0.05, "no-LLM check: test documents → keyphrase sequences")
     test_seqs = keyphrase_sequences(test.texts, run.private_vocabulary, length=length)
     no_llm = no_llm_check(run.sequences, test.texts, test.labels, private_vocabulary=run.private_vocabulary,
@@ -257,14 +274,18 @@ def evaluate_run(
         if embedder is None:
             name = run.config.embedding_model
             embedder = get_embedder(name) if device is None else get_embedder(name, device=device)
-        metrics.update(_document_metrics(run, embedder, classifier=classifier, seeds=seed_list, coral=coral,
-                                         coral_weight=coral_weight, report=report))
+        doc_metrics, distribution = _document_metrics(run, embedder, classifier=classifier, seeds=seed_list,
+                                                      coral=coral, coral_weight=coral_weight, report=report)
+        metrics.update(doc_metrics)
+        if distribution is None:
+            info["distribution_note"] = (f"Precision/recall on embeddings needs more than {DEFAULT_K} synthetic and "
+                                         f"{DEFAULT_K} real test documents.")
         if "synthetic_accuracy_coral" in metrics:
             info["coral_weight"] = coral_weight
         timings["documents"] = time.perf_counter() - t
     info["timings_seconds"] = {k: round(v, 2) for k, v in timings.items()}
     report(1.0, "evaluation done")
-    return EvaluationResult(metrics, info)
+    return EvaluationResult(metrics, info, distribution)
 
 
 def write_evaluation(result: EvaluationResult, run_dir: str | Path) -> Path:
