@@ -1,18 +1,24 @@
 """The headline metric end to end: sample → generate (offline model) → evaluate, on the public demo corpora.
 
-    python -m benchmarks.end_to_end --corpus demo:bbc --corpus demo:drugs                  # hours on 2 CPU cores
-    python -m benchmarks.end_to_end --corpus demo:bbc --readme README.md                   # + README table
+    # the README table: each lever in its own row (engine, class names, selection), 100 documents per class
+    python -m benchmarks.end_to_end --corpus demo:bbc --corpus demo:drugs --table levers --readme README.md
+    # two chosen variants, ENGINE,NAMES,DRAFTS each (engine ct2|torch; names|nonames; drafts per sequence)
+    python -m benchmarks.end_to_end --corpus demo:bbc --per-class 10 --variant ct2,names,1 --variant ct2,names,2
     python -m benchmarks.end_to_end --corpus demo:drugs --per-class 2 --max-tokens 16 --seeds 1   # smoke run
 
 Per corpus: ONE DP sampling run (ε_voc + ε_kde = 5 + 5 by default, `--per-class` keyphrase sequences per class),
-then the offline SmolLM2-135M writes one document per sequence twice — without and with the class name in the
-prompt (the demo corpora's class names are public) — and the local evaluation trains logistic regression on
-MiniLM embeddings of (a) the synthetic documents, (b) as many real training documents per class, tested on the
-held-out real documents; the no-LLM figure (TF-IDF on the DP keyphrase sequences themselves) comes from the same
-run. Everything lives under ``--out`` (default ``runs/end_to_end``), with a ledger of its own (the demo corpora
-are public data); re-running the same command resumes: sampling is skipped when its sequences exist and
-finished documents are kept. Writes ``<out>/END_TO_END.md`` and, with ``--readme``, replaces the table between
-``<!-- end_to_end:start -->`` and ``<!-- end_to_end:end -->`` (appended under "## Headline" when missing).
+then the offline SmolLM2-135M writes one document per sequence once per variant, and the local evaluation trains
+logistic regression on MiniLM embeddings of (a) the synthetic documents, (b) as many real training documents per
+class, tested on the held-out real documents; it also scores precision/recall of the synthetic against the real
+test documents on those embeddings (k-NN manifolds, Kynkäänniemi et al. 2019); the no-LLM figure (TF-IDF on the
+DP keyphrase sequences themselves) comes from the same run. ``--table levers`` writes, per corpus, the rows
+torch/no class names/1 draft (before issue 22's levers), then + the CTranslate2 engine, + class names in the
+prompt, + best of 2 drafts — each lever's effect in its own row, with the wall time of each row's generation and
+evaluation. Everything lives under ``--out`` (default ``runs/end_to_end``), with a ledger of its own (the demo
+corpora are public data); re-running the same command resumes: sampling is skipped when its sequences exist and
+finished documents are kept (a resumed row's generation time counts only what was written then). Writes
+``<out>/END_TO_END.md`` and, with ``--readme``, replaces the table between ``<!-- end_to_end:start -->`` and
+``<!-- end_to_end:end -->`` (appended under "## Headline" when missing).
 """
 
 from __future__ import annotations
@@ -40,6 +46,37 @@ START, END = "<!-- end_to_end:start -->", "<!-- end_to_end:end -->"
 _SAMPLED = ("sequences.jsonl", "run_config.json", "privacy_report.json", "private_vocabulary.json", "split.json")
 
 
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """How the documents of one row are written: the engine, class names in the prompt, drafts per sequence."""
+
+    engine: str = "ct2"
+    class_names: bool = True
+    drafts: int = 1
+
+    @classmethod
+    def parse(cls, text: str) -> "Variant":
+        """``ENGINE,NAMES,DRAFTS``, e.g. ``ct2,names,2`` or ``torch,nonames,1``."""
+        parts = [p.strip() for p in text.split(",")]
+        if len(parts) != 3 or parts[0] not in ("ct2", "torch") or parts[1] not in ("names", "nonames") \
+                or not parts[2].isdigit() or int(parts[2]) < 1:
+            raise argparse.ArgumentTypeError(f"expected ENGINE,NAMES,DRAFTS like ct2,names,2; got {text!r}")
+        return cls(parts[0], parts[1] == "names", int(parts[2]))
+
+    @property
+    def folder(self) -> str:
+        return f"{self.engine}_{'names' if self.class_names else 'nonames'}_d{self.drafts}"
+
+    def describe(self) -> str:
+        return f"{self.engine}, class names {'on' if self.class_names else 'off'}, {self.drafts} draft(s)"
+
+
+#: ``--table levers``: before the levers, then each lever added in turn (its effect in its own row).
+LEVERS = (Variant("torch", False, 1), Variant("ct2", False, 1), Variant("ct2", True, 1), Variant("ct2", True, 2))
+LEVER_NAMES = {LEVERS[0]: "before (torch, no class names, 1 draft)", LEVERS[1]: "+ CTranslate2 engine",
+               LEVERS[2]: "+ class names in the prompt", LEVERS[3]: "+ best of 2 drafts"}
+
+
 @dataclasses.dataclass
 class Row:
     """One line of the table."""
@@ -52,19 +89,27 @@ class Row:
     no_llm: float
     generate_s: float
     evaluate_s: float
+    engine: str = ""
+    drafts: int = 1
+    precision: float | None = None
+    recall: float | None = None
+    label: str = ""
 
 
 def format_table(rows: Sequence[Row], *, header: str) -> str:
     """The Markdown block (header line + table) that goes between the README markers."""
     lines = [header, "",
-             "| corpus | class names in the prompt | synthetic documents | accuracy: trained on synthetic | "
-             "accuracy: trained on as many real | no-LLM (keyphrases only) | generation | evaluation |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| corpus | variant | engine | class names in the prompt | drafts | synthetic documents | "
+             "accuracy: trained on synthetic | accuracy: trained on as many real | synthetic / real | "
+             "precision / recall (embeddings) | no-LLM (keyphrases only) | generation | evaluation |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        ratio = r.synthetic[0] / r.real[0] if r.real[0] else float("nan")
+        pr = "—" if r.precision is None or r.recall is None else f"{r.precision:.3f} / {r.recall:.3f}"
         lines.append(
-            f"| {r.corpus} | {'yes' if r.class_names else 'no'} | {r.documents:,} | "
-            f"{r.synthetic[0]:.3f} ± {r.synthetic[1]:.3f} | {r.real[0]:.3f} ± {r.real[1]:.3f} | {r.no_llm:.3f} | "
-            f"{_minutes(r.generate_s)} | {_minutes(r.evaluate_s)} |")
+            f"| {r.corpus} | {r.label or '—'} | {r.engine or '—'} | {'yes' if r.class_names else 'no'} | {r.drafts} | "
+            f"{r.documents:,} | {r.synthetic[0]:.3f} ± {r.synthetic[1]:.3f} | {r.real[0]:.3f} ± {r.real[1]:.3f} | "
+            f"{ratio:.2f} | {pr} | {r.no_llm:.3f} | {_minutes(r.generate_s)} | {_minutes(r.evaluate_s)} |")
     return "\n".join(lines)
 
 
@@ -87,6 +132,7 @@ def _sample(spec: str, run: Path, args: argparse.Namespace) -> float:
         print(f"[{spec}] sampling: reusing {run}", file=sys.stderr)
         return 0.0
     t0 = time.perf_counter()
+    run.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # `sample --out` wants an existing parent
     rc = cli(["sample", "--corpus", spec, "--eps-voc", str(args.eps_voc), "--eps-kde", str(args.eps_kde),
               "--per-class", str(args.per_class), "--epsilon-cap", str(max(1000.0, args.eps_voc + args.eps_kde)),
               "--out", str(run)])
@@ -104,7 +150,8 @@ def _variant(run: Path, folder: Path) -> Path:
     return folder
 
 
-def run_corpus(spec: str, args: argparse.Namespace, backend: Any) -> list[Row]:
+def run_corpus(spec: str, args: argparse.Namespace, backends: dict[str, Any]) -> list[Row]:
+    """Sample once, then write and evaluate every variant of ``args.variants`` on the same DP sequences."""
     from dpkps_core.evaluation import evaluate_run, write_evaluation
     from dpkps_core.llm import GenerationSettings, PromptConfig, read_sequences, run_generation
 
@@ -113,23 +160,23 @@ def run_corpus(spec: str, args: argparse.Namespace, backend: Any) -> list[Row]:
     _sample(spec, run, args)
     sequences = read_sequences(run / "sequences.jsonl")
     rows = []
-    for labels in args.variants:
-        folder = _variant(run, base / ("with_class_names" if labels else "without_class_names"))
-        config = PromptConfig(doc_type=DOC_TYPES.get(spec, "a document"), include_label=labels)
+    for variant in args.variants:
+        folder = _variant(run, base / variant.folder)
+        config = PromptConfig(doc_type=DOC_TYPES.get(spec, "a document"), include_label=variant.class_names)
         settings = GenerationSettings(max_tokens=args.max_tokens, temperature=0.7, timeout=600.0, retries=2,
-                                      batch_size=args.batch_size)
+                                      batch_size=args.batch_size, drafts=variant.drafts)
         t0 = time.perf_counter()
         last = [0.0]
 
-        def progress(p: Any, spec: str = spec, labels: bool = labels) -> None:
+        def progress(p: Any, spec: str = spec, variant: Variant = variant) -> None:
             if time.monotonic() - last[0] > 30 or p.done + p.failed == p.total:
                 last[0] = time.monotonic()
                 eta = f", ETA {_minutes(p.eta_s)}" if p.eta_s is not None else ""
-                print(f"[{spec}, class names {'on' if labels else 'off'}] {p.done}/{p.total} documents{eta}",
-                      file=sys.stderr, flush=True)
+                print(f"[{spec}, {variant.describe()}] {p.done}/{p.total} documents{eta}", file=sys.stderr,
+                      flush=True)
 
-        summary = run_generation(sequences, backend=backend, prompt_config=config, run_dir=folder,
-                                 settings=settings, progress=progress)
+        summary = run_generation(sequences, backend=_backend(backends, variant.engine, args), prompt_config=config,
+                                 run_dir=folder, settings=settings, progress=progress)
         generate_s = time.perf_counter() - t0
         if summary.failed:
             print(f"[{spec}] {summary.failed} document(s) failed; re-run to retry them", file=sys.stderr)
@@ -137,19 +184,47 @@ def run_corpus(spec: str, args: argparse.Namespace, backend: Any) -> list[Row]:
         result = evaluate_run(folder, seeds=args.seeds, coral=False, device=args.device)
         write_evaluation(result, folder)
         evaluate_s = time.perf_counter() - t0
-        m = result.metrics
-        rows.append(Row(spec, labels, summary.done, (m["synthetic_accuracy"].accuracy_mean,
-                                                     m["synthetic_accuracy"].accuracy_sd),
+        m, dist = result.metrics, result.distribution
+        rows.append(Row(spec, variant.class_names, summary.done,
+                        (m["synthetic_accuracy"].accuracy_mean, m["synthetic_accuracy"].accuracy_sd),
                         (m["real_baseline_accuracy"].accuracy_mean, m["real_baseline_accuracy"].accuracy_sd),
-                        m["no_llm_accuracy"].accuracy_mean, generate_s, evaluate_s))
-        print(f"[{spec}] class names {'on' if labels else 'off'}: synthetic {rows[-1].synthetic[0]:.3f}, real "
-              f"{rows[-1].real[0]:.3f}, no-LLM {rows[-1].no_llm:.3f}", file=sys.stderr, flush=True)
+                        m["no_llm_accuracy"].accuracy_mean, generate_s, evaluate_s, engine=variant.engine,
+                        drafts=variant.drafts, precision=dist.precision_mean if dist else None,
+                        recall=dist.recall_mean if dist else None,
+                        label=LEVER_NAMES.get(variant, "") if args.table == "levers" else ""))
+        r = rows[-1]
+        print(f"[{spec}] {variant.describe()}: synthetic {r.synthetic[0]:.3f}, real {r.real[0]:.3f}, no-LLM "
+              f"{r.no_llm:.3f}, precision/recall {r.precision} / {r.recall}, generation {_minutes(generate_s)}",
+              file=sys.stderr, flush=True)
     return rows
+
+
+def _backend(backends: dict[str, Any], engine: str, args: argparse.Namespace) -> Any:
+    """The offline backend of ``engine`` (built once per engine; asking for ct2 where it cannot run is an error)."""
+    if engine not in backends:
+        from dpkps_core.llm import make_backend
+
+        backends[engine] = make_backend("offline", threads=args.threads, device=args.device, engine=engine)
+        note = getattr(backends[engine], "engine_note", None)
+        if note:
+            print(note, file=sys.stderr)
+    return backends[engine]
+
+
+def _variants(args: argparse.Namespace) -> list[Variant]:
+    """The rows to write: ``--table levers``, else ``--variant`` options, else ``--class-names`` with the
+    default engine and ``--drafts``."""
+    if args.table == "levers":
+        return list(LEVERS)
+    if args.variant:
+        return list(dict.fromkeys(args.variant))
+    names = {"both": (False, True), "without": (False,), "with": (True,)}[args.class_names]
+    return [Variant(args.engine, n, args.drafts) for n in names]
 
 
 def main(argv: list[str] | None = None) -> int:
     from dpkps_core.device import DEVICE_CHOICES, describe_device, resolve_device
-    from dpkps_core.llm.local import DEFAULT_BATCH_SIZE, OfflineBackend
+    from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.end_to_end", description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", action="append", default=None, help="demo corpus (repeatable; default demo:bbc)")
@@ -161,33 +236,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="CPU threads of the offline model")
     ap.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     ap.add_argument("--seeds", type=int, default=3, help="classifier / baseline-sample seeds")
-    ap.add_argument("--class-names", choices=("both", "without", "with"), default="both",
-                    help="prompt variants: without and/or with each sequence's (public) class name")
+    ap.add_argument("--table", choices=("levers",), default=None,
+                    help="levers: per corpus the rows torch/no class names/1 draft, + ct2, + class names, + 2 drafts")
+    ap.add_argument("--variant", action="append", type=Variant.parse, default=None, metavar="ENGINE,NAMES,DRAFTS",
+                    help="one row's variant, e.g. ct2,names,2 (repeatable)")
+    ap.add_argument("--class-names", choices=("both", "without", "with"), default="with",
+                    help="without --table/--variant: prompt variants without and/or with the (public) class name")
+    ap.add_argument("--engine", choices=("ct2", "torch"), default="ct2", help="without --table/--variant")
+    ap.add_argument("--drafts", type=int, default=1, help="without --table/--variant: drafts per sequence")
     ap.add_argument("--out", default="runs/end_to_end", help="working folder (resumable)")
     ap.add_argument("--readme", default=None, metavar="FILE", help="also replace the table in this README")
     args = ap.parse_args(argv)
     specs = args.corpus or ["demo:bbc"]
-    args.variants = {"both": (False, True), "without": (False,), "with": (True,)}[args.class_names]
+    args.variants = _variants(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.environ.setdefault("DPKPS_LEDGER_DIR", str(out / "ledgers"))  # public demo data: a ledger of its own
     device = resolve_device(args.device)
-    backend = OfflineBackend(threads=args.threads, device=device)
+    backends: dict[str, Any] = {}
     t0 = time.perf_counter()
     rows: list[Row] = []
     for spec in specs:
-        rows.extend(run_corpus(spec, args, backend))
+        rows.extend(run_corpus(spec, args, backends))
     wall = time.perf_counter() - t0
+    for b in backends.values():
+        b.close()
     import torch
 
     hardware = (f"{platform.machine()}, {os.cpu_count()} CPU core(s), {describe_device(device)}, torch "
                 f"{torch.__version__}, {args.threads} model thread(s)")
-    header = (f"`python -m benchmarks.end_to_end {' '.join('--corpus ' + s for s in specs)} --per-class "
-              f"{args.per_class} --max-tokens {args.max_tokens}` ({_dt.date.today().isoformat()}): ε_voc + ε_kde = "
-              f"{args.eps_voc:g} + {args.eps_kde:g}, {args.per_class} documents per class written by the offline "
-              f"SmolLM2-135M-Instruct (≤ {args.max_tokens} tokens, temperature 0.7, batches of {args.batch_size}); "
-              f"logistic regression on all-MiniLM-L6-v2 embeddings, mean ± sd over {args.seeds} seed(s), tested on "
-              f"the held-out real documents. Wall time {_minutes(wall)} on {hardware}.")
+    command = " ".join(["python -m benchmarks.end_to_end", *(f"--corpus {s}" for s in specs),
+                        f"--per-class {args.per_class}", f"--max-tokens {args.max_tokens}",
+                        *(["--table levers"] if args.table else [f"--variant {v.engine},"
+                          f"{'names' if v.class_names else 'nonames'},{v.drafts}" for v in args.variants])])
+    header = (f"`{command}` ({_dt.date.today().isoformat()}): ε_voc + ε_kde = {args.eps_voc:g} + {args.eps_kde:g}, "
+              f"{args.per_class} documents per class written by the offline SmolLM2-135M-Instruct (≤ "
+              f"{args.max_tokens} tokens, temperature 0.7, batches of {args.batch_size} prompts) from ONE DP sampling "
+              f"run per corpus; logistic regression on all-MiniLM-L6-v2 embeddings, mean ± sd over {args.seeds} "
+              f"seed(s), tested on the held-out real documents; precision / recall: the synthetic against the real "
+              f"test documents on the same embeddings (k = 3 nearest neighbours, equal sizes). Generation and "
+              f"evaluation: wall time of each row. Total {_minutes(wall)} on {hardware}.")
     block = format_table(rows, header=header)
     (out / "END_TO_END.md").write_text(block + "\n", encoding="utf-8")
     print(block)
