@@ -50,6 +50,14 @@ with tab_acc:
                 n_classes = len(s["corpus"].classes) if s.get("corpus") is not None else 1
                 st.dataframe(review.evaluation_table(res.metrics, n_classes), hide_index=True,
                              key="table.evaluation")
+                dist = getattr(res, "distribution", None)  # precision/recall on embeddings (evaluation/distribution)
+                if dist is not None:
+                    st.markdown(f"{widgets.PRIVATE_BADGE} **Synthetic vs real test documents on embeddings** "
+                                f"(Kynkäänniemi et al. 2019, k = {dist.k}, {dist.n_compared:,} documents a side): "
+                                f"{dist.format()}. Precision: share of synthetic documents that fall among real "
+                                "ones (realistic); recall: share of real documents the synthetic ones cover (variety).")
+                elif res.info.get("distribution_note"):
+                    st.caption(res.info["distribution_note"])
                 small = [review.METRIC_NAMES.get(k, k) for k, m in res.metrics.items()
                          if review.judge_note(m.n_train, n_classes)]
                 if small:

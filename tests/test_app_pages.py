@@ -290,6 +290,9 @@ def test_page7_evaluation_overlays_and_sweep(fake_umap: None) -> None:
     assert {"No-LLM check: DP keyphrase sequences", "Real keyphrase baseline (upper bound)", "Synthetic documents",
             "Real documents, same number"} <= set(rows["Classifier trained on"])
     assert all(0 <= a <= 1 for a in rows["Accuracy"])
+    # precision/recall on embeddings needs more than k documents a side: with 2 synthetic ones the page says so
+    assert job.result.distribution is None
+    assert any("Precision/recall on embeddings needs more than 3" in c for c in at.caption.values)
     click(at, "Draw t-SNE and UMAP overlays")
     job = wait_job(at, "job_projection")
     assert job.error is None, job.error
