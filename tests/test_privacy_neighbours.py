@@ -282,6 +282,8 @@ def test_the_apps_seeded_density_step_keeps_its_vocabulary_out_of_the_persistent
     c = _corpus()
     cfg = _config(seed=seed)
     state: dict = {}
+    run_folder = tmp_path / "run"
+    run_folder.mkdir()
     noise = NoiseSource(seed, sampler="numpy")
     ledger = PrivacyLedger()
     state["pv"] = pipeline.vocabulary_step(c, VOCAB, cfg, noise=noise, ledger=ledger).private_vocabulary
@@ -289,8 +291,11 @@ def test_the_apps_seeded_density_step_keeps_its_vocabulary_out_of_the_persistent
                         "ledger": lambda: ledger, "noise": lambda: noise, "train_part": lambda: c,
                         "embedder": lambda name: HashingEmbedder(dim=8),
                         "embedding_cache": lambda: EmbeddingCache(),
-                        "clear_after": lambda step, include=False: None}.items():
+                        "clear_after": lambda step, include=False: None,
+                        "require_selected_corpus": lambda: c, "run_state_base": lambda: {},
+                        "run_dir": lambda create=True: run_folder}.items():
         monkeypatch.setattr(steps, name, value)
+    monkeypatch.setattr(steps.spend, "started", lambda: None)
     steps.run_density()
     assert state["density_meta"]["left_out"] == 0 and state["dp_density"] is not None
     cached = tmp_path / "cache" / "embeddings.sqlite"
