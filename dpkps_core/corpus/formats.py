@@ -119,8 +119,12 @@ def resolve_input(
             except (OSError, ValueError):
                 pass
         data = source.read()
-        if isinstance(data, str):
-            data = data.encode("utf-8")
+        if isinstance(data, str):  # already decoded text: re-encode it in the encoding it will be decoded with
+            try:
+                data = data.encode(encoding)
+            except UnicodeEncodeError:
+                raise CorpusError(f"The text holds characters that {encoding} cannot hold; choose UTF-8 as its "
+                                  "encoding.") from None
         display = filename or str(getattr(source, "name", "") or "upload")
         folder = None
     elif isinstance(source, (str, os.PathLike)):
