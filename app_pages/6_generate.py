@@ -107,7 +107,7 @@ else:
             st.rerun()
 
     def show_non_documents(docs: list, fails: list) -> None:
-        """Issue 14 §5: replies that were not documents were retried; the share that never became one is shown."""
+        """Replies that were not documents were retried; the share that never became one is shown."""
         bad, attempted = review.non_document_share(docs, fails)
         if attempted:
             (st.warning if bad else st.caption)(

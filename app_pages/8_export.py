@@ -103,7 +103,7 @@ else:
                          hide_index=True)
         st.subheader("Download")
         ready = True
-        if not docs:  # issue 14 §4: never offer an empty bundle without saying so
+        if not docs:  # never offer an empty bundle without saying so
             other = [r for r in runs if r["documents"] and r["path"] != out]
             st.warning("This run holds **no synthetic documents** (its sequences were sampled after the last "
                        "documents were written, or none were written yet). Write them on page 6"

@@ -1,4 +1,4 @@
-"""How the defaults were chosen (issue 8): no-LLM accuracy of candidate settings measured on the TRAINING part
+"""How the defaults were chosen (docs/DEFAULTS.md): no-LLM accuracy of candidate settings measured on the TRAINING part
 only (a validation split carved out of the training part of the standard split), never on the test split that
 docs/RESULTS.md reports.
 

@@ -1,4 +1,4 @@
-"""Cost of vetted noise (issue 11 §4): ``python -m benchmarks.noise [--repeats R]``.
+"""Cost of vetted noise (docs/PRIVACY.md): ``python -m benchmarks.noise [--repeats R]``.
 
 Times :class:`~dpkps_core.dp.rng.NoiseSource` releases with OpenDP's samplers (the default) against NumPy's (the
 explicit fast option) at the default parameters:

@@ -195,7 +195,7 @@ class EmbeddingCache:
 
 
 class MemoryEmbeddingCache:
-    """An in-memory embedding cache for terms that must not be stored at rest (issue 11 §4).
+    """An in-memory embedding cache for terms that must not be stored at rest (docs/PRIVACY.md).
 
     Vocabularies drawn by an ε sweep or an audit use seeded (or many) noise draws over private counts: the
     set of terms is a function of private data that no DP release covers, so it stays in this process's memory

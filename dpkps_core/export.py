@@ -383,7 +383,7 @@ def _without_fingerprints(obj: Any) -> Any:
 
 
 def _unit_line(neighbouring: str) -> str:
-    """The report's unit-of-privacy line, from the privacy report's neighbouring relation (issue 15)."""
+    """The report's unit-of-privacy line, from the privacy report's neighbouring relation (DESIGN §2, person unit)."""
     if "person" in neighbouring:
         return (f"- Unit of privacy: **one person** ({neighbouring}); each person's documents together contribute "
                 "what one document would, and no person identifier is released.")
@@ -415,7 +415,7 @@ _PRIVATE_LOCATION_KEYS = ("corpus_path", "private_corpus_path", "corpus_file", "
 
 
 def public_run_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The run configuration as released (issue 11 §4): no hash of a private file, no private path or file name
+    """The run configuration as released (docs/PRIVACY.md): no hash of a private file, no private path or file name
     and none of its column names (:data:`PRIVATE_COLUMN_KEYS`) — a user's corpus is named by the fixed public
     phrase :data:`PRIVATE_CORPUS_PLACEHOLDER` (the local run folder keeps the path and columns for re-runs); a
     bundled public demo corpus keeps its ``demo:…`` name."""

@@ -49,12 +49,12 @@ def build_private_vocabulary(
 
     ``counts`` may be passed when already computed (:func:`term_counts`; they do not depend on ε), e.g. by an
     ε sweep that re-runs only the noise. ``groups`` (a person per document): each person's first S distinct
-    terms over all their documents (issue 15)."""
+    terms over all their documents (DESIGN §2, person unit)."""
     if counts is None:
         if progress:
             progress(0.05, f"matching the training documents against {len(vocabulary):,} public terms")
         counts = term_counts(texts, vocabulary, terms_per_doc=terms_per_doc, matcher=matcher, groups=groups)
-    # No refusal on private data here (issue 11 §2): a corpus without any term of V still gets its (noise-only)
+    # No refusal on private data here (DESIGN §2): a corpus without any term of V still gets its (noise-only)
     # release, so that whether Ṽ is released never depends on one document. run_sampling warns locally.
     if progress:
         progress(0.8, "adding Laplace noise to every term of the public vocabulary")
@@ -74,7 +74,7 @@ def term_counts(texts: Sequence[str], vocabulary: PublicVocabulary, *, terms_per
     without :func:`build_private_vocabulary`'s noise.
 
     With ``groups`` (a person per document) each PERSON counts the first S distinct terms over all their
-    documents in corpus order (issue 15), so one person moves the histogram by at most S in L1."""
+    documents in corpus order (DESIGN §2, person unit), so one person moves the histogram by at most S in L1."""
     matcher = matcher or vocabulary.matcher
     if groups is None:
         return matcher.counts_first_distinct(texts, terms_per_doc, max_chars=LIMITS["max_chars_per_doc"])
@@ -104,7 +104,7 @@ def build_density(
 ) -> tuple[SmoothedHistogramDensity | RFFDensity, dict[str, Any]]:
     """Step 3 (ε_kde): the per-class DP density for the chosen method; returns it with the public choices made
     (:func:`~dpkps_core.density_plan.density_plan`: bandwidth, features, expected error). ``groups``: a person per
-    document (person-level unit, issue 15)."""
+    document (person-level unit, DESIGN §2)."""
     plan = density_plan(config, n_classes=len(classes), private_vocabulary=private_vocabulary, embeddings=embeddings)
     if plan.density == "histogram":
         density = build_smoothed_histogram_density(
@@ -426,7 +426,7 @@ def run_sampling(
     split = split_documents(corpus, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
                             seed=config.split_seed, by_person=by_person)
     train_all = corpus.subset(split.train)
-    train = train_all.declared_only()  # undeclared labels enter no DP step (issue 11 §2)
+    train = train_all.declared_only()  # undeclared labels enter no DP step (DESIGN §2)
     # progress messages may reach a terminal or log: no exact private size in them (DESIGN §2: local figures)
     report(0.02, "split: the training documents of the declared classes feed the DP steps")
     report(0.03, f"matching the training documents against {len(vocabulary):,} public terms")

@@ -1,4 +1,4 @@
-"""The one progress-callback type of the core (issue 12): ``progress(fraction in [0, 1], message)``.
+"""The one progress-callback type of the core (docs/ARCHITECTURE.md): ``progress(fraction in [0, 1], message)``.
 
 Long steps report through it; the app passes ``st.progress``/``st.status`` updates, the CLI a tqdm bar. Messages
 carry counts and step names only, never document text."""

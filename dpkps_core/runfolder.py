@@ -1,6 +1,6 @@
 """The run folder: the central contract between the steps, the CLI, the app and the export (docs/ARCHITECTURE.md).
 
-This module is its ONE owner (issue 12): the file names, which files are private and which may be released,
+This module is its ONE owner (docs/ARCHITECTURE.md): the file names, which files are private and which may be released,
 owner-only creation, the runs root, and the reading and writing of every file. Layout::
 
     sequences.jsonl           DP keyphrase sequences (release)

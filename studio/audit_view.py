@@ -1,4 +1,4 @@
-"""The audit page's session keys, background job and rendering (issue 11 §5). The audit itself — neighbours,
+"""The audit page's session keys, background job and rendering (docs/PRIVACY.md, "Empirical audit"). The audit itself — neighbours,
 trials, statistics, bounds — is :mod:`dpkps_core.audit`; here are only widgets, a job and plotly figures.
 
 The audit reads the private corpus: its results are PRIVATE (this session only, never in a run folder or the

@@ -1,4 +1,4 @@
-"""Embed each document once per session (issue 14 §9): an in-memory memo around the embedding model.
+"""Embed each document once per session: an in-memory memo around the embedding model.
 
 Evaluate, the real-vs-synthetic map and every Compare embed the same held-out documents; with this wrapper the
 second and later uses read the vectors from the session's memory. The memo lives in ``st.session_state`` only

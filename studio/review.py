@@ -1,4 +1,4 @@
-"""What the app shows must be right, readable and honest (issue 14): table formatting, method outlook before
+"""What the app shows must be right, readable and honest: table formatting, method outlook before
 spending ε, run history, the non-document share, compare bookkeeping and the memorisation check.
 
 Streamlit-side glue only: every number comes from ``dpkps_core`` (forecast, no-LLM sweep, risk, memorisation);
@@ -19,7 +19,7 @@ from dpkps_core.errors import ParameterError
 from dpkps_core.runfolder import RunFolder, iter_jsonl
 from studio import jobs, resources, session
 
-#: Human names of the evaluation metrics (issue 14 §6).
+#: Human names of the evaluation metrics (docs/ARCHITECTURE.md).
 METRIC_NAMES = {
     "no_llm_accuracy": "No-LLM check: DP keyphrase sequences",
     "real_keyphrase_baseline_accuracy": "Real keyphrase baseline (upper bound)",

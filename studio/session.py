@@ -303,7 +303,7 @@ def current_config(**overrides: Any) -> SamplingConfig:
 
 def memo_embedder(name: str = DEFAULT_MODEL, device: str | None = None) -> Any:
     """The embedding model behind this session's in-memory memo: each (private) document is embedded once per
-    session and corpus, whether by Evaluate, the map or Compare (issue 14 §9); never written anywhere."""
+    session and corpus, whether by Evaluate, the map or Compare; never written anywhere."""
     from studio.embedding_memo import MemoEmbedder, session_memo
 
     return MemoEmbedder(embedder(name, device), session_memo(ss(), ss().get("corpus_id"), name))
@@ -421,7 +421,7 @@ def clear_after(step: str, *, include: bool = False) -> None:
 # ============================================================================================ 1. corpus
 
 def person_column() -> str | None:
-    """The person column when the unit of privacy is a person (issue 15), else ``None`` (one document)."""
+    """The person column when the unit of privacy is a person (DESIGN §2, person unit), else ``None`` (one document)."""
     c = corpus()
     return c.person_column if c is not None and c.persons is not None else None
 

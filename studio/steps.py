@@ -202,7 +202,7 @@ def require_selected_corpus() -> Corpus:
 
 
 def declare_classes(names: Sequence[str]) -> Corpus:
-    """The user confirms ``names`` as the PUBLIC class names of the current corpus (issue 11 §2).
+    """The user confirms ``names`` as the PUBLIC class names of the current corpus (DESIGN §2).
 
     Suggestions read off the data are only shown locally; this declaration is what the DP steps release per
     class. Changing it discards Ṽ and what followed (the ε they spent stays on the ledger)."""

@@ -1,4 +1,4 @@
-"""``python -m dpkps_core audit``: empirical privacy audit of the release path on your corpus (issue 11 §5).
+"""``python -m dpkps_core audit``: empirical privacy audit of the release path on your corpus (docs/PRIVACY.md, "Empirical audit").
 
 Runs :func:`dpkps_core.audit.run_audit` with the same corpus, vocabulary and sampling options as ``sample``,
 prints ``empirical_epsilon_lower_bound: X (claimed: Y)`` and the verdict, and writes a PRIVATE JSON report and

@@ -1,4 +1,4 @@
-"""Privacy accounting outside pure ε-DP (issue 12): zCDP → (ε, δ), μ-GDP, and the calibrations that invert them.
+"""Privacy accounting outside pure ε-DP (docs/ARCHITECTURE.md): zCDP → (ε, δ), μ-GDP, and the calibrations that invert them.
 
 - zCDP (private prediction, paper 004 Theorem 1): ε = ρ + √(4ρ·log(1/δ)) (Bun & Steinke 2016, Lemma 3.5) or the
   tighter inf-over-α conversion (Canonne et al. 2020, Cor. 13); :func:`max_rho_for` inverts it.

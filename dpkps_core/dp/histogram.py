@@ -1,6 +1,6 @@
 """Exact smoothed DP keyphrase histogram (ε_kde) — the default density for independent sampling.
 
-Issue 8 §1 / DESIGN §6. Independent sampling only ever scores the finite Ṽ, and the class-conditional Gaussian
+DESIGN §6. Independent sampling only ever scores the finite Ṽ, and the class-conditional Gaussian
 KDE at the points of Ṽ equals a kernel-smoothed keyphrase histogram. Mechanism, per class c:
 
 * Neighbouring relation: add/remove one document.
@@ -81,7 +81,7 @@ def build_smoothed_histogram_density(
         embeddings: (|Ṽ|, d) unit-norm embeddings of Ṽ (public model applied to DP terms).
         epsilon: ε_kde (parallel composition over classes). bandwidth: σ ≥ 0 (0 → no smoothing).
         max_per_doc: M, truncation of each document's keyphrases.
-        groups / neighbouring: one person per document and the person-level relation (issue 15): a person's
+        groups / neighbouring: one person per document and the person-level relation (DESIGN §2, person unit): a person's
             occurrences over all their documents and classes weigh 1 in total, so sensitivity 1 and the same
             Laplace(1/ε) give ε-DP per person.
 

@@ -112,7 +112,7 @@ def rff_feature_sums(
     """The (C, I) statistic Σ_docs φ(doc) per class, before noise. Each document adds one φ ∈ [−√2, √2]^I, so
     adding or removing a document moves it by at most √2·I in L1. With ``groups`` (a person per document), a
     person's documents are weighted to total 1 across all classes, so adding or removing a person moves the
-    stacked (C, I) statistic by at most √2·I in L1 as well (issue 15)."""
+    stacked (C, I) statistic by at most √2·I in L1 as well (DESIGN §2, person unit)."""
     emb32 = np.asarray(embeddings, dtype=np.float32)
     if kind == "independent":
         hist = class_keyphrase_histograms(keyphrases, labels, classes, emb32.shape[0], max_per_doc=max_per_doc,
@@ -161,7 +161,7 @@ def build_rff_density(
         kind: ``"independent"``, ``"iterative-linear"`` or ``"iterative-log"``.
         epsilon: ε_kde for the whole density (split evenly over ensemble members).
         bandwidth: σ > 0. features: I. length: L (sequence length). max_per_doc: M (default L).
-        groups / neighbouring: one person per document and the person-level relation (issue 15): each
+        groups / neighbouring: one person per document and the person-level relation (DESIGN §2, person unit): each
             person's documents weigh 1 in total, so the same noise scale gives ε-DP per person.
 
     Charge first (DESIGN §2.0): the one event for the whole ensemble is recorded in ``ledger`` before the first

@@ -88,7 +88,7 @@ def real_keyphrase_baseline(
     train_texts: Sequence[str], train_labels: Sequence[str], test_texts: Sequence[str], test_labels: Sequence[str], *,
     vocabulary: PublicVocabulary, counts: np.ndarray, vocab_size: int, length: int,
 ) -> Scores:
-    """THE real keyphrase baseline — one definition for the app, the CLI, the sweep and every page (issue 14 §7).
+    """THE real keyphrase baseline — one definition for the app, the CLI, the sweep and every page (docs/ARCHITECTURE.md).
 
     The no-LLM check's classifier trained on the REAL training documents' keyphrase sequences and scored on the
     held-out documents' sequences, both over the noise-free vocabulary: the true top-``vocab_size`` terms of V by

@@ -65,7 +65,7 @@ class NoLLMEvaluator:
         self.vocabulary = vocabulary
         self.embedder = embedder
         # Ṽs drawn here are functions of private counts under seeded noise: embed them in memory only, reading
-        # (never writing) the persistent cache (issue 11 §4).
+        # (never writing) the persistent cache (docs/PRIVACY.md).
         self.cache = MemoryEmbeddingCache(read_from=cache)
         if config.classes is not None:
             corpus = corpus.with_classes(config.classes)
@@ -77,7 +77,7 @@ class NoLLMEvaluator:
         self.test = corpus.subset(self.split.test).declared_only()
         if len(self.test) == 0:
             raise ParameterError("The no-LLM check needs held-out test documents; set a test fraction above 0.")
-        self.groups = self.train.persons if config.person_column else None  # person unit (issue 15)
+        self.groups = self.train.persons if config.person_column else None  # person unit (DESIGN §2, person unit)
         self.counts = pipeline.term_counts(self.train.texts, vocabulary, terms_per_doc=config.terms_per_doc,
                                            groups=self.groups)
         self.chance = chance_accuracy(self.test.labels)
