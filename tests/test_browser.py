@@ -174,10 +174,10 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
             click("Next: Keyphrase densities →")
 
             heading("4 · Keyphrase densities")
-            expect(page.get_by_text("Compare the methods before spending anything").first).to_be_visible()  # §2
+            expect(page.get_by_text("Compare the methods before spending ε_kde").first).to_be_visible()  # the DP outlook
             click("Build densities (spends ε_kde = 5)")
             expect(page.get_by_text("Highest-density terms per class").first).to_be_visible()
-            expect(page.get_by_text("10 / 20").first).to_be_visible()
+            expect(page.get_by_text("10.2 / 20").first).to_be_visible()      # ε_forecast + ε_voc + ε_kde
             shot("4_densities")
             click("Next: Sequences →")
 
@@ -206,7 +206,7 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
             heading("8 · Export")
             expect(page.get_by_text("What is released, at what ε")).to_be_visible()
             expect(page.get_by_text("includes abandoned steps").first).to_be_visible()  # §4
-            expect(page.get_by_text("This session's runs").first).to_be_visible()
+            expect(page.get_by_text("Runs on this machine").first).to_be_visible()
             shot("8_export")
             with page.expect_download() as info:
                 click("Download the release bundle (ZIP)")
