@@ -224,7 +224,9 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
                 "manifest.json"} <= names
         assert "split.json" not in names and "evaluation.json" not in names
         report = json.loads(zf.read("privacy_report.json"))
-        assert report["epsilon_total"] == pytest.approx(10.0)
+        # the run's releases: the DP forecast that steered the choices (0.2), Ṽ (5) and the densities (5)
+        assert report["epsilon_total"] == pytest.approx(10.2)
+        assert {e["step"] for e in report["events"]} == {"forecast", "vocabulary", "kde"}
         assert report["seed_policy"] == "os-entropy"
         docs = [json.loads(x) for x in zf.read("documents.jsonl").decode().splitlines() if x.strip()]
         seqs = [json.loads(x) for x in zf.read("sequences.jsonl").decode().splitlines() if x.strip()]
