@@ -117,6 +117,22 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
             idle()
             page.get_by_role("button", name=name).first.click()
 
+        def next_page(label: str, title: str) -> None:
+            """Press a "Next: …" button and wait for the next page's heading. A click that lands between a
+            background job's last progress refresh and its closing rerun can be dropped by Streamlit (the user
+            clicks again): the walk clicks again too, up to three times (navigation spends nothing)."""
+            for _ in range(3):
+                idle()
+                if page.get_by_role("button", name=label).count() == 0:
+                    break  # the next page is on its way
+                page.get_by_role("button", name=label).first.click()
+                try:
+                    expect(page.get_by_role("heading", name=title).first).to_be_visible(timeout=30_000)
+                    return
+                except AssertionError:
+                    continue
+            heading(title)
+
         def set_number(label: str, value: int) -> None:
             idle()
             box = page.get_by_label(label).first
@@ -151,9 +167,7 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
             expect(page.get_by_text("2,127").first).to_be_visible()          # BBC documents, private summary
             expect(page.get_by_text("private — local only").first).to_be_visible()
             shot("1_corpus")
-            click("Next: Vocabulary & budget →")
-
-            heading("2 · Vocabulary & budget")
+            next_page("Next: Vocabulary & budget →", "2 · Vocabulary & budget")
             expect(page.get_by_text("50,000 public terms").first).to_be_visible()  # |V|: GloVe, 50k most frequent
             expect(page.get_by_text("As a risk to one document.").first).to_be_visible()  # §10: ε in plain words
             click("DP forecast (spends ε_forecast")                           # the default: a charged DP release
@@ -163,33 +177,25 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
             assert lay is not None and lay["xtype"] == "log"
             assert 10 ** lay["x"][1] < 1e6 and 10 ** lay["y"][1] < 1e7, lay  # §1: not 10^21; the data fills the axes
             shot("2_budget")
-            click("Next: Private vocabulary →")
-
-            heading("3 · Private vocabulary")
+            next_page("Next: Private vocabulary →", "3 · Private vocabulary")
             click("Build Ṽ (spends ε_voc = 5)")
             expect(page.get_by_text("Ṽ — the private vocabulary")).to_be_visible()
             expect(page.get_by_text("5.2 / 20").first).to_be_visible()         # sidebar ledger: ε_forecast + ε_voc
             expect(page.get_by_text("Why is a name in Ṽ?").first).to_be_visible()  # §12
             shot("3_private_vocabulary")
-            click("Next: Keyphrase densities →")
-
-            heading("4 · Keyphrase densities")
+            next_page("Next: Keyphrase densities →", "4 · Keyphrase densities")
             expect(page.get_by_text("Compare the methods before spending ε_kde").first).to_be_visible()  # the DP outlook
             click("Build densities (spends ε_kde = 5)")
             expect(page.get_by_text("Highest-density terms per class").first).to_be_visible()
             expect(page.get_by_text("10.2 / 20").first).to_be_visible()      # ε_forecast + ε_voc + ε_kde
             shot("4_densities")
-            click("Next: Sequences →")
-
-            heading("5 · Sequences")
+            next_page("Next: Sequences →", "5 · Sequences")
             click("Sample 100 sequences (free)")
             expect(page.get_by_text("100 sequences", exact=True)).to_be_visible()
             click("Run the no-LLM check")
             expect(page.get_by_text("Real keyphrase baseline").first).to_be_visible()
             shot("5_sequences")
-            click("Next: Write with an LLM →")
-
-            heading("6 · Write with an LLM")
+            next_page("Next: Write with an LLM →", "6 · Write with an LLM")
             expect(page.get_by_text("Exact prompt for the first sequence")).to_be_visible()
             set_number("Max tokens per document", 32)                          # generation stays short
             set_number("Write documents for the first", 2)
@@ -197,13 +203,9 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
             expect(page.get_by_text(re.compile(r"\d document\(s\) written"))).to_be_visible(timeout=300_000)
             expect(page.get_by_text("Non-documents:").first).to_be_visible(timeout=300_000)  # §5: the share is shown
             shot("6_generate")
-            click("Next: Evaluate →")
-
-            heading("7 · Evaluate")
+            next_page("Next: Evaluate →", "7 · Evaluate")
             shot("7_evaluate")
-            click("Next: Export →")
-
-            heading("8 · Export")
+            next_page("Next: Export →", "8 · Export")
             expect(page.get_by_text("What is released, at what ε")).to_be_visible()
             expect(page.get_by_text("includes abandoned steps").first).to_be_visible()  # §4
             expect(page.get_by_text("Runs on this machine").first).to_be_visible()
