@@ -300,10 +300,11 @@ def later_releases(run_name: str | None) -> tuple[float, int] | None:
     if not isinstance(led, PersistentLedger):
         return None
     view = led.view()
-    own = [r.recorded for r in view.releases if run_name and r.run == run_name]
+    # release ids grow with every release (the store's row ids); timestamps have one-second resolution
+    own = [r.id for r in view.releases if run_name and r.run == run_name]
     if run_name and not own:  # a run of another corpus, or one the ledger knows under another name: say nothing
         return None
-    later = sum(1 for r in view.releases if own and r.recorded > max(own) and r.run != run_name)
+    later = sum(1 for r in view.releases if own and r.id > max(own) and r.run != run_name)
     return view.largest_spend, later
 
 
