@@ -201,7 +201,7 @@ def _fill_missing_special_tokens(folder: Path) -> None:
 
     CTranslate2 cannot load a model whose ``bos_token`` (or ``unk_token``) is null — the converter writes that for
     tokenizers without one (e.g. Qwen2's). The engine always passes the whole prompt, so any token of the
-    vocabulary serves as a placeholder: the end-of-text token, else the first token."""
+    vocabulary will do as that named token: the end-of-text token, else the first token."""
     path = folder / "config.json"
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
