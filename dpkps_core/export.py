@@ -8,9 +8,9 @@ fields only, the private file's column names are left out of the report and the 
 file is checked for secrets (API keys) before anything is written.
 
 Bundle contents: ``documents.csv`` / ``documents.jsonl`` / ``documents.parquet`` (id, text, label, keyphrases,
-model), ``sequences.jsonl``, ``privacy_report.json`` (+ a ``generation`` section), ``privacy_report.md``,
-``run_config.json``, ``private_vocabulary.json``, ``audit_log.jsonl``, ``generation_failures.jsonl`` and
-``manifest.json`` (sha256 of every other file).
+model), ``sequences.jsonl``, ``privacy_report.json`` (+ a ``generation`` section), ``privacy_report.md`` (rendered by
+:mod:`dpkps_core.report_markdown`), ``run_config.json``, ``private_vocabulary.json``, ``audit_log.jsonl``,
+``generation_failures.jsonl`` and ``manifest.json`` (sha256 of every other file).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping, Sequence
 
 from dpkps_core.errors import ExportError
+from dpkps_core.report_markdown import render_report_markdown
 from dpkps_core.runfolder import read_documents, read_failures
 from dpkps_core.runfolder import (
     AUDIT_FILE,
@@ -47,8 +48,6 @@ ALLOWED_RUN_FILES: tuple[str, ...] = RELEASABLE_FILES
 FORBIDDEN_RUN_FILES: tuple[str, ...] = PRIVATE_FILES
 REQUIRED_RUN_FILES: tuple[str, ...] = (SEQUENCES_FILE, PRIVACY_REPORT_FILE)
 
-DEMO_SEED_POLICY = "seeded-demo-not-for-release"
-DEMO_HEADING = "# ⚠ REPRODUCIBLE DEMO — NOT FOR RELEASE ⚠"
 DOC_FIELDS = ("id", "text", "label", "keyphrases", "model")
 SEQ_FIELDS = ("id", "label", "keyphrases", "method")
 FAILURE_FIELDS = ("id", "label", "keyphrases", "error", "attempts", "retryable", "backend", "model", "timestamp")
@@ -199,6 +198,8 @@ def _generation_section(
     audit: Sequence[Mapping[str, Any]], docs: Sequence[Mapping[str, Any]], failures: Sequence[Mapping[str, Any]],
     n_sequences: int,
 ) -> dict[str, Any]:
+    """The report's ``generation`` section (JSON) from the prompts sent (audit lines), the documents and failures:
+    the LLM configuration(s), the document models and the counts — post-processing of the DP sequences (DESIGN §1)."""
     # One configuration per distinct (backend, model, settings, prompt): the per-call batch size (a run's last
     # batch is smaller) is not a configuration of its own — the largest one is reported.
     configs: list[dict[str, Any]] = []
@@ -240,133 +241,6 @@ def _generation_section(
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Human-readable report
-
-
-def _md(value: Any) -> str:
-    if isinstance(value, float):
-        text = f"{value:g}"
-    elif isinstance(value, (dict, list)):
-        text = json.dumps(value, ensure_ascii=False)
-    elif value is None:
-        text = "—"
-    else:
-        text = str(value)
-    return " ".join(text.replace("|", "\\|").split())
-
-
-def _eps(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else _md(value)
-
-
-def render_report_markdown(report: Mapping[str, Any]) -> str:
-    """The human-readable privacy report (Markdown) from a privacy report with its ``generation`` section."""
-    lines: list[str] = []
-    seed_policy = report.get("seed_policy")
-    if seed_policy == DEMO_SEED_POLICY:
-        lines += [
-            DEMO_HEADING,
-            "",
-            "This run used a fixed random seed so that it can be reproduced. Seeded noise is predictable: "
-            "**the DP guarantee does not hold. Do not release these files.** Re-run with OS entropy to release.",
-            "",
-        ]
-    lines += ["# DP-KPS release report", ""]
-    lines += [
-        "## Privacy guarantee",
-        "",
-        f"- Total ε: **{_eps(report.get('epsilon_total'))}** for this run's releases "
-        f"(vocabulary ε_voc = {_eps(report.get('epsilon_vocabulary'))}, "
-        f"keyphrase density ε_kde = {_eps(report.get('epsilon_kde'))})",
-        LATER_RELEASES_NOTE,
-        f"- Budget cap: {_eps(report.get('epsilon_cap'))}",
-        _unit_line(str(report.get("neighbouring") or "add/remove one document")),
-        "- The synthetic documents are post-processing of the DP keyphrase sequences: the LLM never saw private "
-        "text, so they carry the same ε.",
-        "",
-    ]
-    events = report.get("events") or []
-    if isinstance(events, Mapping):
-        events = events.get("events", [])
-    lines += ["## What each ε bought", ""]
-    if events:
-        lines += ["| step | mechanism | ε | δ | sensitivity | noise scale | released |", "|---|---|---|---|---|---|---|"]
-        for e in events:
-            if isinstance(e, Mapping):
-                lines.append(
-                    f"| {_md(e.get('step'))} | {_md(e.get('mechanism'))} | {_eps(e.get('epsilon'))} | "
-                    f"{_eps(e.get('delta', 0))} | {_eps(e.get('sensitivity'))} | {_eps(e.get('noise_scale'))} | "
-                    f"{_md(e.get('released'))} |"
-                )
-    else:
-        lines.append("No privacy events were recorded.")
-    lines.append("")
-    mechanisms = report.get("mechanisms")
-    lines += ["## Mechanisms", ""]
-    if isinstance(mechanisms, Mapping):
-        lines += [f"- **{_md(k)}**: {_md(v)}" for k, v in mechanisms.items()]
-    elif isinstance(mechanisms, (list, tuple)):
-        lines += [f"- {_md(m)}" for m in mechanisms]
-    else:
-        lines.append(f"- {_md(mechanisms)}")
-    lines.append("")
-    params = report.get("parameters")
-    lines += ["## Parameters", ""]
-    if isinstance(params, Mapping) and params:
-        lines += ["| parameter | value |", "|---|---|"] + [f"| {_md(k)} | {_md(v)} |" for k, v in params.items()]
-    else:
-        lines.append(_md(params))
-    lines.append("")
-    lines += [
-        "## Public inputs",
-        "",
-        f"- Vocabulary: {_md(report.get('vocabulary'))}",
-        f"- Embedding model: {_md(report.get('embedding_model'))}",
-        f"- Seed policy: {_md(seed_policy)}",
-        "",
-    ]
-    gen = report.get("generation") or {}
-    counts = gen.get("counts", {}) if isinstance(gen, Mapping) else {}
-    lines += ["## LLM used", ""]
-    if gen.get("backend"):
-        lines += [
-            f"- Backend: {_md(gen.get('backend'))}",
-            f"- Model: {_md(gen.get('model'))}",
-            f"- Backend settings: {_md(gen.get('backend_info'))}",
-            f"- Generation parameters: {_md(gen.get('parameters'))}",
-        ]
-        prompt = gen.get("prompt_config") or {}
-        if prompt:
-            lines += [
-                f"- Document type: {_md(prompt.get('doc_type'))}",
-                f"- Prompt template: `{_md(prompt.get('template'))}`",
-                f"- Public few-shot examples: {_md(prompt.get('few_shot_examples'))}",
-                "- Class names in prompts: "
-                + ("**yes** (class names were marked public)" if prompt.get("include_label") else "no"),
-            ]
-        if len(gen.get("configurations", [])) > 1:
-            lines.append(f"- Several configurations were used: {_md(gen.get('configurations'))}")
-    else:
-        lines.append("- No LLM generation recorded in this run.")
-    lines += [
-        "",
-        "## Counts",
-        "",
-        f"- Keyphrase sequences: {_md(counts.get('sequences'))}",
-        f"- Synthetic documents: {_md(counts.get('documents'))}",
-        f"- Failed generations: {_md(counts.get('failed'))}",
-        f"- Prompts sent (audit log): {_md(counts.get('prompts_sent'))}",
-        "",
-        "## Not included",
-        "",
-        "No private text, no held-out split (split.json), no evaluation on real data (evaluation.json) and no API "
-        "keys are in this bundle. `manifest.json` lists every file with its SHA-256.",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------------------------------
 # Building
 
 
@@ -382,18 +256,6 @@ def _without_fingerprints(obj: Any) -> Any:
     return obj
 
 
-def _unit_line(neighbouring: str) -> str:
-    """The report's unit-of-privacy line, from the privacy report's neighbouring relation (DESIGN §2, person unit)."""
-    if "person" in neighbouring:
-        return (f"- Unit of privacy: **one person** ({neighbouring}); each person's documents together contribute "
-                "what one document would, and no person identifier is released.")
-    return f"- Unit of privacy: one whole document ({neighbouring})."
-
-
-#: The bundle's only word on releases after this run (DESIGN §2.0): the documents' totals to date are private,
-#: local figures of the owner's ledger, never exported.
-LATER_RELEASES_NOTE = ("- Later releases on the same documents may exist (other runs, re-runs, the command line): see "
-                       "your ledger for each document's total to date.")
 #: Run-configuration keys that name columns of the private file: not needed to read the release, so left out.
 PRIVATE_COLUMN_KEYS = ("text_column", "label_column", "person_column")
 _PERSON_COLUMN_NOTE = re.compile(r"\s*\(identified by column '[^']*'\)")

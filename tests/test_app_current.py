@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from dpkps_core.evaluation import forecasting
-from dpkps_core.export import (LATER_RELEASES_NOTE, _generation_section, collect_bundle, public_run_config,
-                               render_report_markdown, without_column_names)
+from dpkps_core.export import _generation_section, collect_bundle, public_run_config, without_column_names
+from dpkps_core.report_markdown import LATER_RELEASES_NOTE, render_report_markdown
 from studio import charts, review
 
 # ------------------------------------------------------------------------------------------- charts (§4)

@@ -15,7 +15,6 @@ from llm_fakes import FakeBackend, make_run_dir
 from dpkps_core.errors import ExportError
 from dpkps_core.export import (
     ALLOWED_RUN_FILES,
-    DEMO_HEADING,
     PRIVATE_CORPUS_PLACEHOLDER,
     build_bundle,
     bundle_bytes,
@@ -24,6 +23,7 @@ from dpkps_core.export import (
     csv_safe,
 )
 from dpkps_core.llm import GenerationSettings, PromptConfig, run_generation
+from dpkps_core.report_markdown import DEMO_HEADING
 from dpkps_core.runfolder import DOCUMENTS_FILE
 
 EXPECTED = {
