@@ -18,6 +18,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError
+from dpkps_core.report_markdown import render_report_summary
 
 #: The keys of the typed fields, as the JSON names them.
 CORE_KEYS = ("method", "guarantee", "neighbouring", "epsilon_total", "delta_total", "epsilon_cap", "epsilon_by_step",
@@ -149,22 +150,9 @@ class PrivacyReport(Mapping[str, Any]):
 
     # ---- Markdown
     def to_markdown(self) -> str:
-        """The report for a reader: the guarantee, the totals, and what each ε bought (one line per event)."""
-        lines = [f"# Privacy report: {self.method or 'release'}", "", f"- Guarantee: {self.guarantee}",
-                 f"- Total ε = {self.epsilon_total:g}, δ = {self.delta_total:g} (neighbouring: {self.neighbouring})"]
-        if self.epsilon_cap is not None:
-            lines.append(f"- Budget cap of this run: ε = {self.epsilon_cap:g}")
-        if self.seed_policy:
-            lines.append(f"- Noise: {self.seed_policy}")
-        lines += ["", "## What each ε bought", "", "| step | mechanism | ε | δ | sensitivity | noise scale | released |",
-                  "|---|---|---|---|---|---|---|"]
-        for e in self.events:
-            released = e.released.replace("|", "\\|")
-            lines.append(f"| {e.step} | {e.mechanism} | {e.epsilon:g} | {e.delta:g} | {e.sensitivity:g} | "
-                         f"{e.noise_scale:.4g} | {released} |")
-        if not self.events:
-            lines.append("| — | nothing was released | 0 | 0 | — | — | — |")
-        return "\n".join(lines) + "\n"
+        """The report for a reader: the guarantee, the totals, and what each ε bought (one line per event), rendered
+        by :func:`dpkps_core.report_markdown.render_report_summary` (the one Markdown renderer of a report)."""
+        return render_report_summary({k: self._value(k) for k in CORE_KEYS})
 
     # ---- the read-only mapping over the JSON (code written for the former dictionaries)
     def __getitem__(self, key: str) -> Any:
