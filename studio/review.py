@@ -155,7 +155,7 @@ def method_outlook() -> list[dict[str, Any]]:
     local — not covered by ε; shown only behind the exact-preview switch): whether each class's density stands
     above its noise, or the method is expected near chance.
     Memoised in the session for the current settings."""
-    from dpkps_core import evaluation
+    from dpkps_core.evaluation.forecast_exact import forecast
     from dpkps_core.sampling import SAMPLING_METHODS
 
     s = session.ss()
@@ -170,11 +170,8 @@ def method_outlook() -> list[dict[str, Any]]:
     train = session.train_part()
     out = []
     for method in SAMPLING_METHODS:
-        density = cfg.density if (cfg.density != "histogram" or method == "independent") else "rff"
-        f = evaluation.forecast(train.texts, train.labels, vocab, eps_voc=cfg.eps_voc, eps_kde=cfg.eps_kde,
-                                terms_per_doc=cfg.terms_per_doc, vocab_size=cfg.vocab_size, method=method,
-                                density=density, length=cfg.length, features=cfg.features,
-                                bandwidth=cfg.bandwidth, counts=counts, reps=2)
+        # an iterative method never keeps the histogram density (SamplingConfig.replace falls back to auto: RFF)
+        f = forecast(train.texts, train.labels, vocab, cfg.replace(method=method), counts=counts, reps=2)
         weak = sum(1 for v in f.kde.values() if v["snr"] < 1)
         worst = min((v["snr"] for v in f.kde.values()), default=0.0)
         out.append({"method": method, "density": f.density, "near_chance": not f.kde_usable,
@@ -209,8 +206,8 @@ def _forecast_key() -> tuple:
 
 def run_dp_forecast() -> Any:
     """The default "Will this work?": releases the forecast statistics with ε_forecast, charged to the corpus's
-    ledger before any noise (``dpkps_core.evaluation.forecasting.release_forecast``), and keeps the release."""
-    from dpkps_core.evaluation.forecasting import release_forecast
+    ledger before any noise (``dpkps_core.evaluation.forecast_dp.release_forecast``), and keeps the release."""
+    from dpkps_core.evaluation.forecast_dp import release_forecast
 
     cfg = session.current_config()
     cfg.validate()
@@ -231,17 +228,14 @@ def dp_forecast_release() -> Any:
 
 def dp_forecast(method: str | None = None, reps: int = 5) -> Any:
     """The DP forecast for the current settings: free post-processing of the kept release (None without one)."""
-    from dpkps_core.evaluation.forecasting import forecast_from_release
+    from dpkps_core.evaluation.forecast_dp import forecast_from_release
 
     stats = dp_forecast_release()
     if stats is None:
         return None
     cfg = session.current_config()
-    method = method or cfg.method
-    density = cfg.density if (cfg.density != "histogram" or method == "independent") else "rff"
-    return forecast_from_release(stats, eps_voc=cfg.eps_voc, eps_kde=cfg.eps_kde, terms_per_doc=cfg.terms_per_doc,
-                                 vocab_size=cfg.vocab_size, method=method, density=density, length=cfg.length,
-                                 features=cfg.features, reps=reps)
+    # an iterative method never keeps the histogram density (SamplingConfig.replace falls back to auto: RFF)
+    return forecast_from_release(stats, cfg.replace(method=method or cfg.method), reps=reps)
 
 
 def dp_sweep() -> Any:
@@ -252,9 +246,9 @@ def dp_sweep() -> Any:
     if stats is None:
         return None
     cfg = session.current_config()
-    df = dp_forecast_grid(stats, eps_voc_grid=(0.5, 1.0, 2.0, 5.0), eps_kde_grid=(1.0, 2.0, 5.0, 10.0),
-                          methods=(cfg.method,), terms_per_doc=cfg.terms_per_doc, vocab_size=cfg.vocab_size,
-                          length=cfg.length, features=cfg.features, reps=2)
+    # the table forecasts the method's default density (auto), whatever density is set
+    df = dp_forecast_grid(stats, cfg.replace(density="auto"), eps_voc_grid=(0.5, 1.0, 2.0, 5.0),
+                          eps_kde_grid=(1.0, 2.0, 5.0, 10.0), methods=(cfg.method,), reps=2)
     return pd.DataFrame({"Method": df["method"], "ε_voc": df["eps_voc"], "ε_kde": df["eps_kde"],
                          "Real terms expected in Ṽ": df["expected_real_terms"],
                          "Noise share of Ṽ": [sig3(v) for v in df["expected_noise_share"]],
@@ -282,7 +276,7 @@ def dp_method_outlook() -> list[dict[str, Any]]:
 def dp_vocabulary_noise_share() -> dict[str, float]:
     """How much of the built Ṽ is expected to be pure noise, from DP quantities only (Ṽ's noisy counts, ε_voc, S,
     |V|; with a DP forecast release, its count of terms in use narrows |V| to the terms no document uses)."""
-    from dpkps_core.evaluation.forecasting import vocabulary_noise_share
+    from dpkps_core.evaluation.forecast_outlook import vocabulary_noise_share
 
     pv = session.ss()["pv"]
     stats = dp_forecast_release()

@@ -232,11 +232,7 @@ def run_forecast() -> Any:
     vocab = public_vocabulary()
     counts = term_counts(vocab, cfg.terms_per_doc)
     train = train_part()
-    f = evaluation.forecast(
-        train.texts, train.labels, vocab, eps_voc=cfg.eps_voc, eps_kde=cfg.eps_kde, terms_per_doc=cfg.terms_per_doc,
-        vocab_size=cfg.vocab_size, method=cfg.method, density=cfg.density, length=cfg.length,
-        features=cfg.features, bandwidth=cfg.bandwidth, counts=counts,
-    )
+    f = evaluation.forecast(train.texts, train.labels, vocab, cfg, counts=counts)
     ss()["forecast"] = f
     return f
 

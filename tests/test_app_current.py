@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpkps_core.evaluation import forecasting
+from dpkps_core.evaluation import forecast_outlook
 from dpkps_core.export import _generation_section, collect_bundle, public_run_config, without_column_names
 from dpkps_core.report_markdown import LATER_RELEASES_NOTE, render_report_markdown
 from studio import charts, review
@@ -133,9 +133,9 @@ def test_a_whole_bundle_holds_no_column_name(tmp_path: Path) -> None:
 def test_poor_vocabulary_advice_offers_a_smaller_n_and_a_domain_vocabulary_before_a_large_eps() -> None:
     counts = np.zeros(400_000)
     counts[:60] = 200.0                         # 60 terms used by many documents, 400k public terms (GloVe-sized)
-    assert forecasting.suggest_smaller_n(counts, eps_voc=1.0, terms_per_doc=5, vocab_size=1000) == 100
-    tips = forecasting._vocabulary_tips(eps_voc=1.0, suggested_eps=100.0, suggested_terms=None, suggested_n=100,
-                                        v_size=400_000, vocab_size=1000)
+    assert forecast_outlook.suggest_smaller_n(counts, eps_voc=1.0, terms_per_doc=5, vocab_size=1000) == 100
+    tips = forecast_outlook._vocabulary_tips(eps_voc=1.0, suggested_eps=100.0, suggested_terms=None, suggested_n=100,
+                                             v_size=400_000, vocab_size=1000)
     assert tips[0].startswith("a smaller N = 100") and "domain-specific" in tips[1]
     assert tips[-1].startswith("ε_voc ≥ 100") and "weak guarantee" in tips[-1]
 

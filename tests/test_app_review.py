@@ -68,7 +68,7 @@ def test_forecast_chart_risk_ledger_times_and_why_names_are_in_v() -> None:
     # page 3 says why a name is in Ṽ, with the expected share of noise terms computed from Ṽ's DP counts only
     goto(at, 2)
     click(at, "Build Ṽ")
-    from dpkps_core.evaluation.forecasting import vocabulary_noise_share
+    from dpkps_core.evaluation.forecast_outlook import vocabulary_noise_share
 
     why = [i.value for i in at.info if "Why is a name in Ṽ?" in i.value]
     stats = at.session_state["dp_forecast_release"][1]

@@ -1,4 +1,4 @@
-"""The DP forecast (ε_forecast; dpkps_core.dp.forecast, evaluation.forecasting.dp_forecast): its guarantee, tested
+"""The DP forecast (ε_forecast; dpkps_core.dp.forecast, evaluation.forecast_dp.dp_forecast): its guarantee, tested
 statistically through the real release path with its own seeded noise; charge-first order; the exact preview only
 on request; Ṽ's noise share from DP quantities only (docs/PRIVACY.md "Previews that steer choices")."""
 
@@ -17,8 +17,10 @@ from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.errors import ParameterError
-from dpkps_core.evaluation.forecasting import (dp_forecast, forecast_from_release, forecast_preview,
-                                               reconstructed_counts, release_forecast, vocabulary_noise_share)
+from dpkps_core.config import SamplingConfig
+from dpkps_core.evaluation.forecast_dp import (dp_forecast, forecast_from_release, forecast_preview,
+                                               reconstructed_counts, release_forecast)
+from dpkps_core.evaluation.forecast_outlook import vocabulary_noise_share
 from dpkps_core.vocabulary import PublicVocabulary
 from tests.dp_stats import assert_ratio_within
 
@@ -40,6 +42,7 @@ BASE_LABELS = ["a", "b", "a", "b"]
 D = _corpus(BASE_TEXTS, BASE_LABELS)
 D_PLUS = _corpus(BASE_TEXTS + ["alpha beta more words"], BASE_LABELS + ["a"])
 G2 = DEFAULT_THRESHOLDS.index(2)
+CFG = SamplingConfig(eps_voc=1.0, eps_kde=1.0, vocab_size=4, terms_per_doc=S)
 
 
 def _hits(corpus: Corpus, *, epsilon: float, trials: int, seed: int) -> int:
@@ -136,8 +139,7 @@ def test_forecast_admits_then_charges_before_any_noise(monkeypatch: pytest.Monke
     real_counts = pipeline.term_counts
     monkeypatch.setattr(pipeline, "term_counts", lambda *a, **k: (log.append("count"), real_counts(*a, **k))[1])
     led = OrderLedger(log)
-    dp_forecast(D, VOCAB, ledger=led, noise=OrderNoise(log), epsilon=0.3, terms_per_doc=S, eps_voc=1.0, eps_kde=1.0,
-                vocab_size=4, reps=1)
+    dp_forecast(D, VOCAB, CFG, ledger=led, noise=OrderNoise(log), epsilon=0.3, reps=1)
     assert log == ["admit", "count", "charge:forecast", "noise", "noise"]
     (event,) = led.events
     assert event.step == "forecast" and event.epsilon == pytest.approx(0.3)
@@ -150,20 +152,17 @@ def test_a_refused_budget_spends_nothing_and_draws_no_noise() -> None:
     led = OrderLedger(log)
     led.cap = 0.1
     with pytest.raises(Exception):
-        dp_forecast(D, VOCAB, ledger=led, noise=OrderNoise(log), epsilon=0.3, terms_per_doc=S, eps_voc=1.0,
-                    eps_kde=1.0, vocab_size=4)
+        dp_forecast(D, VOCAB, CFG, ledger=led, noise=OrderNoise(log), epsilon=0.3)
     assert "noise" not in log and led.total_epsilon == 0
 
 
 def test_exact_preview_only_on_request() -> None:
     with pytest.raises(ParameterError, match="charges ε_forecast"):
-        forecast_preview(D, VOCAB, terms_per_doc=S, eps_voc=1.0, eps_kde=1.0, vocab_size=4)
+        forecast_preview(D, VOCAB, CFG)
     led = PrivacyLedger()
-    f = forecast_preview(D, VOCAB, ledger=led, noise=NoiseSource(1), epsilon_forecast=0.25, terms_per_doc=S,
-                         eps_voc=1.0, eps_kde=1.0, vocab_size=4, reps=1)
+    f = forecast_preview(D, VOCAB, CFG, ledger=led, noise=NoiseSource(1), epsilon_forecast=0.25, reps=1)
     assert f.dp and f.covered_by_epsilon and not f.private and led.total_epsilon == pytest.approx(0.25)
-    exact = forecast_preview(D, VOCAB, exact=True, ledger=led, terms_per_doc=S, eps_voc=1.0, eps_kde=1.0,
-                             vocab_size=4, reps=1)
+    exact = forecast_preview(D, VOCAB, CFG, exact=True, ledger=led, reps=1)
     assert not exact.dp and not exact.covered_by_epsilon and exact.private
     assert led.total_epsilon == pytest.approx(0.25)  # the exact preview charged nothing
     assert "not covered by ε" in exact.to_dict()["disclosure_note"] or exact.to_dict()["covered_by_epsilon"] is False
@@ -172,7 +171,7 @@ def test_exact_preview_only_on_request() -> None:
 def test_forecast_from_release_is_post_processing_and_close_to_the_truth() -> None:
     """A noise-free release reproduces the exact vocabulary forecast; a release for another S is refused."""
     from dpkps_core.config import LIMITS
-    from dpkps_core.evaluation.forecasting import forecast
+    from dpkps_core.evaluation.forecast_exact import forecast
 
     rng = np.random.default_rng(0)
     counts = np.concatenate([rng.integers(1, 400, 300), np.zeros(20_000, dtype=np.int64)])
@@ -181,11 +180,11 @@ def test_forecast_from_release_is_post_processing_and_close_to_the_truth() -> No
                                public_vocabulary_size=counts.size, terms_per_doc=10, epsilon=1.0, curve_share=0.5,
                                curve_noise_scale=20.0, class_noise_scale=2.0)
     assert np.array_equal(np.sort(reconstructed_counts(stats))[::-1], np.sort(counts)[::-1].astype(float))
-    f = forecast_from_release(stats, eps_voc=1.0, eps_kde=5.0, vocab_size=200, reps=3)
+    f = forecast_from_release(stats, SamplingConfig(eps_voc=1.0, eps_kde=5.0, vocab_size=200), reps=3)
     assert f.dp and f.n_documents == 1000 and f.class_sizes == {"a": 600, "b": 400}
     assert f.terms_in_corpus == 300
     with pytest.raises(ParameterError, match="needs a new release"):
-        forecast_from_release(stats, eps_voc=1.0, eps_kde=5.0, terms_per_doc=5)
+        forecast_from_release(stats, SamplingConfig(eps_voc=1.0, eps_kde=5.0, terms_per_doc=5))
     assert LIMITS  # the same limits as the exact forecast
     assert forecast  # exact forecast still importable under its name
 

@@ -246,8 +246,8 @@ def test_sweep_rejects_bad_grid() -> None:
 def test_forecast_verdict_changes_with_epsilon() -> None:
     corpus, vocab = make_toy_corpus(), make_toy_vocabulary(n_filler=20_000)
     kw = dict(terms_per_doc=5, vocab_size=30, method="independent", length=5)
-    low = ev.forecast(corpus.texts, corpus.labels, vocab, eps_voc=0.05, eps_kde=0.01, **kw)
-    high = ev.forecast(corpus.texts, corpus.labels, vocab, eps_voc=200.0, eps_kde=200.0, **kw)
+    low = ev.forecast(corpus.texts, corpus.labels, vocab, SamplingConfig(eps_voc=0.05, eps_kde=0.01, **kw))
+    high = ev.forecast(corpus.texts, corpus.labels, vocab, SamplingConfig(eps_voc=200.0, eps_kde=200.0, **kw))
     assert low.private and high.private
     assert low.expected_noise_share > 0.8 > 0.2 > high.expected_noise_share
     assert not low.vocabulary_usable and high.vocabulary_usable
@@ -256,7 +256,7 @@ def test_forecast_verdict_changes_with_epsilon() -> None:
     assert low.suggested_eps_voc is not None and low.suggested_eps_voc > 0.05
     assert low.suggested_eps_kde is not None and low.suggested_eps_kde > 0.01
     assert low.noise_floor > high.noise_floor and "disclosure" in low.disclosure_note
-    mid = ev.forecast(corpus.texts, corpus.labels, vocab, eps_voc=2.0, eps_kde=2.0, **kw)
+    mid = ev.forecast(corpus.texts, corpus.labels, vocab, SamplingConfig(eps_voc=2.0, eps_kde=2.0, **kw))
     assert high.expected_noise_share <= mid.expected_noise_share <= low.expected_noise_share
     d = low.to_dict()
     assert d["private"] is True and d["usable"] is False and d["count_curve"]
@@ -266,13 +266,15 @@ def test_forecast_verdict_changes_with_epsilon() -> None:
 
 def test_forecast_rff_with_embedder_and_validation() -> None:
     corpus, vocab = make_toy_corpus(), make_toy_vocabulary()
-    f = ev.forecast(corpus.texts, corpus.labels, vocab, eps_voc=10.0, eps_kde=10.0, terms_per_doc=5, vocab_size=30,
-                    method="iterative-log", length=5, embedder=BowEmbedder())
+    cfg = SamplingConfig(eps_voc=10.0, eps_kde=10.0, terms_per_doc=5, vocab_size=30, method="iterative-log", length=5)
+    f = ev.forecast(corpus.texts, corpus.labels, vocab, cfg, embedder=BowEmbedder())
     assert f.density == "rff" and set(f.kde) == set(POOLS) and "exact KDE" in f.kde_error_kind
     with pytest.raises(ParameterError):
-        ev.forecast(corpus.texts, corpus.labels, vocab, eps_voc=0, eps_kde=1)
+        ev.forecast(corpus.texts, corpus.labels, vocab, cfg, eps_voc=0)
     with pytest.raises(ParameterError):
-        ev.forecast(corpus.texts, corpus.labels[:-1], vocab, eps_voc=1, eps_kde=1)
+        ev.forecast(corpus.texts, corpus.labels[:-1], vocab, cfg)
+    with pytest.raises(ParameterError, match="SamplingConfig"):
+        ev.forecast(corpus.texts, corpus.labels, vocab, cfg.to_dict())
 
 
 # ---------------------------------------------------------------------------------------- projections

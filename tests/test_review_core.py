@@ -8,6 +8,7 @@ import numpy as np
 
 from dpkps_core import evaluation as ev
 from dpkps_core import pipeline
+from dpkps_core.config import SamplingConfig
 from dpkps_core.split import split_documents
 
 from test_evaluation import BowEmbedder, make_toy_corpus, make_toy_vocabulary, toy_config
@@ -32,8 +33,8 @@ def _axis_ok(fig, f) -> None:
 def test_forecast_figure_axes_cover_the_data_and_nothing_far_beyond() -> None:
     corpus, vocab = make_toy_corpus(), make_toy_vocabulary(n_filler=20_000)
     for eps in (0.05, 1.0, 200.0):
-        f = ev.forecast(corpus.texts, corpus.labels, vocab, eps_voc=eps, eps_kde=2.0, terms_per_doc=5, vocab_size=30,
-                        method="independent", length=5)
+        f = ev.forecast(corpus.texts, corpus.labels, vocab, SamplingConfig(eps_voc=eps, eps_kde=2.0, terms_per_doc=5,
+                                                                           vocab_size=30, length=5))
         fig = ev.forecast_figure(f)
         _axis_ok(fig, f)
         texts = [t for tr in fig.data if tr.mode == "text" for t in tr.text]

@@ -98,7 +98,9 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
     from dpkps_core.cli.common import check_output_dir, config_from_args
     from dpkps_core.config import load_config_corpus, load_vocabulary_for
     from dpkps_core.embeddings import get_embedder
-    from dpkps_core.evaluation import PRIVATE_NOTE, forecast, forecast_figure
+    from dpkps_core.evaluation.forecast_exact import forecast
+    from dpkps_core.evaluation.forecast_outlook import forecast_figure
+    from dpkps_core.evaluation.metrics import PRIVATE_NOTE
     from dpkps_core.split import split_documents
 
     check_output_dir(args.out, "--out")
@@ -110,10 +112,7 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
     train = corpus.subset(split.train)
     if args.exact:  # private, local — not covered by ε (docs/PRIVACY.md "Previews that steer choices")
         needs_embedder = config.density_kind == "rff" and not args.no_embedder
-        f = forecast(train.texts, train.labels, vocabulary, eps_voc=config.eps_voc, eps_kde=config.eps_kde,
-                     terms_per_doc=config.terms_per_doc, vocab_size=config.vocab_size, method=config.method,
-                     density=config.density, length=config.length, features=config.features,
-                     bandwidth=config.bandwidth,
+        f = forecast(train.texts, train.labels, vocabulary, config,
                      embedder=get_embedder(config.embedding_model) if needs_embedder else None)
         print(f"EXACT forecast for ε_voc = {f.eps_voc:g}, ε_kde = {f.eps_kde:g} ({f.method}, {f.density}) — "
               f"private, local — not covered by ε ({PRIVATE_NOTE}); no ε was spent, but a setting chosen from it "
@@ -121,14 +120,12 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
     else:  # the default: a small charged DP release, then post-processing
         from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
         from dpkps_core.dp.rng import NoiseSource
-        from dpkps_core.evaluation.forecasting import dp_forecast
+        from dpkps_core.evaluation.forecast_dp import dp_forecast
 
         ledger = corpus_ledger(corpus, tool="cli forecast", out=args.out, cap=config.epsilon_cap)
-        _, f = dp_forecast(train, vocabulary, ledger=ledger, noise=NoiseSource(config.seed, sampler=config.noise_sampler),
-                           epsilon=args.eps_forecast, terms_per_doc=config.terms_per_doc,
-                           by_person=bool(config.person_column), eps_voc=config.eps_voc, eps_kde=config.eps_kde,
-                           vocab_size=config.vocab_size, method=config.method, density=config.density,
-                           length=config.length, features=config.features)
+        _, f = dp_forecast(train, vocabulary, config, ledger=ledger,
+                           noise=NoiseSource(config.seed, sampler=config.noise_sampler), epsilon=args.eps_forecast,
+                           by_person=bool(config.person_column))
         print(f"DP forecast for ε_voc = {f.eps_voc:g}, ε_kde = {f.eps_kde:g} ({f.method}, {f.density}) — from a DP "
               f"release of ε_forecast = {f.epsilon_forecast:g} charged to this corpus's ledger; choosing settings "
               "from it is covered by ε.")

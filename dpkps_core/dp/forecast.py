@@ -3,7 +3,7 @@
 Choosing ε, N or a method from EXACT private statistics is a use of the data that ε does not cover
 (docs/PRIVACY.md "Previews"). The default forecast therefore reads the corpus only through this mechanism, and
 everything it shows (the vocabulary noise share, the density signal-to-noise, the verdict) is post-processing of
-its output (``dpkps_core.evaluation.forecasting.forecast_from_release``).
+its output (``dpkps_core.evaluation.forecast_dp.forecast_from_release``).
 
 **Statistic.** Two parts, released together by ONE Laplace mechanism:
 

@@ -22,7 +22,9 @@ forecasts and projections of real documents are *private, not for release* (ever
 
 Nothing here logs or prints document text. Modules: metrics · classifiers (heads, Deep CORAL) · no_llm (the ONE
 no-LLM check and the ONE real keyphrase baseline) · projections · run (a run folder's evaluation) · sweep ·
-forecasting. Every name is importable from ``dpkps_core.evaluation``.
+forecast_outlook (what both forecasts share: Forecast, the verdict, the chart) · forecast_exact (the exact,
+private preview) · forecast_dp (the default DP forecast and its release). Every name is importable from
+``dpkps_core.evaluation``.
 """
 
 # ruff: noqa: F401 - the package's public names (and the helpers other modules use)
@@ -85,12 +87,26 @@ from dpkps_core.evaluation.sweep import (
     write_sweep_outputs,
     _write_png,
 )
-from dpkps_core.evaluation.forecasting import (
+from dpkps_core.evaluation.forecast_outlook import (
     Forecast,
     expected_noise_share,
-    _count_curve,
-    forecast,
-    _forecast_verdict,
+    suggest_smaller_n,
+    vocabulary_outlook,
+    forecast_verdict,
+    vocabulary_noise_share,
     _num,
     forecast_figure,
+)
+from dpkps_core.evaluation.forecast_exact import (
+    _count_curve,
+    forecast,
+)
+from dpkps_core.evaluation.forecast_dp import (
+    DP_FORECAST_NOTE,
+    EXACT_PREVIEW_NOTE,
+    release_forecast,
+    dp_forecast,
+    reconstructed_counts,
+    forecast_from_release,
+    forecast_preview,
 )

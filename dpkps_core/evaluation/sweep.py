@@ -207,23 +207,23 @@ def run_sweep(
     return df
 
 
-def dp_forecast_grid(stats: Any, *, eps_voc_grid: Sequence[float] = DEFAULT_EPS_VOC_GRID,
+def dp_forecast_grid(stats: Any, config: SamplingConfig, *, eps_voc_grid: Sequence[float] = DEFAULT_EPS_VOC_GRID,
                      eps_kde_grid: Sequence[float] = DEFAULT_EPS_KDE_GRID, methods: Sequence[str] = ("independent",),
-                     **settings: Any) -> "pd.DataFrame":
-    """The DP sweep (default; docs/PRIVACY.md "Previews that steer choices"): the forecast over an ε_voc × ε_kde
-    grid and methods, as post-processing of ONE DP forecast release (``dpkps_core.dp.forecast``) — no further ε,
-    covered by the ledger. ``settings``: the other keyword arguments of
-    :func:`~dpkps_core.evaluation.forecasting.forecast_from_release`. Unlike :func:`run_sweep` (exact, private,
-    local — not covered by ε) it forecasts rather than measures accuracy."""
+                     **options: Any) -> "pd.DataFrame":
+    """The DP sweep (default; docs/PRIVACY.md "Previews that steer choices"): the forecast of ``config`` over an
+    ε_voc × ε_kde grid and methods, as post-processing of ONE DP forecast release (``dpkps_core.dp.forecast``) — no
+    further ε, covered by the ledger. ``options``: the other keyword arguments of
+    :func:`~dpkps_core.evaluation.forecast_dp.forecast_from_release` (``reps``, ``seed``…). Unlike :func:`run_sweep`
+    (exact, private, local — not covered by ε) it forecasts rather than measures accuracy."""
     import pandas as pd
 
-    from dpkps_core.evaluation.forecasting import forecast_from_release
+    from dpkps_core.evaluation.forecast_dp import forecast_from_release
 
     rows = []
     for method in methods:
         for e_voc in (check_epsilon(e, "ε_voc") for e in eps_voc_grid):
             for e_kde in (check_epsilon(e, "ε_kde") for e in eps_kde_grid):
-                f = forecast_from_release(stats, eps_voc=e_voc, eps_kde=e_kde, method=method, **settings)
+                f = forecast_from_release(stats, config.replace(eps_voc=e_voc, eps_kde=e_kde, method=method), **options)
                 rows.append({"method": method, "eps_voc": e_voc, "eps_kde": e_kde,
                              "expected_real_terms": round(f.expected_real_terms),
                              "expected_noise_share": f.expected_noise_share,

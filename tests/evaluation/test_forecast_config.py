@@ -1,0 +1,109 @@
+"""Both "Will this work?" forecasts take the sampling settings as one frozen SamplingConfig (docs/ARCHITECTURE.md
+"One path for a setting"; DESIGN §6) and give the same numbers as before they did.
+
+The digests below were taken with the keyword-argument forecasts (``eps_voc=…, eps_kde=…, terms_per_doc=…,
+vocab_size=…, method=…, density=…, length=…, features=…, bandwidth=…``) before the settings became a config: a
+config-built forecast must reproduce every field of the old one, verdict text included. No real model: the RFF
+case embeds with the bag-of-words stand-in of tests/test_evaluation.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from dpkps_core.config import SamplingConfig, build_sampling_config
+from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.errors import ParameterError
+from dpkps_core.evaluation.forecast_dp import dp_forecast, forecast_from_release, release_forecast
+from dpkps_core.evaluation.forecast_exact import forecast
+from dpkps_core.evaluation.forecast_outlook import Forecast
+from dpkps_core.evaluation.sweep import dp_forecast_grid
+from test_evaluation import BowEmbedder, make_toy_corpus, make_toy_vocabulary
+
+
+def _digest(f: Forecast) -> str:
+    return hashlib.sha256(json.dumps(f.to_dict(), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def toy() -> tuple:
+    return make_toy_corpus(), make_toy_vocabulary(n_filler=20_000), make_toy_vocabulary()
+
+
+def test_exact_forecast_from_a_config_equals_the_keyword_forecast(toy: tuple) -> None:
+    corpus, big, small = toy
+    # histogram, a poor vocabulary (remedies in the verdict) and a poor density (a suggested ε_kde)
+    poor = forecast(corpus.texts, corpus.labels, big,
+                    build_sampling_config(eps_voc=0.05, eps_kde=0.01, terms_per_doc=5, vocab_size=30, length=5))
+    assert _digest(poor) == "c6e72be2055db9f61f08be56d5f1c2963b75a511dafc932a899e4bd6dd551622"
+    assert poor.expected_noise_share == 1.0 and poor.noise_floor == pytest.approx(921.2338374638856, rel=1e-12)
+    assert poor.suggested_eps_voc == 5.0 and poor.suggested_eps_kde == pytest.approx(1.9712966196628812, rel=1e-12)
+    # RFF with the exact KDE over embedded stand-in terms, a user I
+    rff = forecast(corpus.texts, corpus.labels, small,
+                   build_sampling_config(eps_voc=3.0, eps_kde=2.0, terms_per_doc=5, vocab_size=30,
+                                         method="iterative-log", length=5, features=300), embedder=BowEmbedder())
+    assert _digest(rff) == "0a4e6713b2ccdc2708ef616a57dfc14f54fc2b40e8e78bcc2da1b53e7d4ce7c1"
+    assert rff.expected_real_terms == pytest.approx(24.2) and rff.kde["sport"]["snr"] == pytest.approx(0.010151539653)
+    # RFF for independent sampling with the user's σ
+    bw = forecast(corpus.texts, corpus.labels, small,
+                  build_sampling_config(eps_voc=3.0, eps_kde=2.0, terms_per_doc=5, vocab_size=30, density="rff",
+                                        length=5, bandwidth=0.7), embedder=BowEmbedder())
+    assert _digest(bw) == "0a01d1c727de1568ae5de52ec91856f32f4ae542f8cd4bec6354612cd05ba18f"
+    assert "σ = 0.7" in bw.kde_error_kind
+
+
+def test_exact_forecast_remedies_a_smaller_n_and_a_prefix_of_v_as_before() -> None:
+    corpus, big = make_toy_corpus(per_class=200), make_toy_vocabulary(n_filler=20_000)
+    cfg = build_sampling_config(eps_voc=0.5, eps_kde=0.5, terms_per_doc=5, vocab_size=30, length=4,
+                                method="iterative-log", features=20)
+    f = forecast(corpus.texts, corpus.labels, big, cfg, min_real_terms=20, embedder=BowEmbedder())
+    assert _digest(f) == "12a31876ac1c99642f8812da9cbc3e6d37d1583ba33c4e3069a8ba893c47cef1"
+    assert f.vocabulary_quality == "poor" and f.suggested_eps_voc == 1.0 and f.suggested_max_terms == 10_000
+    assert "a smaller N = 20" in f.verdict
+
+
+def test_dp_forecast_from_a_config_equals_the_keyword_forecast(toy: tuple) -> None:
+    corpus, big, _ = toy
+    led = PrivacyLedger()
+    stats, f = dp_forecast(corpus, big, build_sampling_config(eps_voc=1.0, eps_kde=2.0, terms_per_doc=5,
+                                                              vocab_size=30, length=5),
+                           ledger=led, noise=NoiseSource(7, sampler="numpy"), epsilon=0.5, reps=3)
+    assert led.total_epsilon == pytest.approx(0.5) and f.dp and f.epsilon_forecast == 0.5
+    assert _digest(f) == "15160a3650fbd534e4d2340f3381e409b93542cd1f29b5896fe29f9e33f8ee78"
+    assert f.suggested_eps_voc == 8.0 and f.suggested_eps_kde == pytest.approx(1.4695507056190422, rel=1e-12)
+    rff = forecast_from_release(stats, build_sampling_config(eps_voc=1.0, eps_kde=2.0, vocab_size=30, length=5,
+                                                             method="iterative-log", features=500, terms_per_doc=5))
+    assert _digest(rff) == "af0b7e691ceac4eb6ed5bc64455eae488a6244a12f5f59228935533f1447bfa0"
+    assert rff.kde["sport"]["snr"] == pytest.approx(0.010076292073)  # the error at the unrounded noisy class size
+
+
+def test_what_if_eps_voc_and_the_dp_sweep_are_the_config_with_that_eps_voc(toy: tuple) -> None:
+    corpus, big, _ = toy
+    stats = release_forecast(corpus, big, ledger=PrivacyLedger(), noise=NoiseSource(3, sampler="numpy"),
+                             epsilon=1.0, terms_per_doc=5)
+    cfg = SamplingConfig(eps_voc=1.0, eps_kde=2.0, terms_per_doc=5, vocab_size=30, length=5)
+    assert _digest(forecast_from_release(stats, cfg, eps_voc=4.0, reps=2)) == \
+        _digest(forecast_from_release(stats, cfg.replace(eps_voc=4.0), reps=2))
+    df = dp_forecast_grid(stats, cfg, eps_voc_grid=(0.5, 4.0), eps_kde_grid=(2.0,), methods=("independent",), reps=2)
+    cell = forecast_from_release(stats, cfg.replace(eps_voc=4.0), reps=2)
+    row = df[df["eps_voc"] == 4.0].iloc[0]
+    assert row["expected_noise_share"] == cell.expected_noise_share and bool(row["usable"]) == cell.usable
+
+
+def test_settings_come_only_as_a_config(toy: tuple) -> None:
+    corpus, big, _ = toy
+    stats = release_forecast(corpus, big, ledger=PrivacyLedger(), noise=NoiseSource(3, sampler="numpy"),
+                             epsilon=1.0, terms_per_doc=5)
+    with pytest.raises(ParameterError, match="SamplingConfig"):
+        forecast_from_release(stats, {"eps_voc": 1.0, "terms_per_doc": 5})
+    with pytest.raises(TypeError):
+        forecast_from_release(stats, SamplingConfig(terms_per_doc=5), vocab_size=30)  # no loose settings
+    with pytest.raises(ParameterError, match="needs a new release"):
+        forecast_from_release(stats, SamplingConfig(terms_per_doc=10))
+    led = PrivacyLedger()
+    with pytest.raises(ParameterError, match="ε_voc"):  # refused before anything is charged
+        dp_forecast(corpus, big, SamplingConfig(terms_per_doc=5), ledger=led, noise=NoiseSource(1), eps_voc=-1.0)
+    assert led.total_epsilon == 0
