@@ -38,6 +38,11 @@ BUGS = [
   "counts = term_counts(part.texts, vocabulary, terms_per_doc=config.terms_per_doc, groups=groups)",
   "counts = term_counts(part.texts, vocabulary, terms_per_doc=2 * config.terms_per_doc, groups=groups)",
   ["tests/dp/test_consistency.py::test_vocabulary_step_counts_at_most_the_s_its_noise_is_calibrated_for"]),
+ ("8 the ledger's lock removed (no flock, deferred BEGIN)", "dpkps_core/ledger_store/sqlite_store.py",
+  ("                fcntl.flock(fd, fcntl.LOCK_EX)\n", 'conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")'),
+  ("                pass\n", 'conn.execute("BEGIN")'),
+  ["tests/test_ledger_filter.py::test_concurrent_processes_never_overspend_and_every_charge_is_accounted_for"],
+  "slow"),
  ("9 export allowlist accepts sub/<allowed name>", "dpkps_core/export.py",
   "if len(pure.parts) != 1 or name not in ALLOWED_RUN_FILES:", "if base not in ALLOWED_RUN_FILES:",
   ["tests/test_export.py::test_allowlist_refuses_every_allowed_name_inside_a_sub_folder",
@@ -77,16 +82,22 @@ BUGS = [
 ]
 only = sys.argv[1:]
 results = []
-for name, path, old, new, tests in BUGS:
+for name, path, old, new, tests, *marker in BUGS:
     if only and not any(name.startswith(o + " ") for o in only):
         continue
+    olds, news = (old, new) if isinstance(old, tuple) else ((old,), (new,))  # one bug may need several edits
     f = ROOT / path
     src = f.read_text()
-    if src.count(old) != 1:
-        results.append((name, "PATTERN NOT FOUND (%d)" % src.count(old), tests)); print(results[-1], flush=True); continue
-    f.write_text(src.replace(old, new))
+    counts = [src.count(o) for o in olds]
+    if counts != [1] * len(olds):
+        results.append((name, "PATTERN NOT FOUND (%s)" % counts, tests)); print(results[-1], flush=True); continue
+    planted = src
+    for o, n in zip(olds, news):
+        planted = planted.replace(o, n)
+    f.write_text(planted)
     try:
-        r = subprocess.run([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *tests], cwd=ROOT,
+        r = subprocess.run([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker[0] if marker else "not slow",
+                            *tests], cwd=ROOT,
                            capture_output=True, text=True, timeout=900)
         last = [l for l in r.stdout.splitlines() if "passed" in l or "failed" in l or "error" in l][-1:]
         results.append((name, "CAUGHT" if r.returncode != 0 else "SURVIVED", tests, last))
