@@ -1,25 +1,45 @@
 """The before-the-run estimate of a generation (docs/ARCHITECTURE.md, llm/): prompt and completion tokens, an
-optional price and the time from the backend's speed assumptions. Prompts are rendered from the DP keyphrase
-sequences and the public prompt settings only (post-processing, DESIGN §2.5).
+optional price and the time, retries included, from the selected engine's measured speed.
+
+Prompts are rendered from the DP keyphrase sequences and the public prompt settings only (post-processing,
+DESIGN §2.5). The time follows :mod:`dpkps_core.llm.speed`: the expected attempts per document from the measured
+share of replies the non-document screen refuses and the retry cap, and the measured seconds of a batch. Both are
+measured on this backend — by earlier runs at the same settings, else by ONE calibration batch of fixed PUBLIC
+sequences (:data:`CALIBRATION_TERMS`, the job's public class names) written and screened through the backend's own
+engine and thrown away — never on private text.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from typing import Any, Mapping, Sequence
 
 from dpkps_core.errors import ParameterError
-from dpkps_core.llm.backends import LLMBackend
-from dpkps_core.llm.prompts import PromptConfig, render_prompt
+from dpkps_core.llm.backends import LLMBackend, TransientLLMError
+from dpkps_core.llm.prompts import PromptConfig, as_sequence, render_prompt
+from dpkps_core.llm.quality import screen
+from dpkps_core.llm.speed import MIN_REPLIES, BatchTimes, Measured, expected_attempts, measured, step_share
 from dpkps_core.sequences import KeyphraseSequence
+
+#: Public words of the calibration sequences (common English nouns; no corpus is read).
+CALIBRATION_TERMS = (
+    "market", "city", "team", "season", "report", "government", "company", "music", "film", "players", "plans",
+    "growth", "school", "health", "election", "software", "phone", "prices", "award", "minister", "match", "coach",
+    "bank", "shares", "internet", "album", "court", "budget", "record", "profits", "fans", "tour", "council",
+    "patients", "police", "research", "users", "festival", "economy", "league",
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class CostEstimate:
     """Before-the-run estimate.
 
-    ``completion_tokens`` is the upper bound ``prompts × max_tokens``; ``cost`` is None without a price.
+    ``completion_tokens`` is the upper bound ``attempts × max_tokens`` with the expected attempts (retries
+    included); ``cost`` is None without a price. ``attempts_per_document`` is the expected attempts of one document
+    at ``rejection_rate`` (the share of replies the screen refuses, measured as ``rejection_source`` says) and at
+    most ``retries`` retries; ``measure_seconds`` the time spent measuring (a calibration batch) for this estimate.
     """
 
     prompts: int
@@ -30,14 +50,25 @@ class CostEstimate:
     cost: float | None
     seconds: float
     token_method: str
+    attempts_per_document: float = 1.0
+    rejection_rate: float | None = None
+    rejection_source: str = ""
+    retries: int = 0
+    measure_seconds: float = 0.0
 
     def summary(self) -> str:
-        """One line for the CLI/app."""
+        """One line for the CLI/app, stating the retry assumption."""
         cost = f", about {self.cost:.4f} at {self.price_per_1k:g} per 1k tokens" if self.cost is not None else ""
-        return (
-            f"{self.prompts} prompts, ~{self.prompt_tokens} prompt + ≤{self.completion_tokens} completion tokens "
-            f"({self.token_method}){cost}, about {_fmt_seconds(self.seconds)}"
-        )
+        line = (f"{self.prompts} prompts, ~{self.prompt_tokens} prompt + ≤{self.completion_tokens} completion tokens "
+                f"({self.token_method}){cost}, about {_fmt_seconds(self.seconds)}")
+        if self.retries <= 0:
+            return line + " (no retries)"
+        if self.rejection_rate is None:
+            return line + (f"; retries not included: no measured share of refused replies ({self.rejection_source}), "
+                           "so every reply is assumed to pass the screen")
+        return line + (f"; retries included: {self.rejection_rate:.0%} of replies refused by the non-document screen "
+                       f"(measured on {self.rejection_source}; attempts taken as independent), up to {self.retries} "
+                       f"retries → {self.attempts_per_document:.2f} attempts per document on average")
 
 
 def _fmt_seconds(s: float) -> str:
@@ -45,7 +76,7 @@ def _fmt_seconds(s: float) -> str:
     if s < 90:
         return f"{s:.0f} s"
     if s < 5400:
-        return f"{s / 60:.0f} min"
+        return f"{s / 60:.1f} min"
     return f"{s / 3600:.1f} h"
 
 
@@ -60,6 +91,62 @@ def _engine_batch_rate(backend: LLMBackend, batch: int) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
+def calibration_sequences(sequences: Sequence[KeyphraseSequence], rows: int) -> list[KeyphraseSequence]:
+    """``rows`` PUBLIC calibration sequences: :data:`CALIBRATION_TERMS` in turn, as many per sequence as the job's
+    sequences hold (a public length) and labelled with the job's class names (public input, released with the data)."""
+    lengths = [max(1, len(s.keyphrases)) for s in sequences] or [5]
+    labels = sorted({s.label for s in sequences}) or [""]
+    out, t = [], 0
+    for i in range(max(1, int(rows))):
+        k = lengths[i % len(lengths)]
+        words = tuple(CALIBRATION_TERMS[(t + j) % len(CALIBRATION_TERMS)] for j in range(k))
+        t += k
+        out.append(KeyphraseSequence(id=f"calibration-{i}", label=labels[i % len(labels)], keyphrases=words))
+    return out
+
+
+def calibrate_screen(backend: LLMBackend, *, prompt_config: PromptConfig, sequences: Sequence[KeyphraseSequence],
+                     rows: int, max_tokens: int, temperature: float, timeout: float = 120.0) -> Measured:
+    """Write ONE batch of ``rows`` replies to :func:`calibration_sequences` through the backend (its selected
+    engine, the run's settings), judge each with :func:`~dpkps_core.llm.quality.screen` and record the replies and
+    the batch's seconds in the backend's :class:`~dpkps_core.llm.speed.Measured`. The replies are thrown away;
+    only counts and a time are kept (public: nothing private is read)."""
+    messages = [render_prompt(s, prompt_config) for s in calibration_sequences(sequences, rows)]
+    t0 = time.monotonic()
+    results = backend.generate_batch(messages, max_tokens=max_tokens, temperature=temperature, timeout=timeout)
+    seconds = time.monotonic() - t0
+    record = measured(backend, max_tokens, temperature)
+    for result in results:
+        try:
+            accepted = isinstance(result, str) and bool(screen(result))
+        except TransientLLMError:
+            accepted = False
+        record.add_reply(accepted, calibration=True)
+    record.add_batch(len(messages), seconds)
+    return record
+
+
+def _rejection(backend: LLMBackend, record: Measured, *, given: float | None, retries: int, calibrate: bool,
+               run_calibration: Any) -> tuple[float | None, str, float]:
+    """The rejection rate, its source in words and the seconds spent measuring it."""
+    if given is not None:
+        if not (isinstance(given, (int, float)) and 0 <= given < 1):
+            raise ParameterError("The rejection rate must be a number in [0, 1).")
+        return float(given), "a rate given by the caller", 0.0
+    spent = 0.0
+    if (retries > 0 and calibrate and record.replies < MIN_REPLIES and not record.calibration_replies
+            and not record.active_runs and int(getattr(backend, "max_batch_size", 1)) > 1):
+        # once per backend and settings, local models only (a calibration batch costs no money), never while a run
+        # writes on the engine (its own replies are measured then)
+        t0 = time.monotonic()
+        run_calibration()
+        spent = time.monotonic() - t0
+    rate = record.rejection()
+    if rate is None:
+        return None, "none measured for this backend yet", spent
+    return rate, record.source(), spent
+
+
 def estimate_cost(
     sequences: Sequence[KeyphraseSequence | Mapping[str, Any]],
     *,
@@ -69,12 +156,21 @@ def estimate_cost(
     concurrency: int = 1,
     price_per_1k: float | None = None,
     batch_size: int = 1,
+    retries: int = 0,
+    temperature: float = 0.7,
+    drafts: int = 1,
+    rejection_rate: float | None = None,
+    calibrate: bool = True,
+    timeout: float = 120.0,
 ) -> CostEstimate:
-    """Prompt count × tokens, optional price per 1k tokens, and time from the backend's rate assumption.
+    """Prompt count × tokens, optional price per 1k tokens, and the time, retries included (:mod:`~dpkps_core.llm.speed`).
 
-    Prompt tokens come from ``backend.count_prompt_tokens`` (the tokenizer offline, ~4 chars/token remote). For a
-    batched backend, ``batch_size`` prompts share one call whose decoding steps cost ``backend.batch_cost(b)``; a
-    local backend with an inference engine that measures its speed (CTranslate2) uses that measurement instead.
+    Prompt tokens come from ``backend.count_prompt_tokens`` (the tokenizer offline, ~4 chars/token remote). With
+    ``retries`` > 0 each document takes the expected attempts at the measured rejection rate (``rejection_rate``
+    overrides it; ``calibrate=False`` never runs a calibration batch). ``drafts`` = K: the sequences hold each
+    sequence K times (K prompts per attempt; an attempt is refused when all K drafts are). A batched backend
+    (``batch_size`` > 1) takes its seconds per batch from, in turn: batches measured at these settings (earlier runs
+    or the calibration batch), its inference engine's measured tokens/s (CTranslate2), or ``backend.batch_cost``.
     """
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ParameterError("max_tokens must be a positive integer.")
@@ -84,25 +180,50 @@ def estimate_cost(
         raise ParameterError("Concurrency must be a positive integer.")
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ParameterError("The batch size must be a positive integer.")
-    prompt_tokens = sum(backend.count_prompt_tokens(render_prompt(s, prompt_config)) for s in sequences)
-    n = len(sequences)
-    completion = n * max_tokens
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise ParameterError("retries must be a non-negative integer.")
+    if not isinstance(drafts, int) or isinstance(drafts, bool) or drafts < 1:
+        raise ParameterError("drafts must be a positive integer.")
+    seqs = [as_sequence(s) for s in sequences]
+    n = len(seqs)
+    batch = max(1, min(batch_size, backend.max_batch_size, n or 1))
+    record = measured(backend, max_tokens, temperature)
+    rate, source, spent = _rejection(
+        backend, record, given=rejection_rate, retries=retries, calibrate=calibrate and n > 0,
+        run_calibration=lambda: calibrate_screen(backend, prompt_config=prompt_config, sequences=seqs, rows=batch,
+                                                 max_tokens=max_tokens, temperature=temperature, timeout=timeout))
+    per_attempt = (rate or 0.0) ** drafts  # an attempt is refused when all of its drafts are
+    attempts = expected_attempts(per_attempt, retries)
+    prompt_tokens = round(attempts * sum(backend.count_prompt_tokens(render_prompt(s, prompt_config)) for s in seqs))
+    completion = math.ceil(n * attempts - 1e-9) * max_tokens
     total = prompt_tokens + completion
     cost = None if price_per_1k is None else total / 1000.0 * price_per_1k
-    batch = max(1, min(batch_size, backend.max_batch_size))
-    measured = _engine_batch_rate(backend, min(batch, n)) if n else None
-    if measured:  # an inference engine's measured speed (tokens/s of a whole batch), every row at max_tokens
-        per_batch = backend.latency_s + min(batch, n) * max_tokens / measured
-        seconds = math.ceil(n / batch) * per_batch
+    if n == 0:
+        seconds = 0.0
     elif batch > 1:
-        per_batch = backend.latency_s + max_tokens / backend.tokens_per_s * float(backend.batch_cost(batch))
-        seconds = math.ceil(n / batch) * per_batch if n else 0.0
+        seconds = _batch_times(backend, record, batch, max_tokens).run_seconds(
+            [float(n)] + [0.0] * retries, per_attempt)
     else:
         parallel = max(1, min(concurrency, backend.max_concurrency))
-        per_request = backend.latency_s + max_tokens / backend.tokens_per_s
-        seconds = math.ceil(n / parallel) * per_request if n else 0.0
+        seconds = math.ceil(n * attempts / parallel - 1e-9) * (backend.latency_s + max_tokens / backend.tokens_per_s)
     method = "tokenizer" if type(backend).count_prompt_tokens is not LLMBackend.count_prompt_tokens else "~4 chars/token"
     return CostEstimate(
         prompts=n, prompt_tokens=prompt_tokens, completion_tokens=completion, total_tokens=total,
         price_per_1k=price_per_1k, cost=cost, seconds=float(seconds), token_method=method,
+        attempts_per_document=attempts, rejection_rate=rate if retries > 0 else None,
+        rejection_source=source if retries > 0 else "", retries=retries, measure_seconds=spent,
     )
+
+
+def _batch_times(backend: LLMBackend, record: Measured, batch: int, max_tokens: int) -> BatchTimes:
+    """Seconds of a batch of ``batch`` rows — measured batches at these settings, else the engine's measured
+    tokens/s with every row at ``max_tokens``, else ``tokens_per_s`` × ``batch_cost`` — and the one-row share."""
+    share = step_share(backend, batch)
+    full = record.batch_seconds(batch)
+    if full is None:
+        measured_rate = _engine_batch_rate(backend, batch)
+        if measured_rate:
+            full = backend.latency_s + batch * max_tokens / measured_rate
+        else:
+            full = backend.latency_s + max_tokens / backend.tokens_per_s * float(backend.batch_cost(batch))
+    return BatchTimes(batch, full, share)

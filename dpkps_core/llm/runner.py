@@ -13,7 +13,8 @@ One :class:`GenerationRun` holds a run's state: it resumes (:meth:`~GenerationRu
 local backends (``max_batch_size > 1``) get batches of ``batch_size`` prompts in one call, remote backends get
 ``concurrency`` single requests in flight — handles each result (a document, a retry after
 :func:`~dpkps_core.llm.retry.retry_delay`, or a failure), checkpoints every document as soon as it is back (a kill
-loses at most the batch or requests in flight, never a finished document) and reports progress with an ETA.
+loses at most the batch or requests in flight, never a finished document) and reports progress with an ETA from
+this run's measured throughput, retries included (:class:`~dpkps_core.llm.speed.RunMeter`).
 ``settings.drafts = K > 1``: K prompts per attempt, the best draft kept (:mod:`dpkps_core.llm.selection`).
 
 Only ids, counts and errors are logged; document text never is.
@@ -23,9 +24,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
-import contextlib
 import dataclasses
-import datetime as _dt
 import functools
 import logging
 import os
@@ -33,34 +32,22 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from dpkps_core.errors import LLMError, ParameterError
 from dpkps_core.llm.backends import ChatMessages, GenerationCancelled, LLMBackend, TransientLLMError, redact
+from dpkps_core.llm.checkpoint import RunWriters, run_lock, utc_now
 from dpkps_core.llm.prompts import PromptConfig, as_sequence, render_prompt
 from dpkps_core.llm.quality import screen
 from dpkps_core.llm.selection import DraftChoice, DraftSelector, request_drafts
 from dpkps_core.llm.retry import RetriesExhausted, call_with_retries, retry_delay
 from dpkps_core.llm.settings import GenerationSettings, GenerationSummary, Progress
-from dpkps_core.runfolder import (
-    AUDIT_FILE,
-    DOCUMENTS_FILE,
-    FAILURES_FILE,
-    LOCK_FILE,
-    JsonlAppender,
-    iter_jsonl,
-    read_documents,
-    repair_jsonl_tail,
-    rewrite_jsonl,
-)
+from dpkps_core.llm.speed import RunMeter, measured, step_share
+from dpkps_core.runfolder import (DOCUMENTS_FILE, FAILURES_FILE, iter_jsonl, read_documents, repair_jsonl_tail,
+                                  rewrite_jsonl)
 from dpkps_core.sequences import KeyphraseSequence
 
 log = logging.getLogger(__name__)
-
-
-def _now() -> str:
-    """The current UTC time in ISO 8601 with milliseconds (audit log, failures)."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def run_generation(
@@ -98,31 +85,12 @@ def run_generation(
     seqs = all_seqs[: settings.limit] if settings.limit is not None else all_seqs
     run = Path(run_dir)
     run.mkdir(parents=True, exist_ok=True)
-    with _run_lock(run):
+    with run_lock(run):
         return GenerationRun(
             seqs, full_by_id, backend=backend, prompt_config=prompt_config, run_dir=run, settings=settings,
             progress=progress, cancel=cancel or threading.Event(),
             secrets=tuple(secrets) + tuple(getattr(backend, "secrets", ())),
         ).run()
-
-
-@contextlib.contextmanager
-def _run_lock(run: Path) -> Iterator[None]:
-    """One generation per run folder at a time (an OS lock, released by the kernel if the process dies)."""
-    path = run / LOCK_FILE
-    fh = path.open("a+b")
-    try:
-        try:
-            import fcntl
-
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # pragma: no cover - non-POSIX
-            pass
-        except OSError:
-            raise LLMError(f"Another generation is already writing into {run}; wait for it or cancel it.") from None
-        yield
-    finally:
-        fh.close()
 
 
 @dataclasses.dataclass
@@ -143,20 +111,6 @@ class ItemFailure:
     retryable: bool
 
 
-class _Writers:
-    """The run folder's three append-only files, open for the duration of a run."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.audit = JsonlAppender(run_dir / AUDIT_FILE)
-        self.docs = JsonlAppender(run_dir / DOCUMENTS_FILE)
-        self.fails = JsonlAppender(run_dir / FAILURES_FILE)
-
-    def close(self) -> None:
-        """Close all three (each line was already flushed and fsynced)."""
-        for w in (self.audit, self.docs, self.fails):
-            w.close()
-
-
 class GenerationRun:
     """One generation run in a locked run folder: resume, schedule, submit, handle results, checkpoint, finish.
 
@@ -164,7 +118,7 @@ class GenerationRun:
     already in the folder must belong to it). ``secrets`` are masked in every error written or logged.
     """
 
-    _writers: _Writers
+    _writers: RunWriters
 
     def __init__(self, seqs: list[KeyphraseSequence], full_by_id: dict[str, KeyphraseSequence], *,
                  backend: LLMBackend, prompt_config: PromptConfig, run_dir: Path, settings: GenerationSettings,
@@ -189,6 +143,11 @@ class GenerationRun:
         self._messages: dict[str, ChatMessages] = {}
         self.drafts = settings.drafts  # best of K, judged on the file's DP sequences only (never the private corpus)
         self.selector = selector or (DraftSelector(list(full_by_id.values())) if self.drafts > 1 else None)
+        size = max(1, min(settings.batch_size, int(getattr(backend, "max_batch_size", 1))) // self.drafts)
+        self.meter = RunMeter(measured(backend, settings.max_tokens, settings.temperature), retries=settings.retries,
+                              size=size if self.batched else None, drafts=self.drafts)
+        self._queue: collections.deque[QueuedItem] | None = None
+        self._settling: tuple[list[QueuedItem], list[QueuedItem]] = ([], [])
 
     @property
     def batched(self) -> bool:
@@ -206,15 +165,19 @@ class GenerationRun:
         if not self.todo:
             return GenerationSummary(self.total, self.already, 0, 0, False, 0.0)
         self.open_files()
+        if self.batched:  # the one-row step share of the ETA's tail batches, from the engine when it measures it
+            self.meter.share = step_share(self.backend, self.meter.size or 1)
+        self.meter.open()
         try:
             cancelled = self.run_batched() if self.batched else self.run_concurrent()
         finally:
+            self.meter.close()
             self.close_files()
         return self.finish(cancelled)
 
     def open_files(self) -> None:
         """Open the audit log, the documents and the failures for appending (creates them)."""
-        self._writers = _Writers(self.run_dir)
+        self._writers = RunWriters(self.run_dir)
 
     def close_files(self) -> None:
         """Close what :meth:`open_files` opened (every line was already flushed and fsynced)."""
@@ -255,21 +218,28 @@ class GenerationRun:
 
     # -- progress and checkpoint ---------------------------------------------------------------------------------
     def report(self, in_flight: int = 0, fraction: float = 0.0) -> None:
-        """Progress: done, failed, the rate (in-flight work counted pro rata) and the ETA it implies."""
+        """Progress: done, failed, the rate (in-flight work counted pro rata) and the ETA from this run's measured
+        speed and rejection rate, retries included (:meth:`~dpkps_core.llm.speed.RunMeter.eta`)."""
         if self.progress is None:
             return
         elapsed = max(time.monotonic() - self.t0, 1e-9)
         worked = self.written + self.failed + in_flight * fraction
         rate = worked / elapsed if worked > 0 else 0.0
-        left = self.total - self.already - worked
-        eta = max(0.0, left / rate) if rate > 0 else None
+        levels = [0.0] * (self.settings.retries + 1)  # items waiting, by the attempt they are at
+        if self._queue is None:
+            levels[0] = max(0.0, len(self.todo) - self.written - self.failed - in_flight)
+        unhandled, retried = self._settling  # a written batch's results still being handled count as decoded
+        for item in list(self._queue or ()) + list(retried):
+            levels[min(item.attempt, len(levels)) - 1] += 1
+        eta = self.meter.eta(levels, in_flight=in_flight or len(unhandled),
+                             fraction=fraction if in_flight else 1.0, elapsed=elapsed)
         self.progress(Progress(done=self.already + self.written, total=self.total, failed=self.failed,
                                rate_per_s=rate, eta_s=eta, in_flight=in_flight, in_flight_fraction=fraction))
 
     def audit(self, seq: KeyphraseSequence, attempt: int, messages: ChatMessages, *, batch: int | None = None,
               parameters: Mapping[str, Any] | None = None, draft: int | None = None) -> None:
         """Log one prompt about to be sent (DESIGN §2.5: every prompt sent is in the audit log)."""
-        record: dict[str, Any] = {"timestamp": _now(), "id": seq.id, "attempt": attempt}
+        record: dict[str, Any] = {"timestamp": utc_now(), "id": seq.id, "attempt": attempt}
         if batch is not None:
             record["batch"] = batch
         if draft is not None:
@@ -283,13 +253,14 @@ class GenerationRun:
         """Checkpoint one finished document (appended, flushed and fsynced at once)."""
         self._writers.docs.append({"id": seq.id, "label": seq.label, "keyphrases": list(seq.keyphrases),
                                    "text": text, "model": self.backend.model})
+        self.meter.reply(True)
         with self._lock:
             self.written += 1
         self.report()
 
     def record_choice(self, seq: KeyphraseSequence, attempt: int, choice: DraftChoice) -> None:
         """Checkpoint the kept draft as the document; the audit log gets every draft's figures."""
-        self._writers.audit.append({"timestamp": _now(), "id": seq.id, "attempt": attempt, **choice.audit_record()})
+        self._writers.audit.append({"timestamp": utc_now(), "id": seq.id, "attempt": attempt, **choice.audit_record()})
         self.record_document(seq, choice.text)
 
     def record_failure(self, seq: KeyphraseSequence, failure: ItemFailure) -> None:
@@ -297,8 +268,9 @@ class GenerationRun:
         self._writers.fails.append({
             "id": seq.id, "label": seq.label, "keyphrases": list(seq.keyphrases), "error": failure.message,
             "attempts": failure.attempts, "retryable": failure.retryable, "backend": self.backend.name,
-            "model": self.backend.model, "timestamp": _now(),
+            "model": self.backend.model, "timestamp": utc_now(),
         })
+        self.meter.reply(False)
         with self._lock:
             self.failed += 1
             self.failed_ids.append(seq.id)
@@ -306,6 +278,7 @@ class GenerationRun:
         self.report()
 
     def _log_retry(self, seq: KeyphraseSequence, attempt: int, error: Exception, delay: float) -> None:
+        self.meter.reply(False)  # a refused or failed attempt: the rejection rate of the ETA
         log.info("Item %s attempt %d failed (%s); retrying in %.2f s", seq.id, attempt,
                  redact(str(error), self.secrets), delay)
 
@@ -394,11 +367,20 @@ class GenerationRun:
         size = max(1, min(self.settings.batch_size, int(getattr(self.backend, "max_batch_size", 1))))
         size = max(1, size // self.drafts)  # K drafts per item: a call holds about batch_size prompts either way
         queue: collections.deque[QueuedItem] = collections.deque(QueuedItem(s) for s in self.todo)
+        self._queue = queue
         batch_no = 0
         while queue:
             if self.cancel.is_set():
                 return True
-            ready = self.next_batch(queue, size)
+            now = time.monotonic()
+            ready = self.next_batch(queue, size, now)
+            if 0 < len(ready) < size and queue:  # retries due sooner than a batch of their own would take: wait
+                soon = sorted(t for t in (item.not_before for item in queue) if t - now <= self.meter.fill_wait())
+                if soon:  # for them to fill this batch
+                    queue.extendleft(reversed(ready))
+                    if self.cancel.wait(soon[: size - len(ready)][-1] - now):
+                        return True
+                    continue
             if not ready:
                 if self.cancel.wait(max(0.0, min(item.not_before for item in queue) - time.monotonic())):
                     return True
@@ -410,10 +392,12 @@ class GenerationRun:
             retry: list[QueuedItem] = []
             k = self.drafts
             for i, item in enumerate(ready):
+                self._settling = (ready[i + 1:], retry)  # for the ETA: results not handled yet, retries so far
                 again = self.handle_result(item, results[i] if self.selector is None else
                                            self.selector.choose_or_error(item.seq, results[i * k:(i + 1) * k]))
                 if again is not None:
                     retry.append(again)
+            self._settling = ([], [])
             queue.extendleft(reversed(retry))  # retried items go first once their backoff is over
         return False
 
@@ -441,6 +425,7 @@ class GenerationRun:
             self.audit(item.seq, item.attempt, msgs, batch=batch_no, parameters=parameters,
                        draft=n % k if k > 1 else None)
         s = self.settings
+        self.meter.batch_started = started = time.monotonic()
         try:
             results: list[Any] = list(self.backend.generate_batch(
                 messages, max_tokens=s.max_tokens, temperature=s.temperature, timeout=s.timeout,
@@ -448,6 +433,7 @@ class GenerationRun:
             ))
             if len(results) != len(messages):
                 raise LLMError(f"The backend returned {len(results)} replies for {len(messages)} prompts.")
+            self.meter.batch(len(ready), time.monotonic() - started)
         except GenerationCancelled:
             return None
         except LLMError as exc:

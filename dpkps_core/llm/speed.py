@@ -1,0 +1,257 @@
+"""The measured speed of the writing step, retries included: ONE model shared by the before-the-run estimate
+(:mod:`dpkps_core.llm.estimate`) and the runner's ETA (:mod:`dpkps_core.llm.runner`) (docs/ARCHITECTURE.md, llm/).
+
+Retries. The runner sends every item once and again after each retryable failure — a transient error or a reply
+the non-document screen refuses (:func:`dpkps_core.llm.quality.screen`) — at most ``retries`` more times. With a
+rejection rate r per attempt, taking attempts as independent (the stated assumption), an item takes
+E = (1 − r^(R+1)) / (1 − r) attempts on average (:func:`expected_attempts`) and still fails with probability
+r^(R+1). Local backends write batches and retried items rejoin the queue first, so a run is a sequence of batches
+whose sizes :func:`expected_batches` follows in expectation.
+
+Speed. A batch lasts as long as its longest row: :class:`BatchTimes` takes the measured seconds of a full batch
+and scales a batch of m rows by the engine's measured seconds per decoding step at 1 and at ``size`` rows
+(:func:`step_share`; CTranslate2 measures it, other backends fall back to ``batch_cost``).
+
+What is measured (:class:`Measured`, one record per backend and (max_tokens, temperature), in memory only): the
+replies judged and refused, and the seconds of each batch — by the public calibration batch of the estimate and by
+every run as it goes (:class:`RunMeter`). Every figure is a count or a time of replies to prompts rendered from
+fixed public calibration sequences or from the DP keyphrase sequences (post-processing, DESIGN §2.5); no text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+import time
+import weakref
+from typing import Any, Sequence
+
+#: A rejection rate is capped below 1 so that the expected attempts stay finite and the ETA meaningful.
+MAX_REJECTION = 0.95
+#: Replies a record needs before its rejection rate replaces a calibration batch (one default batch).
+MIN_REPLIES = 16
+
+
+def expected_attempts(rejection: float, retries: int) -> float:
+    """Mean attempts of one item: Σ_{a=0..R} r^a = (1 − r^(R+1)) / (1 − r), r = ``rejection``, R = ``retries``."""
+    r = min(max(float(rejection), 0.0), MAX_REJECTION)
+    return float(retries + 1) if r >= 1.0 else (1.0 - r ** (retries + 1)) / (1.0 - r)
+
+
+def expected_batches(waiting: Sequence[float], size: int, rejection: float) -> list[tuple[float, float]]:
+    """The batches a batched run still sends, in expectation, as ``(rows, weight)`` pairs.
+
+    ``waiting[a]`` items wait for attempt a + 1 (``len(waiting)`` = attempts allowed). Each batch takes up to
+    ``size`` items, retried ones first (as the runner does); a share ``rejection`` of each level comes back one level
+    up while attempts are left. A tail batch of less than one expected item stands for "a batch of one row, with that
+    probability": its rows are 1 and its weight the expected count (so its time counts pro rata)."""
+    levels = [max(0.0, float(x)) for x in waiting]
+    r = min(max(float(rejection), 0.0), MAX_REJECTION)
+    out: list[tuple[float, float]] = []
+    for _ in range(100_000):
+        total = sum(levels)
+        if total < 1e-3:
+            break
+        take = min(float(size), total)
+        out.append((max(1.0, take), min(1.0, take)))
+        left, back = take, [0.0] * len(levels)
+        for a in range(len(levels) - 1, -1, -1):  # retried items go first
+            t = min(levels[a], left)
+            levels[a] -= t
+            left -= t
+            if a + 1 < len(levels):
+                back[a + 1] += r * t
+        levels = [x + y for x, y in zip(levels, back)]
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchTimes:
+    """Seconds of one batched call: ``full`` for ``size`` rows; m rows take ``full · share(m)``, the share linear
+    from ``single_share`` (one row) to 1 (``size`` rows): a batch lasts as long as its longest row, and a decoding
+    step over m rows costs between one row's step and a full batch's (measured, :func:`step_share`)."""
+
+    size: int
+    full: float
+    single_share: float = 1.0
+
+    def seconds(self, rows: float) -> float:
+        """Seconds of a batch of ``rows`` rows (1 ≤ rows ≤ size)."""
+        if self.size <= 1:
+            return self.full * max(1.0, rows)
+        m = min(max(float(rows), 1.0), float(self.size))
+        return self.full * (self.single_share + (1.0 - self.single_share) * (m - 1.0) / (self.size - 1.0))
+
+    def run_seconds(self, waiting: Sequence[float], rejection: float) -> float:
+        """Seconds of the batches :func:`expected_batches` expects for ``waiting``."""
+        return sum(w * self.seconds(m) for m, w in expected_batches(waiting, self.size, rejection))
+
+
+def step_share(backend: Any, size: int) -> float:
+    """Seconds of a decoding step over one row relative to one over ``size`` rows: from the inference engine's
+    measured tokens/s at 1 and ``size`` rows when it has them (CTranslate2; ``batch_tokens_per_second`` calibrates
+    on public input or returns 0 when busy), else from ``backend.batch_cost``."""
+    size = max(1, int(size))
+    if size == 1:
+        return 1.0
+    rate = getattr(getattr(backend, "engine", None), "batch_tokens_per_second", None)
+    if callable(rate):
+        one, full = float(rate(1)), float(rate(size))
+        if one > 0 and full > 0 and math.isfinite(one) and math.isfinite(full):
+            return min(1.0, max(1.0 / size, full / (size * one)))  # step(1)/step(b) = (1/tps1) / (b/tpsb)
+    cost = getattr(backend, "batch_cost", None)
+    if callable(cost):
+        return min(1.0, max(1.0 / size, float(cost(1)) / float(cost(size))))
+    return 1.0
+
+
+class Measured:
+    """What one backend measured at one (max_tokens, temperature): replies judged, replies refused (retryable
+    failures: non-documents and transient errors) and batch seconds by batch size. Thread-safe; counts only."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.replies = 0
+        self.rejected = 0
+        self.calibration_replies = 0
+        self._batches: dict[int, list[float]] = {}  # rows → [batches, seconds]
+        self.active_runs = 0
+
+    def add_reply(self, accepted: bool, *, calibration: bool = False) -> None:
+        """Count one judged reply."""
+        with self._lock:
+            self.replies += 1
+            self.rejected += 0 if accepted else 1
+            self.calibration_replies += 1 if calibration else 0
+
+    def add_batch(self, rows: int, seconds: float) -> None:
+        """Count one batched call of ``rows`` rows that took ``seconds``."""
+        if rows < 1 or not seconds > 0:
+            return
+        with self._lock:
+            entry = self._batches.setdefault(int(rows), [0.0, 0.0])
+            entry[0] += 1
+            entry[1] += float(seconds)
+
+    def run_started(self, change: int) -> None:
+        """Count a run that starts (+1) or ends (−1) on this backend at these settings."""
+        with self._lock:
+            self.active_runs = max(0, self.active_runs + change)
+
+    def rejection(self) -> float | None:
+        """The measured share of refused replies (None before any reply)."""
+        with self._lock:
+            return min(self.rejected / self.replies, MAX_REJECTION) if self.replies else None
+
+    def batch_seconds(self, rows: int) -> float | None:
+        """Mean seconds of a batch of exactly ``rows`` rows (None when none was measured)."""
+        with self._lock:
+            entry = self._batches.get(int(rows))
+            return entry[1] / entry[0] if entry else None
+
+    def source(self) -> str:
+        """Where the rejection rate comes from, in words."""
+        runs = self.replies - self.calibration_replies
+        parts = [f"{self.calibration_replies} public calibration replies"] if self.calibration_replies else []
+        parts += [f"{runs} replies of earlier runs"] if runs else []
+        return " and ".join(parts) or "no replies"
+
+
+_RECORDS: "weakref.WeakKeyDictionary[Any, dict[tuple[int, float], Measured]]" = weakref.WeakKeyDictionary()
+_RECORDS_LOCK = threading.Lock()
+
+
+def measured(backend: Any, max_tokens: int, temperature: float) -> Measured:
+    """The record of ``backend`` at (``max_tokens``, ``temperature``) (created empty; lives as long as the backend)."""
+    key = (int(max_tokens), round(float(temperature), 3))
+    with _RECORDS_LOCK:
+        return _RECORDS.setdefault(backend, {}).setdefault(key, Measured())
+
+
+class RunMeter:
+    """The measured throughput of ONE run, for its ETA: replies judged (retried attempts included), batches and
+    their seconds, written through to the backend's :class:`Measured` record as they come.
+
+    ``size`` is the items per batch (None for concurrent requests); ``retries`` the retry cap; ``share`` the
+    one-row step share of :func:`step_share` (measured before the run when the engine can); ``drafts`` the prompts
+    per item (the record counts prompts per batch)."""
+
+    def __init__(self, record: Measured | None, *, retries: int, size: int | None, share: float = 1.0,
+                 drafts: int = 1) -> None:
+        self.record = record
+        self.drafts = max(1, int(drafts))
+        self.retries = retries
+        self.size = size
+        self.share = share
+        self.replies = 0
+        self.rejected = 0
+        self._prior = (record.replies, record.rejected) if record is not None else (0, 0)
+        self._full: list[float] = []  # this run's batches, each scaled to a full batch's seconds
+        self.batch_started: float | None = None
+        self._lock = threading.Lock()
+
+    def open(self) -> None:
+        """The run starts: while it writes, an estimate reads its record instead of calibrating on the busy engine."""
+        if self.record is not None:
+            self.record.run_started(+1)
+
+    def close(self) -> None:
+        """The run ends (finished, cancelled or failed)."""
+        if self.record is not None:
+            self.record.run_started(-1)
+
+    def fill_wait(self) -> float:
+        """How long a partial batch may wait for retried items still in their backoff: the measured seconds of a
+        one-row batch, what sending them on their own later would cost (0 before a batch was measured)."""
+        with self._lock:
+            full = sum(self._full) / len(self._full) if self._full else 0.0
+        return self._times(full).seconds(1) if full > 0 else 0.0
+
+    def reply(self, accepted: bool) -> None:
+        """One judged reply of this run (a document, or a refused / failed attempt)."""
+        with self._lock:
+            self.replies += 1
+            self.rejected += 0 if accepted else 1
+        if self.record is not None:
+            self.record.add_reply(accepted)
+
+    def batch(self, rows: int, seconds: float) -> None:
+        """One batched call of ``rows`` items done in ``seconds``."""
+        self.batch_started = None
+        if self.size and rows >= 1 and seconds > 0:
+            with self._lock:
+                self._full.append(seconds / self._times(1.0).seconds(rows))
+            if self.record is not None:
+                self.record.add_batch(rows * self.drafts, seconds)
+
+    def rejection(self) -> float:
+        """This run's share of refused replies, the record's earlier replies counted as a prior (0 before any)."""
+        n, k = self.replies + self._prior[0], self.rejected + self._prior[1]
+        return min(k / n, MAX_REJECTION) if n else 0.0
+
+    def _times(self, full: float) -> BatchTimes:
+        return BatchTimes(int(self.size or 1), full, self.share)
+
+    def eta(self, waiting: Sequence[float], *, in_flight: int, fraction: float, elapsed: float) -> float | None:
+        """Seconds left: the expected batches (or attempts) of the items still ``waiting`` (per attempt level) and
+        of the batch in flight, at the speed this run measured — full-batch seconds from its finished batches or
+        the batch in flight, else its judged replies per second. None before anything was measured."""
+        r = self.rejection()
+        levels = list(waiting) + [0.0] * max(0, self.retries + 1 - len(waiting))
+        if in_flight and len(levels) > 1:  # the batch in flight sends a share r of its items back
+            levels[1] += r * in_flight
+        full = None
+        if self.size:
+            with self._lock:
+                full = sum(self._full) / len(self._full) if self._full else None
+            if full is None and self.batch_started is not None and in_flight and fraction > 0:
+                full = (time.monotonic() - self.batch_started) / fraction / self._times(1.0).seconds(in_flight)
+        if full is not None:
+            times = self._times(full)
+            return (1.0 - fraction) * times.seconds(in_flight) * bool(in_flight) + times.run_seconds(levels, r)
+        worked = self.replies + in_flight * fraction
+        if worked <= 0 or elapsed <= 0:
+            return None
+        left = sum(n * expected_attempts(r, self.retries - a) for a, n in enumerate(levels))
+        return max(0.0, (left + in_flight * (1.0 - fraction)) / (worked / elapsed))
