@@ -110,7 +110,9 @@ def estimate_generation(limit: int) -> Any:
     price = float(s["price_per_1k"]) or None
     seqs = [q for q in seqs for _ in range(settings.drafts)]  # K drafts: K prompts per sequence
     return estimate_cost(seqs, prompt_config=prompt_config(), backend=llm_backend(), max_tokens=settings.max_tokens,
-                         concurrency=settings.concurrency, price_per_1k=price, batch_size=settings.batch_size)
+                         concurrency=settings.concurrency, price_per_1k=price, batch_size=settings.batch_size,
+                         retries=settings.retries, temperature=settings.temperature, drafts=settings.drafts,
+                         timeout=settings.timeout)  # retries at the measured rejection rate (llm/speed.py)
 
 
 def start_generation(limit: int) -> Job:

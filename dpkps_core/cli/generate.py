@@ -291,9 +291,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if local and getattr(backend, "engine_note", None):
         print(backend.engine_note, file=sys.stderr)
     job = sequences[: settings.limit] if settings.limit else sequences
-    est = estimate_cost(  # K drafts: K prompts per sequence
+    est = estimate_cost(  # K drafts: K prompts per sequence; retries at the measured rejection rate (llm/speed.py)
         [s for s in job for _ in range(settings.drafts)], prompt_config=config, backend=backend,
         max_tokens=settings.max_tokens, concurrency=settings.concurrency, price_per_1k=args.price_per_1k, batch_size=settings.batch_size,
+        retries=settings.retries, temperature=settings.temperature, drafts=settings.drafts, timeout=settings.timeout,
     )
     print(f"estimate: {est.summary()}", file=sys.stderr)
     print("class names in the prompt: " + ("yes (public; --no-class-names leaves them out)" if config.include_label
