@@ -15,7 +15,7 @@ import streamlit as st
 
 from dpkps_core.errors import DPKPSError
 from dpkps_core.risk import format_probability, posterior_bound
-from studio import PAGES, resources, session, widgets
+from studio import PAGES, resources, runs, session, widgets
 
 STEP_LABELS = {"vocabulary": "vocabulary (ε_voc)", "kde": "densities (ε_kde)", "class_counts": "class counts"}
 
@@ -90,6 +90,7 @@ st.set_page_config(page_title="DP-KPS Studio", page_icon=":material/shield_lock:
 
 if widgets.require_login():
     session.init_session()
+    runs.follow_url()
     resources.start_warm_up()
     page = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path, default=(i == 0))
                           for i, p in enumerate(PAGES)])

@@ -9,7 +9,7 @@ from dpkps_core.corpus.formats import ENCODING_LABELS
 from dpkps_core.config import LIMITS
 from dpkps_core.errors import DPKPSError
 from dpkps_core.matching import truncated_count
-from studio import charts, session, steps, widgets
+from studio import charts, defaults, session, steps, widgets
 
 widgets.page_header(0, "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
                        "memory on this machine; only DP outputs ever leave it.")
@@ -32,14 +32,14 @@ def _in_app_words(exc: DPKPSError) -> DPKPSError:
 
 
 if s["corpus_source"] == "demo":
-    widgets.bound(st.selectbox, "Demo corpus", "demo_spec", options=list(session.DEMO_CHOICES),
-                  format_func=session.DEMO_CHOICES.get)
+    widgets.bound(st.selectbox, "Demo corpus", "demo_spec", options=list(defaults.DEMO_CHOICES),
+                  format_func=defaults.DEMO_CHOICES.get)
     s.pop("upload_error", None)
     with widgets.guard():
         if s.get("corpus_id") != s["demo_spec"]:
             if session.has_results() and s.get("corpus_id"):
                 # never discard paid-for results as a side effect of a selection: ask first
-                st.warning(replace_notice(f"the demo corpus “{session.DEMO_CHOICES[s['demo_spec']]}”"),
+                st.warning(replace_notice(f"the demo corpus “{defaults.DEMO_CHOICES[s['demo_spec']]}”"),
                            icon=":material/warning:")
                 c1, c2 = st.columns(2)
                 if c1.button("Switch corpus (results put aside)", key="confirm_switch_demo", icon=":material/swap_horiz:"):

@@ -9,9 +9,9 @@ import streamlit as st
 from dpkps_core.embeddings import EMBEDDING_MODELS
 from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
 from dpkps_core.risk import epsilon_explainer, risk_sentences
-from dpkps_core.config import LIMITS
+from dpkps_core.config import DEFAULT_EPSILON_CAP, LIMITS
 from dpkps_core.vocabulary import VOCABULARIES
-from studio import charts, current, review, session, spend, steps, widgets
+from studio import charts, current, defaults, review, session, spend, steps, widgets
 
 widgets.page_header(1, "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
                        "each document may contribute, and how the privacy budget ε is split.")
@@ -52,7 +52,7 @@ def range_error(key: str, where) -> None:
 
 # ------------------------------------------------------------------------------------------- vocabulary
 st.subheader("Public vocabulary")
-names = {**{k: k for k in session.BUILTIN_VOCABULARIES}, "upload": "upload my own (one term per line)"}
+names = {**{k: k for k in defaults.BUILTIN_VOCABULARIES}, "upload": "upload my own (one term per line)"}
 widgets.bound(st.selectbox, "Vocabulary V", "vocabulary", options=list(names), format_func=names.get)
 if s["vocabulary"] == "upload":
     up = st.file_uploader("Public vocabulary file (UTF-8, one term per line)", type=["txt", "csv", "tsv"],
@@ -96,7 +96,7 @@ st.subheader("Privacy budget")
 c1, c2 = st.columns([1, 2])
 widgets.bound(c1.number_input, "Total ε = ε_voc + ε_kde", "eps_total", step=0.5,
               on_change=lambda: checked("eps_total", *EPS_TOTAL_RANGE, "Total ε",
-                                        session.default_settings()["eps_total"]),
+                                        defaults.default_settings()["eps_total"]),
               help=f"Above {EPS_TOTAL_RANGE[0]:g} and at most {EPS_TOTAL_RANGE[1]:g}.")
 range_error("eps_total", c1)
 widgets.bound(c2.slider, "Share of ε for the private vocabulary (ε_voc); the rest builds the densities (ε_kde)",
@@ -136,7 +136,7 @@ c3.checkbox("Budget cap", key="cap_draft_enabled",
             help=f"A cap on {covers}. A {unit} whose spend plus a step's ε would exceed it is left out of that step; "
                  "a step whose own ε would take this session over it is refused before anything is spent.")
 if s["cap_draft_enabled"]:
-    c3.number_input(f"Cap on {covers} (default {session.DEFAULT_EPSILON_CAP:g})", key="cap_draft_value", step=1.0,
+    c3.number_input(f"Cap on {covers} (default {DEFAULT_EPSILON_CAP:g})", key="cap_draft_value", step=1.0,
                     on_change=lambda: checked("cap_draft_value", *CAP_RANGE, "The cap", float(s["epsilon_cap"])),
                     help=f"{unit.capitalize()}s new to the ledger get this cap; changing it while a corpus is loaded "
                          f"sets the cap of that corpus's {unit}s, recorded in the ledger with who and when.")
@@ -225,7 +225,7 @@ with st.expander("What does ε mean here?", expanded=True):
 # ------------------------------------------------------------------------------------------- presets
 st.subheader("Presets and noise source")
 widgets.bound(st.toggle, "Paper settings (RFF DP-KDE, σ = 1, I = 2000, no junk filter) instead of the defaults",
-              "paper_settings", on_change=lambda: session.apply_paper_settings(bool(s["paper_settings"])))
+              "paper_settings", on_change=lambda: defaults.apply_paper_settings(s, bool(s["paper_settings"])))
 widgets.bound(st.checkbox, "Reproducible demo (seeded noise, NOT FOR RELEASE)", "seeded_demo",
               help="Unticked (default): noise comes from the operating system's entropy. Ticked: a fixed seed, so "
                    "the same clicks give the same output; the report and bundle then say NOT FOR RELEASE.")
@@ -270,7 +270,7 @@ c1, c2 = st.columns([1, 2])
 s.setdefault(review.EPS_FORECAST_KEY, review.eps_forecast())
 widgets.bound(c1.number_input, "ε_forecast", review.EPS_FORECAST_KEY, step=0.05,
               on_change=lambda: checked(review.EPS_FORECAST_KEY, *EPS_FORECAST_RANGE, "ε_forecast",
-                                        session.DEFAULT_FORECAST_EPSILON),
+                                        defaults.default_settings()[review.EPS_FORECAST_KEY]),
               help="Spent once per corpus, S and vocabulary; shown in the plan above.")
 range_error(review.EPS_FORECAST_KEY, c1)
 stats = review.dp_forecast_release()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from studio import charts, review, session, spend, steps, widgets
+from studio import charts, review, run_view, session, spend, steps, widgets
 
 widgets.page_header(2, "Each training document counts its first S distinct terms of V; Laplace noise is added to "
                        "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
@@ -19,7 +19,7 @@ if session.corpus() is None:
 else:
     eps_voc, _ = session.eps_split()
     cfg = session.current_config()
-    pv = s.get("pv")
+    pv = run_view.private_vocabulary()
     already = pv is not None
     st.markdown(
         f"Running this step spends **ε_voc = {eps_voc:g}** from the ledger"
@@ -37,9 +37,8 @@ else:
             status.update(label=f"Ṽ built: {len(pv):,} terms (ε_voc = {pv.epsilon:g} charged)", state="complete")
             st.rerun()
 
-    pv = s.get("pv")
-    if pv is not None:
-        meta = s["pv_meta"]
+    pv, meta = run_view.private_vocabulary(), run_view.vocabulary_meta()
+    if pv is not None and meta is not None:
         for warning in meta.get("local_warnings", ()):
             st.warning(f"{warning} (A private check shown only to you: the release went ahead as it would for any "
                        "neighbouring corpus, so that whether anything is released never hinges on one document.)",

@@ -7,7 +7,7 @@ import streamlit as st
 
 from dpkps_core.config import LIMITS
 from dpkps_core.sampling import SAMPLING_METHODS
-from studio import charts, jobs, review, session, spend, steps, widgets
+from studio import charts, jobs, review, run_view, session, spend, steps, widgets
 
 SAMPLING_METHOD_LABELS = {  # one label per dpkps_core.sampling.SAMPLING_METHODS (a test checks the keys)
     "independent": "independent — L terms drawn i.i.d. from each class's density (fast, robust)",
@@ -24,7 +24,7 @@ s = st.session_state
 if s.get("corpus") is None:  # say the first missing step, not a later one
     st.info("Load a corpus first.")
     widgets.go_to(0)
-elif s.get("pv") is None:
+elif run_view.private_vocabulary() is None:
     st.info("Build the private vocabulary first.")
     widgets.go_to(2)
 else:
@@ -114,7 +114,7 @@ else:
             widgets.job_monitor("job_method_preview", body=show_preview)
 
     _, eps_kde = session.eps_split()
-    built = s.get("dp_density") is not None
+    built = run_view.density() is not None
     st.markdown(f"Building spends **ε_kde = {eps_kde:g}**" + (" **again** (re-running charges the ledger a second "
                 "time; changing the method or L needs a rebuild)." if built else "."))
     # one intent, one release (studio.spend): a rebuild asks first; stale repeated clicks are ignored
@@ -128,8 +128,8 @@ else:
             status.update(label="Densities built", state="complete")
             st.rerun()
 
-    if s.get("dp_density") is not None:
-        meta, info = s["density_meta"], s["density_info"]
+    meta, info, pv = run_view.density_meta(), run_view.density_info(), run_view.private_vocabulary()
+    if meta is not None and info is not None and pv is not None:
         if (meta["method"], meta["length"], meta["density"]) != (s["method"], int(s["length"]), s["density"]):
             st.warning("The method, L or density changed since the densities were built; rebuild to apply "
                        f"(spends ε_kde again). Built with: {meta['method']}, L = {meta['length']}.",
@@ -152,8 +152,8 @@ else:
         for warning in meta.get("local_warnings", ()):  # e.g. documents left out for lack of budget (DESIGN §2.0)
             st.warning(f"{widgets.PRIVATE_BADGE} {warning}", icon=":material/lock:")
         c = session.corpus()
-        scores = session.density_scores()
-        st.plotly_chart(charts.density_bars(c.classes, s["pv"].terms, scores, top=10, colours=widgets.class_colours()),
+        scores = run_view.density_scores()
+        st.plotly_chart(charts.density_bars(c.classes, pv.terms, scores, top=10, colours=widgets.class_colours()),
                         key="chart.density_bars")
 
         st.subheader("Map of Ṽ coloured by each class's density")
@@ -165,5 +165,5 @@ else:
         else:
             cls = st.selectbox("Colour by the density of class", c.classes, key="umap_class")
             i = c.classes.index(cls)
-            st.plotly_chart(charts.umap_density_map(s["umap_map"], s["pv"].terms, scores[i], cls), key="chart.umap")
+            st.plotly_chart(charts.umap_density_map(s["umap_map"], pv.terms, scores[i], cls), key="chart.umap")
         widgets.next_button(3)

@@ -6,17 +6,17 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.config import LIMITS
-from studio import charts, session, steps, widgets
+from studio import charts, run_view, session, steps, widgets
 
 widgets.page_header(4, "Sequences are sampled from the DP densities: post-processing, so sampling (and re-sampling) "
                        "costs no privacy. They are written to the run folder with the privacy report.")
 s = st.session_state
 
-if s.get("dp_density") is None:
+meta = run_view.density_meta()
+if meta is None:
     st.info("Build the keyphrase densities first — or reopen an earlier run from its folder on page 8 (no new ε).")
     widgets.go_to(3)
 else:
-    meta = s["density_meta"]
     st.markdown(f"**Method:** {meta['method']} · **L** = {meta['length']} · density {meta['density_kind']} "
                 "(chosen on page 4; changing them means rebuilding the densities, which charges ε_kde again).")
     widgets.go_to(3, "Change the method or L on page 4")
@@ -25,7 +25,8 @@ else:
     widgets.bound(c2.slider, "Temperature T (1 = sample from the density; → 0 = most likely terms only)",
                   "temperature", min_value=0.05, max_value=2.0, step=0.05)
     n_classes = len(session.corpus().classes)
-    sampled = s.get("outcome") is not None
+    outcome = run_view.outcome()
+    sampled = outcome is not None
     if meta.get("reopened") and meta["method"] != "independent":
         st.caption("Reopened run: its densities were read back as per-term scores, which sample independent "
                    "sequences only; its sequences below are kept.")
@@ -35,7 +36,6 @@ else:
             steps.run_sequences()
             st.rerun()
 
-    outcome = s.get("outcome")
     if outcome is not None:
         st.subheader(f"{len(outcome.sequences):,} sequences")
         st.markdown(widgets.DP_BADGE)

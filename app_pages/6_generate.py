@@ -9,14 +9,15 @@ from dpkps_core.device import DEVICE_CHOICES, cuda_available, describe_device
 from dpkps_core.llm import preview
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.llm.settings import MAX_DRAFTS
-from studio import generation_steps, jobs, review, session, widgets
+from studio import generation_steps, jobs, review, run_view, session, widgets
 
 widgets.page_header(5, "Each prompt holds only a public template, the document type, one DP keyphrase sequence and "
                        "(optionally) PUBLIC examples — never the private corpus. Every prompt sent is logged in the "
                        "run's audit log.")
 s = st.session_state
 
-if s.get("outcome") is None:
+outcome = run_view.outcome()
+if outcome is None:
     st.info("Sample keyphrase sequences first — or, after a reload, reopen an earlier run from its folder on page 8 "
             "(Export): its documents are kept and “Continue writing” resumes it, at no new ε.")
     widgets.go_to(4)
@@ -83,7 +84,7 @@ else:
     c1, c2, c3 = st.columns(3)
     widgets.bound(c1.number_input, "Max tokens per document", "max_tokens", min_value=8, max_value=4096, step=16)
     widgets.bound(c2.slider, "LLM temperature", "llm_temperature", min_value=0.0, max_value=1.5, step=0.05)
-    total = len(s["outcome"].sequences)
+    total = len(outcome.sequences)
     if int(s["n_documents"]) > total:
         s["n_documents"] = total
     widgets.bound(c3.number_input, f"Write documents for the first … sequences (of {total:,}; round-robin over "

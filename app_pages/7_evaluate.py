@@ -13,7 +13,7 @@ from dpkps_core.baselines.compare_settings import joint_cost
 from dpkps_core.baselines.prediction_config import PRIVATE_PROMPT_WARNING
 from dpkps_core.memorisation import memorisation_advice
 from dpkps_core.sampling import SAMPLING_METHODS
-from studio import charts, evaluation_steps, jobs, review, session, steps, widgets
+from studio import charts, evaluation_steps, jobs, review, run_view, session, steps, widgets
 
 widgets.page_header(6, "Everything on this page reads the real corpus, runs on this machine for you, and is never "
                        f"part of the release bundle ({PRIVATE_NOTE}).")
@@ -25,7 +25,7 @@ tab_acc, tab_map, tab_sweep, tab_compare, tab_memo = st.tabs(["Downstream accura
                                                               "Memorisation check"])
 
 with tab_acc:
-    if s.get("outcome") is None:
+    if run_view.outcome() is None:
         st.info("Sample keyphrase sequences first (page 5).")
     else:
         n_docs = len(session.documents())

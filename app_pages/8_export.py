@@ -9,15 +9,15 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.runfolder import read_failures
-from studio import jobs, review, session, steps, widgets
+from studio import jobs, review, runs, session, widgets
 
 widgets.page_header(7, "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
                        "sequences, Ṽ, the privacy report and the audit log of every prompt. The private corpus, the "
                        "held-out split and every evaluation stay here.")
 s = st.session_state
 
-runs = steps.machine_runs()
-if not runs:
+listed = runs.machine_runs()
+if not listed:
     st.info("Nothing to export yet: sample keyphrase sequences first.")
     widgets.go_to(4)
 else:
@@ -29,11 +29,11 @@ else:
     st.dataframe(pd.DataFrame([{"run": r["name"] + (" (current)" if r["current"] else ""), "created": r["created"],
                                 "corpus": r["corpus"], "method": r["method"] or "—",
                                 "ε of its outputs": r["epsilon_total"], "sequences": r["sequences"],
-                                "documents": r["documents"]} for r in runs]),
+                                "documents": r["documents"]} for r in listed]),
                  hide_index=True, key="table.runs")
-    paths = [r["path"] for r in runs]
-    by_path = {r["path"]: r for r in runs}
-    current = next((r["path"] for r in runs if r["current"]), paths[0])
+    paths = [r["path"] for r in listed]
+    by_path = {r["path"]: r for r in listed}
+    current = next((r["path"] for r in listed if r["current"]), paths[0])
     if s.get("export_run") not in paths or s.get("export_run_current") != current:
         s["export_run"] = current  # a new current run (sampled again) is what the page opens first
         s["export_run_current"] = current
@@ -51,7 +51,7 @@ else:
         if st.button("Reopen this run in the app (no new ε)", icon=":material/folder_open:", key="reopen_run",
                      disabled=isinstance(job, jobs.Job) and job.running):
             with widgets.guard():
-                steps.reopen_run(out)
+                runs.reopen_run(out)
                 st.rerun()
     if run["current"] and isinstance(job, jobs.Job) and job.running:
         st.warning("The LLM is still writing; the bundle holds the documents finished so far.",
@@ -104,7 +104,7 @@ else:
         st.subheader("Download")
         ready = True
         if not docs:  # never offer an empty bundle without saying so
-            other = [r for r in runs if r["documents"] and r["path"] != out]
+            other = [r for r in listed if r["documents"] and r["path"] != out]
             st.warning("This run holds **no synthetic documents** (its sequences were sampled after the last "
                        "documents were written, or none were written yet). Write them on page 6"
                        + (f", or open an earlier run with documents above ({other[0]['name']}: "
@@ -140,7 +140,7 @@ else:
     sure_all = st.checkbox("Yes, delete every run folder of this session", key="confirm_delete")
     if st.button("Delete all runs of this session", disabled=not sure_all, icon=":material/delete_forever:"):
         with widgets.guard():
-            gone = steps.delete_runs()
+            gone = runs.delete_runs()
             s.pop("export_run", None)
             session.notice(f"Deleted {len(gone)} run folder(s): {', '.join(gone)}.")
             st.rerun()

@@ -56,7 +56,6 @@ def _inputs() -> tuple[Any, Any, Any, Any]:
     if corpus is None:
         raise CorpusError("Load a corpus first (page 1).")
     config = session.current_config()
-    config.validate()
     return corpus, config, session.public_vocabulary(), resources.embedder(config.embedding_model)
 
 

@@ -12,20 +12,27 @@ import numpy as np
 from dpkps_core.embeddings import DEFAULT_MODEL, embed_texts
 from dpkps_core.errors import CorpusError, ParameterError
 from dpkps_core.runfolder import runs_root
+from studio import run_view
 from studio.jobs import Job, start_job
 from studio.resources import embedder, embedding_cache, local_backend, offline_backend
 from studio.session import (corpus, current_config, documents, ledger, memo_embedder, public_vocabulary, run_dir,
                             split, ss, term_counts, test_part)
+
+
+def _embedding_model() -> str:
+    """The public embedding model of the open run's densities (the session's setting before they exist)."""
+    return str((run_view.density_meta() or {}).get("embedding_model") or ss()["embedding_model"])
+
 
 def start_evaluation(seeds: int) -> Job:
     """Downstream accuracy + no-LLM check of the run folder (dpkps_core.evaluation.evaluate_run) — PRIVATE."""
     from dpkps_core import evaluation
 
     out = run_dir(create=False)
-    if out is None or ss().get("outcome") is None:
+    if out is None or run_view.outcome() is None:
         raise ParameterError("Sample keyphrase sequences first (page 5).")
     c = corpus()
-    emb = memo_embedder(ss()["density_meta"]["embedding_model"], ss().get("device"))
+    emb = memo_embedder(_embedding_model(), ss().get("device"))
     vocab = public_vocabulary()
     counts = term_counts(vocab, int(current_config().terms_per_doc))
 
@@ -85,7 +92,7 @@ def start_projection(max_real: int) -> Job:
     idx = evaluation.subsample(len(test), int(max_real), np.random.default_rng(0))
     real_texts = [test.texts[i] for i in idx]
     real_labels = [test.labels[i] for i in idx]
-    emb_model = memo_embedder(ss()["density_meta"]["embedding_model"])
+    emb_model = memo_embedder(_embedding_model())
 
     def work(job: Job) -> Any:
         # how many real test documents there are is an exact private size: the message does not say it
@@ -119,7 +126,7 @@ def start_sweep(*, eps_voc: Sequence[float], eps_kde: Sequence[float], methods: 
     c = corpus()
     if c is None:
         raise CorpusError("Load a corpus first (page 1).")
-    base = current_config(epsilon_cap=None, seed=None).validate()
+    base = current_config(epsilon_cap=None, seed=None)
     vocab = public_vocabulary()
     emb = embedder(base.embedding_model)
     cache = embedding_cache()

@@ -15,6 +15,7 @@ from dpkps_core.corpus import Corpus
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.sampling import SamplingOutcome
+from studio import run_view
 from studio.jobs import Job, start_job
 from studio.resources import local_backend, offline_backend, wait_for_warm_up
 from studio.session import corpus, generation_secrets, run_dir, ss
@@ -85,7 +86,9 @@ def llm_backend() -> Any:
 
 def job_sequences() -> list[dict[str, Any]]:
     """All sequences, round-robin over classes (the first k cover every class)."""
-    outcome: SamplingOutcome = ss()["outcome"]
+    outcome: SamplingOutcome | None = run_view.outcome()
+    if outcome is None:
+        raise ParameterError("Sample keyphrase sequences first (page 5).")
     return interleave_by_class([q.to_dict() for q in outcome.sequences])
 
 
@@ -119,7 +122,7 @@ def start_generation(limit: int) -> Job:
     """Write documents for the first ``limit`` sequences (resuming: finished ones are skipped)."""
     from dpkps_core.llm import run_generation
 
-    if ss().get("outcome") is None:
+    if run_view.outcome() is None:
         raise ParameterError("Sample keyphrase sequences first (page 5).")
     seqs = job_sequences()
     backend = llm_backend()

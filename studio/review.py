@@ -17,7 +17,7 @@ import pandas as pd
 
 from dpkps_core.errors import ParameterError
 from dpkps_core.runfolder import RunFolder, iter_jsonl
-from studio import jobs, resources, session
+from studio import jobs, resources, run_view, session
 
 #: Human names of the evaluation metrics (docs/ARCHITECTURE.md).
 METRIC_NAMES = {
@@ -209,8 +209,7 @@ def run_dp_forecast() -> Any:
     ledger before any noise (``dpkps_core.evaluation.forecast_dp.release_forecast``), and keeps the release."""
     from dpkps_core.evaluation.forecast_dp import release_forecast
 
-    cfg = session.current_config()
-    cfg.validate()
+    cfg = session.current_config()  # built and checked once (build_sampling_config)
     stats = release_forecast(session.train_part(), session.public_vocabulary(), ledger=session.ledger(),
                              noise=session.noise(), epsilon=eps_forecast(), terms_per_doc=cfg.terms_per_doc,
                              by_person=bool(session.person_column()))
@@ -278,7 +277,9 @@ def dp_vocabulary_noise_share() -> dict[str, float]:
     |V|; with a DP forecast release, its count of terms in use narrows |V| to the terms no document uses)."""
     from dpkps_core.evaluation.forecast_outlook import vocabulary_noise_share
 
-    pv = session.ss()["pv"]
+    pv = run_view.private_vocabulary()
+    if pv is None:
+        raise ParameterError("Build the private vocabulary first (page 3).")
     stats = dp_forecast_release()
     zero = None
     if stats is not None and stats.terms_per_doc == pv.terms_per_doc \
@@ -310,7 +311,6 @@ def start_method_preview(methods: Sequence[str], per_class: int) -> Any:
     if c is None:
         raise ParameterError("Load a corpus first (page 1).")
     base = session.current_config(epsilon_cap=None, seed=None)
-    base.validate()
     vocab = session.public_vocabulary()
     emb = resources.embedder(base.embedding_model)
     cache = resources.embedding_cache()
@@ -405,8 +405,8 @@ def start_memorisation(*, by_embedding: bool) -> Any:
     train = session.train_part()
     if len(train) == 0:
         raise ParameterError("There are no training documents to compare with.")
-    emb = session.memo_embedder(session.ss()["density_meta"]["embedding_model"], session.ss().get("device")) \
-        if by_embedding else None
+    emb = session.memo_embedder((run_view.density_meta() or {}).get("embedding_model") or session.ss()["embedding_model"],
+                                session.ss().get("device")) if by_embedding else None
     syn_texts = [d["text"] for d in docs]
     real_texts = list(train.texts)
 

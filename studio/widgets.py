@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 import streamlit as st
 
 from dpkps_core.errors import DPKPSError
-from studio import PAGES, fast_mode, jobs, session
+from studio import PAGES, fast_mode, jobs, run_view, session
 
 log = logging.getLogger("dpkps.studio")
 
@@ -177,19 +177,17 @@ def sidebar() -> None:
         st.warning("Reproducible demo: noise is SEEDED — NOT FOR RELEASE.", icon=":material/warning:")
     st.subheader("Run")
     c = s.get("corpus")
-    pv = s.get("pv")
-    outcome = s.get("outcome")
+    pv, outcome, d_meta = run_view.private_vocabulary(), run_view.outcome(), run_view.density_meta()
     job = s.get("job_generation")
     docs = len(session.documents()) if outcome is not None else 0
     pv_text = "Private vocabulary"
     if pv is not None:
         pv_text = (f"Private vocabulary: {plural(len(pv), 'term')} of "
-                   f"{vocabulary_label((s.get('pv_meta') or {}).get('vocabulary_spec') or pv.public_vocabulary)}")
+                   f"{vocabulary_label((run_view.vocabulary_meta() or {}).get('vocabulary_spec') or pv.public_vocabulary)}")
     items = [
         (c is not None, corpus_line()),
         (pv is not None, pv_text),
-        (s.get("dp_density") is not None, f"Densities: {s['density_meta']['method']}" if s.get("dp_density") is not None
-         else "Densities"),
+        (d_meta is not None, f"Densities: {d_meta['method']}" if d_meta is not None else "Densities"),
         (outcome is not None, f"Sequences: {len(outcome.sequences):,}" if outcome is not None else "Sequences"),
         (docs > 0, f"Documents: {docs:,}" + (" (writing…)" if isinstance(job, jobs.Job) and job.running else "")
          if outcome is not None else "Documents"),

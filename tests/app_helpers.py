@@ -18,7 +18,7 @@ from typing import Any
 
 from streamlit.testing.v1 import AppTest
 
-from dpkps_core.runfolder import read_documents, read_failures
+from dpkps_core.runfolder import VOCABULARY_FILE, open_run, read_documents, read_failures
 from studio import PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,6 +94,32 @@ def click(at: AppTest, prefix: str, *, clean: bool = True) -> AppTest:
 
 def metrics(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
+
+
+def run_folder(at: AppTest) -> Any:
+    """The session's open run folder read back (``dpkps_core.runfolder.open_run``) — the one source of the run's Ṽ,
+    densities and sequences, which the session does not copy (``studio.run_view``); ``None`` without a Ṽ."""
+    try:
+        rd = at.session_state["run_dir"]
+    except KeyError:
+        return None
+    if not rd or not (Path(rd) / VOCABULARY_FILE).is_file():
+        return None
+    return open_run(rd)
+
+
+def private_vocabulary(at: AppTest) -> Any:
+    """Ṽ of the session's open run (:class:`~dpkps_core.dp.vocabulary.PrivateVocabulary`), or ``None``."""
+    from dpkps_core.dp.vocabulary import PrivateVocabulary
+
+    run = run_folder(at)
+    return PrivateVocabulary.from_dict(run.vocabulary) if run is not None else None
+
+
+def sequences(at: AppTest) -> list[dict[str, Any]] | None:
+    """The keyphrase sequences of the session's open run (as written), or ``None`` before they are sampled."""
+    run = run_folder(at)
+    return run.sequences if run is not None and run.state.get("seq_meta") and run.sequences else None
 
 
 def ledger_total(at: AppTest) -> float:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import click, declare_classes, goto, ledger_total, new_app, problems, toy_csv, upload_corpus
+from app_helpers import (click, declare_classes, goto, ledger_total, new_app, private_vocabulary, problems, toy_csv,
+                         upload_corpus)
 
 pytestmark = [pytest.mark.assets]
 
@@ -54,7 +55,7 @@ def test_unreadable_files(filename: str, data: bytes, fragment: str) -> None:
     goto(at, 2)                                                       # and no DP step runs on the hidden demo
     click(at, "Build Ṽ", clean=False)
     assert any("Your file is not loaded" in e.value for e in at.error)
-    assert at.session_state.get("pv") is None and not at.session_state["ledgers"]["demo:bbc"].events
+    assert private_vocabulary(at) is None and not at.session_state["ledgers"]["demo:bbc"].events
 
 
 def test_error_messages_name_a_control_the_page_has() -> None:
@@ -109,5 +110,5 @@ def test_zero_vocabulary_matches_release_noise_and_warn_locally() -> None:
     goto(at, 2)
     click(at, "Build Ṽ", clean=False)
     visible(at, "No training document contains any term")
-    assert ledger_total(at) > 0 and "pv" in at.session_state
+    assert ledger_total(at) > 0 and private_vocabulary(at) is not None
 

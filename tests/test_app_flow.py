@@ -12,7 +12,7 @@ import pytest
 
 from dpkps_core.export import bundle_bytes
 from app_helpers import (assert_clean, click, finish_writing, goto, ledger_total, metrics, new_app, table, toy_csv,
-                         upload_corpus, wait_job, walk)
+                         private_vocabulary, sequences, upload_corpus, wait_job, walk)
 
 from app_helpers import fast_env  # noqa: E402,F401 (fixture)
 
@@ -97,14 +97,14 @@ def test_two_sessions_never_see_each_other(fast_env: Path) -> None:
     goto(b, 2)
     assert b.session_state["corpus_id"] == "demo:bbc"
     assert spent(b) == "0 / 20"
-    assert "pv" not in b.session_state and "outcome" not in b.session_state
+    assert private_vocabulary(b) is None and sequences(b) is None
     assert b.session_state["run_dirs"] == []
     click(b, "Build Ṽ")
     assert spent(b) == "5 / 20"
     # A's ledger did not move; the two sessions hold different Ṽ and different run folders
     goto(a, 2)
     assert spent(a) == "10 / 20"
-    assert a.session_state["pv"].terms != b.session_state["pv"].terms
+    assert private_vocabulary(a).terms != private_vocabulary(b).terms
     mine = "upload:" + a.session_state["corpus_fingerprint"][:16] + ":text:label:"  # no person column
     assert a.session_state["ledgers"][mine].total_epsilon == pytest.approx(10.0)
     assert a.session_state["ledgers"]["demo:bbc"].total_epsilon == 0      # A saw the demo first, spent nothing on it
@@ -116,5 +116,5 @@ def test_two_sessions_never_see_each_other(fast_env: Path) -> None:
     runs = table(b, "run")
     assert a.session_state["run_dir"].rsplit("/", 1)[-1] in set(runs["run"])
     b.selectbox(key="_w.export_run").set_value(a.session_state["run_dir"]).run()
-    assert a.session_state["run_dir"] not in b.session_state["run_dirs"] and b.session_state.get("outcome") is None
+    assert a.session_state["run_dir"] not in b.session_state["run_dirs"] and sequences(b) is None
     assert next(x for x in b.button if x.label == "Delete this run").disabled

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from app_helpers import (assert_clean, button, click, fake_umap_module, finish_writing, goto, ledger_total, metrics,
-                         new_app, problems, table, toy_csv, toy_records, upload_corpus, wait_job, walk)
+                         new_app, private_vocabulary, problems, run_folder, sequences, table, toy_csv, toy_records,
+                         upload_corpus, wait_job, walk)
 
 from app_helpers import fast_env  # noqa: E402,F401 (fixture)
 
@@ -129,7 +130,7 @@ def test_page3_builds_rebuilds_charges_and_respects_the_cap() -> None:
     assert "spends **ε_voc = 5** from the ledger." in at.markdown[0].value or any(
         "spends **ε_voc = 5**" in md.value for md in at.markdown)
     click(at, "Build Ṽ (spends ε_voc = 5)")
-    pv = at.session_state["pv"]
+    pv = private_vocabulary(at)
     m = metrics(at)
     assert m["Terms in Ṽ"] == f"{len(pv):,}" and m["ε_voc spent for it"] == "5"
     assert m["Most-used document: ε spent / cap"] == "5 / 20"
@@ -166,7 +167,8 @@ def test_page4_histogram_then_iterative_rff_and_umap_map(fake_umap: None) -> Non
     m = metrics(at)
     assert m["Density"] == "histogram" and m["Noise sd per term"] == "0.283"
     # issue 11 §4: an exact count of the private corpus is never shown under the DP badge
-    at.session_state["density_meta"]["documents_without_keyphrases"] = 3
+    # the count is a PRIVATE note the step keeps in the session (never in the run folder)
+    at.session_state["_run_view_notes"][at.session_state["run_dir"]]["density"]["documents_without_keyphrases"] = 3
     at.run()
     counted = [c for c in at.caption.values if "contain no term of Ṽ" in c]
     assert counted and all("private" in c for c in counted)
@@ -179,14 +181,14 @@ def test_page4_histogram_then_iterative_rff_and_umap_map(fake_umap: None) -> Non
     assert any("ensemble member(s)" in c and "Expected error" in c for c in at.caption.values)
     click(at, "Rebuild the densities")                             # asks first (one intent, one release)
     click(at, "Yes, spend ε_kde = 5 again")
-    info = at.session_state["density_info"]
+    info = run_folder(at).state["density_info"]
     assert info["density"] == "rff" and info["ensemble_members"] == 3
     m = metrics(at)
     assert m["Random features I"] == f"{info['features']:,}" and float(m["Expected error"]) > 0
     assert ledger_total(at) == pytest.approx(15.0)
     # the UMAP map of Ṽ coloured by a class's DP density
     click(at, "Draw the UMAP map")
-    assert at.session_state["umap_map"].shape == (len(at.session_state["pv"]), 2)
+    assert at.session_state["umap_map"].shape == (len(private_vocabulary(at)), 2)
     at.selectbox(key="umap_class").set_value("tech").run()
     fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
     assert fig["layout"]["title"]["text"].endswith("class “tech”")
@@ -203,8 +205,8 @@ def test_page5_sequences_resample_free_and_no_llm_check() -> None:
                                                                     for md in at.markdown)
     at.number_input(key="_w.per_class").set_value(4).run()
     click(at, "Sample 12 sequences (free)")
-    seqs = at.session_state["outcome"].sequences
-    assert len(seqs) == 12 and all(len(q.keyphrases) == 10 for q in seqs)
+    seqs = sequences(at)
+    assert len(seqs) == 12 and all(len(q["keyphrases"]) == 10 for q in seqs)
     shown = table(at, "keyphrases")
     assert len(shown) == 12 and set(shown["class"]) == {"business", "sport", "tech"}
     lines = (Path(at.session_state["run_dir"]) / "sequences.jsonl").read_text().splitlines()
@@ -227,8 +229,8 @@ def test_page6_prompt_preview_few_shot_refusal_generation_and_cancel() -> None:
     at = toy_app()
     walk(at, 4)
     goto(at, 5)
-    first = at.session_state["outcome"].sequences[0]
-    assert ", ".join(first.keyphrases) in at.code[0].value
+    first = sequences(at)[0]
+    assert ", ".join(first["keyphrases"]) in at.code[0].value
     assert "Estimate: 2 prompts" in " ".join(at.caption.values)
     # the private corpus file is refused as few-shot examples
     at.file_uploader(key="few_shot_upload").set_value(("examples.csv", toy_csv(20), "text/csv")).run()

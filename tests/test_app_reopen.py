@@ -20,7 +20,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_helpers import (APP, TIMEOUT, click, fast_env, finish_writing, goto, metrics, new_app,  # noqa: F401
-                         toy_csv, upload_corpus, walk)
+                         private_vocabulary, run_folder, sequences, toy_csv, upload_corpus, walk)
 from dpkps_core.ledger_store import LedgerStore
 from dpkps_core.runfolder import list_runs, open_run, read_documents
 
@@ -61,7 +61,8 @@ def test_a_bad_file_keeps_the_corpus_and_every_result() -> None:
     at = new_app()
     upload_corpus(at, toy_csv(20), "mine.csv")
     walk(at, 4)
-    cid, pv, outcome, run = (at.session_state[k] for k in ("corpus_id", "pv", "outcome", "run_dir"))
+    cid, run = at.session_state["corpus_id"], at.session_state["run_dir"]
+    pv, seqs = private_vocabulary(at), sequences(at)
     events = ledger_events()
     goto(at, 0)
     for name, data in BAD_FILES.items():
@@ -73,7 +74,7 @@ def test_a_bad_file_keeps_the_corpus_and_every_result() -> None:
         assert any(name in e.value and "Nothing changed" in e.value for e in at.error), (name, texts(at))
         # nothing was unloaded: the same corpus, Ṽ, sequences and run folder; the sidebar still has the corpus
         assert at.session_state["corpus_id"] == cid and at.session_state["corpus"] is not None
-        assert at.session_state["pv"] is pv and at.session_state["outcome"] is outcome
+        assert private_vocabulary(at).terms == pv.terms and sequences(at) == seqs
         assert at.session_state["run_dir"] == run
         assert metrics(at)["Documents"] == "60"
     assert ledger_events() == events
@@ -83,14 +84,14 @@ def test_loading_another_valid_file_over_results_asks_first() -> None:
     at = new_app()
     upload_corpus(at, toy_csv(20), "mine.csv")
     walk(at, 2)
-    pv = at.session_state["pv"]
+    pv = private_vocabulary(at)
     goto(at, 0)
     at.file_uploader(key="corpus_upload").set_value(("other.csv", toy_csv(10, seed=3), "text/csv")).run()
     load = next(b for b in at.button if b.label == "Load this corpus")
     assert load.disabled and "replaces the current corpus" in texts(at)
     at.checkbox(key="confirm_replace_corpus").check().run()
     click(at, "Load this corpus")
-    assert at.session_state.get("pv") is None and pv is not None  # replaced (results put aside), after asking
+    assert private_vocabulary(at) is None and pv is not None  # replaced (results put aside), after asking
     assert metrics(at)["Documents"] == "30"
 
 
@@ -99,10 +100,10 @@ def test_switching_demo_over_results_asks_first() -> None:
     walk(at, 2)
     goto(at, 0)
     at.selectbox(key="_w.demo_spec").set_value("demo:drugs").run()
-    assert at.session_state["corpus_id"] == "demo:bbc" and at.session_state["pv"] is not None
+    assert at.session_state["corpus_id"] == "demo:bbc" and private_vocabulary(at) is not None
     assert "replaces the current corpus" in texts(at)
     click(at, "Keep the current corpus and its results")
-    assert at.session_state["demo_spec"] == "demo:bbc" and at.session_state["pv"] is not None
+    assert at.session_state["demo_spec"] == "demo:bbc" and private_vocabulary(at) is not None
 
 
 def test_reopen_in_a_new_session_continues_and_exports_with_no_ledger_event(fast_env: Path) -> None:
@@ -121,10 +122,8 @@ def test_reopen_in_a_new_session_continues_and_exports_with_no_ledger_event(fast
     b.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(b, "Reopen this run in the app")
     assert b.session_state["run_dir"] == str(run)
-    assert b.session_state["pv"].terms == a.session_state["pv"].terms
-    assert [q.to_dict() for q in b.session_state["outcome"].sequences] == \
-        [q.to_dict() for q in a.session_state["outcome"].sequences]
-    assert b.session_state["dp_density"].classes == a.session_state["dp_density"].classes
+    assert private_vocabulary(b).terms == private_vocabulary(a).terms
+    assert sequences(b) == sequences(a) and run_folder(b).densities == run_folder(a).densities
     goto(b, 3)                                    # the densities are shown from the folder
     assert metrics(b)["Density"] == "histogram"
     goto(b, 5)                                    # continue writing: 2 more documents in the same folder
@@ -144,11 +143,14 @@ def test_the_url_names_the_run_and_a_reload_reopens_it() -> None:
     run = Path(a.session_state["run_dir"])
     assert a.query_params.get("run") in (run.name, [run.name])
     events = ledger_events()
+    pages = (2, 3, 4, 6)
+    before = {i: shown(a, i) for i in pages}
     b = AppTest.from_file(APP, default_timeout=TIMEOUT)   # a reloaded tab: a new session, the URL names the run
     b.query_params["run"] = run.name
     b.run()
     assert b.session_state["run_dir"] == str(run), [n for n in b.session_state["notices"]]
-    assert b.session_state["outcome"] is not None
+    assert sequences(b) == sequences(a)
+    assert {i: shown(b, i) for i in pages} == before    # pages 3, 4, 5 and 7 show the same run
     assert ledger_events() == events
 
 
@@ -161,10 +163,10 @@ def test_the_test_fraction_is_locked_while_results_exist_until_start_over() -> N
     before = at.session_state["test_fraction"]
     at.session_state["test_fraction"] = before + 0.05   # a change from anywhere never discards Ṽ
     at.run()
-    assert at.session_state["pv"] is not None and at.session_state["test_fraction"] == before
+    assert private_vocabulary(at) is not None and at.session_state["test_fraction"] == before
     at.checkbox(key="confirm_start_over").check().run()
     click(at, "Start over")
-    assert at.session_state.get("pv") is None and not at.slider(key="_w.test_fraction").disabled
+    assert private_vocabulary(at) is None and not at.slider(key="_w.test_fraction").disabled
     assert list_runs()  # the run folder stays on disk, reopenable
 
 
@@ -308,21 +310,43 @@ def test_n_larger_than_v_is_said_and_refused_before_anything_is_spent() -> None:
     goto(at, 2, clean=False)
     click(at, "Build Ṽ", clean=False)
     assert any("Nothing was spent" in e.value for e in at.error), [e.value for e in at.error]
-    assert ledger_events() == events and at.session_state.get("pv") is None
+    assert ledger_events() == events and private_vocabulary(at) is None
 
 
-def test_a_release_stopped_before_the_session_kept_it_is_put_back_from_the_run_folder() -> None:
-    """Streamlit stops a script run at a session access when another click arrives: the step writes its release to
-    the run folder first, and the next run puts it back (no ledger event)."""
+#: Where the session keeps what it knows of the open run folder beyond the pointer (studio.run_view): a cache of the
+#: parsed files, the releases made in this session, Ṽ's embeddings — all rebuilt from the folder when dropped.
+RUN_VIEW_MEMORY = ("_run_view_cache", "_run_view_live", "_run_view_embeddings")
+
+
+def shown(at, index: int) -> tuple:
+    """What page ``index`` shows of the run: its main-area metrics, its sequence table and page 7's summary line."""
+    goto(at, index)
+    tables = [df.value.to_dict("list") for df in at.main.dataframe if "keyphrases" in df.value.columns]
+    summary = [c for c in at.caption.values if "held-out real documents" in c]
+    return {m.label: m.value for m in at.main.metric}, tables, summary
+
+
+def test_the_session_holds_a_pointer_not_a_copy_and_the_pages_read_the_folder() -> None:
+    """The app's session holds settings and a pointer to the run folder, never a second copy of what the folder holds:
+    with its memory of the folder dropped (as after a stopped script run), pages 3, 4, 5 and 7 show the same, read
+    from the folder alone — and nothing is spent (post-processing, DESIGN §2.0)."""
+    from dpkps_core.dp.vocabulary import PrivateVocabulary
+    from dpkps_core.sampling import SamplingOutcome
+
     at = new_app()
-    walk(at, 3)
-    terms = at.session_state["pv"].terms
+    walk(at, 4)
+    pages = (2, 3, 4, 6)
+    before = {i: shown(at, i) for i in pages}
+    assert before[2][0]["Terms in Ṽ"] and before[3][0]["Density"] == "histogram" and before[4][1]
+    copies = [k for k in at.session_state.keys() if k not in RUN_VIEW_MEMORY
+              and isinstance(at.session_state[k], (PrivateVocabulary, SamplingOutcome))]
+    assert not copies and not {"pv", "pv_meta", "dp_density", "density_meta", "outcome", "seq_meta",
+                               "embeddings", "keyphrases"} & set(at.session_state.keys())
     events = ledger_events()
-    for key in ("pv", "pv_meta", "dp_density", "density_meta"):   # as if the run stopped right after the release
-        del at.session_state[key]
-    goto(at, 3)
-    assert at.session_state["pv"].terms == terms and at.session_state["dp_density"] is not None
-    assert metrics(at)["Density"] == "histogram"
+    for key in RUN_VIEW_MEMORY:
+        if key in at.session_state:
+            del at.session_state[key]
+    assert {i: shown(at, i) for i in pages} == before
     assert ledger_events() == events
 
 
@@ -338,12 +362,12 @@ def test_a_reopened_upload_run_needs_its_corpus_then_evaluates_with_no_ledger_ev
     goto(b, 7)
     b.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(b, "Reopen this run in the app", clean=False)
-    assert any("load that file on page 1" in e.value for e in b.error) and b.session_state.get("pv") is None
+    assert any("load that file on page 1" in e.value for e in b.error) and private_vocabulary(b) is None
     upload_corpus(b, toy_csv(20), "mine.csv")           # the same file, the same columns and classes
     goto(b, 7)
     b.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(b, "Reopen this run in the app")
-    assert b.session_state["outcome"] is not None and b.session_state["run_dir"] == str(run)
+    assert sequences(b) is not None and b.session_state["run_dir"] == str(run)
     goto(b, 6)
     click(b, "Evaluate this run")
     job = wait_job(b, "job_evaluation")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app_helpers import (assert_clean, button, click, goto, ledger_total, new_app, table, toy_csv, upload_corpus,
-                         wait_job, walk)
+                         private_vocabulary, run_folder, wait_job, walk)
 
 from app_helpers import fast_env  # noqa: E402,F401 (fixture)
 
@@ -72,7 +72,7 @@ def test_forecast_chart_risk_ledger_times_and_why_names_are_in_v() -> None:
 
     why = [i.value for i in at.info if "Why is a name in Ṽ?" in i.value]
     stats = at.session_state["dp_forecast_release"][1]
-    pv = at.session_state["pv"]
+    pv = private_vocabulary(at)
     dp = vocabulary_noise_share(pv, zero_terms=pv.public_vocabulary_size - float(stats.smoothed_curve()[0]))
     assert why and f"**{dp['expected_noise_share']:.0%}**" in why[0] and "Computed from the DP release" in why[0]
     assert [m for m in at.metric if m.label.startswith("Recall of the true top")]  # the switch is one setting
@@ -149,7 +149,7 @@ def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_uma
     assert syn["Training documents"] == 2 and syn["Enough to judge?"].startswith("⚠ too few")
     assert any(w.value.startswith("Too few to judge:") and "Synthetic documents" in w.value for w in at.warning)
     # §9: the held-out documents were embedded once, in the session's memory; the map embeds none of them again
-    memo = s["_embedding_memo"]["models"][s["density_meta"]["embedding_model"]]
+    memo = s["_embedding_memo"]["models"][run_folder(at).state["density_meta"]["embedding_model"]]
     size = len(memo)
     assert size >= len(s["split"].test) + 2
     click(at, "Draw t-SNE and UMAP overlays")

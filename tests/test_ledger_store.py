@@ -320,7 +320,7 @@ def test_ledger_command_errors_are_one_line(tmp_path: Path, capsys) -> None:
 # ------------------------------------------------------------------------------------------ one default cap
 
 def test_the_app_and_the_cli_share_one_default_cap() -> None:
-    from studio.session import default_settings
+    from studio.defaults import default_settings
 
     parser = build_parser()
     sample = parser.parse_args(["sample", "--out", "x"])

@@ -276,17 +276,22 @@ def test_the_apps_seeded_density_step_keeps_its_vocabulary_out_of_the_persistent
     from dpkps_core import pipeline
     from dpkps_core.dp.ledger import PrivacyLedger
     from dpkps_core.embeddings import EmbeddingCache
-    from studio import steps
+    from studio import run_view, steps
 
     monkeypatch.setenv("DPKPS_CACHE_DIR", str(tmp_path / "cache"))
     c = _corpus()
     cfg = _config(seed=seed)
     state: dict = {}
+    released: dict = {}
     run_folder = tmp_path / "run"
     run_folder.mkdir()
     noise = NoiseSource(seed, sampler="numpy")
     ledger = PrivacyLedger()
-    state["pv"] = pipeline.vocabulary_step(c, VOCAB, cfg, noise=noise, ledger=ledger).private_vocabulary
+    pv = pipeline.vocabulary_step(c, VOCAB, cfg, noise=noise, ledger=ledger).private_vocabulary
+    # the open run's Ṽ, and what the step keeps in the session (studio.run_view)
+    monkeypatch.setattr(run_view, "private_vocabulary", lambda: pv)
+    monkeypatch.setattr(run_view, "remember_density", lambda path, density, emb, **kw: released.update(density=density))
+    monkeypatch.setattr(run_view, "set_notes", lambda path, step, notes: released.update(notes=notes))
     for name, value in {"ss": lambda: state, "corpus": lambda: c, "current_config": lambda **kw: cfg,
                         "ledger": lambda: ledger, "noise": lambda: noise, "train_part": lambda: c,
                         "embedder": lambda name: HashingEmbedder(dim=8),
@@ -297,9 +302,9 @@ def test_the_apps_seeded_density_step_keeps_its_vocabulary_out_of_the_persistent
         monkeypatch.setattr(steps, name, value)
     monkeypatch.setattr(steps.spend, "started", lambda: None)
     steps.run_density()
-    assert state["density_meta"]["left_out"] == 0 and state["dp_density"] is not None
+    assert released["notes"]["left_out"] == 0 and released["density"] is not None
     cached = tmp_path / "cache" / "embeddings.sqlite"
     if seed is not None:
         assert not cached.exists() or _cache_rows(cached) == 0
     else:
-        assert _cache_rows(cached) == len(state["pv"])
+        assert _cache_rows(cached) == len(pv)

@@ -1,0 +1,124 @@
+"""The app's settings: every user choice as a plain session key, its default, and the switches that set several at
+once (the DP-KPS paper's configuration, a new corpus's fresh start).
+
+Pure: no Streamlit import; the functions that change settings take the session's mapping (``st.session_state``),
+so that they are tested without a running app. The settings are PUBLIC choices; the one path from them to a
+:class:`~dpkps_core.config.SamplingConfig` is ``studio.session.current_config`` (docs/ARCHITECTURE.md "One path for
+a setting").
+"""
+
+from __future__ import annotations
+
+from typing import Any, MutableMapping
+
+from dpkps_core.config import DEFAULT_EPSILON_CAP, PAPER_SETTINGS, SamplingConfig
+from dpkps_core.device import default_device_setting
+from dpkps_core.dp.forecast import DEFAULT_FORECAST_EPSILON
+from dpkps_core.embeddings import DEFAULT_MODEL
+from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.prompts import DEFAULT_INCLUDE_LABEL
+from dpkps_core.llm.settings import DEFAULT_DRAFTS
+from studio import fast_mode
+
+#: Largest upload (bytes); matches server.maxUploadSize = 200 (MB) and the corpus loader's default max_bytes.
+MAX_UPLOAD_BYTES = 200 * 1024 * 1024
+
+DEMO_CHOICES: dict[str, str] = {
+    "demo:bbc": "BBC News articles — 5 categories (public demo data)",
+    "demo:drugs": "Drugs.com patient reviews — label: medical condition (public demo data)",
+    "demo:drugs-rating": "Drugs.com patient reviews — label: rating band (public demo data)",
+}
+DOC_TYPE_FOR_DEMO = {
+    "demo:bbc": "a short news article",
+    "demo:drugs": "a short patient review of a medication",
+    "demo:drugs-rating": "a short patient review of a medication",
+}
+BUILTIN_VOCABULARIES = ("glove", "wordfreq", "medical")
+
+
+def default_settings() -> dict[str, Any]:
+    """Every user choice, as plain session keys (the first visit needs none of them changed)."""
+    d = SamplingConfig()
+    fast = fast_mode()
+    return {
+        # 1 corpus
+        "corpus_source": "demo", "demo_spec": "demo:bbc", "text_column": None, "label_column": None,
+        "test_fraction": d.test_fraction,
+        # 2 vocabulary & budget
+        "vocabulary": "glove", "remove_stopwords": d.remove_stopwords, "junk_filter": d.junk_filter,
+        "vocab_max_terms": d.vocab_max_terms or 0, "terms_per_doc": d.terms_per_doc, "vocab_size": 200 if fast else d.vocab_size,
+        "selection_rule": d.selection_rule, "embedding_model": DEFAULT_MODEL,
+        "eps_total": float(d.eps_voc + d.eps_kde), "eps_voc_share": d.eps_voc / (d.eps_voc + d.eps_kde),
+        "cap_enabled": True, "epsilon_cap": DEFAULT_EPSILON_CAP, "paper_settings": False,
+        "seeded_demo": False, "demo_seed": 2024, "noise_sampler": d.noise_sampler,
+        "eps_forecast": DEFAULT_FORECAST_EPSILON,  # the DP forecast's ε (studio.review.EPS_FORECAST_KEY)
+        # 4 densities
+        "method": d.method, "density": d.density, "length": d.length,
+        "bandwidth_auto": True, "bandwidth": 0.3, "features_auto": True, "features": 2000,
+        # 5 sequences
+        "per_class": 2 if fast else 20, "temperature": d.temperature,
+        # 6 LLM
+        "backend": "offline", "base_url": "", "llm_model": "gpt-4o-mini", "api_key": "",
+        "device": default_device_setting(), "llm_batch_size": DEFAULT_BATCH_SIZE, "local_model_path": "",
+        "doc_type": "", "include_label": DEFAULT_INCLUDE_LABEL, "llm_drafts": DEFAULT_DRAFTS, "max_tokens": 16 if fast else 200, "llm_temperature": 0.7,
+        "n_documents": 2 if fast else 10, "price_per_1k": 0.0, "concurrency": 4, "few_shot": (),
+        "few_shot_name": "",
+        # 7 evaluation
+        "eval_seeds": 1 if fast else 3, "projection_points": 60 if fast else 300,
+        "sweep_eps_voc": [1.0, 5.0], "sweep_eps_kde": [2.0, 5.0, 10.0], "sweep_methods": ["independent"],
+        "sweep_seeds": 1, "sweep_per_class": 20 if fast else 100,
+        "compare_eps": 10.0, "compare_delta": 1e-6, "compare_per_class": 1 if fast else 2,
+        "compare_max_tokens": 16 if fast else 48, "compare_methods": ["dpkps", "private-prediction", "augpe"],
+    }
+
+
+#: The per-corpus choices a new corpus starts from their defaults (:func:`default_settings`): the method and ε split
+#: chosen for one corpus (say the demo) are no choice for the next one. The cap, the noise source and the LLM's
+#: connection settings are the user's, not the corpus's, and carry over.
+CORPUS_SETTINGS = ("eps_total", "eps_voc_share", "paper_settings", "vocabulary", "vocab_max_terms", "terms_per_doc",
+                   "vocab_size", "selection_rule", "remove_stopwords", "junk_filter", "method", "density", "length",
+                   "bandwidth_auto", "bandwidth", "features_auto", "features", "per_class", "temperature",
+                   "doc_type", "include_label", "few_shot", "few_shot_name")
+
+
+def fill_defaults(state: MutableMapping[str, Any]) -> None:
+    """Fill the settings missing from ``state`` (first visit, or keys a newer version added); never overwrites a
+    choice."""
+    for k, v in default_settings().items():
+        if k not in state:
+            state[k] = v
+
+
+def reset_corpus_settings(state: MutableMapping[str, Any]) -> list[str]:
+    """Put the per-corpus choices (:data:`CORPUS_SETTINGS`) back to their defaults when another corpus is loaded;
+    returns the names of those that had been changed (for a notice)."""
+    defaults = default_settings()
+    changed = [k for k in CORPUS_SETTINGS if k in defaults and state.get(k) != defaults[k]]
+    for k in CORPUS_SETTINGS:
+        if k in defaults:
+            state[k] = defaults[k]
+    return changed
+
+
+def apply_paper_settings(state: MutableMapping[str, Any], on: bool) -> None:
+    """Switch the DP-KPS paper's configuration (:data:`dpkps_core.config.PAPER_SETTINGS`) on, or back to the
+    defaults."""
+    d = SamplingConfig()
+    defaults = default_settings()
+    mapping = {
+        "remove_stopwords": PAPER_SETTINGS["remove_stopwords"], "junk_filter": PAPER_SETTINGS["junk_filter"],
+        "vocab_max_terms": PAPER_SETTINGS["vocab_max_terms"] or 0, "density": PAPER_SETTINGS["density"],
+        "selection_rule": PAPER_SETTINGS["selection_rule"], "vocab_size": PAPER_SETTINGS["vocab_size"],
+        "terms_per_doc": PAPER_SETTINGS["terms_per_doc"],
+    }
+    if on:
+        state.update(mapping)
+        state["bandwidth_auto"], state["bandwidth"] = False, float(PAPER_SETTINGS["bandwidth"])
+        state["features_auto"], state["features"] = False, int(PAPER_SETTINGS["features"])
+    else:
+        for k in mapping:
+            state[k] = defaults[k]
+        state["bandwidth_auto"], state["features_auto"] = True, True
+        state["bandwidth"], state["features"] = defaults["bandwidth"], defaults["features"]
+        state["density"] = d.density
+    state["paper_settings"] = on

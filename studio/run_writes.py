@@ -1,0 +1,96 @@
+"""What the app writes into a run folder beside the core's files (docs/ARCHITECTURE.md "Run folder"): the run's
+public context and each step's public settings (``run_state.json``), the density scores over Ṽ (``densities.json``,
+post-processing of the ε_kde release), and a fresh folder when a step would overwrite what an earlier chain holds.
+
+Never the PRIVATE, local figures some steps report to the data owner (documents left out, documents without
+keyphrases, local warnings): they stay in the session (``studio.run_view``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from dpkps_core import runfolder
+from dpkps_core.runfolder import VOCABULARY_FILE, RunFolder
+from studio import run_view
+from studio.session import corpus, person_column, run_dir, ss
+
+_PRIVATE_META_KEYS = frozenset({"local_warnings", "left_out", "documents_without_keyphrases", "reopened"})
+
+
+def public_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A step's meta without its PRIVATE, local figures (they stay in the session only)."""
+    return None if meta is None else {k: v for k, v in meta.items() if k not in _PRIVATE_META_KEYS}
+
+
+def run_state_base() -> dict[str, Any]:
+    """The run's public context for ``run_state.json`` (corpus name, public classes, split fraction) from the
+    session, and the steps' public settings so far from the open run folder — read BEFORE a release: once the
+    release is made, its output goes to the run folder before the session is touched (Streamlit may stop a script
+    run at any session access when another click arrives; what was released must then still be in the folder)."""
+    s = ss()
+    c = corpus()
+    state = run_view.state()
+    built = bool(state.get("pv_meta"))  # Ṽ's vocabulary file is the one it was built from, not today's upload
+    return {
+        "corpus_spec": s.get("corpus_spec") or s.get("corpus_id"), "corpus_name": c.name if c is not None else None,
+        "text_column": s.get("loaded_text_column"), "label_column": s.get("loaded_label_column"),
+        "person_column": person_column(), "classes": list(c.public_classes or ()) if c is not None else [],
+        "test_fraction": (s.get("split_key") or (None, s.get("test_fraction")))[1],
+        "pv_meta": public_meta(state.get("pv_meta")), "density_meta": public_meta(state.get("density_meta")),
+        "density_info": state.get("density_info") if state.get("density_meta") else None,
+        "seq_meta": state.get("seq_meta"),
+        "vocab_upload_name": state.get("vocab_upload_name") if built else s.get("vocab_upload_name"),
+        "vocab_upload_sha256": state.get("vocab_upload_sha256") if built else s.get("vocab_upload_sha256"),
+    }
+
+
+def write_run_state(out: Path, state: Mapping[str, Any]) -> None:
+    """Write ``run_state.json`` (public only: the private figures of the step metas are dropped here)."""
+    state = {**state, "pv_meta": public_meta(state.get("pv_meta")),
+             "density_meta": public_meta(state.get("density_meta"))}
+    eps = (state["pv_meta"] or {}).get("eps_voc", 0.0) + (state["density_meta"] or {}).get("eps_kde", 0.0)
+    runfolder.write_json(RunFolder(out).state, {**state, "epsilon_total": round(float(eps), 6)})
+
+
+def density_scores_of(density: Any, embeddings: np.ndarray | None) -> np.ndarray:
+    """(C, |Ṽ|) per-class scores over Ṽ of a density release (post-processing; no session access)."""
+    if hasattr(density, "scores"):
+        return np.asarray(density.scores())
+    return np.asarray(density.single_term_scores(embeddings))
+
+
+def save_densities(out: Path, density: Any, embeddings: np.ndarray | None) -> None:
+    """Write the per-class density scores over Ṽ (post-processing of the ε_kde release) for a reopened run."""
+    scores = np.round(np.asarray(density_scores_of(density, embeddings), dtype=np.float64), 6)
+    runfolder.write_json(RunFolder(out).densities, {"classes": list(density.classes), "scores": scores.tolist()})
+
+
+def new_run_dir(keep: Sequence[str] = ()) -> tuple[Path, str | None]:
+    """Point the session at a fresh run folder (copying ``keep`` from the current one, with what the session knows
+    of them: ``studio.run_view.carry_over``); returns (new, old)."""
+    s = ss()
+    old = s.get("run_dir")
+    s["run_dir"] = None
+    new = run_dir()
+    if old and Path(old).is_dir():
+        for name in keep:
+            src = Path(old) / name
+            if src.is_file() and not src.is_symlink():
+                shutil.copyfile(src, new / name)
+        if keep:
+            run_view.carry_over(old, new)
+    return new, old
+
+
+def abandon_run_dir(new: Path, old: str | None) -> None:
+    """Undo :func:`new_run_dir` when the step failed before writing anything (an empty folder is no run)."""
+    s = ss()
+    if not (new / VOCABULARY_FILE).exists():
+        shutil.rmtree(new, ignore_errors=True)
+        s["run_dirs"] = [p for p in s["run_dirs"] if p != str(new)]
+        s["run_dir"] = old

@@ -1,0 +1,168 @@
+"""Page 8 and the run pointer: the run folders on this machine — reopen one, export it, delete this session's —
+and the URL's ``?run=<name>`` that lets a reloaded tab find its run again (docs/ARCHITECTURE.md "Run folder").
+
+Reopening points the session at a folder; the pages then read its Ṽ, densities, sequences and documents from it
+(``studio.run_view``) — at no new ε: reading DP outputs back is post-processing (DESIGN §2.0), no ledger event,
+nothing admitted. The run's corpus must be the loaded one (a demo loads itself; an upload is loaded on page 1 first),
+so that the class list, the held-out split and the few-shot check are the run's own.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Mapping
+
+import streamlit as st
+
+from dpkps_core.corpus import DEMO_SPECS
+from dpkps_core.errors import CorpusError, DPKPSError, ParameterError
+from dpkps_core.runfolder import list_runs, open_run, resolve_run_name
+from studio.jobs import Job
+from studio.session import corpus, drop_results, notice, person_column, split, ss
+from studio.steps import load_demo
+
+
+def follow_url() -> None:
+    """Each script run, after ``session.init_session``: keep the run's name in the URL, and after a reload reopen
+    the run the URL names."""
+    sync_run_url()
+    reopen_from_url()
+
+
+#: The URL query parameter that names the session's run folder (a bare folder name, never a path).
+RUN_QUERY_PARAM = "run"
+
+
+def sync_run_url() -> None:
+    """Keep the run folder's name in the URL (``?run=<name>``) so a reloaded tab finds the run again; on the first
+    run of a session (a reload) with such a parameter and no run yet, remember it for :func:`pending_reopen`."""
+    s = ss()
+    try:
+        params = st.query_params
+        wanted = params.get(RUN_QUERY_PARAM)
+    except Exception:  # noqa: BLE001 - no browser context (bare mode): nothing to sync
+        return
+    rd = s.get("run_dir")
+    if not s.get("_run_url_checked"):
+        s["_run_url_checked"] = True
+        if wanted and not rd:
+            s["pending_reopen"] = str(wanted)
+            return
+    name = Path(rd).name if rd else None
+    if name and wanted != name:
+        params[RUN_QUERY_PARAM] = name
+    elif not name and wanted and not s.get("pending_reopen"):
+        del params[RUN_QUERY_PARAM]
+
+
+def pending_reopen() -> str | None:
+    """The run folder named in the URL of a reloaded tab, not reopened yet (or ``None``)."""
+    return ss().get("pending_reopen")
+
+
+def reopen_from_url() -> None:
+    """After a reload, reopen the run the URL names (at no new ε: post-processing). A run built on an uploaded
+    corpus waits until that corpus is loaded again (tried once per loaded corpus); a folder that is gone is said."""
+    s = ss()
+    name = s.get("pending_reopen")
+    if not name or s.get("_pending_reopen_tried") == (name, s.get("corpus_id")):
+        return
+    s["_pending_reopen_tried"] = (name, s.get("corpus_id"))
+    try:
+        reopen_run(resolve_run_name(name))
+    except CorpusError as exc:  # its corpus is not loaded yet: say how, and try again once it is
+        notice(f"This tab names the run {name}, which can be reopened once its corpus is loaded. {exc}")
+    except DPKPSError as exc:
+        s.pop("pending_reopen", None)
+        notice(f"The run {name} named in this tab's address could not be reopened: {exc}")
+
+
+# ============================================================================================ reopening a run
+
+def run_corpus_matches(state: Mapping[str, Any]) -> bool:
+    """Whether the loaded corpus is the one a run was built on: the same demo, or the same file name, text, label
+    and person columns (public choices; the corpus itself is never written to the run folder)."""
+    s = ss()
+    c = corpus()
+    if c is None or not state.get("corpus_spec"):
+        return False
+    same = (s.get("corpus_spec") or s.get("corpus_id")) == state["corpus_spec"]
+    if str(state["corpus_spec"]).startswith("demo:"):
+        return same
+    return same and (s.get("loaded_text_column"), s.get("loaded_label_column"), person_column()) == (
+        state.get("text_column"), state.get("label_column"), state.get("person_column"))
+
+
+def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
+    """Reopen a run from its folder: the session points at it, and its Ṽ, densities, sequences and documents are
+    what the pages show again; "continue writing", evaluation and export work from them — at no new ε (reading DP
+    outputs back is post-processing; no ledger event, nothing admitted)."""
+    s = ss()
+    job = s.get("job_generation")
+    if isinstance(job, Job) and job.running:
+        raise ParameterError("The LLM is still writing into the current run folder; cancel it first (page 6).")
+    run = open_run(path)
+    state = run.state
+    spec = state.get("corpus_spec") or run.config.get("corpus")
+    if not state:
+        raise ParameterError(f"The run folder {run.name} was written by the command line, not by the app: export it "
+                             "below, or continue it with `python -m dpkps_core generate`.")
+    if not run_corpus_matches(state):
+        if str(spec).startswith("demo:") and spec in DEMO_SPECS:
+            s["corpus_source"], s["demo_spec"] = "demo", spec
+            load_demo(spec)
+        else:
+            name = str(spec).split(":", 1)[-1]
+            raise CorpusError(f"The run {run.name} was built on the corpus “{name}”: load that file on page 1 (with "
+                              f"the text column “{state.get('text_column')}” and the label column "
+                              f"“{state.get('label_column')}”), then reopen the run.")
+    c = corpus()
+    s["corpus_source"] = "demo" if str(spec).startswith("demo:") else "upload"  # page 1 shows the run's corpus
+    classes = tuple(state.get("classes") or run.report.get("classes") or ())
+    if classes and c.public_classes != classes:
+        s["corpus"] = c.with_classes(list(classes))
+    drop_results()
+    if state.get("test_fraction") is not None:
+        s["test_fraction"] = float(state["test_fraction"])
+    split()  # settle the split the run was built on before the session points at its results
+    for key in ("vocab_upload_name", "vocab_upload_sha256"):
+        if state.get(key):
+            s[key] = state[key]
+    s["run_dir"] = str(run.path)
+    if str(run.path) not in s["run_dirs"]:
+        s["run_dirs"].append(str(run.path))
+    s["reopened_run"] = run.name
+    s.pop("pending_reopen", None)
+    if not quiet:
+        notice(f"Reopened the run {run.name}: its Ṽ, densities, sequences and {len(run.documents):,} document(s) "
+               "are back. Nothing was spent: reading released outputs back is post-processing.")
+    return run.path
+
+
+def machine_runs() -> list[dict[str, Any]]:
+    """Every run folder on this machine (``dpkps_core.runfolder.list_runs``), newest first, marked ``current`` (the
+    session's pointer) and ``mine`` (made or reopened in this session) — what page 8 lists to reopen or export."""
+    s = ss()
+    current = str(s.get("run_dir") or "")
+    mine = {str(p) for p in s.get("run_dirs") or []}
+    return [{**r.to_dict(), "current": str(r.path) == current, "mine": str(r.path) in mine} for r in list_runs()]
+
+
+# ============================================================================================ delete
+
+def delete_runs() -> list[str]:
+    """Delete every run folder of this session (the ledger stays: the ε was spent)."""
+    s = ss()
+    job = s.get("job_generation")
+    if isinstance(job, Job) and job.running:
+        raise ParameterError("The LLM is still writing into the run folder; cancel it first (page 6).")
+    deleted = []
+    for path in list(s["run_dirs"]):
+        p = Path(path)
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        deleted.append(p.name)
+    s["run_dirs"] = []
+    drop_results()
+    return deleted
