@@ -204,3 +204,103 @@ def test_run_folders_are_listed_and_reopened_from_their_files_alone(tmp_path: Pa
             resolve_run_name(bad, tmp_path)
     with pytest.raises(ParameterError, match="no private vocabulary"):
         open_run(new)
+
+
+# ------------------------------------------------------------------- one path for a setting; the run folder as state
+
+def _fake_session(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """A session's state as a plain dict (the studio modules read it through ``session.ss``), with every default."""
+    from studio import defaults, session
+
+    state: dict = {"run_dirs": [], "notices": [], "ledgers": {}}
+    defaults.fill_defaults(state)
+    monkeypatch.setattr(session, "ss", lambda: state)
+    return state
+
+
+def test_current_config_is_built_once_through_build_sampling_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DESIGN §2 / docs/ARCHITECTURE.md: the app's settings become a SamplingConfig through the one builder, checked
+    once there — the budget page's total and share become ε_voc + ε_kde by split_epsilon."""
+    from dpkps_core import config as core_config
+    from studio import session
+
+    state = _fake_session(monkeypatch)
+    calls: list[dict] = []
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs)
+        return core_config.build_sampling_config(*args, **kwargs)
+
+    monkeypatch.setattr(session, "build_sampling_config", counting)
+    state.update(eps_total=8.0, eps_voc_share=0.25, length=4)
+    cfg = session.current_config()
+    assert len(calls) == 1 and (cfg.eps_voc, cfg.eps_kde, cfg.length) == (2.0, 6.0, 4)
+    assert (calls[0]["eps_total"], calls[0]["eps_voc_share"]) == (8.0, 0.25)
+    cfg = session.current_config(eps_kde=3.0, method="iterative-log", density="rff")
+    assert len(calls) == 2 and (cfg.eps_voc, cfg.eps_kde, cfg.method) == (2.0, 3.0, "iterative-log")
+    state["length"] = 0                                       # an invalid setting never becomes a config
+    with pytest.raises(ParameterError, match="L \\(sequence length\\)"):
+        session.current_config()
+
+
+def _write_run(folder: Path, *, seq_meta: bool = True) -> None:
+    from dpkps_core.runfolder import (DENSITY_FILE, PRIVACY_REPORT_FILE, RUN_STATE_FILE, SEQUENCES_FILE,
+                                      VOCABULARY_FILE, write_json, write_jsonl)
+
+    write_json(folder / VOCABULARY_FILE, {"terms": ["goal", "bank", "match"], "noisy_counts": [9.5, 7.25, 3.0],
+                                          "public_vocabulary": "toy", "public_vocabulary_size": 11, "epsilon": 2.0,
+                                          "terms_per_doc": 10, "requested_size": 3, "noise_scale": 5.0})
+    write_json(folder / RUN_STATE_FILE, {
+        "corpus_spec": "demo:bbc", "pv_meta": {"eps_voc": 2.0, "vocabulary_spec": "glove"},
+        "density_meta": {"method": "independent", "density": "auto", "length": 2, "eps_kde": 3.0,
+                         "embedding_model": "toy-model", "seeded": False},
+        "density_info": {"density": "histogram", "bandwidth": 0.3},
+        "seq_meta": {"per_class": 1, "temperature": 1.0, "seeded": False} if seq_meta else None})
+    write_json(folder / DENSITY_FILE, {"classes": ["sport", "business"], "scores": [[1.0, 0.0, 0.5], [0.0, 2.0, 0.0]]})
+    write_jsonl(folder / SEQUENCES_FILE, [{"id": "seq-000001", "label": "sport", "keyphrases": ["goal", "match"],
+                                           "method": "independent"},
+                                          {"id": "seq-000002", "label": "business", "keyphrases": ["bank", "bank"],
+                                           "method": "independent"}])
+    write_json(folder / PRIVACY_REPORT_FILE, {"uniform_fallback_draws": 1})
+
+
+def test_the_run_view_reads_the_folder_and_follows_its_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """studio.run_view: the session holds a pointer; Ṽ, densities and sequences come from the folder (cached until a
+    file changes); the private local figures and the density released in this session live in memory only."""
+    from dpkps_core.runfolder import DENSITY_FILE, SEQUENCES_FILE, write_json, write_jsonl
+    from studio import run_view
+
+    state = _fake_session(monkeypatch)
+    assert run_view.private_vocabulary() is None and run_view.outcome() is None and run_view.state() == {}
+    folder = create_run_dir(tmp_path, "tok")
+    _write_run(folder)
+    state["run_dir"] = str(folder)
+    pv = run_view.private_vocabulary()
+    assert pv.terms == ("goal", "bank", "match") and run_view.private_vocabulary() is pv     # cached
+    assert np.allclose(run_view.density_scores(), [[1.0, 0.0, 0.5], [0.0, 2.0, 0.0]])
+    meta = run_view.density_meta()
+    assert meta["reopened"] and meta["documents_without_keyphrases"] == 0 and meta["left_out"] == 0
+    out = run_view.outcome()
+    assert [q.keyphrases for q in out.sequences] == [("goal", "match"), ("bank", "bank")]
+    assert (out.uniform_fallbacks, out.draws) == (1, 4)
+    # a rewritten file is read again
+    write_jsonl(folder / SEQUENCES_FILE, [{"id": "seq-000001", "label": "sport", "keyphrases": ["match"],
+                                           "method": "independent"}])
+    assert [q.keyphrases for q in run_view.outcome().sequences] == [("match",)]
+    # this session's private notes and released density: memory only, for this folder only
+    run_view.set_notes(folder, "density", {"documents_without_keyphrases": 3, "left_out": 1, "secret": "x"})
+    released = object()
+    run_view.remember_density(folder, released, np.zeros((3, 2)), model="toy-model", seeded=False)
+    meta = run_view.density_meta()
+    assert run_view.density() is released and "reopened" not in meta and "secret" not in meta
+    assert (meta["documents_without_keyphrases"], meta["left_out"]) == (3, 1)
+    assert "secret" not in json.dumps(run_view.state())
+    write_json(folder / DENSITY_FILE, {"classes": ["sport", "business"], "scores": [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]})
+    assert run_view.density() is not released and run_view.density_meta()["reopened"]  # the folder is the source
+    # a pointer elsewhere shows that run, and no pointer shows none
+    other = create_run_dir(tmp_path, "tok")
+    _write_run(other, seq_meta=False)
+    state["run_dir"] = str(other)
+    assert run_view.outcome() is None and run_view.density_meta()["documents_without_keyphrases"] == 0
+    state["run_dir"] = None
+    assert run_view.private_vocabulary() is None and run_view.density() is None
