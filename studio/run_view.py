@@ -27,7 +27,7 @@ from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.embeddings import embed_terms
 from dpkps_core.runfolder import (DENSITY_FILE, PRIVACY_REPORT_FILE, RUN_STATE_FILE, SEQUENCES_FILE, VOCABULARY_FILE,
                                   open_run)
-from dpkps_core.errors import DPKPSError
+from dpkps_core.errors import DPKPSError, ParameterError, VocabularyError
 from dpkps_core.sampling import SamplingOutcome
 from dpkps_core.sequences import KeyphraseSequence
 from studio import session
@@ -239,7 +239,7 @@ def embeddings() -> np.ndarray:
     OS-entropy run — a seeded demo's Ṽ is no DP release and stays in memory, docs/PRIVACY.md)."""
     v = view()
     if v is None:
-        raise DPKPSError("Build the private vocabulary first (page 3).")
+        raise VocabularyError("Build the private vocabulary first (page 3).")
     s = session.ss()
     meta = v.density_meta or {}
     model = str(meta.get("embedding_model") or s["embedding_model"])
@@ -257,7 +257,7 @@ def density_scores() -> np.ndarray:
     """(C, |Ṽ|) per-class DP density scores over Ṽ (post-processing of the DP release)."""
     d = density()
     if d is None:
-        raise DPKPSError("Build the keyphrase densities first (page 4).")
+        raise ParameterError("Build the keyphrase densities first (page 4).")
     if hasattr(d, "scores"):
         return np.asarray(d.scores())
     return np.asarray(d.single_term_scores(embeddings()))
@@ -271,7 +271,7 @@ def sampling_config_used(sequences: Mapping[str, Any] | None = None) -> Sampling
     pv_meta, d_meta = vocabulary_meta(), density_meta()
     q_meta = dict(sequences) if sequences is not None else sequences_meta()
     if v is None or pv_meta is None or d_meta is None or q_meta is None:
-        raise DPKPSError("Sample keyphrase sequences first (page 5).")
+        raise ParameterError("Sample keyphrase sequences first (page 5).")
     s = session.ss()
     builtin = pv_meta["vocabulary_spec"] in BUILTIN_VOCABULARIES
     upload_name = v.state.get("vocab_upload_name") or s.get("vocab_upload_name") or "vocabulary"
