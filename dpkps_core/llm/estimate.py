@@ -4,9 +4,10 @@ optional price and the time, retries included, from the selected engine's measur
 Prompts are rendered from the DP keyphrase sequences and the public prompt settings only (post-processing,
 DESIGN §2.5). The time follows :mod:`dpkps_core.llm.speed`: the expected attempts per document from the measured
 share of replies the non-document screen refuses and the retry cap, and the measured seconds of a batch. Both are
-measured on this backend — by earlier runs at the same settings, else by ONE calibration batch of fixed PUBLIC
-sequences (:data:`CALIBRATION_TERMS`, the job's public class names) written and screened through the backend's own
-engine and thrown away — never on private text.
+measured on this backend — by earlier runs at the same settings, else by ONE calibration batch: the prompts of the
+job's first sequences (DP outputs and public settings: the very prompts the run sends first, post-processing),
+written by a LOCAL backend's own engine in this process, screened and thrown away; only counts and a time are
+kept. Never private text; never a remote backend (a calibration there would cost money and leave the machine).
 """
 
 from __future__ import annotations
@@ -20,17 +21,8 @@ from dpkps_core.errors import ParameterError
 from dpkps_core.llm.backends import LLMBackend, TransientLLMError
 from dpkps_core.llm.prompts import PromptConfig, as_sequence, render_prompt
 from dpkps_core.llm.quality import screen
-from dpkps_core.llm.speed import MIN_REPLIES, BatchTimes, Measured, expected_attempts, measured, step_share
+from dpkps_core.llm.speed import MIN_REPLIES, BatchTimes, Measured, expected_attempts, measured
 from dpkps_core.sequences import KeyphraseSequence
-
-#: Public words of the calibration sequences (common English nouns; no corpus is read).
-CALIBRATION_TERMS = (
-    "market", "city", "team", "season", "report", "government", "company", "music", "film", "players", "plans",
-    "growth", "school", "health", "election", "software", "phone", "prices", "award", "minister", "match", "coach",
-    "bank", "shares", "internet", "album", "court", "budget", "record", "profits", "fans", "tour", "council",
-    "patients", "police", "research", "users", "festival", "economy", "league",
-)
-
 
 @dataclasses.dataclass(frozen=True)
 class CostEstimate:
@@ -91,27 +83,16 @@ def _engine_batch_rate(backend: LLMBackend, batch: int) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
-def calibration_sequences(sequences: Sequence[KeyphraseSequence], rows: int) -> list[KeyphraseSequence]:
-    """``rows`` PUBLIC calibration sequences: :data:`CALIBRATION_TERMS` in turn, as many per sequence as the job's
-    sequences hold (a public length) and labelled with the job's class names (public input, released with the data)."""
-    lengths = [max(1, len(s.keyphrases)) for s in sequences] or [5]
-    labels = sorted({s.label for s in sequences}) or [""]
-    out, t = [], 0
-    for i in range(max(1, int(rows))):
-        k = lengths[i % len(lengths)]
-        words = tuple(CALIBRATION_TERMS[(t + j) % len(CALIBRATION_TERMS)] for j in range(k))
-        t += k
-        out.append(KeyphraseSequence(id=f"calibration-{i}", label=labels[i % len(labels)], keyphrases=words))
-    return out
-
-
 def calibrate_screen(backend: LLMBackend, *, prompt_config: PromptConfig, sequences: Sequence[KeyphraseSequence],
                      rows: int, max_tokens: int, temperature: float, timeout: float = 120.0) -> Measured:
-    """Write ONE batch of ``rows`` replies to :func:`calibration_sequences` through the backend (its selected
-    engine, the run's settings), judge each with :func:`~dpkps_core.llm.quality.screen` and record the replies and
-    the batch's seconds in the backend's :class:`~dpkps_core.llm.speed.Measured`. The replies are thrown away;
-    only counts and a time are kept (public: nothing private is read)."""
-    messages = [render_prompt(s, prompt_config) for s in calibration_sequences(sequences, rows)]
+    """Write ONE batch of ``rows`` replies to the prompts of the first ``rows`` sequences (in turn when there are
+    fewer) through the backend (its selected engine, the run's settings), judge each with
+    :func:`~dpkps_core.llm.quality.screen` and record the replies and the batch's seconds in the backend's
+    :class:`~dpkps_core.llm.speed.Measured`. The sequences are DP outputs and the settings public (post-processing,
+    DESIGN §2.5): the replies are thrown away, only counts and a time are kept, nothing private is read."""
+    if not sequences:
+        raise ParameterError("A calibration needs at least one sequence.")
+    messages = [render_prompt(sequences[i % len(sequences)], prompt_config) for i in range(max(1, int(rows)))]
     t0 = time.monotonic()
     results = backend.generate_batch(messages, max_tokens=max_tokens, temperature=temperature, timeout=timeout)
     seconds = time.monotonic() - t0
@@ -218,7 +199,7 @@ def estimate_cost(
 def _batch_times(backend: LLMBackend, record: Measured, batch: int, max_tokens: int) -> BatchTimes:
     """Seconds of a batch of ``batch`` rows — measured batches at these settings, else the engine's measured
     tokens/s with every row at ``max_tokens``, else ``tokens_per_s`` × ``batch_cost`` — and the one-row share."""
-    share = step_share(backend, batch)
+    share = record.step_share(backend, batch)
     full = record.batch_seconds(batch)
     if full is None:
         measured_rate = _engine_batch_rate(backend, batch)

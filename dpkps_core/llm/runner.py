@@ -42,7 +42,7 @@ from dpkps_core.llm.quality import screen
 from dpkps_core.llm.selection import DraftChoice, DraftSelector, request_drafts
 from dpkps_core.llm.retry import RetriesExhausted, call_with_retries, retry_delay
 from dpkps_core.llm.settings import GenerationSettings, GenerationSummary, Progress
-from dpkps_core.llm.speed import RunMeter, measured, step_share
+from dpkps_core.llm.speed import RunMeter, measured
 from dpkps_core.runfolder import (DOCUMENTS_FILE, FAILURES_FILE, iter_jsonl, read_documents, repair_jsonl_tail,
                                   rewrite_jsonl)
 from dpkps_core.sequences import KeyphraseSequence
@@ -166,7 +166,7 @@ class GenerationRun:
             return GenerationSummary(self.total, self.already, 0, 0, False, 0.0)
         self.open_files()
         if self.batched:  # the one-row step share of the ETA's tail batches, from the engine when it measures it
-            self.meter.share = step_share(self.backend, self.meter.size or 1)
+            self.meter.measure_share(self.backend)
         self.meter.open()
         try:
             cancelled = self.run_batched() if self.batched else self.run_concurrent()

@@ -13,9 +13,9 @@ and scales a batch of m rows by the engine's measured seconds per decoding step 
 (:func:`step_share`; CTranslate2 measures it, other backends fall back to ``batch_cost``).
 
 What is measured (:class:`Measured`, one record per backend and (max_tokens, temperature), in memory only): the
-replies judged and refused, and the seconds of each batch — by the public calibration batch of the estimate and by
-every run as it goes (:class:`RunMeter`). Every figure is a count or a time of replies to prompts rendered from
-fixed public calibration sequences or from the DP keyphrase sequences (post-processing, DESIGN §2.5); no text.
+replies judged and refused, and the seconds of each batch — by the calibration batch of the estimate and by every
+run as it goes (:class:`RunMeter`). Every figure is a count or a time of replies to prompts rendered from the DP
+keyphrase sequences and the public prompt settings (post-processing, DESIGN §2.5); no text is kept.
 """
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ class Measured:
         self.rejected = 0
         self.calibration_replies = 0
         self._batches: dict[int, list[float]] = {}  # rows → [batches, seconds]
+        self._shares: dict[int, float] = {}  # rows → step share of one row (step_share), measured once
         self.active_runs = 0
 
     def add_reply(self, accepted: bool, *, calibration: bool = False) -> None:
@@ -133,6 +134,17 @@ class Measured:
             entry = self._batches.setdefault(int(rows), [0.0, 0.0])
             entry[0] += 1
             entry[1] += float(seconds)
+
+    def step_share(self, backend: Any, rows: int) -> float:
+        """:func:`step_share` of ``backend`` at ``rows`` rows, measured once (while the engine is free: a run's
+        estimate or ETA does not fall back to the rough ``batch_cost`` when the engine is busy writing)."""
+        with self._lock:
+            cached = self._shares.get(int(rows))
+        if cached is None:
+            cached = step_share(backend, rows)
+            with self._lock:
+                self._shares.setdefault(int(rows), cached)
+        return cached
 
     def run_started(self, change: int) -> None:
         """Count a run that starts (+1) or ends (−1) on this backend at these settings."""
@@ -153,7 +165,7 @@ class Measured:
     def source(self) -> str:
         """Where the rejection rate comes from, in words."""
         runs = self.replies - self.calibration_replies
-        parts = [f"{self.calibration_replies} public calibration replies"] if self.calibration_replies else []
+        parts = [f"{self.calibration_replies} calibration replies"] if self.calibration_replies else []
         parts += [f"{runs} replies of earlier runs"] if runs else []
         return " and ".join(parts) or "no replies"
 
@@ -190,6 +202,11 @@ class RunMeter:
         self._full: list[float] = []  # this run's batches, each scaled to a full batch's seconds
         self.batch_started: float | None = None
         self._lock = threading.Lock()
+
+    def measure_share(self, backend: Any) -> None:
+        """Set the one-row step share of this run's batches (:func:`step_share`, the record's when there is one)."""
+        rows = self.size or 1
+        self.share = self.record.step_share(backend, rows) if self.record is not None else step_share(backend, rows)
 
     def open(self) -> None:
         """The run starts: while it writes, an estimate reads its record instead of calibrating on the busy engine."""

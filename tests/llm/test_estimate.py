@@ -14,8 +14,8 @@ from llm_fakes import make_sequences, term_index
 
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.backends import LLMBackend
-from dpkps_core.llm.estimate import CALIBRATION_TERMS, estimate_cost
-from dpkps_core.llm.prompts import PromptConfig
+from dpkps_core.llm.estimate import estimate_cost
+from dpkps_core.llm.prompts import PromptConfig, render_prompt
 from dpkps_core.llm.runner import run_generation
 from dpkps_core.llm.settings import GenerationSettings, Progress
 from dpkps_core.llm.speed import BatchTimes, RunMeter, expected_attempts, expected_batches, measured
@@ -104,7 +104,7 @@ def test_the_estimate_includes_retries_at_the_measured_rejection_rate(monkeypatc
     backend = ScriptedBatches(lambda k, m: k % 4 == 0, clock=clock, batch_seconds=2.0)  # every 4th reply loops
     seqs = make_sequences(16)
     est = estimate_cost(seqs, prompt_config=CFG, backend=backend, max_tokens=50, batch_size=8, retries=2)
-    # ONE calibration batch of 8 public prompts measured r = 2/8 and a batch's 2 s.
+    # ONE calibration batch of the job's first 8 prompts measured r = 2/8 and a batch's 2 s.
     assert backend.batches == [8] and est.measure_seconds == pytest.approx(2.0)
     assert est.rejection_rate == pytest.approx(0.25)
     assert est.attempts_per_document == pytest.approx(1.3125)  # 1 + r + r², at most 2 retries
@@ -113,23 +113,21 @@ def test_the_estimate_includes_retries_at_the_measured_rejection_rate(monkeypatc
     assert est.seconds == pytest.approx(8.0)
     assert est.completion_tokens == 21 * 50  # 16 × 1.3125 attempts, each at most max_tokens
     assert "retries included: 25% of replies refused" in est.summary()
-    assert "8 public calibration replies" in est.summary() and "1.31 attempts per document" in est.summary()
+    assert "8 calibration replies" in est.summary() and "1.31 attempts per document" in est.summary()
     # Without retries the same backend's estimate is one attempt per document: two batches.
     plain = estimate_cost(seqs, prompt_config=CFG, backend=backend, max_tokens=50, batch_size=8)
     assert plain.attempts_per_document == 1.0 and plain.seconds == pytest.approx(4.0)
     assert backend.batches == [8] and "(no retries)" in plain.summary()
 
 
-def test_calibration_prompts_are_public_and_run_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_calibration_sends_the_jobs_first_prompts_once(monkeypatch: pytest.MonkeyPatch) -> None:
     backend = ScriptedBatches(lambda k, m: False)
     seqs = make_sequences(10)
     estimate_cost(seqs, prompt_config=CFG, backend=backend, max_tokens=20, batch_size=8, retries=3)
     estimate_cost(seqs, prompt_config=CFG, backend=backend, max_tokens=20, batch_size=8, retries=3)
     assert backend.batches == [8]  # measured once per backend and settings
-    job_terms = {k for s in seqs for k in s["keyphrases"]}
-    for prompt in backend.prompts:  # fixed public words and the (public) class names; no keyphrase of the job
-        assert any(t in prompt for t in CALIBRATION_TERMS)
-        assert not any(f" {t}," in prompt or prompt.endswith(t) for t in job_terms if t.startswith("term"))
+    # The prompts the run sends first (DP sequences, public settings), nothing else.
+    assert backend.prompts == [render_prompt(s, CFG)[-1]["content"] for s in seqs[:8]]
     # Other settings are other measurements.
     estimate_cost(seqs, prompt_config=CFG, backend=backend, max_tokens=30, batch_size=8, retries=3)
     assert backend.batches == [8, 8]
