@@ -220,17 +220,20 @@ def _progress_bar(total: int, *, quiet: bool) -> tuple[Any, Callable[[Any], None
     if not quiet:
         from tqdm import tqdm
 
-        bar = tqdm(total=total, unit="doc", desc="generate", file=sys.stderr, dynamic_ncols=True)
+        # the time left is the runner's ETA (this run's measured speed, retries included), not tqdm's items/s
+        bar = tqdm(total=total, unit="doc", desc="generate", file=sys.stderr, dynamic_ncols=True,
+                   bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
 
     def on_progress(p: Any) -> None:
         if bar is None:
             return
         bar.n = p.done + p.failed
+        left = {"left": f"{p.eta_s:.0f} s"} if p.eta_s is not None else {}
         if p.in_flight:
             bar.set_postfix(failed=p.failed, batch=f"{p.in_flight} docs, {p.in_flight_fraction:.0%} of tokens",
-                            refresh=False)
+                            **left, refresh=False)
         else:
-            bar.set_postfix(failed=p.failed, refresh=False)
+            bar.set_postfix(failed=p.failed, **left, refresh=False)
         bar.refresh()
 
     return bar, on_progress
