@@ -181,7 +181,7 @@ def estimate_cost(
     cost = None if price_per_1k is None else total / 1000.0 * price_per_1k
     if n == 0:
         seconds = 0.0
-    elif batch > 1:
+    elif batch > 1 or int(getattr(backend, "max_batch_size", 1)) > 1:  # the runner batches for such backends
         seconds = _batch_times(backend, record, batch, max_tokens).run_seconds(
             [float(n)] + [0.0] * retries, per_attempt)
     else:
