@@ -208,7 +208,7 @@ PAGES_SPECS_FIRST_TITLE = PAGES[0].title
 
 class FakeUMAP:
     """Stand-in for ``umap.UMAP`` in AppTests: the app's wiring is what is tested here; real UMAP (≈20 s of numba
-    compilation per process) is covered by tests/test_evaluation.py."""
+    compilation per process) is covered by tests/evaluation/test_evaluation.py."""
 
     def __init__(self, n_components: int = 2, **_: Any) -> None:
         self.n_components = n_components

@@ -11,7 +11,7 @@ from dpkps_core import pipeline
 from dpkps_core.config import SamplingConfig
 from dpkps_core.split import split_documents
 
-from test_evaluation import BowEmbedder, make_toy_corpus, make_toy_vocabulary, toy_config
+from eval_toys import BowEmbedder, make_toy_corpus, make_toy_vocabulary, toy_config
 
 
 def _axis_ok(fig, f) -> None:

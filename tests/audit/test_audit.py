@@ -50,11 +50,11 @@ def synthetic(n_docs: int, *, test_fraction: float = 0.2, eps_voc: float = 0.5, 
         t = topics[label]
         texts.append(f"{term} {t[i % 5]} {t[(i + 1) % 5]}.")
         labels.append(label)
-    corpus = Corpus(texts=tuple(texts), labels=tuple(labels), name="synthetic", source="tests/test_audit.py")
+    corpus = Corpus(texts=tuple(texts), labels=tuple(labels), name="synthetic", source="tests/audit/test_audit.py")
     if hasattr(corpus, "with_classes"):
         corpus = corpus.with_classes(CLASSES)
     terms = own + topics["red"] + topics["blue"] + _words("zq", 40)
-    vocab = PublicVocabulary(name="tiny", terms=tuple(terms), licence="test data", source="tests/test_audit.py")
+    vocab = PublicVocabulary(name="tiny", terms=tuple(terms), licence="test data", source="tests/audit/test_audit.py")
     config = SamplingConfig(corpus="synthetic", vocabulary="tiny", eps_voc=eps_voc, eps_kde=eps_kde, terms_per_doc=1,
                             vocab_size=len(terms), length=3, per_class=4, bandwidth=0.0, test_fraction=test_fraction)
     return corpus, vocab, config

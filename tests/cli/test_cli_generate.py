@@ -16,7 +16,7 @@ from llm_fakes import ChatServer, chat_server, make_run_dir, serve  # noqa: F401
 
 from dpkps_core.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CANARY = "CANARY-7f3a9c-PRIVATE"
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_cli_evaluate import _make_run, corpus_files, fake_models  # noqa: F401 (fixtures)
+from cli_toys import _make_run, corpus_files, fake_models  # noqa: F401 (fixtures)
 
 from dpkps_core.cli import main
 

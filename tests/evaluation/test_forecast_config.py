@@ -4,7 +4,7 @@
 The digests below were taken with the keyword-argument forecasts (``eps_voc=…, eps_kde=…, terms_per_doc=…,
 vocab_size=…, method=…, density=…, length=…, features=…, bandwidth=…``) before the settings became a config: a
 config-built forecast must reproduce every field of the old one, verdict text included. No real model: the RFF
-case embeds with the bag-of-words stand-in of tests/test_evaluation.py."""
+case embeds with the bag-of-words stand-in of tests/evaluation/test_evaluation.py."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from dpkps_core.evaluation.forecast_dp import dp_forecast, forecast_from_release
 from dpkps_core.evaluation.forecast_exact import forecast
 from dpkps_core.evaluation.forecast_outlook import Forecast
 from dpkps_core.evaluation.sweep import dp_forecast_grid
-from test_evaluation import BowEmbedder, make_toy_corpus, make_toy_vocabulary
+from eval_toys import BowEmbedder, make_toy_corpus, make_toy_vocabulary
 
 
 def _digest(f: Forecast) -> str:

@@ -4,7 +4,7 @@ One assertion group per numbered item of the issue where it can be observed in t
 axis ranges (§1), the method outlook and free comparison before ε_kde is spent (§2), the empty-bundle guard and
 the run history (§4), the non-document share (§5), human, rounded tables with their training documents (§6), one
 baseline value everywhere (§7), ε as risk and timestamped ledger events (§10), the memorisation check (§11) and
-why a name is in Ṽ (§12). (§3 is in tests/test_app_errors.py; §8's figures in tests/test_charts.py.)
+why a name is in Ṽ (§12). (§3 is in tests/studio/test_app_errors.py; §8's figures in tests/studio/test_charts.py.)
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def test_step_by_step_pieces_write_the_cli_run_folder(toy_corpus: Corpus, tmp_pa
 
 
 def test_pages_registry_points_at_files() -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     assert len(PAGES) == 9 and len({p.url_path for p in PAGES}) == 9
     for p in PAGES:
         assert (root / p.path).is_file()
@@ -121,7 +121,7 @@ def test_pages_registry_points_at_files() -> None:
 
 
 def test_core_never_imports_streamlit() -> None:
-    root = Path(__file__).resolve().parents[1] / "dpkps_core"
+    root = Path(__file__).resolve().parents[2] / "dpkps_core"
     offenders = [p.name for p in root.rglob("*.py") if "import streamlit" in p.read_text()]
     assert offenders == []
 
