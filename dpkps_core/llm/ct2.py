@@ -252,7 +252,8 @@ class CT2Engine:
         """Tokens/s of a batch of ``batch_size`` rows that all run the whole budget (``batch_size`` / a step's
         seconds): measured on this engine's batches of that size, else on one calibration batch of public input
         (0 when unmeasured while the engine is busy writing). The before-the-run estimate comes from it
-        (llm/estimate.py); the runner's ETA comes from the documents it has finished."""
+        (llm/estimate.py, when no batch of that size was measured); the runner's ETA comes from its own batches
+        (llm/speed.py)."""
         step = self.step_seconds(batch_size)
         if step is None:
             if self._lock.locked():  # busy writing: do not wait for it; 0 = not measured (the caller falls back)
