@@ -166,7 +166,7 @@ class Measured:
         """Where the rejection rate comes from, in words."""
         runs = self.replies - self.calibration_replies
         parts = [f"{self.calibration_replies} calibration replies"] if self.calibration_replies else []
-        parts += [f"{runs} replies of earlier runs"] if runs else []
+        parts += [f"{runs} replies of runs on this backend"] if runs else []
         return " and ".join(parts) or "no replies"
 
 

@@ -157,7 +157,7 @@ def test_a_run_measures_the_rate_for_the_next_estimate(tmp_path: Path) -> None:
     est = estimate_cost(make_sequences(32), prompt_config=CFG, backend=backend, max_tokens=60, batch_size=8,
                         retries=2)
     assert len(backend.batches) == calls  # no calibration: the run measured it
-    assert est.rejection_rate == pytest.approx(1 / 3) and "48 replies of earlier runs" in est.summary()
+    assert est.rejection_rate == pytest.approx(1 / 3) and "48 replies of runs on this backend" in est.summary()
 
 
 def test_remote_backends_are_never_calibrated_but_take_a_given_rate() -> None:
@@ -242,3 +242,24 @@ def test_a_partial_batch_waits_for_retries_due_sooner_than_a_batch_of_their_own(
                                                          backoff_max=0.2))
     # The four retried items (backoff ≤ 0.1 s, a batch 0.3 s) go together, not one batch as each becomes due.
     assert backend.batches == [8, 4] and summary.written == 8
+
+
+def test_no_calibration_while_a_run_writes_on_the_backend() -> None:
+    backend = ScriptedBatches(lambda k, m: False)
+    record = measured(backend, 20, 0.7)
+    record.run_started(+1)  # a run is writing (the app re-renders its page meanwhile)
+    est = estimate_cost(make_sequences(4), prompt_config=CFG, backend=backend, max_tokens=20, batch_size=8, retries=2)
+    assert backend.batches == [] and est.rejection_rate is None
+    record.add_reply(False)
+    record.add_reply(True)  # the run's own replies so far
+    est = estimate_cost(make_sequences(4), prompt_config=CFG, backend=backend, max_tokens=20, batch_size=8, retries=2)
+    assert backend.batches == [] and est.rejection_rate == 0.5 and "2 replies of runs on this backend" in est.summary()
+    record.run_started(-1)
+
+
+def test_drafts_refuse_an_attempt_only_when_every_draft_is_refused() -> None:
+    backend = ScriptedBatches(lambda k, m: False)
+    seqs = [s for s in make_sequences(4) for _ in range(2)]  # 2 drafts: each sequence twice
+    est = estimate_cost(seqs, prompt_config=CFG, backend=backend, max_tokens=20, batch_size=8, retries=1, drafts=2,
+                        rejection_rate=0.5)
+    assert est.attempts_per_document == pytest.approx(1.25)  # an attempt fails with 0.5² = 0.25
