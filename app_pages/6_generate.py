@@ -95,7 +95,9 @@ else:
         pconf = generation_steps.prompt_config()
         st.markdown("**Exact prompt for the first sequence**")
         st.code(preview(seqs[0], pconf), language="text", wrap_lines=True)
-        est = generation_steps.estimate_generation(int(s["n_documents"]))
+        with st.spinner("Estimating: the first time, the offline model writes one batch of these prompts to measure "
+                        "its speed and how often a reply must be retried (replies discarded)…", show_time=True):
+            est = generation_steps.estimate_generation(int(s["n_documents"]))
         st.caption(f"Estimate: {est.summary()}.")
 
         done = session.documents()
