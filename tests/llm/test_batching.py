@@ -21,7 +21,7 @@ from dpkps_core.llm import GenerationSettings, Progress, PromptConfig, estimate_
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CFG = PromptConfig(doc_type="a news article")
 FAST = dict(backoff_base=0.001, backoff_max=0.01, timeout=5.0)
 
