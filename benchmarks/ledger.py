@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="dpkps-ledger-bench-") as tmp:
         os.environ["DPKPS_LEDGER_DIR"] = tmp
         from dpkps_core.cli.ledger import format_view
-        from dpkps_core.dp.ledger import PrivacyEvent
+        from dpkps_core.dp.events import PrivacyEvent
         from dpkps_core.ledger_store import LedgerStore, PersistentLedger
 
         n = args.units

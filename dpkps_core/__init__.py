@@ -15,7 +15,8 @@ Steps: :func:`load_corpus` / :func:`load_demo_corpus` â†’ :func:`split_corpus` â
 """
 
 from dpkps_core.corpus import Corpus, load_corpus, load_demo_corpus
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, privatize_vocabulary
 from dpkps_core.embeddings import EmbeddingCache, embed_terms, embed_texts, get_embedder

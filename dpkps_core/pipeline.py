@@ -22,7 +22,8 @@ from dpkps_core.budget import Admission, admit
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.histogram import SmoothedHistogramDensity, build_smoothed_histogram_density
 from dpkps_core.dp.kde import RFFDensity, build_rff_density
-from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyLedger
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, check_vocabulary_settings, privatize_vocabulary
 from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache, cache_dir, embed_terms

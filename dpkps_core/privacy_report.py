@@ -15,7 +15,8 @@ import json
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping, Sequence
 
-from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError
 from dpkps_core.report_markdown import render_report_summary

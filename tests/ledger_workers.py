@@ -16,7 +16,7 @@ def admit_and_charge(root: str, pool: list[str], cap: float, seed: int, releases
     random overlapping subsets of ``pool`` at random ε, charging one event after each. Reports to ``results``:
     (seed, [(admitted pool indices, ε), …], loop start, loop end, error or None)."""
     os.environ["DPKPS_LEDGER_DIR"] = root
-    from dpkps_core.dp.ledger import PrivacyEvent
+    from dpkps_core.dp.events import PrivacyEvent
     from dpkps_core.ledger_store import LedgerStore, PersistentLedger
 
     rng = np.random.default_rng(seed)

@@ -20,7 +20,8 @@ from dpkps_core.baselines import private_prediction as pp
 from dpkps_core.baselines.prediction_config import STEP, reservation_event
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp import count as dpcount
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import PrivacyBudgetError

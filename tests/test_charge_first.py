@@ -21,7 +21,8 @@ from dpkps_core.corpus import Corpus
 from dpkps_core.dp.contributions import class_keyphrase_histograms
 from dpkps_core.dp.histogram import build_smoothed_histogram_density
 from dpkps_core.dp.kde import build_rff_density, ensemble_blocks
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import privatize_vocabulary
 from dpkps_core.embeddings import HashingEmbedder

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 
 

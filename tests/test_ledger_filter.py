@@ -17,7 +17,8 @@ import pytest
 from dpkps_core import ledger_store as ls
 from dpkps_core.budget import admit, unit_strings
 from dpkps_core.corpus import Corpus, load_corpus
-from dpkps_core.dp.ledger import PrivacyEvent, SubLedger
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import SubLedger
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 
 WORDS = "striker goal match league stadium smartphone processor battery bank profits inflation airline".split()

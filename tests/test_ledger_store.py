@@ -22,7 +22,8 @@ from dpkps_core.cli import main
 from dpkps_core.cli.main import build_parser
 from dpkps_core.config import DEFAULT_EPSILON_CAP
 from dpkps_core.corpus import Corpus, load_corpus
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.embeddings import EmbeddingCache, HashingEmbedder
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 from dpkps_core.export import bundle_bytes

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from dpkps_core.config import SamplingConfig
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import SEED_POLICY_DEMO
 from dpkps_core.privacy_report import PrivacyReport
 from dpkps_core.report_markdown import (

@@ -42,7 +42,9 @@ from dpkps_core.budget import admitted_indices, document_units
 from dpkps_core.config import AUGPE_LIMITS
 from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import calibrate_sigma, composed_mu, gaussian_epsilon
-from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.baseline_events import AugPEVoteEvent
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.embeddings import Embedder, embed_texts
@@ -326,21 +328,17 @@ class AugPEResult:
 
 
 def augpe_event(config: AugPEConfig, *, sigma: float, delta: float,
-                neighbouring: str = ADD_REMOVE_ONE_DOCUMENT) -> PrivacyEvent:
+                neighbouring: str = ADD_REMOVE_ONE_DOCUMENT) -> AugPEVoteEvent:
     """The frozen ledger event of one AugPE+Ṽ run (all T vote rounds, every class), from public input only, so
     that it is charged BEFORE the first prompt goes to the backend (DESIGN §2.0 "charge first")."""
     n_epochs, k = config.epochs, config.population
-    return PrivacyEvent(
+    return AugPEVoteEvent(
         mechanism=MECHANISM, step=STEP, epsilon=gaussian_epsilon(sigma=sigma, epochs=n_epochs, delta=delta),
         delta=delta, sensitivity=1.0, noise_scale=sigma, neighbouring=neighbouring,
         released=f"{n_epochs} noisy nearest-neighbour vote histograms per class over {k} synthetic texts "
                  "(Gaussian noise on every bin)",
-        params={"epochs_T": n_epochs, "population_K": k, "sensitivity_norm": "L2 (one vote per document per epoch)",
-                "gdp_mu": composed_mu(sigma=sigma, epochs=n_epochs), "rho_zcdp": n_epochs / (2 * sigma ** 2),
-                "accounting": "exact Gaussian-DP composition of T Gaussian mechanisms (μ = √T/σ), Balle–Wang δ(ε)",
-                "composition": "parallel across classes (disjoint documents)", "vote_threshold_H": config.vote_threshold,
-                "budget_split": "Ṽ (ε_voc, pure DP) is a separate event; total = ε_voc + ε_aug with this δ",
-                "charged": "all T epochs, before the first prompt was sent"},
+        epochs=n_epochs, population=k, gdp_mu=composed_mu(sigma=sigma, epochs=n_epochs),
+        rho=n_epochs / (2 * sigma ** 2), vote_threshold=config.vote_threshold,
     )
 
 

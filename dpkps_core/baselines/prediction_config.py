@@ -17,7 +17,8 @@ from typing import Any
 
 from dpkps_core.config import PRIVATE_PREDICTION_LIMITS
 from dpkps_core.dp.accounting import calibrate_private_prediction, rho_per_batch, zcdp_to_epsilon
-from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent
+from dpkps_core.dp.baseline_events import PrivatePredictionEvent, PrivatePredictionReservationEvent
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.errors import ParameterError
 
@@ -166,32 +167,28 @@ def _round_sig(x: float, *, down: bool, digits: int = 4) -> float:
 def prediction_event(
     config: PrivatePredictionConfig, *, delta: float, conversion: str = "tight", num_buckets: int, batches: int,
     documents: int, neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
-) -> PrivacyEvent:
+) -> PrivatePredictionEvent:
     """The frozen ledger event of one run of Algorithm 1 with the (calibrated) ``config``, from public input only
     (the planned batches and documents), so that it is charged BEFORE the first private prompt reaches the model
     (DESIGN §2.0 "charge first")."""
     rho = config.rho()
     eps = zcdp_to_epsilon(rho, delta, conversion=conversion)
-    return PrivacyEvent(
+    return PrivatePredictionEvent(
         mechanism=MECHANISM, step=STEP, epsilon=eps, delta=delta, sensitivity=config.clip / config.batch_size,
         noise_scale=config.temperature, neighbouring=neighbouring,
         released=f"at most {documents} synthetic texts from {batches} disjoint hash batches (at most r = "
                  f"{config.private_tokens} private tokens each)",
-        params={"rho_zcdp": rho, "conversion": conversion, "batch_size_s": config.batch_size,
-                "private_tokens_r": config.private_tokens, "clip_c": config.clip, "temperature_tau": config.temperature,
-                "svt": config.svt_enabled, "svt_threshold_theta": config.to_dict()["svt_threshold"],
-                "svt_noise_sigma": config.svt_noise if config.svt_enabled else None, "num_buckets": num_buckets,
-                "group_by_label": config.group_by_label, "public_top_k": config.public_top_k,
-                "composition": "parallel over disjoint hash batches (paper 004 Lemma 2)",
-                "sensitivity_note": "L∞ sensitivity c/s of the averaged clipped logits (Lemma 3); SVT query 1/s",
-                "charged": "before the first private prompt reached the model"},
+        rho=rho, conversion=conversion, batch_size=config.batch_size, private_tokens=config.private_tokens,
+        clip=config.clip, temperature=config.temperature, svt_threshold=config.svt_threshold,
+        svt_noise=config.svt_noise if config.svt_enabled else None, num_buckets=num_buckets,
+        group_by_label=config.group_by_label, public_top_k=config.public_top_k,
     )
 
 
 def reservation_event(
     config: PrivatePredictionConfig, *, epsilon: float, delta: float, conversion: str = "tight", documents: int,
     neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
-) -> PrivacyEvent:
+) -> PrivatePredictionReservationEvent:
     """A charge-first reservation of ``epsilon`` for a run of Algorithm 1 whose clip c (and r) are calibrated
     later from a DP release (e.g. the hash buckets from a DP count): the run's calibrated ε never exceeds it
     (:func:`calibrate` is conservative), so charging the reservation up front over-states nothing the ledger must
@@ -199,21 +196,14 @@ def reservation_event(
     :func:`dpkps_core.baselines.private_prediction.run_private_prediction`."""
     eps = check_epsilon(epsilon, "ε (private prediction)")
     bound = calibrate(config, epsilon=eps, delta=delta, conversion=conversion)  # the largest c this ε allows
-    return PrivacyEvent(
+    return PrivatePredictionReservationEvent(
         mechanism=MECHANISM, step=STEP, epsilon=eps, delta=check_delta(delta),
         sensitivity=bound.clip / bound.batch_size, noise_scale=config.temperature, neighbouring=neighbouring,
         released=f"at most {documents} synthetic texts from disjoint hash batches (Algorithm 1 of paper 004)",
-        params={"reserved": True, "conversion": conversion, "batch_size_s": config.batch_size,
-                "temperature_tau": config.temperature, "svt": config.svt_enabled,
-                "svt_threshold_theta": config.to_dict()["svt_threshold"],
-                "svt_noise_sigma": config.svt_noise if config.svt_enabled else None,
-                "group_by_label": config.group_by_label, "public_top_k": config.public_top_k,
-                "composition": "parallel over disjoint hash batches (paper 004 Lemma 2)",
-                "calibration": "c calibrated to ε ≤ the reserved ε once the hash buckets are known (the run's "
-                               "privacy report holds the calibrated c, r and ρ)",
-                "sensitivity_note": f"upper bound c/s with r = {config.private_tokens}; a larger r after the DP count "
-                                    "lowers c",
-                "charged": "before any noise was drawn and before the first private prompt reached the model"},
+        conversion=conversion, batch_size=config.batch_size, private_tokens=config.private_tokens,
+        temperature=config.temperature, svt_threshold=config.svt_threshold,
+        svt_noise=config.svt_noise if config.svt_enabled else None, group_by_label=config.group_by_label,
+        public_top_k=config.public_top_k,
     )
 
 

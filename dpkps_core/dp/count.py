@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, LaplaceCountEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon
 
@@ -38,13 +39,13 @@ class NoisyCount:
 
 
 def count_event(*, epsilon: float, what: str = "documents in the training part", step: str = "size",
-                neighbouring: str = ADD_REMOVE_ONE_DOCUMENT) -> PrivacyEvent:
+                neighbouring: str = ADD_REMOVE_ONE_DOCUMENT) -> LaplaceCountEvent:
     """The frozen event of one Laplace(1/ε) count (sensitivity 1 under ``neighbouring``), built from public input
     only, so that it can be charged before any private count is read or any noise drawn."""
     epsilon = check_epsilon(epsilon, "ε (count)")
-    return PrivacyEvent(mechanism=MECHANISM, step=step, epsilon=epsilon, sensitivity=1.0, noise_scale=1.0 / epsilon,
-                        released=f"Laplace-noised number of {what}", neighbouring=neighbouring,
-                        params={"noise": "Laplace(1/ε), integer-valued", "charged": "before the noise was drawn"})
+    return LaplaceCountEvent(mechanism=MECHANISM, step=step, epsilon=epsilon, sensitivity=1.0,
+                             noise_scale=1.0 / epsilon, released=f"Laplace-noised number of {what}",
+                             neighbouring=neighbouring)
 
 
 def release_count(

@@ -22,7 +22,7 @@ Rescaled (post-processing), that is G + Laplace(S/(a·ε)) per threshold and n +
 
 Order (DESIGN §2.0, "charge first"): the caller admits the units (``dpkps_core.budget.admit``), computes the
 statistic on the admitted documents only, then :func:`release_forecast_statistics` charges the frozen
-:class:`~dpkps_core.dp.ledger.PrivacyEvent` (step ``"forecast"``) BEFORE it draws any noise.
+:class:`~dpkps_core.dp.events.ForecastStatisticsEvent` (step ``"forecast"``) BEFORE it draws any noise.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, ForecastStatisticsEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.errors import ParameterError
@@ -161,15 +162,15 @@ def release_forecast_statistics(
     curve = count_curve(counts, t)
     sizes = class_sizes(labels, classes, groups)
     b_curve, b_class = noise_scales(epsilon, terms_per_doc, float(curve_share))
-    ledger.charge(PrivacyEvent(  # charge first: before any noise is drawn (DESIGN §2.0)
+    ledger.charge(ForecastStatisticsEvent(  # charge first: before any noise is drawn (DESIGN §2.0)
         mechanism=MECHANISM, step=STEP, epsilon=epsilon, sensitivity=1.0, noise_scale=1.0 / epsilon,
         neighbouring=neighbouring,
         released=(f"Laplace-noised count curve of V's term counts at {t.size} public thresholds (sensitivity S = "
                   f"{terms_per_doc}, share {float(curve_share):g} of ε) and per-class document counts (sensitivity "
                   "1), as one vector of L1 sensitivity 1"),
-        params={"thresholds": int(t.size), "terms_per_doc": terms_per_doc, "curve_share": float(curve_share),
-                "curve_noise_scale": b_curve, "class_noise_scale": b_class, "classes": len(classes),
-                "public_vocabulary_size": int(counts.size)}))
+        thresholds=int(t.size), terms_per_doc=terms_per_doc, curve_share=float(curve_share),
+        curve_noise_scale=b_curve, class_noise_scale=b_class, classes=len(classes),
+        public_vocabulary_size=int(counts.size)))
     noisy_curve = noise.add_laplace(curve, scale=b_curve, integer_valued=True)
     noisy_sizes = noise.add_laplace(sizes, scale=b_class, integer_valued=groups is None)
     return ForecastStatistics(

@@ -22,7 +22,8 @@ from typing import Sequence
 import numpy as np
 
 from dpkps_core.dp.contributions import class_keyphrase_histograms
-from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, SmoothedHistogramEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rff import exact_gaussian_kernel
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_float
@@ -97,7 +98,7 @@ def build_smoothed_histogram_density(
     scale = 1.0 / epsilon
     if ledger is not None:  # charge first (DESIGN §2.0): the event holds public quantities only
         ledger.charge(
-            PrivacyEvent(
+            SmoothedHistogramEvent(
                 mechanism=MECHANISM,
                 step="kde",
                 epsilon=epsilon,
@@ -108,8 +109,8 @@ def build_smoothed_histogram_density(
                     f"Laplace-noised keyphrase histograms over all {vocab_size} terms of Ṽ, one per class "
                     f"({len(classes)} classes, parallel composition)"
                 ),
-                params={"classes": len(classes), "private_vocabulary_size": vocab_size,
-                        "bandwidth": bandwidth, "max_keyphrases_per_doc": max_per_doc},
+                classes=len(classes), private_vocabulary_size=vocab_size, bandwidth=bandwidth,
+                max_keyphrases_per_doc=max_per_doc,
             )
         )
     noisy = noise.add_laplace(hist, scale=scale)  # the statistic goes through the (OpenDP) sampler

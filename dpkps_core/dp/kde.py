@@ -24,7 +24,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from dpkps_core.dp.contributions import class_keyphrase_histograms, prefix_matrix, prefix_weights
-from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, RFFKDEEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rff import SQRT2, RandomFourierFeatures
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
@@ -178,7 +179,7 @@ def build_rff_density(
     scale = SQRT2 * features / eps_member
     if ledger is not None:  # charge first (DESIGN §2.0): every field below is public (ε, I, σ, L, M, J)
         ledger.charge(
-            PrivacyEvent(
+            RFFKDEEvent(
                 mechanism=MECHANISM,
                 step="kde",
                 epsilon=epsilon,
@@ -189,9 +190,8 @@ def build_rff_density(
                     f"Laplace-noised sums of {features} random Fourier features per class "
                     f"({len(classes)} classes, parallel composition), {len(layout)} ensemble member(s) ({kind})"
                 ),
-                params={"kind": kind, "features": features, "bandwidth": bandwidth, "members": len(layout),
-                        "member_blocks": [b for b, _ in layout], "length": length,
-                        "max_keyphrases_per_doc": max_per_doc, "classes": len(classes)},
+                kind=kind, features=features, bandwidth=bandwidth, member_blocks=tuple(b for b, _ in layout),
+                length=length, max_keyphrases_per_doc=max_per_doc, classes=len(classes),
             )
         )
     rng = noise.child()

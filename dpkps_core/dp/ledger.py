@@ -1,79 +1,22 @@
 """Privacy ledger: immutable privacy events composed by an accountant (DESIGN §2).
 
-In the style of Google's ``dp_accounting``: each mechanism run produces a frozen :class:`PrivacyEvent`; the
-:class:`PrivacyLedger` composes them with basic (sequential) composition. Parallel composition over disjoint
-documents (e.g. one DP-KDE per class) is a single event whose ε is that of one part.
+In the style of Google's ``dp_accounting``: each mechanism run produces a frozen, typed event
+(:mod:`dpkps_core.dp.events`); the :class:`PrivacyLedger` composes them with basic (sequential) composition.
+Parallel composition over disjoint documents (e.g. one DP-KDE per class) is a single event whose ε is that of one
+part.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as _dt
 import math
-from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 
-ADD_REMOVE_ONE_DOCUMENT = "add/remove one document"
-
 _FLOAT_SLACK = 1e-9
-
-
-def _freeze(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return MappingProxyType(dict(params or {}))
-
-
-@dataclasses.dataclass(frozen=True)
-class PrivacyEvent:
-    """One run of a DP mechanism.
-
-    Attributes:
-        mechanism: name of the mechanism (e.g. ``"laplace_vocabulary_histogram"``).
-        step: pipeline step that ran it (``"vocabulary"``, ``"kde"``, ``"class_counts"``…).
-        epsilon: ε spent by this event (after parallel composition where it applies).
-        delta: δ spent (0 for the pure ε-DP mechanisms of DP-KPS).
-        neighbouring: the neighbouring relation the guarantee is stated for.
-        sensitivity: L1 (or L2, say so in ``params``) sensitivity of the released statistic.
-        noise_scale: scale of the noise actually added (Laplace b, or Gaussian σ).
-        released: what left the private side, in words.
-        params: further public parameters (vocabulary size, features, …); stored read-only.
-        timestamp: UTC time of the release, ISO 8601.
-    """
-
-    mechanism: str
-    step: str
-    epsilon: float
-    sensitivity: float
-    noise_scale: float
-    released: str
-    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT
-    delta: float = 0.0
-    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    timestamp: str = dataclasses.field(
-        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    )
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.epsilon, (int, float)) and math.isfinite(self.epsilon) and self.epsilon > 0):
-            raise ParameterError(f"A privacy event needs a finite ε > 0, got {self.epsilon!r}.")
-        if not (0.0 <= self.delta < 1.0):
-            raise ParameterError(f"A privacy event needs 0 ≤ δ < 1, got {self.delta!r}.")
-        object.__setattr__(self, "epsilon", float(self.epsilon))
-        object.__setattr__(self, "delta", float(self.delta))
-        object.__setattr__(self, "params", _freeze(self.params))
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["params"] = dict(self.params)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "PrivacyEvent":
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in fields})
 
 
 class PrivacyLedger:
@@ -170,6 +113,7 @@ class PrivacyLedger:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "PrivacyLedger":
+        """Read :meth:`to_dict`'s output; each event comes back as its family's type (``PrivacyEvent.from_dict``)."""
         return cls(data.get("epsilon_cap"), [PrivacyEvent.from_dict(e) for e in data.get("events", [])])
 
     def __len__(self) -> int:

@@ -17,7 +17,8 @@ from typing import Sequence
 
 import numpy as np
 
-from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, VocabularyHistogramEvent
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.errors import ParameterError, VocabularyError
@@ -138,13 +139,13 @@ def check_vocabulary_settings(
 def vocabulary_event(
     *, epsilon: float, terms_per_doc: int, size: int, vocabulary_name: str, vocabulary_size: int,
     selection_rule: str, sampler: str, neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
-) -> PrivacyEvent:
+) -> VocabularyHistogramEvent:
     """The ε_voc release's ledger event, from public quantities only (ε, S, N, |V|, the rule): it is recorded
     BEFORE the noise is drawn (charge first, DESIGN §2.0), so it cannot name |Ṽ|, which the noise-floor rule
     decides from the noisy counts."""
     scale = terms_per_doc / epsilon
     fewer = " (fewer under the noise-floor rule)" if selection_rule == "noise-floor" else ""
-    return PrivacyEvent(
+    return VocabularyHistogramEvent(
         mechanism=MECHANISM,
         step="vocabulary",
         epsilon=epsilon,
@@ -153,14 +154,12 @@ def vocabulary_event(
         noise_scale=scale,
         released=(f"the top N = {size:,} terms{fewer} of a Laplace-noised histogram over all "
                   f"{vocabulary_size:,} terms of {vocabulary_name}"),
-        params={
-            "vocabulary": vocabulary_name,
-            "vocabulary_size": vocabulary_size,
-            "terms_per_doc": terms_per_doc,
-            "requested_size": size,
-            "selection_rule": selection_rule,
-            "laplace_sampler": sampler,
-        },
+        vocabulary=vocabulary_name,
+        vocabulary_size=vocabulary_size,
+        terms_per_doc=terms_per_doc,
+        requested_size=size,
+        selection_rule=selection_rule,
+        laplace_sampler=sampler,
     )
 
 

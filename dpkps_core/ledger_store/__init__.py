@@ -21,7 +21,7 @@ label columns its documents arrive in.
   position. ``releases`` holds one row per admission (when, which tool and run, what, ε, how many units took part
   or were left out) with a zlib-compressed bitmap of the participating unit ids (a compact participation record:
   ``ledger --corpus`` lists the releases that touched a corpus's units); ``events`` the frozen
-  :class:`~dpkps_core.dp.ledger.PrivacyEvent` s charged to each release; ``cap_history`` every cap change (who,
+  :class:`~dpkps_core.dp.events.PrivacyEvent` s charged to each release; ``cap_history`` every cap change (who,
   when, the units it applied to).
 * **How.** Every change is one ``BEGIN IMMEDIATE`` transaction, taken while holding an exclusive ``fcntl.flock``
   on ``ledger.lock`` (belt and braces), so concurrent processes serialise: none ever reads a spend another is

@@ -10,7 +10,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from dpkps_core.config import DEFAULT_EPSILON_CAP
-from dpkps_core.dp.ledger import _FLOAT_SLACK, PrivacyEvent, PrivacyLedger
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import _FLOAT_SLACK, PrivacyLedger
 from dpkps_core.errors import ParameterError
 from dpkps_core.ledger_store.folder import unique_keys
 from dpkps_core.ledger_store.records import CorpusView, RecordedEvent, _check_cap, _check_epsilon, _check_label

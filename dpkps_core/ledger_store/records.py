@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from dpkps_core.dp.ledger import _FLOAT_SLACK, PrivacyEvent
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import _FLOAT_SLACK
 from dpkps_core.errors import ParameterError
 from dpkps_core.ledger_store.folder import _NO_CAP
 

@@ -13,7 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
-from dpkps_core.dp.ledger import _FLOAT_SLACK, PrivacyEvent
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import _FLOAT_SLACK
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 from dpkps_core.ledger_store.folder import (CHUNK, LEGACY_FORMAT, LEGACY_IMPORTED, _FINGERPRINT_DOMAIN, _members,
                                             _now, _pack_ids, unique_keys)

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from dpkps_core.dp import kde
-from dpkps_core.dp.ledger import ADD_REMOVE_ONE_DOCUMENT, PrivacyLedger
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rff import SQRT2, RandomFourierFeatures
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError

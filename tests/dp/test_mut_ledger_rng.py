@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from dpkps_core.dp import rng as rng_mod
-from dpkps_core.dp.ledger import PrivacyEvent, PrivacyLedger, SubLedger
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 
