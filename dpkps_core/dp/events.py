@@ -26,7 +26,7 @@ import json
 import math
 import numbers
 from types import MappingProxyType
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, TypeVar
 
 from dpkps_core.dp.rng import SAMPLERS
 from dpkps_core.errors import ParameterError
@@ -198,6 +198,10 @@ class TypedPrivacyEvent(PrivacyEvent):
     def _validate_fields(self) -> None:
         raise NotImplementedError
 
+    def _build_params(self) -> dict[str, Any]:
+        """``params`` in the family's written order; by default :attr:`PARAM_FIELDS` in order."""
+        return {key: getattr(self, name) for key, name in self.PARAM_FIELDS.items()}
+
     def _check_laplace(self) -> None:
         """The Laplace mechanism's scale: b = Δ/ε (Dwork & Roth 2014 Thm 3.6), so ε = Δ/b."""
         if not agrees(self.noise_scale * self.epsilon, self.sensitivity):
@@ -223,7 +227,10 @@ class TypedPrivacyEvent(PrivacyEvent):
         return event if fits else None
 
 
-def register_family(family: type[TypedPrivacyEvent]) -> type[TypedPrivacyEvent]:
+_Family = TypeVar("_Family", bound=type[TypedPrivacyEvent])
+
+
+def register_family(family: _Family) -> _Family:
     """Class decorator: file ``family`` under its :attr:`~TypedPrivacyEvent.MECHANISM` for
     :meth:`PrivacyEvent.from_dict` (several families may share a mechanism; they are tried in order)."""
     if not family.MECHANISM:
@@ -290,9 +297,6 @@ class VocabularyHistogramEvent(TypedPrivacyEvent):
                                  f"got {self.sensitivity!r}.")
         self._check_laplace()
 
-    def _build_params(self) -> dict[str, Any]:
-        return {key: getattr(self, name) for key, name in self.PARAM_FIELDS.items()}
-
 
 @register_family
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -323,9 +327,6 @@ class SmoothedHistogramEvent(TypedPrivacyEvent):
         if self.sensitivity != 1:
             raise ParameterError(f"The smoothed histogram has sensitivity 1, got {self.sensitivity!r}.")
         self._check_laplace()
-
-    def _build_params(self) -> dict[str, Any]:
-        return {key: getattr(self, name) for key, name in self.PARAM_FIELDS.items()}
 
 
 @register_family
@@ -425,6 +426,3 @@ class ForecastStatisticsEvent(TypedPrivacyEvent):
         # draws match S/(a·ε) and 1/((1 − a)·ε) is the mechanism's statistical test, not the event's
         typed_number(self.curve_noise_scale, "The curve's noise scale")
         typed_number(self.class_noise_scale, "The class sizes' noise scale")
-
-    def _build_params(self) -> dict[str, Any]:
-        return {key: getattr(self, name) for key, name in self.PARAM_FIELDS.items()}
