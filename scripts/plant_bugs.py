@@ -41,7 +41,7 @@ BUGS = [
  ("8 the ledger's lock removed (no flock, deferred BEGIN)", "dpkps_core/ledger_store/sqlite_store.py",
   ("                fcntl.flock(fd, fcntl.LOCK_EX)\n", 'conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")'),
   ("                pass\n", 'conn.execute("BEGIN")'),
-  ["tests/test_ledger_filter.py::test_concurrent_processes_never_overspend_and_every_charge_is_accounted_for"],
+  ["tests/ledger_store/test_filter.py::test_concurrent_processes_never_overspend_and_every_charge_is_accounted_for"],
   "slow"),
  ("9 export allowlist accepts sub/<allowed name>", "dpkps_core/export.py",
   "if len(pure.parts) != 1 or name not in ALLOWED_RUN_FILES:", "if base not in ALLOWED_RUN_FILES:",
