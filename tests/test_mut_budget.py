@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dpkps_core import budget
+from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
 from dpkps_core.errors import PrivacyBudgetError
 
@@ -31,3 +32,32 @@ def test_admitted_indices_follow_the_ledger_and_name_the_release() -> None:
         budget.admitted_indices(["u"], SubLedger(cap=1.0), 2, what="the vocabulary")
     with pytest.raises(PrivacyBudgetError, match=r"^Running this release would spend ε = 2"):
         budget.admitted_indices(["u"], PrivacyLedger(cap=1.0), 2)
+
+
+def _corpus(persons: tuple[str, ...] | None = None) -> Corpus:
+    return Corpus(texts=("a note", "b note", "c note"), labels=("x", "y", "x"), name="toy", source="test",
+                  persons=persons)
+
+
+def test_person_units_need_a_person_column() -> None:
+    assert budget.unit_strings(_corpus(("p1", "p2", "p1")), by_person=True) == ["person\x1fp1", "person\x1fp2",
+                                                                                  "person\x1fp1"]
+    with pytest.raises(ValueError, match=r"^The privacy unit is a person, but the corpus has no person column\.$"):
+        budget.unit_strings(_corpus(), by_person=True)
+
+
+def test_admit_names_this_release_by_default() -> None:
+    with pytest.raises(PrivacyBudgetError, match=r"^Running this release would spend ε = 2"):
+        budget.admit(_corpus(), PrivacyLedger(cap=1.0), 2.0, by_person=False)
+
+
+class _ShortMaskLedger(PrivacyLedger):
+    """A ledger whose filter answers for the wrong number of documents (a programming error to refuse)."""
+
+    def admit(self, units, epsilon, *, what="this release"):  # type: ignore[override]
+        return np.ones(len(units) - 1, dtype=bool)
+
+
+def test_admit_refuses_a_mask_that_does_not_match_the_input() -> None:
+    with pytest.raises(ValueError, match=r"^The ledger's admission mask does not match the release's input\.$"):
+        budget.admit(_corpus(), _ShortMaskLedger(), 0.5, by_person=False)
