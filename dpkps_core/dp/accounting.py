@@ -82,6 +82,8 @@ def zcdp_to_epsilon(rho: float, delta: float, *, conversion: str = "tight") -> f
 
 def max_rho_for(epsilon: float, delta: float, *, conversion: str = "tight") -> float:
     """The largest ρ whose (ε, δ) conversion does not exceed the target ε (bisection; closed form exact)."""
+    if conversion not in CONVERSIONS:
+        raise ParameterError(f"Unknown conversion {conversion!r}; choose one of {', '.join(CONVERSIONS)}.")
     eps = check_epsilon(epsilon)
     delta = check_delta(delta)
     lid = math.log(1.0 / delta)

@@ -251,3 +251,13 @@ def test_rff_phases_value_and_dtype() -> None:
     assert out64.dtype == np.float64
     np.testing.assert_allclose(out64, math.sqrt(2.0) / 0.8 * (z64.astype(np.float32).astype(np.float64)
                                                               @ f64.omega.T) + f64.beta, rtol=1e-12)
+
+
+@pytest.mark.parametrize("conversion", ["TIGHT", "XXtightXX", "exact", ""])
+def test_an_unknown_conversion_is_refused_by_the_inverse_and_the_calibration_too(conversion: str) -> None:
+    """max_rho_for (and the private-prediction calibration through it) refuses a conversion it does not know, as
+    zcdp_to_epsilon does — a typo never silently falls back to the tight path."""
+    with pytest.raises(ParameterError, match="^Unknown conversion"):
+        acc.max_rho_for(1.0, 1e-6, conversion=conversion)
+    with pytest.raises(ParameterError, match="^Unknown conversion"):
+        acc.zcdp_to_epsilon(0.01, 1e-6, conversion=conversion)
