@@ -20,9 +20,31 @@ from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.ct2_convert import ENGINE_CHOICES
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.repetition import (
+    DEFAULT_NO_REPEAT_NGRAM,
+    DEFAULT_REPETITION_PENALTY,
+    MAX_NO_REPEAT_NGRAM,
+    MAX_REPETITION_PENALTY,
+)
 from dpkps_core.llm.settings import DEFAULT_DRAFTS
 from dpkps_core.runfolder import RunFolder
 
+
+
+def _add_decoding_args(g: argparse.ArgumentParser) -> None:
+    """How the model writes: token budget, temperature, threads and repetition control (llm/repetition.py)."""
+    g.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                   help="most tokens per document (default 256 offline, 512 remote)")
+    g.add_argument("--temperature", type=float, default=0.7, metavar="T", help="sampling temperature (0 = greedy)")
+    g.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads for the offline/local model")
+    g.add_argument("--no-repeat-ngram", type=int, default=DEFAULT_NO_REPEAT_NGRAM, metavar="N",
+                   help=f"offline/local model: never write the same N tokens twice in a document (0 = off; 2 to "
+                        f"{MAX_NO_REPEAT_NGRAM}), against repetition loops; the prompt's keyphrases stay free to "
+                        "appear. Default measured (benchmarks/repetition.py); remote backends ignore it")
+    g.add_argument("--repetition-penalty", type=float, default=DEFAULT_REPETITION_PENALTY, metavar="P",
+                   help=f"offline/local model: lower the chance of every token the document already holds (1.0 = "
+                        f"off, up to {MAX_REPETITION_PENALTY}). Default measured (benchmarks/repetition.py); "
+                        "remote backends ignore it")
 
 
 def register(subparsers: Any) -> None:
@@ -97,10 +119,7 @@ def register(subparsers: Any) -> None:
                         "empty or malformed replies (exponential backoff with jitter)")
     g.add_argument("--backoff-base", type=float, default=1.0, metavar="S",
                    help="first retry delay in seconds (doubles each retry, randomised, at most 30 s)")
-    g.add_argument("--max-tokens", type=int, default=None, metavar="N",
-                   help="most tokens per document (default 256 offline, 512 remote)")
-    g.add_argument("--temperature", type=float, default=0.7, metavar="T", help="sampling temperature (0 = greedy)")
-    g.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads for the offline/local model")
+    _add_decoding_args(g)
     g.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N sequences")
     g.add_argument("--estimate-only", action="store_true",
                    help="print the token, cost and time estimate and the first prompt, then stop (no LLM call)")
@@ -166,11 +185,15 @@ def _generation_settings(args: argparse.Namespace, *, local: bool) -> Any:
         raise ParameterError("--model-path is for --backend local.")
     if args.backend == "local" and not args.model_path:
         raise ParameterError("--backend local needs --model-path DIR (a Hugging Face model folder on disk).")
+    ngram, penalty = args.no_repeat_ngram, args.repetition_penalty
+    if not local and (ngram, penalty) != (DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY):
+        print("note: --no-repeat-ngram and --repetition-penalty apply to the offline/local models; --backend openai "
+              "ignores them.", file=sys.stderr)
     return GenerationSettings(
         max_tokens=args.max_tokens or (256 if local else 512), temperature=args.temperature, timeout=args.timeout,
         retries=args.retries, concurrency=args.concurrency, backoff_base=args.backoff_base,
         backoff_max=max(30.0, args.backoff_base), limit=args.limit, batch_size=args.batch_size,
-        drafts=args.drafts,
+        drafts=args.drafts, no_repeat_ngram=ngram, repetition_penalty=penalty,
     )
 
 
@@ -307,7 +330,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         engine = backend.describe().get("engine") or {"engine": "torch"}
         kind = engine["engine"] + (f" {engine['compute_type']}" if engine.get("compute_type") else "")
         print(f"model: {backend.model} on {backend.device}, {settings.batch_size} prompt(s) per batch, "
-              f"{args.threads} thread(s), engine {kind}", file=sys.stderr)
+              f"{args.threads} thread(s), engine {kind}; repetition control: no-repeat n-gram "
+              f"{settings.no_repeat_ngram or 'off'}, penalty {settings.repetition_penalty:g}", file=sys.stderr)
     if args.estimate_only:
         print("first prompt:\n" + preview(job[0], config))
         return 0

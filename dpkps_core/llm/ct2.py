@@ -36,6 +36,7 @@ from dpkps_core.llm.ct2_convert import (
     require_ctranslate2,
     supported_architecture,
 )
+from dpkps_core.llm.repetition import check_repetition
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,8 @@ class CT2Engine:
     def decode_batch(self, rows: list[list[int]], *, stops: Sequence[int], max_tokens: int, temperature: float,
                      top_p: float, seed: int | None = None, cancel: threading.Event | None = None,
                      on_step: Callable[[int, int], None] | None = None,
-                     timeout: float | None = None) -> list[list[int]]:
+                     timeout: float | None = None, no_repeat_ngram: int = 0,
+                     repetition_penalty: float = 1.0) -> list[list[int]]:
         """The generated token ids of each row (up to and including its first stop id, at most ``max_tokens``;
         with no stop ids every row runs the whole budget).
 
@@ -147,6 +149,11 @@ class CT2Engine:
         ``on_step(step, max_tokens)`` reports the longest row's length; ``cancel`` stops every row at its next
         token and raises GenerationCancelled; ``timeout`` (seconds per row) ends rows early, as torch's
         ``max_time`` does. A batch that runs out of memory is decoded in two halves.
+
+        Repetition control (:mod:`dpkps_core.llm.repetition`): ``no_repeat_ngram`` > 0 forbids any
+        n-gram of that many tokens twice in a reply, ``repetition_penalty`` > 1 divides the logit of every token
+        the reply already holds (CTRL's penalty, Keskar et al. 2019); CTranslate2 counts the generated tokens only,
+        never the prompt, so the prompt's keyphrases stay free to appear.
         """
         if not rows:
             return []
@@ -158,6 +165,7 @@ class CT2Engine:
             raise ParameterError("top_p must be in (0, 1].")
         if any(not r for r in rows):
             raise ParameterError("Every prompt needs at least one token.")
+        check_repetition(no_repeat_ngram, repetition_penalty)
         self.load()
         n_vocab = len(self._vocab)
         try:
@@ -170,7 +178,8 @@ class CT2Engine:
             self._reseed(seed)
             t0 = time.monotonic()
             out = self._decode(tokens, stop_ids=stop_ids, max_tokens=max_tokens, temperature=float(temperature),
-                               top_p=float(top_p), cancel=cancel, on_step=on_step, timeout=timeout)
+                               top_p=float(top_p), cancel=cancel, on_step=on_step, timeout=timeout,
+                               no_repeat_ngram=int(no_repeat_ngram), repetition_penalty=float(repetition_penalty))
             seconds = time.monotonic() - t0
             self.tokens_generated += sum(len(r) for r in out)
             self.generate_seconds += seconds
@@ -196,9 +205,13 @@ class CT2Engine:
 
     def _decode(self, tokens: list[list[str]], *, stop_ids: list[int], max_tokens: int, temperature: float,
                 top_p: float, cancel: threading.Event | None,
-                on_step: Callable[[int, int], None] | None, timeout: float | None) -> list[list[int]]:
+                on_step: Callable[[int, int], None] | None, timeout: float | None, no_repeat_ngram: int = 0,
+                repetition_penalty: float = 1.0) -> list[list[int]]:
+        # include_prompt_in_result=False: the prompt is the decoder's prefix, so CTranslate2's repetition penalty
+        # and no-repeat n-grams look at the generated tokens only (as the torch engine's processors do).
         kwargs: dict[str, Any] = {"max_length": int(max_tokens), "include_prompt_in_result": False,
-                                  "return_end_token": True, "end_token": stop_ids}
+                                  "return_end_token": True, "end_token": stop_ids,
+                                  "no_repeat_ngram_size": no_repeat_ngram, "repetition_penalty": repetition_penalty}
         if temperature > 0:
             kwargs.update(sampling_topk=self.top_k, sampling_topp=top_p, sampling_temperature=temperature)
         else:
@@ -230,7 +243,8 @@ class CT2Engine:
                 log.warning("Out of memory for a batch of %d on %s: decoding it in two halves", len(tokens),
                             self.device)
                 kw = dict(stop_ids=stop_ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                          cancel=cancel, on_step=on_step, timeout=timeout)
+                          cancel=cancel, on_step=on_step, timeout=timeout, no_repeat_ngram=no_repeat_ngram,
+                          repetition_penalty=repetition_penalty)
                 return self._decode(tokens[:half], **kw) + self._decode(tokens[half:], **kw)
             hint = "; lower the batch size" if _out_of_memory(exc) else ""
             raise LLMError(f"The CTranslate2 engine failed ({type(exc).__name__}){hint}.") from exc
@@ -326,10 +340,12 @@ class LazyCT2Engine:
     def decode_batch(self, rows: list[list[int]], *, stops: Sequence[int], max_tokens: int, temperature: float,
                      top_p: float, seed: int | None = None, cancel: threading.Event | None = None,
                      on_step: Callable[[int, int], None] | None = None,
-                     timeout: float | None = None) -> list[list[int]]:
+                     timeout: float | None = None, no_repeat_ngram: int = 0,
+                     repetition_penalty: float = 1.0) -> list[list[int]]:
         """:meth:`CT2Engine.decode_batch` (converting the model first if needed)."""
         return self.engine().decode_batch(rows, stops=stops, max_tokens=max_tokens, temperature=temperature,
-                                          top_p=top_p, seed=seed, cancel=cancel, on_step=on_step, timeout=timeout)
+                                          top_p=top_p, seed=seed, cancel=cancel, on_step=on_step, timeout=timeout,
+                                          no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
 
     def batch_tokens_per_second(self, batch_size: int) -> float:
         """:meth:`CT2Engine.batch_tokens_per_second` (converting the model first if needed)."""

@@ -11,8 +11,12 @@ then calls ONE method, :meth:`LocalTransformersBackend.decode_batch`::
 
     decode_batch(rows: list[list[int]], *, stops: Sequence[int], max_tokens: int, temperature: float,
                  top_p: float, seed: int | None = None, cancel: threading.Event | None = None,
-                 on_step: Callable[[int, int], None] | None = None, timeout: float | None = None)
+                 on_step: Callable[[int, int], None] | None = None, timeout: float | None = None,
+                 no_repeat_ngram: int = 0, repetition_penalty: float = 1.0)
         -> list[list[int]]   # the generated ids of each row, up to and including its first stop id
+
+Repetition control (:mod:`dpkps_core.llm.repetition`) is passed to the engine only when it is on, so an engine
+without those two keywords still decodes with it off.
 
 and turns the ids back into text (token counts, the empty-reply rule). By default ``decode_batch`` runs
 transformers' ``generate`` (:class:`dpkps_core.llm.torch_engine.TorchEngine`). To decode elsewhere, give the
@@ -38,6 +42,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 from dpkps_core.errors import LLMError, ParameterError
 from dpkps_core.llm.backends import ChatMessages, LLMBackend, TransientLLMError, cache_root
+from dpkps_core.llm.repetition import (DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY, check_repetition,
+                                       repetition_kwargs)
 from dpkps_core.llm.torch_engine import TorchEngine
 
 log = logging.getLogger(__name__)
@@ -183,8 +189,8 @@ class DecodeEngine(Protocol):
 
     def decode_batch(self, rows: list[list[int]], *, stops: Sequence[int], max_tokens: int, temperature: float,
                      top_p: float, seed: int | None = None, cancel: threading.Event | None = None,
-                     on_step: Callable[[int, int], None] | None = None,
-                     timeout: float | None = None) -> list[list[int]]:
+                     on_step: Callable[[int, int], None] | None = None, timeout: float | None = None,
+                     no_repeat_ngram: int = 0, repetition_penalty: float = 1.0) -> list[list[int]]:
         """The generated ids of each row, up to and including its first stop id."""
         ...
 
@@ -206,6 +212,8 @@ class LocalTransformersBackend(LLMBackend):
     max_batch_size = MAX_BATCH_SIZE
     latency_s = 0.2
     engine_note: str | None = None  # one line when the engine asked for could not be used (llm/factory.py)
+    #: generate_batch takes no_repeat_ngram / repetition_penalty (the runner passes GenerationSettings' values)
+    repetition_control = True
 
     def __init__(self, *, threads: int = 1, top_p: float = 0.95, device: str | None = None,
                  engine: DecodeEngine | None = None) -> None:
@@ -335,9 +343,11 @@ class LocalTransformersBackend(LLMBackend):
     def generate_batch(
         self, batch: Sequence[ChatMessages], *, max_tokens: int, temperature: float, timeout: float,
         cancel: threading.Event | None = None, on_step: Callable[[int, int], None] | None = None,
+        no_repeat_ngram: int = DEFAULT_NO_REPEAT_NGRAM, repetition_penalty: float = DEFAULT_REPETITION_PENALTY,
     ) -> list[str | LLMError]:
         """One reply per prompt from ONE :meth:`decode_batch` call: the text, or a TransientLLMError for an empty
-        reply.
+        reply. ``no_repeat_ngram`` / ``repetition_penalty``: repetition control (:mod:`dpkps_core.llm.repetition`;
+        the measured defaults unless told).
 
         ``timeout`` is per prompt, so the batch may take ``timeout × len(batch)`` seconds (as many requests in a
         row would). ``on_step(step, max_tokens)`` is called after every decoding step. Raises
@@ -348,12 +358,14 @@ class LocalTransformersBackend(LLMBackend):
             return []
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise ParameterError("max_tokens must be a positive integer.")
+        check_repetition(no_repeat_ngram, repetition_penalty)
         tok, stops = self._tokenizer_and_stops()
         rows = [chat_token_ids(tok, m) for m in batch]
+        repetition = repetition_kwargs(no_repeat_ngram, repetition_penalty)  # {} when off
         with self._lock:
             t0 = time.monotonic()
             new = self.decode_batch(rows, stops=stops, max_tokens=max_tokens, temperature=temperature,
-                                    top_p=self.top_p, cancel=cancel, on_step=on_step, timeout=timeout)
+                                    top_p=self.top_p, cancel=cancel, on_step=on_step, timeout=timeout, **repetition)
             seconds = time.monotonic() - t0
         results: list[str | LLMError] = []
         n_tokens = 0
@@ -371,12 +383,15 @@ class LocalTransformersBackend(LLMBackend):
     def decode_batch(self, rows: list[list[int]], *, stops: Sequence[int], max_tokens: int, temperature: float,
                      top_p: float, seed: int | None = None, cancel: threading.Event | None = None,
                      on_step: Callable[[int, int], None] | None = None,
-                     timeout: float | None = None) -> list[list[int]]:
+                     timeout: float | None = None, no_repeat_ngram: int = 0,
+                     repetition_penalty: float = 1.0) -> list[list[int]]:
         """THE decoding seam (module docstring): the generated ids of each row of prompt ids, up to and including
-        its first stop id. The injected ``engine`` when there is one, else transformers' ``generate``."""
+        its first stop id. The injected ``engine`` when there is one, else transformers' ``generate``; repetition
+        control reaches the engine only when it is on."""
         engine = self.engine if self.engine is not None else self.torch_engine()
         return engine.decode_batch(rows, stops=stops, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                   seed=seed, cancel=cancel, on_step=on_step, timeout=timeout)
+                                   seed=seed, cancel=cancel, on_step=on_step, timeout=timeout,
+                                   **repetition_kwargs(no_repeat_ngram, repetition_penalty))
 
     def torch_engine(self) -> TorchEngine:
         """The torch decoding over the loaded model (loads it once), whatever engine is injected."""

@@ -11,6 +11,12 @@ from typing import Any
 
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.repetition import (
+    DEFAULT_NO_REPEAT_NGRAM,
+    DEFAULT_REPETITION_PENALTY,
+    check_repetition,
+    repetition_params,
+)
 
 #: Drafts per sequence (best of K, :mod:`dpkps_core.llm.selection`): 1 until K > 1 measures better on both demo
 #: corpora (benchmarks/end_to_end.py).
@@ -35,6 +41,10 @@ class GenerationSettings:
             1 = one document at a time). Remote backends ignore it.
         drafts: drafts written per sequence; the runner keeps the one that best fits its sequence, judged on DP
             outputs only (:mod:`dpkps_core.llm.selection`). 1 = no selection. Needs a temperature above 0.
+        no_repeat_ngram: local backends: no n-gram of this many tokens twice in a reply (0 = off); remote
+            backends ignore it (:mod:`dpkps_core.llm.repetition`, measured default).
+        repetition_penalty: local backends: CTRL's penalty on the tokens a reply already holds (1.0 = off);
+            remote backends ignore it.
     """
 
     max_tokens: int = 512
@@ -47,6 +57,8 @@ class GenerationSettings:
     limit: int | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
     drafts: int = DEFAULT_DRAFTS
+    no_repeat_ngram: int = DEFAULT_NO_REPEAT_NGRAM
+    repetition_penalty: float = DEFAULT_REPETITION_PENALTY
 
     def __post_init__(self) -> None:
         def _int(name: str, lo: int, hi: int) -> None:
@@ -72,14 +84,22 @@ class GenerationSettings:
                 raise ParameterError(f"{name} must be a positive number of seconds, got {v!r}.")
         if not (isinstance(self.backoff_base, (int, float)) and 0 <= self.backoff_base <= self.backoff_max):
             raise ParameterError("backoff_base must be between 0 and backoff_max.")
+        check_repetition(self.no_repeat_ngram, self.repetition_penalty)
 
-    def request_params(self) -> dict[str, Any]:
-        """Parameters recorded with every prompt in the audit log."""
+    def request_params(self, *, repetition: bool = False) -> dict[str, Any]:
+        """Parameters recorded with every prompt in the audit log; ``repetition``: with the repetition control
+        (for a backend that applies it, the local models)."""
         params: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature,
                                   "timeout": self.timeout}
+        if repetition:
+            params.update(self.repetition_kwargs())
         if self.drafts > 1:  # recorded with every prompt, so the run folder and the bundle say how it was written
             params["drafts"] = self.drafts
         return params
+
+    def repetition_kwargs(self) -> dict[str, Any]:
+        """``no_repeat_ngram`` and ``repetition_penalty`` as a local backend's ``generate_batch`` takes them."""
+        return repetition_params(self.no_repeat_ngram, self.repetition_penalty)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 from dpkps_core.errors import LLMError
 from dpkps_core.llm.backends import GenerationCancelled
+from dpkps_core.llm.repetition import check_repetition
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +41,19 @@ class TorchEngine:
     def decode_batch(self, rows: list[list[int]], *, stops: Sequence[int], max_tokens: int, temperature: float,
                      top_p: float, seed: int | None = None, cancel: threading.Event | None = None,
                      on_step: Callable[[int, int], None] | None = None,
-                     timeout: float | None = None) -> list[list[int]]:
+                     timeout: float | None = None, no_repeat_ngram: int = 0,
+                     repetition_penalty: float = 1.0) -> list[list[int]]:
         """The generated token ids of each row, up to and including its first stop id (at most ``max_tokens``).
 
         Sampling at ``temperature`` with ``top_p`` (greedy at 0); ``seed`` seeds torch's generator first;
         ``timeout`` seconds per row bound the whole call (``max_time``); ``on_step(step, max_tokens)`` after each
         decoding step; ``cancel`` stops every row and raises GenerationCancelled; any other failure is an
-        LLMError naming the model."""
+        LLMError naming the model. ``no_repeat_ngram`` / ``repetition_penalty``: repetition control with
+        CTranslate2's meaning (:mod:`dpkps_core.llm.repetition`: the generated tokens only, never the prompt —
+        transformers' own options of those names would count the prompt's keyphrases too)."""
         import torch
 
+        check_repetition(no_repeat_ngram, repetition_penalty)
         if not rows:
             return []
         torch.set_num_threads(self.threads)
@@ -56,16 +61,19 @@ class TorchEngine:
             torch.manual_seed(int(seed))
         stop_set = {int(s) for s in stops}
         out = self._decode(rows, stops=sorted(stop_set), max_tokens=max_tokens, temperature=temperature,
-                           top_p=top_p, timeout=timeout, cancel=cancel, on_step=on_step)
+                           top_p=top_p, timeout=timeout, cancel=cancel, on_step=on_step,
+                           repetition=(int(no_repeat_ngram), float(repetition_penalty)))
         return [_through_first_stop(row, stop_set) for row in out]
 
     def _decode(self, rows: list[list[int]], *, stops: list[int], max_tokens: int, temperature: float, top_p: float,
                 timeout: float | None, cancel: threading.Event | None,
-                on_step: Callable[[int, int], None] | None) -> list[list[int]]:
+                on_step: Callable[[int, int], None] | None,
+                repetition: tuple[int, float] = (0, 1.0)) -> list[list[int]]:
         """New token ids per row (padding included); when memory runs out, the batch in two halves (recursively)."""
         try:
             return self._generate_once(rows, stops=stops, max_tokens=max_tokens, temperature=temperature,
-                                       top_p=top_p, timeout=timeout, cancel=cancel, on_step=on_step)
+                                       top_p=top_p, timeout=timeout, cancel=cancel, on_step=on_step,
+                                       repetition=repetition)
         except GenerationCancelled:
             raise
         except Exception as exc:  # noqa: BLE001 - turned into one user-facing sentence below
@@ -74,17 +82,18 @@ class TorchEngine:
                 half = len(rows) // 2
                 log.warning("Out of memory for a batch of %d on %s: writing it in two halves", len(rows), self.device)
                 kw: dict[str, Any] = dict(stops=stops, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                          timeout=timeout, cancel=cancel, on_step=on_step)
+                                          timeout=timeout, cancel=cancel, on_step=on_step, repetition=repetition)
                 return self._decode(rows[:half], **kw) + self._decode(rows[half:], **kw)
             hint = "; lower the batch size" if out_of_memory(exc) else ""
             raise LLMError(f"The local model {self.model_name} failed ({type(exc).__name__}){hint}.") from exc
 
     def _generate_once(self, rows: list[list[int]], *, stops: list[int], max_tokens: int, temperature: float,
                        top_p: float, timeout: float | None, cancel: threading.Event | None,
-                       on_step: Callable[[int, int], None] | None) -> list[list[int]]:
+                       on_step: Callable[[int, int], None] | None,
+                       repetition: tuple[int, float] = (0, 1.0)) -> list[list[int]]:
         """ONE left-padded ``generate`` call over ``rows``; the new token ids of each row (padding included)."""
         import torch
-        from transformers import StoppingCriteria, StoppingCriteriaList
+        from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
         model, pad = self.model, self.pad_id
         width = max(len(r) for r in rows)
@@ -101,6 +110,9 @@ class TorchEngine:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         if timeout and timeout > 0:
             kwargs["max_time"] = float(timeout) * len(rows)
+        processors = repetition_processors(width, *repetition)
+        if processors:  # merged before the temperature / top-k / top-p warpers, as CTranslate2 orders them
+            kwargs["logits_processor"] = LogitsProcessorList(processors)
         stopped = {"cancel": False}
         if cancel is not None or on_step is not None:
             class _Watch(StoppingCriteria):
@@ -122,6 +134,54 @@ class TorchEngine:
         if stopped["cancel"]:
             raise GenerationCancelled("Generation was cancelled.")
         return out[:, width:].tolist()
+
+
+class GeneratedNoRepeatNGram:
+    """A logits processor: no n-gram of ``n`` tokens twice among the tokens generated after column ``start``
+    (the prompt, left-padded to end at ``start``, is not looked at; CTranslate2's ``no_repeat_ngram_size``)."""
+
+    def __init__(self, n: int, start: int) -> None:
+        self.n, self.start = int(n), int(start)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        gen = input_ids[:, self.start:]
+        n = self.n
+        if gen.shape[1] < n:  # fewer generated tokens than one n-gram: nothing can repeat yet
+            return scores
+        windows = gen.unfold(1, n, 1)  # (rows, generated - n + 1, n): every n-gram so far
+        last = gen[:, gen.shape[1] - n + 1:]  # the n - 1 tokens an n-gram written now would start with
+        hit = (windows[:, :, : n - 1] == last[:, None, :]).all(dim=-1)
+        rows, at = hit.nonzero(as_tuple=True)
+        scores[rows, windows[rows, at, n - 1]] = float("-inf")
+        return scores
+
+
+class GeneratedRepetitionPenalty:
+    """A logits processor: CTRL's repetition penalty (Keskar et al. 2019, §4.1) on every token generated after
+    column ``start`` — positive logits divided by ``penalty``, negative ones multiplied — once per distinct token,
+    the prompt not counted (CTranslate2's ``repetition_penalty``)."""
+
+    def __init__(self, penalty: float, start: int) -> None:
+        self.penalty, self.start = float(penalty), int(start)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        gen = input_ids[:, self.start:]
+        if gen.shape[1] == 0:
+            return scores
+        seen = scores.gather(1, gen)
+        return scores.scatter(1, gen, torch.where(seen < 0, seen * self.penalty, seen / self.penalty))
+
+
+def repetition_processors(start: int, no_repeat_ngram: int, repetition_penalty: float) -> list[Any]:
+    """The logits processors of a repetition setting for prompts that end at column ``start`` (none when off)."""
+    out: list[Any] = []
+    if repetition_penalty != 1.0:
+        out.append(GeneratedRepetitionPenalty(repetition_penalty, start))
+    if no_repeat_ngram > 0:
+        out.append(GeneratedNoRepeatNGram(no_repeat_ngram, start))
+    return out
 
 
 def _through_first_stop(row: list[int], stops: set[int]) -> list[int]:
