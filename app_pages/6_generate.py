@@ -8,6 +8,7 @@ import streamlit as st
 from dpkps_core.device import DEVICE_CHOICES, cuda_available, describe_device
 from dpkps_core.llm import preview
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.repetition import MAX_NO_REPEAT_NGRAM, MAX_REPETITION_PENALTY
 from dpkps_core.llm.settings import MAX_DRAFTS
 from studio import generation_steps, jobs, review, run_view, session, widgets
 
@@ -48,6 +49,15 @@ else:
                    "(benchmarks/generation.py); every finished document is still saved at once.")
         if s["device"] == "cuda" and not has_gpu:
             st.warning("No CUDA GPU is visible here: choose auto or CPU.", icon=":material/warning:")
+        with st.expander("Advanced: repetition control"):
+            r1, r2 = st.columns(2)  # dpkps_core/llm/repetition.py: the generated tokens only, never the prompt
+            widgets.bound(r1.number_input, "No repeated n-gram of this many tokens (0 = off)", "llm_no_repeat_ngram",
+                          min_value=0, max_value=MAX_NO_REPEAT_NGRAM, disabled=running)
+            widgets.bound(r2.number_input, "Repetition penalty (1.0 = off)", "llm_repetition_penalty",
+                          min_value=1.0, max_value=MAX_REPETITION_PENALTY, step=0.05, disabled=running)
+            st.caption("Against repetition loops, which the non-document screen refuses and retries. The defaults "
+                       "were measured on BBC DP sequences (benchmarks/repetition.py); the keyphrases in the prompt "
+                       "stay free to appear.")
     if s["backend"] == "openai":
         c1, c2 = st.columns(2)
         widgets.bound(c1.text_input, "Base URL (empty = api.openai.com)", "base_url",

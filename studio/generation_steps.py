@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from dpkps_core.corpus import Corpus
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.repetition import DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY
 from dpkps_core.sampling import SamplingOutcome
 from studio import run_view
 from studio.jobs import Job, start_job
@@ -101,7 +102,9 @@ def generation_settings(limit: int) -> Any:
                               timeout=120.0 if offline else 60.0, retries=2 if offline else 4,
                               concurrency=1 if offline else int(s["concurrency"]), limit=int(limit),
                               batch_size=int(s.get("llm_batch_size") or DEFAULT_BATCH_SIZE),
-                              drafts=int(s.get("llm_drafts") or 1))
+                              drafts=int(s.get("llm_drafts") or 1),
+                              no_repeat_ngram=int(s.get("llm_no_repeat_ngram", DEFAULT_NO_REPEAT_NGRAM)),
+                              repetition_penalty=float(s.get("llm_repetition_penalty", DEFAULT_REPETITION_PENALTY)))
 
 
 def estimate_generation(limit: int) -> Any:

@@ -137,7 +137,9 @@ class GenerationRun:
         self.failed_ids: list[str] = []
         self.t0 = time.monotonic()
         self._lock = threading.Lock()
-        self._params = settings.request_params()
+        # repetition control reaches the local models only (llm/repetition.py); recorded with the other settings
+        self._repetition = settings.repetition_kwargs() if getattr(backend, "repetition_control", False) else {}
+        self._params = settings.request_params(repetition=bool(self._repetition))
         self._described = backend.describe()
         self._prompt_public = prompt_config.to_dict()
         self._messages: dict[str, ChatMessages] = {}
@@ -429,7 +431,7 @@ class GenerationRun:
         try:
             results: list[Any] = list(self.backend.generate_batch(
                 messages, max_tokens=s.max_tokens, temperature=s.temperature, timeout=s.timeout,
-                cancel=self.cancel, on_step=self._step_reporter(len(ready)),
+                cancel=self.cancel, on_step=self._step_reporter(len(ready)), **self._repetition,
             ))
             if len(results) != len(messages):
                 raise LLMError(f"The backend returned {len(results)} replies for {len(messages)} prompts.")

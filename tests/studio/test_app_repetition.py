@@ -1,0 +1,40 @@
+"""Page 6's repetition control (dpkps_core/llm/repetition.py): the advanced settings reach the run's generation
+settings and its audit log, next to the other decoding settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from app_helpers import assert_clean, click, fast_env, goto, new_app, toy_csv, upload_corpus, wait_job, walk  # noqa: F401
+from llm_fakes import build_tiny_model
+
+from dpkps_core.llm.repetition import DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY
+
+pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow, pytest.mark.usefixtures("fast_env")]
+
+
+def test_page6_repetition_settings_reach_the_audit_log(tmp_path: Path) -> None:
+    folder = build_tiny_model(tmp_path / "my-model")
+    at = new_app()
+    upload_corpus(at, toy_csv(20), "toy.csv")
+    walk(at, 4)
+    goto(at, 5)
+    at.radio(key="_w.backend").set_value("local").run()
+    at.text_input(key="_w.local_model_path").input(str(folder)).run()
+    at.radio(key="_w.device").set_value("cpu").run()
+    assert at.number_input(key="_w.llm_no_repeat_ngram").value == DEFAULT_NO_REPEAT_NGRAM
+    assert at.number_input(key="_w.llm_repetition_penalty").value == DEFAULT_REPETITION_PENALTY
+    at.number_input(key="_w.llm_no_repeat_ngram").set_value(3).run()
+    at.number_input(key="_w.llm_repetition_penalty").set_value(1.15).run()
+    assert_clean(at)
+    at.number_input(key="_w.n_documents").set_value(2).run()
+    click(at, "Write documents (2 to go)")
+    job = wait_job(at, "job_generation")
+    assert job.error is None, job.error
+    audit = [json.loads(line) for line in
+             (Path(at.session_state["run_dir"]) / "audit_log.jsonl").read_text().splitlines() if line.strip()]
+    params = [a["parameters"] for a in audit if "parameters" in a]
+    assert params and all(p["no_repeat_ngram"] == 3 and p["repetition_penalty"] == pytest.approx(1.15)
+                          for p in params)
