@@ -15,6 +15,7 @@ from dpkps_core.llm.repetition import (
     DEFAULT_NO_REPEAT_NGRAM,
     DEFAULT_REPETITION_PENALTY,
     check_repetition,
+    repetition_kwargs,
     repetition_params,
 )
 
@@ -88,11 +89,11 @@ class GenerationSettings:
 
     def request_params(self, *, repetition: bool = False) -> dict[str, Any]:
         """Parameters recorded with every prompt in the audit log; ``repetition``: with the repetition control
-        (for a backend that applies it, the local models)."""
+        when it is on (for a backend that applies it, the local models; absent = off, as in runs before it)."""
         params: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature,
                                   "timeout": self.timeout}
         if repetition:
-            params.update(self.repetition_kwargs())
+            params.update(repetition_kwargs(self.no_repeat_ngram, self.repetition_penalty))
         if self.drafts > 1:  # recorded with every prompt, so the run folder and the bundle say how it was written
             params["drafts"] = self.drafts
         return params

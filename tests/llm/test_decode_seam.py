@@ -36,9 +36,11 @@ class RecordingEngine:
     def decode_batch(self, rows: list[list[int]], *, stops: Sequence[int], max_tokens: int, temperature: float,
                      top_p: float, seed: int | None = None, cancel: threading.Event | None = None,
                      on_step: Callable[[int, int], None] | None = None,
-                     timeout: float | None = None) -> list[list[int]]:
+                     timeout: float | None = None, no_repeat_ngram: int = 0,
+                     repetition_penalty: float = 1.0) -> list[list[int]]:
         self.calls.append(dict(rows=rows, stops=list(stops), max_tokens=max_tokens, temperature=temperature,
-                               top_p=top_p, timeout=timeout, cancel=cancel))
+                               top_p=top_p, timeout=timeout, cancel=cancel, no_repeat_ngram=no_repeat_ngram,
+                               repetition_penalty=repetition_penalty))
         return [list(r) for r in self.replies[: len(rows)]]
 
     def describe(self) -> dict[str, Any]:

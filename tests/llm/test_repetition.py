@@ -70,8 +70,8 @@ def test_out_of_bounds_settings_are_refused(ngram: Any, penalty: Any) -> None:
 def test_in_bounds_settings_are_kept(ngram: int, penalty: float) -> None:
     s = GenerationSettings(no_repeat_ngram=ngram, repetition_penalty=penalty)
     assert s.repetition_kwargs() == {"no_repeat_ngram": ngram, "repetition_penalty": penalty}
-    assert s.request_params(repetition=True) == {"max_tokens": 512, "temperature": 0.7, "timeout": 60.0,
-                                                 "no_repeat_ngram": ngram, "repetition_penalty": penalty}
+    on = {"no_repeat_ngram": ngram, "repetition_penalty": penalty} if (ngram, penalty) != (0, 1.0) else {}
+    assert s.request_params(repetition=True) == {"max_tokens": 512, "temperature": 0.7, "timeout": 60.0, **on}
     assert "no_repeat_ngram" not in s.request_params()  # a backend that does not apply them: not recorded
 
 
@@ -313,5 +313,7 @@ def test_cli_help_documents_the_flags(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_cli_notes_that_a_remote_backend_ignores_them(capsys: pytest.CaptureFixture[str]) -> None:
-    _generation_settings(_args("--backend", "openai", "--repetition-penalty", "1.1"), local=False)
+    _generation_settings(_args("--backend", "openai"), local=False)
+    assert "ignores them" not in capsys.readouterr().err  # the defaults: nothing to say
+    _generation_settings(_args("--backend", "openai", "--repetition-penalty", "1.3"), local=False)
     assert "ignores them" in capsys.readouterr().err

@@ -51,7 +51,9 @@ def test_local_model_writes_the_same_documents(tmp_path: Path, temperature: floa
     backend = LocalModelBackend(model_path=model, device="cpu")
     summary = run_generation(make_sequences(10), backend=backend, prompt_config=CFG, run_dir=tmp_path / "run",
                              settings=GenerationSettings(max_tokens=12, temperature=temperature, batch_size=batch_size,
-                                                         retries=1, backoff_base=0.0, backoff_max=0.01))
+                                                         retries=1, backoff_base=0.0, backoff_max=0.01,
+                                                         # repetition control off, as when the digests were taken
+                                                         no_repeat_ngram=0, repetition_penalty=1.0))
     assert summary.written + summary.failed == 10
     assert _digest(tmp_path / "run") == expected
 
