@@ -72,7 +72,7 @@ BUGS = [
   ["tests/dp/test_mech_private_prediction.py::test_sparse_vector_is_within_its_epsilon"]),
  ("16 clip: no lower clamp at −c", "dpkps_core/baselines/private_prediction.py",
   "return np.maximum(-c, z - z.max(axis=-1, keepdims=True) + c)", "return z - z.max(axis=-1, keepdims=True) + c",
-  ["tests/test_private_prediction.py::test_clip_matches_eq1_by_hand"]),
+  ["tests/baselines/test_private_prediction.py::test_clip_matches_eq1_by_hand"]),
  ("16b clip (torch path): no lower clamp at −c", "dpkps_core/baselines/private_prediction.py",
   "return torch.clamp(z - z.max(dim=-1, keepdim=True).values + c, min=-c)", "return z - z.max(dim=-1, keepdim=True).values + c",
   ["tests/dp/test_mech_private_prediction.py::test_exponential_mechanism_token_is_within_its_bounded_range"]),
