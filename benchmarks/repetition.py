@@ -3,6 +3,7 @@ were chosen (dpkps_core/llm/repetition.py; README "Generation engine").
 
     python -m benchmarks.repetition                              # the grid {0,3,4} × {1.0,1.1,1.2}, one seed
     python -m benchmarks.repetition --grid 0:1.0,3:1.0 --seeds 1,2
+    python -m benchmarks.repetition --engine torch --sequences 16 --grid 0:1.0,4:1.1   # the torch engine
 
 The SAME 48 BBC DP keyphrase sequences for every cell: demo:bbc sampled once with the app's default settings and a
 seeded DP run (``sample --seed``), ordered round-robin over classes as page 6 orders them, the first 48 kept. Each
@@ -70,7 +71,7 @@ def cell(backend: Any, rows: list[list[int]], seqs: list[Any], *, ngram: int, pe
     tok, stops = backend._tokenizer_and_stops()
     stop_set = set(stops)
     clf = SequenceClassifier(seqs)
-    engine = backend.engine
+    engine = backend.engine if backend.engine is not None else backend.torch_engine()
     replies = refused = limit = half = half_ok = accepted = tokens = 0
     shares: list[float] = []
     t0 = time.perf_counter()
@@ -107,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="1", help="sampling seeds of the decoding, comma-separated")
     ap.add_argument("--dp-seed", type=int, default=2024, help="seed of the DP sampling run (the app's demo seed)")
     ap.add_argument("--out", default="runs/repetition", help="working folder (the sampled sequences are reused)")
+    ap.add_argument("--engine", choices=("ct2", "torch"), default="ct2",
+                    help="the decoding engine (torch: the same setting through its logits processors)")
+    ap.add_argument("--sequences", type=int, default=SEQUENCES, help=f"sequences (default {SEQUENCES})")
     args = ap.parse_args(argv)
     from dpkps_core.llm import PromptConfig, make_backend
     from dpkps_core.llm.local import chat_token_ids
@@ -114,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.app_path import app_defaults
 
     d = app_defaults()
-    seqs = sequences(Path(args.out), seed=args.dp_seed, n=SEQUENCES)
+    seqs = sequences(Path(args.out), seed=args.dp_seed, n=args.sequences)
     backend = make_backend("offline", threads=int(os.environ.get("DPKPS_LLM_THREADS", "1")), device="cpu",
-                           engine="ct2")
+                           engine=args.engine)
     config = PromptConfig(doc_type=d["doc_type"] or d["doc_types"]["demo:bbc"], few_shot=tuple(d["few_shot"]),
                           include_label=bool(d["include_label"]))
     tok, _ = backend._tokenizer_and_stops()
@@ -124,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [int(x) for x in args.seeds.split(",")]
     max_tokens, temperature, batch = int(d["max_tokens"]), float(d["llm_temperature"]), int(d["llm_batch_size"])
     print(f"sequences: {len(seqs)}; seeds {seeds}; batch {batch}; {max_tokens} tokens; temperature {temperature}; "
-          f"engine {backend.describe().get('engine')}", flush=True)
+          f"engine {backend.describe().get('engine') or 'torch'}", flush=True)
     for spec in args.grid.split(","):
         ngram, penalty = int(spec.split(":")[0]), float(spec.split(":")[1])
         r = cell(backend, rows, seqs, ngram=ngram, penalty=penalty, seeds=seeds, batch=batch,
