@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from dpkps_core.errors import ParameterError
 
 
@@ -19,7 +21,11 @@ def check_epsilon(epsilon: float, name: str = "ε") -> float:
 
 
 def check_positive_int(value: int, name: str, *, maximum: int | None = None, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    """Return ``value`` as int, or raise :class:`ParameterError` unless it is a whole number (not a bool) in
+    [``minimum``, ``maximum``]."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ParameterError(f"{name} must be a whole number ≥ {minimum}, got {value!r}.")
+    if not isinstance(value, int):
         try:
             if float(value) != int(value):
                 raise ValueError
