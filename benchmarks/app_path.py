@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     est = estimate_cost([q for q in job for _ in range(settings.drafts)], prompt_config=config, backend=backend,
                         max_tokens=settings.max_tokens, concurrency=settings.concurrency,
                         batch_size=settings.batch_size, retries=settings.retries, temperature=settings.temperature,
-                        drafts=settings.drafts, timeout=settings.timeout)
+                        drafts=settings.drafts, timeout=settings.timeout, repetition=settings.repetition_kwargs())
     estimate_s = time.perf_counter() - t0
     print(f"estimate shown before the run: {est.summary()}", flush=True)
 

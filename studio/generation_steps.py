@@ -118,7 +118,7 @@ def estimate_generation(limit: int) -> Any:
     return estimate_cost(seqs, prompt_config=prompt_config(), backend=llm_backend(), max_tokens=settings.max_tokens,
                          concurrency=settings.concurrency, price_per_1k=price, batch_size=settings.batch_size,
                          retries=settings.retries, temperature=settings.temperature, drafts=settings.drafts,
-                         timeout=settings.timeout)  # retries at the measured rejection rate (llm/speed.py)
+                         timeout=settings.timeout, repetition=settings.repetition_kwargs())  # llm/speed.py
 
 
 def start_generation(limit: int) -> Job:

@@ -321,6 +321,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         [s for s in job for _ in range(settings.drafts)], prompt_config=config, backend=backend,
         max_tokens=settings.max_tokens, concurrency=settings.concurrency, price_per_1k=args.price_per_1k, batch_size=settings.batch_size,
         retries=settings.retries, temperature=settings.temperature, drafts=settings.drafts, timeout=settings.timeout,
+        repetition=settings.repetition_kwargs(),
     )
     print(f"estimate: {est.summary()}", file=sys.stderr)
     print("class names in the prompt: " + ("yes (public; --no-class-names leaves them out)" if config.include_label

@@ -84,7 +84,8 @@ def _engine_batch_rate(backend: LLMBackend, batch: int) -> float | None:
 
 
 def calibrate_screen(backend: LLMBackend, *, prompt_config: PromptConfig, sequences: Sequence[KeyphraseSequence],
-                     rows: int, max_tokens: int, temperature: float, timeout: float = 120.0) -> Measured:
+                     rows: int, max_tokens: int, temperature: float, timeout: float = 120.0,
+                     repetition: Mapping[str, Any] | None = None) -> Measured:
     """Write ONE batch of ``rows`` replies to the prompts of the first ``rows`` sequences (in turn when there are
     fewer) through the backend (its selected engine, the run's settings), judge each with
     :func:`~dpkps_core.llm.quality.screen` and record the replies and the batch's seconds in the backend's
@@ -94,9 +95,10 @@ def calibrate_screen(backend: LLMBackend, *, prompt_config: PromptConfig, sequen
         raise ParameterError("A calibration needs at least one sequence.")
     messages = [render_prompt(sequences[i % len(sequences)], prompt_config) for i in range(max(1, int(rows)))]
     t0 = time.monotonic()
-    results = backend.generate_batch(messages, max_tokens=max_tokens, temperature=temperature, timeout=timeout)
+    results = backend.generate_batch(messages, max_tokens=max_tokens, temperature=temperature, timeout=timeout,
+                                     **dict(repetition or {}))
     seconds = time.monotonic() - t0
-    record = measured(backend, max_tokens, temperature)
+    record = measured(backend, max_tokens, temperature, repetition)
     for result in results:
         try:
             accepted = isinstance(result, str) and bool(screen(result))
@@ -143,6 +145,7 @@ def estimate_cost(
     rejection_rate: float | None = None,
     calibrate: bool = True,
     timeout: float = 120.0,
+    repetition: Mapping[str, Any] | None = None,
 ) -> CostEstimate:
     """Prompt count × tokens, optional price per 1k tokens, and the time, retries included (:mod:`~dpkps_core.llm.speed`).
 
@@ -152,6 +155,8 @@ def estimate_cost(
     sequence K times (K prompts per attempt; an attempt is refused when all K drafts are). A batched backend
     (``batch_size`` > 1) takes its seconds per batch from, in turn: batches measured at these settings (earlier runs
     or the calibration batch), its inference engine's measured tokens/s (CTranslate2), or ``backend.batch_cost``.
+    ``repetition``: the run's repetition control (``GenerationSettings.repetition_kwargs()``), measured apart from the
+    other settings on a backend that applies it (the local models), ignored by the others as the runner does.
     """
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ParameterError("max_tokens must be a positive integer.")
@@ -168,11 +173,13 @@ def estimate_cost(
     seqs = [as_sequence(s) for s in sequences]
     n = len(seqs)
     batch = max(1, min(batch_size, backend.max_batch_size, n or 1))
-    record = measured(backend, max_tokens, temperature)
+    rep = dict(repetition or {}) if getattr(backend, "repetition_control", False) else {}
+    record = measured(backend, max_tokens, temperature, rep)
     rate, source, spent = _rejection(
         backend, record, given=rejection_rate, retries=retries, calibrate=calibrate and n > 0,
         run_calibration=lambda: calibrate_screen(backend, prompt_config=prompt_config, sequences=seqs, rows=batch,
-                                                 max_tokens=max_tokens, temperature=temperature, timeout=timeout))
+                                                 max_tokens=max_tokens, temperature=temperature, timeout=timeout,
+                                                 repetition=rep))
     per_attempt = (rate or 0.0) ** drafts  # an attempt is refused when all of its drafts are
     attempts = expected_attempts(per_attempt, retries)
     prompt_tokens = round(attempts * sum(backend.count_prompt_tokens(render_prompt(s, prompt_config)) for s in seqs))

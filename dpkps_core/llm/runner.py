@@ -146,7 +146,8 @@ class GenerationRun:
         self.drafts = settings.drafts  # best of K, judged on the file's DP sequences only (never the private corpus)
         self.selector = selector or (DraftSelector(list(full_by_id.values())) if self.drafts > 1 else None)
         size = max(1, min(settings.batch_size, int(getattr(backend, "max_batch_size", 1))) // self.drafts)
-        self.meter = RunMeter(measured(backend, settings.max_tokens, settings.temperature), retries=settings.retries,
+        self.meter = RunMeter(measured(backend, settings.max_tokens, settings.temperature, self._repetition),
+                              retries=settings.retries,
                               size=size if self.batched else None, drafts=self.drafts)
         self._queue: collections.deque[QueuedItem] | None = None
         self._settling: tuple[list[QueuedItem], list[QueuedItem]] = ([], [])

@@ -25,7 +25,7 @@ import math
 import threading
 import time
 import weakref
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 #: A rejection rate is capped below 1 so that the expected attempts stay finite and the ETA meaningful.
 MAX_REJECTION = 0.95
@@ -170,13 +170,16 @@ class Measured:
         return " and ".join(parts) or "no replies"
 
 
-_RECORDS: "weakref.WeakKeyDictionary[Any, dict[tuple[int, float], Measured]]" = weakref.WeakKeyDictionary()
+_RECORDS: "weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Measured]]" = weakref.WeakKeyDictionary()
 _RECORDS_LOCK = threading.Lock()
 
 
-def measured(backend: Any, max_tokens: int, temperature: float) -> Measured:
-    """The record of ``backend`` at (``max_tokens``, ``temperature``) (created empty; lives as long as the backend)."""
-    key = (int(max_tokens), round(float(temperature), 3))
+def measured(backend: Any, max_tokens: int, temperature: float,
+             repetition: Mapping[str, Any] | None = None) -> Measured:
+    """The record of ``backend`` at (``max_tokens``, ``temperature``, repetition control) (created empty; lives as long
+    as the backend). ``repetition``: the ``generate_batch`` keywords of llm/repetition.py the run passes (none = what
+    the backend does by default) — they change how often replies loop, so each setting is measured on its own."""
+    key = (int(max_tokens), round(float(temperature), 3), tuple(sorted((repetition or {}).items())))
     with _RECORDS_LOCK:
         return _RECORDS.setdefault(backend, {}).setdefault(key, Measured())
 

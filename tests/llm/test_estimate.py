@@ -263,3 +263,41 @@ def test_drafts_refuse_an_attempt_only_when_every_draft_is_refused() -> None:
     est = estimate_cost(seqs, prompt_config=CFG, backend=backend, max_tokens=20, batch_size=8, retries=1, drafts=2,
                         rejection_rate=0.5)
     assert est.attempts_per_document == pytest.approx(1.25)  # an attempt fails with 0.5² = 0.25
+
+
+class RepetitionAware(ScriptedBatches):
+    """A local-model-like backend that applies repetition control: with ``no_repeat_ngram`` > 0 no reply loops,
+    without it every other reply does; it records the keywords each batch was written with."""
+
+    repetition_control = True
+
+    def __init__(self) -> None:
+        super().__init__(lambda k, m: False)
+        self.kwargs: list[dict[str, Any]] = []
+
+    def generate_batch(self, batch: Sequence[Any], *, max_tokens: int, temperature: float, timeout: float,
+                       cancel: threading.Event | None = None, on_step: Any = None, **repetition: Any) -> list[Any]:
+        self.kwargs.append(dict(repetition))
+        self.refuse = (lambda k, m: False) if repetition.get("no_repeat_ngram", 0) else (lambda k, m: k % 2 == 0)
+        return super().generate_batch(batch, max_tokens=max_tokens, temperature=temperature, timeout=timeout)
+
+
+def test_each_repetition_setting_is_calibrated_and_estimated_on_its_own() -> None:
+    """The estimate calibrates with the run's repetition control and keeps each setting's record apart: turning the
+    control off is not estimated at the default's refusal rate (llm/speed.py ``measured``)."""
+    backend = RepetitionAware()
+    seqs = make_sequences(16)
+    on = GenerationSettings(max_tokens=40, retries=2).repetition_kwargs()
+    off = GenerationSettings(max_tokens=40, retries=2, no_repeat_ngram=0, repetition_penalty=1.0).repetition_kwargs()
+    est_on = estimate_cost(seqs, prompt_config=CFG, backend=backend, max_tokens=40, batch_size=8, retries=2,
+                           repetition=on)
+    est_off = estimate_cost(seqs, prompt_config=CFG, backend=backend, max_tokens=40, batch_size=8, retries=2,
+                            repetition=off)
+    assert backend.kwargs == [on, off]                        # one calibration batch per setting, with its keywords
+    assert est_on.rejection_rate == 0.0 and est_off.rejection_rate == pytest.approx(0.5)
+    assert est_off.attempts_per_document > est_on.attempts_per_document
+    assert measured(backend, 40, 0.7, on) is not measured(backend, 40, 0.7, off)
+    # a backend without repetition control ignores the setting, as the runner does
+    plain = ScriptedBatches(lambda k, m: False)
+    estimate_cost(seqs, prompt_config=CFG, backend=plain, max_tokens=40, batch_size=8, retries=2, repetition=on)
+    assert measured(plain, 40, 0.7).replies == 8
