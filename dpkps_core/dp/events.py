@@ -196,7 +196,10 @@ class TypedPrivacyEvent(PrivacyEvent):
         self._validate_fields()
 
     def _validate_fields(self) -> None:
-        raise NotImplementedError
+        """The family's own checks of its typed fields (every registered family defines them; the base class is
+        never instantiated as an event)."""
+        raise TypeError(f"{type(self).__name__} is a typed event family without its field checks; define "
+                        "_validate_fields.")
 
     def _build_params(self) -> dict[str, Any]:
         """``params`` in the family's written order; by default :attr:`PARAM_FIELDS` in order."""
