@@ -2,7 +2,12 @@
 
     # the README table: each lever in its own row (engine, class names, selection), 100 documents per class
     python -m benchmarks.end_to_end --corpus demo:bbc --corpus demo:drugs --table levers --readme README.md
-    # two chosen variants, ENGINE,NAMES,DRAFTS each (engine ct2|torch; names|nonames; drafts per sequence)
+    # the same, one process per corpus (one model thread each: both cores busy), then one command writes the table
+    python -m benchmarks.end_to_end --corpus demo:bbc --table levers &
+    python -m benchmarks.end_to_end --corpus demo:drugs --table levers; wait
+    python -m benchmarks.end_to_end --corpus demo:bbc --corpus demo:drugs --table levers --readme README.md
+    # chosen variants, ENGINE,NAMES,DRAFTS[,rep|norep] each (engine ct2|torch; names|nonames; drafts per sequence;
+    # repetition control on (default) or off)
     python -m benchmarks.end_to_end --corpus demo:bbc --per-class 10 --variant ct2,names,1 --variant ct2,names,2
     python -m benchmarks.end_to_end --corpus demo:drugs --per-class 2 --max-tokens 16 --seeds 1   # smoke run
 
@@ -12,11 +17,12 @@ logistic regression on MiniLM embeddings of (a) the synthetic documents, (b) as 
 class, tested on the held-out real documents; it also scores precision/recall of the synthetic against the real
 test documents on those embeddings (k-NN manifolds, Kynkäänniemi et al. 2019); the no-LLM figure (TF-IDF on the
 DP keyphrase sequences themselves) comes from the same run. ``--table levers`` writes, per corpus, the rows
-torch/no class names/1 draft (before issue 22's levers), then + the CTranslate2 engine, + class names in the
-prompt, + best of 2 drafts — each lever's effect in its own row, with the wall time of each row's generation and
-evaluation. Everything lives under ``--out`` (default ``runs/end_to_end``), with a ledger of its own (the demo
-corpora are public data); re-running the same command resumes: sampling is skipped when its sequences exist and
-finished documents are kept (a resumed row's generation time counts only what was written then). Writes
+torch / no class names / no repetition control / 1 draft (before issue 22's levers), then + the CTranslate2 engine,
++ class names in the prompt, + repetition control, + best of 2 drafts — each lever's effect in its own row, with the
+wall time of each row's generation and evaluation. Everything lives under ``--out`` (default
+``runs/end_to_end``), with a ledger of its own (the demo corpora are public data); re-running the same command
+resumes: sampling is skipped when its sequences exist, finished documents are kept (an interrupted row's generation
+time adds up across runs) and a finished row (``benchmark_row.json``, same settings) is reused as it is. Writes
 ``<out>/END_TO_END.md`` and, with ``--readme``, replaces the table between ``<!-- end_to_end:start -->`` and
 ``<!-- end_to_end:end -->`` (appended under "## Headline" when missing).
 """
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
+import json
 import os
 import platform
 import shutil
@@ -43,38 +50,54 @@ DOC_TYPES = {
     "demo:drugs-rating": "a patient's review of a medicine on a drug-review website",
 }
 START, END = "<!-- end_to_end:start -->", "<!-- end_to_end:end -->"
+ROW_FILE, TIMING_FILE = "benchmark_row.json", "benchmark_timing.json"
 _SAMPLED = ("sequences.jsonl", "run_config.json", "privacy_report.json", "private_vocabulary.json", "split.json")
 
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-    """How the documents of one row are written: the engine, class names in the prompt, drafts per sequence."""
+    """How the documents of one row are written: the engine, class names in the prompt, drafts per sequence and
+    repetition control (the backend's defaults, :mod:`dpkps_core.llm.repetition`, or both options off)."""
 
     engine: str = "ct2"
     class_names: bool = True
     drafts: int = 1
+    repetition: bool = True
 
     @classmethod
     def parse(cls, text: str) -> "Variant":
-        """``ENGINE,NAMES,DRAFTS``, e.g. ``ct2,names,2`` or ``torch,nonames,1``."""
+        """``ENGINE,NAMES,DRAFTS[,REP]``, e.g. ``ct2,names,2`` or ``torch,nonames,1,norep`` (REP: rep | norep,
+        default rep)."""
         parts = [p.strip() for p in text.split(",")]
-        if len(parts) != 3 or parts[0] not in ("ct2", "torch") or parts[1] not in ("names", "nonames") \
-                or not parts[2].isdigit() or int(parts[2]) < 1:
-            raise argparse.ArgumentTypeError(f"expected ENGINE,NAMES,DRAFTS like ct2,names,2; got {text!r}")
-        return cls(parts[0], parts[1] == "names", int(parts[2]))
+        if len(parts) == 3:
+            parts.append("rep")
+        if len(parts) != 4 or parts[0] not in ("ct2", "torch") or parts[1] not in ("names", "nonames") \
+                or not parts[2].isdigit() or int(parts[2]) < 1 or parts[3] not in ("rep", "norep"):
+            raise argparse.ArgumentTypeError(f"expected ENGINE,NAMES,DRAFTS[,rep|norep] like ct2,names,2; got {text!r}")
+        return cls(parts[0], parts[1] == "names", int(parts[2]), parts[3] == "rep")
+
+    @property
+    def spelled(self) -> str:
+        """The ``--variant`` text of this variant."""
+        return (f"{self.engine},{'names' if self.class_names else 'nonames'},{self.drafts}"
+                f"{'' if self.repetition else ',norep'}")
 
     @property
     def folder(self) -> str:
-        return f"{self.engine}_{'names' if self.class_names else 'nonames'}_d{self.drafts}"
+        return (f"{self.engine}_{'names' if self.class_names else 'nonames'}_d{self.drafts}"
+                f"{'' if self.repetition else '_norep'}")
 
     def describe(self) -> str:
-        return f"{self.engine}, class names {'on' if self.class_names else 'off'}, {self.drafts} draft(s)"
+        return (f"{self.engine}, class names {'on' if self.class_names else 'off'}, {self.drafts} draft(s), "
+                f"repetition control {'on' if self.repetition else 'off'}")
 
 
-#: ``--table levers``: before the levers, then each lever added in turn (its effect in its own row).
-LEVERS = (Variant("torch", False, 1), Variant("ct2", False, 1), Variant("ct2", True, 1), Variant("ct2", True, 2))
-LEVER_NAMES = {LEVERS[0]: "before (torch, no class names, 1 draft)", LEVERS[1]: "+ CTranslate2 engine",
-               LEVERS[2]: "+ class names in the prompt", LEVERS[3]: "+ best of 2 drafts"}
+#: ``--table levers``: before issue 22's levers, then each lever added in turn (its effect in its own row).
+LEVERS = (Variant("torch", False, 1, False), Variant("ct2", False, 1, False), Variant("ct2", True, 1, False),
+          Variant("ct2", True, 1, True), Variant("ct2", True, 2, True))
+LEVER_NAMES = {LEVERS[0]: "before (torch, no class names, no repetition control, 1 draft)",
+               LEVERS[1]: "+ CTranslate2 engine", LEVERS[2]: "+ class names in the prompt",
+               LEVERS[3]: "+ repetition control", LEVERS[4]: "+ best of 2 drafts"}
 
 
 @dataclasses.dataclass
@@ -94,20 +117,22 @@ class Row:
     precision: float | None = None
     recall: float | None = None
     label: str = ""
+    repetition: bool = True
 
 
 def format_table(rows: Sequence[Row], *, header: str) -> str:
     """The Markdown block (header line + table) that goes between the README markers."""
     lines = [header, "",
-             "| corpus | variant | engine | class names in the prompt | drafts | synthetic documents | "
+             "| corpus | variant | engine | class names in the prompt | repetition control | drafts | synthetic documents | "
              "accuracy: trained on synthetic | accuracy: trained on as many real | synthetic / real | "
              "precision / recall (embeddings) | no-LLM (keyphrases only) | generation | evaluation |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ratio = r.synthetic[0] / r.real[0] if r.real[0] else float("nan")
         pr = "—" if r.precision is None or r.recall is None else f"{r.precision:.3f} / {r.recall:.3f}"
         lines.append(
-            f"| {r.corpus} | {r.label or '—'} | {r.engine or '—'} | {'yes' if r.class_names else 'no'} | {r.drafts} | "
+            f"| {r.corpus} | {r.label or '—'} | {r.engine or '—'} | {'yes' if r.class_names else 'no'} | "
+            f"{'yes' if r.repetition else 'no'} | {r.drafts} | "
             f"{r.documents:,} | {r.synthetic[0]:.3f} ± {r.synthetic[1]:.3f} | {r.real[0]:.3f} ± {r.real[1]:.3f} | "
             f"{ratio:.2f} | {pr} | {r.no_llm:.3f} | {_minutes(r.generate_s)} | {_minutes(r.evaluate_s)} |")
     return "\n".join(lines)
@@ -150,8 +175,43 @@ def _variant(run: Path, folder: Path) -> Path:
     return folder
 
 
+def _row_key(variant: Variant, args: argparse.Namespace) -> dict[str, Any]:
+    """What a finished row's numbers depend on besides the DP draw: a stored row is reused only when this matches."""
+    return {"variant": variant.spelled, "per_class": args.per_class, "max_tokens": args.max_tokens,
+            "batch_size": args.batch_size, "seeds": args.seeds, "eps_voc": args.eps_voc, "eps_kde": args.eps_kde}
+
+
+def _stored_row(folder: Path, key: dict[str, Any]) -> Row | None:
+    """The row a finished run of the same variant left in ``folder`` (``benchmark_row.json``), if any."""
+    path = folder / ROW_FILE
+    if not path.is_file():
+        return None
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    if stored.get("key") != key:
+        return None
+    fields = stored["row"]
+    fields["synthetic"], fields["real"] = tuple(fields["synthetic"]), tuple(fields["real"])
+    return Row(**fields)
+
+
+def _generation_seconds(folder: Path) -> float:
+    """Generation seconds spent on this row by earlier, interrupted runs (``benchmark_timing.json``)."""
+    path = folder / TIMING_FILE
+    return float(json.loads(path.read_text(encoding="utf-8"))["generate_s"]) if path.is_file() else 0.0
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def run_corpus(spec: str, args: argparse.Namespace, backends: dict[str, Any]) -> list[Row]:
-    """Sample once, then write and evaluate every variant of ``args.variants`` on the same DP sequences."""
+    """Sample once, then write and evaluate every variant of ``args.variants`` on the same DP sequences.
+
+    A finished row is stored in its folder and reused by a later run with the same settings (so the corpora can be
+    run as separate processes and one last command writes the table); an interrupted row's generation time is
+    accumulated across runs."""
     from dpkps_core.evaluation import evaluate_run, write_evaluation
     from dpkps_core.llm import GenerationSettings, PromptConfig, read_sequences, run_generation
 
@@ -159,25 +219,38 @@ def run_corpus(spec: str, args: argparse.Namespace, backends: dict[str, Any]) ->
     run = base / "sampled"
     _sample(spec, run, args)
     sequences = read_sequences(run / "sequences.jsonl")
-    rows = []
-    for variant in args.variants:
+    rows: dict[Variant, Row] = {}
+    # the slow torch rows last: a session cut off mid-way has the new defaults' rows first (the table keeps its order)
+    for variant in sorted(args.variants, key=lambda v: v.engine == "torch"):
         folder = _variant(run, base / variant.folder)
+        key = _row_key(variant, args)
+        stored = _stored_row(folder, key)
+        if stored is not None:
+            stored.label = LEVER_NAMES.get(variant, "") if args.table == "levers" else ""
+            print(f"[{spec}] {variant.describe()}: reusing the finished row in {folder}", file=sys.stderr)
+            rows[variant] = stored
+            continue
         config = PromptConfig(doc_type=DOC_TYPES.get(spec, "a document"), include_label=variant.class_names)
+        repetition = {} if variant.repetition else {"no_repeat_ngram": 0, "repetition_penalty": 1.0}
         settings = GenerationSettings(max_tokens=args.max_tokens, temperature=0.7, timeout=600.0, retries=2,
-                                      batch_size=args.batch_size, drafts=variant.drafts)
+                                      batch_size=args.batch_size, drafts=variant.drafts, **repetition)
+        earlier = _generation_seconds(folder)
         t0 = time.perf_counter()
         last = [0.0]
 
-        def progress(p: Any, spec: str = spec, variant: Variant = variant) -> None:
+        def progress(p: Any, spec: str = spec, variant: Variant = variant, folder: Path = folder,
+                     earlier: float = earlier, t0: float = t0) -> None:
             if time.monotonic() - last[0] > 30 or p.done + p.failed == p.total:
                 last[0] = time.monotonic()
+                _write_json(folder / TIMING_FILE, {"generate_s": earlier + time.perf_counter() - t0})
                 eta = f", ETA {_minutes(p.eta_s)}" if p.eta_s is not None else ""
                 print(f"[{spec}, {variant.describe()}] {p.done}/{p.total} documents{eta}", file=sys.stderr,
                       flush=True)
 
         summary = run_generation(sequences, backend=_backend(backends, variant.engine, args), prompt_config=config,
                                  run_dir=folder, settings=settings, progress=progress)
-        generate_s = time.perf_counter() - t0
+        generate_s = earlier + time.perf_counter() - t0
+        _write_json(folder / TIMING_FILE, {"generate_s": generate_s})
         if summary.failed:
             print(f"[{spec}] {summary.failed} document(s) failed; re-run to retry them", file=sys.stderr)
         t0 = time.perf_counter()
@@ -185,18 +258,21 @@ def run_corpus(spec: str, args: argparse.Namespace, backends: dict[str, Any]) ->
         write_evaluation(result, folder)
         evaluate_s = time.perf_counter() - t0
         m, dist = result.metrics, result.distribution
-        rows.append(Row(spec, variant.class_names, summary.done,
+        rows[variant] = Row(spec, variant.class_names, summary.done,
                         (m["synthetic_accuracy"].accuracy_mean, m["synthetic_accuracy"].accuracy_sd),
                         (m["real_baseline_accuracy"].accuracy_mean, m["real_baseline_accuracy"].accuracy_sd),
                         m["no_llm_accuracy"].accuracy_mean, generate_s, evaluate_s, engine=variant.engine,
                         drafts=variant.drafts, precision=dist.precision_mean if dist else None,
                         recall=dist.recall_mean if dist else None,
-                        label=LEVER_NAMES.get(variant, "") if args.table == "levers" else ""))
-        r = rows[-1]
+                        label=LEVER_NAMES.get(variant, "") if args.table == "levers" else "",
+                        repetition=variant.repetition)
+        r = rows[variant]
+        if not summary.failed:
+            _write_json(folder / ROW_FILE, {"key": key, "row": dataclasses.asdict(r)})
         print(f"[{spec}] {variant.describe()}: synthetic {r.synthetic[0]:.3f}, real {r.real[0]:.3f}, no-LLM "
               f"{r.no_llm:.3f}, precision/recall {r.precision} / {r.recall}, generation {_minutes(generate_s)}",
               file=sys.stderr, flush=True)
-    return rows
+    return [rows[v] for v in args.variants]
 
 
 def _backend(backends: dict[str, Any], engine: str, args: argparse.Namespace) -> Any:
@@ -254,11 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("DPKPS_LEDGER_DIR", str(out / "ledgers"))  # public demo data: a ledger of its own
     device = resolve_device(args.device)
     backends: dict[str, Any] = {}
-    t0 = time.perf_counter()
     rows: list[Row] = []
     for spec in specs:
         rows.extend(run_corpus(spec, args, backends))
-    wall = time.perf_counter() - t0
     for b in backends.values():
         b.close()
     import torch
@@ -267,15 +341,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"{torch.__version__}, {args.threads} model thread(s)")
     command = " ".join(["python -m benchmarks.end_to_end", *(f"--corpus {s}" for s in specs),
                         f"--per-class {args.per_class}", f"--max-tokens {args.max_tokens}",
-                        *(["--table levers"] if args.table else [f"--variant {v.engine},"
-                          f"{'names' if v.class_names else 'nonames'},{v.drafts}" for v in args.variants])])
+                        *(["--table levers"] if args.table else [f"--variant {v.spelled}" for v in args.variants])])
     header = (f"`{command}` ({_dt.date.today().isoformat()}): ε_voc + ε_kde = {args.eps_voc:g} + {args.eps_kde:g}, "
               f"{args.per_class} documents per class written by the offline SmolLM2-135M-Instruct (≤ "
               f"{args.max_tokens} tokens, temperature 0.7, batches of {args.batch_size} prompts) from ONE DP sampling "
               f"run per corpus; logistic regression on all-MiniLM-L6-v2 embeddings, mean ± sd over {args.seeds} "
               f"seed(s), tested on the held-out real documents; precision / recall: the synthetic against the real "
               f"test documents on the same embeddings (k = 3 nearest neighbours, equal sizes). Generation and "
-              f"evaluation: wall time of each row. Total {_minutes(wall)} on {hardware}.")
+              f"evaluation: wall time of each row (rows of one corpus share one process; corpora may run as parallel "
+              f"processes). Rows' total {_minutes(sum(r.generate_s + r.evaluate_s for r in rows))} on {hardware}.")
     block = format_table(rows, header=header)
     (out / "END_TO_END.md").write_text(block + "\n", encoding="utf-8")
     print(block)

@@ -7,19 +7,24 @@ import argparse
 
 import pytest
 
-from benchmarks.end_to_end import END, LEVERS, START, Row, Variant, _variants, format_table, replace_block
+import dataclasses
+from pathlib import Path
+
+from benchmarks.end_to_end import (END, LEVERS, ROW_FILE, START, Row, Variant, _row_key, _stored_row, _variants,
+                                   _write_json, format_table, replace_block)
 
 
 def test_table_and_readme_block() -> None:
     rows = [Row("demo:bbc", False, 500, (0.9412, 0.004), (0.979, 0.002), 0.85, 2700.0, 80.0, engine="torch",
                 label="before (torch, no class names, 1 draft)", precision=0.61, recall=0.42),
-            Row("demo:bbc", True, 500, (0.95, 0.0), (0.979, 0.002), 0.85, 60.0, 75.0, engine="ct2", drafts=2)]
+            Row("demo:bbc", True, 500, (0.95, 0.0), (0.979, 0.002), 0.85, 60.0, 75.0, engine="ct2", drafts=2,
+                repetition=False)]
     block = format_table(rows, header="header line")
     lines = block.splitlines()
     assert lines[0] == "header line" and lines[2].startswith("| corpus | variant |") and len(lines) == 6
-    assert ("| demo:bbc | before (torch, no class names, 1 draft) | torch | no | 1 | 500 | 0.941 ± 0.004 | "
+    assert ("| demo:bbc | before (torch, no class names, 1 draft) | torch | no | yes | 1 | 500 | 0.941 ± 0.004 | "
             "0.979 ± 0.002 | 0.96 | 0.610 / 0.420 | 0.850 | 45.0 min | 80 s |") in block
-    assert "| ct2 | yes | 2 |" in lines[5] and "| — |" in lines[5] and "60 s" in lines[5]
+    assert "| ct2 | yes | no | 2 |" in lines[5] and "| — |" in lines[5] and "60 s" in lines[5]
     readme = "# Title\n\nintro\n"
     once = replace_block(readme, block)
     assert once.startswith(readme.rstrip("\n")) and "## Headline" in once and once.count(START) == 1
@@ -31,13 +36,31 @@ def test_table_and_readme_block() -> None:
 def test_variants_from_the_options() -> None:
     assert Variant.parse("ct2,names,2") == Variant("ct2", True, 2)
     assert Variant.parse("torch,nonames,1").folder == "torch_nonames_d1"
-    with pytest.raises(argparse.ArgumentTypeError):
-        Variant.parse("ct2,yes,2")
+    assert Variant.parse("torch,nonames,1,norep") == Variant("torch", False, 1, False)
+    assert Variant.parse("torch,nonames,1,norep").folder == "torch_nonames_d1_norep"
+    for text in ("ct2,names,2", "torch,nonames,1,norep"):
+        assert Variant.parse(Variant.parse(text).spelled) == Variant.parse(text)
+    for bad in ("ct2,yes,2", "ct2,names,0", "ct2,names,1,off", "ct2,names"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            Variant.parse(bad)
     ns = argparse.Namespace(table="levers", variant=None, class_names="with", engine="ct2", drafts=1)
-    assert _variants(ns) == list(LEVERS) and [v.drafts for v in LEVERS] == [1, 1, 1, 2]
-    assert [(v.engine, v.class_names) for v in LEVERS] == [("torch", False), ("ct2", False), ("ct2", True),
-                                                             ("ct2", True)]
+    assert _variants(ns) == list(LEVERS) and [v.drafts for v in LEVERS] == [1, 1, 1, 1, 2]
+    # each lever added in turn: engine, class names, repetition control, drafts
+    assert [(v.engine, v.class_names, v.repetition) for v in LEVERS] == [
+        ("torch", False, False), ("ct2", False, False), ("ct2", True, False), ("ct2", True, True), ("ct2", True, True)]
     ns.table, ns.variant = None, [Variant("ct2", True, 1), Variant("ct2", True, 2), Variant("ct2", True, 1)]
     assert _variants(ns) == [Variant("ct2", True, 1), Variant("ct2", True, 2)]
     ns.variant, ns.class_names = None, "both"
     assert _variants(ns) == [Variant("ct2", False, 1), Variant("ct2", True, 1)]
+
+
+def test_a_finished_row_is_reused_only_with_the_same_settings(tmp_path: Path) -> None:
+    args = argparse.Namespace(per_class=100, max_tokens=200, batch_size=16, seeds=3, eps_voc=5.0, eps_kde=5.0)
+    variant = Variant("ct2", True, 2)
+    row = Row("demo:bbc", True, 498, (0.95, 0.0), (0.97, 0.01), 0.88, 600.0, 90.0, engine="ct2", drafts=2,
+              precision=0.5, recall=0.6, label="+ best of 2 drafts")
+    assert _stored_row(tmp_path, _row_key(variant, args)) is None
+    _write_json(tmp_path / ROW_FILE, {"key": _row_key(variant, args), "row": dataclasses.asdict(row)})
+    assert _stored_row(tmp_path, _row_key(variant, args)) == row
+    assert _stored_row(tmp_path, _row_key(Variant("ct2", True, 1), args)) is None
+    assert _stored_row(tmp_path, _row_key(variant, argparse.Namespace(**{**vars(args), "per_class": 20}))) is None
