@@ -142,10 +142,10 @@ def start_generation(limit: int) -> Job:
             job.report((p.done + p.failed + p.in_flight * p.in_flight_fraction) / max(p.total, 1),
                        f"{p.done}/{p.total} documents written, {p.failed} failed{batch}{eta}")
 
-        if hasattr(backend, "load"):
+        if hasattr(backend, "prepare"):  # local models: the engine's model, or the torch weights without one
             job.report(0.0, "loading the offline model (first time ~10–30 s)…")
             wait_for_warm_up("llm")
-            backend.load()
+            backend.prepare()
         return run_generation(seqs, backend=backend, prompt_config=pconf, run_dir=out, settings=settings,
                               progress=on_progress, cancel=job.cancel, secrets=mask)
 

@@ -46,7 +46,7 @@ def _warm_up() -> None:
         ("vocabulary", lambda: load_vocabulary(d.vocabulary, remove_stopwords=d.remove_stopwords,
                                                junk_filter=d.junk_filter, max_terms=d.effective_vocab_max_terms)),
         ("embedder", lambda: get_embedder(DEFAULT_MODEL)),
-        ("llm", lambda: offline_backend().load()),
+        ("llm", lambda: offline_backend().prepare()),
     ]
     for name, load in steps:
         t0 = time.perf_counter()

@@ -332,6 +332,10 @@ class LazyCT2Engine:
                 self._engine = engine
             return self._engine
 
+    def load(self) -> None:
+        """Convert (once) and load the engine now rather than on the first batch."""
+        self.engine()
+
     def describe(self) -> dict[str, Any]:
         """Public description (engine, compute type, device, threads) without converting anything."""
         return {"engine": self.name, "compute_type": self.quantization, "device": self.device,

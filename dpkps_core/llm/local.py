@@ -292,6 +292,18 @@ class LocalTransformersBackend(LLMBackend):
         self._model = model
         self.load_seconds = time.monotonic() - t0
 
+    def prepare(self) -> None:
+        """Load what writing needs, once, before the first batch: with an engine, its model (converted once) plus
+        the tokenizer and stop ids, never the torch weights; without one, the torch weights (:meth:`load`).
+        Private prediction reads logits through :meth:`model_and_tokenizer`, which loads the weights itself."""
+        if self.engine is None:
+            self.load()
+            return
+        self._tokenizer_and_stops()
+        load = getattr(self.engine, "load", None)
+        if callable(load):
+            load()
+
     def model_and_tokenizer(self) -> tuple[Any, Any]:
         """The loaded ``(model, tokenizer)`` on this backend's device (loaded once; the tokenizer has a padding
         token). Private prediction's batched decoder reads the model's logits through this."""

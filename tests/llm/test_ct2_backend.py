@@ -144,3 +144,11 @@ def test_cli_engine_flag(tiny_model: Path, tmp_path: Path, capsys: pytest.Captur
     with pytest.raises(SystemExit) as info:
         cli.main(base + ["--engine", "vllm"])
     assert info.value.code == 2 and "--engine" in capsys.readouterr().err
+
+
+def test_prepare_converts_and_loads_the_engine_without_the_torch_weights(tiny_model: Path) -> None:
+    """The app's generate step calls ``prepare()``: with CTranslate2 it must not load the torch model too."""
+    local = make_backend("local", model_path=tiny_model, device="cpu")
+    assert isinstance(local.engine, ct2.LazyCT2Engine)
+    local.prepare()
+    assert local.engine._engine is not None and local._model is None and local.stop_ids

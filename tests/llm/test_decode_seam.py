@@ -99,3 +99,21 @@ def test_a_subclass_can_replace_decode_batch(tiny_model: Path) -> None:
 def test_an_engine_without_decode_batch_is_refused(tiny_model: Path) -> None:
     with pytest.raises(ParameterError, match="decode_batch"):
         LocalModelBackend(model_path=tiny_model, device="cpu", engine=object())  # type: ignore[arg-type]
+
+
+def test_prepare_loads_the_engine_and_tokenizer_but_not_the_torch_weights(tiny_model: Path) -> None:
+    """What the app's generate step and warm-up call before the first batch (studio/generation_steps.py)."""
+
+    class LoadingEngine(RecordingEngine):
+        loads = 0
+
+        def load(self) -> None:
+            self.loads += 1
+
+    engine = LoadingEngine([])
+    b = LocalModelBackend(model_path=tiny_model, device="cpu", engine=engine)
+    b.prepare()
+    assert engine.loads == 1 and b._tokenizer is not None and b.stop_ids and b._model is None
+    torch_backend = LocalModelBackend(model_path=tiny_model, device="cpu")
+    torch_backend.prepare()  # no engine: the torch weights are what decodes
+    assert torch_backend._model is not None
