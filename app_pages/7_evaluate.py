@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -42,41 +44,50 @@ with tab_acc:
                     evaluation_steps.start_evaluation(int(s["eval_seeds"]))
                     st.rerun()
 
+        def show_result(res: Any) -> None:
+            n_classes = len(s["corpus"].classes) if s.get("corpus") is not None else 1
+            st.dataframe(review.evaluation_table(res.metrics, n_classes), hide_index=True,
+                         key="table.evaluation")
+            dist = getattr(res, "distribution", None)  # precision/recall on embeddings (evaluation/distribution)
+            if dist is not None:
+                st.markdown(f"{widgets.PRIVATE_BADGE} **Synthetic vs real test documents on embeddings** "
+                            f"(Kynkäänniemi et al. 2019, k = {dist.k}, {dist.n_compared:,} documents a side): "
+                            f"{dist.format()}. Precision: share of synthetic documents that fall among real "
+                            "ones (realistic); recall: share of real documents the synthetic ones cover (variety).")
+            elif res.info.get("distribution_note"):
+                st.caption(res.info["distribution_note"])
+            small = [review.METRIC_NAMES.get(k, k) for k, m in res.metrics.items()
+                     if review.judge_note(m.n_train, n_classes)]
+            if small:
+                st.warning(review.too_few_sentence(", ".join(small)) + " Write more documents on page 6 "
+                           "before drawing conclusions.", icon=":material/warning:")
+            with st.expander("What each row is"):
+                st.markdown("\n".join(f"- **{review.METRIC_NAMES.get(k, k)}**: {m.note}"
+                                       for k, m in res.metrics.items() if m.note))
+            if res.info.get("real_keyphrase_baseline_note"):
+                st.caption(res.info["real_keyphrase_baseline_note"])
+            st.plotly_chart(charts.metrics_bars({review.METRIC_NAMES.get(n, n): (m.accuracy_mean,
+                                                                                  m.accuracy_sd if len(m.scores) > 1
+                                                                                  else None)
+                                                 for n, m in res.metrics.items()},
+                                                res.info.get("chance_accuracy")), key="chart.evaluation")
+            st.caption(f"{res.info.get('n_test', 0):,} held-out test documents; chance (majority class) "
+                       f"{res.info.get('chance_accuracy', 0):.2f}.")
+
         def show_evaluation(j: jobs.Job) -> None:
             if j.error:
                 st.error(j.error, icon=":material/error:")
             elif not j.running and j.result is not None:
-                res = j.result
-                n_classes = len(s["corpus"].classes) if s.get("corpus") is not None else 1
-                st.dataframe(review.evaluation_table(res.metrics, n_classes), hide_index=True,
-                             key="table.evaluation")
-                dist = getattr(res, "distribution", None)  # precision/recall on embeddings (evaluation/distribution)
-                if dist is not None:
-                    st.markdown(f"{widgets.PRIVATE_BADGE} **Synthetic vs real test documents on embeddings** "
-                                f"(Kynkäänniemi et al. 2019, k = {dist.k}, {dist.n_compared:,} documents a side): "
-                                f"{dist.format()}. Precision: share of synthetic documents that fall among real "
-                                "ones (realistic); recall: share of real documents the synthetic ones cover (variety).")
-                elif res.info.get("distribution_note"):
-                    st.caption(res.info["distribution_note"])
-                small = [review.METRIC_NAMES.get(k, k) for k, m in res.metrics.items()
-                         if review.judge_note(m.n_train, n_classes)]
-                if small:
-                    st.warning(review.too_few_sentence(", ".join(small)) + " Write more documents on page 6 "
-                               "before drawing conclusions.", icon=":material/warning:")
-                with st.expander("What each row is"):
-                    st.markdown("\n".join(f"- **{review.METRIC_NAMES.get(k, k)}**: {m.note}"
-                                           for k, m in res.metrics.items() if m.note))
-                if res.info.get("real_keyphrase_baseline_note"):
-                    st.caption(res.info["real_keyphrase_baseline_note"])
-                st.plotly_chart(charts.metrics_bars({review.METRIC_NAMES.get(n, n): (m.accuracy_mean,
-                                                                                      m.accuracy_sd if len(m.scores) > 1
-                                                                                      else None)
-                                                     for n, m in res.metrics.items()},
-                                                    res.info.get("chance_accuracy")), key="chart.evaluation")
-                st.caption(f"{res.info.get('n_test', 0):,} held-out test documents; chance (majority class) "
-                           f"{res.info.get('chance_accuracy', 0):.2f}.")
+                show_result(j.result)
 
         widgets.job_monitor("job_evaluation", body=show_evaluation)
+        stored = run_view.evaluation()  # the run folder's evaluation.json: shown after a reload or reopening the run
+        if stored is not None and not isinstance(job, jobs.Job):
+            then = int(stored.info.get("n_documents") or 0)
+            st.caption(f"The last evaluation of this run (kept in its folder, PRIVATE): {then:,} synthetic documents"
+                       + ("." if then == n_docs else f"; the run now has {n_docs:,} — evaluate again to include "
+                          "them."))
+            show_result(stored)
 
 with tab_map:
     if not session.documents():

@@ -25,7 +25,8 @@ def _embedding_model() -> str:
 
 
 def start_evaluation(seeds: int) -> Job:
-    """Downstream accuracy + no-LLM check of the run folder (dpkps_core.evaluation.evaluate_run) — PRIVATE."""
+    """Downstream accuracy + no-LLM check of the run folder (dpkps_core.evaluation.evaluate_run) — PRIVATE; the
+    result goes into the run folder's ``evaluation.json`` as the CLI's ``evaluate`` writes it (never exported)."""
     from dpkps_core import evaluation
 
     out = run_dir(create=False)
@@ -37,8 +38,10 @@ def start_evaluation(seeds: int) -> Job:
     counts = term_counts(vocab, int(current_config().terms_per_doc))
 
     def work(job: Job) -> Any:
-        return evaluation.evaluate_run(out, seeds=seeds, embedder=emb, corpus=c, progress=job.report,
-                                       vocabulary=vocab, counts=counts)
+        result = evaluation.evaluate_run(out, seeds=seeds, embedder=emb, corpus=c, progress=job.report,
+                                         vocabulary=vocab, counts=counts)
+        evaluation.write_evaluation(result, out)  # PRIVATE, owner-only; page 7 reads it back after a reload
+        return result
 
     return start_job("job_evaluation", "evaluation", work)
 

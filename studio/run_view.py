@@ -25,8 +25,9 @@ from dpkps_core import pipeline
 from dpkps_core.config import SamplingConfig
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.embeddings import embed_terms
-from dpkps_core.runfolder import (DENSITY_FILE, PRIVACY_REPORT_FILE, RUN_STATE_FILE, SEQUENCES_FILE, VOCABULARY_FILE,
-                                  open_run)
+from dpkps_core.evaluation import EvaluationResult, read_evaluation
+from dpkps_core.runfolder import (DENSITY_FILE, EVALUATION_FILE, PRIVACY_REPORT_FILE, RUN_STATE_FILE, SEQUENCES_FILE,
+                                  VOCABULARY_FILE, open_run)
 from dpkps_core.errors import DPKPSError, ParameterError, VocabularyError
 from dpkps_core.sampling import SamplingOutcome
 from dpkps_core.sequences import KeyphraseSequence
@@ -35,6 +36,7 @@ from studio.defaults import BUILTIN_VOCABULARIES
 from studio.resources import embedder, embedding_cache
 
 _CACHE = "_run_view_cache"     # (stamp, RunView) of the open run folder
+_EVALUATION = "_run_view_evaluation"  # (stamp, EvaluationResult | None) of the open run folder (PRIVATE)
 _LIVE = "_run_view_live"       # {"path", "pv", "density", "density_stamp"}: the releases made in this session
 _EMBEDDINGS = "_run_view_embeddings"  # (model, seeded, Ṽ's terms, embeddings of Ṽ)
 _NOTES = "_run_view_notes"     # run path -> step -> PRIVATE, local figures of that step
@@ -115,6 +117,21 @@ def view() -> RunView | None:
     if hit is None or hit[0] != stamp:
         hit = (stamp, _read(out))
         s[_CACHE] = hit
+    return hit[1]
+
+
+def evaluation() -> EvaluationResult | None:
+    """The open run's last local evaluation (``evaluation.json``, PRIVATE: real-data accuracies for the data owner's
+    eyes, never exported), re-read when the file changes; ``None`` before the first evaluation."""
+    out = folder()
+    if out is None:
+        return None
+    s = session.ss()
+    stamp = _stamp(out, (EVALUATION_FILE,))
+    hit = s.get(_EVALUATION)
+    if hit is None or hit[0] != stamp:
+        hit = (stamp, read_evaluation(out))
+        s[_EVALUATION] = hit
     return hit[1]
 
 

@@ -71,6 +71,7 @@ from dpkps_core.evaluation.run import (
     projection_for_run,
     EvaluationResult,
     evaluate_run,
+    read_evaluation,
     write_evaluation,
 )
 from dpkps_core.evaluation.sweep import (

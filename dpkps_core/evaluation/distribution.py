@@ -16,7 +16,7 @@ buckets, which at the few hundred documents of a run here is unstable, and it br
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -126,6 +126,15 @@ class DistributionScore:
             "k": self.k, "n_real": self.n_real, "n_synthetic": self.n_synthetic, "n_compared": self.n_compared,
             "embedding_model": self.embedding_model,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "DistributionScore":
+        """The score :meth:`to_dict` wrote (``evaluation.json``)."""
+        seeds = data["seeds"]
+        return cls(precision=tuple(float(e["precision"]) for e in seeds),
+                   recall=tuple(float(e["recall"]) for e in seeds), seeds=tuple(int(e["seed"]) for e in seeds),
+                   k=int(data["k"]), n_real=int(data["n_real"]), n_synthetic=int(data["n_synthetic"]),
+                   n_compared=int(data["n_compared"]), embedding_model=str(data.get("embedding_model") or ""))
 
 
 def distribution_score(real: Any, synthetic: Any, *, k: int = DEFAULT_K, seeds: Sequence[int] = (0,),

@@ -5,7 +5,7 @@ Nothing here logs or prints document text."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -107,9 +107,23 @@ class MetricSummary:
         m_f1, sd_f1 = _mean_sd(f1)
         return {
             "mean": m_acc, "sd": sd_acc,
-            "seeds": [{"seed": int(seed), "accuracy": a, "macro_f1": f} for seed, a, f in zip(self.seeds, acc, f1)],
+            "seeds": [{"seed": int(seed), "accuracy": sc.accuracy, "macro_f1": sc.macro_f1,
+                       "per_class_recall": dict(sc.per_class_recall)} for seed, sc in zip(self.seeds, self.scores)],
             "macro_f1": {"mean": m_f1, "sd": sd_f1},
             "per_class_recall": recall,
             "n_train": int(self.n_train),
             "note": self.note,
         }
+
+    @classmethod
+    def from_dict(cls, name: str, data: Mapping[str, Any]) -> "MetricSummary":
+        """The summary :meth:`to_dict` wrote (``evaluation.json``). Files written before each seed kept its per-class
+        recall give every seed the mean recall of each class."""
+        mean_recall = {c: float(v["mean"]) for c, v in (data.get("per_class_recall") or {}).items()}
+        seeds, scores = [], []
+        for entry in data["seeds"]:
+            seeds.append(int(entry["seed"]))
+            recall = entry.get("per_class_recall")
+            scores.append(Scores(float(entry["accuracy"]), float(entry["macro_f1"]),
+                                 {c: float(v) for c, v in recall.items()} if recall is not None else dict(mean_recall)))
+        return cls(name, tuple(seeds), tuple(scores), int(data["n_train"]), str(data.get("note") or ""))

@@ -9,7 +9,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -137,6 +137,22 @@ class EvaluationResult:
         if self.distribution is not None:
             out["distribution"] = self.distribution.to_dict()
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "EvaluationResult":
+        """The result :meth:`to_dict` wrote: the metric entries (a mean, an sd, seeds and training documents), the
+        distribution score, and everything else back into ``info``."""
+        metrics: dict[str, MetricSummary] = {}
+        info: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in ("private", "note", "distribution"):
+                continue
+            if isinstance(value, Mapping) and {"mean", "sd", "seeds", "n_train"} <= set(value):
+                metrics[key] = MetricSummary.from_dict(key, value)
+            else:
+                info[key] = value
+        dist = data.get("distribution")
+        return cls(metrics, info, DistributionScore.from_dict(dist) if isinstance(dist, Mapping) else None)
 
     def summary_lines(self) -> list[str]:
         lines = [f"Evaluation ({PRIVATE_NOTE}); test documents: {self.info.get('n_test', 0):,}, "
@@ -286,6 +302,17 @@ def evaluate_run(
     info["timings_seconds"] = {k: round(v, 2) for k, v in timings.items()}
     report(1.0, "evaluation done")
     return EvaluationResult(metrics, info, distribution)
+
+
+def read_evaluation(run_dir: str | Path) -> EvaluationResult | None:
+    """The evaluation :func:`write_evaluation` left in ``run_dir`` (PRIVATE), or None when there is none or it
+    cannot be read (an unreadable file is as good as none: evaluating again rewrites it)."""
+    path = Path(run_dir) / EVALUATION_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return EvaluationResult.from_dict(data) if isinstance(data, dict) else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def write_evaluation(result: EvaluationResult, run_dir: str | Path) -> Path:

@@ -5,7 +5,8 @@ prompts and the runner. This package's ``__init__`` is the only module that re-e
 from dpkps_core.llm.backends import LLMBackend, TransientLLMError, cache_root
 from dpkps_core.llm.estimate import CostEstimate, estimate_cost
 from dpkps_core.llm.factory import BACKEND_KINDS, make_backend
-from dpkps_core.llm.local import LocalModelBackend, LocalTransformersBackend, OfflineBackend, ensure_offline_model
+from dpkps_core.llm.local import LocalModelBackend, LocalTransformersBackend, OfflineBackend
+from dpkps_core.llm.offline_weights import ensure_offline_model
 from dpkps_core.llm.openai_client import OpenAICompatibleBackend
 from dpkps_core.llm.prompts import (
     DEFAULT_TEMPLATE,

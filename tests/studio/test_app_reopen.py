@@ -372,5 +372,16 @@ def test_a_reopened_upload_run_needs_its_corpus_then_evaluates_with_no_ledger_ev
     click(b, "Evaluate this run")
     job = wait_job(b, "job_evaluation")
     assert job.error is None, job.error
-    assert "Synthetic documents" in set(table(b, "Classifier trained on")["Classifier trained on"])
+    shown_then = table(b, "Classifier trained on")
+    assert "Synthetic documents" in set(shown_then["Classifier trained on"])
+    assert (run / "evaluation.json").is_file()          # kept in the run folder (PRIVATE, owner-only)
+    c = new_app()                                       # another reload: reopen the run with its corpus
+    upload_corpus(c, toy_csv(20), "mine.csv")
+    goto(c, 7)
+    c.selectbox(key="_w.export_run").set_value(str(run)).run()
+    click(c, "Reopen this run in the app")
+    goto(c, 6)
+    assert "job_evaluation" not in c.session_state       # nothing evaluated in this session...
+    assert any("last evaluation of this run" in x.value for x in c.caption)
+    assert table(c, "Classifier trained on").equals(shown_then)  # ...and the page shows the same table
     assert ledger_events() == events                    # reopening and evaluating released nothing
