@@ -7,6 +7,7 @@ import argparse
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from dpkps_core.config import DEFAULT_EPSILON_CAP, DENSITIES, SamplingConfig, build_sampling_config
 from dpkps_core.corpus import ENCODINGS, check_class_names
@@ -40,6 +41,13 @@ def parse_classes(value: str | None, file: str | None) -> tuple[str, ...] | None
     return None if not value else check_class_names(value)
 
 
+def add_encoding_argument(g: Any) -> None:
+    """``--encoding`` of a corpus file: every command that reads a corpus takes it (the loader's error names it)."""
+    g.add_argument("--encoding", choices=ENCODINGS, default=SamplingConfig().encoding,
+                   help="text encoding of a corpus FILE: the whole file is decoded with it (never guessed); "
+                        "latin-1 or cp1252 for files saved in a Western European encoding (default %(default)s)")
+
+
 def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
     """Options shared by ``sample`` and the commands that run sampling (sweep, forecast…)."""
     d = SamplingConfig()
@@ -51,9 +59,7 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--label-column", help="column holding the class label (when omitted: chosen from the column "
                    "NAMES only — label, class, category, target, specialty, topic…)")
     add_class_arguments(g)
-    g.add_argument("--encoding", choices=ENCODINGS, default=d.encoding,
-                   help="text encoding of a corpus FILE: the whole file is decoded with it (never guessed); "
-                        "latin-1 or cp1252 for files saved in a Western European encoding (default %(default)s)")
+    add_encoding_argument(g)
     g.add_argument("--person-column", help="unit of privacy = one PERSON: the column identifying whom each document "
                    "is about (ids stay private; every mechanism bounds each person's total contribution; the split "
                    "keeps a person's documents together). demo:drugs has 'drug' as a documented synthetic person")

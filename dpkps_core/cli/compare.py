@@ -13,7 +13,7 @@ import sys
 from dpkps_core.baselines.compare_settings import GENERATION_METHODS
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.sampling import SAMPLING_METHODS
-from dpkps_core.cli.common import add_class_arguments
+from dpkps_core.cli.common import add_class_arguments, add_encoding_argument
 from dpkps_core.config import DEFAULT_EPSILON_CAP
 
 PP_WARNING_CLI = (
@@ -59,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--label-column", help="column holding the class label (when omitted: chosen from the column "
                    "NAMES only — label, class, category, target, specialty, topic…)")
     add_class_arguments(g)
+    add_encoding_argument(g)
     g.add_argument("--person-column", help="unit of privacy = one person (ids stay private): DP-KPS bounds each "
                    "person's total contribution; private prediction and AugPE+Ṽ keep one document per person")
     g.add_argument("--test-fraction", type=float, default=0.2,
@@ -136,7 +137,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "--out")  # before the corpus, the models or any ε
     corpus = require_declared(load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column,
                                                classes=parse_classes(args.classes, args.classes_file),
-                                               person_column=args.person_column))
+                                               person_column=args.person_column, encoding=args.encoding))
     ledger = corpus_ledger(corpus, tool="cli compare", out=args.out, cap=args.epsilon_cap)
     pp_cfg = PrivatePredictionConfig(
         batch_size=args.pp_batch_size, private_tokens=args.pp_private_tokens or args.max_tokens,

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dpkps_core.cli.common import add_encoding_argument
 from dpkps_core.config import DEFAULT_EPSILON_CAP
 from dpkps_core.ledger_store import CorpusView, LedgerStore, PersistentLedger, open_corpus_ledger
 
@@ -110,7 +111,7 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
     from dpkps_core.corpus import load_corpus_spec
 
     corpus = load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column,
-                              person_column=args.person_column)
+                              person_column=args.person_column, encoding=args.encoding)
     person = args.person_column is not None
     units = unit_strings(corpus, by_person=person)
     store: LedgerStore | None = None
@@ -163,6 +164,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--text-column", help="column holding the document text (chosen from column names when omitted)")
     p.add_argument("--label-column", help="column holding the class label (part of a document's identity)")
     p.add_argument("--person-column", help="the privacy unit is a person: show the budgets of this column's persons")
+    add_encoding_argument(p)  # the same file, decoded as `sample` decoded it: the same documents in the ledger
     p.add_argument("--epsilon-cap", type=_positive, default=None,
                    help="set the cap of this corpus's documents (persons) on their total ε over all releases; the "
                         "change is recorded")

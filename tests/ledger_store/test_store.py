@@ -430,3 +430,24 @@ def test_app_sidebar_follows_the_documents_across_sessions_files_and_the_cli(mon
     view = ls.open_corpus_ledger(b.session_state["corpus"], tool="t").view()
     assert view.cap_range == (12.0, 12.0) and view.cap_history[-1].tool == "app"
     assert metrics(a.run())["Most-used document: ε spent / cap"] == "5 / 12"
+
+
+def test_ledger_and_compare_read_a_latin1_file_with_encoding(tmp_path: Path, capsys) -> None:
+    """A corpus saved in latin-1: ``ledger`` (and ``compare``) take ``--encoding`` as ``sample`` does, so the file
+    decodes to the same documents — the same ledger units; without it, the error names the option."""
+    rows = [{**r, "text": r["text"].replace("today", "café")} for r in records(4)]
+    path = tmp_path / "latin.csv"
+    path.write_bytes(("text,label,other\n" + "".join(f'"{r["text"]}",{r["label"]},{r["other"]}\n' for r in rows))
+                     .encode("latin-1"))
+    a = ls.open_corpus_ledger(units_of(rows), tool="cli sample", run="run-latin", cap=5.0)
+    a.admit(units_of(rows), 1.5, what="the private vocabulary step")
+    a.charge(event(1.5))
+    assert main(["ledger", "--corpus", str(path), "--label-column", "label", "--encoding", "latin-1"]) == 0
+    out = capsys.readouterr().out
+    assert "12 documents: 1 release(s) touched them" in out and "cli sample · run-latin" in out
+    assert main(["ledger", "--corpus", str(path), "--label-column", "label"]) != 0
+    err = capsys.readouterr().err
+    assert "--encoding latin-1" in err and "Traceback" not in err
+    compare = build_parser().parse_args(["compare", "--corpus", str(path), "--eps", "4", "--encoding", "cp1252",
+                                         "--out", str(tmp_path / "cmp")])
+    assert compare.encoding == "cp1252"
