@@ -27,7 +27,7 @@ from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import PrivacyBudgetError
 from dpkps_core.vocabulary import PublicVocabulary
 from llm_fakes import CrashingRemoteBackend, SimulatedCrash
-from test_private_prediction import FakeLM, FakeTokenizer
+from baseline_toys import FakeLM, FakeTokenizer
 
 CRASHES = [SimulatedCrash, KeyboardInterrupt]
 

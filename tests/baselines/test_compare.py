@@ -7,8 +7,6 @@ import csv
 import dataclasses
 import json
 import math
-import re
-import threading
 from pathlib import Path
 
 import pytest
@@ -17,69 +15,13 @@ from dpkps_core.baselines import compare as cmp
 from dpkps_core.baselines.compare_result import CSV_COLUMNS
 from dpkps_core.baselines.compare_settings import GENERATION_METHODS, size_epsilon
 from dpkps_core.cli import build_parser
-from dpkps_core.corpus import Corpus
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
-from dpkps_core.llm.backends import LLMBackend
 from dpkps_core.baselines.prediction_config import PrivatePredictionConfig
-from dpkps_core.vocabulary import PublicVocabulary
-from test_private_prediction import FakeLM, FakeTokenizer
-
-TOPICS = {
-    "sport": ["match", "goal", "league", "team", "coach", "stadium"],
-    "business": ["bank", "market", "shares", "profit", "inflation", "airline"],
-    "tech": ["phone", "chip", "software", "browser", "network", "console"],
-}
-
-
-def _corpus() -> Corpus:
-    texts, labels = [], []
-    for c, words in TOPICS.items():
-        for i in range(20):
-            texts.append(f"zzprivate{c}{i} " + " ".join(words[(i + j) % 6] for j in range(4)) + f" story {i}")
-            labels.append(c)
-    return Corpus(tuple(texts), tuple(labels), "topics", "tests", public_classes=tuple(TOPICS))
-
-
-VOCAB = PublicVocabulary("test", tuple(w for ws in TOPICS.values() for w in ws) + ("story", "river", "city"),
-                         "test", "test")
-
-
-class EchoBackend(LLMBackend):
-    """Writes a 'document' from the words of its prompt (keyphrases, Ṽ words or the text to rewrite)."""
-
-    name = "echo"
-    model = "echo-model"
-    max_concurrency = 2
-
-    def __init__(self) -> None:
-        self.prompts: list[str] = []
-        self.lock = threading.Lock()
-
-    def generate(self, messages, *, max_tokens, temperature, timeout):  # type: ignore[override]
-        user = messages[-1]["content"]
-        with self.lock:
-            self.prompts.append(" ".join(m["content"] for m in messages))
-        words = [w for w in re.findall(r"[a-z]+", user.lower()) if any(w in ws for ws in TOPICS.values())]
-        return "a text about " + " ".join(words[:8] or ["nothing"])
-
-
-def _run(tmp_path: Path, methods=GENERATION_METHODS, *, ledger=None, **kw):
-    backend = EchoBackend()
-    settings = cmp.CompareSettings(
-        eps_total=8.0, methods=methods, delta=1e-6, per_class=2, max_tokens=6,
-        sampling={"vocab_size": 12, "terms_per_doc": 4, "length": 3, "junk_filter": False,
-                  "embedding_model": "hashing-test"},
-        private_prediction=PrivatePredictionConfig(batch_size=4, private_tokens=6, public_top_k=None),
-        augpe_config=None, class_size_estimate=16, seeds=(0, 1), seed=11, **kw)
-    res = cmp.compare_methods(_corpus(), settings, backend=backend, embedder=HashingEmbedder(dim=32),
-                              vocabulary=VOCAB, local_lm=(FakeLM(seed=7), FakeTokenizer()), out_dir=tmp_path / "cmp",
-                              ledger=ledger)
-    return res, backend
-
+from baseline_toys import VOCAB, EchoBackend, FakeLM, FakeTokenizer, compare_corpus, run_compare
 
 def test_compare_runs_every_method_at_equal_epsilon_and_writes_one_table(tmp_path: Path) -> None:
-    res, backend = _run(tmp_path)
+    res, backend = run_compare(tmp_path)
     rows = {r.method: r for r in res.rows}
     assert list(rows) == ["dpkps", "private-prediction", "augpe", "real"]
     for m in GENERATION_METHODS:  # same ε for every method (never above it); δ = 0 only for DP-KPS
@@ -116,7 +58,7 @@ def test_compare_runs_every_method_at_equal_epsilon_and_writes_one_table(tmp_pat
 
 
 def test_compare_subset_builds_its_own_vocabulary_and_validates(tmp_path: Path) -> None:
-    res, _ = _run(tmp_path, methods=("augpe",), real_baseline=False)
+    res, _ = run_compare(tmp_path, methods=("augpe",), real_baseline=False)
     assert [r.method for r in res.rows] == ["augpe"]
     assert res.rows[0].epsilon <= 8.0 and res.rows[0].notes.count("Ṽ built for AugPE") == 1
     with pytest.raises(ParameterError, match="ε_voc"):
@@ -124,7 +66,7 @@ def test_compare_subset_builds_its_own_vocabulary_and_validates(tmp_path: Path) 
     with pytest.raises(ParameterError, match="nope"):
         cmp.CompareSettings(methods=("nope",), eps_total=2.0)
     with pytest.raises(ParameterError, match="CompareSettings"):
-        cmp.compare_methods(_corpus(), {"eps_total": 2.0}, backend=EchoBackend(), embedder=HashingEmbedder())
+        cmp.compare_methods(compare_corpus(), {"eps_total": 2.0}, backend=EchoBackend(), embedder=HashingEmbedder())
     assert cmp.CompareSettings(eps_total=4.0, methods=("augpe", "augpe")).methods == ("augpe",)
 
 
@@ -148,7 +90,7 @@ def test_cli_compare_is_registered_and_warns_about_private_prompts(monkeypatch, 
 
     monkeypatch.setattr("dpkps_core.baselines.compare.compare_methods", fake_compare)
     monkeypatch.setattr("dpkps_core.embeddings.get_embedder", lambda name: HashingEmbedder(name=name))
-    monkeypatch.setattr("dpkps_core.corpus.load_corpus_spec", lambda spec, **kw: _corpus())
+    monkeypatch.setattr("dpkps_core.corpus.load_corpus_spec", lambda spec, **kw: compare_corpus())
     code = args.func(args)
     captured = capsys.readouterr()
     assert code == 0 and "private prediction puts PRIVATE documents" in captured.err
@@ -170,7 +112,7 @@ def test_private_prediction_buckets_never_follow_the_private_size(tmp_path: Path
         eps_total=8.0, methods=("private-prediction",), delta=1e-6, per_class=2, max_tokens=6,
         private_prediction=PrivatePredictionConfig(batch_size=4, private_tokens=6, public_top_k=None),
         class_size_estimate=None, seeds=(0,), seed=None, real_baseline=False)
-    res = cmp.compare_methods(_corpus(), settings, backend=backend, embedder=HashingEmbedder(dim=32),
+    res = cmp.compare_methods(compare_corpus(), settings, backend=backend, embedder=HashingEmbedder(dim=32),
                               vocabulary=VOCAB, local_lm=(FakeLM(seed=7), FakeTokenizer()))
     events = res.privacy["private-prediction"]["events"]
     size = [e for e in events if e["step"] == "size"]

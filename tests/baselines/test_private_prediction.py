@@ -4,10 +4,8 @@ offline model."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import math
-import types
 
 import numpy as np
 import pytest
@@ -19,101 +17,7 @@ from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import LLMError, ParameterError, PrivacyBudgetError
 from dpkps_core.llm.local import chat_token_ids
-
-# ------------------------------------------------------------------------------------------- fake model
-
-WORDS = ["<pad>", "<eos>", "the", "match", "goal", "team", "bank", "market", "shares", "phone", "chip", "new",
-         "here", "is", "a", "document", "write", "similar", "one", "above"]
-
-
-class FakeTokenizer:
-    """Stand-in tokenizer: words of a fixed list (unknown words hash onto it); id 0 = pad, 1 = EOS."""
-
-    eos_token_id = 1
-    pad_token_id = 0
-    unk_token_id = None
-    chat_template = "role: content lines"  # has a chat template: prompts go through apply_chat_template
-
-    def __init__(self) -> None:
-        self.index = {w: i for i, w in enumerate(WORDS)}
-        self.seen_texts: list[str] = []
-
-    def _ids(self, text: str) -> list[int]:
-        out = []
-        for w in text.lower().replace(".", " ").replace(":", " ").replace(",", " ").split():
-            if w in self.index:
-                out.append(self.index[w])
-            else:
-                out.append(2 + int(hashlib.sha256(w.encode()).hexdigest(), 16) % (len(WORDS) - 2))
-        return out
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, return_dict=True):
-        ids: list[int] = []
-        for m in messages:
-            self.seen_texts.append(m["content"])
-            ids += self._ids(m["content"])
-        return {"input_ids": ids}
-
-    def encode(self, text, add_special_tokens=False):
-        return self._ids(text)
-
-    def decode(self, ids, skip_special_tokens=True):
-        return " ".join(WORDS[i] for i in ids if not (skip_special_tokens and i in (0, 1)))
-
-    def convert_tokens_to_ids(self, token):
-        return None
-
-
-class FakeCache:
-    """Per-position contributions (rows, T, H); ``crop`` like transformers' DynamicCache."""
-
-    def __init__(self) -> None:
-        self.h: torch.Tensor | None = None
-
-    def crop(self, n: int) -> None:
-        assert self.h is not None
-        self.h = self.h[:, :n]
-
-
-class FakeLM(torch.nn.Module):
-    """Tiny causal LM: hidden_t = Σ_{j≤t, unmasked} E[x_j]·(1 + pos_j/10); logits = 4·tanh(hidden)·W.
-
-    The output depends on every earlier token, on the attention mask and on the position ids, so any slip in
-    left padding, positions or KV caching changes the logits."""
-
-    def __init__(self, vocab: int = len(WORDS), hidden: int = 8, seed: int = 0, eos_bias: float = -3.0) -> None:
-        super().__init__()
-        g = torch.Generator().manual_seed(seed)
-        self.emb = torch.randn(vocab, hidden, generator=g)
-        self.out = torch.randn(hidden, vocab, generator=g)
-        self.bias = torch.zeros(vocab)
-        self.bias[0] = -30.0  # never the pad token
-        self.bias[1] = eos_bias
-        self.calls: list[tuple[int, int]] = []
-        self.generation_config = types.SimpleNamespace(eos_token_id=1)
-
-    def forward(self, input_ids, attention_mask, position_ids, past_key_values=None, use_cache=True,
-                logits_to_keep=0):
-        self.calls.append(tuple(input_ids.shape))
-        t = input_ids.shape[1]
-        mask = attention_mask[:, -t:].unsqueeze(-1).float()
-        contrib = self.emb[input_ids] * (1 + position_ids.unsqueeze(-1).float() / 10) * mask
-        cache = past_key_values if past_key_values is not None else FakeCache()
-        cache.h = contrib if cache.h is None else torch.cat([cache.h, contrib], dim=1)
-        hidden = cache.h.cumsum(dim=1)[:, -t:]
-        logits = 4 * torch.tanh(hidden) @ self.out + self.bias
-        if logits_to_keep:
-            logits = logits[:, -logits_to_keep:]
-        return types.SimpleNamespace(logits=logits, past_key_values=cache)
-
-    def full_logits(self, ids: list[int]) -> torch.Tensor:
-        """Last-position logits of one unpadded sequence, computed from scratch."""
-        x = torch.tensor([ids])
-        n = len(self.calls)
-        out = self.forward(x, torch.ones_like(x), torch.arange(len(ids)).unsqueeze(0), None)
-        del self.calls[n:]  # reference computations are not the decoder's calls
-        return out.logits[0, -1]
-
+from baseline_toys import FakeLM, FakeTokenizer
 
 # --------------------------------------------------------------------------------------------- Eq. 1 / 2
 

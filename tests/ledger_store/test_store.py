@@ -379,7 +379,7 @@ def test_cli_runs_on_two_files_share_the_documents_budget(tmp_path: Path, fast_c
 
 def test_compare_charges_its_joint_cost(tmp_path: Path) -> None:
     from dpkps_core.baselines import compare_settings as cmp
-    from test_compare import _corpus, _run
+    from baseline_toys import compare_corpus as _corpus, run_compare as _run
 
     assert cmp.joint_cost(("dpkps", "augpe", "private-prediction"), eps_total=8, eps_voc=4, delta=1e-6) == \
         pytest.approx((20.0, 2e-6))

@@ -110,7 +110,7 @@ def test_private_prediction_and_augpe_accept_the_local_backend(tiny_model: Path)
 
 
 def test_compare_runs_private_prediction_on_the_local_backend(tiny_model: Path, tmp_path: Path) -> None:
-    from test_compare import VOCAB, _corpus
+    from baseline_toys import VOCAB, compare_corpus as _corpus
 
     from dpkps_core.baselines import compare as cmp
     from dpkps_core.embeddings import HashingEmbedder
