@@ -48,18 +48,24 @@ def add_encoding_argument(g: Any) -> None:
                         "latin-1 or cp1252 for files saved in a Western European encoding (default %(default)s)")
 
 
-def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
-    """Options shared by ``sample`` and the commands that run sampling (sweep, forecast…)."""
-    d = SamplingConfig()
-    g = p.add_argument_group("corpus (private)")
-    g.add_argument("--corpus", default=d.corpus, help="demo:bbc (default), demo:drugs, demo:drugs-rating, or a path "
-                   "to CSV/TSV/JSONL/Parquet/ZIP of .txt/folder of class sub-folders")
+def add_file_arguments(g: Any) -> None:
+    """How a corpus file is read — its text and label columns, the declared class names, its encoding — the same
+    options in every command that loads a corpus."""
     g.add_argument("--text-column", help="column holding the document text (when omitted: chosen from the column "
                    "NAMES only — text, document, notes, body, review… — and asked for when no name or several fit)")
     g.add_argument("--label-column", help="column holding the class label (when omitted: chosen from the column "
                    "NAMES only — label, class, category, target, specialty, topic…)")
     add_class_arguments(g)
     add_encoding_argument(g)
+
+
+def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``sample`` and the commands that run sampling (sweep, forecast…)."""
+    d = SamplingConfig()
+    g = p.add_argument_group("corpus (private)")
+    g.add_argument("--corpus", default=d.corpus, help="demo:bbc (default), demo:drugs, demo:drugs-rating, or a path "
+                   "to CSV/TSV/JSONL/Parquet/ZIP of .txt/folder of class sub-folders")
+    add_file_arguments(g)
     g.add_argument("--person-column", help="unit of privacy = one PERSON: the column identifying whom each document "
                    "is about (ids stay private; every mechanism bounds each person's total contribution; the split "
                    "keeps a person's documents together). demo:drugs has 'drug' as a documented synthetic person")

@@ -13,7 +13,7 @@ import sys
 from dpkps_core.baselines.compare_settings import GENERATION_METHODS
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.sampling import SAMPLING_METHODS
-from dpkps_core.cli.common import add_class_arguments, add_encoding_argument
+from dpkps_core.cli.common import add_file_arguments
 from dpkps_core.config import DEFAULT_EPSILON_CAP
 
 PP_WARNING_CLI = (
@@ -54,12 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     g = p.add_argument_group("corpus (private)")
     g.add_argument("--corpus", default="demo:bbc", help="demo:bbc, demo:drugs, demo:drugs-rating or a file/folder")
-    g.add_argument("--text-column", help="column holding the document text (when omitted: chosen from the column "
-                   "NAMES only — text, document, notes, body, review… — and asked for when no name or several fit)")
-    g.add_argument("--label-column", help="column holding the class label (when omitted: chosen from the column "
-                   "NAMES only — label, class, category, target, specialty, topic…)")
-    add_class_arguments(g)
-    add_encoding_argument(g)
+    add_file_arguments(g)
     g.add_argument("--person-column", help="unit of privacy = one person (ids stay private): DP-KPS bounds each "
                    "person's total contribution; private prediction and AugPE+Ṽ keep one document per person")
     g.add_argument("--test-fraction", type=float, default=0.2,
