@@ -237,3 +237,20 @@ def fast_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("DPKPS_WARMUP", "0")
     monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
     return tmp_path / "runs"
+
+
+def local_model_page(tmp_path: Path) -> AppTest:
+    """A session on page 6 with sequences of an uploaded toy corpus and the ``local`` backend pointed at a tiny
+    model folder built under ``tmp_path`` (on the CPU) — the page says what is missing before the folder is given."""
+    from llm_fakes import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "my-model")
+    at = new_app()
+    upload_corpus(at, toy_csv(20), "toy.csv")
+    walk(at, 4)
+    goto(at, 5)
+    at.radio(key="_w.backend").set_value("local").run()
+    assert any("Give the folder of your local model" in e.value for e in at.error)
+    at.text_input(key="_w.local_model_path").input(str(folder)).run()
+    at.radio(key="_w.device").set_value("cpu").run()
+    return at

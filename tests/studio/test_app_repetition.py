@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from app_helpers import assert_clean, click, fast_env, goto, new_app, toy_csv, upload_corpus, wait_job, walk  # noqa: F401
-from llm_fakes import build_tiny_model
+from app_helpers import assert_clean, click, fast_env, local_model_page, wait_job  # noqa: F401
 
 from dpkps_core.llm.repetition import DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY
 
@@ -16,14 +15,7 @@ pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow, pytest.ma
 
 
 def test_page6_repetition_settings_reach_the_audit_log(tmp_path: Path) -> None:
-    folder = build_tiny_model(tmp_path / "my-model")
-    at = new_app()
-    upload_corpus(at, toy_csv(20), "toy.csv")
-    walk(at, 4)
-    goto(at, 5)
-    at.radio(key="_w.backend").set_value("local").run()
-    at.text_input(key="_w.local_model_path").input(str(folder)).run()
-    at.radio(key="_w.device").set_value("cpu").run()
+    at = local_model_page(tmp_path)
     assert at.number_input(key="_w.llm_no_repeat_ngram").value == DEFAULT_NO_REPEAT_NGRAM
     assert at.number_input(key="_w.llm_repetition_penalty").value == DEFAULT_REPETITION_PENALTY
     at.number_input(key="_w.llm_no_repeat_ngram").set_value(3).run()
