@@ -136,3 +136,25 @@ class RecordingNoise:
                 return super().add_gaussian(values, sigma=sigma)
 
         return _Recording(seed)
+
+
+class PassThroughNoise:
+    """Stands in for :class:`~dpkps_core.dp.rng.NoiseSource` in the mutation-kill tests: adds NO noise (returns the
+    statistic unchanged) and records each call's ``(statistic, scale)``, so a test reads exactly what a mechanism
+    computed before its noise and the scale it asked for; ``child()`` gives seeded generators for its sampling."""
+
+    sampler = "numpy"
+
+    def __init__(self) -> None:
+        from dpkps_core.dp.rng import NoiseSource
+
+        self.calls: list[tuple[np.ndarray, float]] = []
+        self._source = NoiseSource(seed=0)
+
+    def add_laplace(self, values: np.ndarray, *, scale: float, integer_valued: bool = False) -> np.ndarray:
+        out = np.asarray(values, dtype=np.float64).copy()
+        self.calls.append((out.copy(), float(scale)))
+        return out
+
+    def child(self) -> np.random.Generator:
+        return self._source.child()

@@ -14,30 +14,11 @@ import numpy as np
 import pytest
 
 from dpkps_core.dp import contributions, histogram, kde, rff
-from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.ledger import PrivacyLedger
-from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError
+from dp_stats import PassThroughNoise
 
 PERSON = "add/remove one person"
-
-
-class RecordingNoise:
-    """Stands in for :class:`NoiseSource`: returns the statistic unchanged and records each call's scale."""
-
-    sampler = "numpy"
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[np.ndarray, float]] = []
-        self._source = NoiseSource(seed=0)
-
-    def add_laplace(self, values: np.ndarray, *, scale: float, integer_valued: bool = False) -> np.ndarray:
-        out = np.asarray(values, dtype=np.float64).copy()
-        self.calls.append((out.copy(), float(scale)))
-        return out
-
-    def child(self) -> np.random.Generator:
-        return self._source.child()
 
 
 def _emb(n: int, d: int = 3, seed: int = 1) -> np.ndarray:
@@ -48,7 +29,7 @@ def _emb(n: int, d: int = 3, seed: int = 1) -> np.ndarray:
 # ------------------------------------------------------------------------------------- smoothed histogram
 
 def test_smoothed_histogram_truncates_each_document_to_m_keyphrases() -> None:
-    noise = RecordingNoise()
+    noise = PassThroughNoise()
     dens = histogram.build_smoothed_histogram_density(
         [[0, 1, 2, 3]], ["a"], classes=["a"], embeddings=_emb(4), epsilon=1.0, bandwidth=0.0, noise=noise,
         max_per_doc=2)
@@ -57,7 +38,7 @@ def test_smoothed_histogram_truncates_each_document_to_m_keyphrases() -> None:
 
 
 def test_smoothed_histogram_weighs_a_persons_documents_to_one_in_total() -> None:
-    noise = RecordingNoise()
+    noise = PassThroughNoise()
     histogram.build_smoothed_histogram_density(
         [[0], [1], [2, 2]], ["a", "a", "b"], classes=["a", "b"], embeddings=_emb(3), epsilon=1.0, bandwidth=0.0,
         noise=noise, groups=["p", "p", "q"], neighbouring=PERSON)
@@ -67,7 +48,7 @@ def test_smoothed_histogram_weighs_a_persons_documents_to_one_in_total() -> None
 
 
 def test_smoothed_histogram_event_and_result_carry_the_public_settings() -> None:
-    ledger, noise = PrivacyLedger(), RecordingNoise()
+    ledger, noise = PrivacyLedger(), PassThroughNoise()
     dens = histogram.build_smoothed_histogram_density(
         [[0, 1]], ["a"], classes=["a", "b"], embeddings=_emb(3), epsilon=0.5, bandwidth=0.3, noise=noise,
         ledger=ledger, max_per_doc=4, groups=["p"], neighbouring=PERSON)
@@ -86,7 +67,7 @@ def test_smoothed_histogram_event_and_result_carry_the_public_settings() -> None
 
 
 def test_smoothed_histogram_validators_name_their_argument() -> None:
-    kw = dict(classes=["a"], embeddings=_emb(2), noise=RecordingNoise())
+    kw = dict(classes=["a"], embeddings=_emb(2), noise=PassThroughNoise())
     with pytest.raises(ParameterError, match=r"^ε_kde must be a finite number > 0"):
         histogram.build_smoothed_histogram_density([[0]], ["a"], epsilon=0.0, bandwidth=0.0, **kw)
     with pytest.raises(ParameterError, match=r"^σ \(bandwidth\) must be a finite number ≥ 0"):
@@ -129,7 +110,7 @@ def test_prefix_weights_count_qualifying_documents_once_per_person() -> None:
 
 
 def test_rff_release_weighs_a_persons_prefixes_and_charges_one_event() -> None:
-    ledger, noise = PrivacyLedger(), RecordingNoise()
+    ledger, noise = PrivacyLedger(), PassThroughNoise()
     kp = [[0, 1], [1, 2], [2, 0, 1]]
     dens = kde.build_rff_density(kp, ["a", "a", "b"], classes=["a", "b"], embeddings=_emb(3), kind="iterative-linear",
                                  epsilon=1.0, bandwidth=0.8, features=6, length=2, noise=noise, ledger=ledger,

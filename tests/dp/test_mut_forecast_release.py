@@ -17,23 +17,10 @@ from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError
+from dp_stats import PassThroughNoise
 
 PERSON = "add/remove one person"
 THRESHOLD_MESSAGE = r"^The forecast thresholds must be strictly increasing integers starting at 1 or more\.$"
-
-
-class RecordingNoise:
-    """Stands in for :class:`NoiseSource`: returns the statistic unchanged and records each call's scale."""
-
-    sampler = "numpy"
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[np.ndarray, float]] = []
-
-    def add_laplace(self, values: np.ndarray, *, scale: float, integer_valued: bool = False) -> np.ndarray:
-        out = np.asarray(values, dtype=np.float64).copy()
-        self.calls.append((out.copy(), float(scale)))
-        return out
 
 
 # ------------------------------------------------------------------------------------------------ thresholds
@@ -78,7 +65,7 @@ def test_noise_scales_split_epsilon_between_curve_and_classes() -> None:
 # ------------------------------------------------------------------------------------------------ the release
 
 def test_release_charges_its_event_and_returns_the_public_record() -> None:
-    ledger, noise = PrivacyLedger(), RecordingNoise()
+    ledger, noise = PrivacyLedger(), PassThroughNoise()
     counts = np.array([0, 1, 3, 5, 5, 2])
     stats = fc.release_forecast_statistics(counts, ["a", "b", "a", "zz"], classes=["a", "b", "c"], epsilon=0.5,
                                            terms_per_doc=2, noise=noise, ledger=ledger, public_vocabulary="glove",
@@ -105,7 +92,7 @@ def test_release_charges_its_event_and_returns_the_public_record() -> None:
 
 
 def test_release_defaults_and_the_person_unit() -> None:
-    ledger, noise = PrivacyLedger(), RecordingNoise()
+    ledger, noise = PrivacyLedger(), PassThroughNoise()
     stats = fc.release_forecast_statistics(np.array([2, 1]), ["a", "a", "a"], classes=["a"], epsilon=1.0,
                                            terms_per_doc=1, noise=noise, ledger=ledger, thresholds=[1, 2],
                                            groups=["p", "p", "q"], neighbouring=PERSON)
@@ -126,7 +113,7 @@ def test_release_refusals_name_their_parameter(kwargs: dict[str, object], messag
     settings.update(kwargs)
     ledger = PrivacyLedger()
     with pytest.raises(ParameterError, match=message):
-        fc.release_forecast_statistics(np.array([1]), ["a"], noise=RecordingNoise(), ledger=ledger,
+        fc.release_forecast_statistics(np.array([1]), ["a"], noise=PassThroughNoise(), ledger=ledger,
                                        thresholds=[1], **settings)  # type: ignore[arg-type]
     assert len(ledger) == 0  # refused before anything is charged
 

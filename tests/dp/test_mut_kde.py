@@ -21,28 +21,10 @@ from dpkps_core.dp import kde
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rff import SQRT2, RandomFourierFeatures
-from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError
+from dp_stats import PassThroughNoise
 
 PERSON = "add/remove one person"
-
-
-class RecordingNoise:
-    """Stands in for :class:`NoiseSource`: returns the statistic unchanged and records each call's scale."""
-
-    sampler = "numpy"
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[np.ndarray, float]] = []
-        self._source = NoiseSource(seed=0)
-
-    def add_laplace(self, values: np.ndarray, *, scale: float, integer_valued: bool = False) -> np.ndarray:
-        out = np.asarray(values, dtype=np.float64).copy()
-        self.calls.append((out.copy(), float(scale)))
-        return out
-
-    def child(self) -> np.random.Generator:
-        return self._source.child()
 
 
 def _emb(n: int, d: int = 3, seed: int = 1) -> np.ndarray:
@@ -86,7 +68,7 @@ def test_unknown_kind_is_refused_with_the_choices() -> None:
 
 def test_independent_statistic_is_the_mean_feature_of_at_most_m_keyphrases() -> None:
     """Independent method: φ(doc) = mean of f(x) over the document's first M keyphrases (DESIGN §2.2)."""
-    emb, noise = _emb(3), RecordingNoise()
+    emb, noise = _emb(3), PassThroughNoise()
     dens = kde.build_rff_density([[0, 1, 2], [2]], ["a", "b"], classes=["a", "b"], embeddings=emb, kind="independent",
                                  epsilon=1.0, bandwidth=0.8, features=5, length=3, noise=noise, max_per_doc=2)
     (m,) = dens.members
@@ -106,7 +88,7 @@ def test_independent_statistic_weighs_a_persons_documents_to_one() -> None:
 
 def test_a_member_leaves_out_keyphrases_beyond_m() -> None:
     """M < L: the member over L blocks gets no document (each is truncated to M keyphrases first)."""
-    emb, noise = _emb(3), RecordingNoise()
+    emb, noise = _emb(3), PassThroughNoise()
     dens = kde.build_rff_density([[0, 1, 2]], ["a"], classes=["a"], embeddings=emb, kind="iterative-linear",
                                  epsilon=3.0, bandwidth=0.8, features=4, length=3, noise=noise, max_per_doc=2)
     sums = [c[0] for c in noise.calls]
@@ -145,7 +127,7 @@ def test_member_sums_cover_every_chunk_of_documents(groups: bool) -> None:
 # -------------------------------------------------------------------------------- the release and its event
 
 def test_rff_release_charges_one_event_with_its_public_settings() -> None:
-    ledger, noise = PrivacyLedger(), RecordingNoise()
+    ledger, noise = PrivacyLedger(), PassThroughNoise()
     kde.build_rff_density([[0, 1, 2]], ["a"], classes=["a", "b"], embeddings=_emb(3), kind="iterative-log",
                           epsilon=1.5, bandwidth=0.7, features=4, length=3, noise=noise, ledger=ledger, max_per_doc=2)
     (event,) = ledger.events
@@ -164,7 +146,7 @@ def test_rff_release_charges_one_event_with_its_public_settings() -> None:
 def test_rff_release_defaults_m_to_l_and_names_the_relation() -> None:
     ledger = PrivacyLedger()
     kde.build_rff_density([[0, 1]], ["a"], classes=["a"], embeddings=_emb(2), kind="independent", epsilon=1.0,
-                          bandwidth=1.0, features=2, length=2, noise=RecordingNoise(), ledger=ledger, groups=["p"],
+                          bandwidth=1.0, features=2, length=2, noise=PassThroughNoise(), ledger=ledger, groups=["p"],
                           neighbouring=PERSON)
     (event,) = ledger.events
     assert event.to_dict()["params"]["max_keyphrases_per_doc"] == 2 and event.neighbouring == PERSON
@@ -173,7 +155,7 @@ def test_rff_release_defaults_m_to_l_and_names_the_relation() -> None:
 def test_rff_density_carries_its_public_fields_and_reports_progress() -> None:
     progress: list[tuple[float, str]] = []
     dens = kde.build_rff_density([[0, 1]], ["a"], classes=("a", "b"), embeddings=_emb(2), kind="iterative-linear",
-                                 epsilon=2.0, bandwidth=0.6, features=3, length=2, noise=RecordingNoise(),
+                                 epsilon=2.0, bandwidth=0.6, features=3, length=2, noise=PassThroughNoise(),
                                  progress=lambda f, msg: progress.append((f, msg)))
     assert (dens.kind, dens.classes, dens.bandwidth, dens.n_features, dens.length, dens.epsilon) == (
         "iterative-linear", ("a", "b"), 0.6, 3, 2, 2.0)
@@ -195,5 +177,5 @@ def test_rff_release_refusals_name_their_parameter(kwargs: dict[str, float], mes
     ledger = PrivacyLedger()
     with pytest.raises(ParameterError, match=message):
         kde.build_rff_density([[0]], ["a"], classes=["a"], embeddings=_emb(1), kind="independent",
-                              noise=RecordingNoise(), ledger=ledger, **settings)  # type: ignore[arg-type]
+                              noise=PassThroughNoise(), ledger=ledger, **settings)  # type: ignore[arg-type]
     assert len(ledger) == 0  # refused before anything is charged
