@@ -17,78 +17,30 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 import zipfile
 from pathlib import Path
 
+import browser_server
 import pytest
+from browser_server import CHROMIUM_ARGS, SHOTS, streamlit_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-SHOTS = ROOT / "test-artifacts" / "screenshots"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 STEP_TIMEOUT_MS = 180_000  # the real defaults on 2 shared CPU cores
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-def _require_chromium() -> None:
-    """scripts/test.sh installs Debian's chromium when it is missing; without it this test fails (never skips)."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing; install it with `apt-get install -y chromium` (scripts/test.sh does "
-                    "this as root)." + (" (CI=true: the browser test must run)" if _in_ci() else ""))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory: pytest.TempPathFactory):
-    _require_chromium()
+    browser_server.require_chromium()
     tmp = tmp_path_factory.mktemp("browser")
-    port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "DPKPS_TEST_FAST"}  # the real defaults (issue 14)
     env.update({"DPKPS_RUNS_DIR": str(tmp / "runs"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                 "PYTHONUNBUFFERED": "1",
                 # the corpus's persistent ledger lives with this test: earlier walks must not fill its cap
                 "DPKPS_LEDGER_DIR": str(tmp / "ledgers")})
-    log = open(tmp / "streamlit.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://localhost:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            log.close()
-            pytest.fail("streamlit did not start:\n" + (tmp / "streamlit.log").read_text()[-3000:])
-        time.sleep(0.5)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    with streamlit_server(env, tmp / "streamlit.log") as url:
+        yield url
 
 
 def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
@@ -96,7 +48,7 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=browser_server.CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1600}, accept_downloads=True)
         page.set_default_timeout(STEP_TIMEOUT_MS)
         expect.set_options(timeout=STEP_TIMEOUT_MS)
@@ -238,10 +190,10 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
 
 
 def test_missing_chromium_fails_rather_than_skips(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.setattr(browser_server, "CHROMIUM", "/nonexistent/chromium")
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI=true"):
-        _require_chromium()
+        browser_server.require_chromium()
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.fail.Exception, match="apt-get install -y chromium"):
-        _require_chromium()
+        browser_server.require_chromium()

@@ -18,17 +18,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
-import time
-import urllib.request
 import zipfile
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, _free_port, _require_chromium
+from browser_server import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, require_chromium, streamlit_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -37,38 +33,14 @@ TIMEOUT_MS = 120_000
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    _require_chromium()
+    require_chromium()
     tmp = tmp_path_factory.mktemp("walk")
-    port = _free_port()
     env = dict(os.environ)
     env.update({"DPKPS_TEST_FAST": "1", "DPKPS_RUNS_DIR": str(tmp / "runs"), "DPKPS_LEDGER_DIR": str(tmp / "ledgers"),
                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
-    log_path = ROOT / "test-artifacts" / "walk_streamlit.log"  # kept after the run (server log: no private data)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = open(log_path, "w")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                             "--server.headless", "true"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://localhost:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            log.close()
-            pytest.fail("streamlit did not start:\n" + log_path.read_text()[-3000:])
-        time.sleep(0.5)
-    yield {"url": url, "ledgers": tmp / "ledgers", "runs": tmp / "runs", "tmp": tmp}
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    # the server log is kept after the run (no private data)
+    with streamlit_server(env, ROOT / "test-artifacts" / "walk_streamlit.log") as url:
+        yield {"url": url, "ledgers": tmp / "ledgers", "runs": tmp / "runs", "tmp": tmp}
 
 
 @pytest.fixture(scope="module")
