@@ -277,6 +277,22 @@ def run_corpus(spec: str, args: argparse.Namespace, backends: dict[str, Any]) ->
     return [rows[v] for v in args.variants]
 
 
+def stored_rows(spec: str, args: argparse.Namespace) -> tuple[list[Row], list[str]]:
+    """The finished rows of ``spec`` under ``args.out`` in the order of ``args.variants`` (nothing is run), and a
+    description of each variant that has none yet."""
+    base = Path(args.out) / spec.replace(":", "_")
+    rows, missing = [], []
+    for variant in args.variants:
+        row = _stored_row(base / variant.folder, _row_key(variant, args))
+        label = LEVER_NAMES.get(variant, "") if args.table == "levers" else ""
+        if row is None:
+            missing.append(f"{spec} {label or variant.describe()}")
+            continue
+        row.label = label
+        rows.append(row)
+    return rows, missing
+
+
 def _backend(backends: dict[str, Any], engine: str, args: argparse.Namespace) -> Any:
     """The offline backend of ``engine`` (built once per engine; asking for ct2 where it cannot run is an error)."""
     if engine not in backends:
@@ -324,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drafts", type=int, default=1, help="without --table/--variant: drafts per sequence")
     ap.add_argument("--out", default="runs/end_to_end", help="working folder (resumable)")
     ap.add_argument("--readme", default=None, metavar="FILE", help="also replace the table in this README")
+    ap.add_argument("--stored-only", action="store_true",
+                    help="run nothing: write the table from the finished rows under --out (the missing ones named "
+                         "below it), e.g. while the slow rows still run in other processes")
     args = ap.parse_args(argv)
     specs = args.corpus or ["demo:bbc"]
     args.variants = _variants(args)
@@ -333,8 +352,14 @@ def main(argv: list[str] | None = None) -> int:
     device = resolve_device(args.device)
     backends: dict[str, Any] = {}
     rows: list[Row] = []
+    missing: list[str] = []
     for spec in specs:
-        rows.extend(run_corpus(spec, args, backends))
+        if args.stored_only:
+            found, lacking = stored_rows(spec, args)
+            rows.extend(found)
+            missing.extend(lacking)
+        else:
+            rows.extend(run_corpus(spec, args, backends))
     for b in backends.values():
         b.close()
     import torch
@@ -353,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
               f"evaluation: wall time of each row (rows of one corpus share one process; corpora may run as parallel "
               f"processes). Rows' total {_minutes(sum(r.generate_s + r.evaluate_s for r in rows))} on {hardware}.")
     block = format_table(rows, header=header)
+    if missing:
+        block += ("\n\nNot finished yet (the same command finishes them; written documents are kept): "
+                  + "; ".join(missing) + ".")
     (out / "END_TO_END.md").write_text(block + "\n", encoding="utf-8")
     print(block)
     if args.readme:

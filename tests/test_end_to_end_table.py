@@ -64,3 +64,20 @@ def test_a_finished_row_is_reused_only_with_the_same_settings(tmp_path: Path) ->
     assert _stored_row(tmp_path, _row_key(variant, args)) == row
     assert _stored_row(tmp_path, _row_key(Variant("ct2", True, 1), args)) is None
     assert _stored_row(tmp_path, _row_key(variant, argparse.Namespace(**{**vars(args), "per_class": 20}))) is None
+
+
+def test_stored_only_reads_the_finished_rows_in_table_order_and_names_the_missing(tmp_path: Path) -> None:
+    from benchmarks.end_to_end import stored_rows
+
+    args = argparse.Namespace(out=str(tmp_path), per_class=100, max_tokens=200, batch_size=16, seeds=3, eps_voc=5.0,
+                              eps_kde=5.0, table="levers", variants=list(LEVERS))
+    for variant, acc in ((LEVERS[3], 0.93), (LEVERS[1], 0.88)):  # finished out of order (torch still running)
+        folder = tmp_path / "demo_bbc" / variant.folder
+        folder.mkdir(parents=True)
+        row = Row("demo:bbc", variant.class_names, 500, (acc, 0.0), (0.97, 0.0), 0.87, 60.0, 9.0,
+                  engine=variant.engine, drafts=variant.drafts, repetition=variant.repetition)
+        _write_json(folder / ROW_FILE, {"key": _row_key(variant, args), "row": dataclasses.asdict(row)})
+    rows, missing = stored_rows("demo:bbc", args)
+    assert [r.synthetic[0] for r in rows] == [0.88, 0.93]                      # the table's order
+    assert [r.label for r in rows] == ["+ CTranslate2 engine", "+ repetition control"]
+    assert len(missing) == 3 and missing[0].startswith("demo:bbc before (torch")
