@@ -39,8 +39,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 from dpkps_core.errors import LLMError, ParameterError
 from dpkps_core.llm.backends import ChatMessages, LLMBackend, TransientLLMError
-from dpkps_core.llm.offline_weights import (OFFLINE_MODEL_NAME, _MARKER, _convert_offline_model, _set_offline_env,
-                                            ensure_offline_model, offline_model_dir)
+from dpkps_core.llm.offline_weights import (CONVERTED_MARKER, OFFLINE_MODEL_NAME, convert_offline_model,
+                                            ensure_offline_model, offline_model_dir, set_offline_env)
 from dpkps_core.llm.repetition import (DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY, check_repetition,
                                        repetition_kwargs)
 from dpkps_core.llm.torch_engine import TorchEngine
@@ -177,7 +177,7 @@ class LocalTransformersBackend(LLMBackend):
         if self._model is not None:
             return
         t0 = time.monotonic()
-        _set_offline_env()
+        set_offline_env()
         import torch
 
         from dpkps_core.device import model_dtype
@@ -225,7 +225,7 @@ class LocalTransformersBackend(LLMBackend):
         if self.engine is None:
             self.load()
         elif not self._stops:
-            _set_offline_env()
+            set_offline_env()
             tok = self._load_tokenizer()
             try:
                 from transformers import GenerationConfig
@@ -336,13 +336,13 @@ class OfflineBackend(LocalTransformersBackend):
         return ensure_offline_model()
 
     def _tokenizer_only(self) -> Any:
-        if not (offline_model_dir() / _MARKER).is_file():
+        if not (offline_model_dir() / CONVERTED_MARKER).is_file():
             if self.engine is not None:  # an engine decodes: convert, but do not keep the torch weights
                 ensure_offline_model()
             else:
                 self.load()  # converts once and keeps model and tokenizer
                 return self._tokenizer
-        _set_offline_env()
+        set_offline_env()
         from transformers import AutoTokenizer
 
         return AutoTokenizer.from_pretrained(str(offline_model_dir()), local_files_only=True)
@@ -350,7 +350,7 @@ class OfflineBackend(LocalTransformersBackend):
     def _load_weights(self, dtype: Any) -> tuple[Any, Any]:
         from transformers import AutoModelForCausalLM
 
-        fresh = _convert_offline_model(keep=True)
+        fresh = convert_offline_model(keep=True)
         if fresh is not None:  # converted just now: use it, no second load
             model, tok = fresh
             return model.to(dtype=dtype), tok
@@ -392,7 +392,7 @@ class LocalModelBackend(LocalTransformersBackend):
         return self.model_path
 
     def _tokenizer_only(self) -> Any:
-        _set_offline_env()
+        set_offline_env()
         from transformers import AutoTokenizer
 
         try:

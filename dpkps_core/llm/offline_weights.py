@@ -46,32 +46,32 @@ def offline_model_dir() -> Path:
     return cache_root() / "models" / OFFLINE_CACHE_NAME
 
 
-def _set_offline_env() -> None:
+def set_offline_env() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
 _CONVERT_LOCK = threading.Lock()
-_MARKER = "dpkps_converted.txt"
+CONVERTED_MARKER = "dpkps_converted.txt"
 
 
 def ensure_offline_model() -> Path:
     """Convert the GGUF model once to float32 safetensors in the user cache; return the cached folder."""
-    _convert_offline_model(keep=False)
+    convert_offline_model(keep=False)
     return offline_model_dir()
 
 
-def _convert_offline_model(*, keep: bool) -> tuple[Any, Any] | None:
+def convert_offline_model(*, keep: bool) -> tuple[Any, Any] | None:
     """Convert if not cached yet; with ``keep`` return the (model, tokenizer) just converted, else None."""
     target = offline_model_dir()
-    if (target / _MARKER).is_file():
+    if (target / CONVERTED_MARKER).is_file():
         return None
     with _CONVERT_LOCK:
-        if (target / _MARKER).is_file():
+        if (target / CONVERTED_MARKER).is_file():
             return None
         gguf = offline_gguf_path()
-        _set_offline_env()
+        set_offline_env()
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -89,13 +89,13 @@ def _convert_offline_model(*, keep: bool) -> tuple[Any, Any] | None:
                 del model.config.quantization_config
             model.save_pretrained(str(tmp), safe_serialization=True)
             tok.save_pretrained(str(tmp))
-            (tmp / _MARKER).write_text(f"converted from {gguf.name}\n", encoding="utf-8")
+            (tmp / CONVERTED_MARKER).write_text(f"converted from {gguf.name}\n", encoding="utf-8")
             if target.exists():  # a stale partial folder from an older run
                 shutil.rmtree(target, ignore_errors=True)
             try:
                 os.replace(tmp, target)
             except OSError:
-                if not (target / _MARKER).is_file():
+                if not (target / CONVERTED_MARKER).is_file():
                     raise
         except LLMError:
             raise
