@@ -48,6 +48,8 @@ with tab_acc:
             n_classes = len(s["corpus"].classes) if s.get("corpus") is not None else 1
             st.dataframe(review.evaluation_table(res.metrics, n_classes), hide_index=True,
                          key="table.evaluation")
+            if getattr(res, "synthetic_to_real", None) is not None:
+                st.markdown(f"{widgets.PRIVATE_BADGE} {review.ratio_sentence(res.synthetic_to_real)}")
             dist = getattr(res, "distribution", None)  # precision/recall on embeddings (evaluation/distribution)
             if dist is not None:
                 st.markdown(f"{widgets.PRIVATE_BADGE} **Synthetic vs real test documents on embeddings** "

@@ -119,23 +119,28 @@ class Row:
     recall: float | None = None
     label: str = ""
     repetition: bool = True
+    #: synthetic / real accuracy's paired 95 % bootstrap interval over the test documents, and their number
+    ratio_interval: tuple[float, float] | None = None
+    n_test: int = 0
 
 
 def format_table(rows: Sequence[Row], *, header: str) -> str:
     """The Markdown block (header line + table) that goes between the README markers."""
     lines = [header, "",
              "| corpus | variant | engine | class names in the prompt | repetition control | drafts | synthetic documents | "
-             "accuracy: trained on synthetic | accuracy: trained on as many real | synthetic / real | "
+             "accuracy: trained on synthetic | accuracy: trained on as many real | synthetic / real (95 % interval) | "
              "precision / recall (embeddings) | no-LLM (keyphrases only) | generation | evaluation |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        ratio = r.synthetic[0] / r.real[0] if r.real[0] else float("nan")
+        ratio = f"{r.synthetic[0] / r.real[0]:.2f}" if r.real[0] else "—"
+        if r.ratio_interval is not None:
+            ratio += f" ({r.ratio_interval[0]:.2f}–{r.ratio_interval[1]:.2f})"
         pr = "—" if r.precision is None or r.recall is None else f"{r.precision:.3f} / {r.recall:.3f}"
         lines.append(
             f"| {r.corpus} | {r.label or '—'} | {r.engine or '—'} | {'yes' if r.class_names else 'no'} | "
             f"{'yes' if r.repetition else 'no'} | {r.drafts} | "
             f"{r.documents:,} | {r.synthetic[0]:.3f} ± {r.synthetic[1]:.3f} | {r.real[0]:.3f} ± {r.real[1]:.3f} | "
-            f"{ratio:.2f} | {pr} | {r.no_llm:.3f} | {_minutes(r.generate_s)} | {_minutes(r.evaluate_s)} |")
+            f"{ratio} | {pr} | {r.no_llm:.3f} | {_minutes(r.generate_s)} | {_minutes(r.evaluate_s)} |")
     return "\n".join(lines)
 
 
@@ -192,7 +197,30 @@ def _stored_row(folder: Path, key: dict[str, Any]) -> Row | None:
         return None
     fields = stored["row"]
     fields["synthetic"], fields["real"] = tuple(fields["synthetic"]), tuple(fields["real"])
+    if fields.get("ratio_interval") is not None:
+        fields["ratio_interval"] = tuple(fields["ratio_interval"])
     return Row(**fields)
+
+
+def _evaluated_row(spec: str, variant: Variant, folder: Path, args: argparse.Namespace, *, documents: int,
+                   generate_s: float) -> Row:
+    """Evaluate the documents in ``folder`` (writing its evaluation.json) and make the table's row of them."""
+    from dpkps_core.evaluation import evaluate_run, write_evaluation
+
+    t0 = time.perf_counter()
+    result = evaluate_run(folder, seeds=args.seeds, coral=False, device=args.device)
+    write_evaluation(result, folder)
+    evaluate_s = time.perf_counter() - t0
+    m, dist, ratio = result.metrics, result.distribution, result.synthetic_to_real
+    return Row(spec, variant.class_names, documents,
+               (m["synthetic_accuracy"].accuracy_mean, m["synthetic_accuracy"].accuracy_sd),
+               (m["real_baseline_accuracy"].accuracy_mean, m["real_baseline_accuracy"].accuracy_sd),
+               m["no_llm_accuracy"].accuracy_mean, generate_s, evaluate_s, engine=variant.engine,
+               drafts=variant.drafts, precision=dist.precision_mean if dist else None,
+               recall=dist.recall_mean if dist else None,
+               label=LEVER_NAMES.get(variant, "") if args.table == "levers" else "", repetition=variant.repetition,
+               ratio_interval=(ratio.low, ratio.high) if ratio is not None else None,
+               n_test=int(result.info.get("n_test", 0)))
 
 
 def _generation_seconds(folder: Path) -> float:
@@ -213,7 +241,6 @@ def run_corpus(spec: str, args: argparse.Namespace, backends: dict[str, Any]) ->
     A finished row is stored in its folder and reused by a later run with the same settings (so the corpora can be
     run as separate processes and one last command writes the table); an interrupted row's generation time is
     accumulated across runs."""
-    from dpkps_core.evaluation import evaluate_run, write_evaluation
     from dpkps_core.llm import GenerationSettings, PromptConfig, read_sequences, run_generation
 
     base = Path(args.out) / spec.replace(":", "_")
@@ -226,6 +253,13 @@ def run_corpus(spec: str, args: argparse.Namespace, backends: dict[str, Any]) ->
         folder = _variant(run, base / variant.folder)
         key = _row_key(variant, args)
         stored = _stored_row(folder, key)
+        if stored is not None and args.re_evaluate:
+            # the same documents, evaluated again (e.g. by a newer evaluation): generation is not run again
+            print(f"[{spec}] {variant.describe()}: evaluating the stored documents again", file=sys.stderr)
+            rows[variant] = _evaluated_row(spec, variant, folder, args, documents=stored.documents,
+                                           generate_s=stored.generate_s)
+            _write_json(folder / ROW_FILE, {"key": key, "row": dataclasses.asdict(rows[variant])})
+            continue
         if stored is not None:
             stored.label = LEVER_NAMES.get(variant, "") if args.table == "levers" else ""
             print(f"[{spec}] {variant.describe()}: reusing the finished row in {folder}", file=sys.stderr)
@@ -255,19 +289,7 @@ def run_corpus(spec: str, args: argparse.Namespace, backends: dict[str, Any]) ->
         if summary.failed:
             print(f"[{spec}] {summary.failed} document(s) failed after every retry (the row counts what was written)",
                   file=sys.stderr)
-        t0 = time.perf_counter()
-        result = evaluate_run(folder, seeds=args.seeds, coral=False, device=args.device)
-        write_evaluation(result, folder)
-        evaluate_s = time.perf_counter() - t0
-        m, dist = result.metrics, result.distribution
-        rows[variant] = Row(spec, variant.class_names, summary.done,
-                        (m["synthetic_accuracy"].accuracy_mean, m["synthetic_accuracy"].accuracy_sd),
-                        (m["real_baseline_accuracy"].accuracy_mean, m["real_baseline_accuracy"].accuracy_sd),
-                        m["no_llm_accuracy"].accuracy_mean, generate_s, evaluate_s, engine=variant.engine,
-                        drafts=variant.drafts, precision=dist.precision_mean if dist else None,
-                        recall=dist.recall_mean if dist else None,
-                        label=LEVER_NAMES.get(variant, "") if args.table == "levers" else "",
-                        repetition=variant.repetition)
+        rows[variant] = _evaluated_row(spec, variant, folder, args, documents=summary.done, generate_s=generate_s)
         r = rows[variant]
         # stored with its failures: documents the screen refused after every retry are part of the row's result
         _write_json(folder / ROW_FILE, {"key": key, "row": dataclasses.asdict(r)})
@@ -343,7 +365,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stored-only", action="store_true",
                     help="run nothing: write the table from the finished rows under --out (the missing ones named "
                          "below it), e.g. while the slow rows still run in other processes")
+    ap.add_argument("--re-evaluate", action="store_true",
+                    help="evaluate the finished rows' stored documents again (nothing is generated again; their "
+                         "generation times are kept), e.g. after the evaluation gained a figure")
     args = ap.parse_args(argv)
+    if args.stored_only and args.re_evaluate:
+        ap.error("--stored-only runs nothing; --re-evaluate evaluates the stored rows again: choose one")
     specs = args.corpus or ["demo:bbc"]
     args.variants = _variants(args)
     out = Path(args.out)

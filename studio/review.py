@@ -66,13 +66,32 @@ def sd_or_none(sd: Any, seeds: int) -> float | None:
     return sig3(sd) if int(seeds) > 1 else None
 
 
+def interval_text(interval: Any) -> str:
+    """``0.871–0.944`` for an accuracy's bootstrap interval over the test documents ('' when there is none, e.g.
+    an evaluation stored before intervals were kept)."""
+    if interval is None:
+        return ""
+    return f"{interval.low:.3f}–{interval.high:.3f}"
+
+
+def ratio_sentence(ratio: Any) -> str:
+    """The page's one sentence on synthetic / real accuracy and its paired interval ('' without one)."""
+    if ratio is None:
+        return ""
+    return (f"**Synthetic / real accuracy: {ratio.estimate:.2f}** ({ratio.level:.0%} interval "
+            f"{ratio.low:.2f}–{ratio.high:.2f}; paired bootstrap over the {ratio.n_test:,} test documents). The "
+            "interval is what the size of the test set allows one to say; a new generation of documents varies "
+            "on top of it.").replace("%", " %", 1)
+
+
 def evaluation_table(metrics: Mapping[str, Any], n_classes: int) -> pd.DataFrame:
-    """The evaluation's metrics with human names, 3 significant digits and the training documents of each (the
-    ± sd column is blank with one seed)."""
+    """The evaluation's metrics with human names, 3 significant digits, the bootstrap interval over the test
+    documents and the training documents of each (the ± sd column is blank with one seed)."""
     rows = []
     for key, m in metrics.items():
         rows.append({"Classifier trained on": METRIC_NAMES.get(key, key.replace("_", " ")),
                      "Accuracy": sig3(m.accuracy_mean), "± sd": sd_or_none(m.accuracy_sd, len(m.scores)),
+                     "95 % interval (test documents)": interval_text(getattr(m, "interval", None)),
                      "Seeds": len(m.scores),
                      "Macro-F1": sig3(m.macro_f1_mean), "Training documents": int(m.n_train),
                      "Enough to judge?": judge_note(m.n_train, n_classes) or "yes"})

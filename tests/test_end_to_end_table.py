@@ -18,13 +18,14 @@ def test_table_and_readme_block() -> None:
     rows = [Row("demo:bbc", False, 500, (0.9412, 0.004), (0.979, 0.002), 0.85, 2700.0, 80.0, engine="torch",
                 label="before (torch, no class names, 1 draft)", precision=0.61, recall=0.42),
             Row("demo:bbc", True, 500, (0.95, 0.0), (0.979, 0.002), 0.85, 60.0, 75.0, engine="ct2", drafts=2,
-                repetition=False)]
+                repetition=False, ratio_interval=(0.9312, 0.9951), n_test=429)]
     block = format_table(rows, header="header line")
     lines = block.splitlines()
     assert lines[0] == "header line" and lines[2].startswith("| corpus | variant |") and len(lines) == 6
     assert ("| demo:bbc | before (torch, no class names, 1 draft) | torch | no | yes | 1 | 500 | 0.941 ± 0.004 | "
             "0.979 ± 0.002 | 0.96 | 0.610 / 0.420 | 0.850 | 45.0 min | 80 s |") in block
     assert "| ct2 | yes | no | 2 |" in lines[5] and "| — |" in lines[5] and "60 s" in lines[5]
+    assert "| 0.97 (0.93–1.00) |" in lines[5]  # the ratio's paired interval over the test documents
     readme = "# Title\n\nintro\n"
     once = replace_block(readme, block)
     assert once.startswith(readme.rstrip("\n")) and "## Headline" in once and once.count(START) == 1
@@ -58,7 +59,7 @@ def test_a_finished_row_is_reused_only_with_the_same_settings(tmp_path: Path) ->
     args = argparse.Namespace(per_class=100, max_tokens=200, batch_size=16, seeds=3, eps_voc=5.0, eps_kde=5.0)
     variant = Variant("ct2", True, 2)
     row = Row("demo:bbc", True, 498, (0.95, 0.0), (0.97, 0.01), 0.88, 600.0, 90.0, engine="ct2", drafts=2,
-              precision=0.5, recall=0.6, label="+ best of 2 drafts")
+              precision=0.5, recall=0.6, label="+ best of 2 drafts", ratio_interval=(0.9, 1.0), n_test=52)
     assert _stored_row(tmp_path, _row_key(variant, args)) is None
     _write_json(tmp_path / ROW_FILE, {"key": _row_key(variant, args), "row": dataclasses.asdict(row)})
     assert _stored_row(tmp_path, _row_key(variant, args)) == row
@@ -81,3 +82,43 @@ def test_stored_only_reads_the_finished_rows_in_table_order_and_names_the_missin
     assert [r.synthetic[0] for r in rows] == [0.88, 0.93]                      # the table's order
     assert [r.label for r in rows] == ["+ CTranslate2 engine", "+ repetition control"]
     assert len(missing) == 3 and missing[0].startswith("demo:bbc before (torch")
+
+
+def test_re_evaluate_evaluates_the_stored_documents_again_without_generating(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import dpkps_core.evaluation as evaluation
+    import dpkps_core.llm as llm
+    from benchmarks.end_to_end import run_corpus
+    from dpkps_core.evaluation import EvaluationResult
+    from dpkps_core.evaluation.metrics import Interval, MetricSummary, Scores
+
+    args = argparse.Namespace(out=str(tmp_path), per_class=1, max_tokens=200, batch_size=16, seeds=1, eps_voc=5.0,
+                              eps_kde=5.0, table=None, variants=[Variant("ct2", True, 1)], re_evaluate=True,
+                              device="cpu", threads=1)
+    sampled = tmp_path / "demo_bbc" / "sampled"
+    sampled.mkdir(parents=True)
+    (sampled / "sequences.jsonl").write_text(json.dumps({"id": "s1", "label": "tech", "keyphrases": ["chip"]}) + "\n",
+                                             encoding="utf-8")
+    folder = tmp_path / "demo_bbc" / args.variants[0].folder
+    folder.mkdir()
+    old = Row("demo:bbc", True, 480, (0.9, 0.0), (0.95, 0.0), 0.8, 1234.0, 60.0, engine="ct2")
+    _write_json(folder / ROW_FILE, {"key": _row_key(args.variants[0], args), "row": dataclasses.asdict(old)})
+
+    def summary(name: str, acc: float) -> MetricSummary:
+        return MetricSummary(name, (0,), (Scores(acc, acc, {}),), 10)
+
+    def fake_evaluate(path: Path, **kwargs: object) -> EvaluationResult:
+        assert Path(path) == folder
+        metrics = {n: summary(n, a) for n, a in (("synthetic_accuracy", 0.92), ("real_baseline_accuracy", 0.96),
+                                                  ("no_llm_accuracy", 0.8))}
+        return EvaluationResult(metrics, {"n_test": 52}, None, Interval(0.92 / 0.96, 0.88, 0.99, 52))
+
+    monkeypatch.setattr(evaluation, "evaluate_run", fake_evaluate)
+    monkeypatch.setattr(llm, "run_generation", lambda *a, **k: pytest.fail("re-evaluation generated documents"))
+    (row,) = run_corpus("demo:bbc", args, {})
+    assert (row.documents, row.generate_s) == (480, 1234.0)  # the stored generation is kept
+    assert row.synthetic[0] == 0.92 and row.ratio_interval == (0.88, 0.99) and row.n_test == 52
+    assert _stored_row(folder, _row_key(args.variants[0], args)) == row
+    assert (folder / "evaluation.json").is_file()

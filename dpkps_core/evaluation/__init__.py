@@ -37,6 +37,9 @@ from dpkps_core.evaluation.metrics import (
     chance_accuracy,
     _mean_sd,
     MetricSummary,
+    Interval,
+    accuracy_interval,
+    ratio_interval,
 )
 from dpkps_core.evaluation.classifiers import (
     CLASSIFIERS,

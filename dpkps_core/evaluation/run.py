@@ -27,7 +27,8 @@ from dpkps_core.vocabulary import PublicVocabulary
 from dpkps_core.progress import Progress
 from dpkps_core.evaluation.classifiers import CLASSIFIERS, embedding_accuracy, real_baseline_accuracy
 from dpkps_core.evaluation.distribution import DEFAULT_K, DistributionScore, distribution_score
-from dpkps_core.evaluation.metrics import MetricSummary, PRIVATE_NOTE, Scores, _noop, chance_accuracy
+from dpkps_core.evaluation.metrics import (Interval, MetricSummary, PRIVATE_NOTE, Scores, _noop, chance_accuracy,
+                                          ratio_interval)
 from dpkps_core.evaluation.no_llm import keyphrase_sequences, no_llm_check, real_keyphrase_baseline
 from dpkps_core.evaluation.projections import projection_frame, subsample
 
@@ -36,6 +37,9 @@ if TYPE_CHECKING:  # heavy imports stay lazy
 
 
 # ------------------------------------------------------------------------------------- run evaluation
+
+#: ``evaluation.json``'s key of the synthetic / real accuracy ratio and its paired interval.
+RATIO_KEY = "synthetic_to_real"
 
 @dataclasses.dataclass
 class RunData:
@@ -130,12 +134,16 @@ class EvaluationResult:
     metrics: dict[str, MetricSummary]
     info: dict[str, Any]
     distribution: DistributionScore | None = None
+    #: synthetic / real accuracy with its paired bootstrap interval over the test documents (None before the LLM step)
+    synthetic_to_real: Interval | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"private": True, "note": PRIVATE_NOTE, **self.info,
                **{name: m.to_dict() for name, m in self.metrics.items()}}
         if self.distribution is not None:
             out["distribution"] = self.distribution.to_dict()
+        if self.synthetic_to_real is not None:
+            out[RATIO_KEY] = self.synthetic_to_real.to_dict()
         return out
 
     @classmethod
@@ -145,20 +153,26 @@ class EvaluationResult:
         metrics: dict[str, MetricSummary] = {}
         info: dict[str, Any] = {}
         for key, value in data.items():
-            if key in ("private", "note", "distribution"):
+            if key in ("private", "note", "distribution", RATIO_KEY):
                 continue
             if isinstance(value, Mapping) and {"mean", "sd", "seeds", "n_train"} <= set(value):
                 metrics[key] = MetricSummary.from_dict(key, value)
             else:
                 info[key] = value
-        dist = data.get("distribution")
-        return cls(metrics, info, DistributionScore.from_dict(dist) if isinstance(dist, Mapping) else None)
+        dist, ratio = data.get("distribution"), data.get(RATIO_KEY)
+        return cls(metrics, info, DistributionScore.from_dict(dist) if isinstance(dist, Mapping) else None,
+                   Interval.from_dict(ratio) if isinstance(ratio, Mapping) else None)
 
     def summary_lines(self) -> list[str]:
         lines = [f"Evaluation ({PRIVATE_NOTE}); test documents: {self.info.get('n_test', 0):,}, "
                  f"chance (majority class): {self.info.get('chance_accuracy', float('nan')):.3f}"]
         for name, m in self.metrics.items():
-            lines.append(f"  {name:<40} {m.format()}  (macro-F1 {m.macro_f1_mean:.3f}, n_train {m.n_train:,})")
+            ci = (f", {m.interval.level:.0%} interval over the test documents {m.interval.low:.3f}–{m.interval.high:.3f}"
+                  .replace("%", " %", 1) if m.interval is not None else "")
+            lines.append(f"  {name:<40} {m.format()}  (macro-F1 {m.macro_f1_mean:.3f}, n_train {m.n_train:,}{ci})")
+        if self.synthetic_to_real is not None:
+            lines.append(f"  {'synthetic / real accuracy':<40} {self.synthetic_to_real.format(2)}  (paired bootstrap "
+                         "over the test documents: the test sample's uncertainty, not a new generation's)")
         if self.distribution is not None:
             d = self.distribution
             lines.append(f"  {'synthetic vs real test (embeddings)':<40} {d.format()}  (k = {d.k}, "
@@ -300,8 +314,12 @@ def evaluate_run(
             info["coral_weight"] = coral_weight
         timings["documents"] = time.perf_counter() - t
     info["timings_seconds"] = {k: round(v, 2) for k, v in timings.items()}
+    metrics = {name: m.with_interval() for name, m in metrics.items()}
+    ratio = None
+    if "synthetic_accuracy" in metrics and "real_baseline_accuracy" in metrics:
+        ratio = ratio_interval(metrics["synthetic_accuracy"].scores, metrics["real_baseline_accuracy"].scores)
     report(1.0, "evaluation done")
-    return EvaluationResult(metrics, info, distribution)
+    return EvaluationResult(metrics, info, distribution, ratio)
 
 
 def read_evaluation(run_dir: str | Path) -> EvaluationResult | None:

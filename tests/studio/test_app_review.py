@@ -140,8 +140,13 @@ def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_uma
     click(at, "Evaluate this run")
     assert wait_job(at, "job_evaluation").error is None
     ev = table(at, "Classifier trained on")
-    assert list(ev.columns) == ["Classifier trained on", "Accuracy", "± sd", "Seeds", "Macro-F1", "Training documents",
-                                "Enough to judge?"]
+    assert list(ev.columns) == ["Classifier trained on", "Accuracy", "± sd", "95 % interval (test documents)",
+                                "Seeds", "Macro-F1", "Training documents", "Enough to judge?"]
+    for acc, ci in zip(ev["Accuracy"], ev["95 % interval (test documents)"]):  # every row's interval holds it
+        low, high = (float(x) for x in ci.split("–"))
+        assert low <= acc + 5e-3 and acc - 5e-3 <= high
+    assert any(m.value.endswith("a new generation of documents varies on top of it.") and "Synthetic / real accuracy"
+               in m.value for m in at.markdown)
     assert not any("_" in str(n) for n in ev["Classifier trained on"])
     for v in list(ev["Accuracy"]) + list(ev["Macro-F1"]):
         assert v == float(f"{v:.3g}")
