@@ -84,7 +84,8 @@ with tab_acc:
 
         widgets.job_monitor("job_evaluation", body=show_evaluation)
         stored = run_view.evaluation()  # the run folder's evaluation.json: shown after a reload or reopening the run
-        if stored is not None and not isinstance(job, jobs.Job):
+        job = s.get("job_evaluation")  # a failed job wrote nothing: the last good evaluation stays in view under it
+        if stored is not None and (not isinstance(job, jobs.Job) or (not job.running and job.error)):
             then = int(stored.info.get("n_documents") or 0)
             st.caption(f"The last evaluation of this run (kept in its folder, PRIVATE): {then:,} synthetic documents"
                        + ("." if then == n_docs else f"; the run now has {n_docs:,} — evaluate again to include "

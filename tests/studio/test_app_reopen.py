@@ -350,7 +350,8 @@ def test_the_session_holds_a_pointer_not_a_copy_and_the_pages_read_the_folder() 
     assert ledger_events() == events
 
 
-def test_a_reopened_upload_run_needs_its_corpus_then_evaluates_with_no_ledger_event() -> None:
+def test_a_reopened_upload_run_needs_its_corpus_then_evaluates_with_no_ledger_event(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from app_helpers import table, wait_job
 
     a = new_app()
@@ -385,3 +386,17 @@ def test_a_reopened_upload_run_needs_its_corpus_then_evaluates_with_no_ledger_ev
     assert any("last evaluation of this run" in x.value for x in c.caption)
     assert table(c, "Classifier trained on").equals(shown_then)  # ...and the page shows the same table
     assert ledger_events() == events                    # reopening and evaluating released nothing
+    # an evaluation that fails says why, and the last good one stays in view (the failed job wrote nothing)
+    from dpkps_core import evaluation
+    from dpkps_core.errors import ParameterError
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise ParameterError("The embedding model could not be loaded.")
+
+    monkeypatch.setattr(evaluation, "evaluate_run", failing)
+    click(c, "Evaluate this run", clean=False)
+    assert wait_job(c, "job_evaluation").error
+    c.run()
+    assert any("could not be loaded" in e.value for e in c.error)
+    assert any("last evaluation of this run" in x.value for x in c.caption)
+    assert table(c, "Classifier trained on").equals(shown_then)
