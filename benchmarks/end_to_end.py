@@ -202,13 +202,30 @@ def _stored_row(folder: Path, key: dict[str, Any]) -> Row | None:
     return Row(**fields)
 
 
+#: One in-memory embedding memo per model for the whole process: every row of a corpus is scored on the same real
+#: test and training documents, so they are embedded once, not once per row (memory only: never written).
+_EMBEDDERS: dict[str, Any] = {}
+
+
+def _memo_embedder(folder: Path, device: str) -> Any:
+    """The process's memo embedder of the model ``folder``'s run was sampled with."""
+    from dpkps_core.audit.trials import MemoryEmbedder
+    from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
+
+    config = json.loads((folder / "run_config.json").read_text(encoding="utf-8"))
+    name = str(config.get("embedding_model") or DEFAULT_MODEL)
+    if name not in _EMBEDDERS:
+        _EMBEDDERS[name] = MemoryEmbedder(get_embedder(name, device=device))
+    return _EMBEDDERS[name]
+
+
 def _evaluated_row(spec: str, variant: Variant, folder: Path, args: argparse.Namespace, *, documents: int,
                    generate_s: float) -> Row:
     """Evaluate the documents in ``folder`` (writing its evaluation.json) and make the table's row of them."""
     from dpkps_core.evaluation import evaluate_run, write_evaluation
 
     t0 = time.perf_counter()
-    result = evaluate_run(folder, seeds=args.seeds, coral=False, device=args.device)
+    result = evaluate_run(folder, seeds=args.seeds, coral=False, embedder=_memo_embedder(folder, args.device))
     write_evaluation(result, folder)
     evaluate_s = time.perf_counter() - t0
     m, dist, ratio = result.metrics, result.distribution, result.synthetic_to_real
@@ -402,8 +419,8 @@ def main(argv: list[str] | None = None) -> int:
               f"run per corpus; logistic regression on all-MiniLM-L6-v2 embeddings, mean ± sd over {args.seeds} "
               f"seed(s), tested on the held-out real documents; precision / recall: the synthetic against the real "
               f"test documents on the same embeddings (k = 3 nearest neighbours, equal sizes). Generation and "
-              f"evaluation: wall time of each row (rows of one corpus share one process; corpora may run as parallel "
-              f"processes). Rows' total {_minutes(sum(r.generate_s + r.evaluate_s for r in rows))} on {hardware}.")
+              f"evaluation: wall time of each row (rows of one corpus share one process, which embeds each real document "
+              f"once; corpora may run as parallel processes). Rows' total {_minutes(sum(r.generate_s + r.evaluate_s for r in rows))} on {hardware}.")
     block = format_table(rows, header=header)
     if missing:
         block += ("\n\nNot finished yet (the same command finishes them; written documents are kept): "

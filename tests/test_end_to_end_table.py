@@ -88,6 +88,8 @@ def test_re_evaluate_evaluates_the_stored_documents_again_without_generating(tmp
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
+    import benchmarks.end_to_end as end_to_end
+    import dpkps_core.embeddings as embeddings
     import dpkps_core.evaluation as evaluation
     import dpkps_core.llm as llm
     from benchmarks.end_to_end import run_corpus
@@ -103,19 +105,28 @@ def test_re_evaluate_evaluates_the_stored_documents_again_without_generating(tmp
                                              encoding="utf-8")
     folder = tmp_path / "demo_bbc" / args.variants[0].folder
     folder.mkdir()
+    (folder / "run_config.json").write_text(json.dumps({"embedding_model": "toy-model"}), encoding="utf-8")
     old = Row("demo:bbc", True, 480, (0.9, 0.0), (0.95, 0.0), 0.8, 1234.0, 60.0, engine="ct2")
     _write_json(folder / ROW_FILE, {"key": _row_key(args.variants[0], args), "row": dataclasses.asdict(old)})
 
     def summary(name: str, acc: float) -> MetricSummary:
         return MetricSummary(name, (0,), (Scores(acc, acc, {}),), 10)
 
-    def fake_evaluate(path: Path, **kwargs: object) -> EvaluationResult:
+    class ToyEmbedder:
+        def __init__(self, name: str) -> None:
+            self.name, self.dim = name, 2
+
+    def fake_evaluate(path: Path, *, embedder: object, **kwargs: object) -> EvaluationResult:
         assert Path(path) == folder
+        # the process's in-memory memo around the run's embedding model (real documents embedded once per process)
+        assert embedder is end_to_end._memo_embedder(folder, "cpu") and embedder.name == "toy-model"
         metrics = {n: summary(n, a) for n, a in (("synthetic_accuracy", 0.92), ("real_baseline_accuracy", 0.96),
                                                   ("no_llm_accuracy", 0.8))}
         return EvaluationResult(metrics, {"n_test": 52}, None, Interval(0.92 / 0.96, 0.88, 0.99, 52))
 
     monkeypatch.setattr(evaluation, "evaluate_run", fake_evaluate)
+    monkeypatch.setattr(embeddings, "get_embedder", lambda name, device=None: ToyEmbedder(name))
+    monkeypatch.setattr(end_to_end, "_EMBEDDERS", {})
     monkeypatch.setattr(llm, "run_generation", lambda *a, **k: pytest.fail("re-evaluation generated documents"))
     (row,) = run_corpus("demo:bbc", args, {})
     assert (row.documents, row.generate_s) == (480, 1234.0)  # the stored generation is kept
