@@ -10,6 +10,8 @@
     # repetition control on (default) or off)
     python -m benchmarks.end_to_end --corpus demo:bbc --per-class 10 --variant ct2,names,1 --variant ct2,names,2
     python -m benchmarks.end_to_end --corpus demo:drugs --per-class 2 --max-tokens 16 --seeds 1   # smoke run
+    # the run-to-run noise: the defaults written three times from the same DP draw (spread said under the table)
+    python -m benchmarks.end_to_end --corpus demo:bbc --variant ct2,names,1 --generations 3
 
 Per corpus: ONE DP sampling run (ε_voc + ε_kde = 5 + 5 by default, `--per-class` keyphrase sequences per class),
 then the offline SmolLM2-135M writes one document per sequence once per variant, and the local evaluation trains
@@ -122,6 +124,8 @@ class Row:
     #: synthetic / real accuracy's paired 95 % bootstrap interval over the test documents, and their number
     ratio_interval: tuple[float, float] | None = None
     n_test: int = 0
+    #: which independent generation of the same variant on the same DP draw (``--generations``)
+    generation: int = 1
 
 
 def format_table(rows: Sequence[Row], *, header: str) -> str:
@@ -141,7 +145,32 @@ def format_table(rows: Sequence[Row], *, header: str) -> str:
             f"{'yes' if r.repetition else 'no'} | {r.drafts} | "
             f"{r.documents:,} | {r.synthetic[0]:.3f} ± {r.synthetic[1]:.3f} | {r.real[0]:.3f} ± {r.real[1]:.3f} | "
             f"{ratio} | {pr} | {r.no_llm:.3f} | {_minutes(r.generate_s)} | {_minutes(r.evaluate_s)} |")
+    spread = generation_spread(rows)
+    if spread:
+        lines += ["", *spread]
     return "\n".join(lines)
+
+
+def generation_spread(rows: Sequence[Row]) -> list[str]:
+    """One line per variant written more than once (``--generations``): its synthetic accuracy and synthetic / real
+    over the independent generations (mean ± sample sd) — the run-to-run noise a difference between rows must
+    exceed to be a finding."""
+    import statistics
+
+    groups: dict[tuple[Any, ...], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.corpus, r.engine, r.class_names, r.repetition, r.drafts), []).append(r)
+    out = []
+    for (corpus, engine, names, rep, drafts), group in groups.items():
+        if len({r.generation for r in group}) < 2:
+            continue
+        acc = [r.synthetic[0] for r in group]
+        ratio = [r.synthetic[0] / r.real[0] for r in group if r.real[0]]
+        out.append(f"- {corpus}, {engine or '—'}, class names {'on' if names else 'off'}, repetition control "
+                   f"{'on' if rep else 'off'}, {drafts} draft(s): synthetic accuracy {statistics.mean(acc):.3f} ± "
+                   f"{statistics.stdev(acc):.3f} over {len(acc)} generations ({', '.join(f'{a:.3f}' for a in acc)}); "
+                   f"synthetic / real {statistics.mean(ratio):.3f} ± {statistics.stdev(ratio):.3f}.")
+    return out
 
 
 def replace_block(text: str, block: str) -> str:
@@ -181,10 +210,28 @@ def _variant(run: Path, folder: Path) -> Path:
     return folder
 
 
-def _row_key(variant: Variant, args: argparse.Namespace) -> dict[str, Any]:
+def _row_key(variant: Variant, args: argparse.Namespace, generation: int = 1) -> dict[str, Any]:
     """What a finished row's numbers depend on besides the DP draw: a stored row is reused only when this matches."""
-    return {"variant": variant.spelled, "per_class": args.per_class, "max_tokens": args.max_tokens,
-            "batch_size": args.batch_size, "seeds": args.seeds, "eps_voc": args.eps_voc, "eps_kde": args.eps_kde}
+    key = {"variant": variant.spelled, "per_class": args.per_class, "max_tokens": args.max_tokens,
+           "batch_size": args.batch_size, "seeds": args.seeds, "eps_voc": args.eps_voc, "eps_kde": args.eps_kde}
+    return key if generation == 1 else {**key, "generation": generation}
+
+
+def _folder_name(variant: Variant, generation: int = 1) -> str:
+    """The run folder of one generation of ``variant`` (the first keeps the variant's own folder)."""
+    return variant.folder if generation == 1 else f"{variant.folder}_g{generation}"
+
+
+def _slots(args: argparse.Namespace) -> list[tuple[Variant, int]]:
+    """(variant, generation) of every row, in table order: each variant's generations together."""
+    return [(v, g) for v in args.variants for g in range(1, int(getattr(args, "generations", 1)) + 1)]
+
+
+def _label(variant: Variant, generation: int, args: argparse.Namespace) -> str:
+    base = LEVER_NAMES.get(variant, "") if args.table == "levers" else ""
+    if generation == 1:
+        return base
+    return f"{base or variant.describe()} (generation {generation})"
 
 
 def _stored_row(folder: Path, key: dict[str, Any]) -> Row | None:
@@ -220,7 +267,7 @@ def _memo_embedder(folder: Path, device: str) -> Any:
 
 
 def _evaluated_row(spec: str, variant: Variant, folder: Path, args: argparse.Namespace, *, documents: int,
-                   generate_s: float) -> Row:
+                   generate_s: float, generation: int = 1) -> Row:
     """Evaluate the documents in ``folder`` (writing its evaluation.json) and make the table's row of them."""
     from dpkps_core.evaluation import evaluate_run, write_evaluation
 
@@ -235,9 +282,9 @@ def _evaluated_row(spec: str, variant: Variant, folder: Path, args: argparse.Nam
                m["no_llm_accuracy"].accuracy_mean, generate_s, evaluate_s, engine=variant.engine,
                drafts=variant.drafts, precision=dist.precision_mean if dist else None,
                recall=dist.recall_mean if dist else None,
-               label=LEVER_NAMES.get(variant, "") if args.table == "levers" else "", repetition=variant.repetition,
+               label=_label(variant, generation, args), repetition=variant.repetition,
                ratio_interval=(ratio.low, ratio.high) if ratio is not None else None,
-               n_test=int(result.info.get("n_test", 0)))
+               n_test=int(result.info.get("n_test", 0)), generation=generation)
 
 
 def _generation_seconds(folder: Path) -> float:
@@ -264,23 +311,23 @@ def run_corpus(spec: str, args: argparse.Namespace, backends: dict[str, Any]) ->
     run = base / "sampled"
     _sample(spec, run, args)
     sequences = read_sequences(run / "sequences.jsonl")
-    rows: dict[Variant, Row] = {}
+    rows: dict[tuple[Variant, int], Row] = {}
     # the slow torch rows last: a session cut off mid-way has the new defaults' rows first (the table keeps its order)
-    for variant in sorted(args.variants, key=lambda v: v.engine == "torch"):
-        folder = _variant(run, base / variant.folder)
-        key = _row_key(variant, args)
+    for variant, generation in sorted(_slots(args), key=lambda vg: vg[0].engine == "torch"):
+        folder = _variant(run, base / _folder_name(variant, generation))
+        key = _row_key(variant, args, generation)
         stored = _stored_row(folder, key)
         if stored is not None and args.re_evaluate:
             # the same documents, evaluated again (e.g. by a newer evaluation): generation is not run again
             print(f"[{spec}] {variant.describe()}: evaluating the stored documents again", file=sys.stderr)
-            rows[variant] = _evaluated_row(spec, variant, folder, args, documents=stored.documents,
-                                           generate_s=stored.generate_s)
-            _write_json(folder / ROW_FILE, {"key": key, "row": dataclasses.asdict(rows[variant])})
+            rows[variant, generation] = _evaluated_row(spec, variant, folder, args, documents=stored.documents,
+                                                       generate_s=stored.generate_s, generation=generation)
+            _write_json(folder / ROW_FILE, {"key": key, "row": dataclasses.asdict(rows[variant, generation])})
             continue
         if stored is not None:
-            stored.label = LEVER_NAMES.get(variant, "") if args.table == "levers" else ""
+            stored.label = _label(variant, generation, args)
             print(f"[{spec}] {variant.describe()}: reusing the finished row in {folder}", file=sys.stderr)
-            rows[variant] = stored
+            rows[variant, generation] = stored
             continue
         config = PromptConfig(doc_type=DOC_TYPES.get(spec, "a document"), include_label=variant.class_names)
         repetition = {} if variant.repetition else {"no_repeat_ngram": 0, "repetition_penalty": 1.0}
@@ -306,14 +353,15 @@ def run_corpus(spec: str, args: argparse.Namespace, backends: dict[str, Any]) ->
         if summary.failed:
             print(f"[{spec}] {summary.failed} document(s) failed after every retry (the row counts what was written)",
                   file=sys.stderr)
-        rows[variant] = _evaluated_row(spec, variant, folder, args, documents=summary.done, generate_s=generate_s)
-        r = rows[variant]
+        rows[variant, generation] = _evaluated_row(spec, variant, folder, args, documents=summary.done,
+                                                   generate_s=generate_s, generation=generation)
+        r = rows[variant, generation]
         # stored with its failures: documents the screen refused after every retry are part of the row's result
         _write_json(folder / ROW_FILE, {"key": key, "row": dataclasses.asdict(r)})
         print(f"[{spec}] {variant.describe()}: synthetic {r.synthetic[0]:.3f}, real {r.real[0]:.3f}, no-LLM "
               f"{r.no_llm:.3f}, precision/recall {r.precision} / {r.recall}, generation {_minutes(generate_s)}",
               file=sys.stderr, flush=True)
-    return [rows[v] for v in args.variants]
+    return [rows[slot] for slot in _slots(args)]
 
 
 def stored_rows(spec: str, args: argparse.Namespace) -> tuple[list[Row], list[str]]:
@@ -321,9 +369,9 @@ def stored_rows(spec: str, args: argparse.Namespace) -> tuple[list[Row], list[st
     description of each variant that has none yet."""
     base = Path(args.out) / spec.replace(":", "_")
     rows, missing = [], []
-    for variant in args.variants:
-        row = _stored_row(base / variant.folder, _row_key(variant, args))
-        label = LEVER_NAMES.get(variant, "") if args.table == "levers" else ""
+    for variant, generation in _slots(args):
+        row = _stored_row(base / _folder_name(variant, generation), _row_key(variant, args, generation))
+        label = _label(variant, generation, args)
         if row is None:
             missing.append(f"{spec} {label or variant.describe()}")
             continue
@@ -385,7 +433,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--re-evaluate", action="store_true",
                     help="evaluate the finished rows' stored documents again (nothing is generated again; their "
                          "generation times are kept), e.g. after the evaluation gained a figure")
+    ap.add_argument("--generations", type=int, default=1, metavar="N",
+                    help="write each variant's documents N times, independently, from the same DP draw (one row "
+                         "each, the first in the variant's own folder) and say the spread under the table: the "
+                         "run-to-run noise a lever's effect must exceed")
     args = ap.parse_args(argv)
+    if args.generations < 1:
+        ap.error("--generations must be at least 1")
     if args.stored_only and args.re_evaluate:
         ap.error("--stored-only runs nothing; --re-evaluate evaluates the stored rows again: choose one")
     specs = args.corpus or ["demo:bbc"]
@@ -412,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{torch.__version__}, {args.threads} model thread(s)")
     command = " ".join(["python -m benchmarks.end_to_end", *(f"--corpus {s}" for s in specs),
                         f"--per-class {args.per_class}", f"--max-tokens {args.max_tokens}",
-                        *(["--table levers"] if args.table else [f"--variant {v.spelled}" for v in args.variants])])
+                        *(["--table levers"] if args.table else [f"--variant {v.spelled}" for v in args.variants]),
+                        *([f"--generations {args.generations}"] if args.generations > 1 else [])])
     header = (f"`{command}` ({_dt.date.today().isoformat()}): ε_voc + ε_kde = {args.eps_voc:g} + {args.eps_kde:g}, "
               f"{args.per_class} documents per class written by the offline SmolLM2-135M-Instruct (≤ "
               f"{args.max_tokens} tokens, temperature 0.7, batches of {args.batch_size} prompts) from ONE DP sampling "

@@ -133,3 +133,27 @@ def test_re_evaluate_evaluates_the_stored_documents_again_without_generating(tmp
     assert row.synthetic[0] == 0.92 and row.ratio_interval == (0.88, 0.99) and row.n_test == 52
     assert _stored_row(folder, _row_key(args.variants[0], args)) == row
     assert (folder / "evaluation.json").is_file()
+
+
+def test_generations_get_their_own_folders_keys_rows_and_a_spread_line(tmp_path: Path) -> None:
+    from benchmarks.end_to_end import _folder_name, _label, _slots, generation_spread, stored_rows
+
+    variant = Variant("ct2", True, 1)
+    args = argparse.Namespace(out=str(tmp_path), per_class=100, max_tokens=200, batch_size=16, seeds=3, eps_voc=5.0,
+                              eps_kde=5.0, table=None, variants=[variant], generations=3)
+    assert _slots(args) == [(variant, 1), (variant, 2), (variant, 3)]
+    assert [_folder_name(variant, g) for g in (1, 2)] == ["ct2_names_d1", "ct2_names_d1_g2"]
+    assert _row_key(variant, args, 1) == _row_key(variant, args)          # the first reuses the existing rows
+    assert _row_key(variant, args, 2) != _row_key(variant, args, 3)
+    assert _label(variant, 2, args).endswith("(generation 2)")
+    for g, acc in ((1, 0.92), (2, 0.90)):
+        folder = tmp_path / "demo_bbc" / _folder_name(variant, g)
+        folder.mkdir(parents=True)
+        row = Row("demo:bbc", True, 500, (acc, 0.0), (0.97, 0.0), 0.87, 60.0, 9.0, engine="ct2", generation=g)
+        _write_json(folder / ROW_FILE, {"key": _row_key(variant, args, g), "row": dataclasses.asdict(row)})
+    rows, missing = stored_rows("demo:bbc", args)
+    assert [r.generation for r in rows] == [1, 2] and len(missing) == 1 and "(generation 3)" in missing[0]
+    (line,) = generation_spread(rows)
+    assert "synthetic accuracy 0.910 ± 0.014 over 2 generations (0.920, 0.900)" in line
+    assert line in format_table(rows, header="h").splitlines()
+    assert generation_spread(rows[:1]) == []                               # one generation: no spread to say
