@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Sample, estimate, write; the figures of the must-show."""
     from dpkps_core.device import resolve_device
     from dpkps_core.llm import GenerationSettings, PromptConfig, estimate_cost, make_backend, read_sequences, run_generation
+    from dpkps_core.llm.local import default_threads
     from dpkps_core.llm.speed import measured
     from studio.generation_steps import interleave_by_class
 
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     job = seqs[: args.documents]
 
     t0 = time.perf_counter()
-    threads = int(os.environ.get("DPKPS_LLM_THREADS", "1"))
+    threads = default_threads()
     backend = make_backend("offline", threads=threads, device=resolve_device(d["device"]))
     backend.load()  # the app's warm-up loads the offline model at start
     load_s = time.perf_counter() - t0

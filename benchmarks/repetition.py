@@ -113,13 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sequences", type=int, default=SEQUENCES, help=f"sequences (default {SEQUENCES})")
     args = ap.parse_args(argv)
     from dpkps_core.llm import PromptConfig, make_backend
-    from dpkps_core.llm.local import chat_token_ids
+    from dpkps_core.llm.local import chat_token_ids, default_threads
     from dpkps_core.llm.prompts import render_prompt
     from benchmarks.app_path import app_defaults
 
     d = app_defaults()
     seqs = sequences(Path(args.out), seed=args.dp_seed, n=args.sequences)
-    backend = make_backend("offline", threads=int(os.environ.get("DPKPS_LLM_THREADS", "1")), device="cpu",
+    backend = make_backend("offline", threads=default_threads(), device="cpu",
                            engine=args.engine)
     config = PromptConfig(doc_type=d["doc_type"] or d["doc_types"]["demo:bbc"], few_shot=tuple(d["few_shot"]),
                           include_label=bool(d["include_label"]))

@@ -99,8 +99,9 @@ def offline_backend(device: str | None = None) -> Any:
 @st.cache_resource(show_spinner=False)
 def _offline_backend(device: str) -> Any:
     from dpkps_core.llm import make_backend
+    from dpkps_core.llm.local import default_threads
 
-    return make_backend("offline", threads=int(os.environ.get("DPKPS_LLM_THREADS", "1")), device=device)
+    return make_backend("offline", threads=default_threads(), device=device)
 
 
 def local_backend(model_path: str, device: str | None = None) -> Any:
@@ -115,8 +116,9 @@ def local_backend(model_path: str, device: str | None = None) -> Any:
 @st.cache_resource(show_spinner=False)
 def _local_backend(model_path: str, device: str) -> Any:
     from dpkps_core.llm import make_backend
+    from dpkps_core.llm.local import default_threads
 
-    return make_backend("local", model_path=model_path, threads=int(os.environ.get("DPKPS_LLM_THREADS", "1")),
+    return make_backend("local", model_path=model_path, threads=default_threads(),
                         device=device)
 
 

@@ -19,7 +19,7 @@ from dpkps_core.cli.common import check_input_path, check_output_dir, check_outp
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.ct2_convert import ENGINE_CHOICES
-from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.local import DEFAULT_BATCH_SIZE, THREADS_ENV, default_threads
 from dpkps_core.llm.repetition import (
     DEFAULT_NO_REPEAT_NGRAM,
     DEFAULT_REPETITION_PENALTY,
@@ -36,7 +36,8 @@ def _add_decoding_args(g: argparse.ArgumentParser) -> None:
     g.add_argument("--max-tokens", type=int, default=None, metavar="N",
                    help="most tokens per document (default 256 offline, 512 remote)")
     g.add_argument("--temperature", type=float, default=0.7, metavar="T", help="sampling temperature (0 = greedy)")
-    g.add_argument("--threads", type=int, default=1, metavar="N", help="CPU threads for the offline/local model")
+    g.add_argument("--threads", type=int, default=None, metavar="N",
+                   help=f"CPU threads for the offline/local model (default ${THREADS_ENV}, else 1)")
     g.add_argument("--no-repeat-ngram", type=int, default=DEFAULT_NO_REPEAT_NGRAM, metavar="N",
                    help=f"offline/local model: never write the same N tokens twice in a document (0 = off; 2 to "
                         f"{MAX_NO_REPEAT_NGRAM}), against repetition loops; the prompt's keyphrases stay free to "
@@ -303,6 +304,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     check_input_path(args.model_path, "--model-path", kind="folder")
     sequences = read_sequences(seq_path)
     local = args.backend in ("offline", "local")
+    if args.threads is None:
+        args.threads = default_threads()
     settings = _generation_settings(args, local=local)
     config = PromptConfig(
         doc_type=args.doc_type, template=args.template or DEFAULT_TEMPLATE, few_shot=_few_shot(args, seq_path, out),

@@ -52,6 +52,24 @@ log = logging.getLogger(__name__)
 # (and what a kill can lose) coarser.
 DEFAULT_BATCH_SIZE = 16
 MAX_BATCH_SIZE = 256
+#: Environment variable that sets the offline/local model's CPU threads for the app and the CLI's default.
+THREADS_ENV = "DPKPS_LLM_THREADS"
+MAX_THREADS = 256
+
+
+def default_threads(environ: Any = None) -> int:
+    """CPU threads of the offline/local model when none is given: ``$DPKPS_LLM_THREADS``, else 1 (one owner for the
+    app, the CLI and the benchmarks). A value that is not a whole number from 1 to 256 is a clear error."""
+    raw = (os.environ if environ is None else environ).get(THREADS_ENV, "")
+    if not str(raw).strip():
+        return 1
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_THREADS:
+        raise ParameterError(f"{THREADS_ENV}={raw!r}: give a whole number of threads from 1 to {MAX_THREADS}.")
+    return value
 
 
 def stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
@@ -126,7 +144,7 @@ class LocalTransformersBackend(LLMBackend):
                  engine: DecodeEngine | None = None) -> None:
         from dpkps_core.device import resolve_device
 
-        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1 or threads > 256:
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1 or threads > MAX_THREADS:
             raise ParameterError("The thread count must be an integer from 1 to 256.")
         if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
             raise ParameterError("top_p must be in (0, 1].")

@@ -152,3 +152,28 @@ def test_out_of_memory_splits_the_batch_in_halves(tiny_model: Path, monkeypatch:
     monkeypatch.setattr(b._model, "generate", broken)
     with pytest.raises(LLMError, match=r"failed \(RuntimeError\)"):
         b.generate_batch(prompts, max_tokens=4, temperature=0.0, timeout=30.0)
+
+
+# --------------------------------------------------------------------------- the model's CPU threads by default
+
+def test_default_threads_come_from_one_setting_with_a_clear_error() -> None:
+    from dpkps_core.llm.local import THREADS_ENV, default_threads
+
+    assert default_threads({}) == 1 and default_threads({THREADS_ENV: " "}) == 1
+    assert default_threads({THREADS_ENV: "2"}) == 2
+    for bad in ("two", "0", "-1", "257", "1.5"):
+        with pytest.raises(ParameterError, match=f"{THREADS_ENV}=.*whole number of threads from 1 to 256"):
+            default_threads({THREADS_ENV: bad})
+
+
+def test_generate_reads_the_threads_setting_before_loading_a_model(tmp_path, monkeypatch, capsys) -> None:
+    import json
+
+    from dpkps_core.cli import main
+    from dpkps_core.llm.local import THREADS_ENV
+
+    seqs = tmp_path / "sequences.jsonl"
+    seqs.write_text(json.dumps({"id": "s1", "label": "a", "keyphrases": ["x"]}) + "\n", encoding="utf-8")
+    monkeypatch.setenv(THREADS_ENV, "many")
+    assert main(["generate", "--sequences", str(seqs), "--doc-type", "a note", "--estimate-only"]) == 2
+    assert "whole number of threads" in capsys.readouterr().err
