@@ -13,7 +13,7 @@ ratio, the documents written and failed, the replies the non-document screen ref
 The app's steps, mirrored here without Streamlit: page 5 samples ``per_class`` sequences per class (the CLI's
 ``sample`` runs the same pipeline functions, dpkps_core/pipeline.py); page 6 orders them round-robin over classes
 (``studio.generation_steps.interleave_by_class``), builds the offline backend as ``studio.resources`` does (threads
-from ``$DPKPS_LLM_THREADS``, default 1; the default device), its generation settings as
+from ``llm.local.default_threads``: ``$DPKPS_LLM_THREADS``, else the usable CPUs up to 2; the default device), its generation settings as
 ``studio.generation_steps.generation_settings`` does for a local backend (timeout 120 s, 2 retries, one request
 at a time), shows ``estimate_cost`` and, on "Write documents", loads the model and calls ``run_generation``. The
 model is loaded before the estimate, as the app's warm-up does at start. Everything lives under ``--out`` with a

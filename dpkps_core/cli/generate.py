@@ -37,7 +37,7 @@ def _add_decoding_args(g: argparse.ArgumentParser) -> None:
                    help="most tokens per document (default 256 offline, 512 remote)")
     g.add_argument("--temperature", type=float, default=0.7, metavar="T", help="sampling temperature (0 = greedy)")
     g.add_argument("--threads", type=int, default=None, metavar="N",
-                   help=f"CPU threads for the offline/local model (default ${THREADS_ENV}, else 1)")
+                   help=f"CPU threads for the offline/local model (default ${THREADS_ENV}, else the usable CPUs up to 2)")
     g.add_argument("--no-repeat-ngram", type=int, default=DEFAULT_NO_REPEAT_NGRAM, metavar="N",
                    help=f"offline/local model: never write the same N tokens twice in a document (0 = off; 2 to "
                         f"{MAX_NO_REPEAT_NGRAM}), against repetition loops; the prompt's keyphrases stay free to "

@@ -159,8 +159,10 @@ def test_out_of_memory_splits_the_batch_in_halves(tiny_model: Path, monkeypatch:
 def test_default_threads_come_from_one_setting_with_a_clear_error() -> None:
     from dpkps_core.llm.local import THREADS_ENV, default_threads
 
-    assert default_threads({}) == 1 and default_threads({THREADS_ENV: " "}) == 1
-    assert default_threads({THREADS_ENV: "2"}) == 2
+    assert default_threads({}, cpus=1) == 1 and default_threads({THREADS_ENV: " "}, cpus=1) == 1
+    assert default_threads({}, cpus=2) == 2 and default_threads({}, cpus=16) == 2   # measured up to 2 (app path)
+    assert 1 <= default_threads({}) <= 2
+    assert default_threads({THREADS_ENV: "2"}, cpus=1) == 2 and default_threads({THREADS_ENV: "8"}) == 8
     for bad in ("two", "0", "-1", "257", "1.5"):
         with pytest.raises(ParameterError, match=f"{THREADS_ENV}=.*whole number of threads from 1 to 256"):
             default_threads({THREADS_ENV: bad})
