@@ -256,13 +256,12 @@ _EMBEDDERS: dict[str, Any] = {}
 
 def _memo_embedder(folder: Path, device: str) -> Any:
     """The process's memo embedder of the model ``folder``'s run was sampled with."""
-    from dpkps_core.audit.trials import MemoryEmbedder
-    from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
+    from dpkps_core.embeddings import DEFAULT_MODEL, MemoEmbedder, get_embedder
 
     config = json.loads((folder / "run_config.json").read_text(encoding="utf-8"))
     name = str(config.get("embedding_model") or DEFAULT_MODEL)
     if name not in _EMBEDDERS:
-        _EMBEDDERS[name] = MemoryEmbedder(get_embedder(name, device=device))
+        _EMBEDDERS[name] = MemoEmbedder(get_embedder(name, device=device))
     return _EMBEDDERS[name]
 
 

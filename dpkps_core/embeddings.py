@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import zipfile
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Callable, MutableMapping, Protocol, Sequence
 
 import numpy as np
 
@@ -222,6 +222,59 @@ class MemoryEmbeddingCache:
 
     def clear(self) -> None:
         self._vectors.clear()
+
+
+class MemoEmbedder:
+    """An :class:`Embedder` that encodes each distinct text once and keeps the vector in MEMORY only (never on disk):
+    for texts that must not be stored at rest — held-out private documents the evaluation embeds again and again, or
+    the many noisy vocabularies of an audit (docs/PRIVACY.md). Keys are SHA-256 digests, so the store holds no
+    text. ``store`` (default: a dict of its own) lets a caller keep the vectors in a session; ``max_entries`` bounds
+    it (oldest first; None = unbounded)."""
+
+    def __init__(self, inner: Embedder, store: "MutableMapping[bytes, np.ndarray] | None" = None, *,
+                 max_entries: int | None = None) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self.store: MutableMapping[bytes, np.ndarray] = {} if store is None else store
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def __getattr__(self, item: str) -> object:  # device and the like, from the wrapped model
+        if item == "inner" or item.startswith("__"):
+            raise AttributeError(item)
+        return getattr(self.inner, item)
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        keys = [hashlib.sha256(t.encode("utf-8")).digest() for t in texts]
+        with self._lock:
+            first: dict[bytes, int] = {}
+            for i, k in enumerate(keys):
+                first.setdefault(k, i)  # each distinct text once, in the order first seen
+            missing = [i for k, i in first.items() if k not in self.store]
+        if missing:
+            fresh = np.asarray(self.inner.encode([texts[i] for i in missing], batch_size=max(int(batch_size or 0), 1)),
+                               dtype=np.float32)
+            with self._lock:
+                for i, v in zip(missing, fresh):
+                    self.store[keys[i]] = v
+                while self.max_entries is not None and len(self.store) > self.max_entries:
+                    self.store.pop(next(iter(self.store)))
+        with self._lock:
+            self.hits += len(texts) - len(missing)
+            self.misses += len(missing)
+            out = [self.store.get(k) for k in keys]
+        if any(v is None for v in out):  # evicted meanwhile (more than max_entries in one call): encode directly
+            return np.asarray(self.inner.encode(texts, batch_size=max(int(batch_size or 0), 1)), dtype=np.float32)
+        return np.stack(out).astype(np.float32)
 
 
 def embed_terms(

@@ -153,9 +153,9 @@ def clear_after(step: str, *, include: bool = False) -> None:
 def memo_embedder(name: str = DEFAULT_MODEL, device: str | None = None) -> Any:
     """The embedding model behind this session's in-memory memo: each (private) document is embedded once per
     session and corpus, whether by Evaluate, the map or Compare; never written anywhere."""
-    from studio.embedding_memo import MemoEmbedder, session_memo
+    from studio.embedding_memo import session_embedder, session_memo
 
-    return MemoEmbedder(embedder(name, device), session_memo(ss(), ss().get("corpus_id"), name))
+    return session_embedder(embedder(name, device), session_memo(ss(), ss().get("corpus_id"), name))
 
 
 def notice(message: str) -> None:

@@ -37,14 +37,15 @@ What it does (docs/PRIVACY.md, "Empirical audit"):
 It never touches the real release: every trial runs on an in-memory copy (rows handed to the loader as in-memory
 JSON Lines, never written to disk) with its own throwaway
 :class:`~dpkps_core.dp.ledger.PrivacyLedger` (the session's and the persistent ledgers are charged nothing),
-writes no run folder, and embeds Ṽ through an in-memory dict (:class:`MemoryEmbedder`) — never the persistent
+writes no run folder, and embeds Ṽ through an in-memory memo (:class:`~dpkps_core.embeddings.MemoEmbedder`) —
+never the persistent
 :class:`~dpkps_core.embeddings.EmbeddingCache`, since noisy vocabularies of neighbouring corpora are functions of
 private counts. The audit's results read the private corpus: they are PRIVATE (local only, never in a bundle).
 An audit can show that an implementation leaks more than claimed; it can never prove that it does not.
 
 Modules: statistics (Clopper–Pearson, ε lower bounds, event choice, verdict) · raw (the corpus as raw rows:
 RawTable, read_raw_table, raw_table_for) · neighbours (targets, canaries, the neighbours' differences, loader
-probes) · settings (AuditSettings) · trials (one run of the release path, MemoryEmbedder, canary
+probes) · settings (AuditSettings) · trials (one run of the release path, canary
 exposure) · stages (round 1 and the three stages, one function each) · run (run_audit: the stages chained, the
 events and the verdict) · report (AuditResult, estimate_audit_time,
 render_markdown). Every public name is importable from ``dpkps_core.audit``.
@@ -93,4 +94,3 @@ from dpkps_core.audit.statistics import (
     max_certifiable_epsilon,
     verdict_for,
 )
-from dpkps_core.audit.trials import MemoryEmbedder

@@ -11,7 +11,8 @@ from dpkps_core.density_plan import default_bandwidth
 from dpkps_core.audit.neighbours import declared_classes
 from dpkps_core.audit.raw import RawTable
 from dpkps_core.audit.settings import AuditSettings
-from dpkps_core.audit.trials import MemoryEmbedder, _Runner
+from dpkps_core.audit.trials import _Runner
+from dpkps_core.embeddings import MemoEmbedder
 from dpkps_core.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
@@ -72,7 +73,7 @@ def estimate_audit_time(
     config = dataclasses.replace(config)
     config.validate()
     raw = corpus if isinstance(corpus, RawTable) else RawTable.from_corpus(corpus, config)
-    runner = _Runner(config, vocabulary, MemoryEmbedder(embedder), settings)
+    runner = _Runner(config, vocabulary, MemoEmbedder(embedder), settings)
     t0 = time.perf_counter()
     loaded = raw.load_corpus()
     runner.run(loaded)

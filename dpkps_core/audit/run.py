@@ -40,7 +40,8 @@ from dpkps_core.audit.statistics import (
     max_certifiable_epsilon,
     verdict_for,
 )
-from dpkps_core.audit.trials import MemoryEmbedder, _exposure_summary, _Runner
+from dpkps_core.audit.trials import _exposure_summary, _Runner
+from dpkps_core.embeddings import MemoEmbedder
 from dpkps_core.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.errors import ParameterError
@@ -81,7 +82,7 @@ def run_audit(
         raise ParameterError(f"The unit of privacy is a person (column '{config.person_column}'), but the audited "
                              "rows have no person column; load the corpus with its person column.")
     started = time.perf_counter()
-    memory = MemoryEmbedder(embedder)
+    memory = MemoEmbedder(embedder)
     ctx = AuditContext(config, settings, raw, vocabulary, memory, _Runner(config, vocabulary, memory, settings),
                        np.random.default_rng(settings.seed), progress or (lambda f, m: None), cancel, started)
     nbs = build_neighbours(ctx)

@@ -43,7 +43,8 @@ from dpkps_core.audit.neighbours import (
 from dpkps_core.audit.raw import CANARY_PERSON, RawTable
 from dpkps_core.audit.report import format_seconds
 from dpkps_core.audit.settings import AuditSettings, Cancel
-from dpkps_core.audit.trials import MemoryEmbedder, _Neighbour, _Release, _Runner
+from dpkps_core.audit.trials import _Neighbour, _Release, _Runner
+from dpkps_core.embeddings import MemoEmbedder
 from dpkps_core.config import LIMITS, SamplingConfig
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.embeddings import embed_terms
@@ -86,7 +87,7 @@ class AuditContext:
     settings: AuditSettings
     raw: RawTable
     vocabulary: PublicVocabulary
-    memory: MemoryEmbedder
+    memory: MemoEmbedder
     runner: _Runner
     rng: np.random.Generator
     report: Callable[[float, str], None]

@@ -15,33 +15,8 @@ from dpkps_core.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.embeddings import MemoEmbedder
 from dpkps_core.vocabulary import PublicVocabulary
-
-
-class MemoryEmbedder:
-    """An in-memory dict in front of an embedder: each term is embedded once per audit and never written to disk.
-
-    Noisy vocabularies of neighbouring corpora are functions of private counts, so they must not reach the
-    persistent :class:`~dpkps_core.embeddings.EmbeddingCache` (docs/PRIVACY.md)."""
-
-    def __init__(self, embedder: Any) -> None:
-        self._inner = embedder
-        self.name = embedder.name
-        self.dim = embedder.dim
-        self._memory: dict[str, np.ndarray] = {}
-
-    def __len__(self) -> int:
-        return len(self._memory)
-
-    def encode(self, texts: Sequence[str], batch_size: int = 128) -> np.ndarray:
-        texts = list(texts)
-        missing = list(dict.fromkeys(t for t in texts if t not in self._memory))
-        if missing:
-            vecs = np.asarray(self._inner.encode(missing, batch_size=max(int(batch_size or 0), 1)), dtype=np.float32)
-            self._memory.update(zip(missing, vecs))
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._memory[t] for t in texts]).astype(np.float32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +83,7 @@ class _Runner:
 
     last_vocabulary: Any = None
 
-    def __init__(self, config: SamplingConfig, vocabulary: PublicVocabulary, embedder: MemoryEmbedder,
+    def __init__(self, config: SamplingConfig, vocabulary: PublicVocabulary, embedder: MemoEmbedder,
                  settings: AuditSettings) -> None:
         self.config, self.vocabulary, self.embedder, self.settings = config, vocabulary, embedder, settings
         self.sampler = (getattr(config, "noise_sampler", "numpy") if settings.noise_sampler == "release"
