@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # heavy imports stay lazy
 #: ``evaluation.json``'s key of the synthetic / real accuracy ratio and its paired interval.
 RATIO_KEY = "synthetic_to_real"
 
+
 @dataclasses.dataclass
 class RunData:
     """A run folder reloaded with its private corpus and split (local only)."""
