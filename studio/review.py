@@ -98,6 +98,12 @@ def evaluation_table(metrics: Mapping[str, Any], n_classes: int) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
+def _row_interval(row: Mapping[str, Any]) -> str:
+    """A comparison row's accuracy interval over the test documents ('' for rows kept from before intervals)."""
+    low, high = sig3(row.get("accuracy_low")), sig3(row.get("accuracy_high"))
+    return "" if low is None or high is None else f"{row['accuracy_low']:.3f}–{row['accuracy_high']:.3f}"
+
+
 def compare_table(rows: Sequence[Mapping[str, Any]], n_classes: int) -> tuple[pd.DataFrame, list[str]]:
     """The comparison with human names, 3 significant digits and few, narrow columns; the long notes come back
     separately (one line per method) so the table fits the page."""
@@ -107,6 +113,7 @@ def compare_table(rows: Sequence[Mapping[str, Any]], n_classes: int) -> tuple[pd
         out.append({"Method": r.get("label") or r.get("method"), "ε": sig3(r.get("epsilon")),
                     "δ": r.get("delta") or 0.0, "Training documents": docs, "Accuracy": sig3(r.get("accuracy")),
                     "± sd": sd_or_none(r.get("accuracy_sd"), int(r.get("seeds") or 1)),
+                    "95 % interval": _row_interval(r),
                     "Macro-F1": sig3(r.get("macro_f1")),
                     "LLM calls": int(r.get("llm_calls") or 0),
                     "Minutes": sig3((r.get("wall_seconds") or 0.0) / 60.0),

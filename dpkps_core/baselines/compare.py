@@ -177,36 +177,39 @@ def _evaluate(rows: list[MethodRow], documents: dict[str, list[dict[str, Any]]],
     test_emb = embed_texts(test.texts, embedder)
     for row in rows:
         docs = documents[row.method]
-        acc, sd, f1, note = _accuracy([d["text"] for d in docs], [d["label"] for d in docs], test_emb, test.labels,
-                                      embedder=embedder, seeds=seeds)
-        row.accuracy, row.accuracy_sd, row.macro_f1 = acc, sd, f1
+        summary, note = _accuracy([d["text"] for d in docs], [d["label"] for d in docs], test_emb, test.labels,
+                                  embedder=embedder, seeds=seeds)
+        if summary is not None:
+            row.set_scores(summary)
         if note:
             row.notes = f"{row.notes}; {note}" if row.notes else note
     if st.real_baseline:
         report(0.97, "real-document baseline")
-        acc, sd, f1 = _real_baseline(plan.train, test_emb, test.labels, per_class=st.per_class, embedder=embedder,
-                                     seeds=seeds)
-        rows.append(MethodRow("real", "Real documents (same count)", math.nan, math.nan, "none (not private)",
-                              st.per_class * len(plan.classes), 0, 0, 0, 0, 0.0, acc, sd, f1,
-                              "the same classifier on the same number of REAL training documents per class"))
+        real = MethodRow("real", "Real documents (same count)", math.nan, math.nan, "none (not private)",
+                         st.per_class * len(plan.classes), 0, 0, 0, 0, 0.0,
+                         notes="the same classifier on the same number of REAL training documents per class")
+        real.set_scores(_real_baseline(plan.train, test_emb, test.labels, per_class=st.per_class, embedder=embedder,
+                                       seeds=seeds))
+        rows.append(real)
 
 
 def _accuracy(syn_texts: list[str], syn_labels: list[str], test_emb: np.ndarray, test_labels: Sequence[str], *,
-              embedder: Any, seeds: Sequence[int]) -> tuple[float, float, float, str]:
-    """Mean ± sd accuracy and macro-F1 of the evaluation's classifier trained on the synthetic documents."""
+              embedder: Any, seeds: Sequence[int]) -> tuple[Any, str]:
+    """The evaluation classifier's scores trained on the synthetic documents (mean ± sd over seeds, the interval
+    over the test documents), or None and why not."""
     keep = [(t, y) for t, y in zip(syn_texts, syn_labels) if t and t.strip()]
     if len({y for _, y in keep}) < 2:
-        return math.nan, math.nan, math.nan, "fewer than two classes of non-empty synthetic documents: not evaluated"
+        return None, "fewer than two classes of non-empty synthetic documents: not evaluated"
     emb = embed_texts([t for t, _ in keep], embedder)
     m = embedding_accuracy(emb, [y for _, y in keep], test_emb, list(test_labels), seeds=list(seeds), name="accuracy")
-    return m.accuracy_mean, m.accuracy_sd, m.macro_f1_mean, ""
+    return m.with_interval(), ""
 
 
 def _real_baseline(train: Corpus, test_emb: np.ndarray, test_labels: Sequence[str], *, per_class: int, embedder: Any,
-                   seeds: Sequence[int]) -> tuple[float, float, float]:
-    m = real_baseline_accuracy(train.texts, train.labels, test_emb, list(test_labels),
-                               per_class={c: per_class for c in train.classes}, embedder=embedder, seeds=list(seeds))
-    return m.accuracy_mean, m.accuracy_sd, m.macro_f1_mean
+                   seeds: Sequence[int]) -> Any:
+    return real_baseline_accuracy(train.texts, train.labels, test_emb, list(test_labels),
+                                  per_class={c: per_class for c in train.classes}, embedder=embedder,
+                                  seeds=list(seeds)).with_interval()
 
 
 def _joint_spent(ledgers: Sequence[PrivacyLedger], *, planned: tuple[float, float]) -> dict[str, Any]:

@@ -22,7 +22,8 @@ GUARANTEE_NOTE = ("DP-KPS is pure ε-DP (δ = 0); private prediction and AugPE+�
 JOINT_NOTE = ("basic composition: the methods' ε summed and their δ summed; a Ṽ shared by DP-KPS and AugPE+Ṽ is one "
               "release, counted once")
 CSV_COLUMNS = ("method", "label", "epsilon", "delta", "guarantee", "documents", "llm_calls", "prompts_per_document",
-               "prompt_tokens", "completion_tokens", "wall_seconds", "accuracy", "accuracy_sd", "macro_f1", "notes")
+               "prompt_tokens", "completion_tokens", "wall_seconds", "accuracy", "accuracy_sd", "accuracy_low",
+               "accuracy_high", "macro_f1", "notes")
 
 
 @dataclasses.dataclass
@@ -44,6 +45,16 @@ class MethodRow:
     accuracy_sd: float = math.nan
     macro_f1: float = math.nan
     notes: str = ""
+    #: the accuracy's 95 % percentile-bootstrap interval over the held-out documents (evaluation/metrics.py)
+    accuracy_low: float = math.nan
+    accuracy_high: float = math.nan
+
+    def set_scores(self, summary: Any) -> None:
+        """Accuracy (mean ± sd over seeds, its interval over the test documents) and macro-F1 of ``summary``."""
+        self.accuracy, self.accuracy_sd, self.macro_f1 = (summary.accuracy_mean, summary.accuracy_sd,
+                                                          summary.macro_f1_mean)
+        if summary.interval is not None:
+            self.accuracy_low, self.accuracy_high = summary.interval.low, summary.interval.high
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -97,6 +108,8 @@ class CompareResult:
         ]
         for r in self.rows:
             acc = "—" if math.isnan(r.accuracy) else f"{r.accuracy:.3f} ± {r.accuracy_sd:.3f}"
+            if not math.isnan(r.accuracy) and not math.isnan(r.accuracy_low):
+                acc += f" (95 % {r.accuracy_low:.3f}–{r.accuracy_high:.3f})"
             f1 = "—" if math.isnan(r.macro_f1) else f"{r.macro_f1:.3f}"
             eps = "—" if math.isnan(r.epsilon) else f"{r.epsilon:.4g}"
             delta = "—" if math.isnan(r.delta) else f"{r.delta:g}"

@@ -44,7 +44,11 @@ def test_compare_runs_every_method_at_equal_epsilon_and_writes_one_table(tmp_pat
         table = list(csv.DictReader(f))
     assert [r["method"] for r in table] == ["dpkps", "private-prediction", "augpe", "real"]
     assert set(CSV_COLUMNS) <= set(table[0])
+    evaluated = [r for r in table if r["accuracy"]]
+    assert evaluated and all(float(r["accuracy_low"]) <= float(r["accuracy"]) <= float(r["accuracy_high"])
+                             for r in evaluated)  # each accuracy's interval over the held-out documents holds it
     md = (out / "compare.md").read_text(encoding="utf-8")
+    assert "(95 % " in md
     assert "pure ε-DP" in md and "(ε, δ)" in md and "not for release" in md and "AugPE+Ṽ" in md
     for m in GENERATION_METHODS:
         docs = [json.loads(line) for line in (out / f"documents_{m}.jsonl").read_text().splitlines()]

@@ -56,11 +56,13 @@ def test_projection_by_source_keeps_the_real_classes_visible() -> None:
 def test_review_tables_are_human_rounded_and_warn_on_small_samples() -> None:
     rows = [{"method": "dpkps", "label": "DP-KPS", "epsilon": 10.0, "delta": 0.0, "documents": 5,
              "llm_calls": 5, "wall_seconds": 123.456, "accuracy": 0.5305164319248826, "accuracy_sd": 0.01234,
-             "macro_f1": 0.4999999, "notes": "a long note"}]
+             "accuracy_low": 0.41, "accuracy_high": 0.6455, "macro_f1": 0.4999999, "notes": "a long note"}]
     df, notes = review.compare_table(rows, n_classes=5)
+    assert df["95 % interval"][0] == "0.410–0.645"   # over the test documents (evaluation/metrics.py)
+    assert review.compare_table([{**rows[0], "accuracy_low": None}], n_classes=5)[0]["95 % interval"][0] == ""
     assert df["Accuracy"][0] == 0.531 and df["Macro-F1"][0] == 0.5 and df["Minutes"][0] == 2.06
     assert df["Training documents"][0] == 5 and df["Enough to judge?"][0].startswith("⚠ too few")
-    assert not any("_" in c for c in df.columns) and len(df.columns) <= 10 and notes == ["**DP-KPS** (ε = 10.0): a long note"]
+    assert not any("_" in c for c in df.columns) and len(df.columns) <= 11 and notes == ["**DP-KPS** (ε = 10.0): a long note"]
     assert review.judge_note(50, 5) == ""
 
 
