@@ -78,10 +78,10 @@ def ratio_sentence(ratio: Any) -> str:
     """The page's one sentence on synthetic / real accuracy and its paired interval ('' without one)."""
     if ratio is None:
         return ""
-    return (f"**Synthetic / real accuracy: {ratio.estimate:.2f}** ({ratio.level:.0%} interval "
+    return (f"**Synthetic / real accuracy: {ratio.estimate:.2f}** ({ratio.level_text} interval "
             f"{ratio.low:.2f}–{ratio.high:.2f}; paired bootstrap over the {ratio.n_test:,} test documents). The "
             "interval is what the size of the test set allows one to say; a new generation of documents varies "
-            "on top of it.").replace("%", " %", 1)
+            "on top of it.")
 
 
 def evaluation_table(metrics: Mapping[str, Any], n_classes: int) -> pd.DataFrame:

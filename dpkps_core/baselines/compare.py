@@ -45,7 +45,7 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import embed_texts
 from dpkps_core.errors import ParameterError
 from dpkps_core.evaluation.classifiers import embedding_accuracy, real_baseline_accuracy
-from dpkps_core.evaluation.metrics import chance_accuracy
+from dpkps_core.evaluation.metrics import MetricSummary, chance_accuracy
 from dpkps_core.progress import Progress
 
 
@@ -194,7 +194,7 @@ def _evaluate(rows: list[MethodRow], documents: dict[str, list[dict[str, Any]]],
 
 
 def _accuracy(syn_texts: list[str], syn_labels: list[str], test_emb: np.ndarray, test_labels: Sequence[str], *,
-              embedder: Any, seeds: Sequence[int]) -> tuple[Any, str]:
+              embedder: Any, seeds: Sequence[int]) -> tuple[MetricSummary | None, str]:
     """The evaluation classifier's scores trained on the synthetic documents (mean ± sd over seeds, the interval
     over the test documents), or None and why not."""
     keep = [(t, y) for t, y in zip(syn_texts, syn_labels) if t and t.strip()]
@@ -206,7 +206,7 @@ def _accuracy(syn_texts: list[str], syn_labels: list[str], test_emb: np.ndarray,
 
 
 def _real_baseline(train: Corpus, test_emb: np.ndarray, test_labels: Sequence[str], *, per_class: int, embedder: Any,
-                   seeds: Sequence[int]) -> Any:
+                   seeds: Sequence[int]) -> MetricSummary:
     return real_baseline_accuracy(train.texts, train.labels, test_emb, list(test_labels),
                                   per_class={c: per_class for c in train.classes}, embedder=embedder,
                                   seeds=list(seeds)).with_interval()

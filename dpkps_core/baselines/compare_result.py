@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dpkps_core.evaluation.metrics import MetricSummary
 from dpkps_core.runfolder import json_default
 
 PRIVATE_NOTE = "local evaluation on real data — not for release"
@@ -49,7 +50,7 @@ class MethodRow:
     accuracy_low: float = math.nan
     accuracy_high: float = math.nan
 
-    def set_scores(self, summary: Any) -> None:
+    def set_scores(self, summary: MetricSummary) -> None:
         """Accuracy (mean ± sd over seeds, its interval over the test documents) and macro-F1 of ``summary``."""
         self.accuracy, self.accuracy_sd, self.macro_f1 = (summary.accuracy_mean, summary.accuracy_sd,
                                                           summary.macro_f1_mean)

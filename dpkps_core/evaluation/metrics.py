@@ -92,10 +92,14 @@ class Interval:
     level: float = INTERVAL_LEVEL
     resamples: int = BOOTSTRAP_RESAMPLES
 
+    @property
+    def level_text(self) -> str:
+        """``95 %``."""
+        return f"{100 * self.level:.3g} %"
+
     def format(self, digits: int = 3) -> str:
         """``0.912 (95 % 0.871–0.944)``."""
-        return (f"{self.estimate:.{digits}f} ({self.level:.0%} {self.low:.{digits}f}–{self.high:.{digits}f})"
-                .replace("%", " %", 1))
+        return f"{self.estimate:.{digits}f} ({self.level_text} {self.low:.{digits}f}–{self.high:.{digits}f})"
 
     def contains(self, value: float) -> bool:
         return self.low <= float(value) <= self.high

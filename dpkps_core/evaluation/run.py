@@ -168,8 +168,8 @@ class EvaluationResult:
         lines = [f"Evaluation ({PRIVATE_NOTE}); test documents: {self.info.get('n_test', 0):,}, "
                  f"chance (majority class): {self.info.get('chance_accuracy', float('nan')):.3f}"]
         for name, m in self.metrics.items():
-            ci = (f", {m.interval.level:.0%} interval over the test documents {m.interval.low:.3f}–{m.interval.high:.3f}"
-                  .replace("%", " %", 1) if m.interval is not None else "")
+            ci = (f", {m.interval.level_text} interval over the test documents {m.interval.low:.3f}–"
+                  f"{m.interval.high:.3f}" if m.interval is not None else "")
             lines.append(f"  {name:<40} {m.format()}  (macro-F1 {m.macro_f1_mean:.3f}, n_train {m.n_train:,}{ci})")
         if self.synthetic_to_real is not None:
             lines.append(f"  {'synthetic / real accuracy':<40} {self.synthetic_to_real.format(2)}  (paired bootstrap "

@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from dpkps_core.errors import LLMError, ParameterError
 from dpkps_core.llm.backends import ChatMessages, LLMBackend, TransientLLMError
@@ -71,7 +71,7 @@ def usable_cpus() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
-def default_threads(environ: Any = None, *, cpus: int | None = None) -> int:
+def default_threads(environ: Mapping[str, str] | None = None, *, cpus: int | None = None) -> int:
     """CPU threads of the offline/local model when none is given: ``$DPKPS_LLM_THREADS``, else the usable CPUs up
     to :data:`DEFAULT_MAX_THREADS` (one owner for the app, the CLI and the benchmarks). A value that is not a whole
     number from 1 to 256 is a clear error."""
