@@ -29,13 +29,13 @@ def toy_app():
     return assert_clean(at)
 
 
-def figure(at, title_start: str) -> dict:
-    for chart in at.get("plotly_chart"):
-        fig = json.loads(chart.proto.spec)
-        title = fig["layout"].get("title", {})
-        if str(title.get("text", "")).startswith(title_start):
-            return fig
-    raise AssertionError(f"no chart titled {title_start!r}")
+def figure(at, title_start: str, *, last: bool = False) -> dict:
+    """The first (or, with ``last``, the last) chart on the page whose title starts with ``title_start``."""
+    found = [fig for fig in (json.loads(chart.proto.spec) for chart in at.get("plotly_chart"))
+             if str(fig["layout"].get("title", {}).get("text", "")).startswith(title_start)]
+    if not found:
+        raise AssertionError(f"no chart titled {title_start!r}")
+    return found[-1] if last else found[0]
 
 
 def texts(at) -> str:
@@ -55,12 +55,13 @@ def test_forecast_chart_risk_ledger_times_and_why_names_are_in_v() -> None:
     at.toggle(key="_w.exact_previews.budget").set_value(True).run()
     click(at, "Exact forecast on the true counts")
     f = at.session_state["forecast"]
-    fig = figure(at, "Vocabulary forecast")
+    fig = figure(at, "Vocabulary forecast", last=True)  # the exact forecast's chart, below the DP forecast's
     xr, yr = fig["layout"]["xaxis"]["range"], fig["layout"]["yaxis"]["range"]
     xs = [p[0] for p in f.count_curve] + [max(f.noise_floor, 1.0)]
     ys = [p[1] for p in f.count_curve]
     assert 10 ** xr[0] <= min(xs) and max(xs) <= 10 ** xr[1] <= 10 * max(xs)
     assert 10 ** yr[0] <= min(ys) and max(ys) <= 10 ** yr[1] <= 10 * max(ys + [10])
+    assert abs(yr[1] - (math.log10(max(ys + [10.0])) + 0.3)) < 1e-9   # drawn from THIS (exact) forecast's curve
     assert fig["layout"]["xaxis"]["type"] == fig["layout"]["yaxis"]["type"] == "log"
     assert not fig["layout"].get("shapes") and not fig["layout"].get("annotations")
     label = [t for tr in fig["data"] if tr.get("mode") == "text" for t in tr["text"]]
