@@ -107,10 +107,18 @@ class SamplingConfig:
     vocabulary_sha256: str | None = None
     # how a corpus FILE's text is decoded (public user input: utf-8, latin-1 or cp1252; see corpus.load_corpus)
     encoding: str = "utf-8"
+    # the loader's size limits (corpus.limits.LoadLimits; public settings): None = the deployment's default
+    # ($DPKPS_MAX_CORPUS_BYTES / $DPKPS_MAX_DOCUMENTS, else 200 MB / 200,000), 0 = no limit
+    max_corpus_bytes: int | None = None
+    max_documents: int | None = None
 
     def __post_init__(self) -> None:
         """Check and normalise every field (DESIGN §2; the bounds are :data:`LIMITS`)."""
         object.__setattr__(self, "encoding", check_encoding(self.encoding))
+        for name in ("max_corpus_bytes", "max_documents"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ParameterError(f"{name} must be a whole number ≥ 0 (0 = no limit), got {value!r}.")
         if self.classes is not None:
             names = (self.classes,) if isinstance(self.classes, str) else tuple(self.classes)
             object.__setattr__(self, "classes", check_class_names(names))
@@ -292,7 +300,20 @@ def load_config_corpus(config: SamplingConfig) -> Corpus:
     (locally, before anything is spent) a corpus whose public classes were not declared."""
     return require_declared(load_corpus_spec(config.corpus, text_column=config.text_column,
                                              label_column=config.label_column, classes=config.classes,
-                                             person_column=config.person_column, encoding=config.encoding))
+                                             person_column=config.person_column, encoding=config.encoding,
+                                             **load_limits_of(config)))
+
+
+def load_limits_of(config: SamplingConfig) -> dict[str, Any]:
+    """The loader's limit arguments a configuration sets (``max_bytes`` / ``max_documents`` for
+    :func:`~dpkps_core.corpus.load_corpus`): only those it sets; a limit left at None keeps the deployment's
+    default (:class:`~dpkps_core.corpus.limits.LoadLimits`), 0 removes it."""
+    out: dict[str, Any] = {}
+    if config.max_corpus_bytes is not None:
+        out["max_bytes"] = config.max_corpus_bytes
+    if config.max_documents is not None:
+        out["max_documents"] = config.max_documents
+    return out
 
 
 def load_vocabulary_for(config: SamplingConfig) -> PublicVocabulary:

@@ -64,3 +64,93 @@ def test_user_vocabulary_file_size_limit(tmp_path, monkeypatch):
     p.write_text("\n".join(f"term{i}" for i in range(100)))
     with pytest.raises(VocabularyError, match="larger than"):
         vocabulary._read_user_terms(p)
+
+
+# ---- the loader's limits are settings (issue 31) ------------------------------------------------------------
+
+def _many_rows_csv(tmp_path, n=200):
+    p = tmp_path / "many.csv"
+    p.write_text("text,label\n" + "".join(f'"document number {i} about things",{"ab"[i % 2]}\n' for i in range(n)))
+    return p
+
+
+def test_limit_errors_name_the_setting_and_how_to_raise_it(tmp_path):
+    from dpkps_core.corpus.limits import LimitExceededError
+
+    p = _many_rows_csv(tmp_path)
+    with pytest.raises(LimitExceededError) as exc:
+        load_corpus(p, max_documents=50)
+    msg = str(exc.value)
+    assert exc.value.setting == "max_documents" and exc.value.found == 200 and exc.value.limit == 50
+    assert "has 200 documents, over the limit of 50 set by max_documents" in msg
+    assert "--max-documents" in msg and "$DPKPS_MAX_DOCUMENTS" in msg and "\n" not in msg
+    with pytest.raises(LimitExceededError) as exc:
+        load_corpus(p, max_bytes=1000)
+    assert exc.value.setting == "max_bytes"
+    assert "over the 1,000 bytes limit set by max_bytes" in str(exc.value) and "--max-corpus-bytes" in str(exc.value)
+
+
+@pytest.mark.parametrize("no_limit", [0, None, "0", "none"])
+def test_zero_or_none_is_no_limit(tmp_path, no_limit):
+    p = _many_rows_csv(tmp_path)
+    assert len(load_corpus(p, max_documents=no_limit, max_bytes=no_limit)) == 200
+
+
+def test_deployment_default_comes_from_the_environment(tmp_path, monkeypatch):
+    from dpkps_core.corpus.limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_DOCUMENTS, LoadLimits
+
+    assert LoadLimits.from_env({}) == LoadLimits(DEFAULT_MAX_BYTES, DEFAULT_MAX_DOCUMENTS)
+    assert LoadLimits.from_env({"DPKPS_MAX_CORPUS_BYTES": "4GB", "DPKPS_MAX_DOCUMENTS": "none"}) == \
+        LoadLimits(4 * 1024**3, None)
+    p = _many_rows_csv(tmp_path)
+    monkeypatch.setenv("DPKPS_MAX_DOCUMENTS", "100")
+    with pytest.raises(CorpusError, match="over the limit of 100 set by max_documents"):
+        load_corpus(p)
+    assert len(load_corpus(p, max_documents=0)) == 200  # an explicit setting wins over the deployment's default
+    monkeypatch.setenv("DPKPS_MAX_DOCUMENTS", "many")
+    with pytest.raises(ParameterError, match=r"\$DPKPS_MAX_DOCUMENTS must be a whole number"):
+        load_corpus(p)
+
+
+@pytest.mark.parametrize("value,expected", [("200000", 200_000), ("200,000", 200_000), ("640MB", 640 * 1024**2),
+                                            ("1.5 GB", int(1.5 * 1024**3)), ("none", None), (0, None), (12, 12)])
+def test_parse_limit(value, expected):
+    from dpkps_core.corpus.limits import parse_limit
+
+    assert parse_limit(value, name="x", sizes=True) == expected
+
+
+@pytest.mark.parametrize("value", [-1, "-3", "lots", True, 1.5])
+def test_parse_limit_refuses(value):
+    from dpkps_core.corpus.limits import parse_limit
+
+    with pytest.raises(ParameterError, match="x must be a whole number"):
+        parse_limit(value, name="x")
+
+
+def test_cli_options_reach_the_loader(tmp_path, capsys):
+    from dpkps_core.cli import main
+
+    p = _many_rows_csv(tmp_path)
+    rc = main(["sample", "--corpus", str(p), "--classes", "a,b", "--max-documents", "50", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "over the limit of 50 set by max_documents" in err and "\n" not in err
+    rc = main(["sample", "--corpus", str(p), "--classes", "a,b", "--max-corpus-bytes", "1KB", "--out",
+               str(tmp_path / "r")])
+    assert rc == 2 and "over the 1 KB limit set by max_bytes" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["sample", "--corpus", str(p), "--max-documents", "lots"])
+    assert "--max-documents must be a whole number" in capsys.readouterr().err
+
+
+def test_config_carries_the_limits(tmp_path):
+    from dpkps_core.config import load_config_corpus, load_limits_of
+
+    p = _many_rows_csv(tmp_path)
+    cfg = SamplingConfig(corpus=str(p), classes=("a", "b"), max_documents=0)
+    assert load_limits_of(cfg) == {"max_documents": 0} and load_limits_of(SamplingConfig()) == {}
+    assert len(load_config_corpus(cfg)) == 200
+    with pytest.raises(CorpusError, match="over the limit of 10"):
+        load_config_corpus(cfg.replace(max_documents=10))
+    with pytest.raises(ParameterError, match="max_documents must be a whole number"):
+        SamplingConfig(max_documents=-1)

@@ -11,6 +11,8 @@ from typing import Any
 
 from dpkps_core.config import DEFAULT_EPSILON_CAP, DENSITIES, SamplingConfig, build_sampling_config
 from dpkps_core.corpus import ENCODINGS, check_class_names
+from dpkps_core.corpus.limits import (DEFAULT_MAX_BYTES, DEFAULT_MAX_DOCUMENTS, ENV_MAX_BYTES, ENV_MAX_DOCUMENTS,
+                                     parse_limit)
 from dpkps_core.dp.rng import SAMPLERS
 from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS
 from dpkps_core.errors import ParameterError
@@ -48,15 +50,52 @@ def add_encoding_argument(g: Any) -> None:
                         "latin-1 or cp1252 for files saved in a Western European encoding (default %(default)s)")
 
 
+def _limit_option(name: str, *, sizes: bool) -> Any:
+    """An argparse ``type`` for a limit option: a whole number (with ``sizes`` also 640MB, 4GB), ``0`` or ``none``
+    = no limit (returned as 0); a bad value is argparse's one-line usage error naming the option."""
+
+    def parse(value: str) -> int:
+        try:
+            return parse_limit(value, name=name, sizes=sizes) or 0
+        except ParameterError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = name  # argparse names the type in its message
+    return parse
+
+
+def add_limit_arguments(g: Any) -> None:
+    """``--max-corpus-bytes`` / ``--max-documents``: the loader's size limits (:mod:`dpkps_core.corpus.limits`);
+    left out, the deployment's defaults apply (the options' value is then None)."""
+    g.add_argument("--max-corpus-bytes", type=_limit_option("--max-corpus-bytes", sizes=True), default=None,
+                   metavar="SIZE", help=f"refuse a corpus file (folder: all its files) larger than this, e.g. 4GB; "
+                   f"0 or none = no limit (default: ${ENV_MAX_BYTES} if set, else {DEFAULT_MAX_BYTES // 2**20} MB)")
+    g.add_argument("--max-documents", type=_limit_option("--max-documents", sizes=False), default=None,
+                   metavar="N", help=f"refuse a corpus of more rows (.txt files) than this; 0 or none = no limit "
+                   f"(default: ${ENV_MAX_DOCUMENTS} if set, else {DEFAULT_MAX_DOCUMENTS:,})")
+
+
+def limits_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The loader's limit arguments (``max_bytes``, ``max_documents``) the options set; an option left out is not
+    passed, so the deployment's default applies (:class:`~dpkps_core.corpus.limits.LoadLimits`)."""
+    out: dict[str, Any] = {}
+    if getattr(args, "max_corpus_bytes", None) is not None:
+        out["max_bytes"] = args.max_corpus_bytes
+    if getattr(args, "max_documents", None) is not None:
+        out["max_documents"] = args.max_documents
+    return out
+
+
 def add_file_arguments(g: Any) -> None:
-    """How a corpus file is read — its text and label columns, the declared class names, its encoding — the same
-    options in every command that loads a corpus."""
+    """How a corpus file is read — its text and label columns, the declared class names, its encoding, the
+    loader's size limits — the same options in every command that loads a corpus."""
     g.add_argument("--text-column", help="column holding the document text (when omitted: chosen from the column "
                    "NAMES only — text, document, notes, body, review… — and asked for when no name or several fit)")
     g.add_argument("--label-column", help="column holding the class label (when omitted: chosen from the column "
                    "NAMES only — label, class, category, target, specialty, topic…)")
     add_class_arguments(g)
     add_encoding_argument(g)
+    add_limit_arguments(g)
 
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
@@ -135,6 +174,7 @@ def config_from_args(args: argparse.Namespace) -> SamplingConfig:
         epsilon_cap=args.epsilon_cap, classes=parse_classes(args.classes, args.classes_file),
         person_column=args.person_column, paper_settings=bool(args.paper_settings),
         encoding=getattr(args, "encoding", SamplingConfig.encoding),
+        max_corpus_bytes=getattr(args, "max_corpus_bytes", None), max_documents=getattr(args, "max_documents", None),
     )
 
 

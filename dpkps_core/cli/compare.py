@@ -120,7 +120,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from dpkps_core.baselines.augpe import AugPEConfig
-    from dpkps_core.cli.common import check_output_dir, parse_classes
+    from dpkps_core.cli.common import check_output_dir, limits_from_args, parse_classes
     from dpkps_core.corpus import load_corpus_spec, require_declared
     from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
     from dpkps_core.baselines.compare import compare_methods
@@ -132,7 +132,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "--out")  # before the corpus, the models or any ε
     corpus = require_declared(load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column,
                                                classes=parse_classes(args.classes, args.classes_file),
-                                               person_column=args.person_column, encoding=args.encoding))
+                                               person_column=args.person_column, encoding=args.encoding,
+                                               **limits_from_args(args)))
     ledger = corpus_ledger(corpus, tool="cli compare", out=args.out, cap=args.epsilon_cap)
     pp_cfg = PrivatePredictionConfig(
         batch_size=args.pp_batch_size, private_tokens=args.pp_private_tokens or args.max_tokens,

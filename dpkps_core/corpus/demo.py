@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from dpkps_core.corpus.model import Corpus
+from dpkps_core.corpus.limits import DEFAULT_LIMIT
 from dpkps_core.corpus.cleaning import as_str, check_int, clean_rows
 from dpkps_core.corpus.readers import RawRows, load_corpus
 from dpkps_core.errors import CorpusError, ParameterError
@@ -206,11 +207,13 @@ def load_demo_corpus(name: str, *, label: str | None = None, min_class_size: int
 
 def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column: str | None = None,
                      classes: Sequence[str] | None = None, person_column: str | None = None,
-                     encoding: str = "utf-8") -> Corpus:
+                     encoding: str = "utf-8", max_bytes: Any = DEFAULT_LIMIT,
+                     max_documents: Any = DEFAULT_LIMIT) -> Corpus:
     """``demo:bbc``, ``demo:drugs`` (label = condition), ``demo:drugs-rating`` or a path.
 
     ``encoding``: how a file's text is decoded (see :func:`~dpkps_core.corpus.load_corpus`; the demo corpora are
-    UTF-8 and ignore it).
+    UTF-8 and ignore it). ``max_bytes`` / ``max_documents``: a file's limits (:mod:`.limits`;
+    left out: the deployment's defaults).
     ``classes``: the declared public class names (demo corpora carry their own; a file has none until
     declared). ``person_column``: the unit of privacy becomes one person (DESIGN §2, the person unit)."""
     if spec.startswith("demo:"):
@@ -222,4 +225,5 @@ def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column:
     if not Path(spec).exists():
         raise CorpusError(f"The corpus file {spec!r} does not exist.")
     return load_corpus(spec, text_column=text_column, label_column=label_column, classes=classes,
-                       person_column=person_column, encoding=encoding)
+                       person_column=person_column, encoding=encoding, max_bytes=max_bytes,
+                       max_documents=max_documents)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Sequence
 
+from dpkps_core.corpus.limits import LoadLimits
 from dpkps_core.errors import CorpusError, ParameterError
 
 #: Accepted values of ``file_format``.
@@ -96,11 +97,13 @@ class ResolvedInput:
 
 
 def resolve_input(
-    source: Any, *, filename: str | None, file_format: str | None, max_bytes: int, encoding: str = "utf-8"
+    source: Any, *, filename: str | None, file_format: str | None, max_bytes: int | None, encoding: str = "utf-8"
 ) -> ResolvedInput:
-    """Turn a path / bytes / file-like into bytes or a folder, checking size and emptiness; ``encoding`` (one of
-    :data:`ENCODINGS`) is how its text will be decoded."""
+    """Turn a path / bytes / file-like into bytes or a folder, checking size (``max_bytes``; None = no limit:
+    :class:`~dpkps_core.corpus.limits.LoadLimits`) and emptiness; ``encoding`` (one of :data:`ENCODINGS`) is how
+    its text will be decoded."""
     encoding = check_encoding(encoding)
+    limits = LoadLimits(max_bytes=max_bytes, max_documents=None)
     if file_format is not None:
         if not isinstance(file_format, str) or file_format.lower().lstrip(".") not in FORMATS:
             raise ParameterError(f"file_format must be one of: {', '.join(FORMATS)}.")
@@ -135,16 +138,13 @@ def resolve_input(
             for p in path.rglob("*"):
                 if p.is_file():
                     total += p.stat().st_size
-                    if total > max_bytes:
-                        raise CorpusError(too_big_message(total, max_bytes, "folder"))
+                    limits.check_bytes(total, "folder")
             if file_format not in (None, "folder"):
                 raise ParameterError(f"'{path.name}' is a folder; use file_format='folder' or give a file.")
             return ResolvedInput(None, path, str(path), "folder", encoding)
         if not path.exists():
             raise CorpusError(f"The file '{path}' was not found; check the path.")
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise CorpusError(too_big_message(size, max_bytes, "file"))
+        limits.check_bytes(path.stat().st_size, "file")
         data = path.read_bytes()
         folder = None
         display = str(path)
@@ -152,28 +152,12 @@ def resolve_input(
     else:
         raise ParameterError("The corpus source must be a file path, a folder path or the file's bytes.")
 
-    if len(data) > max_bytes:
-        raise CorpusError(too_big_message(len(data), max_bytes, "file"))
+    limits.check_bytes(len(data), "file")
     if not data.strip():
         raise CorpusError("The file is empty; choose a file that contains documents.")
 
     fmt = file_format or _guess_format(data, filename)
     return ResolvedInput(data, folder, display, fmt, encoding)
-
-
-def _fmt_size(n: int) -> str:
-    if n >= 1024 * 1024:
-        return f"{n / 1024 / 1024:,.1f} MB".replace(".0 MB", " MB")
-    if n >= 1024:
-        return f"{n / 1024:,.1f} KB".replace(".0 KB", " KB")
-    return f"{n:,} bytes"
-
-
-def too_big_message(size: int, limit: int, what: str) -> str:
-    return (
-        f"The {what} is {_fmt_size(size)}, over the {_fmt_size(limit)} limit; split it or use a sample of the "
-        "documents."
-    )
 
 
 def _guess_format(data: bytes, filename: str | None) -> str:
@@ -339,7 +323,7 @@ def _skip_member(parts: Sequence[str]) -> bool:
     return any(p.startswith(".") or p == "__MACOSX" for p in parts)
 
 
-def read_txt_folder(folder: Path, max_documents: int, *, encoding: str = "utf-8"
+def read_txt_folder(folder: Path, max_documents: int | None, *, encoding: str = "utf-8"
                     ) -> tuple[list[str], list[str], list[str]]:
     """Texts, labels (parent folder name) and relative paths of the .txt files under ``folder`` (each decoded
     with ``encoding``)."""
@@ -359,7 +343,7 @@ def read_txt_folder(folder: Path, max_documents: int, *, encoding: str = "utf-8"
     return texts, labels, names
 
 
-def read_txt_zip(data: bytes, max_documents: int, max_bytes: int, *, encoding: str = "utf-8"
+def read_txt_zip(data: bytes, max_documents: int | None, max_bytes: int | None, *, encoding: str = "utf-8"
                  ) -> tuple[list[str], list[str], list[str]]:
     """Texts, labels (name of the folder holding each file) and member names of the .txt files in a ZIP (each
     decoded with ``encoding``)."""
@@ -378,9 +362,8 @@ def read_txt_zip(data: bytes, max_documents: int, max_bytes: int, *, encoding: s
         if not members:
             raise CorpusError("The ZIP file contains no .txt files; put one document per .txt file in class folders.")
         check_count(len(members), max_documents)
-        total = sum(m.file_size for m in members)
-        if total > max_bytes:
-            raise CorpusError(too_big_message(total, max_bytes, "unpacked ZIP content"))
+        LoadLimits(max_bytes=max_bytes, max_documents=None).check_bytes(sum(m.file_size for m in members),
+                                                                         "unpacked ZIP content")
         members.sort(key=lambda m: m.filename)
         texts, labels, names = [], [], []
         for m in members:
@@ -405,11 +388,8 @@ def read_txt_zip(data: bytes, max_documents: int, max_bytes: int, *, encoding: s
 _READABLE_ZIP_METHODS = frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA})
 
 
-def check_count(n: int, max_documents: int) -> None:
-    """Refuse more than ``max_documents`` rows or files (a local refusal on the input's size: nothing is computed,
-    released or charged)."""
-    if n > max_documents:
-        raise CorpusError(
-            f"The input has {n:,} documents, over the limit of {max_documents:,}; use a sample or raise the limit."
-        )
+def check_count(n: int, max_documents: int | None) -> None:
+    """Refuse more than ``max_documents`` rows or files (None = no limit; a local refusal on the input's size:
+    nothing is computed, released or charged; the message names the setting: :mod:`.limits`)."""
+    LoadLimits(max_bytes=None, max_documents=max_documents).check_documents(n)
 

@@ -26,10 +26,9 @@ from dpkps_core.corpus.formats import (
     read_txt_zip,
     resolve_input,
 )
+from dpkps_core.corpus.limits import DEFAULT_LIMIT, LoadLimits
 from dpkps_core.corpus.model import Corpus, check_class_names
 from dpkps_core.errors import CorpusError, ParameterError
-
-_MAX_BYTES = 200 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +76,7 @@ class RawRows:
 
 
 def _read_raw(inp: ResolvedInput, *, text_column: str | None, label_column: str | None,
-              person_column: str | None, max_documents: int, max_bytes: int) -> RawRows:
+              person_column: str | None, max_documents: int | None, max_bytes: int | None) -> RawRows:
     """The rows of a resolved input with the loader's columns (given, or chosen from the names alone)."""
     if inp.fmt in ("folder", "zip"):
         if text_column is not None or label_column is not None or person_column is not None:
@@ -110,8 +109,8 @@ def read_rows(
     text_column: str | None = None,
     label_column: str | None = None,
     person_column: str | None = None,
-    max_bytes: int = _MAX_BYTES,
-    max_documents: int = 200_000,
+    max_bytes: int | None | Any = DEFAULT_LIMIT,
+    max_documents: int | None | Any = DEFAULT_LIMIT,
     encoding: str = "utf-8",
 ) -> RawRows:
     """The raw rows of a corpus file, read exactly as :func:`load_corpus` reads them, before any cleaning.
@@ -123,17 +122,21 @@ def read_rows(
     for col, what in ((text_column, "text_column"), (label_column, "label_column"), (person_column, "person_column")):
         if col is not None and not isinstance(col, str):
             raise ParameterError(f"{what} must be a column name.")
-    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=max_bytes, encoding=encoding)
+    limits = LoadLimits.resolve(max_bytes=max_bytes, max_documents=max_documents)
+    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=limits.max_bytes,
+                        encoding=encoding)
     return _read_raw(inp, text_column=text_column, label_column=label_column, person_column=person_column,
-                     max_documents=max_documents, max_bytes=max_bytes)
+                     max_documents=limits.max_documents, max_bytes=limits.max_bytes)
 
 
 def _check_load_options(*, min_chars: Any, max_bytes: Any, max_documents: Any, min_class_size: Any,
                         drop_duplicates: Any, truncate: Any, columns: Sequence[tuple[Any, str]]
-                        ) -> tuple[int, int, int, int]:
-    """The loader's own settings checked (public input: a refusal here reads no data); returns the four limits."""
-    limits = (check_int(min_chars, "min_chars", 0), check_int(max_bytes, "max_bytes", 1),
-              check_int(max_documents, "max_documents", 1), check_int(min_class_size, "min_class_size", 1))
+                        ) -> tuple[int, LoadLimits, int]:
+    """The loader's own settings checked (public input: a refusal here reads no data); returns min_chars, the
+    size limits (:class:`LoadLimits`, the deployment's defaults where not given) and min_class_size."""
+    limits = (check_int(min_chars, "min_chars", 0),
+              LoadLimits.resolve(max_bytes=max_bytes, max_documents=max_documents),
+              check_int(min_class_size, "min_class_size", 1))
     if not isinstance(drop_duplicates, bool) or not isinstance(truncate, bool):
         raise ParameterError("drop_duplicates and truncate must be True or False.")
     if truncate:
@@ -141,7 +144,7 @@ def _check_load_options(*, min_chars: Any, max_bytes: Any, max_documents: Any, m
         # added row would push another out), so a truncated corpus has no neighbour guarantee.
         raise ParameterError(
             "truncate=True is not supported: keeping the first rows would let one added row push out another. "
-            "Split the file, sample it yourself, or raise max_documents."
+            "Raise max_documents instead (0 = no limit)."
         )
     for col, what in columns:
         if col is not None and not isinstance(col, str):
@@ -158,8 +161,8 @@ def load_corpus(
     file_format: str | None = None,
     name: str | None = None,
     min_chars: int = 20,
-    max_bytes: int = _MAX_BYTES,
-    max_documents: int = 200_000,
+    max_bytes: int | None | Any = DEFAULT_LIMIT,
+    max_documents: int | None | Any = DEFAULT_LIMIT,
     min_class_size: int = 2,
     drop_duplicates: bool = True,
     truncate: bool = False,
@@ -180,7 +183,10 @@ def load_corpus(
     ``corpus.report`` (private, local figures), when its text is empty or shorter than ``min_chars``
     characters, its label is empty or its person id is empty; it collapses only with an identical earlier row of
     the same person (same text, label and person; ``drop_duplicates=False`` keeps every row).
-    More than ``max_documents`` rows is an error (a local refusal: nothing is computed, released or charged).
+    More than ``max_documents`` rows, or a file over ``max_bytes``, is an error (a local refusal: nothing is
+    computed, released or charged); both are settings (:class:`~dpkps_core.corpus.limits.LoadLimits`): left out,
+    the deployment's defaults ($DPKPS_MAX_DOCUMENTS, $DPKPS_MAX_CORPUS_BYTES, else 200,000 and 200 MB); ``0`` or
+    None = no limit.
     ``truncate=True`` is refused: keeping the first N rows would let one row push out another.
     ``person_column``: optional column identifying the person each document is about (the unit of privacy
     becomes the person; the identifiers are private and never released; never guessed).
@@ -192,14 +198,15 @@ def load_corpus(
     ``corpus.report.notes``, not errors, so that whether anything is released never hinges on one document.
     Raises :class:`CorpusError` with one actionable sentence for every bad input.
     """
-    min_chars, max_bytes, max_documents, min_class_size = _check_load_options(
+    min_chars, limits, min_class_size = _check_load_options(
         min_chars=min_chars, max_bytes=max_bytes, max_documents=max_documents, min_class_size=min_class_size,
         drop_duplicates=drop_duplicates, truncate=truncate,
         columns=((text_column, "text_column"), (label_column, "label_column"), (person_column, "person_column")))
-    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=max_bytes, encoding=encoding)
+    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=limits.max_bytes,
+                        encoding=encoding)
     raw = _read_raw(inp, text_column=text_column, label_column=label_column, person_column=person_column,
-                    max_documents=max_documents, max_bytes=max_bytes)
-    check_count(len(raw), max_documents)
+                    max_documents=limits.max_documents, max_bytes=limits.max_bytes)
+    check_count(len(raw), limits.max_documents)
     clean_texts, clean_labels, report, clean_persons = clean_rows(
         raw.column(raw.text_column),
         raw.column(raw.label_column),
@@ -228,12 +235,14 @@ def list_columns(
     *,
     filename: str | None = None,
     file_format: str | None = None,
-    max_bytes: int = _MAX_BYTES,
+    max_bytes: int | None | Any = DEFAULT_LIMIT,
     encoding: str = "utf-8",
 ) -> list[str]:
     """Column names of a tabular corpus file (CSV, TSV, JSONL/JSON, Parquet), for the UI's column pickers; the
     file is decoded with ``encoding`` as :func:`load_corpus` decodes it."""
-    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=max_bytes, encoding=encoding)
+    inp = resolve_input(source, filename=filename, file_format=file_format,
+                        max_bytes=LoadLimits.resolve(max_bytes=max_bytes, max_documents=None).max_bytes,
+                        encoding=encoding)
     if inp.fmt in ("folder", "zip"):
         raise CorpusError(
             "Folders and ZIPs of .txt files have no columns; each file is a document labelled by its folder."
@@ -266,7 +275,8 @@ def suggest_columns(
 ) -> tuple[str | None, str | None]:
     """The (text, label) columns :func:`load_corpus` would choose for a tabular file: from the column NAMES only
     (DESIGN §2.0; :func:`guess_columns`); either is None when no name or several names match (the user chooses)."""
-    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=_MAX_BYTES, encoding=encoding)
+    inp = resolve_input(source, filename=filename, file_format=file_format,
+                        max_bytes=LoadLimits.resolve(max_documents=None).max_bytes, encoding=encoding)
     if inp.fmt in ("folder", "zip"):
         return None, None
     return guess_columns(_input_columns(inp), person_column=person_column)
