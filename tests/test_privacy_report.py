@@ -4,7 +4,6 @@ renders Markdown."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -19,14 +18,17 @@ from dpkps_core.errors import ParameterError
 from dpkps_core.pipeline import run_sampling, write_run_files
 from dpkps_core.privacy_report import DPKPS_KEYS, PrivacyReport
 from dpkps_core.runfolder import RunFolder
+from canonical import canonical_digest
 from test_seeded_run_files import _corpus, _vocabulary
 
-# SHA-256 of privacy_report.json (event timestamps blanked, compact JSON) of the seeded runs of
-# tests/test_seeded_run_files.py, computed with the code BEFORE the report was typed (the dictionary in pipeline.py).
+# Canonical digest (tests/canonical.py: floats to 9 significant digits, keys sorted; docs/TESTING.md "Pinned digests")
+# of privacy_report.json (event timestamps blanked) of the seeded runs of tests/test_seeded_run_files.py. First pinned
+# as SHA-256s of the raw JSON with the code BEFORE the report was typed (the dictionary in pipeline.py); the canonical
+# digests were taken from the same, unchanged JSON (the raw digests still held on the machine that took them).
 EXPECTED = {
-    "independent": "ae53a490687c581d43a00843c481fc0d6bcfd5eacf378f9bb344e81829c01dfd",
-    "iterative-linear": "b7641655af69626210b5a0f0ad94e2d992f51f9b97c20e1a35a116c8ca45da41",
-    "iterative-log": "47bd7a67f8208b53df343b6c905a13ae5cb426eb24bb3ba307d3913b8bef5476",
+    "independent": "0c86fd05ba766c296ebb1fbc1be28da233733cd1cba9ea75d846523adbdbbdae",
+    "iterative-linear": "ec855bc91c495712a833e44498bea68fa0062b560c83330ead705ff5f85b2102",
+    "iterative-log": "ff47584d8017617e81fe0b89c58b5ad7a607346a71ce3b97453c4d0490f5132c",
 }
 
 
@@ -49,10 +51,13 @@ def test_a_seeded_run_writes_the_same_report_json_as_before(method: str, tmp_pat
     assert tuple(data) == tuple(k for k in DPKPS_KEYS if k in data)
     for event in data["events"]:
         event["timestamp"] = "T"
-    # a public setting added to the configuration since the digests were taken: the file's encoding choice
+    # public settings added to the configuration since the digests were taken, at their defaults: the file's
+    # encoding and the loader's limits (None = the deployment's default)
     assert data["parameters"].pop("encoding") == "utf-8"
-    got = hashlib.sha256(json.dumps(data, ensure_ascii=False).encode()).hexdigest()
-    assert got == EXPECTED[method]
+    for later in ("max_corpus_bytes", "max_documents"):
+        assert data["parameters"].pop(later, None) is None
+    got = canonical_digest(data)
+    assert got == EXPECTED[method], got
     # typed: the events are the ledger's frozen events, the totals its totals
     assert isinstance(report, PrivacyReport) and all(isinstance(e, PrivacyEvent) for e in report.events)
     assert report.epsilon_total == pytest.approx(5.0) and report["epsilon_kde"] == pytest.approx(3.0)

@@ -4,11 +4,17 @@ The expected SHA-256s were computed from the code BEFORE the module splits of do
 over 500 lines, no function over 100 lines): a refactor that changes a released number, an order, a float's
 formatting or a key of ``sequences.jsonl`` / ``private_vocabulary.json`` fails here. A deliberate change of
 behaviour updates these digests in the same commit and says why.
+
+Why a byte digest is portable here (docs/TESTING.md "Pinned digests"): ``sequences.jsonl`` holds only ids, labels
+and terms (no float), and every float of ``private_vocabulary.json`` is a DP-released value or a public setting
+written rounded to 2 decimals — far above the last bits in which CPUs' BLAS kernels differ — so both files must be
+identical on any machine; :func:`_floats_are_rounded` checks that this stays so.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -62,6 +68,24 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _floats(obj: object) -> list[float]:
+    if isinstance(obj, float):
+        return [obj]
+    if isinstance(obj, dict):
+        return [f for v in obj.values() for f in _floats(v)]
+    if isinstance(obj, list):
+        return [f for v in obj for f in _floats(v)]
+    return []
+
+
+def _floats_are_rounded(folder: RunFolder) -> None:
+    """No float in the sequences; every float of Ṽ's file has at most 2 decimals (so the byte digest is portable)."""
+    assert not [f for line in folder.sequences.read_text(encoding="utf-8").splitlines()
+                for f in _floats(json.loads(line))]
+    floats = _floats(json.loads(folder.vocabulary.read_text(encoding="utf-8")))
+    assert floats and all(round(f, 2) == f for f in floats), floats
+
+
 @pytest.mark.parametrize("method", sorted(EXPECTED))
 def test_a_seeded_run_writes_byte_identical_released_files(method: str, tmp_path: Path) -> None:
     cfg = SamplingConfig(corpus="fixed", eps_voc=2.0, eps_kde=3.0, method=method, vocab_size=12, terms_per_doc=5,
@@ -72,5 +96,6 @@ def test_a_seeded_run_writes_byte_identical_released_files(method: str, tmp_path
     out = write_run_files(tmp_path / "run", config=run.config, split=run.split,
                           private_vocabulary=run.private_vocabulary, outcome=run.outcome, report=run.privacy_report())
     folder = RunFolder(out)
+    _floats_are_rounded(folder)
     got = (_digest(folder.sequences), _digest(folder.vocabulary))
     assert got == EXPECTED[method], got

@@ -1,15 +1,16 @@
 """Both "Will this work?" forecasts take the sampling settings as one frozen SamplingConfig (docs/ARCHITECTURE.md
 "One path for a setting"; DESIGN §6) and give the same numbers as before they did.
 
-The digests below were taken with the keyword-argument forecasts (``eps_voc=…, eps_kde=…, terms_per_doc=…,
-vocab_size=…, method=…, density=…, length=…, features=…, bandwidth=…``) before the settings became a config: a
-config-built forecast must reproduce every field of the old one, verdict text included. No real model: the RFF
+The snapshots (snapshots/forecast_config.json) hold what the keyword-argument forecasts gave (``eps_voc=…,
+eps_kde=…, terms_per_doc=…, vocab_size=…, method=…, density=…, length=…, features=…, bandwidth=…``) before the
+settings became a config (first pinned as SHA-256s of the raw JSON; docs/TESTING.md "Pinned digests" says why they
+became snapshots with a tolerance): a config-built forecast must reproduce every field of the old one, verdict text
+included. No real model: the RFF
 case embeds with the bag-of-words stand-in of tests/evaluation/test_evaluation.py."""
 
 from __future__ import annotations
 
-import hashlib
-import json
+from pathlib import Path
 
 import pytest
 
@@ -21,11 +22,23 @@ from dpkps_core.evaluation.forecast_dp import dp_forecast, forecast_from_release
 from dpkps_core.evaluation.forecast_exact import forecast
 from dpkps_core.evaluation.forecast_outlook import Forecast
 from dpkps_core.evaluation.sweep import dp_forecast_grid
+from canonical import assert_matches_snapshot, canonical_digest
 from eval_toys import BowEmbedder, make_toy_corpus, make_toy_vocabulary
 
 
+SNAPSHOTS = Path(__file__).parent / "snapshots" / "forecast_config.json"
+
+
 def _digest(f: Forecast) -> str:
-    return hashlib.sha256(json.dumps(f.to_dict(), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    """A forecast's canonical digest (floats to 9 significant digits; docs/TESTING.md "Pinned digests")."""
+    return canonical_digest(f.to_dict())
+
+
+def _pin(f: Forecast, name: str) -> None:
+    """Every field of the forecast as pinned before the settings became a config: texts, counts and keys exactly,
+    floats within 10⁻⁶ relative — the RFF cases embed terms in float32, whose kernels differ between CPUs by
+    ≈ 10⁻⁸ relative (docs/TESTING.md "Pinned digests")."""
+    assert_matches_snapshot(f.to_dict(), file=SNAPSHOTS, name=name)
 
 
 @pytest.fixture(scope="module")
@@ -38,20 +51,20 @@ def test_exact_forecast_from_a_config_equals_the_keyword_forecast(toy: tuple) ->
     # histogram, a poor vocabulary (remedies in the verdict) and a poor density (a suggested ε_kde)
     poor = forecast(corpus.texts, corpus.labels, big,
                     build_sampling_config(eps_voc=0.05, eps_kde=0.01, terms_per_doc=5, vocab_size=30, length=5))
-    assert _digest(poor) == "c6e72be2055db9f61f08be56d5f1c2963b75a511dafc932a899e4bd6dd551622"
+    _pin(poor, "exact_histogram_poor")
     assert poor.expected_noise_share == 1.0 and poor.noise_floor == pytest.approx(921.2338374638856, rel=1e-12)
     assert poor.suggested_eps_voc == 5.0 and poor.suggested_eps_kde == pytest.approx(1.9712966196628812, rel=1e-12)
     # RFF with the exact KDE over embedded stand-in terms, a user I
     rff = forecast(corpus.texts, corpus.labels, small,
                    build_sampling_config(eps_voc=3.0, eps_kde=2.0, terms_per_doc=5, vocab_size=30,
                                          method="iterative-log", length=5, features=300), embedder=BowEmbedder())
-    assert _digest(rff) == "0a4e6713b2ccdc2708ef616a57dfc14f54fc2b40e8e78bcc2da1b53e7d4ce7c1"
+    _pin(rff, "exact_rff_iterative_log")
     assert rff.expected_real_terms == pytest.approx(24.2) and rff.kde["sport"]["snr"] == pytest.approx(0.010151539653)
     # RFF for independent sampling with the user's σ
     bw = forecast(corpus.texts, corpus.labels, small,
                   build_sampling_config(eps_voc=3.0, eps_kde=2.0, terms_per_doc=5, vocab_size=30, density="rff",
                                         length=5, bandwidth=0.7), embedder=BowEmbedder())
-    assert _digest(bw) == "0a01d1c727de1568ae5de52ec91856f32f4ae542f8cd4bec6354612cd05ba18f"
+    _pin(bw, "exact_rff_independent_sigma")
     assert "σ = 0.7" in bw.kde_error_kind
 
 
@@ -60,7 +73,7 @@ def test_exact_forecast_remedies_a_smaller_n_and_a_prefix_of_v_as_before() -> No
     cfg = build_sampling_config(eps_voc=0.5, eps_kde=0.5, terms_per_doc=5, vocab_size=30, length=4,
                                 method="iterative-log", features=20)
     f = forecast(corpus.texts, corpus.labels, big, cfg, min_real_terms=20, embedder=BowEmbedder())
-    assert _digest(f) == "12a31876ac1c99642f8812da9cbc3e6d37d1583ba33c4e3069a8ba893c47cef1"
+    _pin(f, "exact_remedies")
     assert f.vocabulary_quality == "poor" and f.suggested_eps_voc == 1.0 and f.suggested_max_terms == 10_000
     assert "a smaller N = 20" in f.verdict
 
@@ -72,11 +85,11 @@ def test_dp_forecast_from_a_config_equals_the_keyword_forecast(toy: tuple) -> No
                                                               vocab_size=30, length=5),
                            ledger=led, noise=NoiseSource(7, sampler="numpy"), epsilon=0.5, reps=3)
     assert led.total_epsilon == pytest.approx(0.5) and f.dp and f.epsilon_forecast == 0.5
-    assert _digest(f) == "15160a3650fbd534e4d2340f3381e409b93542cd1f29b5896fe29f9e33f8ee78"
+    _pin(f, "dp_histogram")
     assert f.suggested_eps_voc == 8.0 and f.suggested_eps_kde == pytest.approx(1.4695507056190422, rel=1e-12)
     rff = forecast_from_release(stats, build_sampling_config(eps_voc=1.0, eps_kde=2.0, vocab_size=30, length=5,
                                                              method="iterative-log", features=500, terms_per_doc=5))
-    assert _digest(rff) == "af0b7e691ceac4eb6ed5bc64455eae488a6244a12f5f59228935533f1447bfa0"
+    _pin(rff, "dp_rff_iterative_log")
     assert rff.kde["sport"]["snr"] == pytest.approx(0.010076292073)  # the error at the unrounded noisy class size
 
 

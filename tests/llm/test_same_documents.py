@@ -1,18 +1,19 @@
 """Behaviour unchanged across the llm/ split (docs/ARCHITECTURE.md, llm/): the same sequences, backend and seed give
-the same documents, failures and audit log, byte for byte (timestamps and the model folder's path left out).
+the same documents, failures and audit log (timestamps and the model folder's path left out): every text, id and
+count exactly, every float to 9 significant digits (tests/canonical.py).
 
-The expected digests were computed with the code BEFORE the split (the runner's one 248-line function and the
+The expected digests were first computed with the code BEFORE the split (the runner's one 248-line function and the
 backends ↔ local cycle): the tiny Llama saved by the tests (seeded), greedy and seeded sampling, batched and one
-at a time, and a scripted remote backend with retries and failures. A deliberate change of behaviour updates them
+at a time, and a scripted remote backend with retries and failures; the canonical digests were taken from the same,
+unchanged files. A deliberate change of behaviour updates them
 in the same commit and says why."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import pytest
+from canonical import canonical_lines_digest, jsonl_records
 from llm_fakes import FakeBackend, build_tiny_model, make_sequences
 
 from dpkps_core.llm.local import LocalModelBackend
@@ -25,22 +26,23 @@ CFG = PromptConfig(doc_type="a news article", include_label=False)  # the prompt
 
 
 def _digest(run: Path) -> str:
-    h = hashlib.sha256()
+    """Canonical digest (tests/canonical.py: floats to 9 significant digits; docs/TESTING.md "Pinned digests") of the
+    run's documents, failures and audit log, line by line, timestamps and the model folder's path left out."""
+    records = []
     for name in (DOCUMENTS_FILE, FAILURES_FILE, AUDIT_FILE):
         path = run / name
         if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                obj = json.loads(line)
+            for obj in jsonl_records(path):
                 obj.pop("timestamp", None)
                 obj.get("backend_info", {}).pop("model_path", None)
-                h.update(json.dumps(obj, sort_keys=True).encode())
-    return h.hexdigest()[:16]
+                records.append(obj)
+    return canonical_lines_digest(records)[:16]
 
 
 @pytest.mark.parametrize("temperature, batch_size, expected", [
-    (0.0, 4, "96b5e867b965de8b"),
-    (0.7, 4, "49641f28fef236b6"),
-    (0.7, 1, "94642d1ca057d8a8"),
+    (0.0, 4, "1bd2fba3a01bbfe1"),
+    (0.7, 4, "5409669a4e11d3bb"),
+    (0.7, 1, "4794664824062c71"),
 ])
 def test_local_model_writes_the_same_documents(tmp_path: Path, temperature: float, batch_size: int,
                                                expected: str) -> None:
@@ -55,7 +57,8 @@ def test_local_model_writes_the_same_documents(tmp_path: Path, temperature: floa
                                                          # repetition control off, as when the digests were taken
                                                          no_repeat_ngram=0, repetition_penalty=1.0))
     assert summary.written + summary.failed == 10
-    assert _digest(tmp_path / "run") == expected
+    got = _digest(tmp_path / "run")
+    assert got == expected, got
 
 
 def test_remote_backend_writes_the_same_documents_failures_and_audit(tmp_path: Path) -> None:
@@ -64,4 +67,5 @@ def test_remote_backend_writes_the_same_documents_failures_and_audit(tmp_path: P
                              settings=GenerationSettings(retries=2, backoff_base=0.0, backoff_max=0.01))
     assert (summary.written, summary.failed) == (8, 2)
     assert backend.calls == [1, 2, 2, 3, 4, 4, 4, 5, 6, 7, 8, 9, 10]
-    assert _digest(tmp_path) == "526adfcb567587be"
+    got = _digest(tmp_path)
+    assert got == "33e51e96ab512947", got
