@@ -10,10 +10,11 @@ one person's rows decide which of another person's rows survive. Counts only, ne
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from dpkps_core.corpus.model import LoadReport
 from dpkps_core.errors import CorpusError, ParameterError
@@ -50,9 +51,27 @@ def check_int(value: Any, name: str, minimum: int) -> int:
     return value
 
 
+#: Bytes of one row's de-duplication digest (BLAKE2b-128 of its normalised text, label and person). The loader
+#: keeps one per kept row across chunks — about 90 bytes of memory per document with Python's set (measured in
+#: benchmarks/scale.py); a collision (two different rows alike) has probability ≈ n²/2¹²⁹, 6·10⁻²⁶ at 2·10⁶ rows.
+DIGEST_BYTES = 16
+
+
+def row_digest(key: tuple[str, str, str]) -> bytes:
+    """The de-duplication digest of a row's (normalised text, label, person): each part length-prefixed, so no two
+    different keys share their bytes."""
+    h = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    for part in key:
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.digest()
+
+
 @dataclass
 class _Kept:
-    """The rows that survive the per-row checks, and how many each check dropped (private, local counts)."""
+    """The rows that survive the per-row checks, and how many each check dropped (private, local counts); the
+    digests of the kept rows (``seen``) and the kept labels' counts carry over from chunk to chunk."""
 
     texts: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
@@ -62,13 +81,19 @@ class _Kept:
     n_dup: int = 0
     n_no_label: int = 0
     n_no_person: int = 0
+    n_read: int = 0
+    n_kept: int = 0
+    seen: set[bytes] = field(default_factory=set, repr=False)
+    label_counts: Counter[str] = field(default_factory=Counter, repr=False)
 
 
 def _filter_rows(raw_texts: Sequence[Any], raw_labels: Sequence[Any], persons: Sequence[Any] | None, *,
-                 min_chars: int, drop_duplicates: bool) -> _Kept:
-    """Each row's fate from that row alone (and its identical earlier copies): see the module docstring."""
-    kept = _Kept()
-    seen: set[tuple[str, str, str]] = set()
+                 min_chars: int, drop_duplicates: bool, kept: _Kept | None = None) -> _Kept:
+    """Each row's fate from that row alone (and its identical earlier copies, remembered by digest in ``kept``
+    from earlier chunks): see the module docstring."""
+    kept = kept if kept is not None else _Kept()
+    seen = kept.seen
+    kept.n_read += len(raw_texts)
     for i, (t, y) in enumerate(zip(raw_texts, raw_labels)):
         text = as_str(t).strip()
         if not text:
@@ -89,20 +114,23 @@ def _filter_rows(raw_texts: Sequence[Any], raw_labels: Sequence[Any], persons: S
                 continue
         if drop_duplicates:
             key = (text, label, person)
-            if key in seen:
+            digest = row_digest(key)
+            if digest in seen:
                 kept.n_dup += 1
                 continue
-            seen.add(key)
+            seen.add(digest)
         if persons is not None:
             kept.persons.append(person)
         kept.texts.append(text)
         kept.labels.append(label)
+        kept.label_counts[label] += 1
+        kept.n_kept += 1
     return kept
 
 
 def _refuse_when_empty(kept: _Kept, n_read: int, min_chars: int) -> None:
     """Nothing left after cleaning: say which checks dropped the rows (counts only)."""
-    if kept.texts:
+    if kept.n_kept:
         return
     if n_read == 0:
         raise CorpusError("The file has no documents, only a header (or nothing at all): put one document per "
@@ -136,9 +164,10 @@ def _drop_small_classes(kept: _Kept, min_class_size: int, with_persons: bool) ->
     return n_dropped
 
 
-def _label_notes(labels: Sequence[str], min_class_size: int) -> tuple[str, ...]:
-    """Checks on the labels found in the data: local warnings, never refusals — whether anything is released must
-    not depend on one private document (DESIGN §2). The declared public class list decides."""
+def _label_notes(labels: Sequence[str] | Mapping[str, int], min_class_size: int) -> tuple[str, ...]:
+    """Checks on the labels found in the data (the labels, or their counts): local warnings, never refusals —
+    whether anything is released must not depend on one private document (DESIGN §2). The declared public class
+    list decides."""
     counts = Counter(labels)
     notes: list[str] = []
     if len(counts) < 2:
@@ -184,3 +213,59 @@ def clean_rows(
         n_no_person=kept.n_no_person,
     )
     return kept.texts, kept.labels, report, (kept.persons if persons is not None else None)
+
+
+class RowFilter:
+    """The loader's per-row cleaning over a stream of chunks (issue 31: one reading path for any size).
+
+    :meth:`feed` takes one chunk of raw cells and returns the rows it keeps, each decided exactly as
+    :func:`clean_rows` decides it on the whole file (see the module docstring): by that row alone, or by an
+    identical EARLIER row of the same person — remembered across chunks by its digest (:data:`DIGEST_BYTES`
+    bytes; the only state that grows with the corpus). :meth:`report` ends the pass: the counts (private, local),
+    the label notes, and the refusal when no row was kept."""
+
+    def __init__(self, *, min_chars: int, drop_duplicates: bool, with_persons: bool) -> None:
+        self.min_chars = check_int(min_chars, "min_chars", 0)
+        if not isinstance(drop_duplicates, bool):
+            raise ParameterError("drop_duplicates must be True or False.")
+        self.drop_duplicates = drop_duplicates
+        self.with_persons = bool(with_persons)
+        self._kept = _Kept()
+
+    def feed(self, raw_texts: Sequence[Any], raw_labels: Sequence[Any], persons: Sequence[Any] | None = None
+             ) -> tuple[list[str], list[str], list[str] | None]:
+        """The (texts, labels, persons or None) this chunk keeps, in its order."""
+        if self.with_persons and persons is None:
+            raise ParameterError("This filter reads a person column: give each chunk's persons.")
+        kept = self._kept
+        _filter_rows(raw_texts, raw_labels, persons if self.with_persons else None, min_chars=self.min_chars,
+                     drop_duplicates=self.drop_duplicates, kept=kept)
+        out = (kept.texts, kept.labels, kept.persons if self.with_persons else None)
+        kept.texts, kept.labels, kept.persons = [], [], []
+        return out
+
+    @property
+    def n_read(self) -> int:
+        """Rows fed so far."""
+        return self._kept.n_read
+
+    @property
+    def n_kept(self) -> int:
+        """Rows kept so far."""
+        return self._kept.n_kept
+
+    @property
+    def digests(self) -> int:
+        """How many row digests the de-duplication holds (one per kept row when it is on)."""
+        return len(self._kept.seen)
+
+    def report(self, *, min_class_size: int) -> LoadReport:
+        """The pass's :class:`LoadReport` (counts only); a :class:`CorpusError` when no row was kept."""
+        kept = self._kept
+        _refuse_when_empty(kept, kept.n_read, self.min_chars)
+        return LoadReport(
+            n_read=kept.n_read, n_empty=kept.n_empty, n_too_short=kept.n_short, n_duplicates=kept.n_dup,
+            n_kept=kept.n_kept, truncated=False, n_dropped_classes=0,
+            notes=_label_notes(kept.label_counts, check_int(min_class_size, "min_class_size", 1)),
+            n_no_label=kept.n_no_label, n_no_person=kept.n_no_person,
+        )

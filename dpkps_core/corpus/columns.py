@@ -87,11 +87,20 @@ _ASK_LABEL = "(CLI: --label-column NAME; app: the “Label column” choice on p
 def select_columns(
     df: Any, text_column: str | None, label_column: str | None, person_column: str | None = None
 ) -> tuple[list[Any], list[Any], str, str]:
-    """Resolve the text and label columns (given, or chosen from the column names alone) and return their values.
+    """Resolve the text and label columns of a DataFrame (:func:`choose_columns`) and return their values."""
+    text_column, label_column = choose_columns(columns_of(df), text_column, label_column, person_column)
+    df = df.loc[:, ~df.columns.duplicated()]
+    return df[text_column].tolist(), df[label_column].tolist(), text_column, label_column
+
+
+def choose_columns(
+    columns: Sequence[str], text_column: str | None, label_column: str | None, person_column: str | None = None
+) -> tuple[str, str]:
+    """Resolve the (text, label) columns: given, or chosen from the column NAMES alone.
 
     A column chosen from the values (e.g. the longest one) would let one added row switch it and change every
     release (DESIGN §2.0), so when no name or several names match, the user is asked instead."""
-    cols = columns_of(df)
+    cols = [str(c) for c in columns]
     if not cols:
         raise CorpusError("The file has no columns; check that it has a header row.")
     listed = ", ".join(cols)
@@ -126,6 +135,5 @@ def select_columns(
         raise CorpusError(f"Column '{label_column}' was not found; available columns: {listed}.")
     if label_column == text_column:
         raise CorpusError("The text column and the label column must be different columns.")
-    df = df.loc[:, ~df.columns.duplicated()]
-    return df[text_column].tolist(), df[label_column].tolist(), text_column, label_column
+    return text_column, label_column
 

@@ -1,5 +1,6 @@
-"""Corpus file formats (DESIGN §1): a path, bytes or upload resolved to bytes or a folder, decoded, and read as a
-table (CSV, TSV, JSONL/JSON, Parquet) or as a folder / ZIP of ``.txt`` files (label = the folder holding each file).
+"""Corpus file formats (DESIGN §1): the formats and encodings a user may choose, the format guessed from a file's
+name or first bytes, a .txt file's decoding, and the checks on a table's header and a ZIP's members. The chunked
+readers of each format are in :mod:`.tables` (text streams in :mod:`.textstream`).
 
 Nothing here cleans, drops or chooses anything (that is :mod:`.cleaning` and :mod:`.columns`), and nothing logs,
 prints or caches document text: every error names at most a line/row number, a column name or a file name inside
@@ -8,15 +9,11 @@ the upload.
 
 from __future__ import annotations
 
-import csv
 import io
-import json
-import os
 import re
 import zipfile
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Sequence
+from pathlib import PurePosixPath
+from typing import Any, Sequence
 
 from dpkps_core.corpus.limits import LoadLimits
 from dpkps_core.errors import CorpusError, ParameterError
@@ -81,86 +78,22 @@ _EXTENSIONS = {
 
 
 # --------------------------------------------------------------------------------------------------------
-# Raw input handling
+# Format and text
 # --------------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class ResolvedInput:
-    """A source resolved to bytes (or a folder) plus its display name and format."""
-
-    data: bytes | None
-    folder: Path | None
-    display: str
-    fmt: str
-    encoding: str = "utf-8"
-
-
-def resolve_input(
-    source: Any, *, filename: str | None, file_format: str | None, max_bytes: int | None, encoding: str = "utf-8"
-) -> ResolvedInput:
-    """Turn a path / bytes / file-like into bytes or a folder, checking size (``max_bytes``; None = no limit:
-    :class:`~dpkps_core.corpus.limits.LoadLimits`) and emptiness; ``encoding`` (one of :data:`ENCODINGS`) is how
-    its text will be decoded."""
-    encoding = check_encoding(encoding)
-    limits = LoadLimits(max_bytes=max_bytes, max_documents=None)
-    if file_format is not None:
-        if not isinstance(file_format, str) or file_format.lower().lstrip(".") not in FORMATS:
-            raise ParameterError(f"file_format must be one of: {', '.join(FORMATS)}.")
-        file_format = file_format.lower().lstrip(".")
-        if file_format == "ndjson":
-            file_format = "jsonl"
-
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data = bytes(source)
-        display = filename or "upload"
-        folder = None
-    elif hasattr(source, "read") and not isinstance(source, (str, os.PathLike)):
-        if hasattr(source, "seek"):
-            try:
-                source.seek(0)
-            except (OSError, ValueError):
-                pass
-        data = source.read()
-        if isinstance(data, str):  # already decoded text: re-encode it in the encoding it will be decoded with
-            try:
-                data = data.encode(encoding)
-            except UnicodeEncodeError:
-                raise CorpusError(f"The text holds characters that {encoding} cannot hold; choose UTF-8 as its "
-                                  "encoding.") from None
-        display = filename or str(getattr(source, "name", "") or "upload")
-        folder = None
-    elif isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        display = filename or path.name or str(path)
-        if path.is_dir():
-            total = 0
-            for p in path.rglob("*"):
-                if p.is_file():
-                    total += p.stat().st_size
-                    limits.check_bytes(total, "folder")
-            if file_format not in (None, "folder"):
-                raise ParameterError(f"'{path.name}' is a folder; use file_format='folder' or give a file.")
-            return ResolvedInput(None, path, str(path), "folder", encoding)
-        if not path.exists():
-            raise CorpusError(f"The file '{path}' was not found; check the path.")
-        limits.check_bytes(path.stat().st_size, "file")
-        data = path.read_bytes()
-        folder = None
-        display = str(path)
-        filename = filename or path.name
-    else:
-        raise ParameterError("The corpus source must be a file path, a folder path or the file's bytes.")
-
-    limits.check_bytes(len(data), "file")
-    if not data.strip():
-        raise CorpusError("The file is empty; choose a file that contains documents.")
-
-    fmt = file_format or _guess_format(data, filename)
-    return ResolvedInput(data, folder, display, fmt, encoding)
+def check_file_format(file_format: Any) -> str | None:
+    """A user's ``file_format`` (one of :data:`FORMATS`, or None to guess it), normalised; anything else is a
+    :class:`ParameterError` (public input: refused before any data is read)."""
+    if file_format is None:
+        return None
+    if not isinstance(file_format, str) or file_format.lower().lstrip(".") not in FORMATS + ("ndjson",):
+        raise ParameterError(f"file_format must be one of: {', '.join(FORMATS)}.")
+    fmt = file_format.lower().lstrip(".")
+    return "jsonl" if fmt == "ndjson" else fmt
 
 
-def _guess_format(data: bytes, filename: str | None) -> str:
+def guess_format(data: bytes, filename: str | None) -> str:
     """Format from the file name's extension, else from the content's magic bytes."""
     if filename:
         ext = PurePosixPath(str(filename).replace("\\", "/")).suffix.lower()
@@ -201,64 +134,8 @@ def decode_text(data: bytes, what: str = "file", *, encoding: str = "utf-8") -> 
 
 
 # --------------------------------------------------------------------------------------------------------
-# Tabular readers
+# Tables and .txt files (the chunked readers are in .tables)
 # --------------------------------------------------------------------------------------------------------
-
-
-def read_table(inp: ResolvedInput, *, nrows: int | None = None) -> tuple[Any, Callable[[int], str]]:
-    """Read a tabular input into a pandas DataFrame; return it with a row -> location describer."""
-    import pandas as pd
-
-    assert inp.data is not None
-    if inp.fmt in ("csv", "tsv"):
-        text = decode_text(inp.data, encoding=inp.encoding)
-        sep = "\t" if inp.fmt == "tsv" else _sniff_delimiter(text)
-        try:
-            df = pd.read_csv(
-                io.StringIO(text),
-                sep=sep,
-                dtype=str,
-                keep_default_na=False,
-                na_values=[],
-                nrows=nrows,
-            )
-        except pd.errors.EmptyDataError:
-            raise CorpusError("The file is empty; choose a file that contains documents.") from None
-        except (pd.errors.ParserError, csv.Error) as exc:
-            m = re.search(r"line (\d+)", str(exc))
-            where = f" near line {m.group(1)}" if m else ""
-            kind = "TSV" if inp.fmt == "tsv" else "CSV"
-            raise CorpusError(
-                f"The {kind} file could not be parsed{where} (rows have different numbers of fields or broken "
-                "quotes); check the delimiter and quoting, or export it again from your spreadsheet."
-            ) from None
-        _check_header(df)
-        return df, lambda i: f"row {i + 1} (not counting the header)"
-    if inp.fmt in ("jsonl", "json"):
-        text = decode_text(inp.data, encoding=inp.encoding)
-        records, lines = _parse_json_records(text, inp.fmt, nrows)
-        df = pd.DataFrame.from_records(records)
-        return df, (lambda i: f"line {lines[i]}") if lines else (lambda i: f"record {i + 1}")
-    if inp.fmt == "parquet":
-        try:
-            import pyarrow.parquet as pq
-
-            table = pq.read_table(io.BytesIO(inp.data))
-        except ImportError as exc:
-            raise CorpusError("Reading Parquet needs the package 'pyarrow'; install it or upload a CSV.") from exc
-        except Exception:  # noqa: BLE001 - any pyarrow failure means an unreadable file
-            if b"\x00" not in inp.data[:8192] and not inp.data.startswith(b"PAR1"):
-                raise CorpusError(
-                    "The file is not a Parquet file; check its type or choose the matching format."
-                ) from None
-            raise CorpusError(
-                "The Parquet file could not be read (it may be damaged); export it again and retry."
-            ) from None
-        df = table.to_pandas()
-        if nrows is not None:
-            df = df.head(nrows)
-        return df, lambda i: f"row {i + 1}"
-    raise CorpusError(f"The {inp.fmt} format has no columns; column choices apply to CSV, TSV, JSONL and Parquet.")
 
 
 def _check_header(df: Any) -> None:
@@ -271,82 +148,13 @@ def _check_header(df: Any) -> None:
         )
 
 
-def _sniff_delimiter(text: str) -> str:
-    """Delimiter of a CSV: the most frequent of , ; | TAB in the header line (default ',')."""
-    header = text.split("\n", 1)[0]
-    counts = {d: header.count(d) for d in (",", ";", "\t", "|")}
-    best = max(counts, key=lambda d: counts[d])
-    return best if counts[best] > 0 else ","
-
-
-def _parse_json_records(text: str, fmt: str, nrows: int | None) -> tuple[list[dict[str, Any]], list[int]]:
-    """Records of a JSONL file (one object per line) or of a JSON array; with line numbers for JSONL."""
-    stripped = text.lstrip()
-    if fmt == "json" and stripped.startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(
-                f"The JSON file is not valid JSON (line {exc.lineno}); fix it or save it as JSON Lines."
-            ) from None
-        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-            raise CorpusError("The JSON file must be an array of objects, one per document.")
-        return (data[:nrows] if nrows else data), []
-    records: list[dict[str, Any]] = []
-    lines: list[int] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            raise CorpusError(
-                f"Line {lineno} of the JSONL file is not valid JSON; put one JSON object per line."
-            ) from None
-        if not isinstance(obj, dict):
-            raise CorpusError(f"Line {lineno} of the JSONL file is not a JSON object; put one object per line.")
-        records.append(obj)
-        lines.append(lineno)
-        if nrows is not None and len(records) >= nrows:
-            break
-    if not records:
-        raise CorpusError("The file is empty; choose a file that contains documents.")
-    return records, lines
-
-
-# --------------------------------------------------------------------------------------------------------
-# Folders and ZIPs of .txt files
-# --------------------------------------------------------------------------------------------------------
-
-
 def _skip_member(parts: Sequence[str]) -> bool:
     return any(p.startswith(".") or p == "__MACOSX" for p in parts)
 
 
-def read_txt_folder(folder: Path, max_documents: int | None, *, encoding: str = "utf-8"
-                    ) -> tuple[list[str], list[str], list[str]]:
-    """Texts, labels (parent folder name) and relative paths of the .txt files under ``folder`` (each decoded
-    with ``encoding``)."""
-    texts: list[str] = []
-    labels: list[str] = []
-    names: list[str] = []
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() == ".txt")
-    files = [p for p in files if not _skip_member(p.relative_to(folder).parts)]
-    if not files:
-        raise CorpusError("The folder contains no .txt files; put one document per .txt file in class sub-folders.")
-    check_count(len(files), max_documents)
-    for p in files:
-        rel = p.relative_to(folder)
-        texts.append(decode_text(p.read_bytes(), what=f"file '{rel.as_posix()}'", encoding=encoding) if p.stat().st_size else "")
-        labels.append(rel.parts[-2] if len(rel.parts) > 1 else "")
-        names.append(rel.as_posix())
-    return texts, labels, names
-
-
-def read_txt_zip(data: bytes, max_documents: int | None, max_bytes: int | None, *, encoding: str = "utf-8"
-                 ) -> tuple[list[str], list[str], list[str]]:
-    """Texts, labels (name of the folder holding each file) and member names of the .txt files in a ZIP (each
-    decoded with ``encoding``)."""
+def txt_zip_members(data: bytes) -> list[str]:
+    """The names of the ZIP's .txt members, in name order (hidden files and macOS folders skipped); a damaged ZIP,
+    a ZIP without .txt files or a member in a compression method this reader cannot read is a clear error."""
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
@@ -361,28 +169,29 @@ def read_txt_zip(data: bytes, max_documents: int | None, max_bytes: int | None, 
         ]
         if not members:
             raise CorpusError("The ZIP file contains no .txt files; put one document per .txt file in class folders.")
-        check_count(len(members), max_documents)
-        LoadLimits(max_bytes=max_bytes, max_documents=None).check_bytes(sum(m.file_size for m in members),
-                                                                         "unpacked ZIP content")
-        members.sort(key=lambda m: m.filename)
-        texts, labels, names = [], [], []
         for m in members:
-            parts = PurePosixPath(m.filename).parts
             if m.compress_type not in _READABLE_ZIP_METHODS:
                 raise CorpusError(
                     f"The file '{m.filename}' in the ZIP uses a compression method this reader does not support; "
                     "recreate the ZIP with standard (deflate) compression."
                 )
-            try:
-                raw = zf.read(m)
-            except (zipfile.BadZipFile, RuntimeError):
-                raise CorpusError(
-                    f"The file '{m.filename}' in the ZIP could not be read (damaged or encrypted); recreate the ZIP."
-                ) from None
-            texts.append(decode_text(raw, what=f"file '{m.filename}'", encoding=encoding) if raw else "")
-            labels.append(parts[-2] if len(parts) > 1 else "")
-            names.append(m.filename)
-    return texts, labels, names
+        return sorted(m.filename for m in members)
+
+
+def zip_unpacked_size(data: bytes, names: Sequence[str]) -> int:
+    """The unpacked size of the ZIP members ``names`` (checked against ``max_bytes`` before any is read)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        return sum(zf.getinfo(n).file_size for n in names)
+
+
+def read_zip_member(zf: zipfile.ZipFile, name: str) -> bytes:
+    """One member's bytes (a damaged or encrypted member is a clear error naming it)."""
+    try:
+        return zf.read(name)
+    except (zipfile.BadZipFile, RuntimeError):
+        raise CorpusError(
+            f"The file '{name}' in the ZIP could not be read (damaged or encrypted); recreate the ZIP."
+        ) from None
 
 
 _READABLE_ZIP_METHODS = frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA})
@@ -392,4 +201,3 @@ def check_count(n: int, max_documents: int | None) -> None:
     """Refuse more than ``max_documents`` rows or files (None = no limit; a local refusal on the input's size:
     nothing is computed, released or charged; the message names the setting: :mod:`.limits`)."""
     LoadLimits(max_bytes=None, max_documents=max_documents).check_documents(n)
-

@@ -1,33 +1,27 @@
 """Reading a private corpus from the user's file (DESIGN §1): the loader's public entry points.
 
-Supported inputs: CSV, TSV, JSONL (or a JSON array of objects), Parquet, a folder of ``.txt`` files and a
-ZIP of ``.txt`` files (label = the folder that holds each file). ``source`` may be a path, raw bytes (with
-``filename=``) or a file-like object such as a Streamlit upload. The formats live in :mod:`.formats`, the choice
-of columns by name in :mod:`.columns`, the per-row cleaning in :mod:`.cleaning`. Nothing here logs, prints or
-caches document text; every error message names at most a line/row number, a column name or a file name inside
-the upload.
+Supported inputs: CSV, TSV, JSONL (or a JSON array of objects), Parquet, a folder of their parts (Parquet parts as
+a data platform exports them), a folder of ``.txt`` files and a ZIP of ``.txt`` files (label = the folder that
+holds each file). ``source`` may be a path, raw bytes (with ``filename=``) or a file-like object such as a
+Streamlit upload. There is ONE reading path (issue 31): :class:`~dpkps_core.corpus.stream.CorpusStream` reads any
+input in chunks (formats in :mod:`.tables`, columns chosen by name in :mod:`.columns`, per-row cleaning in
+:mod:`.cleaning`); the in-memory loader below reads all its chunks and concatenates them. Nothing here logs,
+prints or caches document text; every error message names at most a line/row number, a column name or a file
+name inside the upload.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
-from dpkps_core.corpus.cleaning import check_int, clean_rows
-from dpkps_core.corpus.columns import columns_of, guess_columns, select_columns
-from dpkps_core.corpus.formats import (
-    ResolvedInput,
-    check_count,
-    read_table,
-    read_txt_folder,
-    read_txt_zip,
-    resolve_input,
-)
+from dpkps_core.corpus.cleaning import check_int
+from dpkps_core.corpus.columns import guess_columns
 from dpkps_core.corpus.limits import DEFAULT_LIMIT, LoadLimits
 from dpkps_core.corpus.model import Corpus, check_class_names
+from dpkps_core.corpus.stream import DEFAULT_CHUNK_ROWS, CorpusStream, open_input
 from dpkps_core.errors import CorpusError, ParameterError
 
 
@@ -37,8 +31,8 @@ class RawRows:
 
     Attributes:
         columns: column names in file order (a ZIP or folder of .txt files reads as ``("text", "label")``).
-        table: the rows — a pandas DataFrame (duplicate column names dropped, as the loader reads them) or, for
-            .txt files, a mapping column → values.
+        table: the rows — a mapping column → values (each column once, as the loader reads them; a demo may
+            hold a pandas DataFrame).
         text_column / label_column: the columns the loader selects (the user's, or chosen by name: DESIGN §2.0).
         person_column: the person column the user gave, or None.
         source: where the rows came from (a file name or path, or a demo spec: public).
@@ -75,32 +69,6 @@ class RawRows:
         return tuple(tuple(r) for r in self.table.itertuples(index=False, name=None))
 
 
-def _read_raw(inp: ResolvedInput, *, text_column: str | None, label_column: str | None,
-              person_column: str | None, max_documents: int | None, max_bytes: int | None) -> RawRows:
-    """The rows of a resolved input with the loader's columns (given, or chosen from the names alone)."""
-    if inp.fmt in ("folder", "zip"):
-        if text_column is not None or label_column is not None or person_column is not None:
-            raise ParameterError("Column names apply to tabular files only; .txt files are labelled by their folder.")
-        if inp.fmt == "folder":
-            if inp.folder is None:
-                raise ParameterError("The folder format needs a folder path.")
-            texts, labels, _ = read_txt_folder(inp.folder, max_documents, encoding=inp.encoding)
-        else:
-            texts, labels, _ = read_txt_zip(inp.data or b"", max_documents, max_bytes, encoding=inp.encoding)
-        # a .txt file outside every class folder has no label: it is dropped alone by the cleaning (n_no_label)
-        return RawRows(("text", "label"), {"text": texts, "label": labels}, "text", "label", None, inp.display,
-                       inp.fmt)
-    df, _ = read_table(inp)
-    if person_column is not None and person_column not in columns_of(df):
-        raise CorpusError(f"Person column '{person_column}' was not found; available columns: "
-                          f"{', '.join(columns_of(df))}.")
-    _, _, text_column, label_column = select_columns(df, text_column, label_column, person_column)
-    if person_column is not None and person_column in (text_column, label_column):
-        raise CorpusError("The person column must differ from the text and the label column.")
-    df = df.loc[:, ~df.columns.duplicated()]
-    return RawRows(tuple(columns_of(df)), df, text_column, label_column, person_column, inp.display, inp.fmt)
-
-
 def read_rows(
     source: str | os.PathLike[str] | bytes | Any,
     *,
@@ -115,18 +83,19 @@ def read_rows(
 ) -> RawRows:
     """The raw rows of a corpus file, read exactly as :func:`load_corpus` reads them, before any cleaning.
 
-    Same formats, same columns (the user's, or chosen from the NAMES only: DESIGN §2.0), same errors; nothing is
-    dropped or collapsed (that is the cleaning's job, per row). ``max_documents`` limits the .txt files of a ZIP or
-    folder as the loader does; a table's row count is left to :func:`load_corpus`. The empirical audit builds its
-    neighbouring corpora on these rows (docs/PRIVACY.md "Empirical audit")."""
-    for col, what in ((text_column, "text_column"), (label_column, "label_column"), (person_column, "person_column")):
-        if col is not None and not isinstance(col, str):
-            raise ParameterError(f"{what} must be a column name.")
-    limits = LoadLimits.resolve(max_bytes=max_bytes, max_documents=max_documents)
-    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=limits.max_bytes,
-                        encoding=encoding)
-    return _read_raw(inp, text_column=text_column, label_column=label_column, person_column=person_column,
-                     max_documents=limits.max_documents, max_bytes=limits.max_bytes)
+    Same formats, same columns (the user's, or chosen from the NAMES only: DESIGN §2.0), same errors and limits;
+    nothing is dropped or collapsed (that is the cleaning's job, per row). The empirical audit builds its
+    neighbouring corpora on these rows (docs/PRIVACY.md "Empirical audit"); they are held in memory."""
+    stream = CorpusStream(source, filename=filename, file_format=file_format, text_column=text_column,
+                          label_column=label_column, person_column=person_column, encoding=encoding,
+                          max_bytes=max_bytes, max_documents=max_documents)
+    columns = stream.columns
+    table: dict[str, list[Any]] = {c: [] for c in columns}
+    for chunk in stream.raw_chunks(columns):
+        for c in columns:
+            table[c].extend(chunk[c])
+    return RawRows(tuple(columns), table, stream.text_column, stream.label_column, person_column, stream.display,
+                   stream.fmt)
 
 
 def _check_load_options(*, min_chars: Any, max_bytes: Any, max_documents: Any, min_class_size: Any,
@@ -169,6 +138,7 @@ def load_corpus(
     classes: Sequence[str] | str | None = None,
     person_column: str | None = None,
     encoding: str = "utf-8",
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
 ) -> Corpus:
     """Load and validate a labelled private corpus; ``corpus.report`` says what was dropped.
 
@@ -196,37 +166,31 @@ def load_corpus(
     ``classes``: the public class names the user declares (see :meth:`Corpus.with_classes`); labels found in
     the data are only local suggestions. Checks on the labels (one label only, tiny classes) are local notes in
     ``corpus.report.notes``, not errors, so that whether anything is released never hinges on one document.
+    ``chunk_rows``: rows read at a time (the result does not depend on it: every decision is per row).
     Raises :class:`CorpusError` with one actionable sentence for every bad input.
     """
     min_chars, limits, min_class_size = _check_load_options(
         min_chars=min_chars, max_bytes=max_bytes, max_documents=max_documents, min_class_size=min_class_size,
         drop_duplicates=drop_duplicates, truncate=truncate,
         columns=((text_column, "text_column"), (label_column, "label_column"), (person_column, "person_column")))
-    inp = resolve_input(source, filename=filename, file_format=file_format, max_bytes=limits.max_bytes,
-                        encoding=encoding)
-    raw = _read_raw(inp, text_column=text_column, label_column=label_column, person_column=person_column,
-                    max_documents=limits.max_documents, max_bytes=limits.max_bytes)
-    check_count(len(raw), limits.max_documents)
-    clean_texts, clean_labels, report, clean_persons = clean_rows(
-        raw.column(raw.text_column),
-        raw.column(raw.label_column),
-        min_chars=min_chars,
-        drop_duplicates=drop_duplicates,
-        min_class_size=min_class_size,
-        persons=raw.column(person_column) if person_column is not None else None,
-    )
-    display_name = name or (PurePosixPath(str(filename)).stem if filename else Path(inp.display).stem) or "corpus"
+    stream = CorpusStream(source, filename=filename, file_format=file_format, text_column=text_column,
+                          label_column=label_column, person_column=person_column, encoding=encoding,
+                          min_chars=min_chars, drop_duplicates=drop_duplicates, min_class_size=min_class_size,
+                          max_bytes=limits.max_bytes or 0, max_documents=limits.max_documents or 0,
+                          chunk_rows=chunk_rows)
+    clean_texts, clean_labels, clean_persons, report = stream.read_all()
+    display_name = name or (PurePosixPath(str(filename)).stem if filename else Path(stream.display).stem) or "corpus"
     return Corpus(
         texts=tuple(clean_texts),
         labels=tuple(clean_labels),
         name=display_name,
-        source=inp.display,
+        source=stream.display,
         report=report,
         public_classes=None if classes is None else check_class_names(classes),
         persons=None if clean_persons is None else tuple(clean_persons),
         person_column=person_column,
-        text_column=raw.text_column if raw.tabular else None,
-        label_column=raw.label_column if raw.tabular else None,
+        text_column=stream.text_column if stream.tabular else None,
+        label_column=stream.label_column if stream.tabular else None,
     )
 
 
@@ -240,29 +204,13 @@ def list_columns(
 ) -> list[str]:
     """Column names of a tabular corpus file (CSV, TSV, JSONL/JSON, Parquet), for the UI's column pickers; the
     file is decoded with ``encoding`` as :func:`load_corpus` decodes it."""
-    inp = resolve_input(source, filename=filename, file_format=file_format,
-                        max_bytes=LoadLimits.resolve(max_bytes=max_bytes, max_documents=None).max_bytes,
-                        encoding=encoding)
-    if inp.fmt in ("folder", "zip"):
+    inp = open_input(source, filename=filename, file_format=file_format, encoding=encoding,
+                     limits=LoadLimits.resolve(max_bytes=max_bytes, max_documents=None), columns_only=True)
+    if not inp.tabular:
         raise CorpusError(
             "Folders and ZIPs of .txt files have no columns; each file is a document labelled by its folder."
         )
-    return _input_columns(inp)
-
-
-def _input_columns(inp: ResolvedInput) -> list[str]:
-    """Column names of a resolved tabular input."""
-    if inp.fmt == "parquet":
-        try:
-            import pyarrow.parquet as pq
-
-            return [str(n) for n in pq.read_schema(io.BytesIO(inp.data or b"")).names]
-        except Exception:  # noqa: BLE001
-            raise CorpusError("The Parquet file could not be read (it may be damaged); export it again and retry.") from None
-    # CSV/TSV: the header names the columns, so the first rows suffice; JSON records each carry their own keys,
-    # so every record is read (the same columns load_corpus sees)
-    df, _ = read_table(inp, nrows=1000 if inp.fmt in ("csv", "tsv") else None)
-    return columns_of(df)
+    return list(dict.fromkeys(inp.columns))
 
 
 def suggest_columns(
@@ -275,8 +223,8 @@ def suggest_columns(
 ) -> tuple[str | None, str | None]:
     """The (text, label) columns :func:`load_corpus` would choose for a tabular file: from the column NAMES only
     (DESIGN §2.0; :func:`guess_columns`); either is None when no name or several names match (the user chooses)."""
-    inp = resolve_input(source, filename=filename, file_format=file_format,
-                        max_bytes=LoadLimits.resolve(max_documents=None).max_bytes, encoding=encoding)
-    if inp.fmt in ("folder", "zip"):
+    inp = open_input(source, filename=filename, file_format=file_format, encoding=encoding,
+                     limits=LoadLimits.resolve(max_documents=None), columns_only=True)
+    if not inp.tabular:
         return None, None
-    return guess_columns(_input_columns(inp), person_column=person_column)
+    return guess_columns(list(dict.fromkeys(inp.columns)), person_column=person_column)
