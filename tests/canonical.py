@@ -104,13 +104,23 @@ def _differences(got: Any, want: Any, *, rel: float, abs_tol: float, path: str) 
     return [] if (type(got) is type(want) and got == want) else [f"{path}: {got!r} != {want!r}"]
 
 
-def assert_matches_snapshot(obj: Any, *, file: Path, name: str, rel: float = 1e-6, abs_tol: float = 1e-12) -> None:
+def snapshot(file: Path, name: str) -> Any:
+    """The stored snapshot ``name`` of ``file`` (for a test that judges part of it itself)."""
+    return json.loads(file.read_text(encoding="utf-8"))[name]
+
+
+def assert_matches_snapshot(obj: Any, *, file: Path, name: str, rel: float = 1e-6, abs_tol: float = 1e-12,
+                            ignore: tuple[str, ...] = ()) -> None:
     """``obj`` equals the snapshot ``name`` stored in ``file`` (JSON): every integer, text, key, order and length
     exactly, every float within ``rel`` (relative) or ``abs_tol`` — for results computed in float32 (embeddings and
     their kernels), whose BLAS differences reach 10⁻⁸ relative: more than a rounded digest can absorb.
 
-    With ``$DPKPS_UPDATE_SNAPSHOTS=1`` the entry is (re)written instead (a deliberate change of behaviour)."""
+    ``ignore``: top-level keys of a mapping left out of the comparison (fields added since the snapshot was taken,
+    or judged by the test itself). With ``$DPKPS_UPDATE_SNAPSHOTS=1`` the entry is (re)written instead (a
+    deliberate change of behaviour)."""
     got = json.loads(canonical_json(obj, digits=17))
+    if ignore and isinstance(got, dict):
+        got = {k: v for k, v in got.items() if k not in ignore}
     stored = json.loads(file.read_text(encoding="utf-8")) if file.exists() else {}
     if os.environ.get(UPDATE_ENV) == "1":
         stored[name] = got
@@ -118,5 +128,8 @@ def assert_matches_snapshot(obj: Any, *, file: Path, name: str, rel: float = 1e-
         file.write_text(json.dumps(stored, sort_keys=True, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         return
     assert name in stored, f"no snapshot {name!r} in {file.name}: run once with {UPDATE_ENV}=1"
-    diffs = _differences(got, stored[name], rel=rel, abs_tol=abs_tol, path=name)
+    want = stored[name]
+    if ignore and isinstance(want, dict):
+        want = {k: v for k, v in want.items() if k not in ignore}
+    diffs = _differences(got, want, rel=rel, abs_tol=abs_tol, path=name)
     assert not diffs, "differs from the snapshot:\n" + "\n".join(diffs[:20])

@@ -89,15 +89,15 @@ def noise_scales(epsilon: float, terms_per_doc: int, curve_share: float) -> tupl
 
 
 def monotone_non_increasing(values: np.ndarray) -> np.ndarray:
-    """Least-squares non-increasing fit (pool-adjacent-violators; post-processing of DP values)."""
-    blocks: list[list[float]] = []  # [mean, weight]
-    for v in np.asarray(values, dtype=np.float64):
-        blocks.append([float(v), 1.0])
-        while len(blocks) > 1 and blocks[-2][0] < blocks[-1][0]:
-            m2, w2 = blocks.pop()
-            m1, w1 = blocks.pop()
-            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
-    return np.concatenate([np.full(int(w), m) for m, w in blocks]) if blocks else np.zeros(0)
+    """Least-squares non-increasing fit (pool-adjacent-violators; post-processing of DP values): SciPy's compiled
+    PAVA (``scipy.optimize.isotonic_regression``), which the forecast's uncertainty check runs on every simulated
+    release."""
+    from scipy.optimize import isotonic_regression
+
+    v = np.asarray(values, dtype=np.float64).ravel()
+    if v.size == 0:
+        return np.zeros(0)
+    return np.asarray(isotonic_regression(v, increasing=False).x, dtype=np.float64)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,8 +24,11 @@ from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.embeddings import Embedder
 from dpkps_core.errors import ParameterError
 from dpkps_core.evaluation.forecast_exact import forecast
-from dpkps_core.evaluation.forecast_outlook import (Forecast, assemble_forecast, density_outlook, forecast_epsilons,
-                                                    rff_members, vocabulary_outlook)
+from dpkps_core.evaluation.forecast_outlook import (Forecast, assemble_forecast, density_outlook,
+                                                    expected_noise_share, forecast_epsilons, rff_members,
+                                                    vocabulary_outlook)
+from dpkps_core.evaluation.forecast_uncertainty import (DEFAULT_UNCERTAINTY_DRAWS, ForecastQuantities,
+                                                        apply_confidence, judge_confidence)
 from dpkps_core.vocabulary import PublicVocabulary
 
 #: Shown with a DP forecast: what it is, and that choosing from it stays inside ε.
@@ -120,6 +123,7 @@ def _modelled_density(config: SamplingConfig, stats: ForecastStatistics, counts:
 def forecast_from_release(
     stats: ForecastStatistics, config: SamplingConfig, *, eps_voc: float | None = None,
     min_real_terms: int | None = None, max_noise_share: float = 0.5, reps: int = 5, seed: int = 0,
+    uncertainty_draws: int = DEFAULT_UNCERTAINTY_DRAWS,
 ) -> Forecast:
     """"Will this work?" for ``config`` as post-processing of a DP forecast release (DESIGN §6; no further ε, safe
     to show). ``eps_voc``: a what-if ε_voc in place of the config's. ``config.terms_per_doc`` must be the release's
@@ -127,7 +131,10 @@ def forecast_from_release(
 
     Vocabulary: the same outlook as the exact preview
     (:func:`~dpkps_core.evaluation.forecast_outlook.vocabulary_outlook`) on :func:`reconstructed_counts` (the DP
-    count curve as a count vector). Densities: :func:`_modelled_density`."""
+    count curve as a count vector). Densities: :func:`_modelled_density`. Then the verdict is judged against the
+    release's own noise (:mod:`~dpkps_core.evaluation.forecast_uncertainty`, ``uncertainty_draws`` simulated
+    releases of each kind): a verdict that an empty corpus' release could give, or that does not hold over the
+    interval, is never called usable."""
     eps_voc, eps_kde = forecast_epsilons(config, eps_voc)
     if config.terms_per_doc != stats.terms_per_doc:
         raise ParameterError(f"This DP forecast release counted S = {stats.terms_per_doc} terms per document; "
@@ -139,7 +146,7 @@ def forecast_from_release(
     kde, kde_kind, suggested_kde = _modelled_density(config, stats, counts, eps_kde=eps_kde)
     sizes = stats.class_sizes()
     curve = stats.smoothed_curve()
-    return assemble_forecast(
+    point = assemble_forecast(
         config, vocab, kde, eps_voc=eps_voc, eps_kde=eps_kde, kde_error_kind=kde_kind, suggested_eps_kde=suggested_kde,
         max_noise_share=max_noise_share, n_documents=int(round(max(sum(sizes.values()), 1.0))),
         class_sizes={c: int(round(v)) for c, v in sizes.items()},
@@ -147,6 +154,23 @@ def forecast_from_release(
         count_curve=[(int(c), int(round(g))) for c, g in zip(stats.thresholds, curve) if round(g) >= 1],
         private=False, note=DP_FORECAST_NOTE, disclosure_note=DP_FORECAST_NOTE, dp=True,
         epsilon_forecast=stats.epsilon)
+
+    def quantities_of(release: ForecastStatistics, draw: int) -> ForecastQuantities:
+        """The verdict's two quantities for a simulated release (one noise-share simulation of 2 repetitions)."""
+        c = reconstructed_counts(release)
+        real = expected_noise_share(c, eps_voc=eps_voc, terms_per_doc=stats.terms_per_doc,
+                                    vocab_size=config.vocab_size, reps=2, seed=seed + 1 + draw)[1]
+        return ForecastQuantities(real, _min_snr(_modelled_density(config, release, c, eps_kde=eps_kde)[0]),
+                                  vocab.min_real_terms)
+
+    observed = ForecastQuantities(vocab.expected_real_terms, _min_snr(kde), vocab.min_real_terms)
+    confidence = judge_confidence(stats, observed, quantities_of, draws=uncertainty_draws, seed=seed)
+    return apply_confidence(point, confidence)
+
+
+def _min_snr(kde: dict[str, dict[str, float]]) -> float:
+    """The weakest class's density signal/noise (0 with no density: no term of V occurs)."""
+    return min((float(v["snr"]) for v in kde.values()), default=0.0)
 
 
 def forecast_preview(

@@ -67,6 +67,13 @@ class Forecast:
     #: preview on true counts (private, local — not covered by ε; docs/PRIVACY.md "Previews").
     dp: bool = False
     epsilon_forecast: float = 0.0
+    #: The DP forecast's judgement of its own verdict (dpkps_core.evaluation.forecast_uncertainty): "confident",
+    #: "uncertain" or "too small"; "" for the exact preview (no release noise to judge).
+    confidence: str = ""
+    #: (5th, 95th) percentile of the expected real terms in Ṽ and of the weakest class's signal/noise over draws
+    #: of the forecast's own noise (DP forecast only).
+    real_terms_interval: tuple[float, float] | None = None
+    snr_interval: tuple[float, float] | None = None
 
     @property
     def covered_by_epsilon(self) -> bool:

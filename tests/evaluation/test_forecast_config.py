@@ -22,7 +22,7 @@ from dpkps_core.evaluation.forecast_dp import dp_forecast, forecast_from_release
 from dpkps_core.evaluation.forecast_exact import forecast
 from dpkps_core.evaluation.forecast_outlook import Forecast
 from dpkps_core.evaluation.sweep import dp_forecast_grid
-from canonical import assert_matches_snapshot, canonical_digest
+from canonical import assert_matches_snapshot, canonical_digest, snapshot
 from eval_toys import BowEmbedder, make_toy_corpus, make_toy_vocabulary
 
 
@@ -34,11 +34,27 @@ def _digest(f: Forecast) -> str:
     return canonical_digest(f.to_dict())
 
 
+#: Fields added since the snapshots were taken: the DP forecast's judgement of its own verdict
+#: (dpkps_core.evaluation.forecast_uncertainty).
+ADDED = ("confidence", "real_terms_interval", "snr_interval")
+#: What that judgement may change in a DP forecast: the verdict (qualified) and the usable flags (lowered).
+JUDGED = ("verdict", "usable", "vocabulary_usable", "kde_usable")
+
+
 def _pin(f: Forecast, name: str) -> None:
     """Every field of the forecast as pinned before the settings became a config: texts, counts and keys exactly,
     floats within 10⁻⁶ relative — the RFF cases embed terms in float32, whose kernels differ between CPUs by
-    ≈ 10⁻⁸ relative (docs/TESTING.md "Pinned digests")."""
-    assert_matches_snapshot(f.to_dict(), file=SNAPSHOTS, name=name)
+    ≈ 10⁻⁸ relative (docs/TESTING.md "Pinned digests"). A DP forecast's verdict is the pinned one qualified by
+    its confidence, and it is usable only where the pinned one was."""
+    if not f.dp:
+        assert (f.confidence, f.real_terms_interval, f.snr_interval) == ("", None, None)
+        assert_matches_snapshot(f.to_dict(), file=SNAPSHOTS, name=name, ignore=ADDED)
+        return
+    assert_matches_snapshot(f.to_dict(), file=SNAPSHOTS, name=name, ignore=ADDED + JUDGED)
+    pinned = snapshot(SNAPSHOTS, name)
+    assert pinned["verdict"] in f.verdict or pinned["verdict"][:1].lower() + pinned["verdict"][1:] in f.verdict
+    assert f.confidence in ("confident", "uncertain", "too small")
+    assert (f.vocabulary_usable <= pinned["vocabulary_usable"]) and (f.kde_usable <= pinned["kde_usable"])
 
 
 @pytest.fixture(scope="module")
