@@ -1,0 +1,237 @@
+"""Scale benchmark (issue 31): ``python -m benchmarks.scale [--sizes N …] [--2m] [--workers W] [--by-person]``.
+
+Builds N-row CSV corpora from the public BBC demo's sentences (5 sentences of one class per row, 5 classes, a
+synthetic person column: 3 rows per person) — 100,000 and 1,000,000 rows by default, 2,000,000 with ``--2m`` —
+and times, each in a fresh child process (so its peak RSS is its own), the streaming DP statistics:
+
+1. reading + the vocabulary pass (:class:`dpkps_core.corpus.stream.CorpusStream` chunks → each document's first
+   S = 10 distinct terms of V = GloVe's 50,000 most frequent terms, :func:`dpkps_core.streaming_counts.vocabulary_pass`);
+2. reading again + the keyphrase pass over Ṽ (the 1,000 most counted terms; no noise — a timing, not a release),
+   :func:`dpkps_core.streaming_counts.keyphrase_pass` with M = 10.
+
+Beside them, at the smallest size, today's in-memory path: :func:`dpkps_core.corpus.load_corpus` then
+:func:`dpkps_core.pipeline.term_counts` and the in-memory keyphrase histograms. Each row prints seconds,
+documents/s and peak RSS (the driver's, and the driver's plus its pool workers' together, sampled). Prints no document text (the corpora are
+public demo data anyway). The corpora are written to ``--folder`` (default: a folder in the system's temporary
+folder, reused across runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SENTENCES_PER_ROW = 5
+ROWS_PER_PERSON = 3
+S, N_TILDE, M = 10, 1000, 10
+
+
+def build_corpus(path: Path, rows: int, *, seed: int = 0) -> Path:
+    """An N-row CSV (text, label, patient) of BBC demo sentences, written a block of rows at a time."""
+    from dpkps_core.corpus import load_demo_corpus
+
+    demo = load_demo_corpus("bbc")
+    pools: dict[str, list[str]] = {}
+    for text, label in zip(demo.texts, demo.labels):
+        pools.setdefault(label, []).extend(s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if len(s) > 20)
+    classes = sorted(pools)
+    rng = np.random.default_rng(seed)
+    tmp = path.with_suffix(".partial")
+    with tmp.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["text", "label", "patient"])
+        for start in range(0, rows, 50_000):
+            n = min(50_000, rows - start)
+            for i in range(start, start + n):
+                label = classes[i % len(classes)]
+                pool = pools[label]
+                picks = rng.integers(0, len(pool), size=SENTENCES_PER_ROW)
+                w.writerow([" ".join(pool[k] for k in picks), label, f"P{i // ROWS_PER_PERSON:08d}"])
+    tmp.replace(path)
+    return path
+
+
+class TreeRSS:
+    """The peak of this process's RSS plus its descendants' (the pool's workers and its forkserver), sampled every
+    0.2 s in a thread with psutil; without psutil only this process's own peak (getrusage) is known."""
+
+    def __init__(self) -> None:
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        try:
+            import psutil
+        except ImportError:  # pragma: no cover - psutil is pinned
+            return
+        me = psutil.Process()
+        while not self._stop.wait(0.2):
+            total = 0
+            for proc in [me, *me.children(recursive=True)]:
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:
+                    continue
+            self.peak = max(self.peak, total / 2**20)
+
+    def __enter__(self) -> "TreeRSS":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _peak_mb(tree: TreeRSS) -> tuple[float, float]:
+    """(this process's peak RSS, the peak of it and its descendants together) in MB (Linux reports KB)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return own, max(own, tree.peak)
+
+
+def _classes() -> tuple[str, ...]:
+    """The BBC demo's public class names (the corpora's labels)."""
+    from dpkps_core.corpus import load_demo_corpus
+
+    return tuple(load_demo_corpus("bbc").classes)
+
+
+def _vocabulary() -> Any:
+    from dpkps_core.config import SamplingConfig, load_vocabulary_for
+
+    return load_vocabulary_for(SamplingConfig(vocabulary="glove"))
+
+
+def child_stream(path: Path, *, workers: int | None, chunk_rows: int, by_person: bool) -> dict[str, Any]:
+    """The streaming statistics in this process (see the module docstring)."""
+    from dpkps_core.corpus.stream import CorpusStream
+    from dpkps_core.streaming_counts import check_workers, keyphrase_pass, vocabulary_pass
+
+    vocab, classes = _vocabulary(), _classes()
+    person = "patient" if by_person else None
+    with TreeRSS() as tree:
+        t0 = time.perf_counter()
+        stream = CorpusStream(path, person_column=person, max_bytes=0, max_documents=0, chunk_rows=chunk_rows)
+        voc = vocabulary_pass(stream.chunks(), vocab.terms, terms_per_doc=S, by_person=by_person, workers=workers)
+        t1 = time.perf_counter()
+        assert stream.report is not None
+        tilde = tuple(vocab.terms[i] for i in np.argsort(-voc.counts, kind="stable")[:N_TILDE])
+        hist = keyphrase_pass(stream.chunks(), tilde, classes=classes, max_per_doc=M, by_person=by_person,
+                              workers=workers)
+        t2 = time.perf_counter()
+    own, kids = _peak_mb(tree)
+    return {"mode": "stream" + (" (person unit)" if by_person else ""), "documents": voc.documents,
+            "read_vocabulary_s": t1 - t0, "read_keyphrases_s": t2 - t1, "total_s": t2 - t0,
+            "peak_rss_mb": own, "tree_peak_rss_mb": kids, "workers": check_workers(workers),
+            "digests": stream.digests, "hist_total": float(hist.sum())}
+
+
+def child_in_memory(path: Path, *, by_person: bool) -> dict[str, Any]:
+    """Today's in-memory path in this process: load_corpus, then the pipeline's in-memory statistics."""
+    from dpkps_core.corpus import load_corpus
+    from dpkps_core.dp.contributions import class_keyphrase_histograms
+    from dpkps_core.matching import TermMatcher
+    from dpkps_core.pipeline import term_counts
+
+    vocab, classes = _vocabulary(), _classes()
+    with TreeRSS() as tree:
+        t0 = time.perf_counter()
+        corpus = load_corpus(path, person_column="patient" if by_person else None, max_bytes=0, max_documents=0)
+        groups = corpus.persons if by_person else None
+        counts = term_counts(corpus.texts, vocab, terms_per_doc=S, groups=groups)
+        t1 = time.perf_counter()
+        tilde = tuple(vocab.terms[i] for i in np.argsort(-counts, kind="stable")[:N_TILDE])
+        keyphrases = TermMatcher(tilde).occurrences(corpus.texts, M)
+        hist = class_keyphrase_histograms(keyphrases, corpus.labels, classes, len(tilde),
+                                          max_per_doc=M, groups=groups)
+        t2 = time.perf_counter()
+    own, kids = _peak_mb(tree)
+    return {"mode": "in-memory" + (" (person unit)" if by_person else ""), "documents": len(corpus),
+            "read_vocabulary_s": t1 - t0, "read_keyphrases_s": t2 - t1, "total_s": t2 - t0, "peak_rss_mb": own,
+            "tree_peak_rss_mb": kids, "workers": 1, "digests": len(corpus), "hist_total": float(hist.sum())}
+
+
+def _run_child(args: list[str]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-m", "benchmarks.scale", "--child", *args], capture_output=True,
+                         text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"benchmark child failed: {out.stderr.strip().splitlines()[-1:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def digest_bytes_per_document(n: int = 200_000) -> float:
+    """Memory of the loader's de-duplication state per kept row: a set of 16-byte digests (measured)."""
+    import os
+
+    digests = {os.urandom(16) for _ in range(n)}
+    return (sys.getsizeof(digests) + sum(sys.getsizeof(d) for d in digests)) / n
+
+
+def _row(size: int, r: dict[str, Any]) -> str:
+    rate = r["documents"] / r["total_s"] if r["total_s"] else float("inf")
+    return (f"| {size:,} | {r['mode']} | {r['workers']} | {r['read_vocabulary_s']:.1f} | {r['read_keyphrases_s']:.1f} "
+            f"| {r['total_s']:.1f} | {rate:,.0f} | {r['peak_rss_mb']:,.0f} | {r['tree_peak_rss_mb']:,.0f} |")
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """Build the corpora, time each measurement in a child process, print the table; return the rows."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000], help="rows per corpus")
+    p.add_argument("--2m", dest="two_m", action="store_true", help="add the 2,000,000-row corpus")
+    p.add_argument("--workers", type=int, default=None, help="process-pool workers (default: the usable CPUs)")
+    p.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (default %(default)s)")
+    p.add_argument("--by-person", action="store_true", help="the person unit (column 'patient', 3 rows each)")
+    p.add_argument("--skip-in-memory", action="store_true", help="do not time the in-memory path")
+    p.add_argument("--folder", type=Path, default=Path(tempfile.gettempdir()) / "dpkps-scale",
+                   help="where the corpora are written (reused when present)")
+    p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        mode, path = args.child[0], Path(args.child[1])
+        result = (child_in_memory(path, by_person=args.by_person) if mode == "in-memory" else
+                  child_stream(path, workers=args.workers, chunk_rows=args.chunk_rows, by_person=args.by_person))
+        print(json.dumps(result))
+        return [result]
+    sizes = sorted(set(args.sizes + ([2_000_000] if args.two_m else [])))
+    args.folder.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    print("| rows | path | workers | read + vocabulary pass (s) | read + keyphrase pass (s) | total (s) | "
+          "documents/s | peak RSS (MB) | with workers (MB) |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    extra = ["--chunk-rows", str(args.chunk_rows)] + (["--by-person"] if args.by_person else []) + (
+        ["--workers", str(args.workers)] if args.workers else [])
+    for size in sizes:
+        path = args.folder / f"bbc-{size}.csv"
+        if not path.exists():
+            t = time.perf_counter()
+            build_corpus(path, size)
+            print(f"(built {path.name}: {path.stat().st_size / 2**20:,.0f} MB in {time.perf_counter() - t:.0f} s)")
+        result = _run_child(["stream", str(path), *extra])
+        result["rows"] = size
+        rows.append(result)
+        print(_row(size, result), flush=True)
+        if size == sizes[0] and not args.skip_in_memory:
+            mem = _run_child(["in-memory", str(path), *extra])
+            mem["rows"] = size
+            rows.append(mem)
+            print(_row(size, mem), flush=True)
+    print(f"de-duplication state: {digest_bytes_per_document():.0f} bytes per kept document (a set of 16-byte "
+          "digests)")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
