@@ -191,8 +191,12 @@ def show_job(job: jobs.Job) -> None:
 def show_result(result: audit.AuditResult) -> None:
     r = result.to_dict()
     st.code(result.line(), language=None)
-    (st.error if result.violation else st.success)(result.verdict, icon=":material/gpp_maybe:" if result.violation
-                                                   else ":material/verified_user:")
+    if result.violation:
+        st.error(result.verdict, icon=":material/gpp_maybe:")
+    elif result.kind == audit.INCONCLUSIVE:  # the trials could not have shown a leak of the claimed size: no tick
+        st.warning(result.verdict, icon=":material/help:")
+    else:
+        st.success(result.verdict, icon=":material/verified_user:")
     m = st.columns(4)
     m[0].metric("Empirical ε lower bound", f"{result.lower_bound:.3f}")
     m[1].metric("Claimed ε", f"{result.claimed_epsilon:g}")
@@ -206,7 +210,7 @@ def show_result(result: audit.AuditResult) -> None:
                f"{r['vocabulary_trials_per_neighbour']} vocabulary-stage trials per neighbour, "
                f"{r['runs_of_release_path']} runs of the release path in {r['seconds']:g} s"
                + (" (cancelled: the finished rounds were analysed)" if r["cancelled"] else "")
-               + f". {r['ledger'][0].upper() + r['ledger'][1:]}. {audit.LIMITATION_NOTE}")
+               + f". {r['ledger'][0].upper() + r['ledger'][1:]}. {audit.LIMITATION_NOTE} {r['noise_sampler_note']}")
     for warning in r.get("warnings", []):
         st.warning(warning, icon=":material/warning:")
     st.dataframe(events_table(result), hide_index=True, key="table.audit_events")

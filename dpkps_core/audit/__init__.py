@@ -85,12 +85,17 @@ from dpkps_core.audit.stages import (
     STATISTICS,
     VOCABULARY_STATISTICS,
 )
-from dpkps_core.audit.settings import MIN_TRIALS, SAMPLER_CHOICES, AuditSettings, Cancel
+from dpkps_core.audit.settings import MIN_TRIALS, SAMPLER_CHOICES, AuditSettings, Cancel, sampler_note
 from dpkps_core.audit.statistics import (
+    CONSISTENT,
+    INCONCLUSIVE,
     MAX_THRESHOLDS,
+    VIOLATION,
     choose_event,
     clopper_pearson,
     epsilon_lower_bound,
     max_certifiable_epsilon,
+    trials_to_certify,
     verdict_for,
+    verdict_kind,
 )

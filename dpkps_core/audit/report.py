@@ -37,6 +37,9 @@ class AuditResult:
     events: list[dict[str, Any]]
     exposure: dict[str, Any] | None
     info: dict[str, Any]
+    #: "violation", "consistent", or "inconclusive" (the trials could not have shown a leak of the claimed ε:
+    #: never shown as a pass)
+    kind: str = "consistent"
 
     def line(self) -> str:
         """The one summary line the CLI prints (its format is fixed: scripts and docs/PRIVACY.md read it)."""
@@ -49,6 +52,7 @@ class AuditResult:
         return {"private": True, "note": AUDIT_NOTE, "limitation": LIMITATION_NOTE,
                 "empirical_epsilon_lower_bound": round(self.lower_bound, 6), "claimed_epsilon": self.claimed_epsilon,
                 "confidence": self.confidence, "violation": self.violation, "verdict": self.verdict,
+                "verdict_kind": self.kind,
                 "summary_line": self.line(), "events": self.events, "exposure": self.exposure, **self.info}
 
 
@@ -129,7 +133,7 @@ def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
         f"pure ε-DP under add/remove {r.get('privacy_unit', 'one document')}.",
         f"- Trials: {r['trials_per_neighbour']} per neighbour ({r['selection_trials']} to choose the events, "
         f"{r['evaluation_trials']} to bound them); {r['runs_of_release_path']} runs of the release path in "
-        f"{r['seconds']:g} s; noise: {r['noise']} ({r['noise_sampler']} sampler)."
+        f"{r['seconds']:g} s; noise: {r['noise']} ({r['noise_sampler']} sampler). {r.get('noise_sampler_note', '')}"
         + (" Cancelled: the finished rounds were analysed." if r.get("cancelled") else ""),
         f"- Vocabulary stage (Ṽ alone, {r['vocabulary_trials_per_neighbour']} trials per neighbour): lower bound "
         f"{r['vocabulary_stage_lower_bound']:.3f} vs ε_voc = {r['epsilon_vocabulary']:g}.",

@@ -13,7 +13,7 @@ import numpy as np
 
 from dpkps_core.audit.raw import RawTable
 from dpkps_core.audit.report import AuditResult
-from dpkps_core.audit.settings import MIN_TRIALS, AuditSettings, Cancel
+from dpkps_core.audit.settings import MIN_TRIALS, AuditSettings, Cancel, sampler_note
 from dpkps_core.audit.stages import (
     PAIRS,
     SIDES,
@@ -33,12 +33,14 @@ from dpkps_core.audit.stages import (
     vocabulary_stage,
 )
 from dpkps_core.audit.statistics import (
+    VIOLATION,
     _event_hits,
     choose_event,
     clopper_pearson,
     epsilon_lower_bound,
     max_certifiable_epsilon,
     verdict_for,
+    verdict_kind,
 )
 from dpkps_core.audit.trials import _exposure_summary, _Runner
 from dpkps_core.embeddings import MemoEmbedder
@@ -113,8 +115,9 @@ def run_audit(
     warnings = _warnings(ctx, nbs, moved, changed)
     if warnings:
         info["warnings"] = warnings
+    kind = VIOLATION if violation else verdict_kind(analysis.lower, analysis.claimed, analysis.certifiable)
     return AuditResult(analysis.claimed, analysis.lower, settings.confidence, violation, verdict, analysis.events,
-                       exposure, info)
+                       exposure, info, kind=kind)
 
 
 @dataclasses.dataclass
@@ -195,7 +198,7 @@ def _verdict(an: _Analysis, probes: list[dict[str, Any]], changed: Mapping[str, 
              exceeded: list[tuple[str, str, dict[str, Any]]], confidence: float) -> tuple[bool, str]:
     """Whether the audit found a violation, and its one-sentence verdict: the statistical bounds first, then the
     certain findings (loading that breaks neighbours, statistics that moved more than the sensitivity)."""
-    violation, verdict = verdict_for(an.lower, an.claimed, confidence, an.certifiable)
+    violation, verdict = verdict_for(an.lower, an.claimed, confidence, an.certifiable, alpha=an.alpha)
     if not violation:
         for stage, what in (("vocabulary", "private vocabulary step"), ("density", "density step")):
             if an.stage_violation[stage]:
@@ -253,6 +256,7 @@ def _info(ctx: AuditContext, nbs: Neighbours, dens: DensityStage, rel: ReleaseSt
         "timings_seconds": timings,
         "seconds": round(time.perf_counter() - ctx.started, 1),
         "plan": rel.plan, "noise_sampler": ctx.runner.sampler,
+        "noise_sampler_note": sampler_note(ctx.runner.sampler, getattr(config, "noise_sampler", "opendp")),
         "noise": "OS entropy" if settings.seed is None else "seeded (reproducible audit)",
         "ledger": "charged nothing: every trial used its own throwaway ledger on an in-memory copy",
         "embeddings": f"in memory only ({len(ctx.memory):,} terms embedded; the persistent cache was not used)",

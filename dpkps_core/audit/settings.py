@@ -11,6 +11,20 @@ from dpkps_core.dp.validation import check_positive_int
 from dpkps_core.errors import ParameterError
 
 SAMPLER_CHOICES = ("numpy", "opendp", "release")
+
+
+def sampler_note(used: str, release: str) -> str:
+    """What the audit's noise was, against the release's own sampler (said in every audit's output)."""
+    if used == release:
+        return f"The trials drew the release's own sampler ({used})."
+    if used == "numpy":
+        return ("The trials drew NumPy's Laplace, not the release's OpenDP samplers: the same noise distributions "
+                "at the same scales (continuous rather than discrete Laplace for the vocabulary counts), so they test "
+                "what the implementation decides — sensitivities, noise scales, what enters each statistic, the "
+                "loader — but not OpenDP's sampling code; OpenDP cannot be seeded and takes seconds per trial over "
+                "a large vocabulary. --audit-sampler release (or the page's sampler option) audits with the "
+                "release's own sampler.")
+    return f"The trials drew {used}'s sampler; the release uses {release}."
 MIN_TRIALS = 4
 
 

@@ -93,13 +93,47 @@ def _event_hits(values: np.ndarray, threshold: float, side: str) -> int:
     return int((v >= threshold).sum() if side == "≥" else (v < threshold).sum())
 
 
-def verdict_for(lower_bound: float, claimed: float, confidence: float, max_certifiable: float) -> tuple[bool, str]:
-    """The verdict line: a violation when the lower bound exceeds the claimed ε."""
+def trials_to_certify(epsilon: float, alpha: float) -> int:
+    """The fewest evaluation trials per neighbour whose largest possible bound (:func:`max_certifiable_epsilon`: all
+    hits against none) exceeds ``epsilon`` at level ``alpha``: CP_lower(n of n) = α^(1/n) and CP_upper(0 of n) =
+    1 − α^(1/n), so n > ln(1/α) / ln(1 + e^(−ε))."""
+    if not (0.0 < alpha < 1.0) or not math.isfinite(epsilon) or epsilon < 0:
+        raise ValueError("trials_to_certify needs 0 < alpha < 1 and a finite ε ≥ 0.")
+    n = max(1, math.ceil(math.log(1.0 / alpha) / math.log1p(math.exp(-epsilon))))
+    while max_certifiable_epsilon(n, alpha) <= epsilon:  # the closed form's rounding, made exact
+        n += 1
+    return n
+
+
+#: The three verdicts of an audit: a leak shown, none where one could show, or none within reach of the trials.
+VIOLATION = "violation"
+CONSISTENT = "consistent"
+INCONCLUSIVE = "inconclusive"
+
+
+def verdict_kind(lower_bound: float, claimed: float, max_certifiable: float) -> str:
+    """:data:`VIOLATION` when the lower bound exceeds the claimed ε; :data:`INCONCLUSIVE` when these trials could
+    not have shown a violation (their largest possible bound is ≤ the claim); :data:`CONSISTENT` otherwise."""
     if lower_bound > claimed + 1e-9:
+        return VIOLATION
+    return INCONCLUSIVE if max_certifiable <= claimed else CONSISTENT
+
+
+def verdict_for(lower_bound: float, claimed: float, confidence: float, max_certifiable: float, *,
+                alpha: float | None = None) -> tuple[bool, str]:
+    """The verdict line: a violation when the lower bound exceeds the claimed ε; "INCONCLUSIVE" (never a pass)
+    when the trials could not have shown one — with how many evaluation trials per neighbour a violation of the
+    claimed ε would need at the same ``alpha`` (the Bonferroni-corrected level of each bound)."""
+    kind = verdict_kind(lower_bound, claimed, max_certifiable)
+    if kind == VIOLATION:
         return True, (f"VIOLATION: the implementation leaks more than claimed (ε ≥ {lower_bound:.2f} > {claimed:g} at "
                       f"{confidence:.0%} confidence).")
-    text = f"consistent with ε = {claimed:g} (empirical lower bound {lower_bound:.2f} at {confidence:.0%} confidence"
-    if max_certifiable < claimed:
-        text += (f"; with these trials the audit can certify at most ε ≈ {max_certifiable:.2f}, so only leaks "
-                 "larger than that would show")
-    return False, text + ")."
+    if kind == INCONCLUSIVE:
+        need = f"; showing a violation of ε = {claimed:g} would need at least {trials_to_certify(claimed, alpha):,} " \
+               "evaluation trials per neighbour" if alpha is not None else ""
+        return False, (f"INCONCLUSIVE for ε = {claimed:g}: these trials can certify at most ε ≈ {max_certifiable:.2f}, "
+                       f"so they could not have shown a leak of the claimed size (empirical lower bound "
+                       f"{lower_bound:.2f} at {confidence:.0%} confidence{need}). Only leaks larger than "
+                       f"{max_certifiable:.2f} would have shown; none did.")
+    return False, (f"consistent with ε = {claimed:g} (empirical lower bound {lower_bound:.2f} at {confidence:.0%} "
+                   "confidence; a leak of the claimed size would have shown).")

@@ -72,6 +72,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
           f"{r['runs_of_release_path']} runs of the release path; largest certifiable ε: "
           f"{r['max_certifiable_epsilon_release_stage']:.2f} (vocabulary stage: {r['max_certifiable_epsilon']:.2f})")
     print(f"wall time: {r['seconds']:g} s" + (" (stopped at the time budget)" if r.get("stopped_at_time_budget") else ""))
+    print(f"noise: {r['noise_sampler_note']}")
     if best.get("threshold") is not None:
         print(f"strongest event: {best['neighbour_a']} vs {best['neighbour_b']}, {best['event']}: "
               f"p = {best['p_a']:.3f} vs {best['p_b']:.3f}, ε ≥ {best['epsilon_lower_bound']:.3f}")

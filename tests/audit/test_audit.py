@@ -310,6 +310,9 @@ def test_app_audit_page_estimates_runs_in_the_background_and_charges_nothing(fas
     assert result.info["rows"]["origin"].startswith("demo:")  # neighbours built on the demo's raw records
     assert all(p["documents_changed"] == 0 for p in result.info["loader_probes"])
     assert [c.value for c in at.code] == [result.line()]
+    # 4 trials cannot reach the claimed ε = 10: no green tick, an inconclusive warning that says what it would need
+    assert result.kind == audit.INCONCLUSIVE and not any(s.value == result.verdict for s in at.success)
+    assert any(w.value == result.verdict and "evaluation trials per neighbour" in w.value for w in at.warning)
     assert any(m.label == "Empirical ε lower bound" for m in at.metric)
     assert len(at.get("plotly_chart")) == 3 and len(at.get("download_button")) == 2
     assert ledger_total(at) == spent  # the audit charged nothing
