@@ -24,6 +24,9 @@ if outcome is None:
     widgets.go_to(4)
     widgets.go_to(7, "Reopen a run (page 8)")
 else:
+    if generation_steps.reattach_generation() is not None:  # a reload while its run was being written
+        st.info("This run's documents are still being written (started before the reload or in another tab): "
+                "its progress and Cancel are below.", icon=":material/sync:")
     job = s.get("job_generation")
     running = isinstance(job, jobs.Job) and job.running
     st.subheader("Backend")

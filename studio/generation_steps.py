@@ -17,7 +17,7 @@ from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.llm.repetition import DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY
 from dpkps_core.sampling import SamplingOutcome
 from studio import run_view
-from studio.jobs import Job, start_job
+from studio.jobs import Job, running_job_of_run, start_job
 from studio.resources import local_backend, offline_backend, wait_for_warm_up
 from studio.session import corpus, generation_secrets, run_dir, ss
 from studio.steps import write_run
@@ -149,5 +149,19 @@ def start_generation(limit: int) -> Job:
         return run_generation(seqs, backend=backend, prompt_config=pconf, run_dir=out, settings=settings,
                               progress=on_progress, cancel=job.cancel, secrets=mask)
 
-    return start_job("job_generation", "generation", work)
+    return start_job("job_generation", "generation", work, run=out)
+
+
+def reattach_generation() -> Job | None:
+    """After a reload (a new session) on a run whose generation is still writing — started by the tab before the
+    reload or by another tab — make it this session's generation job, so that page 6 shows its progress, its ETA
+    and its Cancel again. Returns the job reattached, or ``None``."""
+    s = ss()
+    rd, job = s.get("run_dir"), s.get("job_generation")
+    if not rd or (isinstance(job, Job) and job.running):
+        return None
+    other = running_job_of_run("generation", rd)
+    if other is not None:
+        s["job_generation"] = other
+    return other
 

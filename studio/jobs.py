@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import Any, Callable
 
 import streamlit as st
@@ -44,12 +45,36 @@ class Job:
         self.message = message
 
 
-def start_job(key: str, kind: str, work: Callable[[Job], Any]) -> Job:
-    """Run ``work(job)`` in a daemon thread; the Job is stored under ``st.session_state[key]``."""
+#: The running jobs that write into a run folder, by (kind, the folder's resolved path): a job outlives the session
+#: that started it (a reload opens a new session while the thread keeps writing), so a session that opens the same
+#: run finds it again (:func:`running_job_of_run`) with its progress and its Cancel. Only run folders the session
+#: could open are ever looked up, so the registry shows no tenant another's job.
+_RUN_JOBS: dict[tuple[str, str], Job] = {}
+_RUN_JOBS_LOCK = threading.Lock()
+
+
+def _run_key(kind: str, run: str | Path) -> tuple[str, str]:
+    return kind, str(Path(run).resolve())
+
+
+def running_job_of_run(kind: str, run: str | Path) -> Job | None:
+    """The job of ``kind`` still running on the run folder ``run`` (started by any session), or ``None``."""
+    with _RUN_JOBS_LOCK:
+        for key in [k for k, j in _RUN_JOBS.items() if not j.running]:  # forget the finished ones
+            del _RUN_JOBS[key]
+        return _RUN_JOBS.get(_run_key(kind, run))
+
+
+def start_job(key: str, kind: str, work: Callable[[Job], Any], *, run: str | Path | None = None) -> Job:
+    """Run ``work(job)`` in a daemon thread; the Job is stored under ``st.session_state[key]`` and, with ``run``
+    (the run folder it writes into), registered so that a reloaded session can reattach to it."""
     s = st.session_state
     old = s.get(key)
     if isinstance(old, Job) and old.running:
         raise ParameterError("This step is already running; wait for it or cancel it.")
+    if run is not None and running_job_of_run(kind, run) is not None:
+        raise ParameterError("This run is already being written by another tab or session; it is shown here — "
+                             "wait for it or cancel it.")
     job = Job(kind=kind)
 
     def target() -> None:
@@ -65,6 +90,9 @@ def start_job(key: str, kind: str, work: Callable[[Job], Any]) -> Job:
 
     job.thread = threading.Thread(target=target, name=f"dpkps-{kind}", daemon=True)
     s[key] = job
+    if run is not None:
+        with _RUN_JOBS_LOCK:
+            _RUN_JOBS[_run_key(kind, run)] = job
     job.thread.start()
     return job
 

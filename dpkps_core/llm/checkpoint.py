@@ -32,7 +32,8 @@ def run_lock(run: Path) -> Iterator[None]:
         except ImportError:  # pragma: no cover - non-POSIX
             pass
         except OSError:
-            raise LLMError(f"Another generation is already writing into {run}; wait for it or cancel it.") from None
+            raise LLMError(f"Another generation is already writing into the run {run.name!r} (in another tab, "
+                           "session or command); wait for it or cancel it there.") from None
         yield
     finally:
         fh.close()
