@@ -6,6 +6,7 @@ optional login, initialises the session, shows the privacy ledger in the sidebar
 The sidebar's ledger lines (DESIGN §2.0, docs/PRIVACY.md "Per-document budgets"): the ledger is an individual
 privacy filter, so they show the cap per document (person), the largest ε one of this corpus's documents (persons)
 has spent over every release — app and CLI, any session, any file holding them — and this session's own spend.
+With login, every figure is the signed-in account's own ledger's (``studio.tenancy``): its releases only.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import streamlit as st
 
 from dpkps_core.errors import DPKPSError
 from dpkps_core.risk import format_probability, posterior_bound
-from studio import PAGES, resources, runs, session, widgets
+from studio import PAGES, resources, runs, session, tenancy, widgets
 
 STEP_LABELS = {"vocabulary": "vocabulary (ε_voc)", "kde": "densities (ε_kde)", "class_counts": "class counts"}
 
@@ -48,9 +49,11 @@ def ledger_sidebar() -> None:
         st.error(str(exc), icon=":material/error:")
         return
     unit, largest, cap = status.unit, status.largest, status.cap_high
+    mine = tenancy.current().signed_in  # with login: this account's own ledger (studio.tenancy)
+    where = "every session of your account" if mine else "app and CLI, every session"
     st.metric(f"Most-used {unit}: ε spent / cap", f"{largest:g} / {cap:g}" if cap else f"{largest:g} / no cap",
-              help=f"The largest ε any one {unit} of this corpus has spent over every release — app and CLI, every "
-                   f"session, whatever file held it (the persistent ledger) — against the cap per {unit}. A {unit} "
+              help=f"The largest ε any one {unit} of this corpus has spent over every release — {where}, whatever "
+                   f"file held it (the persistent ledger) — against the cap per {unit}. A {unit} "
                    "whose spend plus a step's ε would exceed its cap is left out of that step (a private, local "
                    "count); the others are charged. Pure ε-DP, basic composition: every run adds its ε, re-runs "
                    "included.")
@@ -58,10 +61,13 @@ def ledger_sidebar() -> None:
         st.progress(min(largest / cap, 1.0), text=f"{largest / cap:.0%} of the cap for the most-used {unit}")
     setting = "no cap" if status.cap_setting is None else f"{status.cap_setting:g}"
     differs = status.cap_low != status.cap_high or status.cap_high != status.cap_setting
-    st.caption(f"Cap per {unit} (each {unit}'s total over every release of this corpus, app and command line): "
+    st.caption(f"Cap per {unit} (each {unit}'s total over every release of this corpus, "
+               f"{'your account' if mine else 'app and command line'}): "
                f"**{status.cap_text}**"
                + (f" ({unit}s new to the ledger get {setting}, this session's setting)" if differs else "")
                + ". Private, local figures: never exported.")
+    if mine:
+        st.caption(tenancy.scope_note())
     if largest > 0:
         bounds = [format_probability(posterior_bound(largest, p)) for p in (0.01, 0.5)]
         bounds = [b if b.startswith("more than") else f"at most {b}" for b in bounds]
@@ -72,8 +78,9 @@ def ledger_sidebar() -> None:
     if lines:
         st.markdown(f"This session, on this corpus: ε = **{status.session:g}**\n" + "\n".join(lines))
     elif largest > 0:
-        st.markdown(f"This session has released nothing on this corpus yet; earlier releases (other sessions, the "
-                    f"command line, other files holding these {unit}s) took the most-used {unit} to ε = "
+        st.markdown(f"This session has released nothing on this corpus yet; earlier releases ("
+                    + ("your other sessions" if mine else "other sessions, the command line")
+                    + f", other files holding these {unit}s) took the most-used {unit} to ε = "
                     f"**{largest:g}** (page 2 lists them).")
     else:
         st.markdown(f"No release has used this corpus's {unit}s yet.")
@@ -89,6 +96,7 @@ def ledger_sidebar() -> None:
 st.set_page_config(page_title="DP-KPS Studio", page_icon=":material/shield_lock:", layout="wide")
 
 if widgets.require_login():
+    tenancy.bind_session()  # with login: this account's runs and ledger only (a changed identity starts afresh)
     session.init_session()
     runs.follow_url()
     resources.start_warm_up()

@@ -11,7 +11,7 @@ from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
 from dpkps_core.risk import epsilon_explainer, risk_sentences
 from dpkps_core.config import DEFAULT_EPSILON_CAP, LIMITS
 from dpkps_core.vocabulary import VOCABULARIES
-from studio import charts, current, defaults, review, session, spend, steps, widgets
+from studio import charts, current, defaults, review, session, spend, steps, tenancy, widgets
 
 widgets.page_header(1, "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
                        "each document may contribute, and how the privacy budget ε is split.")
@@ -112,7 +112,9 @@ c2.metric("ε_kde (densities)", f"{eps_kde:g}")
 
 # ---- the cap: what it covers, in the app's words; raising it asks and is recorded in the ledger's cap history
 unit = "person" if session.person_column() else "document"
-covers = (f"each {unit}'s total ε over every release of this corpus, in the app and on the command line")
+mine = tenancy.current().signed_in  # with login: this account's own ledger (studio.tenancy)
+covers = (f"each {unit}'s total ε over every release of this corpus"
+          + (" from your account (your own ledger)" if mine else ", in the app and on the command line"))
 cap_now = float(s["epsilon_cap"]) if s["cap_enabled"] else None
 
 
@@ -172,6 +174,8 @@ with st.expander(f"Every release that touched this corpus's documents ({len(rele
                "under another label or with an edited text is another document). The ledger is kept on this "
                "machine, owner-only, and never exported; `python -m dpkps_core ledger --corpus …` shows the same "
                "list. Private, local figures.")
+    if mine:
+        st.caption(tenancy.scope_note() + " (The command line keeps the machine's own ledger, not your account's.)")
     if releases:
         st.dataframe(pd.DataFrame([{"recorded (UTC)": r.recorded, "ε": r.event.epsilon, "δ": r.event.delta,
                                     "step": r.event.step, "mechanism": r.event.mechanism,

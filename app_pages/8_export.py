@@ -1,5 +1,6 @@
-"""Step 8 — the release bundle (DP outputs only) and what it releases at which ε; the runs on this machine: reopen
-one (no new ε), export it, delete this session's."""
+"""Step 8 — the release bundle (DP outputs only) and what it releases at which ε; the runs on this machine (with
+login: the signed-in account's own, ``studio.tenancy``): reopen one (no new ε), export it, delete this session's.
+An administrator also sees every account's runs and ledger totals here, read-only."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.runfolder import read_failures
-from studio import jobs, review, runs, session, widgets
+from studio import jobs, review, runs, session, tenancy, widgets
 
 widgets.page_header(7, "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
                        "sequences, Ṽ, the privacy report and the audit log of every prompt. The private corpus, the "
@@ -25,7 +26,7 @@ else:
     # The run folder is the state (docs/ARCHITECTURE.md): every run on this machine is listed, whatever session or
     # tab made it, and can be reopened (Ṽ, densities, sequences, documents back in the app) or exported — reading
     # released outputs back is post-processing: no new ε, no ledger event.
-    st.subheader("Runs on this machine")
+    st.subheader("Your runs" if tenancy.current().signed_in else "Runs on this machine")
     st.dataframe(pd.DataFrame([{"run": r["name"] + (" (current)" if r["current"] else ""), "created": r["created"],
                                 "corpus": r["corpus"], "method": r["method"] or "—",
                                 "ε of its outputs": r["epsilon_total"], "sequences": r["sequences"],
@@ -144,3 +145,49 @@ else:
             s.pop("export_run", None)
             session.notice(f"Deleted {len(gone)} run folder(s): {', '.join(gone)}.")
             st.rerun()
+
+
+def admin_view() -> None:
+    """Every account's runs and ledger totals, for an administrator named in the app's settings: READ-ONLY (no
+    reopen, download, delete or spend) — and the only place where figures are added up across accounts."""
+    st.divider()
+    st.subheader("Every account (administrator, read-only)")
+    st.caption("Each signed-in account has its own runs and its own ledger (docs/PRIVACY.md \"Tenancy\"). This view "
+               "only reads them: nothing here reopens, exports, deletes or spends. Private, local figures.")
+    records = tenancy.every_tenant()
+    rows = []
+    for rec in records:
+        totals = rec.ledger.totals() if rec.ledger is not None else {}
+        rows.append({"account": rec.label, "tenant": rec.short_id, "runs": len(rec.runs),
+                     "documents written": sum(r.documents for r in rec.runs),
+                     "ledger units": totals.get("units", 0), "ledger releases": totals.get("releases", 0),
+                     "ledger": rec.ledger_error or ("—" if rec.ledger is None else "ok")})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="table.admin_tenants")
+    st.markdown(f"In all: **{len(records) - 1}** signed-in account(s), **{sum(len(r.runs) for r in records)}** "
+                f"run(s), **{sum(row['ledger releases'] for row in rows)}** ledger release(s).")
+    every = [{"account": rec.label, "tenant": rec.short_id, "run": r.name, "created": r.created, "corpus": r.corpus,
+              "method": r.method or "—", "ε of its outputs": r.epsilon_total, "sequences": r.sequences,
+              "documents": r.documents} for rec in records for r in rec.runs]
+    if every:
+        st.dataframe(pd.DataFrame(every), hide_index=True, key="table.admin_runs")
+    c = session.corpus()
+    if c is None:
+        return
+    from dpkps_core.budget import unit_strings
+
+    with widgets.guard():
+        per, across = tenancy.spend_across_tenants(records, unit_strings(c, by_person=session.person_column()
+                                                                          is not None))
+        unit = widgets.unit_word()
+        st.markdown(f"**The loaded corpus in every account's ledger** ({c.name}): the most-used {unit}'s ε "
+                    "in each account, and the largest total of one " + unit + " over all accounts.")
+        st.dataframe(pd.DataFrame([{"account": rec.label, "tenant": rec.short_id, f"most-used {unit}: ε": largest,
+                                    "releases on this corpus": n} for rec, largest, n in per]),
+                     hide_index=True, key="table.admin_corpus")
+        st.metric(f"Across accounts: the most-used {unit}'s total ε", f"{across:g}",
+                  help="Each account's budget is its own (a person whose rows two users upload has a budget per "
+                       "user); this total is what one document (person) has lost over every account's releases.")
+
+
+if tenancy.current().admin:
+    admin_view()

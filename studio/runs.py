@@ -4,11 +4,17 @@ and the URL's ``?run=<name>`` that lets a reloaded tab find its run again (docs/
 Reopening points the session at a folder; the pages then read its Ṽ, densities, sequences and documents from it
 (``studio.run_view``) — at no new ε: reading DP outputs back is post-processing (DESIGN §2.0), no ledger event,
 nothing admitted. The run's corpus must be the loaded one (a demo loads itself; an upload is loaded on page 1 first),
-so that the class list, the held-out split and the few-shot check are the run's own.
+so that the class list, the held-out split and the few-shot check are the run's own: the loaded corpus's CONTENT
+fingerprint must equal the one recorded in the run folder (``session.CORPUS_FINGERPRINT_FILE``), whatever the file's
+name or columns.
+
+Tenancy (``studio.tenancy``): every run is looked up by name in the session's own runs root — with login, the
+signed-in tenant's — so another tenant's run answers exactly like a run that does not exist.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,8 +24,10 @@ import streamlit as st
 from dpkps_core.corpus import DEMO_SPECS
 from dpkps_core.errors import CorpusError, DPKPSError, ParameterError
 from dpkps_core.runfolder import list_runs, open_run, resolve_run_name
+from studio import tenancy
 from studio.jobs import Job
-from studio.session import corpus, drop_results, notice, person_column, split, ss
+from studio.session import (CORPUS_FINGERPRINT_FILE, corpus, corpus_content_fingerprint, drop_results, notice,
+                            person_column, split, ss)
 from studio.steps import load_demo
 
 
@@ -70,7 +78,7 @@ def reopen_from_url() -> None:
         return
     s["_pending_reopen_tried"] = (name, s.get("corpus_id"))
     try:
-        reopen_run(resolve_run_name(name))
+        reopen_run(resolve_run_name(name, tenancy.runs_root()))
     except CorpusError as exc:  # its corpus is not loaded yet: say how, and try again once it is
         notice(f"This tab names the run {name}, which can be reopened once its corpus is loaded. {exc}")
     except DPKPSError as exc:
@@ -80,18 +88,46 @@ def reopen_from_url() -> None:
 
 # ============================================================================================ reopening a run
 
-def run_corpus_matches(state: Mapping[str, Any]) -> bool:
-    """Whether the loaded corpus is the one a run was built on: the same demo, or the same file name, text, label
-    and person columns (public choices; the corpus itself is never written to the run folder)."""
+def recorded_fingerprint(folder: str | Path) -> str | None:
+    """The content fingerprint of the corpus a run was built on, from the run folder's private file (``None``: a
+    run made before fingerprints were recorded, or an unreadable file)."""
+    try:
+        data = json.loads((Path(folder) / CORPUS_FINGERPRINT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    fp = data.get("content_sha256") if isinstance(data, dict) else None
+    return fp if isinstance(fp, str) and fp else None
+
+
+def run_corpus_matches(state: Mapping[str, Any], folder: str | Path | None = None) -> bool:
+    """Whether the loaded corpus is the one a run was built on: the same (public) demo, or — for an upload — the
+    same CONTENT: the loaded corpus's fingerprint (texts, labels, persons) equals the one recorded in the run
+    folder, whatever the file's name or columns. A run recorded before fingerprints existed falls back to the
+    file name and the text, label and person columns."""
     s = ss()
     c = corpus()
     if c is None or not state.get("corpus_spec"):
         return False
-    same = (s.get("corpus_spec") or s.get("corpus_id")) == state["corpus_spec"]
     if str(state["corpus_spec"]).startswith("demo:"):
-        return same
-    return same and (s.get("loaded_text_column"), s.get("loaded_label_column"), person_column()) == (
+        return (s.get("corpus_spec") or s.get("corpus_id")) == state["corpus_spec"]
+    if not str(s.get("corpus_id") or "").startswith("upload:"):
+        return False
+    recorded = recorded_fingerprint(folder) if folder is not None else None
+    if recorded is not None:
+        return recorded == corpus_content_fingerprint()
+    return (s.get("corpus_spec") or s.get("corpus_id")) == state["corpus_spec"] and (
+        s.get("loaded_text_column"), s.get("loaded_label_column"), person_column()) == (
         state.get("text_column"), state.get("label_column"), state.get("person_column"))
+
+
+def own_run(path: str | Path) -> Path:
+    """The session's own run folder of that name: looked up by name in the tenant's runs root only, so a folder
+    elsewhere (another tenant's) answers like one that does not exist."""
+    root = tenancy.runs_root()
+    p = Path(str(path))
+    if p.parent == root and p.is_dir() and not p.is_symlink():  # a folder page 8 listed from this root
+        return p
+    return resolve_run_name(p.name, root)
 
 
 def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
@@ -102,21 +138,24 @@ def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
     job = s.get("job_generation")
     if isinstance(job, Job) and job.running:
         raise ParameterError("The LLM is still writing into the current run folder; cancel it first (page 6).")
-    run = open_run(path)
+    run = open_run(own_run(path))
     state = run.state
     spec = state.get("corpus_spec") or run.config.get("corpus")
     if not state:
         raise ParameterError(f"The run folder {run.name} was written by the command line, not by the app: export it "
                              "below, or continue it with `python -m dpkps_core generate`.")
-    if not run_corpus_matches(state):
+    if not run_corpus_matches(state, run.path):
         if str(spec).startswith("demo:") and spec in DEMO_SPECS:
             s["corpus_source"], s["demo_spec"] = "demo", spec
             load_demo(spec)
         else:
             name = str(spec).split(":", 1)[-1]
-            raise CorpusError(f"The run {run.name} was built on the corpus “{name}”: load that file on page 1 (with "
-                              f"the text column “{state.get('text_column')}” and the label column "
-                              f"“{state.get('label_column')}”), then reopen the run.")
+            differs = str(ss().get("corpus_id") or "").startswith("upload:") and recorded_fingerprint(run.path)
+            raise CorpusError(f"The run {run.name} was built on the corpus “{name}”"
+                              + (" — the loaded corpus's content is not that corpus's, whatever its name" if differs
+                                 else "")
+                              + f": load that file on page 1 (with the text column “{state.get('text_column')}” "
+                              f"and the label column “{state.get('label_column')}”), then reopen the run.")
     c = corpus()
     s["corpus_source"] = "demo" if str(spec).startswith("demo:") else "upload"  # page 1 shows the run's corpus
     classes = tuple(state.get("classes") or run.report.get("classes") or ())
@@ -141,12 +180,14 @@ def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
 
 
 def machine_runs() -> list[dict[str, Any]]:
-    """Every run folder on this machine (``dpkps_core.runfolder.list_runs``), newest first, marked ``current`` (the
-    session's pointer) and ``mine`` (made or reopened in this session) — what page 8 lists to reopen or export."""
+    """Every run folder of the session's runs root (``dpkps_core.runfolder.list_runs``: on this machine without
+    login, the signed-in tenant's with login), newest first, marked ``current`` (the session's pointer) and
+    ``mine`` (made or reopened in this session) — what page 8 lists to reopen or export."""
     s = ss()
     current = str(s.get("run_dir") or "")
     mine = {str(p) for p in s.get("run_dirs") or []}
-    return [{**r.to_dict(), "current": str(r.path) == current, "mine": str(r.path) in mine} for r in list_runs()]
+    return [{**r.to_dict(), "current": str(r.path) == current, "mine": str(r.path) in mine}
+            for r in list_runs(tenancy.runs_root())]
 
 
 # ============================================================================================ delete
@@ -158,8 +199,11 @@ def delete_runs() -> list[str]:
     if isinstance(job, Job) and job.running:
         raise ParameterError("The LLM is still writing into the run folder; cancel it first (page 6).")
     deleted = []
+    root = tenancy.runs_root()
     for path in list(s["run_dirs"]):
         p = Path(path)
+        if p.parent != root:  # never another runs root's folder (a session is bound to one tenant)
+            continue
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
         deleted.append(p.name)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import secrets
 import tempfile
@@ -42,9 +43,10 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import DEFAULT_MODEL
 from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
 from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
-from dpkps_core.runfolder import VOCABULARY_FILE, create_run_dir, runs_root
+from dpkps_core.runfolder import VOCABULARY_FILE, create_run_dir
 from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary
+from studio import tenancy
 from studio.defaults import fill_defaults
 from studio.jobs import Job
 from studio.resources import cached_vocabulary, embedder
@@ -174,8 +176,10 @@ def corpus_id() -> str | None:
 def ledger() -> PrivacyLedger:
     """The privacy ledger of the current corpus: the persistent unit ledger (``dpkps_core.ledger_store``; DESIGN
     §2.0), opened with the corpus's unit strings — its documents, or its persons when a person column is chosen —
-    and shared with every session and CLI run on the same documents, whatever the file. ``events`` are this
-    session's releases; :func:`ledger_status` reads the corpus's units (PRIVATE, local).
+    and shared with every session and CLI run on the same documents, whatever the file. With login, the store is
+    the signed-in tenant's own (``studio.tenancy``: its own folder, key and caps), shared with that tenant's
+    sessions only. ``events`` are this session's releases; :func:`ledger_status` reads the corpus's units
+    (PRIVATE, local).
 
     The session's cap field is this run's cap setting (public): the cap of documents new to the ledger and the bound
     on this session's own ε. Changing it while a corpus is loaded sets the cap of that corpus's documents (persons)
@@ -186,7 +190,8 @@ def ledger() -> PrivacyLedger:
     cap = float(s["epsilon_cap"]) if s.get("cap_enabled") else None
     if cid not in ledgers:
         c = s.get("corpus")
-        ledgers[cid] = (open_corpus_ledger(c, tool="app", cap=cap, by_person=person_column() is not None)
+        ledgers[cid] = (open_corpus_ledger(c, tool="app", cap=cap, by_person=person_column() is not None,
+                                           store=tenancy.ledger_store())
                         if c is not None and s.get("corpus_id") else PrivacyLedger(cap))
     led = ledgers[cid]
     if led.cap != cap:
@@ -414,15 +419,48 @@ def vocabulary_settings_now() -> dict[str, Any]:
 
 # ============================================================================================ run folder and LLM
 
+#: A PRIVATE file of an app run folder: the content fingerprint of the corpus the run was built on (never exported:
+#: the bundle is an allowlist, ``dpkps_core.runfolder.RELEASABLE_FILES``); reopening compares it (``studio.runs``).
+CORPUS_FINGERPRINT_FILE = "corpus_fingerprint.json"
+_CONTENT_DOMAIN = b"dpkps corpus content v1\x00"
+
+
+def corpus_content_fingerprint() -> str | None:
+    """SHA-256 of the loaded corpus's CONTENT — every document's text, label and person id, in order — whatever
+    the file's name, format, columns or encoding (PRIVATE: a digest of private text; kept in the session and in the
+    run folder's private file only). ``None`` without a corpus."""
+    s = ss()
+    c = corpus()
+    if c is None:
+        return None
+    memo = s.get("_corpus_content_fp")
+    if memo and memo[0] == s.get("corpus_id"):
+        return memo[1]
+    h = hashlib.sha256(_CONTENT_DOMAIN)
+    persons = c.persons if c.persons is not None else (None,) * len(c.texts)
+    for fields in zip(c.texts, c.labels, persons):
+        for value in fields:
+            data = b"\xff" if value is None else value.encode("utf-8", "surrogatepass")
+            h.update(len(data).to_bytes(8, "little") + data)
+    s["_corpus_content_fp"] = (s.get("corpus_id"), h.hexdigest())
+    return h.hexdigest()
+
+
 def run_dir(*, create: bool = True) -> Path | None:
-    """This session's current run folder (owner-only), created on first use."""
+    """This session's current run folder (owner-only), created on first use under the tenant's runs root
+    (``studio.tenancy``) with the loaded corpus's content fingerprint in a private file."""
     s = ss()
     path = s.get("run_dir")
     if path and Path(path).is_dir():
         return Path(path)
     if not create:
         return None
-    new = create_run_dir(runs_root(), s["session_token"])
+    new = create_run_dir(tenancy.runs_root(), s["session_token"])
+    fp = corpus_content_fingerprint()
+    if fp is not None:
+        fd = os.open(new / CORPUS_FINGERPRINT_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"format": "dpkps-run-corpus", "version": 1, "content_sha256": fp}))
     s["run_dir"] = str(new)
     s["run_dirs"].append(str(new))
     return new

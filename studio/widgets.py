@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 import streamlit as st
 
 from dpkps_core.errors import DPKPSError
-from studio import PAGES, fast_mode, jobs, run_view, session
+from studio import PAGES, fast_mode, jobs, run_view, session, tenancy
 
 log = logging.getLogger("dpkps.studio")
 
@@ -103,10 +103,7 @@ def show_notices() -> None:
 
 def auth_configured() -> bool:
     """True when ``st.secrets`` has an ``[auth]`` section (OIDC via st.login)."""
-    try:
-        return "auth" in st.secrets
-    except Exception:  # noqa: BLE001 - no secrets file at all
-        return False
+    return tenancy.login_configured()
 
 
 def _providers() -> list[str | None]:
@@ -118,19 +115,35 @@ def _providers() -> list[str | None]:
     return named or [None]
 
 
+#: What signing in guarantees (docs/PRIVACY.md "Tenancy"), said on the login screen.
+LOGIN_NOTE = ("This deployment requires signing in. Each account is kept apart: your runs and your privacy ledger are "
+              "your own — other users cannot list, reopen, download or delete your runs, and the budget figures you "
+              "see count your releases only (another user who uploads the same documents has a separate budget). "
+              "Your uploaded corpus is held in your session's memory on this server, never written to its disk; "
+              "your run folders are. Administrators named in the app's settings can see every account's runs and "
+              "ledger totals, read-only, and whoever runs the server can read its disk.")
+
+
 def require_login() -> bool:
-    """When authentication is configured, only a logged-in user gets past this; else everyone does."""
+    """When authentication is configured, only a logged-in user with a stable subject (a tenant, ``studio.tenancy``)
+    gets past this; else everyone does."""
     if not auth_configured():
         return True
     try:
         logged_in = bool(st.user.get("is_logged_in", False))
     except Exception:  # noqa: BLE001
         logged_in = False
-    if logged_in:
+    if logged_in and tenancy.identity() is not None:
         return True
     st.title("DP-KPS Studio")
-    st.info("This deployment requires signing in. Your corpus and results stay in your own session.",
-            icon=":material/lock:")
+    if logged_in:  # signed in, but the provider gave no subject: no tenant to file runs and budgets under
+        st.error("Your identity provider did not give a stable subject (the `sub` claim), so the app cannot keep "
+                 "your runs and budgets apart from other users'. Nothing was read or spent; ask the administrator "
+                 "to configure a provider that sends it.", icon=":material/error:")
+        if st.button("Log out", key="logout.no_subject"):
+            st.logout()
+        return False
+    st.info(LOGIN_NOTE, icon=":material/lock:")
     for provider in _providers():
         label = "Log in" if provider is None else f"Log in with {provider}"
         if st.button(label, type="primary", key=f"login.{provider}"):
@@ -145,7 +158,8 @@ def require_login() -> bool:
 def user_box() -> None:
     if auth_configured() and st.user.get("is_logged_in", False):
         who = st.user.get("email") or st.user.get("name") or "signed in"
-        st.caption(f"Signed in as {who}")
+        st.caption(f"Signed in as {who}" + (" · administrator (page 8 shows every account's runs, read-only)"
+                                             if tenancy.current().admin else ""))
         if st.button("Log out", key="logout"):
             st.logout()
 
@@ -196,7 +210,8 @@ def sidebar() -> None:
                           f"{text}" for ok, text in items))
     rd = s.get("run_dir")
     if rd:
-        st.caption(f"Run folder: `{Path(rd).name}` (owner-only; page 8 lists the runs on this machine)")
+        st.caption(f"Run folder: `{Path(rd).name}` (owner-only; page 8 lists "
+                   + ("your runs)" if tenancy.current().signed_in else "the runs on this machine)"))
     if fast_mode():
         st.caption("Test fast mode (DPKPS_TEST_FAST=1).")
     user_box()

@@ -58,8 +58,27 @@ def test_auth_with_named_providers_offers_each() -> None:
     assert [b.label for b in at.button] == ["Log in with google"]
 
 
-def test_auth_configured_and_logged_in_runs_every_page() -> None:
+def test_the_login_screen_says_what_login_guarantees() -> None:
+    """Issue 35 §1: the old claim ("Your corpus and results stay in your own session.") was not true; the screen
+    now says what tenancy guarantees (docs/PRIVACY.md "Tenancy")."""
+    at = app({"auth": AUTH}, {"is_logged_in": False})
+    note = " ".join(i.value for i in at.info)
+    assert "stay in your own session" not in note
+    assert "cannot list, reopen, download or delete your runs" in note and "count your releases only" in note
+    assert "Administrators" in note and "read-only" in note
+
+
+def test_a_signed_in_user_without_a_subject_is_refused() -> None:
+    """A tenant is keyed by the provider's stable subject, never the email: without one, no page runs."""
     at = app({"auth": AUTH}, {"is_logged_in": True, "email": "officer@example.org"})
+    assert not at.exception
+    assert any("stable subject" in e.value for e in at.error)
+    assert "corpus" not in at.session_state and "ledgers" not in at.session_state   # no page ran
+
+
+def test_auth_configured_and_logged_in_runs_every_page() -> None:
+    at = app({"auth": AUTH}, {"is_logged_in": True, "email": "officer@example.org", "sub": "officer-1",
+                              "iss": "https://idp.example"})
     assert not at.exception
     assert at.title[0].value.endswith(PAGES_SPECS_FIRST_TITLE)
     assert any("Signed in as officer@example.org" in c.value for c in at.sidebar.caption)
