@@ -35,6 +35,8 @@ def _is_missing(value: Any) -> bool:
 
 def as_str(value: Any) -> str:
     """A raw cell as the loader reads it: missing → "", bytes decoded, a whole float without its ".0"."""
+    if type(value) is str:  # the common case, as str(value) would give it
+        return value
     if _is_missing(value):
         return ""
     if isinstance(value, bytes):
@@ -60,12 +62,9 @@ DIGEST_BYTES = 16
 def row_digest(key: tuple[str, str, str]) -> bytes:
     """The de-duplication digest of a row's (normalised text, label, person): each part length-prefixed, so no two
     different keys share their bytes."""
-    h = hashlib.blake2b(digest_size=DIGEST_BYTES)
-    for part in key:
-        data = part.encode("utf-8", "surrogatepass")
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
-    return h.digest()
+    parts = [part.encode("utf-8", "surrogatepass") for part in key]
+    return hashlib.blake2b(b"".join(len(p).to_bytes(8, "little") + p for p in parts),
+                           digest_size=DIGEST_BYTES).digest()
 
 
 @dataclass

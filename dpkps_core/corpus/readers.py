@@ -21,7 +21,7 @@ from dpkps_core.corpus.cleaning import check_int
 from dpkps_core.corpus.columns import guess_columns
 from dpkps_core.corpus.limits import DEFAULT_LIMIT, LoadLimits
 from dpkps_core.corpus.model import Corpus, check_class_names
-from dpkps_core.corpus.stream import DEFAULT_CHUNK_ROWS, CorpusStream, open_input
+from dpkps_core.corpus.stream import CorpusStream, open_input
 from dpkps_core.errors import CorpusError, ParameterError
 
 
@@ -138,7 +138,7 @@ def load_corpus(
     classes: Sequence[str] | str | None = None,
     person_column: str | None = None,
     encoding: str = "utf-8",
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    chunk_rows: int | None = None,
 ) -> Corpus:
     """Load and validate a labelled private corpus; ``corpus.report`` says what was dropped.
 
@@ -166,7 +166,8 @@ def load_corpus(
     ``classes``: the public class names the user declares (see :meth:`Corpus.with_classes`); labels found in
     the data are only local suggestions. Checks on the labels (one label only, tiny classes) are local notes in
     ``corpus.report.notes``, not errors, so that whether anything is released never hinges on one document.
-    ``chunk_rows``: rows read at a time (the result does not depend on it: every decision is per row).
+    ``chunk_rows``: rows read at a time (default ``$DPKPS_CHUNK_ROWS``, else 20,000; the result does not depend
+    on it: every decision is per row).
     Raises :class:`CorpusError` with one actionable sentence for every bad input.
     """
     min_chars, limits, min_class_size = _check_load_options(

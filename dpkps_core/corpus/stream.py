@@ -9,7 +9,7 @@ its columns from their NAMES (:func:`~dpkps_core.corpus.columns.choose_columns`)
 so the documents do not depend on the chunk size, and D ± one row streams as D's documents ± that document. The
 in-memory loader (:func:`~dpkps_core.corpus.load_corpus`) is this stream read to its end.
 
-Memory: one chunk of rows (``chunk_rows``, default :data:`DEFAULT_CHUNK_ROWS`) at a time, plus one
+Memory: one chunk of rows (``chunk_rows``, default :func:`default_chunk_rows`) at a time, plus one
 de-duplication digest per kept row (:data:`~dpkps_core.corpus.cleaning.DIGEST_BYTES`). A JSON array and a ZIP of
 .txt files are held whole (one value; bounded by ``max_bytes``). Each call of :meth:`CorpusStream.chunks` is a
 fresh pass over the input. The limits (:mod:`.limits`) are checked as the rows come: a refusal names its setting.
@@ -17,6 +17,7 @@ fresh pass over the input. The limits (:mod:`.limits`) are checked as the rows c
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -32,8 +33,19 @@ from dpkps_core.corpus.tables import (Chunk, PART_FORMATS, Table, part_files, pa
 from dpkps_core.corpus.textstream import ByteSource
 from dpkps_core.errors import CorpusError, ParameterError
 
-#: Rows per chunk unless chosen: ~20 MB of text at 1 KB per row.
+#: Rows per chunk unless chosen (or set by ``$DPKPS_CHUNK_ROWS``): ~20 MB of text at 1 KB per row.
 DEFAULT_CHUNK_ROWS = 20_000
+ENV_CHUNK_ROWS = "DPKPS_CHUNK_ROWS"
+
+
+def default_chunk_rows() -> int:
+    """Rows per chunk: ``$DPKPS_CHUNK_ROWS`` where set (a whole number ≥ 1), else :data:`DEFAULT_CHUNK_ROWS`."""
+    value = os.environ.get(ENV_CHUNK_ROWS, "").strip()
+    if not value:
+        return DEFAULT_CHUNK_ROWS
+    if not value.isdigit() or int(value) < 1:
+        raise ParameterError(f"${ENV_CHUNK_ROWS} must be a whole number ≥ 1, got {value!r}.")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -151,14 +163,14 @@ class CorpusStream:
                  text_column: str | None = None, label_column: str | None = None,
                  person_column: str | None = None, encoding: str = "utf-8", min_chars: int = 20,
                  drop_duplicates: bool = True, min_class_size: int = 2, max_bytes: Any = DEFAULT_LIMIT,
-                 max_documents: Any = DEFAULT_LIMIT, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
+                 max_documents: Any = DEFAULT_LIMIT, chunk_rows: int | None = None) -> None:
         for col, what in ((text_column, "text_column"), (label_column, "label_column"),
                           (person_column, "person_column")):
             if col is not None and not isinstance(col, str):
                 raise ParameterError(f"{what} must be a column name.")
         self.min_chars = check_int(min_chars, "min_chars", 0)
         self.min_class_size = check_int(min_class_size, "min_class_size", 1)
-        self.chunk_rows = check_int(chunk_rows, "chunk_rows", 1)
+        self.chunk_rows = default_chunk_rows() if chunk_rows is None else check_int(chunk_rows, "chunk_rows", 1)
         if not isinstance(drop_duplicates, bool):
             raise ParameterError("drop_duplicates must be True or False.")
         self.drop_duplicates = drop_duplicates

@@ -199,3 +199,30 @@ def test_a_bad_byte_is_found_at_its_place_whatever_the_blocks(tiny_blocks):
     assert exc.value.line == 7 and exc.value.offset == offset
     with pytest.raises(CorpusError, match="looks binary"):
         load_corpus(good.encode("utf-8") + b"\x00", filename="b.csv")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk_rows", ["1", "7"])
+def test_the_neighbour_tests_hold_with_small_chunks(chunk_rows):
+    """tests/test_neighbours_from_files.py, unchanged, with every file read a few rows at a time."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "DPKPS_CHUNK_ROWS": chunk_rows}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "tests/test_neighbours_from_files.py"], cwd=root, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-2000:]
+
+
+def test_chunk_rows_setting(monkeypatch, tmp_path):
+    from dpkps_core.corpus.stream import default_chunk_rows
+    from dpkps_core.errors import ParameterError
+
+    monkeypatch.setenv("DPKPS_CHUNK_ROWS", "5")
+    assert default_chunk_rows() == 5
+    assert CorpusStream(_write_inputs(tmp_path, _records(12))["csv"]).chunk_rows == 5
+    monkeypatch.setenv("DPKPS_CHUNK_ROWS", "0")
+    with pytest.raises(ParameterError, match="DPKPS_CHUNK_ROWS must be a whole number"):
+        default_chunk_rows()
