@@ -108,14 +108,15 @@ else:
         pconf = generation_steps.prompt_config()
         st.markdown("**Exact prompt for the first sequence**")
         st.code(preview(seqs[0], pconf), language="text", wrap_lines=True)
-        with st.spinner("Estimating: the first time, the offline model writes one batch of these prompts to measure "
-                        "its speed and how often a reply must be retried (replies discarded)…", show_time=True):
-            est = generation_steps.estimate_generation(int(s["n_documents"]))
-        st.caption(f"Estimate: {est.summary()}.")
-
         done = session.documents()
-        remaining = max(int(s["n_documents"]) - len([d for d in done if d["id"] in {q["id"] for q in
-                                                                                    seqs[: int(s['n_documents'])]}]), 0)
+        written = {d["id"] for d in done}
+        remaining = max(int(s["n_documents"]) - len([q for q in seqs[: int(s["n_documents"])]
+                                                     if q["id"] in written]), 0)
+        with st.spinner("Estimating from the speed measured at these settings…", show_time=True):
+            est = generation_steps.estimate_generation(int(s["n_documents"]), written=written)
+        st.caption(f"Estimate for the {remaining:,} document(s) to go: {est.summary()}."
+                   + ("" if est.rejection_rate is not None or not est.retries else
+                      " The first batch written measures the speed and the retries; later estimates use it."))
         label = "Continue writing" if done else "Write documents"
         if not running and st.button(f"{label} ({remaining:,} to go)", type="primary", icon=":material/edit_note:",
                                      disabled=remaining == 0):

@@ -107,18 +107,25 @@ def generation_settings(limit: int) -> Any:
                               repetition_penalty=float(s.get("llm_repetition_penalty", DEFAULT_REPETITION_PENALTY)))
 
 
-def estimate_generation(limit: int) -> Any:
+def estimate_generation(limit: int, *, written: Iterable[str] = ()) -> Any:
+    """The estimate of what remains of a job of ``limit`` documents: the first ``limit`` sequences whose document
+    is not ``written`` yet (ids). It never writes a calibration batch (the page must be usable at once, and a
+    calibration's replies are thrown away): speed and the share of refused replies come from what runs at these
+    settings measured — the first batch of the first run measures them and keeps what it writes — else from the
+    engine's own tokens/s (llm/estimate.py)."""
     from dpkps_core.llm import estimate_cost
 
     s = ss()
-    seqs = job_sequences()[: int(limit)]
+    done = set(written)
+    seqs = [q for q in job_sequences()[: int(limit)] if q["id"] not in done]
     settings = generation_settings(limit)
     price = float(s["price_per_1k"]) or None
     seqs = [q for q in seqs for _ in range(settings.drafts)]  # K drafts: K prompts per sequence
     return estimate_cost(seqs, prompt_config=prompt_config(), backend=llm_backend(), max_tokens=settings.max_tokens,
                          concurrency=settings.concurrency, price_per_1k=price, batch_size=settings.batch_size,
                          retries=settings.retries, temperature=settings.temperature, drafts=settings.drafts,
-                         timeout=settings.timeout, repetition=settings.repetition_kwargs())  # llm/speed.py
+                         timeout=settings.timeout, repetition=settings.repetition_kwargs(),  # llm/speed.py
+                         calibrate=False)
 
 
 def start_generation(limit: int) -> Job:

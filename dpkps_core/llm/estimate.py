@@ -172,14 +172,14 @@ def estimate_cost(
         raise ParameterError("drafts must be a positive integer.")
     seqs = [as_sequence(s) for s in sequences]
     n = len(seqs)
-    batch = max(1, min(batch_size, backend.max_batch_size, n or 1))
+    batch = max(1, min(batch_size, backend.max_batch_size))  # the run's batch; fewer rows make one partial batch
     rep = dict(repetition or {}) if getattr(backend, "repetition_control", False) else {}
     record = measured(backend, max_tokens, temperature, rep)
     rate, source, spent = _rejection(
         backend, record, given=rejection_rate, retries=retries, calibrate=calibrate and n > 0,
-        run_calibration=lambda: calibrate_screen(backend, prompt_config=prompt_config, sequences=seqs, rows=batch,
-                                                 max_tokens=max_tokens, temperature=temperature, timeout=timeout,
-                                                 repetition=rep))
+        run_calibration=lambda: calibrate_screen(backend, prompt_config=prompt_config, sequences=seqs,
+                                                 rows=min(batch, n), max_tokens=max_tokens, temperature=temperature,
+                                                 timeout=timeout, repetition=rep))
     per_attempt = (rate or 0.0) ** drafts  # an attempt is refused when all of its drafts are
     attempts = expected_attempts(per_attempt, retries)
     prompt_tokens = round(attempts * sum(backend.count_prompt_tokens(render_prompt(s, prompt_config)) for s in seqs))
@@ -204,10 +204,11 @@ def estimate_cost(
 
 
 def _batch_times(backend: LLMBackend, record: Measured, batch: int, max_tokens: int) -> BatchTimes:
-    """Seconds of a batch of ``batch`` rows — measured batches at these settings, else the engine's measured
-    tokens/s with every row at ``max_tokens``, else ``tokens_per_s`` × ``batch_cost`` — and the one-row share."""
+    """Seconds of a batch of ``batch`` rows — every batch measured at these settings, scaled to ``batch`` rows
+    (:meth:`Measured.full_batch_seconds`), else the engine's measured tokens/s with every row at ``max_tokens``, else
+    ``tokens_per_s`` × ``batch_cost`` — and the one-row share."""
     share = record.step_share(backend, batch)
-    full = record.batch_seconds(batch)
+    full = record.full_batch_seconds(batch, share)
     if full is None:
         measured_rate = _engine_batch_rate(backend, batch)
         if measured_rate:

@@ -162,6 +162,21 @@ class Measured:
             entry = self._batches.get(int(rows))
             return entry[1] / entry[0] if entry else None
 
+    def full_batch_seconds(self, size: int, single_share: float) -> float | None:
+        """Seconds of a FULL batch of ``size`` rows from every batch measured at these settings, whatever its rows:
+        a batch of m rows that took t seconds stands for t / share(m) at ``size`` rows (:class:`BatchTimes`' linear
+        step share), pooled over all measured batches (each batch counts once). None when none was measured.
+
+        One model for every row count keeps the estimate monotonic in the number of documents (it read only the
+        batches of exactly the estimate's row count before, and jumped between measured and modelled speeds)."""
+        times = BatchTimes(max(1, int(size)), 1.0, single_share)
+        with self._lock:
+            entries = [(rows, n, total) for rows, (n, total) in self._batches.items() if n > 0]
+        if not entries:
+            return None
+        batches = sum(n for _, n, _ in entries)
+        return sum(total / times.seconds(min(rows, times.size)) for rows, _, total in entries) / batches
+
     def source(self) -> str:
         """Where the rejection rate comes from, in words."""
         runs = self.replies - self.calibration_replies

@@ -301,3 +301,34 @@ def test_each_repetition_setting_is_calibrated_and_estimated_on_its_own() -> Non
     plain = ScriptedBatches(lambda k, m: False)
     estimate_cost(seqs, prompt_config=CFG, backend=plain, max_tokens=40, batch_size=8, retries=2, repetition=on)
     assert measured(plain, 40, 0.7).replies == 8
+
+
+def test_the_estimate_is_monotonic_in_the_documents_whatever_batch_sizes_were_measured() -> None:
+    """Page 6's estimates jumped (6 prompts 5 s, 8 → 8 s, 10 → 3.0 min, 16 → 1.5 min): only a batch of exactly the
+    estimate's rows was read, else a modelled speed. Now every measured batch is scaled to the run's batch."""
+
+    class Costly(ScriptedBatches):
+        def batch_cost(self, batch_size: int) -> float:  # a step over m rows costs 0.5 + m/16 of a one-row step
+            return 0.5 + batch_size / 16
+
+        tokens_per_s = 0.1  # a modelled speed far from the measured one: mixing the two would jump
+
+    backend = Costly(lambda k, m: False)
+    record = measured(backend, 50, 0.7, {})
+    record.add_batch(6, 12.0)  # one measured batch of 6 rows (as a first short job would leave)
+    seqs = make_sequences(40)
+    times = [estimate_cost(seqs[:n], prompt_config=CFG, backend=backend, max_tokens=50, batch_size=8, retries=0,
+                           calibrate=False).seconds for n in range(1, 41)]
+    assert all(b >= a - 1e-9 for a, b in zip(times, times[1:])), times
+    assert times[5] == pytest.approx(12.0)  # 6 documents: the measured batch itself
+    share_1 = (0.5 + 1 / 16) / (0.5 + 8 / 16)  # one row's step against a full batch's
+    assert times[7] == pytest.approx(12.0 / (share_1 + (1 - share_1) * 5 / 7))  # 8: the full batch, scaled
+    assert times[15] == pytest.approx(2 * times[7])  # two full batches
+
+
+def test_no_calibration_batch_when_asked_not_to() -> None:
+    backend = ScriptedBatches(lambda k, m: False)
+    est = estimate_cost(make_sequences(4), prompt_config=CFG, backend=backend, max_tokens=50, batch_size=8,
+                        retries=2, calibrate=False)
+    assert backend.batches == [] and est.measure_seconds == 0.0 and est.rejection_rate is None
+    assert "no measured share" in est.summary()

@@ -231,7 +231,7 @@ def test_page6_prompt_preview_few_shot_refusal_generation_and_cancel() -> None:
     goto(at, 5)
     first = sequences(at)[0]
     assert ", ".join(first["keyphrases"]) in at.code[0].value
-    assert "Estimate: 2 prompts" in " ".join(at.caption.values)
+    assert "Estimate for the 2 document(s) to go: 2 prompts" in " ".join(at.caption.values)
     # the private corpus file is refused as few-shot examples
     at.file_uploader(key="few_shot_upload").set_value(("examples.csv", toy_csv(20), "text/csv")).run()
     assert any("private corpus" in e for e in problems(at))
@@ -253,6 +253,8 @@ def test_page6_prompt_preview_few_shot_refusal_generation_and_cancel() -> None:
     finish_writing(at, documents=1)
     assert len(table(at, "text")) == 1
     at.number_input(key="_w.n_documents").set_value(3).run()
+    # the estimate is for what remains (3 asked, 1 written), not for documents already written
+    assert "Estimate for the 2 document(s) to go: 2 prompts" in " ".join(at.caption.values)
     click(at, "Continue writing (2 to go)")
     at.session_state["job_generation"].cancel.set()
     job = wait_job(at, "job_generation")
