@@ -76,6 +76,15 @@ class InputTable:
     folder: Path | None = None       # a folder of .txt files
     txt: list[Any] | None = None     # the .txt files (paths in a folder, member names in a ZIP)
     zip_data: bytes | None = None    # a ZIP of .txt files
+    files: tuple[Path, ...] = ()     # the files on disk it reads (checked for changes before each pass)
+    stamp: tuple[Any, ...] = ()      # their (size, modification time) when it was opened
+
+    def check_unchanged(self) -> None:
+        """Refuse a pass when a file it reads changed on disk since the input was opened: every pass of the
+        streaming DP steps must read the same rows."""
+        if self.files and _stamp(self.files) != self.stamp:
+            raise CorpusError(f"The corpus '{Path(self.display).name}' changed on disk while it was being read; "
+                              "load it again once it is no longer being written.")
 
     @property
     def tabular(self) -> bool:
@@ -92,6 +101,23 @@ class InputTable:
         return txt_folder_chunks(self.folder, self.txt or [], encoding, chunk_rows)
 
 
+def _stamp(files: Sequence[Path]) -> tuple[Any, ...]:
+    out = []
+    for f in files:
+        try:
+            st = f.stat()
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _stamped(table: InputTable, files: Sequence[Path]) -> InputTable:
+    table.files, table.stamp = tuple(files), _stamp(files)
+    return table
+
+
 def _open_folder(path: Path, file_format: str | None, limits: LoadLimits, encoding: str) -> InputTable:
     total = 0
     for p in path.rglob("*"):
@@ -101,7 +127,7 @@ def _open_folder(path: Path, file_format: str | None, limits: LoadLimits, encodi
     files = txt_files(path) if file_format in (None, "folder") else []
     if files:
         limits.check_documents(len(files))
-        return InputTable(str(path), "folder", ["text", "label"], folder=path, txt=files)
+        return _stamped(InputTable(str(path), "folder", ["text", "label"], folder=path, txt=files), files)
     parts = part_files(path)
     if file_format not in (None, "folder"):
         parts = [p for p in parts if PART_FORMATS[p.suffix.lower()] == file_format]
@@ -112,7 +138,7 @@ def _open_folder(path: Path, file_format: str | None, limits: LoadLimits, encodi
         raise CorpusError("The folder contains no .txt files and no data parts (.parquet, .csv, .tsv, .jsonl); put "
                           "one document per .txt file in class sub-folders, or the table's parts in the folder.")
     table = parts_table(path, parts, encoding)
-    return InputTable(str(path), PART_FORMATS[parts[0].suffix.lower()], table.columns, table=table)
+    return _stamped(InputTable(str(path), PART_FORMATS[parts[0].suffix.lower()], table.columns, table=table), parts)
 
 
 def open_input(source: Any, *, filename: str | None = None, file_format: str | None = None,
@@ -144,7 +170,7 @@ def open_input(source: Any, *, filename: str | None = None, file_format: str | N
         limits.check_bytes(zip_unpacked_size(data, names), "unpacked ZIP content")
         return InputTable(display, "zip", ["text", "label"], txt=names, zip_data=data)
     table = table_of(src, fmt, encoding)
-    return InputTable(display, fmt, table.columns, table=table)
+    return _stamped(InputTable(display, fmt, table.columns, table=table), [src.path] if src.path else [])
 
 
 def _rows(chunk: Chunk) -> int:
@@ -218,6 +244,7 @@ class CorpusStream:
         """One pass over the raw cells of ``columns`` (default: every column), nothing cleaned or dropped. Past
         ``max_documents`` rows the rest is counted, not kept, and the refusal names the total."""
         cols = list(columns) if columns is not None else self.columns
+        self.input.check_unchanged()
         n = 0
         it = self.input.read(cols, self.chunk_rows, self.encoding)
         for chunk in it:

@@ -226,3 +226,17 @@ def test_chunk_rows_setting(monkeypatch, tmp_path):
     monkeypatch.setenv("DPKPS_CHUNK_ROWS", "0")
     with pytest.raises(ParameterError, match="DPKPS_CHUNK_ROWS must be a whole number"):
         default_chunk_rows()
+
+
+def test_a_file_that_changes_between_passes_is_refused(tmp_path):
+    import os
+
+    path = _write_inputs(tmp_path, _records(12))["csv"]
+    stream = CorpusStream(path)
+    first = [c.texts for c in stream.chunks()]
+    assert [c.texts for c in stream.chunks()] == first  # a second pass reads the same rows
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('99,"A row appended while the passes run, long enough.",sport,P1\n')
+    os.utime(path, ns=(1, 1))
+    with pytest.raises(CorpusError, match="changed on disk while it was being read"):
+        list(stream.chunks())
