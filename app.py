@@ -16,7 +16,7 @@ import streamlit as st
 
 from dpkps_core.errors import DPKPSError
 from dpkps_core.risk import format_probability, posterior_bound
-from studio import PAGES, resources, runs, session, tenancy, widgets
+from studio import PAGES, generation_steps, resources, runs, session, tenancy, widgets
 
 STEP_LABELS = {"vocabulary": "vocabulary (ε_voc)", "kde": "densities (ε_kde)", "class_counts": "class counts"}
 
@@ -99,6 +99,7 @@ if widgets.require_login():
     tenancy.bind_session()  # with login: this account's runs and ledger only (a changed identity starts afresh)
     session.init_session()
     runs.follow_url()
+    generation_steps.reattach_generation()  # a reload while its run is written: the writer's progress and Cancel
     resources.start_warm_up()
     page = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path, default=(i == 0))
                           for i, p in enumerate(PAGES)])

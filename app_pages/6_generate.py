@@ -24,10 +24,10 @@ if outcome is None:
     widgets.go_to(4)
     widgets.go_to(7, "Reopen a run (page 8)")
 else:
-    if generation_steps.reattach_generation() is not None:  # a reload while its run was being written
+    job = s.get("job_generation")
+    if isinstance(job, jobs.Job) and job.running and s.get(generation_steps.REATTACHED_KEY) is job:  # app.py
         st.info("This run's documents are still being written (started before the reload or in another tab): "
                 "its progress and Cancel are below.", icon=":material/sync:")
-    job = s.get("job_generation")
     running = isinstance(job, jobs.Job) and job.running
     st.subheader("Backend")
     widgets.bound(st.radio, "LLM", "backend", options=["offline", "local", "openai"], horizontal=True,

@@ -170,5 +170,10 @@ def reattach_generation() -> Job | None:
     other = running_job_of_run("generation", rd)
     if other is not None:
         s["job_generation"] = other
+        s[REATTACHED_KEY] = other  # page 6 says so while it runs
     return other
+
+
+#: The session key of a generation job this session took up after a reload (not one it started).
+REATTACHED_KEY = "_reattached_generation"
 
