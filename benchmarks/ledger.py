@@ -55,9 +55,9 @@ def main(argv: list[str] | None = None) -> None:
 
         def release(ledger: PersistentLedger, units: list[str], eps: float) -> float:
             t0 = time.perf_counter()
-            ledger.admit(units, eps, what="benchmark release")
+            ticket = ledger.admit(units, eps, what="benchmark release")
             took = time.perf_counter() - t0
-            ledger.charge(PrivacyEvent("benchmark", "vocabulary", eps, 1.0, 1.0 / eps, "benchmark"))
+            ticket.charge(PrivacyEvent("benchmark", "vocabulary", eps, 1.0, 1.0 / eps, "benchmark"))
             return took
 
         fresh = release(led, corpus, 0.1)
@@ -65,10 +65,10 @@ def main(argv: list[str] | None = None) -> None:
             release(led if k % 2 == 0 else led2, corpus if k % 2 == 0 else other, 0.1)
         used = min(release(led, corpus, 0.1) for _ in range(3))
         t0 = time.perf_counter()
-        led.admit(corpus[:10], 0.1, what="benchmark release")
+        small = led.admit(corpus[:10], 0.1, what="benchmark release")
         admit_small = time.perf_counter() - t0
         t0 = time.perf_counter()
-        led.charge(PrivacyEvent("benchmark", "kde", 0.1, 1.0, 10.0, "benchmark"))
+        small.charge(PrivacyEvent("benchmark", "kde", 0.1, 1.0, 10.0, "benchmark"))
         charge = time.perf_counter() - t0
         led._view_cache = None                                      # time a cold view (the cache is per change)
         t0 = time.perf_counter()

@@ -1,75 +1,109 @@
 """Per-unit budgets at release time: which documents take part in a release (DESIGN §2.0).
 
 The ledger is an individual privacy filter (Feldman & Zrnic, NeurIPS 2021): every release first asks the ledger
-which of its input's units still have budget for its ε (:meth:`~dpkps_core.dp.ledger.PrivacyLedger.admit`,
-which charges them at once), then runs on those units only. A unit is one document, or all the documents of one
-person when the privacy unit is a person.
+which rows of its input still have budget for its ε (:func:`admit`, which charges them at once and returns the
+release's :class:`~dpkps_core.dp.ledger.AdmissionTicket`), then computes the release on the admitted rows only,
+charges its event through the ticket, and only then draws noise. :func:`admit` is the one entry for that order.
 
-The unit strings built here never leave the process: the persistent ledger stores only keyed HMACs of them.
+The unit strings built here never leave the process: the persistent ledger stores only keyed HMACs of them. Each
+row's string names every key the release may charge (the unit rules, :mod:`dpkps_core.ledger_store.rules`):
+
+* its **document key** — the text as :func:`~dpkps_core.corpus.cleaning.normalise_document_text` reads it, and
+  nothing else: the label is not part of it (a relabelled text must not open a fresh budget), and rows that share a
+  text share the key, charged once per row (group privacy);
+* its **person key** when the corpus has a person column: in a person-unit release the person is the unit; in a
+  document-unit release the person is *known*, so the release counts toward the person's loss (k rows → kε).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import unicodedata
 from typing import Sequence
 
 import numpy as np
 
 from dpkps_core.corpus import Corpus
-from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.corpus.cleaning import normalise_document_text
+from dpkps_core.dp.ledger import MAX_ROW_FACTOR, AdmissionTicket, PrivacyLedger
+from dpkps_core.ledger_store.rules import LINK_SEP as _LINK
+from dpkps_core.ledger_store.rules import UNIT_SEP as _SEP
+from dpkps_core.ledger_store.rules import primary_unit
 
-_SEP = "\x1f"
 
-
-def _normalise(text: str) -> str:
-    return unicodedata.normalize("NFC", " ".join(str(text).split()))
+def _document(text: str) -> str:
+    return f"document{_SEP}{normalise_document_text(text)}"
 
 
 def unit_strings(corpus: Corpus, *, by_person: bool) -> list[str]:
     """One identifying string per document of ``corpus`` (PRIVATE; only ever HMAC-ed by the ledger).
 
-    Document unit: the normalised text and the label (identical rows have already collapsed into one document
-    at load time, so each document is one unit). Person unit: the person id, shared by all their documents."""
+    Document unit: the document key string, linked to the row's person when the corpus has a person column.
+    Person unit: the person key string, linked to the row's document key string (the person's documents share the
+    person key; each row's own key is charged what the release can cost that row)."""
     if by_person:
         if corpus.persons is None:
             raise ValueError("The privacy unit is a person, but the corpus has no person column.")
-        return [f"person{_SEP}{p}" for p in corpus.persons]
+        return [f"person{_SEP}{p}{_LINK}{_document(t)}" for p, t in zip(corpus.persons, corpus.texts)]
+    if corpus.persons is not None:
+        return [f"{_document(t)}{_LINK}person{_SEP}{p}" for t, p in zip(corpus.texts, corpus.persons)]
     return document_units(corpus.texts, corpus.labels)
 
 
 def document_units(texts: Sequence[str], labels: Sequence[str]) -> list[str]:
-    """The document-unit strings (DESIGN §2.0) of a plain list of documents and their labels, as
-    :func:`unit_strings` makes them for a corpus (PRIVATE; only ever HMAC-ed by the ledger)."""
+    """The document-unit strings (DESIGN §2.0) of a plain list of documents (labels are checked for length but,
+    by the unit rules, are no part of a document's key), as :func:`unit_strings` makes them for a corpus without a
+    person column (PRIVATE; only ever HMAC-ed by the ledger)."""
     if len(texts) != len(labels):
         raise ValueError("document_units needs one label per text.")
-    return [f"document{_SEP}{_normalise(t)}{_SEP}{lab}" for t, lab in zip(texts, labels)]
+    return [_document(t) for t in texts]
+
+
+def release_unit(unit: str) -> str:
+    """The unit a row's string stands for in its release: its person for a person-unit row, its document for a
+    document-unit row (what a count of distinct units counts)."""
+    return primary_unit(unit)
 
 
 @dataclasses.dataclass(frozen=True)
 class Admission:
-    """A release's admitted input: the documents whose units had budget left (and were charged for it), and
-    how many documents were left out (a PRIVATE, local count: show it to the data owner, never release it)."""
+    """A release's admitted input: the documents whose keys had budget left (and were charged for it), how many
+    documents were left out (a PRIVATE, local count: show it to the data owner, never release it), and the
+    release's ticket — pass ``ticket`` as the ``ledger`` of the mechanism that computes the release, so that its
+    event is charged to this admission and no other."""
 
     corpus: Corpus
     left_out: int
+    ticket: AdmissionTicket
+
+
+def _ticket(ledger: PrivacyLedger, units: list[str], epsilon: float, *, what: str,
+            row_factor: float) -> AdmissionTicket:
+    if not isinstance(ledger, PrivacyLedger):
+        raise ValueError("A release is admitted through a PrivacyLedger.")
+    ticket = ledger.admission(units, float(epsilon), what=what, row_factor=row_factor)
+    if np.shape(ticket.mask) != (len(units),):
+        raise ValueError("The ledger's admission mask does not match the release's input.")
+    return ticket
 
 
 def admit(corpus: Corpus, ledger: PrivacyLedger, epsilon: float, *, by_person: bool,
-          what: str = "this release") -> Admission:
-    """Charge-first admission of ``corpus``'s units to a release of ``epsilon`` (see the module docstring).
+          what: str = "this release", row_factor: float = MAX_ROW_FACTOR) -> Admission:
+    """Charge-first admission of ``corpus``'s rows to a release of ``epsilon`` (see the module docstring).
 
     Call it before computing any statistic of ``corpus`` for the release and before drawing noise; then compute
-    the release from ``Admission.corpus`` only."""
-    mask = np.asarray(ledger.admit(unit_strings(corpus, by_person=by_person), float(epsilon), what=what), dtype=bool)
-    if mask.shape != (len(corpus),):
-        raise ValueError("The ledger's admission mask does not match the release's input.")
+    the release from ``Admission.corpus`` only and charge its event through ``Admission.ticket`` (before the
+    noise). ``row_factor``: what the release costs one row of a person, per ε, under the person unit (≤ 2; derived
+    per mechanism in docs/PRIVACY.md "Units and group privacy")."""
+    ticket = _ticket(ledger, unit_strings(corpus, by_person=by_person), epsilon, what=what, row_factor=row_factor)
+    mask = ticket.mask
     if mask.all():
-        return Admission(corpus, 0)
-    return Admission(corpus.subset(np.flatnonzero(mask).tolist()), int((~mask).sum()))
+        return Admission(corpus, 0, ticket)
+    return Admission(corpus.subset(np.flatnonzero(mask).tolist()), int((~mask).sum()), ticket)
 
 
 def admitted_indices(units: Sequence[str], ledger: PrivacyLedger, epsilon: float, *,
-                     what: str = "this release") -> np.ndarray:
-    """Indices of the admitted positions of ``units`` (for inputs that are not a :class:`Corpus`)."""
-    return np.flatnonzero(np.asarray(ledger.admit(list(units), float(epsilon), what=what), dtype=bool))
+                     what: str = "this release", row_factor: float = MAX_ROW_FACTOR) -> tuple[np.ndarray, AdmissionTicket]:
+    """The admitted positions of ``units`` (for inputs that are not a :class:`Corpus`) and the release's ticket
+    (charge the release's event through it)."""
+    ticket = _ticket(ledger, list(units), epsilon, what=what, row_factor=row_factor)
+    return np.flatnonzero(ticket.mask), ticket

@@ -156,7 +156,10 @@ def _unit(train: Corpus, config: SamplingConfig) -> tuple[Sequence[str] | None, 
 
 def _admit(train: Corpus, config: SamplingConfig, ledger: PrivacyLedger, epsilon: float, what: str) -> Admission:
     """The training part's units admitted to a release of ``epsilon`` (DESIGN §2.0, individual privacy filter):
-    the admitted units are charged now, before the release's statistic is computed or its noise drawn."""
+    the admitted units are charged now, before the release's statistic is computed or its noise drawn; the
+    release's event is charged through ``Admission.ticket``. Under the person unit each row of an admitted person is
+    charged 2ε (Ṽ's first S distinct terms and the densities' per-person contributions: docs/PRIVACY.md "Units and
+    group privacy")."""
     by_person = bool(config.person_column)
     if by_person and train.persons is None:
         raise ParameterError(f"The unit of privacy is a person (column '{config.person_column}'), but the corpus was "
@@ -216,7 +219,7 @@ def vocabulary_step(
         warnings.insert(0, note)
     pv = build_private_vocabulary(
         part.texts, vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
-        vocab_size=config.vocab_size, noise=noise, ledger=ledger, selection_rule=config.selection_rule,
+        vocab_size=config.vocab_size, noise=noise, ledger=admission.ticket, selection_rule=config.selection_rule,
         progress=progress, counts=counts, neighbouring=unit,
     )
     return VocabularyStep(pv, counts, tuple(warnings), admission.left_out)
@@ -287,7 +290,7 @@ def density_step(
     t = time.perf_counter()
     report(0.6, "building the per-class DP densities")
     density, info = build_density(keyphrases, part.labels, classes=classes, embeddings=embeddings, config=config,
-                                  private_vocabulary=private_vocabulary, noise=noise, ledger=ledger,
+                                  private_vocabulary=private_vocabulary, noise=noise, ledger=admission.ticket,
                                   progress=lambda f, m: report(0.6 + 0.4 * f, m), groups=groups,
                                   neighbouring=unit)
     timings["density"] = time.perf_counter() - t

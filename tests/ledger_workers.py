@@ -29,9 +29,9 @@ def admit_and_charge(root: str, pool: list[str], cap: float, seed: int, releases
         for _ in range(releases):
             chosen = np.sort(rng.choice(len(pool), size=int(rng.integers(len(pool) // 3, len(pool))), replace=False))
             eps = float(rng.choice([0.5, 1.0, 1.5]))
-            mask = led.admit([pool[i] for i in chosen], eps, what="concurrent test")
-            led.charge(PrivacyEvent("test_mechanism", "vocabulary", eps, 1.0, 1.0 / eps, "a test release"))
-            done.append((chosen[mask].tolist(), eps))
+            ticket = led.admit([pool[i] for i in chosen], eps, what="concurrent test")
+            ticket.charge(PrivacyEvent("test_mechanism", "vocabulary", eps, 1.0, 1.0 / eps, "a test release"))
+            done.append((chosen[ticket.mask].tolist(), eps))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test with it
         error = f"{type(exc).__name__}: {exc}"
     results.put((seed, done, start, time.monotonic(), error))

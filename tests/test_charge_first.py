@@ -27,6 +27,7 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import privatize_vocabulary
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError, VocabularyError
+from dpkps_core.budget import release_unit
 from dpkps_core.config import SamplingConfig
 from dpkps_core.pipeline import run_sampling
 from dpkps_core.split import split_documents
@@ -280,7 +281,7 @@ def test_left_out_documents_take_no_part_in_either_statistic():
 
 def test_admission_by_person_leaves_out_all_of_a_persons_documents():
     train = corpus(persons=True)
-    ledger = RecordingLedger([], leave_out=lambda unit: unit == "person\x1fp3")
+    ledger = RecordingLedger([], leave_out=lambda unit: release_unit(unit) == "person\x1fp3")
     cfg = config(person_column="person")
     voc = pipeline.vocabulary_step(train, VOCAB, cfg, noise=RecordingNoise([]), ledger=ledger)
     mine = [i for i, p in enumerate(train.persons) if p == "p3"]

@@ -430,11 +430,11 @@ def run_augpe(
     eps_reported = event.epsilon
     # ---- charge first: admit the units (charged at once), record the event; only then read the documents
     if ledger is not None:
-        keep = admitted_indices(list(units) if units is not None else document_units(texts, labels), ledger,
-                                eps_reported, what="AugPE+Ṽ")
+        keep, ticket = admitted_indices(list(units) if units is not None else document_units(texts, labels),
+                                        ledger, eps_reported, what="AugPE+Ṽ")
         if len(keep) < len(texts):  # the left-out count is private: it goes nowhere
             texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
-        ledger.charge(event)
+        ticket.charge(event)
     k, n_epochs = config.population, config.epochs
     audit: list[dict[str, Any]] = []
     gen = GenerationStats()

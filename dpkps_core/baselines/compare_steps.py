@@ -71,10 +71,11 @@ def build_vocabulary(train: Corpus, *, eps_voc: float, vocabulary: Any, sampling
                           split_seed=0, corpus_name=train.name)
     vocabulary = vocabulary_for(cfg, vocabulary)
     # charge first (DESIGN §2.0): the units are admitted (and charged) before their counts are read
-    train = admit(train, ledger, eps_voc, by_person=train.persons is not None, what="the private vocabulary step").corpus
+    adm = admit(train, ledger, eps_voc, by_person=train.persons is not None, what="the private vocabulary step")
+    train = adm.corpus
     return build_private_vocabulary(train.texts, vocabulary_for(cfg, vocabulary), eps_voc=eps_voc,
                                     terms_per_doc=cfg.terms_per_doc, vocab_size=cfg.vocab_size, noise=noise,
-                                    ledger=ledger, selection_rule=cfg.selection_rule, progress=progress,
+                                    ledger=adm.ticket, selection_rule=cfg.selection_rule, progress=progress,
                                     groups=train.persons, neighbouring=train.privacy_unit)
 
 
@@ -250,16 +251,16 @@ def compare_private_prediction(plan: ComparePlan, *, ledger: SubLedger, progress
         pcfg, note_b = fit_buckets(buckets, pcfg)
         pcfg = calibrate(pcfg, epsilon=eps_pp, delta=st_.delta)
         need = math.ceil(per_class / pcfg.examples_per_batch)
-        charged = ledger.charge(prediction_event(pcfg, delta=st_.delta, num_buckets=buckets,
-                                                 batches=need * n_classes, documents=planned_docs,
-                                                 neighbouring=unit))
+        charged = adm.ticket.charge(prediction_event(pcfg, delta=st_.delta, num_buckets=buckets,
+                                                     batches=need * n_classes, documents=planned_docs,
+                                                     neighbouring=unit))
         note_n = "hash buckets from the public class-size estimate" + note_b
         released = None
     else:
         counted = "persons in the training part" if train.persons is not None else "documents in the training part"
-        ledger.charge(count_event(epsilon=eps_size, what=counted, neighbouring=unit))
-        charged = ledger.charge(reservation_event(pcfg, epsilon=eps_pp, delta=st_.delta, documents=planned_docs,
-                                                  neighbouring=unit))
+        adm.ticket.charge(count_event(epsilon=eps_size, what=counted, neighbouring=unit))
+        charged = adm.ticket.charge(reservation_event(pcfg, epsilon=eps_pp, delta=st_.delta,
+                                                      documents=planned_docs, neighbouring=unit))
         released = release_count(len(train), epsilon=eps_size, noise=plan.noise)  # event charged above
         buckets = buckets_for(released.clamped / n_classes, pcfg.batch_size)
         pcfg, note_b = fit_buckets(buckets, pcfg)

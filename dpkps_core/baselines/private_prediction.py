@@ -318,11 +318,11 @@ def run_private_prediction(
         event = prediction_event(config, delta=delta, conversion=conversion, num_buckets=num_buckets,
                                  batches=len(plan), documents=planned_docs, neighbouring=neighbouring)
         if ledger is not None:
-            keep = admitted_indices(list(units) if units is not None else document_units(texts, labels), ledger,
-                                    eps, what="private prediction")
+            keep, ticket = admitted_indices(list(units) if units is not None else document_units(texts, labels),
+                                            ledger, eps, what="private prediction")
             if len(keep) < len(texts):  # the left-out count is private: it goes nowhere
                 texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
-            ledger.charge(event)
+            ticket.charge(event)
     t0 = time.perf_counter()
     outcomes, documents = _decode_plan(plan, texts, labels, model=model, tokenizer=tokenizer, config=config,
                                        num_buckets=num_buckets, noise=noise, stops=stops, model_name=model_name,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,22 @@ def corpus_ledger(corpus: Any, *, tool: str, out: str | os.PathLike[str] | None 
                   cap: float | None = DEFAULT_EPSILON_CAP, by_person: bool | None = None) -> PersistentLedger:
     """The persistent ledger for one CLI command on ``corpus`` (units by person when it has a person column, unless
     ``by_person`` says otherwise). ``cap`` (``--epsilon-cap``) is the run's cap setting: the cap of documents new
-    to the ledger and the bound on this run's own ε."""
-    return open_corpus_ledger(corpus, tool=tool, run=run_name(out), cap=cap, by_person=by_person)
+    to the ledger and the bound on this run's own ε. Says so on stderr when this opening created a new ledger."""
+    led = open_corpus_ledger(corpus, tool=tool, run=run_name(out), cap=cap, by_person=by_person)
+    notice = new_ledger_notice(led)
+    if notice:
+        print(notice, file=sys.stderr)
+    return led
+
+
+def new_ledger_notice(ledger: PersistentLedger) -> str | None:
+    """The first-use notice (issue 35 part 7): a folder with no ledger (a new ``$DPKPS_LEDGER_DIR``) starts an
+    empty one, which knows no earlier release — said once, with the ledger's id; None for an existing ledger."""
+    if not ledger.created:
+        return None
+    return (f"note: a new, empty privacy ledger was created in {ledger.store.root} (ledger id {ledger.ledger_id}); "
+            "it knows no release made before. If your documents were released under another ledger, point "
+            "$DPKPS_LEDGER_DIR to that folder instead.")
 
 
 def _cap_text(view: CorpusView) -> str:
@@ -126,6 +141,9 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
                   "or move them out of the folder yourself")
             return 0
     led = open_corpus_ledger(corpus, tool="cli ledger", cap=None, units=units, store=store)
+    notice = new_ledger_notice(led)
+    if notice:
+        print(notice, file=sys.stderr)
     if args.epsilon_cap is not None:
         changed = led.set_unit_cap(args.epsilon_cap)
         unit = "person" if person else "document"
@@ -162,7 +180,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--corpus", required=True, help="demo:bbc, demo:drugs, demo:drugs-rating or a path (as for sample)")
     p.add_argument("--text-column", help="column holding the document text (chosen from column names when omitted)")
-    p.add_argument("--label-column", help="column holding the class label (part of a document's identity)")
+    p.add_argument("--label-column", help="column holding the class label (not part of a document's budget: a text's "
+                   "budget is the same under any label)")
     p.add_argument("--person-column", help="the privacy unit is a person: show the budgets of this column's persons")
     add_encoding_argument(p)  # the same file, decoded as `sample` decoded it: the same documents in the ledger
     p.add_argument("--epsilon-cap", type=_positive, default=None,

@@ -1,7 +1,8 @@
 """Cleaning the rows read from a corpus file (DESIGN §2.0: loading keeps neighbours neighbours).
 
 Each row is dropped for a reason of its own (empty text, fewer than ``min_chars`` characters, empty label, empty
-person id) and a row collapses only with an IDENTICAL earlier row — same text (stripped), same label and same person
+person id) and a row collapses only with an IDENTICAL earlier row — same text (as
+:func:`normalise_document_text` reads it: the normalisation of the ledger's document key), same label and same person
 (no person column: same text and label). So the corpus loaded from D plus one row is D's corpus plus that document
 (or D's, when the row repeats an identical row), and removing one person's rows removes exactly their documents.
 Never "the first copy of a text" across labels or persons: that would turn an added row into a label swap, or make
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -31,6 +33,15 @@ def _is_missing(value: Any) -> bool:
         return bool(pd.isna(value)) if not isinstance(value, (list, dict, tuple)) else False
     except (TypeError, ValueError):
         return False
+
+
+def normalise_document_text(text: str) -> str:
+    """The one text normalisation of DESIGN §2.0 ("one text normalisation serves the loader's de-duplication and
+    the document key"): Unicode NFKC (the form every statistic reads a text in, §2.1 step 1), then every run of
+    whitespace collapsed to one space and the ends stripped. Case is kept. Two rows whose texts normalise alike are
+    the same text to the loader (they collapse when label and person agree too) and to the privacy ledger (one
+    document key, :func:`dpkps_core.budget.unit_strings`)."""
+    return " ".join(unicodedata.normalize("NFKC", str(text)).split())
 
 
 def as_str(value: Any) -> str:
@@ -112,7 +123,7 @@ def _filter_rows(raw_texts: Sequence[Any], raw_labels: Sequence[Any], persons: S
                 kept.n_no_person += 1
                 continue
         if drop_duplicates:
-            key = (text, label, person)
+            key = (normalise_document_text(text), label, person)
             digest = row_digest(key)
             if digest in seen:
                 kept.n_dup += 1

@@ -75,18 +75,23 @@ def release_unit_count(
     :func:`dpkps_core.budget.unit_strings`; a person's documents share one string, so persons are counted).
 
     With ``ledger``: the units are admitted first (individual privacy filter, DESIGN §2.0; the admitted ones are
-    charged at once), only the admitted ones are counted, then the event is charged, then the noise is drawn.
-    Returns the released count and how many documents were left out (a PRIVATE, local figure)."""
-    from dpkps_core.budget import admitted_indices
+    charged at once), only the admitted ones are counted, then the event is charged through the admission's ticket,
+    then the noise is drawn. Distinct units are counted by what each row stands for in its release
+    (:func:`dpkps_core.budget.release_unit`: its person, or its document). Under the person unit one row of a person
+    moves the count by at most 1 (only a person's only row adds or removes them), so each row is charged 1 × ε
+    (docs/PRIVACY.md "Units and group privacy"). Returns the released count and how many documents were left out
+    (a PRIVATE, local figure)."""
+    from dpkps_core.budget import admitted_indices, release_unit
 
     epsilon = check_epsilon(epsilon, "ε (count)")
     units = list(units)
+    ticket: PrivacyLedger | None = None
     if ledger is not None:
-        keep = admitted_indices(units, ledger, epsilon, what=f"the DP count of {what}")
+        keep, ticket = admitted_indices(units, ledger, epsilon, what=f"the DP count of {what}", row_factor=1.0)
         left_out = len(units) - len(keep)
         units = [units[i] for i in keep]
     else:
         left_out = 0
-    released = release_count(len(set(units)), epsilon=epsilon, noise=noise, ledger=ledger, what=what, step=step,
-                             neighbouring=neighbouring)
+    released = release_count(len({release_unit(u) for u in units}), epsilon=epsilon, noise=noise, ledger=ticket,
+                             what=what, step=step, neighbouring=neighbouring)
     return released, left_out

@@ -9,7 +9,8 @@ part.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Sequence
+import threading
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 
 _FLOAT_SLACK = 1e-9
+MAX_ROW_FACTOR = 2.0  # the most a person-unit release can cost one row of the person (docs/PRIVACY.md)
 
 
 class PrivacyLedger:
@@ -93,6 +95,15 @@ class PrivacyLedger:
         self.require(epsilon, what)
         return np.ones(len(units), dtype=bool)
 
+    def admission(self, units: Sequence[str], epsilon: float, *, what: str = "this release",
+                  row_factor: float = MAX_ROW_FACTOR) -> "AdmissionTicket":
+        """The filter (:meth:`admit`) as one :class:`AdmissionTicket`: the admitted mask and the only object that
+        charges this release's events (DESIGN §2.0 charge first; issue 35 part 7). ``row_factor`` is what a
+        person-unit release can cost one row of a person, per ε (≤ 2; a persistent ledger charges it to the rows'
+        document keys). An in-memory ledger keeps no per-unit history: its ticket charges the ledger itself."""
+        mask = np.asarray(self.admit(units, epsilon, what=what), dtype=bool)
+        return AdmissionTicket(self, mask, epsilon, what=what, record=self.charge)
+
     def by_step(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for e in self._events:
@@ -161,14 +172,135 @@ class SubLedger(PrivacyLedger):
         return event
 
     def admit(self, units: Sequence[str], epsilon: float, *, what: str = "this release") -> np.ndarray:
-        """This part's own (public) cap, then the parent's filter: the parent decides and charges the units."""
+        """This part's own (public) cap, then the parent's filter: the parent decides and charges the units. The
+        result is this part's :class:`AdmissionTicket` (read as the admitted mask; charge through it)."""
+        return self.admission(units, epsilon, what=what)
+
+    def admission(self, units: Sequence[str], epsilon: float, *, what: str = "this release",
+                  row_factor: float = MAX_ROW_FACTOR) -> AdmissionTicket:
+        """This part's own (public) cap, then the parent's admission; the ticket charges the parent's ticket and
+        counts the event in this part."""
         self._require_own(epsilon, what)
-        if self.parent is not None:
-            return self.parent.admit(units, epsilon, what=what)
-        return np.ones(len(units), dtype=bool)
+        if self.parent is None:
+            return AdmissionTicket(self, np.ones(len(units), dtype=bool), epsilon, what=what, record=self._own)
+        outer = self.parent.admission(units, epsilon, what=what, row_factor=row_factor)
+
+        def record(event: PrivacyEvent) -> None:
+            self._require_own(event.epsilon, f"{event.step} ({event.mechanism})")
+            outer.charge(event)
+            self._events.append(event)
+
+        return AdmissionTicket(self, outer.mask, epsilon, what=what, record=record)
+
+    def _own(self, event: PrivacyEvent) -> None:
+        self._require_own(event.epsilon, f"{event.step} ({event.mechanism})")
+        self._events.append(event)
 
     def reuse(self, event: PrivacyEvent) -> PrivacyEvent:
         """Count ``event`` (already charged to the parent) in this part without charging the parent again."""
         self._require_own(event.epsilon, f"{event.step} ({event.mechanism})")
         self._events.append(event)
         return event
+
+
+class AdmissionTicket(PrivacyLedger):
+    """One admission to one release (DESIGN §2.0; issue 35 part 7): which input positions take part (``mask``),
+    for how much ε, and the only way to charge the release's events — an event belongs to its admission by
+    construction, never to another release's. Pass it as the ``ledger`` of the mechanism that computes the
+    release on the admitted input: :meth:`charge` records the event with the admission (a persistent ledger's
+    release row), refusing events beyond the ε the admission reserved. ``events`` are this release's events.
+
+    A ticket admits nothing itself (:meth:`admit` and :meth:`admission` are refused)."""
+
+    def __init__(self, owner: PrivacyLedger, mask: np.ndarray, epsilon: float, *, what: str,
+                 record: Callable[[PrivacyEvent], Any]) -> None:
+        super().__init__(None)
+        if not isinstance(owner, PrivacyLedger):
+            raise ParameterError("An admission ticket belongs to a PrivacyLedger.")
+        self.owner = owner
+        self.mask = np.asarray(mask, dtype=bool)
+        self.mask.setflags(write=False)
+        self.epsilon = float(epsilon)
+        self.what = what
+        self._record = record
+        self._left = float(epsilon)
+        self._lock = threading.Lock()
+
+    @property
+    def remaining_epsilon(self) -> float:
+        """The ε this admission reserved that no event has been charged yet."""
+        return max(self._left, 0.0)
+
+    @property
+    def cap(self) -> float | None:  # type: ignore[override]
+        return self.owner.cap
+
+    @cap.setter
+    def cap(self, value: float | None) -> None:
+        raise ParameterError("An admission ticket's cap is its ledger's; change the ledger's cap.")
+
+    def can_afford(self, epsilon: float) -> bool:
+        return epsilon <= self._left + _FLOAT_SLACK and self.owner.can_afford(epsilon)
+
+    def require(self, epsilon: float, what: str = "this step") -> None:
+        if epsilon > self._left + _FLOAT_SLACK:
+            raise ParameterError(f"{what} charges ε = {epsilon:g}, more than its admission reserved "
+                                 f"({self.remaining_epsilon:g}); admit the release's ε first.")
+        self.owner.require(epsilon, what)
+
+    def charge(self, event: PrivacyEvent) -> PrivacyEvent:
+        """Record ``event`` with this admission (before its noise is drawn)."""
+        if not isinstance(event, PrivacyEvent):
+            raise ParameterError("Only a PrivacyEvent can be charged to a ledger.")
+        with self._lock:
+            if event.epsilon > self._left + _FLOAT_SLACK:
+                raise ParameterError(
+                    f"{event.step} ({event.mechanism}) charges ε = {event.epsilon:g}, more than its admission "
+                    f"reserved ({self.remaining_epsilon:g}); admit the release's ε first.")
+            self._record(event)
+            self._left -= event.epsilon
+            self._events.append(event)
+        return event
+
+    def admit(self, units: Sequence[str], epsilon: float, *, what: str = "this release") -> np.ndarray:
+        raise ParameterError("An admission ticket charges one release; admit a new release through its ledger.")
+
+    def admission(self, units: Sequence[str], epsilon: float, *, what: str = "this release",
+                  row_factor: float = MAX_ROW_FACTOR) -> "AdmissionTicket":
+        raise ParameterError("An admission ticket charges one release; admit a new release through its ledger.")
+
+    def copy(self) -> PrivacyLedger:
+        return PrivacyLedger(self.owner.cap, self._events)
+
+    # the admitted mask, read like the boolean array ``admit`` returns
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.mask if dtype is None else self.mask.astype(dtype)
+
+    def __iter__(self) -> Iterator[bool]:
+        return iter(self.mask.tolist())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.mask[index]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.mask.dtype
+
+    def tolist(self) -> list[bool]:
+        return self.mask.tolist()
+
+    def all(self) -> bool:
+        return bool(self.mask.all())
+
+    def any(self) -> bool:
+        return bool(self.mask.any())
+
+    def sum(self) -> int:
+        return int(self.mask.sum())
+
+    def __len__(self) -> int:
+        return len(self.mask)
+
+    def __repr__(self) -> str:
+        return (f"AdmissionTicket({self.what!r}, ε={self.epsilon:g}, admitted={int(self.mask.sum())}/"
+                f"{len(self.mask)}, events={len(self._events)})")

@@ -55,12 +55,13 @@ def release_forecast(
     classes = tuple(train.classes)
     if by_person and train.persons is None:
         raise ParameterError("The privacy unit is a person, but the corpus has no person column.")
-    admitted = admit(train, ledger, epsilon, by_person=by_person, what="the DP forecast").corpus
+    admission = admit(train, ledger, epsilon, by_person=by_person, what="the DP forecast")
+    admitted = admission.corpus
     groups = admitted.persons if by_person else None
     counts = pipeline.term_counts(admitted.texts, vocabulary, terms_per_doc=terms_per_doc, groups=groups)
     return release_forecast_statistics(
         counts, admitted.labels, classes=classes, epsilon=epsilon, terms_per_doc=terms_per_doc, noise=noise,
-        ledger=ledger, public_vocabulary=vocabulary.name, groups=groups, curve_share=curve_share,
+        ledger=admission.ticket, public_vocabulary=vocabulary.name, groups=groups, curve_share=curve_share,
         neighbouring=admitted.privacy_unit if by_person else "add/remove one document")
 
 

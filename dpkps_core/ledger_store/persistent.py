@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 from typing import Any, Sequence
 
@@ -11,32 +12,44 @@ import numpy as np
 
 from dpkps_core.config import DEFAULT_EPSILON_CAP
 from dpkps_core.dp.events import PrivacyEvent
-from dpkps_core.dp.ledger import _FLOAT_SLACK, PrivacyLedger
+from dpkps_core.dp.ledger import MAX_ROW_FACTOR, AdmissionTicket, PrivacyLedger
 from dpkps_core.errors import ParameterError
-from dpkps_core.ledger_store.folder import unique_keys
 from dpkps_core.ledger_store.records import CorpusView, RecordedEvent, _check_cap, _check_epsilon, _check_label
+from dpkps_core.ledger_store.rules import PERSON_KIND, ReleaseRows, check_row_factor, parse_rows
 from dpkps_core.ledger_store.store import LedgerStore
 
 
 # ------------------------------------------------------------------------------------------ ledger
 
-@dataclasses.dataclass
-class _Pending:
-    release_id: int
-    remaining: float
+@dataclasses.dataclass(frozen=True)
+class _CorpusKeys:
+    """The opened corpus's keys: its units' keys first (``primary`` of them), then their linked keys; ``links``
+    pairs a unit's position with a linked key's (a person with their rows' document keys, or a document with its
+    known person); ``rows`` the parsed rows (for a charge to every unit)."""
+
+    keys: np.ndarray
+    primary: int
+    links: tuple[np.ndarray, np.ndarray]
+    persons: bool
+    rows: ReleaseRows
+    row_keys: np.ndarray
 
 
 class PersistentLedger(PrivacyLedger):
     """A :class:`PrivacyLedger` backed by the persistent unit ledger (drop-in for every mechanism).
 
-    * :meth:`admit` is the individual filter (module docstring): it charges the admitted units at once and returns
-      the per-document mask; :meth:`charge` attaches the frozen event to the admission before it (or, with none,
-      charges every unit the ledger was opened with).
+    * :meth:`admit` (= :meth:`admission`) is the individual filter under the unit rules
+      (:mod:`~dpkps_core.ledger_store.rules`): it charges every key the release touches at once and returns the
+      release's :class:`~dpkps_core.dp.ledger.AdmissionTicket`, the only object that charges the release's events
+      (issue 35 part 7). :meth:`charge` without a ticket is refused; :meth:`charge_every_unit` charges every unit
+      the ledger was opened with, explicitly (a release that did not filter its input).
     * ``cap`` is this run's cap setting (public): the cap of units new to the ledger and the bound of
       :meth:`require` on this run's own total. ``events``, ``total_epsilon``, ``by_step`` and ``to_dict()`` are
       this run's own events (what its privacy report lists).
     * :meth:`view` (and ``corpus_epsilon``, ``corpus_releases``, ``unit_caps``) describe the opened corpus's
       units across every release — PRIVATE, local figures, never part of ``to_dict()``.
+    * ``ledger_id`` (the store's random id, never its path) and ``created`` (this process made the ledger: it
+      knows no earlier release) are for the run's local report and the first-use notice.
 
     ``tool`` (``"app"``, ``"cli sample"``…) and ``run`` (a run folder *name* or a session label) are recorded with
     every release and may be updated."""
@@ -50,10 +63,9 @@ class PersistentLedger(PrivacyLedger):
             raise ParameterError("PersistentLedger needs the corpus's unit strings, not one string.")
         self._store = store
         self._units = list(units)
-        self._corpus_keys: np.ndarray | None = None
+        self._corpus_keys: _CorpusKeys | None = None
         self._view_cache: tuple[Any, CorpusView] | None = None
-        self._pending: list[_Pending] = []
-        self._pending_lock = threading.Lock()
+        self._lock = threading.Lock()
         self.tool = _check_label(tool, "tool", optional=False)
         self.run = run
         self.unit_name = unit_name  # "document" or "person": the unit's name in messages
@@ -71,65 +83,93 @@ class PersistentLedger(PrivacyLedger):
         return self._store
 
     @property
+    def ledger_id(self) -> str:
+        """The ledger's stable random id (never its path), for the run's LOCAL report."""
+        return self._store.ledger_id
+
+    @property
+    def created(self) -> bool:
+        """True when opening this ledger created it: a new, empty ledger that knows no earlier release."""
+        return self._store.created
+
+    @property
     def new_unit_cap(self) -> float:
         """The cap a unit never seen before gets from this run: its cap setting, else the default."""
         return DEFAULT_EPSILON_CAP if self.cap is None else float(self.cap)
 
-    def _keys_of_corpus(self) -> np.ndarray:
+    def _corpus(self) -> _CorpusKeys:
         if self._corpus_keys is None:
-            self._corpus_keys = unique_keys(self._store.keys(self._units))[0]
+            rows = parse_rows(self._units)
+            row_keys = self._store.keys(rows.strings)
+            primary = np.unique(rows.primary[rows.primary >= 0])
+            other = np.setdiff1d(np.arange(len(rows.strings)), primary)
+            order = np.concatenate([primary, other]).astype(np.int64)
+            position = np.empty(len(order), dtype=np.int64)
+            position[order] = np.arange(len(order))
+            linked = rows.document if rows.kind == PERSON_KIND else rows.person
+            both = (linked >= 0) & (rows.primary >= 0)
+            pairs = np.unique(np.stack([position[rows.primary[both]], position[linked[both]]], axis=1), axis=0) \
+                if both.any() else np.zeros((0, 2), dtype=np.int64)
+            self._corpus_keys = _CorpusKeys(row_keys[order], len(primary), (pairs[:, 0], pairs[:, 1]),
+                                            rows.kind == PERSON_KIND, rows, row_keys)
         return self._corpus_keys
 
     # ---- the filter
-    def admit(self, units: Sequence[str], epsilon: float, *, what: str = "this release") -> np.ndarray:
-        """Leave out the units whose spend + ``epsilon`` would exceed their cap; charge the others now (DESIGN
-        §2.0). A whole release is refused only on public input: an invalid ``epsilon``, or one that would take
-        this run's own total over its cap setting. Repeated strings are one unit (a person's documents), charged
-        once; the mask is per position of ``units``."""
+    def admission(self, units: Sequence[str], epsilon: float, *, what: str = "this release",
+                  row_factor: float = MAX_ROW_FACTOR) -> AdmissionTicket:
+        """Leave out the rows whose keys cannot take this release (the unit rules); charge every key of the others
+        now (DESIGN §2.0). A whole release is refused only on public input: an invalid ``epsilon`` or
+        ``row_factor``, or an ``epsilon`` that would take this run's own total over its cap setting. Returns the
+        release's ticket (its mask is per position of ``units``)."""
         epsilon = _check_epsilon(epsilon)
+        row_factor = check_row_factor(row_factor)
         self.require(epsilon, what)
         if isinstance(units, str):
             raise ParameterError("admit needs one unit string per document, not one string.")
-        keys, inverse = unique_keys(self._store.keys(list(units)))
-        rid, ok = self._store.admit(keys, epsilon, new_cap=self.new_unit_cap, tool=self.tool, run=self.run, what=what)
-        with self._pending_lock:
-            self._pending.append(_Pending(rid, epsilon))
+        rows = parse_rows(list(units))
+        keys = self._store.keys(rows.strings)
+        rid, ok = self._store.admit(keys, epsilon, new_cap=self.new_unit_cap, tool=self.tool, run=self.run,
+                                    what=what, rows=rows, row_factor=row_factor)
         self._view_cache = None
-        return ok[inverse] if len(inverse) else np.zeros(0, dtype=bool)
+        return AdmissionTicket(self, ok, epsilon, what=what, record=functools.partial(self._record, rid))
+
+    def admit(self, units: Sequence[str], epsilon: float, *, what: str = "this release") -> AdmissionTicket:  # type: ignore[override]
+        """:meth:`admission` (the ticket reads as the admitted mask)."""
+        return self.admission(units, epsilon, what=what)
+
+    def _record(self, release_id: int, event: PrivacyEvent) -> None:
+        self.require(event.epsilon, f"{event.step} ({event.mechanism})")
+        self._store.record_event(release_id, event, tool=self.tool, run=self.run)
+        with self._lock:
+            self._events.append(event)
+        self._view_cache = None
 
     def charge(self, event: PrivacyEvent) -> PrivacyEvent:
-        """Record ``event`` now, before its noise is drawn: attached to this run's admission it belongs to (the
-        oldest one with ε left for it), or — with no admission — charged to every unit the ledger was opened with.
-        Refused only on public input (this run's cap setting); an event larger than its admission is a programming
-        error (:class:`ParameterError`; the admitted units stay charged)."""
+        """Refused: an event is charged through its admission's ticket (:func:`dpkps_core.budget.admit`), or to
+        every unit explicitly (:meth:`charge_every_unit`)."""
+        raise ParameterError(
+            f"{getattr(event, 'step', 'a release')} is charged through its admission's ticket "
+            "(dpkps_core.budget.admit(...).ticket), or to every unit with charge_every_unit; nothing was charged.")
+
+    def charge_every_unit(self, event: PrivacyEvent) -> PrivacyEvent:
+        """Charge ``event`` to every unit the ledger was opened with (a mechanism that did not filter its input
+        used all of it): every key is charged, caps notwithstanding, and the release is recorded (unfiltered).
+        Refused only on public input (this run's cap setting)."""
         if not isinstance(event, PrivacyEvent):
             raise ParameterError("Only a PrivacyEvent can be charged to a ledger.")
         self.require(event.epsilon, f"{event.step} ({event.mechanism})")
-        with self._pending_lock:
-            target = next((p for p in self._pending if event.epsilon <= p.remaining + _FLOAT_SLACK), None)
-            if target is None and self._pending:
-                raise ParameterError(
-                    f"{event.step} ({event.mechanism}) charges ε = {event.epsilon:g}, more than its admission "
-                    f"reserved ({max(p.remaining for p in self._pending):g}); admit the release's ε first.")
-            if target is not None:
-                target.remaining -= event.epsilon
-                if target.remaining <= _FLOAT_SLACK:
-                    self._pending.remove(target)
-        if target is None:
-            rid, _ = self._store.admit(self._keys_of_corpus(), event.epsilon, new_cap=self.new_unit_cap, tool=self.tool,
-                                       run=self.run, what=f"{event.step} ({event.mechanism})", force=True)
-        else:
-            rid = target.release_id
-        self._store.record_event(rid, event, tool=self.tool, run=self.run)
-        self._events.append(event)
-        self._view_cache = None
+        corpus = self._corpus()
+        rid, _ = self._store.admit(corpus.row_keys, event.epsilon, new_cap=self.new_unit_cap, tool=self.tool,
+                                   run=self.run, what=f"{event.step} ({event.mechanism})", force=True,
+                                   rows=corpus.rows)
+        self._record(rid, event)
         return event
 
     # ---- caps
     def set_unit_cap(self, cap: float | None) -> int:
         """Set the cap of every unit of the opened corpus (recorded with this ledger's tool and run); ``None``
         removes it. Returns how many units' cap changed."""
-        changed = self._store.set_cap(self._keys_of_corpus(), cap, tool=self.tool, run=self.run)
+        changed = self._store.set_cap(self._corpus().keys, cap, tool=self.tool, run=self.run)
         self._view_cache = None
         return changed
 
@@ -139,7 +179,10 @@ class PersistentLedger(PrivacyLedger):
         changes = self._store.changes()
         key = (changes, self.cap)
         if self._view_cache is None or self._view_cache[0] != key:
-            self._view_cache = (key, self._store.view(self._keys_of_corpus(), new_unit_cap=self.new_unit_cap))
+            corpus = self._corpus()
+            self._view_cache = (key, self._store.view(corpus.keys, new_unit_cap=self.new_unit_cap,
+                                                      primary=corpus.primary, links=corpus.links,
+                                                      persons=corpus.persons))
         return self._view_cache[1]
 
     @property

@@ -31,6 +31,7 @@ CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE unit_keys (chunk INTEGER PRIMARY KEY, keys BLOB NOT NULL);
 CREATE TABLE unit_spent (chunk INTEGER PRIMARY KEY, spent BLOB NOT NULL);
 CREATE TABLE unit_caps (chunk INTEGER PRIMARY KEY, caps BLOB NOT NULL);
+CREATE TABLE unit_direct (chunk INTEGER PRIMARY KEY, direct BLOB NOT NULL);
 CREATE TABLE releases (
     id INTEGER PRIMARY KEY, recorded TEXT NOT NULL, tool TEXT NOT NULL, run TEXT, what TEXT NOT NULL,
     epsilon REAL NOT NULL, units INTEGER NOT NULL, left_out INTEGER NOT NULL, filtered INTEGER NOT NULL,
@@ -69,9 +70,21 @@ class StoreFiles:
         exists = self.path.exists()
         self._key = _read_or_create_key(self.root, may_create=not exists)
         self._hasher = _UnitHasher(self._key)
-        if not exists:
-            self._create()
+        self._created = self._create() if not exists else False
+        self._ledger_id = ""
         self._verify_once()
+
+    @property
+    def created(self) -> bool:
+        """True when this store object created the ledger (the folder held none): the app and the CLI say so on
+        first use, since a new folder (a new ``$DPKPS_LEDGER_DIR``) knows no earlier release (issue 35 part 7)."""
+        return self._created
+
+    @property
+    def ledger_id(self) -> str:
+        """The ledger's stable random id (made with the store, never its path): a run's LOCAL report records which
+        ledger admitted its units."""
+        return self._ledger_id
 
     # ---- files
     def legacy_files(self) -> list[Path]:
@@ -125,12 +138,13 @@ class StoreFiles:
             raise
         return conn
 
-    def _create(self) -> None:
+    def _create(self) -> bool:
         """A new store, built under a temporary name and linked into place, so that the store file is either absent
-        or complete (a zero-length or schema-less store is damage, never a fresh start)."""
+        or complete (a zero-length or schema-less store is damage, never a fresh start). True when this call made
+        it (not a concurrent first use)."""
         with self._flock():
             if self.path.exists():
-                return
+                return False
             fd, tmp = tempfile.mkstemp(prefix=".store-", suffix=".sqlite", dir=self.root)  # 0o600
             os.close(fd)
             try:
@@ -140,7 +154,7 @@ class StoreFiles:
                     conn.executescript(_SCHEMA)
                     rows = [("format", FORMAT), ("version", str(VERSION)), ("key_check", self._hasher.check),
                             ("units", "0"), ("generation", secrets.token_hex(8)), ("changes", "0"),
-                            ("created", _now())]
+                            ("created", _now()), ("ledger_id", secrets.token_hex(16))]
                     conn.executemany("INSERT INTO meta(name, value) VALUES (?, ?)", rows)
                 finally:
                     conn.close()
@@ -149,7 +163,8 @@ class StoreFiles:
                 try:
                     os.link(tmp, self.path)
                 except FileExistsError:
-                    pass
+                    return False
+                return True
             finally:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
@@ -169,6 +184,7 @@ class StoreFiles:
             rows = conn.execute("PRAGMA quick_check").fetchall()
             if [tuple(r) for r in rows] != [("ok",)]:
                 raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(str(r[0]) for r in rows[:3]))
+            self._ledger_id = self._meta(conn)["ledger_id"]
 
     @contextlib.contextmanager
     def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
@@ -205,7 +221,14 @@ class StoreFiles:
 
     def _check_meta(self, conn: sqlite3.Connection) -> None:
         meta = self._meta(conn)
-        if meta.get("format") != FORMAT or meta.get("version") != str(VERSION):
+        if meta.get("format") == FORMAT and meta.get("version") == "1":
+            raise PrivacyBudgetError(
+                f"The privacy ledger {self.path} was written by an earlier version, whose document budgets were kept "
+                "per text and label; they cannot be carried over to this version's per-text budgets automatically. "
+                f"Nothing was spent. Keep that folder (it is the record of what was spent), and point "
+                f"${LEDGER_DIR_ENV} to a new folder only once you accept that its documents start again from ε 0 "
+                "(docs/PRIVACY.md \"The ledger\").")
+        if meta.get("format") != FORMAT or meta.get("version") != str(VERSION) or not meta.get("ledger_id"):
             raise sqlite3.DatabaseError("not a ledger store of this version")
         if not hmac.compare_digest(meta.get("key_check", ""), self._hasher.check):
             raise PrivacyBudgetError(f"The ledger key {self.root / KEY_FILE} does not belong to the ledger store "
@@ -275,25 +298,29 @@ class StoreFiles:
 
     # ---- budget arrays
     def _read_arrays(self, conn: sqlite3.Connection, ids: np.ndarray, n: int
-                     ) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
-        """spent and caps of ``ids`` (all < n), and the touched chunks' arrays (writable copies)."""
-        chunks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+        """spent, caps and direct (document-unit) spend of ``ids`` (all < n), and the touched chunks' arrays
+        (writable copies)."""
+        chunks: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         spent = np.zeros(len(ids), dtype=np.float64)
         caps = np.zeros(len(ids), dtype=np.float64)
+        direct = np.zeros(len(ids), dtype=np.float64)
         if len(ids) == 0:
-            return spent, caps, chunks
+            return spent, caps, direct, chunks
         which = ids // CHUNK
         for chunk in np.unique(which).tolist():
             count = min(CHUNK, n - chunk * CHUNK)
             s = np.frombuffer(self._chunk_blob(conn, "unit_spent", "spent", chunk, count, 8), dtype="<f8").copy()
             c = np.frombuffer(self._chunk_blob(conn, "unit_caps", "caps", chunk, count, 8), dtype="<f8").copy()
-            if not (np.isfinite(s).all() and (s >= 0).all() and (c > 0).all() and not np.isnan(c).any()):
+            d = np.frombuffer(self._chunk_blob(conn, "unit_direct", "direct", chunk, count, 8), dtype="<f8").copy()
+            if not (np.isfinite(s).all() and (s >= 0).all() and (c > 0).all() and not np.isnan(c).any()
+                    and np.isfinite(d).all() and (d >= 0).all()):
                 raise sqlite3.DatabaseError(f"malformed budget chunk {chunk}")
-            chunks[chunk] = (s, c)
+            chunks[chunk] = (s, c, d)
             sel = which == chunk
-            spent[sel] = s[ids[sel] - chunk * CHUNK]
-            caps[sel] = c[ids[sel] - chunk * CHUNK]
-        return spent, caps, chunks
+            at = ids[sel] - chunk * CHUNK
+            spent[sel], caps[sel], direct[sel] = s[at], c[at], d[at]
+        return spent, caps, direct, chunks
 
     def _append_units(self, conn: sqlite3.Connection, keys: np.ndarray, n: int, cap: float) -> np.ndarray:
         """Append new units (spent 0, ``cap``); returns their ids."""
@@ -311,9 +338,11 @@ class StoreFiles:
                 conn.execute("INSERT INTO unit_keys(chunk, keys) VALUES (?, ?)", (chunk, part))
                 conn.execute("INSERT INTO unit_spent(chunk, spent) VALUES (?, ?)", (chunk, zeros))
                 conn.execute("INSERT INTO unit_caps(chunk, caps) VALUES (?, ?)", (chunk, caps))
+                conn.execute("INSERT INTO unit_direct(chunk, direct) VALUES (?, ?)", (chunk, zeros))
             else:
                 for table, column, itemsize, data in (("unit_keys", "keys", KEY_BYTES, part),
-                                                      ("unit_spent", "spent", 8, zeros), ("unit_caps", "caps", 8, caps)):
+                                                      ("unit_spent", "spent", 8, zeros), ("unit_caps", "caps", 8, caps),
+                                                      ("unit_direct", "direct", 8, zeros)):
                     old = self._chunk_blob(conn, table, column, chunk, offset, itemsize)
                     conn.execute(f"UPDATE {table} SET {column} = ? WHERE chunk = ?", (old + data, chunk))
             done += take

@@ -14,13 +14,13 @@ from typing import Sequence
 import numpy as np
 
 from dpkps_core.dp.events import PrivacyEvent
-from dpkps_core.dp.ledger import _FLOAT_SLACK
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 from dpkps_core.ledger_store.folder import (CHUNK, LEGACY_FORMAT, LEGACY_IMPORTED, _FINGERPRINT_DOMAIN, _members,
                                             _now, _pack_ids, unique_keys)
 from dpkps_core.ledger_store.records import (CapChange, CorpusView, RecordedEvent, Release, _check_cap,
                                              _check_epsilon, _check_label, _json_default, _normalise_legacy,
                                              _shown_cap, _stored_cap)
+from dpkps_core.ledger_store.rules import MAX_ROW_FACTOR, ReleaseRows, decide, plain_rows
 from dpkps_core.ledger_store.sqlite_store import StoreFiles
 
 
@@ -34,29 +34,46 @@ class LedgerStore(StoreFiles):
         return self._hasher.keys(list(units))
 
     def admit(self, keys: np.ndarray, epsilon: float, *, new_cap: float | None, tool: str, run: str | None,
-              what: str, force: bool = False) -> tuple[int, np.ndarray]:
-        """The filter, in one transaction: units (distinct ``keys``) whose spend + ``epsilon`` fits their cap take
-        part and are charged ``epsilon`` now; a release row records them. ``force`` charges every unit (a release
-        that did not filter its input). Returns (release id, mask over ``keys``)."""
+              what: str, force: bool = False, rows: ReleaseRows | None = None,
+              row_factor: float = MAX_ROW_FACTOR) -> tuple[int, np.ndarray]:
+        """The filter, in one transaction (the unit rules of :mod:`dpkps_core.ledger_store.rules`): ``rows`` are the
+        release's rows over the distinct ``keys`` (one key per key string; without ``rows`` each key is one plain
+        unit). The rows whose keys all fit take part and their keys are charged now; a release row records which
+        keys were charged. ``force`` charges every row (a release that did not filter its input). Returns
+        (release id, mask over the rows)."""
         epsilon = _check_epsilon(epsilon)
         tool = _check_label(tool, "tool", optional=False)
         run = _check_label(run, "run name", optional=True)
+        rows = plain_rows(len(keys)) if rows is None else rows
         with self._transaction(write=True) as conn:
             ids, n = self._ids_for(conn, keys, _stored_cap(new_cap))
-            spent, caps, chunks = self._read_arrays(conn, ids, n)
-            ok = np.ones(len(ids), dtype=bool) if force else spent + epsilon <= caps + _FLOAT_SLACK
-            chosen = ids[ok]
+            spent, caps, direct, chunks = self._read_arrays(conn, ids, n)
+            ok, d_spent, d_direct = decide(rows, spent, caps, direct, epsilon=epsilon, row_factor=row_factor,
+                                           force=force)
+            touched = np.flatnonzero((d_spent > 0) | (d_direct > 0))
+            chosen = ids[touched]
             which = chosen // CHUNK
             for chunk in np.unique(which).tolist():
-                s, _ = chunks[chunk]
-                s[chosen[which == chunk] - chunk * CHUNK] += epsilon
-                conn.execute("UPDATE unit_spent SET spent = ? WHERE chunk = ?", (s.astype("<f8").tobytes(), chunk))
+                s, _, d = chunks[chunk]
+                sel = which == chunk
+                at = chosen[sel] - chunk * CHUNK
+                if d_spent[touched[sel]].any():
+                    s[at] += d_spent[touched[sel]]
+                    conn.execute("UPDATE unit_spent SET spent = ? WHERE chunk = ?",
+                                 (s.astype("<f8").tobytes(), chunk))
+                if d_direct[touched[sel]].any():
+                    d[at] += d_direct[touched[sel]]
+                    conn.execute("UPDATE unit_direct SET direct = ? WHERE chunk = ?",
+                                 (d.astype("<f8").tobytes(), chunk))
+            primary = rows.primary
+            taking = np.unique(primary[ok])
+            units = int(taking.size)
+            left_out = int(np.unique(primary).size) - units
             lo, hi, blob = _pack_ids(chosen)
             cur = conn.execute(
                 "INSERT INTO releases(recorded, tool, run, what, epsilon, units, left_out, filtered, lo, hi, bitmap) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (_now(), tool, run, str(what)[:300], epsilon, int(ok.sum()), int((~ok).sum()), int(not force), lo, hi,
-                 blob))
+                (_now(), tool, run, str(what)[:300], epsilon, units, left_out, int(not force), lo, hi, blob))
             self._bump(conn)
             return int(cur.lastrowid), ok
 
@@ -85,13 +102,13 @@ class LedgerStore(StoreFiles):
             self._refresh_index(conn)
             known = self._lookup(keys)
             ids, n = self._ids_for(conn, keys, stored)
-            _, caps, chunks = self._read_arrays(conn, ids, n)
+            _, caps, _, chunks = self._read_arrays(conn, ids, n)
             changed = caps != stored
             was_known = known >= 0
             if not changed.any() and not (~was_known).any():
                 return 0
             for chunk in chunks:
-                _, c = chunks[chunk]
+                _, c, _ = chunks[chunk]
                 sel = (ids // CHUNK) == chunk
                 c[ids[sel] - chunk * CHUNK] = stored
                 conn.execute("UPDATE unit_caps SET caps = ? WHERE chunk = ?", (c.astype("<f8").tobytes(), chunk))
@@ -104,39 +121,59 @@ class LedgerStore(StoreFiles):
             self._bump(conn)
             return int(changed.sum() + (~was_known).sum())  # a new unit's cap already equals ``cap``
 
-    def view(self, keys: np.ndarray, *, new_unit_cap: float | None) -> CorpusView:
-        """What the ledger knows about the units ``keys`` (distinct): PRIVATE, local."""
+    def view(self, keys: np.ndarray, *, new_unit_cap: float | None, primary: int | None = None,
+             links: tuple[np.ndarray, np.ndarray] | None = None, persons: bool = False) -> CorpusView:
+        """What the ledger knows about a corpus's units: PRIVATE, local. ``keys`` (distinct) are the corpus's unit
+        keys first (``primary`` of them; all by default), then their linked keys; ``links`` pairs a unit's position
+        with a linked key's position. A unit took part in a release when its key or one of its linked keys did;
+        with ``persons`` a unit's spend is the person's loss L(p) (:mod:`~dpkps_core.ledger_store.rules`)."""
+        primary = len(keys) if primary is None else int(primary)
+        pp, dd = links if links is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         with self._transaction(write=False) as conn:
             n = self._refresh_index(conn)
             ids = self._lookup(keys)
             known = ids >= 0
             spent = np.zeros(len(keys), dtype=np.float64)
+            direct = np.zeros(len(keys), dtype=np.float64)
             caps = np.full(len(keys), _stored_cap(new_unit_cap), dtype=np.float64)
-            s, c, _ = self._read_arrays(conn, ids[known], n)
-            spent[known], caps[known] = s, c
+            s, c, d, _ = self._read_arrays(conn, ids[known], n)
+            spent[known], caps[known], direct[known] = s, c, d
+            unit_spent = spent[:primary] + direct[:primary] if persons else spent[:primary].copy()
+            if persons and len(pp):
+                pairs = np.unique(pp * len(keys) + dd)
+                unit_spent += np.bincount(pairs // len(keys), weights=direct[pairs % len(keys)], minlength=primary)
             kid = np.sort(ids[known])
             releases: list[Release] = []
             history: list[CapChange] = []
+
+            def inside(lo_: int, hi_: int, blob: bytes) -> int:
+                member = np.zeros(len(keys), dtype=bool)
+                member[known] = _members(lo_, hi_, blob, ids[known])
+                took = member[:primary].copy()
+                if len(pp):
+                    took[pp[member[dd]]] = True
+                return int(took.sum())
+
             if kid.size:
                 lo, hi = int(kid[0]), int(kid[-1])
                 rows = conn.execute("SELECT id, recorded, tool, run, what, epsilon, units, left_out, filtered, lo, hi, "
                                     "bitmap FROM releases WHERE hi >= ? AND lo <= ? ORDER BY id", (lo, hi)).fetchall()
                 touching = []
                 for row in rows:
-                    inside = int(_members(row[9], row[10], row[11], kid).sum())
-                    if inside:
-                        touching.append((row, inside))
+                    count = inside(row[9], row[10], row[11])
+                    if count:
+                        touching.append((row, count))
                 events = self._events(conn, [row[0] for row, _ in touching])
                 releases = [Release(int(r[0]), r[1], r[2], r[3], r[4], float(r[5]), int(r[6]), int(r[7]), bool(r[8]),
-                                    inside, events.get(int(r[0]), ())) for r, inside in touching]
+                                    count, events.get(int(r[0]), ())) for r, count in touching]
                 for row in conn.execute("SELECT recorded, tool, run, cap, previous_min, previous_max, lo, hi, bitmap "
                                         "FROM cap_history WHERE hi >= ? AND lo <= ? ORDER BY id", (lo, hi)):
-                    inside = int(_members(row[6], row[7], row[8], kid).sum())
-                    if inside:
+                    count = inside(row[6], row[7], row[8])
+                    if count:
                         history.append(CapChange(row[0], row[1], row[2], _shown_cap(row[3]), _shown_cap(row[4]),
-                                                 _shown_cap(row[5]), inside))
-            return CorpusView(len(keys), int(known.sum()), spent, caps, known, _check_cap(new_unit_cap),
-                              tuple(releases), tuple(history))
+                                                 _shown_cap(row[5]), count))
+            return CorpusView(primary, int(known[:primary].sum()), unit_spent, caps[:primary], known[:primary],
+                              _check_cap(new_unit_cap), tuple(releases), tuple(history))
 
     def _events(self, conn: sqlite3.Connection, release_ids: Sequence[int]) -> dict[int, tuple[RecordedEvent, ...]]:
         out: dict[int, list[RecordedEvent]] = {}

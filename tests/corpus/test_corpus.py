@@ -468,10 +468,10 @@ def test_folder_file_not_utf8(tmp_path, toy_corpus):
 def test_demo_bbc():
     c = load_demo_corpus("bbc")
     assert c.report.n_read == 2225
-    assert c.report.n_duplicates == 98
-    assert len(c) == 2127
+    assert c.report.n_duplicates == 100  # 2 of them differ only in whitespace (normalise_document_text)
+    assert len(c) == 2125
     assert c.classes == ["business", "entertainment", "politics", "sports", "tech"]
-    assert c.class_counts == {"business": 503, "entertainment": 369, "politics": 403, "sports": 505, "tech": 347}
+    assert c.class_counts == {"business": 503, "entertainment": 369, "politics": 403, "sports": 503, "tech": 347}
     assert "bbc" in DEMO_CORPORA
 
 

@@ -374,8 +374,8 @@ def test_the_persistent_ledger_reads_its_events_back_typed() -> None:
     led = ls.open_corpus_ledger(units, tool="test", run="r1", cap=50.0)
     typed = [CASES[name][0] for name in ("vocabulary", "rff_kde", "augpe")]
     for event in typed:
-        led.charge(event)
-    led.charge(PrivacyEvent.from_dict(OLD_EVENTS[3]))
+        led.charge_every_unit(event)
+    led.charge_every_unit(PrivacyEvent.from_dict(OLD_EVENTS[3]))
     fresh = ls.open_corpus_ledger(units, tool="test", run="r2", cap=50.0)  # reads the store again
     read = [r.event for r in fresh.corpus_releases]
     assert [type(e) for e in read] == [VocabularyHistogramEvent, RFFKDEEvent, AugPEVoteEvent, PrivacyEvent]

@@ -61,17 +61,17 @@ def test_supersets_subsets_reorderings_renamed_columns_and_other_files_share_one
     base = load_corpus(write_csv(tmp_path / "private.csv", rows(0, 30)), label_column="label", text_column="text")
     led = ls.open_corpus_ledger(base, tool="test", cap=5.0)
     first = admit(base, led, 3.0, by_person=False)
-    led.charge(event(3.0))
+    first.ticket.charge(event(3.0))
     assert first.left_out == 0 and len(first.corpus) == 30
     # a superset (10 new documents), reordered, in another format, under other column names and another file name
     sup = load_corpus(write_jsonl(tmp_path / "elsewhere.jsonl", rows(20, 40)[::-1] + rows(0, 20)[::-1]),
                       text_column="body", label_column="cls")
     led2 = ls.open_corpus_ledger(sup, tool="cli sample", cap=5.0)
     second = admit(sup, led2, 2.0, by_person=False)             # 3 + 2 = 5 ≤ 5: everyone still fits
-    led2.charge(event(2.0))
+    second.ticket.charge(event(2.0))
     assert second.left_out == 0
     third = admit(sup, led2, 1.0, by_person=False)              # the 30 shared documents are at the cap now
-    led2.charge(event(1.0))
+    third.ticket.charge(event(1.0))
     shared = {r["text"] for r in rows(0, 30)}
     assert third.left_out == 30 and set(third.corpus.texts) == {r["text"] for r in rows(30, 40)}
     assert not shared & set(third.corpus.texts)
@@ -99,52 +99,63 @@ def test_a_release_that_is_refused_whole_only_on_public_input() -> None:
     with pytest.raises(PrivacyBudgetError, match="over the budget cap of 4"):
         led.admit(units, 4.5)                                     # the user's ε vs the cap setting: public
     assert led.view().largest_spend == 0 and led.view().releases == ()
-    assert led.admit(units, 4.0).all()
-    led.charge(event(4.0))
+    ticket = led.admit(units, 4.0)
+    assert ticket.all()
+    ticket.charge(event(4.0))
     # every unit is exhausted: the release still goes ahead (on no input) — no refusal that depends on the data
     other = ls.open_corpus_ledger(units, tool="test", cap=4.0)
-    assert not other.admit(units, 1.0).any()
-    other.charge(event(1.0))
+    ticket = other.admit(units, 1.0)
+    assert not ticket.any()
+    ticket.charge(event(1.0))
     assert other.view().largest_spend == pytest.approx(4.0) and len(other.view().releases) == 1  # none took part
     assert other.store.totals() == {"units": 5, "releases": 2, "events": 2}  # …but the release is recorded
 
 
-def test_charge_attaches_to_its_admission_and_without_one_charges_every_unit() -> None:
-    units = [f"document\x1fdoc {i}\x1fx" for i in range(6)]
+def test_an_event_belongs_to_its_admission_and_a_charge_without_one_is_explicit() -> None:
+    """Issue 35 part 7: the ticket ``admit`` returns is the only way to charge that release's events, even with
+    several admissions open at once (two threads of one app session); with no admission an event is charged to
+    every unit explicitly (``charge_every_unit``), and a plain ``charge`` is refused."""
+    units = [f"document\x1fdoc {i}" for i in range(6)]
     led = ls.open_corpus_ledger(units, tool="test", run="r1", cap=10.0)
-    mask = led.admit(units[:4], 3.0, what="the private vocabulary step")
-    assert mask.tolist() == [True] * 4
-    led.charge(event(1.0, "kde"))
-    led.charge(event(2.0, "kde"))                                   # one admission, two events (ensemble members)
+    first = led.admit(units[:4], 3.0, what="the private vocabulary step")
+    second = led.admit(units[:1], 1.0, what="the DP count")         # both admissions open at once
+    assert first.mask.tolist() == [True] * 4 and len(second) == 1
+    second.charge(event(1.0, "size"))                                # the later admission's event, charged first
+    first.charge(event(1.0, "kde"))
+    first.charge(event(2.0, "kde"))                                  # one admission, two events (ensemble members)
     with pytest.raises(ParameterError, match="more than its admission reserved"):
-        led.admit(units[:1], 1.0)
-        led.charge(event(1.5))
-    led.charge(event(1.0))                                          # the pending admission of 1.0 takes it
+        second.charge(event(0.5))                                    # its ε is used up: never another's
+    with pytest.raises(ParameterError, match="is charged through its admission's ticket"):
+        led.charge(event(0.5))
     led2 = ls.open_corpus_ledger(units, tool="test", run="r2", cap=10.0)
-    led2.charge(event(2.0, "class_counts"))                         # no admission: every opened unit is charged
+    led2.charge_every_unit(event(2.0, "class_counts"))               # explicit: every opened unit is charged
     view = led2.view()
-    assert [(r.what, r.epsilon, r.in_corpus, r.filtered, [e.event.epsilon for e in r.events]) for r in view.releases] == [
-        ("the private vocabulary step", 3.0, 4, True, [1.0, 2.0]),
-        ("this release", 1.0, 1, True, [1.0]),
-        ("class_counts (test_mechanism)", 2.0, 6, False, [2.0]),
+    assert [(r.what, r.epsilon, r.in_corpus, r.filtered, [e.event.step for e in r.events]) for r in view.releases] == [
+        ("the private vocabulary step", 3.0, 4, True, ["kde", "kde"]),
+        ("the DP count", 1.0, 1, True, ["size"]),
+        ("class_counts (test_mechanism)", 2.0, 6, False, ["class_counts"]),
     ]
     assert sorted(view.spent.tolist()) == [2.0, 2.0, 5.0, 5.0, 5.0, 6.0]
-    assert [e.event.epsilon for e in led2.corpus_releases] == [1.0, 2.0, 1.0, 2.0]
     # the run's own report lists its events only, and never the corpus's private figures
     assert led.total_epsilon == 4.0 and led2.total_epsilon == 2.0
+    assert [e.step for e in first.events] == ["kde", "kde"] and first.remaining_epsilon == 0.0
     assert set(led.to_dict()) == {"epsilon_total", "delta_total", "epsilon_cap", "epsilon_by_step", "events"}
 
 
 def test_sub_ledger_admits_through_its_parent_and_honours_both_caps() -> None:
-    units = [f"document\x1fdoc {i}\x1fx" for i in range(4)]
+    units = [f"document\x1fdoc {i}" for i in range(4)]
     parent = ls.open_corpus_ledger(units, tool="cli compare", cap=10.0)
     a = SubLedger(parent, cap=6.0)
-    assert a.admit(units, 4.0).all()
-    shared = a.charge(event(4.0))
+    ticket = a.admit(units, 4.0)
+    assert ticket.all()
+    shared = ticket.charge(event(4.0))
     b = SubLedger(parent, cap=6.0)
     b.reuse(shared)                                                  # one release used by two methods
-    assert b.admit(units[:2], 2.0).all()
-    b.charge(event(2.0, "augpe"))
+    ticket = b.admit(units[:2], 2.0)
+    assert ticket.all()
+    ticket.charge(event(2.0, "augpe"))
+    with pytest.raises(ParameterError, match="is charged through its admission's ticket"):
+        SubLedger(parent).charge(event(0.1, "augpe"))                # no admission: the parent refuses it
     with pytest.raises(PrivacyBudgetError, match="over the budget cap of 6"):
         b.admit(units, 0.5)                                          # b's own cap: public
     assert parent.total_epsilon == 6.0 and parent.view().largest_spend == pytest.approx(6.0)
@@ -157,23 +168,26 @@ def test_a_persons_documents_are_admitted_or_left_out_together_and_charged_once(
     corpus = load_corpus(write_csv(tmp_path / "people.csv", rows(0, 12)), text_column="text", label_column="label",
                          person_column="person")
     assert len(set(corpus.persons)) == 4
-    led = ls.open_corpus_ledger(corpus, tool="test", cap=3.0)        # units by person (it has a person column)
-    first = admit(corpus, led, 2.0, by_person=True)
-    led.charge(event(2.0))
+    led = ls.open_corpus_ledger(corpus, tool="test", cap=4.0)        # units by person (it has a person column)
+    first = admit(corpus, led, 1.5, by_person=True)
+    first.ticket.charge(event(1.5))
     assert first.left_out == 0
-    assert sorted(led.view().spent.tolist()) == [2.0] * 4            # charged once per person, not per document
-    # another file holds two of the persons' other documents, and a new person
-    more = rows(100, 103) + [dict(r, person="p0") for r in rows(200, 202)] + [dict(r, person="p3") for r in rows(300, 301)]
+    assert sorted(led.view().spent.tolist()) == [1.5] * 4            # ε once per person, not per document
+    # each of their rows' document keys took 2 × 1.5 (PRIVACY.md "Units and group privacy")
+    assert spends(corpus) == {u: pytest.approx(3.0) for u in unit_strings(corpus, by_person=False)}
+    # another file holds new persons, new documents of p0 and p3, and one old document of each
+    more = (rows(100, 103) + [dict(r, person="p0") for r in rows(200, 202)] + rows(0, 1)
+            + [dict(r, person="p3") for r in rows(300, 301)] + rows(9, 10))
     other = load_corpus(write_csv(tmp_path / "more.csv", more), text_column="text", label_column="label",
                         person_column="person")
-    res = admit(other, ls.open_corpus_ledger(other, tool="test", cap=3.0), 1.5, by_person=True)
+    res = admit(other, ls.open_corpus_ledger(other, tool="test", cap=4.0), 2.0, by_person=True)
     kept = set(res.corpus.persons)
-    assert kept == {"p33", "p34"} and res.left_out == 3                   # p0's and p3's documents left out together
-    mask = ls.open_corpus_ledger(other, tool="test", cap=3.0).admit(unit_strings(other, by_person=True), 1.0)
+    assert kept == {"p33", "p34"} and res.left_out == 5              # p0's and p3's documents left out together
+    mask = ls.open_corpus_ledger(other, tool="test", cap=4.0).admit(unit_strings(other, by_person=True), 0.5).mask
     persons = np.array(other.persons)
     for p in set(other.persons):
         assert len(set(mask[persons == p].tolist())) == 1                # never split a person
-    assert mask[persons == "p0"].all()                                    # 2 + 1 = 3 ≤ 3
+    assert mask[persons == "p0"].all()                                    # rows 3 + 1 ≤ 4, person 1.5 + 0.5 ≤ 4
 
 
 # ------------------------------------------------------------------------------------------ randomized, against a model
@@ -182,7 +196,7 @@ def test_no_unit_ever_exceeds_its_cap_over_many_random_releases() -> None:
     """300 releases of random subsets (with repeats: a person's documents) at random ε, with cap raises and new
     units on the way, checked against an independent model of the filter after every release."""
     rng = np.random.default_rng(20240611)
-    pool = [f"document\x1fpool text {i}\x1f{i % 3}" for i in range(60)]
+    pool = [f"document\x1fpool text {i}" for i in range(60)]
     model_spent: dict[str, float] = {}
     model_cap: dict[str, float] = {}
     store = ls.LedgerStore()
@@ -200,25 +214,23 @@ def test_no_unit_ever_exceeds_its_cap_over_many_random_releases() -> None:
         docs = [pool[int(i)] for i in rng.choice(len(pool), int(rng.integers(1, 40)), replace=True)]
         eps = float(rng.choice([0.25, 0.5, 1.0, 2.0, 3.0]))
         led = ls.open_corpus_ledger(docs, tool="test", store=store, cap=cap_setting)
-        mask = led.admit(docs, eps)
-        led.charge(event(eps))
+        ticket = led.admit(docs, eps)
+        ticket.charge(event(eps))
         expected = []
         for u in docs:
             if u not in model_spent:
                 model_spent[u], model_cap[u] = 0.0, cap_setting
         decided: dict[str, bool] = {}
-        for u in docs:
+        for u in docs:                                                  # rows sharing a text: charged per row
             if u not in decided:
-                decided[u] = model_spent[u] + eps <= model_cap[u] + 1e-9
+                decided[u] = model_spent[u] + docs.count(u) * eps <= model_cap[u] + 1e-9
                 if decided[u]:
-                    model_spent[u] += eps
+                    model_spent[u] += docs.count(u) * eps
             expected.append(decided[u])
-        assert mask.tolist() == expected, step
+        assert ticket.mask.tolist() == expected, step
     view = ls.open_corpus_ledger(pool, tool="test", store=store).view()
     assert view.known == len(model_spent)
-    keys = store.keys(pool)
-    order = np.argsort(keys, kind="stable")
-    by_unit = {pool[i]: (float(view.spent[k]), float(view.caps[k])) for k, i in enumerate(order)}
+    by_unit = {u: (float(view.spent[k]), float(view.caps[k])) for k, u in enumerate(pool)}
     for u, (spent, cap) in by_unit.items():
         assert spent <= cap + 1e-9
         assert spent == pytest.approx(model_spent.get(u, 0.0), abs=1e-12)
@@ -232,7 +244,7 @@ def test_no_unit_ever_exceeds_its_cap_over_many_random_releases() -> None:
 def _concurrent_run(root: Path, workers: int = 4, releases: int = 25) -> tuple[list, list[str], float]:
     from ledger_workers import admit_and_charge
 
-    pool = [f"document\x1fshared text {i}\x1fx" for i in range(40)]
+    pool = [f"document\x1fshared text {i}" for i in range(40)]
     cap = 6.0
     ls.open_corpus_ledger(pool, tool="test", store=ls.LedgerStore(root)).set_unit_cap(cap)  # the units' cap
     ctx = mp.get_context("spawn")
@@ -263,10 +275,8 @@ def test_concurrent_processes_never_overspend_and_every_charge_is_accounted_for(
             for i in chosen:
                 expected[pool[i]] += eps
     store = ls.LedgerStore(root)
-    keys = store.keys(pool)
     view = ls.open_corpus_ledger(pool, tool="test", store=store).view()
-    order = np.argsort(keys, kind="stable")
-    stored = {pool[i]: float(view.spent[k]) for k, i in enumerate(order)}
+    stored = {u: float(view.spent[k]) for k, u in enumerate(pool)}
     assert all(v <= cap + 1e-9 for v in expected.values())             # no unit took part beyond its cap…
     assert all(s <= cap + 1e-9 for s in stored.values())               # …nor is charged beyond it
     assert stored == pytest.approx(expected, abs=1e-9)                 # every admitted charge is in the store

@@ -31,13 +31,8 @@ def _keys(store: ls.LedgerStore, units: list[str]) -> np.ndarray:
 
 
 def _spent(led: ls.PersistentLedger) -> list[float]:
-    """The opened corpus's spends, in POOL order (the view holds them in key order)."""
-    view = led.view()
-    order = np.argsort(led.store.keys(POOL), kind="stable")
-    out = [0.0] * len(POOL)
-    for k, i in enumerate(order):
-        out[i] = float(view.spent[k])
-    return out
+    """The opened corpus's spends, in POOL order (the view holds its units in their first-seen order)."""
+    return [float(x) for x in led.view().spent]
 
 
 # ------------------------------------------------------------------------------------------ LedgerStore.admit
@@ -114,26 +109,37 @@ def test_the_view_after_an_admission_shows_its_charge(tmp_path: Path) -> None:
 
 def test_ledger_charge_refusals(tmp_path: Path) -> None:
     led = ls.PersistentLedger(_store(tmp_path), POOL, tool="test", cap=1.0)
+    with pytest.raises(ParameterError, match=r"^vocabulary is charged through its admission's ticket"):
+        led.charge(_event(0.5))  # an event belongs to its admission (issue 35 part 7)
     with pytest.raises(ParameterError, match=r"^Only a PrivacyEvent can be charged to a ledger\.$"):
-        led.charge({"epsilon": 0.5})  # type: ignore[arg-type]
+        led.charge_every_unit({"epsilon": 0.5})  # type: ignore[arg-type]
     with pytest.raises(PrivacyBudgetError, match=r"^Running vocabulary \(test_mechanism\) would spend ε = 2"):
-        led.charge(_event(2.0))
-    assert led.store.totals()["releases"] == 0 and led.events == ()
+        led.charge_every_unit(_event(2.0))
+    ticket = led.admit(POOL, 0.5)
+    with pytest.raises(ParameterError, match=r"^Only a PrivacyEvent can be charged to a ledger\.$"):
+        ticket.charge({"epsilon": 0.5})  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match=r"^vocabulary \(test_mechanism\) charges ε = 0\.75, more than its "
+                                             r"admission reserved \(0\.5\)"):
+        ticket.charge(_event(0.75))
+    with pytest.raises(ParameterError, match=r"^An admission ticket charges one release"):
+        ticket.admit(POOL, 0.1)
+    assert led.store.totals() == {"units": 6, "releases": 1, "events": 0} and led.events == ()
 
 
 def test_an_event_within_the_slack_of_its_admission_is_attached_to_it(tmp_path: Path) -> None:
     led = ls.PersistentLedger(_store(tmp_path), POOL, tool="test", cap=5.0)
-    led.admit(POOL, 1.0)
-    led.charge(_event(1.0 + _FLOAT_SLACK))  # ε = reserved + slack exactly: still this admission's
+    led.admit(POOL, 1.0).charge(_event(1.0 + _FLOAT_SLACK))  # ε = reserved + slack exactly: still this admission's
     totals = led.store.totals()
     assert totals["releases"] == 1 and totals["events"] == 1
 
 
 def test_an_admission_used_up_to_the_slack_is_closed(tmp_path: Path) -> None:
     led = ls.PersistentLedger(_store(tmp_path), POOL, tool="test", cap=5.0)
-    led.admit(POOL[:2], 2 * _FLOAT_SLACK)
-    led.charge(_event(_FLOAT_SLACK))  # leaves exactly the slack: the admission is used up
-    led.charge(_event(0.5, step="density"))  # so this one is charged to the whole corpus, not refused
+    ticket = led.admit(POOL[:2], 2 * _FLOAT_SLACK)
+    ticket.charge(_event(_FLOAT_SLACK))  # leaves exactly the slack: the admission is used up
+    with pytest.raises(ParameterError, match="more than its admission reserved"):
+        ticket.charge(_event(0.5, step="density"))
+    led.charge_every_unit(_event(0.5, step="density"))  # charged to the whole corpus, explicitly
     totals = led.store.totals()
     assert totals["releases"] == 2 and totals["events"] == 2
     assert _spent(led) == pytest.approx([0.5 + 2 * _FLOAT_SLACK] * 2 + [0.5] * 4, abs=1e-15)
@@ -141,7 +147,7 @@ def test_an_admission_used_up_to_the_slack_is_closed(tmp_path: Path) -> None:
 
 def test_a_charge_without_admission_records_the_run_and_the_new_units_cap(tmp_path: Path) -> None:
     led = ls.PersistentLedger(_store(tmp_path), POOL, tool="cli sample", run="run-1", cap=3.0)
-    led.charge(_event(0.5))
+    led.charge_every_unit(_event(0.5))
     view = led.view()
     assert view.cap_range == (3.0, 3.0) and view.known == 6
     (release,) = view.releases

@@ -91,8 +91,9 @@ def test_the_store_is_owner_only_and_holds_no_text_path_or_file_name(tmp_path: P
     rows = records()
     corpus = load_corpus(write_csv(tmp_path / "secret-name.csv", rows), label_column="label", text_column="text")
     led = ls.open_corpus_ledger(corpus, tool="cli sample", run="run-1", cap=5.0)
-    assert led.admit(unit_strings(corpus, by_person=False), 1.0, what="the private vocabulary step").all()
-    led.charge(event(1.0))
+    ticket = led.admit(unit_strings(corpus, by_person=False), 1.0, what="the private vocabulary step")
+    assert ticket.all()
+    ticket.charge(event(1.0))
     root = store_root()
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
     assert {p.name for p in root.iterdir()} <= {ls.KEY_FILE, ls.STORE_FILE, ls.LOCK_FILE, ls.STORE_FILE + "-wal",
@@ -129,8 +130,7 @@ def test_validation_gives_clear_errors(tmp_path: Path) -> None:
 def _spent_store(root: Path) -> ls.LedgerStore:
     store = ls.LedgerStore(root)
     led = ls.open_corpus_ledger([f"u{i}" for i in range(50)], tool="t", store=store)
-    led.admit([f"u{i}" for i in range(50)], 2.0)
-    led.charge(event(2.0))
+    led.admit([f"u{i}" for i in range(50)], 2.0).charge(event(2.0))
     return store
 
 
@@ -266,11 +266,11 @@ def test_ledger_command_lists_the_releases_that_touched_a_corpus_and_sets_its_ca
     first = write_csv(tmp_path / "private.csv", rows[:20])
     both = write_csv(tmp_path / "renamed.csv", rows[::-1], text="body", label="category")
     a = ls.open_corpus_ledger(units_of(rows[:20]), tool="cli sample", run="run-1", cap=5.0)
-    a.admit(units_of(rows[:20]), 4.0, what="the private vocabulary step")
-    a.charge(event(4.0))
+    a.admit(units_of(rows[:20]), 4.0, what="the private vocabulary step").charge(event(4.0))
     b = ls.open_corpus_ledger(units_of(rows), tool="app", run="session x", cap=5.0)
-    assert b.admit(units_of(rows), 2.0, what="the keyphrase density step").sum() == 10  # the 20 shared: left out
-    b.charge(event(2.0, "kde"))
+    ticket = b.admit(units_of(rows), 2.0, what="the keyphrase density step")
+    assert ticket.sum() == 10  # the 20 shared: left out
+    ticket.charge(event(2.0, "kde"))
     assert main(["ledger", "--corpus", str(first), "--label-column", "label", "--epsilon", "1"]) == 0
     out = capsys.readouterr().out
     assert "30" not in out.split("\n")[0] and "20 documents: 1 release(s) touched them" in out
@@ -440,8 +440,7 @@ def test_ledger_and_compare_read_a_latin1_file_with_encoding(tmp_path: Path, cap
     path.write_bytes(("text,label,other\n" + "".join(f'"{r["text"]}",{r["label"]},{r["other"]}\n' for r in rows))
                      .encode("latin-1"))
     a = ls.open_corpus_ledger(units_of(rows), tool="cli sample", run="run-latin", cap=5.0)
-    a.admit(units_of(rows), 1.5, what="the private vocabulary step")
-    a.charge(event(1.5))
+    a.admit(units_of(rows), 1.5, what="the private vocabulary step").charge(event(1.5))
     assert main(["ledger", "--corpus", str(path), "--label-column", "label", "--encoding", "latin-1"]) == 0
     out = capsys.readouterr().out
     assert "12 documents: 1 release(s) touched them" in out and "cli sample · run-latin" in out

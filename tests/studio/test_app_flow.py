@@ -32,11 +32,11 @@ def test_default_flow_next_all_the_way_to_a_bundle(fast_env: Path) -> None:
     at = new_app()
     # 1 — the demo corpus is preselected and loaded on the first visit
     m = metrics(at)
-    assert m["Documents"] == "2,127" and m["Classes"] == "5"
-    assert table(at, "documents")["documents"].sum() == 2127
+    assert m["Documents"] == "2,125" and m["Classes"] == "5"
+    assert table(at, "documents")["documents"].sum() == 2125
     assert spent(at) == "0 / 20"
     assert at.session_state["corpus_id"] == "demo:bbc"
-    assert len(at.session_state["split"].train) + len(at.session_state["split"].test) == 2127
+    assert len(at.session_state["split"].train) + len(at.session_state["split"].test) == 2125
     click(at, "Next: Vocabulary & budget")
     # 2 — defaults only
     assert at.title[0].value.endswith("2 · Vocabulary & budget")

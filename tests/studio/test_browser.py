@@ -116,7 +116,7 @@ def test_default_flow_in_chromium(app_url: str, tmp_path: Path) -> None:
             T0 = time.monotonic()
             page.goto(app_url)
             heading("1 · Corpus")
-            expect(page.get_by_text("2,127").first).to_be_visible()          # BBC documents, private summary
+            expect(page.get_by_text("2,125").first).to_be_visible()          # BBC documents, private summary
             expect(page.get_by_text("private — local only").first).to_be_visible()
             shot("1_corpus")
             next_page("Next: Vocabulary & budget →", "2 · Vocabulary & budget")
