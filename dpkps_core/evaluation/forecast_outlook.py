@@ -372,13 +372,16 @@ def vocabulary_noise_share(pv: PrivateVocabulary, *, zero_terms: float | None = 
 # ------------------------------------------------------------------------------------------- chart
 
 def forecast_figure(f: Forecast) -> "go.Figure":
-    """Plotly chart: number of public terms with true count ≥ c (log–log, private) with the noise floor and the
-    N-th largest true count as vertical lines.
+    """Plotly chart: number of public terms with count ≥ c (log–log) with the noise floor and the N-th largest
+    count as vertical lines — the TRUE counts for the exact preview (private), the DP release's counts for the DP
+    forecast (``f.dp``: covered by ε, and said so in the title and the axes).
 
     The lines are drawn as traces in data coordinates (shapes and annotations on log axes use log10 units and
     misplace labels) and both axis ranges are set from the data and the lines, in log10 units as plotly expects."""
     import plotly.graph_objects as go
 
+    kind = "DP-estimated" if f.dp else "true"
+    approx = f" (DP estimate, ε_forecast = {f.epsilon_forecast:g})" if f.dp else ""
     fig = go.Figure()
     xs: list[float] = [max(f.noise_floor, 1.0)]
     ys: list[float] = [1.0]
@@ -386,8 +389,9 @@ def forecast_figure(f: Forecast) -> "go.Figure":
         x, y = zip(*f.count_curve)
         xs += [float(v) for v in x]
         ys += [float(v) for v in y]
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name="terms with true count ≥ c",
-                                 hovertemplate="%{y:,} terms occur in ≥ %{x:,} documents<extra></extra>"))
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=f"terms with {kind} count ≥ c",
+                                 hovertemplate=f"%{{y:,}} terms occur in ≥ %{{x:,}} documents{approx}"
+                                               "<extra></extra>"))
     if f.nth_true_count > 0:
         xs.append(float(f.nth_true_count))
     x_lo, x_hi = math.log10(max(min(xs), 1.0)) - 0.1, math.log10(max(xs)) + 0.15
@@ -403,12 +407,14 @@ def forecast_figure(f: Forecast) -> "go.Figure":
 
     vline(max(f.noise_floor, 1.0), f"noise floor ≈ {_num(f.noise_floor)}", "red", "dash", True)
     if f.nth_true_count > 0:
-        vline(float(f.nth_true_count), f"{f.vocab_size:,}-th largest true count = {f.nth_true_count:,.0f}",
+        vline(float(f.nth_true_count), f"{f.vocab_size:,}-th largest {kind} count = {f.nth_true_count:,.0f}",
               "grey", "dot", False)
+    where = (f"DP forecast, ε_forecast = {f.epsilon_forecast:g}: covered by ε" if f.dp
+             else "private — not for release")
     fig.update_layout(
         title=f"Vocabulary forecast at ε_voc = {f.eps_voc:g}: expected noise share of Ṽ {f.expected_noise_share:.0%} "
-              "(private — not for release)",
-        xaxis={"title": "true document count c (first S distinct terms)", "type": "log", "range": [x_lo, x_hi],
+              f"({where})",
+        xaxis={"title": f"{kind} document count c (first S distinct terms)", "type": "log", "range": [x_lo, x_hi],
                "dtick": 1},
         yaxis={"title": "number of public terms with count ≥ c", "type": "log", "range": [y_lo, y_hi], "dtick": 1},
         showlegend=False, height=380, margin={"t": 50})

@@ -110,3 +110,20 @@ def test_judge_confidence_refuses_a_bad_draw_count() -> None:
     for bad in (0, -1, True, 2.5, "4"):
         with pytest.raises(ParameterError, match="noise draw"):
             judge_confidence(stats, observed, lambda release, i: observed, draws=bad)  # type: ignore[arg-type]
+
+
+def test_the_dp_forecast_chart_says_dp_and_the_exact_one_private() -> None:
+    from dpkps_core.evaluation.forecast_outlook import forecast_figure
+
+    corpus, vocab = make_toy_corpus(per_class=300), make_toy_vocabulary(n_filler=400)
+    cfg = build_sampling_config(eps_voc=5.0, eps_kde=5.0, terms_per_doc=5, vocab_size=20, length=5)
+    _, dp = dp_forecast(corpus, vocab, cfg, ledger=PrivacyLedger(), noise=NoiseSource(0, sampler="numpy"),
+                        epsilon=1.0, reps=2)
+    exact = forecast(corpus.texts, corpus.labels, vocab, cfg,
+                     counts=pipeline.term_counts(corpus.texts, vocab, terms_per_doc=5))
+    dp_fig, exact_fig = forecast_figure(dp).to_dict(), forecast_figure(exact).to_dict()
+    dp_text = str(dp_fig["layout"]) + " ".join(str(t.get("name", "")) for t in dp_fig["data"])
+    assert "DP forecast, ε_forecast = 1: covered by ε" in dp_fig["layout"]["title"]["text"]
+    assert "private" not in dp_text and "true" not in dp_text and "DP-estimated document count" in dp_text
+    assert "(private — not for release)" in exact_fig["layout"]["title"]["text"]
+    assert exact_fig["layout"]["xaxis"]["title"]["text"].startswith("true document count")
