@@ -23,9 +23,9 @@ of compact integer rows (no merge passes), and its memory is one partition's row
 person id (digests under a forgotten key), live in a private temporary folder (mode 0700) and are deleted when the
 pass ends, also on error.
 
-Workers: the maps run in a local process pool (``workers``; default: the usable CPUs; 1 runs them inline), at most
-``2·workers`` chunks in flight. Noise, admission and the ledger stay with the caller (the driver). Nothing here
-logs, prints or writes document text.
+Workers: the maps run in a local process pool (``workers``; default ``$DPKPS_WORKERS``, else the usable CPUs; 1
+runs them inline), at most ``2·workers`` chunks in flight. Noise, admission and the ledger stay with the caller
+(the driver). Nothing here logs, prints or writes document text.
 """
 
 from __future__ import annotations
@@ -54,8 +54,18 @@ DEFAULT_PARTITIONS = 16
 _KEY_DTYPE = np.dtype([("hi", "<u8"), ("lo", "<u8")])
 
 
+#: The deployment's worker count (the one setting of the passes' parallelism; unset = the usable CPUs).
+ENV_WORKERS = "DPKPS_WORKERS"
+
+
 def default_workers() -> int:
-    """The usable CPUs of this process (its affinity mask where the OS has one)."""
+    """``$DPKPS_WORKERS`` where set (a whole number ≥ 1), else the usable CPUs of this process (its affinity
+    mask where the OS has one)."""
+    value = os.environ.get(ENV_WORKERS, "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise ParameterError(f"${ENV_WORKERS} must be a whole number ≥ 1, got {value!r}.")
+        return int(value)
     try:
         return max(len(os.sched_getaffinity(0)), 1)
     except AttributeError:  # pragma: no cover - macOS, Windows

@@ -116,3 +116,15 @@ def test_the_person_spill_holds_no_person_id_and_is_removed():
         vocabulary_pass(chunked(["goal"], size=1), TERMS, terms_per_doc=S, by_person=True, workers=1)
     with pytest.raises(ParameterError, match="workers"):
         vocabulary_pass(chunked(["goal"], size=1), TERMS, terms_per_doc=S, workers=0)
+
+
+def test_worker_setting(monkeypatch):
+    from dpkps_core.streaming_counts import check_workers, default_workers
+
+    monkeypatch.setenv("DPKPS_WORKERS", "3")
+    assert default_workers() == 3 and check_workers(None) == 3 and check_workers(1) == 1
+    monkeypatch.setenv("DPKPS_WORKERS", "many")
+    with pytest.raises(ParameterError, match="DPKPS_WORKERS must be a whole number"):
+        default_workers()
+    monkeypatch.delenv("DPKPS_WORKERS")
+    assert default_workers() >= 1
