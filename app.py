@@ -21,9 +21,16 @@ from studio import PAGES, generation_steps, resources, runs, session, tenancy, w
 STEP_LABELS = {"vocabulary": "vocabulary (ε_voc)", "kde": "densities (ε_kde)", "class_counts": "class counts"}
 
 
-def session_spend() -> float:
-    """ε released by this session's own releases, over every corpus it loaded (its in-session ledgers)."""
-    return float(sum(led.total_epsilon for led in (st.session_state.get("ledgers") or {}).values()))
+def other_corpora_released_on() -> int:
+    """How many corpora OTHER than the loaded one this session released on (its in-session ledgers). Their ε is
+    not summed: a total over different corpora is nobody's loss (each document's budget is its own, DESIGN §2.0)."""
+    current = st.session_state.get("corpus_id") if session.corpus() is not None else None
+    return sum(1 for cid, led in (st.session_state.get("ledgers") or {}).items()
+               if cid != current and led.total_epsilon > 0)
+
+
+def _corpora(n: int) -> str:
+    return "1 corpus" if n == 1 else f"{n} corpora"
 
 
 def ledger_sidebar() -> None:
@@ -34,13 +41,13 @@ def ledger_sidebar() -> None:
     With no corpus loaded there is no such figure — it says so instead of a "0 / cap" that would look like a
     fresh budget."""
     st.subheader("Privacy ledger")
-    own = session_spend()
+    others = other_corpora_released_on()
     if session.corpus() is None:
         st.info("No corpus is loaded, so there is no spend to show: the ledger keeps ε per document (per person) "
                 "of a corpus, and its figures appear here once one is loaded (page 1).", icon=":material/info:")
-        if own > 0:
-            st.markdown(f"This session released ε = **{own:g}** in all on the corpora it loaded before; their "
-                        "documents keep that spend in the ledger.")
+        if others:
+            st.markdown(f"This session released on {_corpora(others)} loaded before; their documents keep that "
+                        "spend in the ledger, shown here when a corpus is loaded again.")
         return
     try:
         status = session.ledger_status()
@@ -84,8 +91,9 @@ def ledger_sidebar() -> None:
                     f"**{largest:g}** (page 2 lists them).")
     else:
         st.markdown(f"No release has used this corpus's {unit}s yet.")
-    if own > status.session + 1e-12:
-        st.caption(f"This session released ε = {own:g} in all, counting the corpora it loaded before.")
+    if others:
+        st.caption(f"This session also released on {_corpora(others)} loaded before; each corpus's figures are its "
+                   "own (load it again to see them).")
     if led.events:
         with st.expander(f"Ledger events of this session on this corpus ({len(led.events)})"):
             st.dataframe(pd.DataFrame([{"time (UTC)": e.timestamp.replace("T", " ")[:19], "step": e.step,
