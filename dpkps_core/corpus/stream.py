@@ -149,9 +149,9 @@ def open_input(source: Any, *, filename: str | None = None, file_format: str | N
     encoding = check_encoding(encoding)
     fmt = check_file_format(file_format)
     limits = limits or LoadLimits.resolve()
-    if isinstance(source, (str, Path)) and Path(source).is_dir():
+    if isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
         return _open_folder(Path(source), fmt, limits, encoding)
-    src = ByteSource.of(source, filename=filename)
+    src = ByteSource.of(source, filename=filename, encoding=encoding)
     if src.path is not None and not src.path.exists():
         raise CorpusError(f"The file '{src.path}' was not found; check the path.")
     limits.check_bytes(src.size, "file")

@@ -41,8 +41,9 @@ class ByteSource:
     data: bytes | None = None
 
     @classmethod
-    def of(cls, source: Any, *, filename: str | None = None) -> "ByteSource":
-        """A path, raw bytes or a binary (or text) file-like object as a :class:`ByteSource`."""
+    def of(cls, source: Any, *, filename: str | None = None, encoding: str = "utf-8") -> "ByteSource":
+        """A path, raw bytes or a binary (or text) file-like object as a :class:`ByteSource` (already decoded text
+        is encoded in ``encoding``, the one it will be decoded with)."""
         if isinstance(source, (bytes, bytearray, memoryview)):
             return cls(filename or "upload", filename, data=bytes(source))
         if isinstance(source, (str, os.PathLike)):
@@ -56,7 +57,11 @@ class ByteSource:
                     pass
             data = source.read()
             if isinstance(data, str):
-                data = data.encode("utf-8")
+                try:
+                    data = data.encode(check_encoding(encoding))
+                except UnicodeEncodeError:
+                    raise CorpusError(f"The text holds characters that {encoding} cannot hold; choose UTF-8 as "
+                                      "its encoding.") from None
             name = filename or str(getattr(source, "name", "") or "upload")
             return cls(name, filename or (name if name != "upload" else None), data=bytes(data))
         raise ParameterError("The corpus source must be a file path, a folder path or the file's bytes.")

@@ -240,3 +240,11 @@ def test_a_file_that_changes_between_passes_is_refused(tmp_path):
     os.utime(path, ns=(1, 1))
     with pytest.raises(CorpusError, match="changed on disk while it was being read"):
         list(stream.chunks())
+
+
+def test_decoded_text_uploads_are_read_in_their_encoding():
+    text = "text,label\nUne note très détaillée sur le café,a\nUne autre note assez longue ici,b\n"
+    c = load_corpus(io.StringIO(text), filename="t.csv", encoding="latin-1")
+    assert c.texts[0] == "Une note très détaillée sur le café"
+    with pytest.raises(CorpusError, match="cannot hold"):
+        load_corpus(io.StringIO(text.replace("café", "caf€")), filename="t.csv", encoding="latin-1")
