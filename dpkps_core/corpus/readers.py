@@ -31,8 +31,7 @@ class RawRows:
 
     Attributes:
         columns: column names in file order (a ZIP or folder of .txt files reads as ``("text", "label")``).
-        table: the rows — a mapping column → values (each column once, as the loader reads them; a demo may
-            hold a pandas DataFrame).
+        table: the rows — a mapping column → values (each column once, as the loader reads them).
         text_column / label_column: the columns the loader selects (the user's, or chosen by name: DESIGN §2.0).
         person_column: the person column the user gave, or None.
         source: where the rows came from (a file name or path, or a demo spec: public).
@@ -40,7 +39,7 @@ class RawRows:
     """
 
     columns: tuple[str, ...]
-    table: Any = dataclasses.field(repr=False)
+    table: Mapping[str, Sequence[Any]] = dataclasses.field(repr=False)
     text_column: str
     label_column: str
     person_column: str | None
@@ -59,14 +58,11 @@ class RawRows:
         """The raw values of one column, in file order."""
         if name not in self.columns:
             raise ParameterError(f"The rows have no column '{name}'.")
-        values = self.table[name]
-        return list(values) if isinstance(self.table, Mapping) else values.tolist()
+        return list(self.table[name])
 
     def rows(self) -> tuple[tuple[Any, ...], ...]:
         """One tuple of raw cell values per row (in :attr:`columns` order), in file order."""
-        if isinstance(self.table, Mapping):
-            return tuple(zip(*(self.table[c] for c in self.columns)))
-        return tuple(tuple(r) for r in self.table.itertuples(index=False, name=None))
+        return tuple(zip(*(self.table[c] for c in self.columns)))
 
 
 def read_rows(
