@@ -48,6 +48,16 @@ _NON_DOCUMENT = re.compile(
     re.IGNORECASE | re.VERBOSE | re.MULTILINE,
 )
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+#: A reply that speaks ABOUT the document instead of being one ("The article is about politics."): such an opening
+#: in a reply of fewer than :data:`MAX_META_WORDS` words is a one-line summary, not the document asked for.
+_META = re.compile(
+    r"""^\s*(?:the|this|that|my)\s+(?:news\s+)?(?:article|document|text|review|story|passage|piece|post|note|report
+        |essay|summary|email|letter|message)\s+(?:is\s+about|was\s+about|is\s+on|discusses|describes|talks\s+about
+        |covers|focuses\s+on|deals\s+with|is\s+a\s+(?:summary|review)\s+of|would\s+be\s+about|will\s+(?:discuss|cover))\b""",
+    re.IGNORECASE | re.VERBOSE,
+)
+#: Fewest words a reply opening like a description of the document needs to count as the document itself.
+MAX_META_WORDS = 25
 
 #: A unit of 1 word repeated this many times in a row is a loop ("Adreno" ×6). Real prose has "very very very very
 #: very" and "no no no no no" (BBC demo corpus), so one word needs more repeats than a phrase.
@@ -183,7 +193,9 @@ def list_reply(text: str) -> str | None:
 def document_problem(text: str, *, min_words: int = MIN_WORDS, max_repetition: float = 0.4) -> str | None:
     """Why ``text`` (already cleaned) is not a document, or None when it reads as one.
 
-    Refused: fewer than ``min_words`` words; a request for input or a refusal; a repetition loop — many repeated
+    Refused: fewer than ``min_words`` words; a request for input or a refusal; a short reply that describes the
+    document instead of being one ("The article is about politics.", under :data:`MAX_META_WORDS` words); a
+    repetition loop — many repeated
     4-grams (:func:`repetition_share`), a word said :data:`MIN_REPEATS_ONE_WORD` times in a row, a 2–6-word unit
     :data:`MIN_REPEATS_PHRASE` times in a row, a reply that ends inside a unit said that often (a loop the token
     budget cut off), or more than :data:`MAX_STUTTER_SHARE` of the words repeating the unit just before them
@@ -193,6 +205,8 @@ def document_problem(text: str, *, min_words: int = MIN_WORDS, max_repetition: f
         return f"{NON_DOCUMENT_PREFIX}: the reply has {len(words)} word(s)."
     if _NON_DOCUMENT.search(text[:400]):
         return f"{NON_DOCUMENT_PREFIX}: the reply asks for input or declines instead of writing the document."
+    if len(words) < MAX_META_WORDS and _META.match(text):
+        return f"{NON_DOCUMENT_PREFIX}: the reply describes the document in one line instead of writing it."
     if repetition_share(text) > max_repetition:
         return f"{NON_DOCUMENT_PREFIX}: the reply is a repetition loop."
     rep = immediate_repeats(text)

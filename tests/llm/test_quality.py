@@ -6,8 +6,8 @@ import pytest
 
 from llm_fakes import chat_server  # noqa: F401 (fixture)
 
-from dpkps_core.llm.quality import (NonDocumentReply, clean_reply, document_problem, is_non_document_failure,
-                                    repetition_share, screen)
+from dpkps_core.llm.quality import (NON_DOCUMENT_PREFIX, NonDocumentReply, clean_reply, document_problem,
+                                    is_non_document_failure, repetition_share, screen)
 
 ARTICLE = ("Shares in the retailer rose on Tuesday after it reported stronger sales over the holiday season, "
            "helped by online orders and lower fuel prices that left shoppers with more to spend.")
@@ -104,3 +104,25 @@ def test_cli_counts_non_documents_and_cleans_preambles(tmp_path, chat_server, ca
     docs = [json.loads(x) for x in (run / "documents.jsonl").read_text().splitlines()]
     assert sorted(d["text"] for d in docs) == ["Synthetic document 2 about term2.", "Synthetic document 3 about term3."]
     assert script.attempts[1] == 2                                  # retried once, then counted as failed
+
+
+@pytest.mark.parametrize("reply", [
+    "The article is about politics.",
+    "This article discusses the new budget for schools and roads in the city.",
+    "The text is about a football match between two rival teams.",
+    "This review talks about a drug that helped with my migraines.",
+])
+def test_a_one_line_description_of_the_document_is_not_the_document(reply: str) -> None:
+    problem = document_problem(reply)
+    assert problem is not None and problem.startswith(NON_DOCUMENT_PREFIX) and "describes the document" in problem
+
+
+@pytest.mark.parametrize("reply", [
+    "The council met on Monday to discuss the new budget for local schools, roads and the library.",
+    "This report describes in detail the findings of the committee, which met on Monday in the city hall to "
+    "discuss the new budget for local schools, the roads and the library, and what the mayor said of it.",
+    "The article is about to change everything. " * 1 + "Shares rose sharply on Tuesday after the bank said "
+    "profits had doubled, and investors welcomed the news across the whole market as trading closed.",
+])
+def test_documents_that_merely_open_alike_are_kept(reply: str) -> None:
+    assert document_problem(reply) is None
