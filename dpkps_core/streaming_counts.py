@@ -133,9 +133,13 @@ def _init_worker(terms: Sequence[str]) -> None:
 
 
 def _run(task: tuple[str, tuple[Any, ...], dict[str, Any]]) -> Any:
-    """One map task in a worker (or inline): its name, positional data and public settings."""
+    """One map task in a pool worker, with the worker's matcher."""
+    return _apply(_WORKER["matcher"], task)
+
+
+def _apply(matcher: TermMatcher, task: tuple[str, tuple[Any, ...], dict[str, Any]]) -> Any:
+    """One map task: its name, positional data and public settings."""
     name, args, kwargs = task
-    matcher = _WORKER["matcher"]
     if name == "vocabulary":
         return vocabulary_map(matcher, *args, **kwargs)
     if name == "keyphrases":
@@ -157,12 +161,9 @@ def run_maps(tasks: Iterable[tuple[str, tuple[Any, ...], dict[str, Any]]], *, te
     fresh interpreter (forkserver / spawn), safe in a threaded app."""
     n = check_workers(workers)
     if n == 1:
-        _init_worker(terms)
-        try:
-            for task in tasks:
-                yield _run(task)
-        finally:
-            _WORKER.clear()
+        matcher = TermMatcher(terms)  # this pass's own (two inline passes may interleave)
+        for task in tasks:
+            yield _apply(matcher, task)
         return
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
