@@ -101,12 +101,17 @@ class PersistentLedger(PrivacyLedger):
         if self._corpus_keys is None:
             rows = parse_rows(self._units)
             row_keys = self._store.keys(rows.strings)
+            linked = rows.document if rows.kind == PERSON_KIND else rows.person
+            if not (linked >= 0).any():  # no links: the key strings are the units, in first-seen order
+                empty = np.zeros(0, dtype=np.int64)
+                self._corpus_keys = _CorpusKeys(row_keys, len(row_keys), (empty, empty), rows.kind == PERSON_KIND,
+                                                rows, row_keys)
+                return self._corpus_keys
             primary = np.unique(rows.primary[rows.primary >= 0])
             other = np.setdiff1d(np.arange(len(rows.strings)), primary)
             order = np.concatenate([primary, other]).astype(np.int64)
             position = np.empty(len(order), dtype=np.int64)
             position[order] = np.arange(len(order))
-            linked = rows.document if rows.kind == PERSON_KIND else rows.person
             both = (linked >= 0) & (rows.primary >= 0)
             pairs = np.unique(np.stack([position[rows.primary[both]], position[linked[both]]], axis=1), axis=0) \
                 if both.any() else np.zeros((0, 2), dtype=np.int64)

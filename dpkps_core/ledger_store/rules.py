@@ -42,6 +42,7 @@ those keys: rows that share a text, under another label or another person, are o
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Sequence
 
 import numpy as np
@@ -92,6 +93,22 @@ def primary_unit(unit: str) -> str:
 def parse_rows(units: Sequence[str]) -> ReleaseRows:
     """Parse one unit string per row (module docstring). A release is all document rows or all person/plain rows;
     a mix is a programming error (:class:`ParameterError`)."""
+    units = list(units)
+    try:
+        linked = LINK_SEP in "".join(units)
+    except TypeError:
+        raise ParameterError("A privacy unit is identified by a string (dpkps_core.budget.unit_strings).") from None
+    if not linked:  # the common case (no person column): every row is its own key string, at C speed
+        documents = sum(map(str.startswith, units, itertools.repeat(DOCUMENT_PREFIX)))
+        if 0 < documents < len(units):
+            raise ParameterError("One release mixes document-unit and person-unit rows; admit each unit separately.")
+        distinct = dict.fromkeys(units)
+        index_of = dict(zip(distinct, range(len(distinct))))
+        ids = np.fromiter(map(index_of.__getitem__, units), dtype=np.int64, count=len(units))
+        none = np.full(len(units), -1, dtype=np.int64)
+        if documents or not units:
+            return ReleaseRows(DOCUMENT_KIND, tuple(distinct), ids, none)
+        return ReleaseRows(PERSON_KIND, tuple(distinct), none, ids)
     index: dict[str, int] = {}
     doc = np.full(len(units), -1, dtype=np.int64)
     per = np.full(len(units), -1, dtype=np.int64)
