@@ -212,9 +212,15 @@ with tab_compare:
                                         eps_voc=float(s["compare_eps"]) / 2, delta=float(s["compare_delta"]))
     st.markdown(f"**Joint cost of the selected methods on this corpus: ε = {joint_eps:g}, δ = {joint_delta:g}** — "
                 "charged to the corpus's ledger when you start.")
+    cap = float(s["epsilon_cap"]) if s.get("cap_enabled") else None
+    over_cap = cap is not None and joint_eps > cap + 1e-9
+    if over_cap:  # a public decision (the settings and the cap): refused before anything is read or spent
+        st.warning(f"The joint cost ε = {joint_eps:g} is above the cap of {cap:g} per document: no document could "
+                   "take part. Lower ε per method or pick fewer methods (page 2 sets the cap).",
+                   icon=":material/block:")
     job = s.get("job_compare")
     if not (isinstance(job, jobs.Job) and job.running):
-        if st.button("Compare at this privacy level", icon=":material/compare:"):
+        if st.button("Compare at this privacy level", icon=":material/compare:", disabled=over_cap):
             with widgets.guard():
                 steps.ensure_corpus()
                 evaluation_steps.start_compare(methods=s["compare_methods"], eps_total=float(s["compare_eps"]),

@@ -360,6 +360,13 @@ def test_page7_compare_methods_section() -> None:
     walk(at, 1)
     goto(at, 6)
     assert any("PRIVATE documents into the language model's prompt" in w.value for w in at.warning)
+    # the defaults can run: all three methods' joint cost fits the default cap (it was 25 > 20)
+    assert any("Joint cost of the selected methods on this corpus: ε = 15," in md.value for md in at.markdown)
+    assert not button(at, "Compare at this privacy level").disabled
+    at.number_input(key="_w.compare_eps").set_value(10.0).run()
+    assert any("joint cost ε = 25 is above the cap of 20" in w.value for w in at.warning)
+    assert button(at, "Compare at this privacy level").disabled
+    at.number_input(key="_w.compare_eps").set_value(6.0).run()
     captions = " ".join(c.value for c in at.caption)
     assert "AugPE+Ṽ" in captions and "× per synthetic document" in captions
     at.multiselect(key="_w.compare_methods").set_value([]).run()
