@@ -80,7 +80,7 @@ with widgets.guard():
 c1, c2, c3 = st.columns(3)
 widgets.bound(c1.number_input, "S — distinct terms counted per document", "terms_per_doc", min_value=1,
               max_value=LIMITS["terms_per_doc"], help="The sensitivity of the vocabulary histogram.")
-widgets.bound(c2.number_input, "N — private vocabulary size", "vocab_size", min_value=10,
+widgets.bound(c2.number_input, "N — private vocabulary size", "vocab_size", min_value=1,
               max_value=LIMITS["vocab_size"], step=100)
 widgets.bound(c3.selectbox, "How Ṽ is cut from the noisy counts", "selection_rule", options=["top-n", "noise-floor"],
               format_func={"top-n": "top N (paper)", "noise-floor": "top N above the noise floor"}.get)
