@@ -11,7 +11,7 @@ from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
 from dpkps_core.risk import epsilon_explainer, risk_sentences
 from dpkps_core.config import DEFAULT_EPSILON_CAP, LIMITS
 from dpkps_core.vocabulary import VOCABULARIES
-from studio import charts, current, defaults, review, session, spend, steps, tenancy, widgets
+from studio import charts, current, defaults, review, run_view, session, spend, steps, tenancy, widgets
 
 widgets.page_header(1, "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
                        "each document may contribute, and how the privacy budget ε is split.")
@@ -164,9 +164,17 @@ eps_fc = review.eps_forecast() if review.dp_forecast_release() is None else 0.0 
 st.plotly_chart(charts.budget_split_bar(eps_voc, eps_kde, spent, led.cap, eps_forecast=eps_fc), key="chart.budget")
 st.caption(f"Plan: " + (f"ε_forecast {eps_fc:g} (DP forecast, below) + " if eps_fc else "")
            + f"ε_voc {eps_voc:g} + ε_kde {eps_kde:g} = **ε = {eps_fc + eps_voc + eps_kde:g}** for this run.")
-if led.cap is not None and not led.can_afford(eps_fc + eps_voc + eps_kde):
-    st.warning(f"This plan needs ε = {eps_fc + eps_voc + eps_kde:g} but only {led.remaining:g} is left under the "
-               "cap: a step that would go over it is refused before anything is spent.", icon=":material/warning:")
+# what the plan still has to spend: a step this run already released (Ṽ, the densities) is spent, not planned
+done_voc = run_view.vocabulary_meta() is not None
+done_kde = done_voc and run_view.density_meta() is not None
+eps_fc_left = 0.0 if done_voc else eps_fc  # the forecast chooses settings before Ṽ: moot once Ṽ is released
+to_spend = eps_fc_left + (0.0 if done_voc else eps_voc) + (0.0 if done_kde else eps_kde)
+if led.cap is not None and to_spend > 0 and not led.can_afford(to_spend):
+    steps_left = " + ".join(name for name, left in (("ε_forecast", eps_fc_left > 0), ("ε_voc", not done_voc),
+                                                     ("ε_kde", not done_kde)) if left)
+    st.warning(f"The rest of this plan ({steps_left}) needs ε = {to_spend:g} but only {led.remaining:g} is left "
+               "under the cap: a step that would go over it is refused before anything is spent.",
+               icon=":material/warning:")
 releases = getattr(led, "corpus_releases", ())
 with st.expander(f"Every release that touched this corpus's documents ({len(releases)}) — the persistent ledger"):
     st.caption("The cap is per document (person): it covers everything ever released from each document — this "

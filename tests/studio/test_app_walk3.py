@@ -20,3 +20,19 @@ def test_a_vocabulary_under_ten_terms_can_be_used_with_the_n_the_page_advises() 
     at.number_input(key="_w.vocab_size").set_value(5).run()              # the advice can be followed (min was 10)
     assert at.session_state["vocab_size"] == 5
     assert not [e.value for e in at.error if "larger than the public vocabulary" in e.value]
+
+
+def test_the_plan_warning_counts_only_what_the_run_still_has_to_spend() -> None:
+    from app_helpers import click
+
+    at = new_app(epsilon_cap=8.0, cap_enabled=True, eps_total=8.0, eps_voc_share=0.5)
+    goto(at, 1)
+    warnings = lambda: [w.value for w in at.warning if "needs ε" in w.value]  # noqa: E731
+    goto(at, 2)
+    click(at, "Build Ṽ")                                  # ε_voc = 4 spent: 4 left under the cap of 8
+    goto(at, 1)
+    assert at.session_state["epsilon_cap"] == 8.0
+    assert not warnings(), warnings()                     # the rest of the plan (ε_kde = 4) fits
+    at.session_state["eps_voc_share"] = 0.25              # ε_kde = 6 > the 4 left: said, with what is counted
+    at.run()
+    assert any("The rest of this plan (ε_kde) needs ε = 6" in w for w in warnings()), warnings()
