@@ -5,19 +5,23 @@ DP release, from the app in any session or from any CLI command, charges the uni
 spend plus a release's ε would exceed its cap is **left out** of that release's input (Feldman & Zrnic,
 "Individual Privacy Accounting via a Rényi Filter", NeurIPS 2021; for pure ε-DP each participating unit's loss per
 release is ε). A unit's total loss then never exceeds its cap, whichever files, subsets, supersets, orders or
-label columns its documents arrive in.
+label columns its documents arrive in — and, under the unit rules (:mod:`~dpkps_core.ledger_store.rules`; issue 35
+part 3), whichever unit each release used: every release charges each row's document key, a person-unit release
+also the person key, and a person's loss counts the document-unit releases of their rows by group privacy.
 
 * **Where.** One owner-only (0700) folder: ``$DPKPS_LEDGER_DIR``, else ``~/.local/share/dpkps/ledgers``. It holds
   ``ledger.key`` (a random secret, 0600), ``ledger.sqlite`` (the store, 0600) and ``ledger.lock``. **Fail
   closed:** an unusable folder, a missing or damaged key, or an unreadable, truncated or malformed store is a
   :class:`~dpkps_core.errors.PrivacyBudgetError` that spends nothing; there is no fallback to another folder.
-* **Which unit.** A unit is identified by HMAC-SHA256, under the local key, of its unit string
-  (:func:`dpkps_core.budget.unit_strings`: the normalised text and label of a document, or the person id). Only
+* **Which unit.** A key is the HMAC-SHA256, under the local key, of a key string
+  (:func:`dpkps_core.budget.unit_strings`: a document's normalised text — never its label — or a person id). Only
   these keys are stored — never a text, person id, corpus path or file name — and they never leave the folder
   (a hash of private data is not DP): no run folder, report, bundle or log holds them.
 * **What.** SQLite (stdlib ``sqlite3``, WAL journal). The units are append-only arrays in fixed-size chunks —
-  ``unit_keys`` (32-byte keys), ``unit_spent`` (float64 ε spent) and ``unit_caps`` (float64 cap; +∞ = no cap) —
-  so that admitting 200,000 units is a few array reads and writes, not 200,000 row updates. A unit's id is its
+  ``unit_keys`` (32-byte keys), ``unit_spent`` (float64 ε spent), ``unit_direct`` (float64: a document key's
+  unattributed document-unit spend, a person key's attributed one; see the rules) and ``unit_caps`` (float64 cap;
+  +∞ = no cap) — so that admitting 200,000 units is a few array reads and writes, not 200,000 row updates. The
+  ``meta`` table holds the format version (2) and the ledger's random id (``ledger_id``). A unit's id is its
   position. ``releases`` holds one row per admission (when, which tool and run, what, ε, how many units took part
   or were left out) with a zlib-compressed bitmap of the participating unit ids (a compact participation record:
   ``ledger --corpus`` lists the releases that touched a corpus's units); ``events`` the frozen
@@ -35,10 +39,16 @@ and is recorded in ``cap_history``. A run's cap setting also bounds the run itse
 the run's own total over it is refused whole (a public decision, :meth:`PersistentLedger.require`).
 
 **Charging.** :meth:`PersistentLedger.admit` (called through :func:`dpkps_core.budget.admit` before a release
-reads its input) decides and charges in one transaction and records a release row; :meth:`PersistentLedger.charge`
-then attaches the release's frozen event to that row, with no data-dependent refusal. A ``charge`` with no
-admission before it is taken to have used *every* unit the ledger was opened with (a mechanism that did not
-filter its input used all of it): they are all charged, caps notwithstanding, and the release is recorded.
+reads its input) decides and charges in one transaction, records a release row and returns the release's
+:class:`~dpkps_core.dp.ledger.AdmissionTicket`; the ticket alone attaches the release's frozen events to that row
+(up to the ε it reserved), with no data-dependent refusal — an event belongs to its admission by construction.
+:meth:`PersistentLedger.charge` without a ticket is refused; :meth:`PersistentLedger.charge_every_unit` charges
+*every* unit the ledger was opened with, explicitly (a mechanism that did not filter its input used all of it):
+they are all charged, caps notwithstanding, and the release is recorded.
+
+**A new ledger.** A folder without a store starts an empty one that knows no earlier release; the store object that
+made it says so (``created``), and the CLI prints a note on first use. A version-1 store (document keys of text and
+label) is refused, never reset.
 
 **Older ledger files.** The previous format kept one JSON file per corpus (``dpkps-corpus-ledger`` v1, named by an
 HMAC of the corpus's texts). Its spend cannot be mapped to units without the corpus, and ignoring it would reset
@@ -52,6 +62,7 @@ releases touched them) is PRIVATE, local information: show it to the data owner,
 
 The package: :mod:`~dpkps_core.ledger_store.folder` (folder, key, unit keys, participation bitmaps),
 :mod:`~dpkps_core.ledger_store.sqlite_store` (files, flock + SQLite transactions, schema, unit index),
+:mod:`~dpkps_core.ledger_store.rules` (the unit rules: which keys a release charges and which rows it leaves out),
 :mod:`~dpkps_core.ledger_store.store` (:class:`LedgerStore`: admission, events, caps, views, legacy import),
 :mod:`~dpkps_core.ledger_store.records` (what the views return), :mod:`~dpkps_core.ledger_store.persistent`
 (:class:`PersistentLedger`, :func:`open_corpus_ledger`). Import the names from here.

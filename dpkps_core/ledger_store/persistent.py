@@ -33,6 +33,7 @@ class _CorpusKeys:
     persons: bool
     rows: ReleaseRows
     row_keys: np.ndarray
+    key_rows: np.ndarray | None = None  # the corpus's rows per position of ``keys`` (persons' document keys)
 
 
 class PersistentLedger(PrivacyLedger):
@@ -115,8 +116,9 @@ class PersistentLedger(PrivacyLedger):
             both = (linked >= 0) & (rows.primary >= 0)
             pairs = np.unique(np.stack([position[rows.primary[both]], position[linked[both]]], axis=1), axis=0) \
                 if both.any() else np.zeros((0, 2), dtype=np.int64)
+            per_string = np.bincount(linked[linked >= 0], minlength=len(rows.strings))
             self._corpus_keys = _CorpusKeys(row_keys[order], len(primary), (pairs[:, 0], pairs[:, 1]),
-                                            rows.kind == PERSON_KIND, rows, row_keys)
+                                            rows.kind == PERSON_KIND, rows, row_keys, per_string[order])
         return self._corpus_keys
 
     # ---- the filter
@@ -187,7 +189,7 @@ class PersistentLedger(PrivacyLedger):
             corpus = self._corpus()
             self._view_cache = (key, self._store.view(corpus.keys, new_unit_cap=self.new_unit_cap,
                                                       primary=corpus.primary, links=corpus.links,
-                                                      persons=corpus.persons))
+                                                      persons=corpus.persons, key_rows=corpus.key_rows))
         return self._view_cache[1]
 
     @property

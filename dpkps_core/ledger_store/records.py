@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from dpkps_core.dp.events import PrivacyEvent
-from dpkps_core.dp.ledger import _FLOAT_SLACK
+from dpkps_core.dp.ledger import _FLOAT_SLACK, MAX_ROW_FACTOR
 from dpkps_core.errors import ParameterError
 from dpkps_core.ledger_store.folder import _NO_CAP
 
@@ -77,7 +77,10 @@ class CorpusView:
     """What the ledger knows about one corpus's units (PRIVATE, local: never export it).
 
     ``spent`` / ``caps`` / ``in_ledger`` hold one entry per distinct unit of the corpus (a unit never seen has
-    spent 0 and the cap it would get now, ``new_unit_cap``; ``inf`` = no cap)."""
+    spent 0 and the cap it would get now, ``new_unit_cap``; ``inf`` = no cap). For persons, ``spent`` is the
+    person's loss L(p) and ``row_room`` the smallest room per row left among their rows' document keys
+    ((cap − spent) / the key's rows in the corpus; ``inf`` without rows) — what a person-unit release charges each
+    row must fit it (:mod:`~dpkps_core.ledger_store.rules`)."""
 
     units: int
     known: int
@@ -87,6 +90,7 @@ class CorpusView:
     new_unit_cap: float | None
     releases: tuple[Release, ...]
     cap_history: tuple[CapChange, ...]
+    row_room: np.ndarray | None = None
 
     @property
     def largest_spend(self) -> float:
@@ -102,9 +106,13 @@ class CorpusView:
         lo, hi = float(caps.min()), float(caps.max())
         return (None if math.isinf(lo) else lo), (None if math.isinf(hi) else hi)
 
-    def left_out(self, epsilon: float) -> int:
-        """How many of the corpus's units could not take part in a release of ``epsilon`` now."""
-        return int(np.count_nonzero(self.spent + float(epsilon) > self.caps + _FLOAT_SLACK))
+    def left_out(self, epsilon: float, *, row_factor: float = MAX_ROW_FACTOR) -> int:
+        """How many of the corpus's units could not take part in a release of ``epsilon`` now (for persons, also
+        when a row cannot take ``row_factor`` × ``epsilon``)."""
+        out = self.spent + float(epsilon) > self.caps + _FLOAT_SLACK
+        if self.row_room is not None:
+            out |= float(row_factor) * float(epsilon) > self.row_room + _FLOAT_SLACK
+        return int(np.count_nonzero(out))
 
     @property
     def events(self) -> tuple[RecordedEvent, ...]:

@@ -122,11 +122,13 @@ class LedgerStore(StoreFiles):
             return int(changed.sum() + (~was_known).sum())  # a new unit's cap already equals ``cap``
 
     def view(self, keys: np.ndarray, *, new_unit_cap: float | None, primary: int | None = None,
-             links: tuple[np.ndarray, np.ndarray] | None = None, persons: bool = False) -> CorpusView:
+             links: tuple[np.ndarray, np.ndarray] | None = None, persons: bool = False,
+             key_rows: np.ndarray | None = None) -> CorpusView:
         """What the ledger knows about a corpus's units: PRIVATE, local. ``keys`` (distinct) are the corpus's unit
         keys first (``primary`` of them; all by default), then their linked keys; ``links`` pairs a unit's position
         with a linked key's position. A unit took part in a release when its key or one of its linked keys did;
-        with ``persons`` a unit's spend is the person's loss L(p) (:mod:`~dpkps_core.ledger_store.rules`)."""
+        with ``persons`` a unit's spend is the person's loss L(p) (:mod:`~dpkps_core.ledger_store.rules`) and the
+        view has each person's room per row (``key_rows``: the corpus's rows per key position)."""
         primary = len(keys) if primary is None else int(primary)
         pp, dd = links if links is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         with self._transaction(write=False) as conn:
@@ -139,9 +141,14 @@ class LedgerStore(StoreFiles):
             s, c, d, _ = self._read_arrays(conn, ids[known], n)
             spent[known], caps[known], direct[known] = s, c, d
             unit_spent = spent[:primary] + direct[:primary] if persons else spent[:primary].copy()
+            room: np.ndarray | None = None
+            if persons:
+                room = np.full(primary, np.inf)
             if persons and len(pp):
                 pairs = np.unique(pp * len(keys) + dd)
                 unit_spent += np.bincount(pairs // len(keys), weights=direct[pairs % len(keys)], minlength=primary)
+                rows_per_key = np.ones(len(keys)) if key_rows is None else np.maximum(key_rows, 1)
+                np.minimum.at(room, pp, (caps[dd] - spent[dd]) / rows_per_key[dd])
             kid = np.sort(ids[known])
             releases: list[Release] = []
             history: list[CapChange] = []
@@ -173,7 +180,7 @@ class LedgerStore(StoreFiles):
                         history.append(CapChange(row[0], row[1], row[2], _shown_cap(row[3]), _shown_cap(row[4]),
                                                  _shown_cap(row[5]), count))
             return CorpusView(primary, int(known[:primary].sum()), unit_spent, caps[:primary], known[:primary],
-                              _check_cap(new_unit_cap), tuple(releases), tuple(history))
+                              _check_cap(new_unit_cap), tuple(releases), tuple(history), room)
 
     def _events(self, conn: sqlite3.Connection, release_ids: Sequence[int]) -> dict[int, tuple[RecordedEvent, ...]]:
         out: dict[int, list[RecordedEvent]] = {}

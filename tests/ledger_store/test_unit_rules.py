@@ -93,6 +93,9 @@ def test_a_person_release_charges_each_of_their_rows_and_leaves_out_a_person_who
     people = _load(path, persons=True)
     assert len(_release(people, 0.25, by_person=True)) == 6          # rows charged 2 × 0.25 each
     assert _text_spends(people) == pytest.approx([0.5] * 6)
+    view = ls.open_corpus_ledger(people, tool="test", cap=CAP).view()  # what the sidebar and `ledger` show
+    assert view.spent.tolist() == pytest.approx([0.25] * 4)          # each person's loss
+    assert view.left_out(0.25) == 0 and view.left_out(0.3) == 4      # rows at 0.5: 2 × 0.3 no longer fits
     one_row = _write(tmp_path / "one.csv", SIX[2:3])                 # P1's first note alone, document unit
     assert len(_release(_load(one_row, persons=False), 0.5, by_person=False)) == 1   # that row is now at 1.0
     again = _release(people, 0.25, by_person=True)                   # P1 has a spent row: P1 left out whole
