@@ -10,7 +10,9 @@ file is checked for secrets (API keys) before anything is written.
 Bundle contents: ``documents.csv`` / ``documents.jsonl`` / ``documents.parquet`` (id, text, label, keyphrases,
 model), ``sequences.jsonl``, ``privacy_report.json`` (+ a ``generation`` section), ``privacy_report.md`` (rendered by
 :mod:`dpkps_core.report_markdown`), ``run_config.json``, ``private_vocabulary.json``, ``audit_log.jsonl``,
-``generation_failures.jsonl`` and ``manifest.json`` (sha256 of every other file).
+``generation_failures.jsonl``, the release dossier (``dossier.html`` / ``dossier.json``, ``reproduce.md``,
+``reproduce_config.json``: :mod:`dpkps_core.dossier`) and ``manifest.json`` (sha256 of every other file). The internal
+dossier is private (``runfolder.INTERNAL_DOSSIER_FILES``) and refused by name.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping, Sequence
 
+from dpkps_core.dossier import DossierError, build_dossier
 from dpkps_core.errors import ExportError
 from dpkps_core.report_markdown import render_report_markdown
 from dpkps_core.runfolder import read_documents, read_failures
@@ -269,6 +272,10 @@ def without_column_names(report: Mapping[str, Any]) -> dict[str, Any]:
         out["parameters"] = {k: v for k, v in out["parameters"].items() if k not in PRIVATE_COLUMN_KEYS}
     if isinstance(out.get("neighbouring"), str):
         out["neighbouring"] = _PERSON_COLUMN_NOTE.sub("", out["neighbouring"])
+    if isinstance(out.get("events"), list):  # each ledger event repeats the unit sentence, column name included
+        out["events"] = [{**e, "neighbouring": _PERSON_COLUMN_NOTE.sub("", e["neighbouring"])}
+                         if isinstance(e, Mapping) and isinstance(e.get("neighbouring"), str) else e
+                         for e in out["events"]]
     return out
 
 
@@ -347,6 +354,10 @@ def collect_bundle(
         out[AUDIT_FILE] = _jsonl_bytes(audit_out)
     if FAILURES_FILE in wanted:
         out[FAILURES_FILE] = _jsonl_bytes(failures)
+    try:  # the release dossier (docs/DOSSIER.md), from the run folder's releasable files: DP outputs, public inputs
+        out.update(build_dossier(run, edition="release", sample_documents=5 if DOCUMENTS_FILE in wanted else 0).files())
+    except DossierError as exc:
+        raise ExportError(f"{exc} Nothing was exported.") from None
 
     for secret in _secrets(secrets):
         needle = secret.encode("utf-8")

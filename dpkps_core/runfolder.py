@@ -53,14 +53,15 @@ EVALUATION_FILE = "evaluation.json"
 LOCK_FILE = ".generation.lock"
 DENSITY_FILE = "densities.json"
 RUN_STATE_FILE = "run_state.json"
+DOSSIER_FILES: tuple[str, ...] = ("dossier.html", "dossier.json", "reproduce.md", "reproduce_config.json")
+INTERNAL_DOSSIER_FILES: tuple[str, ...] = ("dossier_internal.html", "dossier_internal.json", "dossier_internal.pdf")
 
 #: Files that may leave the machine in a release bundle (the export copies only these, after scrubbing).
 RELEASABLE_FILES: tuple[str, ...] = (SEQUENCES_FILE, PRIVACY_REPORT_FILE, VOCABULARY_FILE, RUN_CONFIG_FILE,
                                      DOCUMENTS_FILE, FAILURES_FILE, AUDIT_FILE)
-#: Files that never leave the machine.
-PRIVATE_FILES: tuple[str, ...] = (SPLIT_FILE, EVALUATION_FILE, LOCK_FILE)
-#: Files that stay on this machine but hold no private data: DP outputs and public settings the app reopens a run
-#: from (not part of the bundle, whose allowlist is :data:`RELEASABLE_FILES`).
+#: Files that never leave the machine, the internal dossier among them (the release one, DOSSIER_FILES, is built).
+PRIVATE_FILES: tuple[str, ...] = (SPLIT_FILE, EVALUATION_FILE, LOCK_FILE) + INTERNAL_DOSSIER_FILES
+#: Files kept on this machine that hold no private data (DP outputs, public settings the app reopens a run from).
 LOCAL_FILES: tuple[str, ...] = (DENSITY_FILE, RUN_STATE_FILE)
 #: What a sampling run must have written before anything can read it back.
 SAMPLING_FILES: tuple[str, ...] = (RUN_CONFIG_FILE, SPLIT_FILE, VOCABULARY_FILE, SEQUENCES_FILE)
@@ -154,7 +155,6 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------- append-only JSONL (the LLM step)
-
 
 def repair_jsonl_tail(path: str | os.PathLike[str]) -> int:
     """Cut off a truncated last line (no trailing newline, e.g. after a kill). Returns bytes removed."""

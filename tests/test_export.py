@@ -29,7 +29,8 @@ from dpkps_core.runfolder import DOCUMENTS_FILE
 EXPECTED = {
     "documents.csv", "documents.jsonl", "documents.parquet", "sequences.jsonl", "privacy_report.json",
     "privacy_report.md", "run_config.json", "private_vocabulary.json", "audit_log.jsonl",
-    "generation_failures.jsonl", "manifest.json",
+    "generation_failures.jsonl", "manifest.json", "dossier.html", "dossier.json", "reproduce.md",
+    "reproduce_config.json",
 }
 
 

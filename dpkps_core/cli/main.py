@@ -12,13 +12,13 @@ import argparse
 import sys
 from typing import Sequence
 
-from dpkps_core.cli import audit, compare, evaluate, generate, ledger, sample
+from dpkps_core.cli import audit, compare, evaluate, generate, ledger, report, sample
 from dpkps_core.cli.common import os_error_line
 from dpkps_core.corpus.formats import NotUTF8Error
 from dpkps_core.errors import DPKPSError
 
 #: The command modules, in the order ``--help`` lists their commands (static imports: no plugin loading).
-COMMAND_MODULES = (sample, generate, evaluate, compare, ledger, audit)
+COMMAND_MODULES = (sample, generate, evaluate, compare, ledger, audit, report)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ import argparse
 
 from dpkps_core.cli.common import add_sampling_arguments, check_output_dir, config_from_args
 from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
-from dpkps_core.config import LIMITS, load_config_corpus, load_vocabulary_for
+from dpkps_core.config import LIMITS, SamplingConfig, load_config_corpus, load_vocabulary_for
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import EmbeddingCache, get_embedder
@@ -17,7 +17,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     check_output_dir(args.out, "--out")  # a bad --out is one line before anything is loaded or charged
-    config = config_from_args(args)
+    config = config_from_file(args) if args.config else config_from_args(args)
     # the run's own ε against its cap setting: the ledger's public check, before the corpus is read (DESIGN §2.0)
     PrivacyLedger(config.epsilon_cap).require(config.eps_voc + config.eps_kde, "this sampling run")
     corpus = load_config_corpus(config)
@@ -55,6 +55,17 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def config_from_file(args: argparse.Namespace) -> SamplingConfig:
+    """``--config FILE`` (a bundle's reproduce_config.json, docs/DOSSIER.md): the file's settings, with the private
+    corpus's options of the command line (--corpus, its columns, --classes) over them."""
+    from dpkps_core.cli.common import parse_classes
+    from dpkps_core.dossier.reproduce import read_config_file
+
+    corpus = args.corpus if args.corpus != SamplingConfig().corpus else None
+    return read_config_file(args.config, corpus=corpus, text_column=args.text_column, label_column=args.label_column,
+                            person_column=args.person_column, classes=parse_classes(args.classes, args.classes_file))
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "sample", help="DP keyphrase sequences from a private corpus",
@@ -64,4 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_sampling_arguments(p)
     p.add_argument("--out", required=True, help="run folder to write (created owner-only)")
+    p.add_argument("--config", help="a JSON file of sampling settings (a bundle's reproduce_config.json): its "
+                   "settings are used, and --corpus, --text-column, --label-column, --person-column and --classes "
+                   "given here fill in the private corpus")
     p.set_defaults(func=_cmd_sample)

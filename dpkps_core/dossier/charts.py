@@ -1,0 +1,86 @@
+"""The dossier's charts as inline SVG drawn here (no plotting library, no script, no network at view time).
+
+Vector graphics print sharply to PDF and keep the HTML one self-contained file (issue 34 §1). Two charts: ε per
+step (horizontal bars that add up to the total, DESIGN §2) and downstream accuracy with its bootstrap intervals
+(synthetic vs real, DESIGN §5; internal edition only).
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any, Sequence
+
+WIDTH = 640
+_BAR = 26
+_LEFT = 250
+_COLOURS = ("#2f6f9f", "#c0792a", "#5b8c4a", "#8a5aa6", "#a23b3b", "#4f8f8f")
+
+
+def _text(x: float, y: float, text: str, *, anchor: str = "start", size: int = 12, weight: str = "normal",
+          fill: str = "#222") -> str:
+    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" font-weight="{weight}" text-anchor="{anchor}" '
+            f'fill="{fill}">{escape(text)}</text>')
+
+
+def _svg(height: float, body: list[str], title: str) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{escape(title)}" width="{WIDTH}" '
+            f'height="{height:.0f}" viewBox="0 0 {WIDTH} {height:.0f}" font-family="Helvetica, Arial, sans-serif">'
+            f'<title>{escape(title)}</title>' + "".join(body) + "</svg>")
+
+
+def epsilon_chart(steps: Sequence[dict[str, Any]], total: float) -> str:
+    """ε per step as bars on one scale, each with its value, and the total (pure ε-DP adds up, DESIGN §2)."""
+    if not steps or total <= 0:
+        return _svg(40, [_text(10, 24, "No DP release was recorded.")], "ε per step")
+    scale = (WIDTH - _LEFT - 70) / max(total, max(float(s["epsilon"]) for s in steps))
+    body: list[str] = []
+    y = 10.0
+    for i, step in enumerate(steps):
+        eps = float(step["epsilon"])
+        body.append(_text(_LEFT - 8, y + _BAR * 0.68, str(step["label"]), anchor="end"))
+        body.append(f'<rect x="{_LEFT}" y="{y:.1f}" width="{max(eps * scale, 1):.1f}" height="{_BAR}" '
+                    f'fill="{_COLOURS[i % len(_COLOURS)]}"/>')
+        body.append(_text(_LEFT + eps * scale + 6, y + _BAR * 0.68, f"ε = {eps:.4g}"))
+        y += _BAR + 8
+    body.append(f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{_LEFT + total * scale:.1f}" y2="{y:.1f}" stroke="#222" '
+                'stroke-width="2"/>')
+    body.append(_text(_LEFT - 8, y + 16, "Total (sequential composition)", anchor="end", weight="bold"))
+    body.append(_text(_LEFT + total * scale + 6, y + 16, f"ε = {total:.4g}", weight="bold"))
+    return _svg(y + 28, body, "ε per step")
+
+
+def accuracy_chart(rows: Sequence[dict[str, Any]], *, chance: float | None) -> str:
+    """Accuracy per classifier (dot = mean over seeds) with its bootstrap interval over the test documents
+    (whisker), on a 0–1 scale, the majority-class rate as a dashed line."""
+    rows = [r for r in rows if r.get("mean") is not None]
+    if not rows:
+        return _svg(40, [_text(10, 24, "No accuracy was recorded.")], "Accuracy")
+    span = WIDTH - _LEFT - 40
+
+    def x(v: float) -> float:
+        return _LEFT + max(0.0, min(1.0, v)) * span
+
+    body: list[str] = []
+    y = 14.0
+    for i, r in enumerate(rows):
+        mid = y + _BAR / 2
+        colour = _COLOURS[0] if str(r.get("key", "")).startswith("synthetic") else _COLOURS[1]
+        body.append(_text(_LEFT - 8, mid + 4, str(r["label"]), anchor="end", size=11))
+        if r.get("low") is not None and r.get("high") is not None:
+            body.append(f'<line x1="{x(r["low"]):.1f}" y1="{mid:.1f}" x2="{x(r["high"]):.1f}" y2="{mid:.1f}" '
+                        f'stroke="{colour}" stroke-width="3"/>')
+            for v in (r["low"], r["high"]):
+                body.append(f'<line x1="{x(v):.1f}" y1="{mid - 6:.1f}" x2="{x(v):.1f}" y2="{mid + 6:.1f}" '
+                            f'stroke="{colour}" stroke-width="2"/>')
+        body.append(f'<circle cx="{x(r["mean"]):.1f}" cy="{mid:.1f}" r="5" fill="{colour}"/>')
+        y += _BAR + 6
+    axis = y + 4
+    body.append(f'<line x1="{_LEFT}" y1="{axis:.1f}" x2="{_LEFT + span}" y2="{axis:.1f}" stroke="#555"/>')
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        body.append(f'<line x1="{x(tick):.1f}" y1="{axis:.1f}" x2="{x(tick):.1f}" y2="{axis + 5:.1f}" stroke="#555"/>')
+        body.append(_text(x(tick), axis + 18, f"{tick:.2f}", anchor="middle", size=10))
+    if chance is not None:
+        body.append(f'<line x1="{x(chance):.1f}" y1="6" x2="{x(chance):.1f}" y2="{axis:.1f}" stroke="#999" '
+                    'stroke-dasharray="4 3"/>')
+        body.append(_text(x(chance) + 4, axis - 4, f"majority class {chance:.2f}", size=10, fill="#666"))
+    return _svg(axis + 26, body, "Accuracy, synthetic vs real, with 95 % intervals")
