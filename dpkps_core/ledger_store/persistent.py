@@ -138,15 +138,17 @@ class PersistentLedger(PrivacyLedger):
         rid, ok = self._store.admit(keys, epsilon, new_cap=self.new_unit_cap, tool=self.tool, run=self.run,
                                     what=what, rows=rows, row_factor=row_factor)
         self._view_cache = None
-        return AdmissionTicket(self, ok, epsilon, what=what, record=functools.partial(self._record, rid))
+        # the ticket records its events under the tool and run of its admission, whatever the labels are later
+        return AdmissionTicket(self, ok, epsilon, what=what,
+                               record=functools.partial(self._record, rid, self.tool, self.run))
 
     def admit(self, units: Sequence[str], epsilon: float, *, what: str = "this release") -> AdmissionTicket:  # type: ignore[override]
         """:meth:`admission` (the ticket reads as the admitted mask)."""
         return self.admission(units, epsilon, what=what)
 
-    def _record(self, release_id: int, event: PrivacyEvent) -> None:
+    def _record(self, release_id: int, tool: str, run: str | None, event: PrivacyEvent) -> None:
         self.require(event.epsilon, f"{event.step} ({event.mechanism})")
-        self._store.record_event(release_id, event, tool=self.tool, run=self.run)
+        self._store.record_event(release_id, event, tool=tool, run=run)
         with self._lock:
             self._events.append(event)
         self._view_cache = None
@@ -169,8 +171,25 @@ class PersistentLedger(PrivacyLedger):
         rid, _ = self._store.admit(corpus.row_keys, event.epsilon, new_cap=self.new_unit_cap, tool=self.tool,
                                    run=self.run, what=f"{event.step} ({event.mechanism})", force=True,
                                    rows=corpus.rows)
-        self._record(rid, event)
+        self._record(rid, self.tool, self.run, event)
         return event
+
+    def for_run(self, run: str | None, *, tool: str | None = None) -> "PersistentLedger":
+        """A ledger on the same store and corpus for one run (its own run label, tool and events; the cap setting
+        and the corpus's keys shared): what a job of a session that runs several things at once admits through, so
+        that no other job's label can move under it (issue 35 part 4)."""
+        twin = PersistentLedger(self._store, (), tool=self.tool if tool is None else tool, run=run, cap=self.cap,
+                                unit_name=self.unit_name)
+        twin._units = self._units
+        twin._corpus_keys = self._corpus()
+        return twin
+
+    def run_events(self, run: str | None = None) -> tuple[RecordedEvent, ...]:
+        """Every event recorded for the run named ``run`` (default: this ledger's run label), from any process, in
+        the order recorded: what a run's report is derived from (issue 35 part 4). Events hold public quantities
+        only; empty without a run name."""
+        name = self.run if run is None else _check_label(run, "run name", optional=False)
+        return () if name is None else self._store.run_events(name)
 
     # ---- caps
     def set_unit_cap(self, cap: float | None) -> int:

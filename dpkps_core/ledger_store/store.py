@@ -198,6 +198,21 @@ class LedgerStore(StoreFiles):
                 out.setdefault(int(rid), []).append(RecordedEvent(event, recorded, tool, run))
         return {k: tuple(v) for k, v in out.items()}
 
+    def run_events(self, run: str) -> tuple[RecordedEvent, ...]:
+        """The events recorded for the run named ``run`` (recorded with each event at its admission), in order."""
+        run = _check_label(run, "run name", optional=False)
+        with self._transaction(write=False) as conn:
+            rows = conn.execute("SELECT recorded, tool, run, event FROM events WHERE run = ? ORDER BY id",
+                                (run,)).fetchall()
+        out = []
+        for recorded, tool, name, data in rows:
+            try:
+                event = PrivacyEvent.from_dict(json.loads(data))
+            except (ValueError, TypeError, ParameterError):
+                raise self._damaged(sqlite3.DatabaseError("malformed event record")) from None
+            out.append(RecordedEvent(event, recorded, tool, name))
+        return tuple(out)
+
     def changes(self) -> int:
         """A counter that moves with every change of the store (for caching views)."""
         with self._transaction(write=False) as conn:

@@ -265,3 +265,34 @@ def test_a_ledger_of_the_previous_version_is_refused_not_reset(tmp_path: Path) -
         conn.execute("UPDATE meta SET value = '1' WHERE name = 'version'")
     with pytest.raises(PrivacyBudgetError, match="written by an earlier version"):
         ls.LedgerStore(root)
+
+
+# ------------------------------------------------------------------------------------------ part 4: a run's events
+
+def test_a_runs_events_are_recorded_under_the_run_that_admitted_them(tmp_path: Path) -> None:
+    """The ledger files an event under the run of its admission, even when the ledger's run label moved on before
+    the charge (another job of the same session), and lists a run's events for its report (issue 35 part 4)."""
+    people = _load(_write(tmp_path / "notes.csv", SIX), persons=False)
+    led = ls.open_corpus_ledger(people, tool="app", run="run-a", cap=10.0)
+    first = admit(people, led, 1.0, by_person=False, what="the private vocabulary step")
+    led.run = "run-b"                                                # the session starts another run meanwhile
+    second = admit(people, led, 0.5, by_person=False, what="the DP forecast")
+    second.ticket.charge(_event(0.5))
+    first.ticket.charge(_event(1.0))                                 # charged after the label moved: still run-a
+    assert [e.event.epsilon for e in led.run_events("run-a")] == [1.0]
+    assert [e.event.epsilon for e in led.run_events()] == [0.5]      # this ledger's label: run-b
+    again = ls.open_corpus_ledger(people, tool="cli ledger", cap=10.0)  # another process reads the same
+    assert [(e.run, e.tool, e.event.epsilon) for e in again.run_events("run-a")] == [("run-a", "app", 1.0)]
+    assert again.run_events() == () and again.run_events("run-c") == ()
+
+
+def test_a_ledger_for_one_run_keeps_its_own_label_and_events(tmp_path: Path) -> None:
+    people = _load(_write(tmp_path / "notes.csv", SIX), persons=True)
+    session = ls.open_corpus_ledger(people, tool="app", run="session", cap=10.0)
+    job = session.for_run("run-7", tool="app compare")
+    assert (job.run, job.tool, job.cap, job.unit_name) == ("run-7", "app compare", 10.0, "person")
+    admit(people, job, 1.0, by_person=True).ticket.charge(_event(1.0))
+    session.run = "run-8"                                             # the session's label moves: the job's does not
+    assert job.total_epsilon == 1.0 and session.total_epsilon == 0.0
+    assert [(e.run, e.tool) for e in session.run_events("run-7")] == [("run-7", "app compare")]
+    assert session.view().largest_spend == pytest.approx(1.0)        # one store, one corpus
