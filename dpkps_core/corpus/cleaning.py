@@ -95,6 +95,7 @@ class _Kept:
     n_kept: int = 0
     seen: set[bytes] = field(default_factory=set, repr=False)
     label_counts: Counter[str] = field(default_factory=Counter, repr=False)
+    indices: list[int] = field(default_factory=list, repr=False)  # the kept rows' positions in the last chunk
 
 
 def _filter_rows(raw_texts: Sequence[Any], raw_labels: Sequence[Any], persons: Sequence[Any] | None, *,
@@ -135,6 +136,7 @@ def _filter_rows(raw_texts: Sequence[Any], raw_labels: Sequence[Any], persons: S
         kept.labels.append(label)
         kept.label_counts[label] += 1
         kept.n_kept += 1
+        kept.indices.append(i)
     return kept
 
 
@@ -248,11 +250,17 @@ class RowFilter:
         if self.with_persons and persons is None:
             raise ParameterError("This filter reads a person column: give each chunk's persons.")
         kept = self._kept
+        kept.indices = []
         _filter_rows(raw_texts, raw_labels, persons if self.with_persons else None, min_chars=self.min_chars,
                      drop_duplicates=self.drop_duplicates, kept=kept)
         out = (kept.texts, kept.labels, kept.persons if self.with_persons else None)
         kept.texts, kept.labels, kept.persons = [], [], []
         return out
+
+    @property
+    def last_kept(self) -> list[int]:
+        """The positions, in the last chunk fed, of the rows it kept."""
+        return self._kept.indices
 
     @property
     def n_read(self) -> int:

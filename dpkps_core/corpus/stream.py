@@ -10,7 +10,8 @@ so the documents do not depend on the chunk size, and D ± one row streams as D'
 in-memory loader (:func:`~dpkps_core.corpus.load_corpus`) is this stream read to its end.
 
 Memory: one chunk of rows (``chunk_rows``, default :func:`default_chunk_rows`) at a time, plus one
-de-duplication digest per kept row (:data:`~dpkps_core.corpus.cleaning.DIGEST_BYTES`). A JSON array and a ZIP of
+de-duplication digest per kept row (:data:`~dpkps_core.corpus.cleaning.DIGEST_BYTES`) during the first pass and one
+bit per row after it. A JSON array and a ZIP of
 .txt files are held whole (one value; bounded by ``max_bytes``). Each call of :meth:`CorpusStream.chunks` is a
 fresh pass over the input. The limits (:mod:`.limits`) are checked as the rows come: a refusal names its setting.
 """
@@ -22,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from dpkps_core.corpus.cleaning import RowFilter, check_int
+import numpy as np
+
+from dpkps_core.corpus.cleaning import RowFilter, as_str, check_int
 from dpkps_core.corpus.columns import choose_columns
 from dpkps_core.corpus.formats import (check_encoding, check_file_format, guess_format, txt_zip_members,
                                        zip_unpacked_size)
@@ -207,6 +210,7 @@ class CorpusStream:
         self.person_column = person_column
         self.report: LoadReport | None = None
         self.digests = 0  # de-duplication digests the last pass held (one per kept row)
+        self._kept_bits: list[tuple[int, Any]] | None = None  # each row's fate, from the first complete pass
         if not self.input.tabular:
             if text_column is not None or label_column is not None or person_column is not None:
                 raise ParameterError("Column names apply to tabular files only; .txt files are labelled by their "
@@ -256,21 +260,56 @@ class CorpusStream:
 
     def chunks(self) -> Iterator[DocumentChunk]:
         """One pass over the cleaned documents, chunk by chunk (empty chunks skipped); when it ends,
-        :attr:`report` holds the pass's counts (and a corpus with no document left is refused)."""
+        :attr:`report` holds the pass's counts (and a corpus with no document left is refused).
+
+        The first complete pass decides each row's fate with :class:`~dpkps_core.corpus.cleaning.RowFilter` and
+        remembers it as one bit per row; a later pass over the same, unchanged input replays those bits (the same
+        rows, stripped the same way) instead of digesting every row again."""
+        if self._kept_bits is not None:
+            yield from self._replay()
+            return
         self.report = None
         persons = self.person_column
-        cols = [self.text_column, self.label_column] + ([persons] if persons else [])
         rows = RowFilter(min_chars=self.min_chars, drop_duplicates=self.drop_duplicates,
                          with_persons=persons is not None)
+        bits: list[tuple[int, np.ndarray]] = []
         first = 0
-        for chunk in self.raw_chunks(cols):
+        for chunk in self.raw_chunks(self._document_columns()):
             texts, labels, kept_persons = rows.feed(chunk[self.text_column], chunk[self.label_column],
                                                     chunk[persons] if persons else None)
+            mask = np.zeros(_rows(chunk), dtype=bool)
+            mask[rows.last_kept] = True
+            bits.append((len(mask), np.packbits(mask)))
             if texts:
                 yield DocumentChunk(texts, labels, kept_persons, first)
                 first += len(texts)
         self.report = rows.report(min_class_size=self.min_class_size)
         self.digests = rows.digests
+        self._kept_bits = bits
+
+    def _document_columns(self) -> list[str]:
+        return [self.text_column, self.label_column] + ([self.person_column] if self.person_column else [])
+
+    def _replay(self) -> Iterator[DocumentChunk]:
+        """A pass that keeps the rows the first pass kept (see :meth:`chunks`)."""
+        bits = self._kept_bits or []
+        persons = self.person_column
+        first = k = 0
+        for chunk in self.raw_chunks(self._document_columns()):
+            n, packed = bits[k] if k < len(bits) else (-1, None)
+            if n != _rows(chunk) or packed is None:
+                raise CorpusError(f"The corpus '{Path(self.display).name}' changed on disk while it was being "
+                                  "read; load it again once it is no longer being written.")
+            k += 1
+            keep = np.flatnonzero(np.unpackbits(packed, count=n)).tolist()
+            if not keep:
+                continue
+            raw_t, raw_l = chunk[self.text_column], chunk[self.label_column]
+            texts = [as_str(raw_t[i]).strip() for i in keep]
+            labels = [as_str(raw_l[i]).strip() for i in keep]
+            kept_persons = [as_str(chunk[persons][i]).strip() for i in keep] if persons else None
+            yield DocumentChunk(texts, labels, kept_persons, first)
+            first += len(texts)
 
     def read_all(self) -> tuple[list[str], list[str], list[str] | None, LoadReport]:
         """Every chunk concatenated: (texts, labels, persons or None, the report) — the in-memory loader."""

@@ -248,3 +248,20 @@ def test_decoded_text_uploads_are_read_in_their_encoding():
     assert c.texts[0] == "Une note très détaillée sur le café"
     with pytest.raises(CorpusError, match="cannot hold"):
         load_corpus(io.StringIO(text.replace("café", "caf€")), filename="t.csv", encoding="latin-1")
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, 1000])
+def test_a_later_pass_replays_the_first_pass_decisions(tmp_path, monkeypatch, chunk_rows):
+    from dpkps_core.corpus import cleaning
+
+    path = _write_inputs(tmp_path, _records())["csv"]
+    stream = CorpusStream(path, person_column="patient", chunk_rows=chunk_rows)
+    first = [(c.texts, c.labels, c.persons, c.first) for c in stream.chunks()]
+    report = stream.report
+
+    def no_digests(*args, **kwargs):
+        raise AssertionError("a replayed pass digests no row")
+
+    monkeypatch.setattr(cleaning.RowFilter, "feed", no_digests)
+    assert [(c.texts, c.labels, c.persons, c.first) for c in stream.chunks()] == first
+    assert stream.report == report
