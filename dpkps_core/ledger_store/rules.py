@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import operator
 from typing import Sequence
 
 import numpy as np
@@ -90,50 +91,55 @@ def primary_unit(unit: str) -> str:
     return head if sep and link.startswith(DOCUMENT_PREFIX) else unit
 
 
+def _indexed(kind: str, heads: list[str], links: list[str] | None) -> ReleaseRows:
+    """Rows whose unit strings are ``heads`` (and linked strings ``links``), indexed at C speed."""
+    distinct = dict.fromkeys(heads if links is None else itertools.chain(heads, links))
+    index_of = dict(zip(distinct, range(len(distinct))))
+    n = len(heads)
+    primary = np.fromiter(map(index_of.__getitem__, heads), dtype=np.int64, count=n)
+    other = (np.full(n, -1, dtype=np.int64) if links is None
+             else np.fromiter(map(index_of.__getitem__, links), dtype=np.int64, count=n))
+    if kind == DOCUMENT_KIND:
+        return ReleaseRows(kind, tuple(distinct), primary, other)
+    return ReleaseRows(kind, tuple(distinct), other, primary)
+
+
 def parse_rows(units: Sequence[str]) -> ReleaseRows:
     """Parse one unit string per row (module docstring). A release is all document rows or all person/plain rows;
-    a mix is a programming error (:class:`ParameterError`)."""
+    a mix is a programming error (:class:`ParameterError`). Uniform rows (every row linked, or none) are parsed at
+    C speed; a release mixing linked and plain rows row by row."""
     units = list(units)
     try:
         linked = LINK_SEP in "".join(units)
     except TypeError:
         raise ParameterError("A privacy unit is identified by a string (dpkps_core.budget.unit_strings).") from None
-    if not linked:  # the common case (no person column): every row is its own key string, at C speed
-        documents = sum(map(str.startswith, units, itertools.repeat(DOCUMENT_PREFIX)))
-        if 0 < documents < len(units):
-            raise ParameterError("One release mixes document-unit and person-unit rows; admit each unit separately.")
-        distinct = dict.fromkeys(units)
-        index_of = dict(zip(distinct, range(len(distinct))))
-        ids = np.fromiter(map(index_of.__getitem__, units), dtype=np.int64, count=len(units))
-        none = np.full(len(units), -1, dtype=np.int64)
-        if documents or not units:
-            return ReleaseRows(DOCUMENT_KIND, tuple(distinct), ids, none)
-        return ReleaseRows(PERSON_KIND, tuple(distinct), none, ids)
+    documents = sum(map(str.startswith, units, itertools.repeat(DOCUMENT_PREFIX)))
+    if 0 < documents < len(units):
+        raise ParameterError("One release mixes document-unit and person-unit rows; admit each unit separately.")
+    kind = DOCUMENT_KIND if documents or not units else PERSON_KIND
+    if not linked:  # the common case (no person column): every row is its own key string
+        return _indexed(kind, units, None)
+    split = str.partition if kind == DOCUMENT_KIND else str.rpartition
+    parts = list(map(split, units, itertools.repeat(LINK_SEP)))
+    heads, links = list(map(operator.itemgetter(0), parts)), list(map(operator.itemgetter(2), parts))
+    if kind == DOCUMENT_KIND and all(links):
+        return _indexed(kind, heads, links)
+    if kind == PERSON_KIND and all(heads) and all(map(str.startswith, links, itertools.repeat(DOCUMENT_PREFIX))):
+        return _indexed(kind, heads, links)
     index: dict[str, int] = {}
     doc = np.full(len(units), -1, dtype=np.int64)
     per = np.full(len(units), -1, dtype=np.int64)
-    kinds: set[str] = set()
     setdefault = index.setdefault
-    for i, unit in enumerate(units):
-        if not isinstance(unit, str):
-            raise ParameterError("A privacy unit is identified by a string (dpkps_core.budget.unit_strings).")
-        if unit.startswith(DOCUMENT_PREFIX):
-            kinds.add(DOCUMENT_KIND)
-            head, _, link = unit.partition(LINK_SEP)
+    for i, (head, link) in enumerate(zip(heads, links)):
+        if kind == DOCUMENT_KIND:
             doc[i] = setdefault(head, len(index))
             if link:
                 per[i] = setdefault(link, len(index))
+        elif head and link.startswith(DOCUMENT_PREFIX):
+            per[i] = setdefault(head, len(index))
+            doc[i] = setdefault(link, len(index))
         else:
-            kinds.add(PERSON_KIND)
-            head, sep, link = unit.rpartition(LINK_SEP)
-            if sep and link.startswith(DOCUMENT_PREFIX):
-                per[i] = setdefault(head, len(index))
-                doc[i] = setdefault(link, len(index))
-            else:
-                per[i] = setdefault(unit, len(index))
-    if len(kinds) > 1:
-        raise ParameterError("One release mixes document-unit and person-unit rows; admit each unit separately.")
-    kind = kinds.pop() if kinds else DOCUMENT_KIND
+            per[i] = setdefault(units[i], len(index))
     return ReleaseRows(kind, tuple(index), doc, per)
 
 

@@ -296,3 +296,26 @@ def test_a_ledger_for_one_run_keeps_its_own_label_and_events(tmp_path: Path) -> 
     assert job.total_epsilon == 1.0 and session.total_epsilon == 0.0
     assert [(e.run, e.tool) for e in session.run_events("run-7")] == [("run-7", "app compare")]
     assert session.view().largest_spend == pytest.approx(1.0)        # one store, one corpus
+
+
+def test_release_rows_are_parsed_alike_row_by_row_and_at_c_speed() -> None:
+    from dpkps_core.errors import ParameterError
+    from dpkps_core.ledger_store.rules import parse_rows
+
+    def keyed(units: list[str]) -> list[tuple[str | None, str | None]]:
+        rows = parse_rows(units)
+        name = lambda i: None if i < 0 else rows.strings[i]  # noqa: E731
+        return [(name(d), name(p)) for d, p in zip(rows.document.tolist(), rows.person.tolist())]
+
+    linked = ["person\x1fp\x1edocument\x1fa", "person\x1fp\x1edocument\x1fb", "person\x1fq\x1edocument\x1fa"]
+    assert keyed(linked) == [("document\x1fa", "person\x1fp"), ("document\x1fb", "person\x1fp"),
+                             ("document\x1fa", "person\x1fq")]
+    mixed = linked[:1] + ["person\x1fq"]                              # a plain person string among linked rows
+    assert keyed(mixed) == [("document\x1fa", "person\x1fp"), (None, "person\x1fq")]
+    known = ["document\x1fa\x1eperson\x1fp", "document\x1fb"]         # a person known for one row only
+    assert keyed(known) == [("document\x1fa", "person\x1fp"), ("document\x1fb", None)]
+    assert parse_rows(known).kind == "document" and parse_rows(mixed).kind == "person"
+    with pytest.raises(ParameterError, match="mixes document-unit and person-unit rows"):
+        parse_rows(["document\x1fa", "person\x1fp"])
+    with pytest.raises(ParameterError, match="identified by a string"):
+        parse_rows(["document\x1fa", 3])  # type: ignore[list-item]
