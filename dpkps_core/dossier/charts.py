@@ -64,8 +64,8 @@ def accuracy_chart(rows: Sequence[dict[str, Any]], *, chance: float | None) -> s
     y = 14.0
     for i, r in enumerate(rows):
         mid = y + _BAR / 2
-        colour = _COLOURS[0] if str(r.get("key", "")).startswith("synthetic") else _COLOURS[1]
-        body.append(_text(_LEFT - 8, mid + 4, str(r["label"]), anchor="end", size=11))
+        colour = _COLOURS[0] if r.get("dp") else _COLOURS[1]
+        body.append(_text(_LEFT - 8, mid + 4, str(r.get("short") or r["label"]), anchor="end", size=11))
         if r.get("low") is not None and r.get("high") is not None:
             body.append(f'<line x1="{x(r["low"]):.1f}" y1="{mid:.1f}" x2="{x(r["high"]):.1f}" y2="{mid:.1f}" '
                         f'stroke="{colour}" stroke-width="3"/>')
@@ -83,4 +83,9 @@ def accuracy_chart(rows: Sequence[dict[str, Any]], *, chance: float | None) -> s
         body.append(f'<line x1="{x(chance):.1f}" y1="6" x2="{x(chance):.1f}" y2="{axis:.1f}" stroke="#999" '
                     'stroke-dasharray="4 3"/>')
         body.append(_text(x(chance) + 4, axis - 4, f"majority class {chance:.2f}", size=10, fill="#666"))
-    return _svg(axis + 26, body, "Accuracy, synthetic vs real, with 95 % intervals")
+    legend = axis + 40
+    keys = ((_COLOURS[0], "trained on DP outputs"), (_COLOURS[1], "trained on real data"))
+    for k, (colour, words) in enumerate(keys):
+        body.append(f'<circle cx="{_LEFT + 8 + 190 * k}" cy="{legend - 4}" r="5" fill="{colour}"/>')
+        body.append(_text(_LEFT + 18 + 190 * k, legend, words, size=11))
+    return _svg(legend + 10, body, "Accuracy, synthetic vs real, with 95 % intervals")

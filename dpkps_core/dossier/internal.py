@@ -3,9 +3,9 @@
 Local only — the export refuses the internal edition by name (:data:`dpkps_core.runfolder.INTERNAL_DOSSIER_FILES`):
 the corpus fingerprint (``run_config.json``'s ``corpus_sha256`` of the file, or the app's content fingerprint), the
 local evaluation (``evaluation.json``: downstream accuracy with its bootstrap intervals, precision/recall on
-embeddings, per-class recall, DESIGN §5), the empirical audit's lower bound beside the claimed ε (``audit_report.json``
-when ``dpkps audit --out RUN_FOLDER`` wrote it there), and what the run folder cannot say (left-out counts and the
-corpus's ε to date live in the ledger, DESIGN §2.0) with the command that shows them.
+embeddings, per-class recall, DESIGN §5), the empirical audit's lower bound beside the claimed ε
+(``audit_report.json`` when ``dpkps audit --out RUN_FOLDER`` wrote it there), and what the run folder cannot say
+(left-out counts and the corpus's ε to date live in the ledger, DESIGN §2.0) with the command that shows them.
 """
 
 from __future__ import annotations
@@ -24,6 +24,14 @@ AUDIT_REPORT_NAME = "audit_report.json"
 APP_FINGERPRINT_NAME = "corpus_fingerprint.json"
 
 #: evaluation.json metric key → what it measures, in words.
+METRIC_SHORT: dict[str, str] = {
+    "synthetic_accuracy": "Synthetic documents", "real_baseline_accuracy": "Real documents",
+    "synthetic_accuracy_no_coral": "Synthetic, no CORAL", "synthetic_accuracy_coral": "Synthetic + Deep CORAL",
+    "no_llm_accuracy": "DP keyphrase sequences", "real_keyphrase_baseline_accuracy": "Real keyphrases",
+}
+#: evaluation.json metric keys trained on DP outputs (the others are trained on real data).
+DP_SIDE = frozenset({"synthetic_accuracy", "synthetic_accuracy_no_coral", "synthetic_accuracy_coral",
+                     "no_llm_accuracy"})
 METRIC_LABELS: dict[str, str] = {
     "synthetic_accuracy": "Classifier trained on the synthetic documents",
     "real_baseline_accuracy": "Same classifier trained on as many real documents",
@@ -69,7 +77,8 @@ def accuracy_rows(evaluation: Mapping[str, Any]) -> list[dict[str, Any]]:
         interval = value.get("interval") if isinstance(value.get("interval"), Mapping) else {}
         recall = value.get("per_class_recall") if isinstance(value.get("per_class_recall"), Mapping) else {}
         f1 = value.get("macro_f1") if isinstance(value.get("macro_f1"), Mapping) else {}
-        rows.append({"key": key, "label": METRIC_LABELS.get(key, key.replace("_", " ").capitalize()),
+        label = METRIC_LABELS.get(key, key.replace("_", " ").capitalize())
+        rows.append({"key": key, "label": label, "short": METRIC_SHORT.get(key, label[:28]), "dp": key in DP_SIDE,
                      "mean": float(value["mean"]), "sd": _float(value.get("sd")),
                      "low": _float(interval.get("low")), "high": _float(interval.get("high")),
                      "level": _float(interval.get("level")), "macro_f1": _float(f1.get("mean")),
@@ -134,6 +143,6 @@ def internal_content(run_dir: Path, config: Mapping[str, Any]) -> dict[str, Any]
         "not_in_run_folder": [
             "How many units were left out of each release because their budget was spent, and the corpus's total ε "
             "to date per unit, are kept in the persistent ledger, never in the run folder (DESIGN §2.0): run "
-            "`python -m dpkps_core ledger --corpus <YOUR_CORPUS.csv>` to see them.",
+            "python -m dpkps_core ledger --corpus <YOUR_CORPUS.csv> to see them.",
         ],
     }

@@ -70,6 +70,6 @@ def to_pdf(html: str, out_path: str | Path) -> Path:
 
 def screenshot(html: str, out_path: str | Path, *, width: int = 1000, height: int = 1300) -> Path:
     """A PNG of the first screen of ``html`` (``width`` × ``height`` CSS pixels), e.g. for the README."""
-    if not (200 <= width <= 4000 and 200 <= height <= 6000):
-        raise PrintError("A screenshot is 200–4000 pixels wide and 200–6000 high.")
+    if not (200 <= width <= 4000 and 200 <= height <= 12000):
+        raise PrintError("A screenshot is 200–4000 pixels wide and 200–12000 high.")
     return _run(html, Path(out_path), ["--hide-scrollbars", f"--window-size={width},{height}"], "--screenshot")

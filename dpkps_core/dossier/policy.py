@@ -70,7 +70,7 @@ class Policy:
 _FIELDS = tuple(f.name for f in dataclasses.fields(Policy) if f.name != "source")
 
 
-def policy_from_mapping(data: Mapping[str, Any], *, source: str = "policy") -> Policy:
+def policy_from_mapping(data: Mapping[str, Any], *, source: str = "settings given by the caller") -> Policy:
     """A :class:`Policy` from a mapping (top level, or a ``policy`` table); an unknown key is refused."""
     if isinstance(data.get("policy"), Mapping):
         data = data["policy"]
@@ -81,20 +81,26 @@ def policy_from_mapping(data: Mapping[str, Any], *, source: str = "policy") -> P
     return Policy(**{k: data[k] for k in _FIELDS if k in data}, source=source)
 
 
+def parse_policy(data: bytes | str, *, name: str) -> Policy:
+    """A policy from a file's content (an upload in the app): ``name`` ending in ``.toml`` is TOML, else JSON."""
+    is_toml = name.lower().endswith(".toml")
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        parsed = tomllib.loads(text) if is_toml else json.loads(text)
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise PolicyError(f"The policy file {name!r} is not valid {'TOML' if is_toml else 'JSON'} "
+                          f"({type(exc).__name__}).") from None
+    if not isinstance(parsed, Mapping):
+        raise PolicyError(f"The policy file {name!r} must hold an object of settings.")
+    return policy_from_mapping(parsed, source=name)
+
+
 def load_policy(path: str | Path) -> Policy:
     """Read a policy file: ``.toml`` as TOML, anything else as JSON."""
     p = Path(path)
     if not p.is_file():
         raise PolicyError(f"The policy file {p.name!r} does not exist.")
-    try:
-        text = p.read_text(encoding="utf-8")
-        data = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise PolicyError(f"The policy file {p.name!r} is not valid {'TOML' if p.suffix == '.toml' else 'JSON'} "
-                          f"({type(exc).__name__}).") from None
-    if not isinstance(data, Mapping):
-        raise PolicyError(f"The policy file {p.name!r} must hold an object of settings.")
-    return policy_from_mapping(data, source=p.name)
+    return parse_policy(p.read_bytes(), name=p.name)
 
 
 def as_policy(policy: Policy | Mapping[str, Any] | str | Path | None) -> Policy:

@@ -85,7 +85,8 @@ def guarantee(report: Mapping[str, Any]) -> dict[str, Any]:
     factor_text = f"{factor:.3g}" if factor < 100 else f"{factor:,.0f}" if factor < 1e9 else f"{factor:.3g}"
     sentence = (f"Adding or removing {unit['short']} changes the probability of any output of this release by at "
                 f"most a factor e^ε = e^{format_epsilon(total)} ≈ {factor_text}"
-                + (" (pure ε-differential privacy, δ = 0)." if delta == 0 else f", except with probability δ = {delta:g}."))
+                + (" (pure ε-differential privacy, δ = 0)." if delta == 0
+                   else f", except with probability δ = {delta:g}."))
     person = is_person_unit(report)
     risk = [s.replace("a given document was", "a given person's documents were") if person else s
             for s in risk_sentences(total)] if total > 0 else []
@@ -246,7 +247,8 @@ def nist_checklist(g: Mapping[str, Any], mech: list[dict[str, Any]], noise: Mapp
         {"question": "How many times", "answer": f"{len(mech)} DP release(s) in this run, each once. Later releases "
          "on the same data (other runs) are counted by the data owner's ledger against the cap."},
         {"question": "By which mechanism", "answer": by or "—"},
-        {"question": "Noise sampler", "answer": noise["sampler"] + (f" ({noise['samplers']})" if noise["samplers"] else "")},
+        {"question": "Noise sampler",
+         "answer": noise["sampler"] + (f" ({noise['samplers']})" if noise["samplers"] else "")},
         {"question": "Seed policy", "answer": noise["seed_policy"]},
         {"question": "Budget cap and accounting", "answer": g["cap_policy"]},
         {"question": "Trust model", "answer": "Central DP on the data owner's machine; the LLM and anyone receiving "

@@ -15,6 +15,11 @@ from dpkps_core.dossier.charts import accuracy_chart, epsilon_chart
 from dpkps_core.dossier.labels import format_epsilon, format_value
 
 INTERNAL_MARK = "INTERNAL — NOT FOR RELEASE"
+POLICY_LABELS = {"max_epsilon_per_release": "Maximum ε of one release",
+                 "max_epsilon_per_unit": "Maximum budget cap per unit (ε)",
+                 "required_audit_verdict": "Empirical audit verdict required",
+                 "min_utility_ratio": "Minimum synthetic / real accuracy",
+                 "allow_seeded_demo": "Seeded demo runs allowed"}
 RELEASE_MARK = "Release dossier — DP outputs and public inputs only"
 
 _CSS = """
@@ -63,8 +68,10 @@ def _e(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[Any]], *, numeric: Sequence[int] = ()) -> str:
-    out = ["<table><thead><tr>", *(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
+def _table(head: Sequence[str], rows: Sequence[Sequence[Any]], *, numeric: Sequence[int] = (),
+           widths: Sequence[int] = ()) -> str:
+    cols = "<colgroup>" + "".join(f'<col style="width:{w}%">' for w in widths) + "</colgroup>" if widths else ""
+    out = [f"<table>{cols}<thead><tr>", *(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
     for row in rows:
         out.append("<tr>" + "".join(f'<td class="num">{_e(c)}</td>' if i in numeric else f"<td>{_e(c)}</td>"
                                     for i, c in enumerate(row)) + "</tr>")
@@ -125,7 +132,8 @@ def _settings(c: Mapping[str, Any]) -> str:
     rows = [(s["label"], s["value"], s["meaning"]) for s in c["settings"]]
     note = (f'<p class="small">{c["settings_left_out"]} further recorded setting(s) have no public description and '
             "were left out of this edition.</p>" if c["settings_left_out"] else "")
-    return "<section><h2>3. Settings</h2>" + _table(("Setting", "Value", "Meaning"), rows) + note + "</section>"
+    return ("<section><h2>3. Settings</h2>" + _table(("Setting", "Value", "Meaning"), rows, widths=(36, 24, 40))
+            + note + "</section>")
 
 
 def _generation(c: Mapping[str, Any]) -> str:
@@ -162,10 +170,11 @@ def _samples(c: Mapping[str, Any]) -> str:
 def _inputs_and_nist(c: Mapping[str, Any]) -> str:
     rows = [(r["input"], r["name"], r["licence"], r["sha256"] or "—") for r in c["public_inputs"]]
     nist = [(q["question"], q["answer"]) for q in c["nist_checklist"]]
+    inputs = _table(("Input", "Name", "Licence", "SHA-256"), rows, widths=(18, 16, 40, 26))
     cmds = "\n".join(c["reproduce"]["commands"])
-    return ("<section><h2>6. Public inputs and licences</h2>" + _table(("Input", "Name", "Licence", "SHA-256"), rows)
+    return ("<section><h2>6. Public inputs and licences</h2>" + inputs
             + '</section><section class="page-break"><h2>7. NIST SP 800-226 checklist, answered for this run</h2>'
-            + _table(("Question", "Answer"), nist)
+            + _table(("Question", "Answer"), nist, widths=(28, 72))
             + "</section><section><h2>8. How to reproduce the DP steps</h2><p>The bundle carries "
             "<code>reproduce_config.json</code> (the public settings) and <code>reproduce.md</code>; the private "
             "corpus appears only as a placeholder.</p>" + f"<pre>{_e(cmds)}</pre></section>")
@@ -191,8 +200,8 @@ def _internal(c: Mapping[str, Any]) -> str:
     parts.append("<h3>Not in the run folder</h3><ul>" + "".join(f"<li>{_e(t)}</li>" for t in i["not_in_run_folder"])
                  + "</ul>")
     pol = c["policy"]
-    parts.append("<h3>Policy applied</h3>" + _table(("Setting", "Value"), [
-        (k.replace("_", " "), format_value(v)) for k, v in pol.items() if k != "source"]) + "</section>")
+    parts.append("<h3>Policy applied</h3>" + _table(("Rule", "Value"), [
+        (POLICY_LABELS.get(k, k), format_value(v)) for k, v in pol.items() if k != "source"]) + "</section>")
     return "".join(parts)
 
 

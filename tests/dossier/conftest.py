@@ -13,18 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dossier_helpers import CANARIES
 from eval_toys import BowEmbedder, make_toy_corpus, make_toy_vocabulary
 
 from dpkps_core.llm.backends import LLMBackend
 
-CANARIES = {
-    "file": "CANARYFILE7q2.csv",
-    "text_column": "CANARYCOLTEXT4k",
-    "label_column": "CANARYCOLLABEL9m",
-    "person_column": "CANARYCOLPERS3z",
-    "text": "CANARYTEXTx81",
-    "person": "CANARYPID55w",
-}
 CLASSES = ("sport", "tech", "business")
 
 

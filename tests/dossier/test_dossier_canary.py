@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import CANARIES
+from dossier_helpers import CANARIES
 
 from dpkps_core.dossier import DossierError, build_dossier
 from dpkps_core.export import collect_bundle

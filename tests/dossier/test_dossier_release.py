@@ -6,40 +6,15 @@ import json
 import math
 import re
 import shutil
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from dossier_helpers import visible_text
 
 from dpkps_core.dossier import SCHEMA, SCHEMA_VERSION, DossierError, build_dossier
 from dpkps_core.dossier.labels import PARAMETER_LABELS, PRIVATE_PARAMETER_KEYS
 from dpkps_core.dossier.release import public_inputs
 from dpkps_core.risk import risk_sentences
-
-
-class _Text(HTMLParser):
-    """The visible text of an HTML page (no tags, no CSS)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.parts: list[str] = []
-        self._skip = 0
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        self._skip += tag in ("style", "title")
-
-    def handle_endtag(self, tag: str) -> None:
-        self._skip -= tag in ("style", "title")
-
-    def handle_data(self, data: str) -> None:
-        if not self._skip:
-            self.parts.append(data)
-
-
-def visible_text(html: str) -> str:
-    p = _Text()
-    p.feed(html)
-    return " ".join(" ".join(p.parts).split())
 
 
 def test_release_edition_of_a_cli_run_answers_every_question(dossier_runs: dict[str, Path]) -> None:
