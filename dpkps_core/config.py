@@ -304,15 +304,18 @@ def load_config_corpus(config: SamplingConfig) -> Corpus:
                                              **load_limits_of(config)))
 
 
-def load_limits_of(config: SamplingConfig) -> dict[str, Any]:
-    """The loader's limit arguments a configuration sets (``max_bytes`` / ``max_documents`` for
-    :func:`~dpkps_core.corpus.load_corpus`): only those it sets; a limit left at None keeps the deployment's
-    default (:class:`~dpkps_core.corpus.limits.LoadLimits`), 0 removes it."""
+def load_limits_of(config: SamplingConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """The loader's limit arguments a configuration (or a ``run_config.json`` read back) sets (``max_bytes`` /
+    ``max_documents`` for :func:`~dpkps_core.corpus.load_corpus`): only those it sets; a limit left at None keeps
+    the deployment's default (:class:`~dpkps_core.corpus.limits.LoadLimits`), 0 removes it."""
+    get = config.get if isinstance(config, Mapping) else (lambda name: getattr(config, name))
     out: dict[str, Any] = {}
-    if config.max_corpus_bytes is not None:
-        out["max_bytes"] = config.max_corpus_bytes
-    if config.max_documents is not None:
-        out["max_documents"] = config.max_documents
+    for setting, argument in (("max_corpus_bytes", "max_bytes"), ("max_documents", "max_documents")):
+        value = get(setting)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ParameterError(f"{setting} must be a whole number ≥ 0 (0 = no limit), got {value!r}.")
+            out[argument] = value
     return out
 
 

@@ -154,3 +154,25 @@ def test_config_carries_the_limits(tmp_path):
         load_config_corpus(cfg.replace(max_documents=10))
     with pytest.raises(ParameterError, match="max_documents must be a whole number"):
         SamplingConfig(max_documents=-1)
+
+
+def test_ledger_command_and_run_config_carry_the_limits(tmp_path, capsys, monkeypatch):
+    from dpkps_core.cli import main
+    from dpkps_core.cli.generate import _private_texts
+    from dpkps_core.config import load_limits_of
+
+    monkeypatch.setenv("DPKPS_LEDGER_DIR", str(tmp_path / "ledgers"))
+    p = _many_rows_csv(tmp_path)
+    assert main(["ledger", "--corpus", str(p), "--max-documents", "50"]) == 2
+    assert "over the limit of 50 set by max_documents" in capsys.readouterr().err
+    assert load_limits_of({"max_documents": 0, "max_corpus_bytes": None}) == {"max_documents": 0}
+    with pytest.raises(ParameterError, match="max_documents must be a whole number"):
+        load_limits_of({"max_documents": "many"})
+    # a run sampled with --max-documents 0 checks its few-shot examples against all of its corpus, not none
+    run = tmp_path / "run"
+    run.mkdir()
+    config = SamplingConfig(corpus=str(p), classes=("a", "b"), max_documents=0).to_run_dict()
+    (run / "run_config.json").write_text(__import__("json").dumps(config))
+    monkeypatch.setenv("DPKPS_MAX_DOCUMENTS", "100")
+    texts = _private_texts(None, run)
+    assert texts is not None and len(texts) == 200

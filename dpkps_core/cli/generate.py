@@ -155,6 +155,7 @@ def _private_texts(private_corpus: str | None, *run_dirs: Path) -> list[str] | N
     """The private documents few-shot examples are checked against, on this machine (DESIGN §2.5): those of
     ``--private-corpus``, else of the corpus the run was sampled from (``run_config.json``: its local path or demo
     spec, with its text and label columns). None when no corpus is known."""
+    from dpkps_core.config import load_limits_of
     from dpkps_core.corpus import load_corpus_spec
     from dpkps_core.errors import DPKPSError
 
@@ -170,7 +171,8 @@ def _private_texts(private_corpus: str | None, *run_dirs: Path) -> list[str] | N
     if not isinstance(spec, str) or not spec:
         return None
     try:
-        corpus = load_corpus_spec(spec, text_column=cfg.get("text_column"), label_column=cfg.get("label_column"))
+        corpus = load_corpus_spec(spec, text_column=cfg.get("text_column"), label_column=cfg.get("label_column"),
+                                  **load_limits_of(cfg))  # the run's own size limits (corpus/limits.py)
     except DPKPSError:
         if private_corpus:
             raise

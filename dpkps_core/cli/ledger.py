@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpkps_core.cli.common import add_encoding_argument
+from dpkps_core.cli.common import add_encoding_argument, add_limit_arguments, limits_from_args
 from dpkps_core.config import DEFAULT_EPSILON_CAP
 from dpkps_core.ledger_store import CorpusView, LedgerStore, PersistentLedger, open_corpus_ledger
 
@@ -126,7 +126,7 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
     from dpkps_core.corpus import load_corpus_spec
 
     corpus = load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column,
-                              person_column=args.person_column, encoding=args.encoding)
+                              person_column=args.person_column, encoding=args.encoding, **limits_from_args(args))
     person = args.person_column is not None
     units = unit_strings(corpus, by_person=person)
     store: LedgerStore | None = None
@@ -184,6 +184,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "budget is the same under any label)")
     p.add_argument("--person-column", help="the privacy unit is a person: show the budgets of this column's persons")
     add_encoding_argument(p)  # the same file, decoded as `sample` decoded it: the same documents in the ledger
+    add_limit_arguments(p)  # the same size limits as `sample` (corpus/limits.py)
     p.add_argument("--epsilon-cap", type=_positive, default=None,
                    help="set the cap of this corpus's documents (persons) on their total ε over all releases; the "
                         "change is recorded")
