@@ -3,7 +3,6 @@ of the release edition's first page, saved under the test's tmp_path. Skipped, w
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -50,8 +49,6 @@ def test_release_pdf_and_first_page_screenshot(dossier_runs: dict[str, Path], tm
     png = screenshot(html, tmp_path / "release_first_page.png")
     data = png.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000  # a rendered page, not a blank one
-    if os.environ.get("DPKPS_DOSSIER_README_PNG"):  # how docs/dossier_release.png was made (once, by hand)
-        screenshot(html, os.environ["DPKPS_DOSSIER_README_PNG"], width=900, height=1150)
 
 
 def test_report_pdf_from_the_command_line(dossier_runs: dict[str, Path], tmp_path: Path) -> None:
