@@ -176,3 +176,14 @@ def test_ledger_command_and_run_config_carry_the_limits(tmp_path, capsys, monkey
     monkeypatch.setenv("DPKPS_MAX_DOCUMENTS", "100")
     texts = _private_texts(None, run)
     assert texts is not None and len(texts) == 200
+
+
+def test_the_audit_reads_raw_rows_with_the_runs_limits(tmp_path, monkeypatch):
+    from dpkps_core.audit.raw import raw_table_for
+
+    p = _many_rows_csv(tmp_path)
+    monkeypatch.setenv("DPKPS_MAX_DOCUMENTS", "100")
+    with pytest.raises(CorpusError, match="over the limit of 100 set by max_documents"):
+        raw_table_for(SamplingConfig(corpus=str(p), classes=("a", "b")))
+    table = raw_table_for(SamplingConfig(corpus=str(p), classes=("a", "b"), max_documents=0))
+    assert len(table) == 200 and len(table.load_corpus()) == 200

@@ -179,8 +179,9 @@ def read_raw_table(
     unknown = set(load_options) - set(_LOAD_OPTIONS)
     if unknown:
         raise ParameterError(f"Unknown loader option(s) for the audit: {', '.join(sorted(unknown))}.")
+    limits = {"max_documents": load_options["max_documents"]} if "max_documents" in load_options else {}
     raw = read_rows(source, filename=filename, text_column=text_column, label_column=label_column,
-                    person_column=person_column, max_documents=int(load_options.get("max_documents", 200_000)))
+                    person_column=person_column, **limits)  # else the deployment's limits (corpus/limits.py)
     display = Path(str(filename or raw.source)).name
     options = {"text_column": text_column, "label_column": label_column, "person_column": person_column,
                "classes": tuple(classes) if classes else None, **load_options}
@@ -210,5 +211,6 @@ def raw_table_for(config: SamplingConfig) -> RawTable:
         return RawTable(raw.columns, rows, "text", "label", raw.person_column, options, spec)
     if not Path(spec).exists():
         raise CorpusError(f"The corpus file {spec!r} does not exist.")
+    limits = {"max_documents": config.max_documents} if config.max_documents is not None else {}
     return read_raw_table(spec, text_column=config.text_column, label_column=config.label_column,
-                          person_column=config.person_column, classes=config.classes)
+                          person_column=config.person_column, classes=config.classes, **limits)
