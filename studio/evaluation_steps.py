@@ -11,11 +11,12 @@ import numpy as np
 
 from dpkps_core.embeddings import DEFAULT_MODEL, embed_texts
 from dpkps_core.errors import CorpusError, ParameterError
-from studio import run_view, tenancy
+from studio import run_view
 from studio.jobs import Job, start_job
 from studio.resources import embedder, embedding_cache, local_backend, offline_backend
 from studio.session import (corpus, current_config, documents, ledger, memo_embedder, public_vocabulary, run_dir,
                             split, ss, term_counts, test_part)
+from studio.tenancy import runs_root
 
 
 def _embedding_model() -> str:
@@ -67,7 +68,7 @@ def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per
         test_fraction=float(s["test_fraction"]))
     joint_eps, _ = settings.joint_cost()
     led.require(joint_eps, f"this comparison of {len(methods)} method(s) on the same data (joint cost)")
-    out = tenancy.runs_root() / f"compare-{uuid.uuid4().hex[:8]}"  # the tenant's own runs (DESIGN §2.0)
+    out = runs_root() / f"compare-{uuid.uuid4().hex[:8]}"  # the tenant's own runs root (DESIGN §2.0)
     emb = memo_embedder(DEFAULT_MODEL, s.get("device"))
     vocab = public_vocabulary()
     # a local model (the user's own folder when chosen on page 6, else SmolLM2) on the device setting
