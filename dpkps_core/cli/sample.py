@@ -10,6 +10,7 @@ from dpkps_core.config import LIMITS, SamplingConfig, load_config_corpus, load_v
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import EmbeddingCache, get_embedder
+from dpkps_core.errors import ParameterError
 from dpkps_core.pipeline import run_sampling, seeded_embedding_cache, write_run_folder
 
 
@@ -61,6 +62,14 @@ def config_from_file(args: argparse.Namespace) -> SamplingConfig:
     from dpkps_core.cli.common import parse_classes
     from dpkps_core.dossier.reproduce import read_config_file
 
+    defaults = argparse.ArgumentParser()
+    add_sampling_arguments(defaults)
+    corpus_options = {"corpus", "text_column", "label_column", "person_column", "classes", "classes_file"}
+    changed = [f"--{k.replace('_', '-')}" for k, v in vars(defaults.parse_args([])).items()
+               if k not in corpus_options and getattr(args, k, v) != v]
+    if changed:
+        raise ParameterError(f"--config FILE holds the sampling settings; change {', '.join(changed)} in the file, "
+                             "not beside it (only the corpus options go on the command line).")
     corpus = args.corpus if args.corpus != SamplingConfig().corpus else None
     return read_config_file(args.config, corpus=corpus, text_column=args.text_column, label_column=args.label_column,
                             person_column=args.person_column, classes=parse_classes(args.classes, args.classes_file))

@@ -99,10 +99,7 @@ class Dossier:
                 REPRODUCE_MD: self.reproduce_markdown.encode("utf-8"), REPRODUCE_CONFIG: config.encode("utf-8")}
 
 
-def _read(folder: runfolder.RunFolder, path: Path) -> dict[str, Any]:
-    if path.is_symlink():
-        raise DossierError(f"{path.name} in the run folder is a symbolic link; a dossier is built only from the run "
-                           "folder's own files.")
+def _read(path: Path) -> dict[str, Any]:
     try:
         data = runfolder.read_json(path) if path.is_file() else {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -113,7 +110,11 @@ def _read(folder: runfolder.RunFolder, path: Path) -> dict[str, Any]:
 def _release_content(run_dir: Path, *, sample_documents: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """(release content, the run's raw config) from the run folder's releasable files."""
     folder = runfolder.RunFolder(run_dir)
-    report, config = _read(folder, folder.privacy_report), _read(folder, folder.config)
+    for name in runfolder.RELEASABLE_FILES + runfolder.LOCAL_FILES:  # what a dossier reads: the folder's own files
+        if (run_dir / name).is_symlink():
+            raise DossierError(f"{name} in the run folder is a symbolic link; a dossier is built only from the run "
+                               "folder's own files.")
+    report, config = _read(folder.privacy_report), _read(folder.config)
     if not report:
         raise DossierError(f"The run folder {run_dir.name} has no privacy report; run the sampling step first.")
     state = folder.read_state()
@@ -122,12 +123,12 @@ def _release_content(run_dir: Path, *, sample_documents: int) -> tuple[dict[str,
     noise = release.noise_words(report)
     docs, n_docs = release.sample_documents(run_dir, limit=sample_documents)
     n_seq = sum(1 for _ in runfolder.iter_jsonl(folder.sequences))
-    vocab = _read(folder, folder.vocabulary)
+    vocab = _read(folder.vocabulary)
+    public_v = report.get("vocabulary") if isinstance(report.get("vocabulary"), Mapping) else {}
     counts = {"sequences": n_seq, "documents": n_docs,
               "failed_generations": len(runfolder.read_failures(run_dir)),
               "private_vocabulary_terms": len(vocab.get("terms") or []),
-              "public_vocabulary_terms": (report.get("vocabulary") or {}).get("public_size")
-              if isinstance(report.get("vocabulary"), Mapping) else None}
+              "public_vocabulary_terms": public_v.get("public_size")}
     settings, unlabelled = release.settings(report, config)
     inputs = release.public_inputs(report, config)
     classes = report.get("classes") or config.get("classes") or []

@@ -12,8 +12,9 @@ mechanism, the noise sampler and the seed policy — :func:`nist_checklist` answ
 
 from __future__ import annotations
 
+import hashlib
 import math
-import re
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -265,8 +266,6 @@ def run_created(run_dir: Path) -> str:
     if m:
         d, t = m["date"], m["time"]
         return f"{d[:4]}-{d[4:6]}-{d[6:]} {t[:2]}:{t[2:4]}:{t[4:]} UTC"
-    import time
-
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(run_dir.stat().st_mtime))
 
 
@@ -274,8 +273,6 @@ def safe_run_id(run_dir: Path) -> str:
     """The run id as released: the folder name when :func:`runfolder.create_run_dir` made it (it holds no corpus
     name), else ``run-`` + the first 12 hex digits of the SHA-256 of its ``privacy_report.json`` (a DP output) — a
     folder a user named by hand might carry a private file's name."""
-    import hashlib
-
     if _RUN_NAME.match(run_dir.name):
         return run_dir.name
     report = run_dir / runfolder.PRIVACY_REPORT_FILE

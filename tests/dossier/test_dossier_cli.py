@@ -95,6 +95,7 @@ def test_sample_config_reproduces_a_seeded_run(dossier_runs: dict[str, Path], tm
     ({"corpus": "demo:bbc", "eps_vocab": 1}, [], "unknown setting(s) eps_vocab"),
     ([1, 2], [], "must hold a JSON object"),
     ({"corpus": "demo:bbc", "eps_voc": -1}, [], "ε_voc must be a finite number > 0"),
+    ({"corpus": "demo:bbc"}, ["--eps-voc", "3", "--seed", "1"], "change --eps-voc, --seed in the file"),
 ])
 def test_sample_config_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: object,
                                            extra: list[str], message: str) -> None:

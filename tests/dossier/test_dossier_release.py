@@ -136,3 +136,13 @@ def test_refusals(dossier_runs: dict[str, Path], tmp_path: Path) -> None:
         build_dossier(tmp_path / "empty")
     with pytest.raises(DossierError, match="sample_documents"):
         build_dossier(dossier_runs["cli"], sample_documents=-1)
+
+
+def test_a_linked_file_in_the_run_folder_is_refused(canary_copy: Path) -> None:
+    """A dossier is built from the run folder's own files: a link named documents.jsonl could point anywhere
+    (the private corpus)."""
+    target = canary_copy / "linked.jsonl"
+    (canary_copy / "documents.jsonl").rename(target)
+    (canary_copy / "documents.jsonl").symlink_to(target)
+    with pytest.raises(DossierError, match="symbolic link"):
+        build_dossier(canary_copy)
