@@ -170,14 +170,27 @@ def test_flags_a_split_that_reshuffles_the_corpus(monkeypatch: pytest.MonkeyPatc
 
 
 def test_flags_a_density_with_too_little_noise(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Broken mechanism (c): the keyphrase density adds noise for 1000·ε_kde (a scale bug); the density stage
-    sees the removed document's own term vanish from its class's sequences."""
+    """Broken mechanism (c): the keyphrase density charges ε_kde but adds noise for 1000·ε_kde (a scale bug: the
+    noise drawn is 1000× too small; charging 1000·ε_kde instead is refused by the admission ticket); the density
+    stage sees the removed document's own term vanish from its class's sequences."""
     import dpkps_core.pipeline as pl
 
     real = pl.build_smoothed_histogram_density
 
-    def too_little_noise(*args, epsilon, **kwargs):
-        return real(*args, epsilon=epsilon * 1000, **kwargs)
+    class Quieter:
+        """The release's noise source with every Laplace scale divided by 1000."""
+
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+        def add_laplace(self, values, *, scale, **kw):
+            return self._inner.add_laplace(values, scale=scale / 1000, **kw)
+
+    def too_little_noise(*args, noise, **kwargs):
+        return real(*args, noise=Quieter(noise), **kwargs)
 
     monkeypatch.setattr(pl, "build_smoothed_histogram_density", too_little_noise)
     corpus, vocab, config = synthetic(60)
