@@ -19,7 +19,7 @@ fresh pass over the input. The limits (:mod:`.limits`) are checked as the rows c
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -31,7 +31,7 @@ from dpkps_core.corpus.formats import (check_encoding, check_file_format, guess_
                                        zip_unpacked_size)
 from dpkps_core.corpus.limits import DEFAULT_LIMIT, LoadLimits
 from dpkps_core.corpus.model import LoadReport
-from dpkps_core.corpus.tables import (Chunk, PART_FORMATS, Table, part_files, parts_table, table_of,
+from dpkps_core.corpus.tables import (Chunk, Meter, PART_FORMATS, Table, part_files, parts_table, table_of,
                                       txt_files, txt_folder_chunks, txt_zip_chunks)
 from dpkps_core.corpus.textstream import ByteSource
 from dpkps_core.errors import CorpusError, ParameterError
@@ -81,6 +81,12 @@ class InputTable:
     zip_data: bytes | None = None    # a ZIP of .txt files
     files: tuple[Path, ...] = ()     # the files on disk it reads (checked for changes before each pass)
     stamp: tuple[Any, ...] = ()      # their (size, modification time) when it was opened
+    txt_meter: Meter = field(default_factory=Meter)  # how far a pass over .txt files has read
+
+    @property
+    def fraction_read(self) -> float:
+        """How much of the input the current pass has read, from 0 to 1."""
+        return self.table.meter.value if self.table is not None else self.txt_meter.value
 
     def check_unchanged(self) -> None:
         """Refuse a pass when a file it reads changed on disk since the input was opened: every pass of the
@@ -98,10 +104,11 @@ class InputTable:
         """A fresh pass over the rows: chunks of the requested columns' raw values."""
         if self.table is not None:
             return self.table.read(columns, chunk_rows)
+        self.txt_meter.value = 0.0
         if self.zip_data is not None:
-            return txt_zip_chunks(self.zip_data, self.txt or [], encoding, chunk_rows)
+            return txt_zip_chunks(self.zip_data, self.txt or [], encoding, chunk_rows, self.txt_meter)
         assert self.folder is not None
-        return txt_folder_chunks(self.folder, self.txt or [], encoding, chunk_rows)
+        return txt_folder_chunks(self.folder, self.txt or [], encoding, chunk_rows, self.txt_meter)
 
 
 def _stamp(files: Sequence[Path]) -> tuple[Any, ...]:
@@ -243,6 +250,13 @@ class CorpusStream:
     def columns(self) -> list[str]:
         """The input's column names, in file order (each once)."""
         return list(dict.fromkeys(self.input.columns))
+
+    @property
+    def fraction_read(self) -> float:
+        """How much of the input the current pass has read, from 0 to 1 (bytes of a text file, rows of a Parquet
+        file, files of a folder): with the documents done and the time taken, a pass's rate and ETA — a fraction,
+        never a private count."""
+        return self.input.fraction_read
 
     def raw_chunks(self, columns: Sequence[str] | None = None) -> Iterator[Chunk]:
         """One pass over the raw cells of ``columns`` (default: every column), nothing cleaned or dropped. Past

@@ -23,7 +23,7 @@ import io
 import json
 import re
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterator, Sequence
 
@@ -34,13 +34,30 @@ from dpkps_core.errors import CorpusError
 Chunk = dict[str, list[Any]]
 
 
+class Meter:
+    """How much of the input the current pass has read, from 0 to 1 (bytes of a text file, rows of a Parquet file,
+    files of a folder): a progress bar's fraction and an ETA's basis, with no private count in it."""
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def of_bytes(self, handle: Any, size: int) -> None:
+        """The fraction of ``size`` bytes ``handle`` (a binary file) has read (1 once it is closed)."""
+        try:
+            self.value = min(1.0, handle.tell() / size) if size else 1.0
+        except (ValueError, OSError):
+            self.value = 1.0
+
+
 @dataclass
 class Table:
     """A tabular input: ``columns`` in file order and ``read(columns, chunk_rows)``, a fresh pass over its rows
-    as chunks of the requested columns' raw values (each pass reads the input again)."""
+    as chunks of the requested columns' raw values (each pass reads the input again); ``meter`` says how far the
+    current pass has read."""
 
     columns: list[str]
     read: Callable[[Sequence[str], int], Iterator[Chunk]]
+    meter: Meter = field(default_factory=Meter)
 
 
 # ---------------------------------------------------------------------------------------------- CSV / TSV
@@ -54,16 +71,22 @@ def _csv_error(exc: Exception, fmt: str) -> CorpusError:
                        "broken quotes); check the delimiter and quoting, or export it again from your spreadsheet.")
 
 
-def _csv_frames(source: ByteSource, fmt: str, encoding: str, sep: str, chunk_rows: int) -> Iterator[Any]:
+def _csv_frames(source: ByteSource, fmt: str, encoding: str, sep: str, chunk_rows: int,
+                meter: Meter | None = None) -> Iterator[Any]:
     """The file's rows as DataFrames of at most ``chunk_rows`` rows (at least one, maybe empty: the header)."""
     import pandas as pd
 
+    meter = meter or Meter()
+    size = source.size
     with open_text(source, encoding=encoding) as text:
         try:
             reader = pd.read_csv(text, sep=sep, dtype=str, keep_default_na=False, na_values=[],
                                  chunksize=max(1, chunk_rows))
             with reader:
-                yield from reader
+                for df in reader:
+                    meter.of_bytes(text.buffer, size)
+                    yield df
+            meter.value = 1.0
         except pd.errors.EmptyDataError:
             raise CorpusError("The file is empty; choose a file that contains documents.") from None
         except (pd.errors.ParserError, csv.Error) as exc:
@@ -79,21 +102,27 @@ def csv_table(source: ByteSource, fmt: str, encoding: str) -> Table:
     _check_header(first)
     columns = [str(c) for c in first.columns]
 
+    meter = Meter()
+
     def read(cols: Sequence[str], chunk_rows: int) -> Iterator[Chunk]:
-        for df in _csv_frames(source, fmt, encoding, sep, chunk_rows):
+        meter.value = 0.0
+        for df in _csv_frames(source, fmt, encoding, sep, chunk_rows, meter):
             df = df.loc[:, ~df.columns.duplicated()]
             yield {c: df[c].tolist() for c in cols}
 
-    return Table(columns, read)
+    return Table(columns, read, meter)
 
 
 # ---------------------------------------------------------------------------------------------- JSON
 
 
-def _jsonl_records(source: ByteSource, encoding: str) -> Iterator[dict[str, Any]]:
+def _jsonl_records(source: ByteSource, encoding: str, meter: Meter | None = None) -> Iterator[dict[str, Any]]:
     """The objects of a JSON Lines file, one per non-blank line (its line number in every error)."""
+    size = source.size
     with open_text(source, encoding=encoding) as text:
         for lineno, line in enumerate(iter_lines(text), start=1):
+            if meter is not None:
+                meter.of_bytes(text.buffer, size)
             if not line.strip():
                 continue
             try:
@@ -104,6 +133,8 @@ def _jsonl_records(source: ByteSource, encoding: str) -> Iterator[dict[str, Any]
             if not isinstance(obj, dict):
                 raise CorpusError(f"Line {lineno} of the JSONL file is not a JSON object; put one object per line.")
             yield obj
+    if meter is not None:
+        meter.value = 1.0
 
 
 def _records_chunks(records: Iterator[dict[str, Any]], cols: Sequence[str], chunk_rows: int) -> Iterator[Chunk]:
@@ -150,9 +181,17 @@ def json_table(source: ByteSource, fmt: str, encoding: str) -> Table:
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
             raise CorpusError("The JSON file must be an array of objects, one per document.")
         columns = _key_union(iter(data))
-        return Table(columns, lambda cols, n: _records_chunks(iter(data), cols, n))
+        whole = Meter()
+
+        def read_array(cols: Sequence[str], n: int) -> Iterator[Chunk]:
+            for k, chunk in enumerate(_records_chunks(iter(data), cols, n), start=1):
+                whole.value = min(1.0, k * n / max(len(data), 1))
+                yield chunk
+
+        return Table(columns, read_array, whole)
     columns = _key_union(_jsonl_records(source, encoding))
-    return Table(columns, lambda cols, n: _records_chunks(_jsonl_records(source, encoding), cols, n))
+    lines = Meter()
+    return Table(columns, lambda cols, n: _records_chunks(_jsonl_records(source, encoding, lines), cols, n), lines)
 
 
 # ---------------------------------------------------------------------------------------------- Parquet
@@ -189,21 +228,28 @@ def parquet_table(source: ByteSource) -> Table:
     except Exception:  # noqa: BLE001 - any pyarrow failure means an unreadable file
         raise _parquet_error(head) from None
 
+    meter = Meter()
+
     def read(cols: Sequence[str], chunk_rows: int) -> Iterator[Chunk]:
+        meter.value = 0.0
         with source.open() as fh:
             try:
                 pf = pq.ParquetFile(fh)
-                if pf.metadata.num_rows == 0:
+                total, done = pf.metadata.num_rows, 0
+                if total == 0:
+                    meter.value = 1.0
                     yield {c: [] for c in cols}
                     return
                 for batch in pf.iter_batches(batch_size=max(1, chunk_rows), columns=list(dict.fromkeys(cols))):
+                    done += batch.num_rows
+                    meter.value = done / total
                     yield _batch_chunk(batch, cols)
             except CorpusError:
                 raise
             except Exception:  # noqa: BLE001
                 raise _parquet_error(head) from None
 
-    return Table(columns, read)
+    return Table(columns, read, meter)
 
 
 def table_of(source: ByteSource, fmt: str, encoding: str) -> Table:
@@ -246,11 +292,17 @@ def parts_table(folder: Path, parts: list[Path], encoding: str) -> Table:
             raise CorpusError(f"The part '{p.relative_to(folder).as_posix()}' has other columns than "
                               f"'{parts[0].relative_to(folder).as_posix()}'; every part needs the same columns.")
 
-    def read(cols: Sequence[str], chunk_rows: int) -> Iterator[Chunk]:
-        for _, t in tables:
-            yield from t.read(cols, chunk_rows)
+    meter = Meter()
 
-    return Table(columns, read)
+    def read(cols: Sequence[str], chunk_rows: int) -> Iterator[Chunk]:
+        meter.value = 0.0
+        for k, (_, t) in enumerate(tables):
+            for chunk in t.read(cols, chunk_rows):
+                meter.value = (k + t.meter.value) / len(tables)
+                yield chunk
+        meter.value = 1.0
+
+    return Table(columns, read, meter)
 
 
 def _parquet_dataset(folder: Path, parts: list[Path]) -> Table:
@@ -272,18 +324,24 @@ def _parquet_dataset(folder: Path, parts: list[Path]) -> Table:
                               f"'{parts[0].relative_to(folder).as_posix()}'; every part needs the same columns.")
     columns = [str(n) for n in dataset.schema.names]
 
+    meter = Meter()
+
     def read(cols: Sequence[str], chunk_rows: int) -> Iterator[Chunk]:
         wanted = list(dict.fromkeys(cols))
+        meter.value = 0.0
         try:
-            for fragment in fragments:  # in path order, one after the other
+            for k, fragment in enumerate(fragments):  # in path order, one after the other
+                rows, done = max(fragment.metadata.num_rows, 1), 0
                 for batch in fragment.to_batches(schema=dataset.schema, columns=wanted,
                                                  batch_size=max(1, chunk_rows), use_threads=False):
+                    done += batch.num_rows
+                    meter.value = (k + min(done / rows, 1.0)) / len(fragments)
                     yield _batch_chunk(batch, cols)
         except Exception:  # noqa: BLE001
             raise CorpusError("A Parquet part in the folder could not be read (it may be damaged); export it "
                               "again.") from None
 
-    return Table(columns, read)
+    return Table(columns, read, meter)
 
 
 # ---------------------------------------------------------------------------------------------- .txt files
@@ -295,8 +353,10 @@ def txt_files(folder: Path) -> list[Path]:
     return [p for p in files if not _skip_member(p.relative_to(folder).parts)]
 
 
-def txt_folder_chunks(folder: Path, files: list[Path], encoding: str, chunk_rows: int) -> Iterator[Chunk]:
+def txt_folder_chunks(folder: Path, files: list[Path], encoding: str, chunk_rows: int,
+                      meter: Meter | None = None) -> Iterator[Chunk]:
     """(text, label = the folder holding each file) of the .txt files, each decoded with ``encoding``."""
+    meter = meter or Meter()
     for start in range(0, len(files), max(1, chunk_rows)):
         chunk: Chunk = {"text": [], "label": []}
         for p in files[start:start + chunk_rows]:
@@ -304,11 +364,14 @@ def txt_folder_chunks(folder: Path, files: list[Path], encoding: str, chunk_rows
             raw = p.read_bytes()
             chunk["text"].append(decode_text(raw, what=f"file '{rel.as_posix()}'", encoding=encoding) if raw else "")
             chunk["label"].append(rel.parts[-2] if len(rel.parts) > 1 else "")
+        meter.value = min(start + chunk_rows, len(files)) / len(files)
         yield chunk
 
 
-def txt_zip_chunks(data: bytes, names: Sequence[str], encoding: str, chunk_rows: int) -> Iterator[Chunk]:
+def txt_zip_chunks(data: bytes, names: Sequence[str], encoding: str, chunk_rows: int,
+                   meter: Meter | None = None) -> Iterator[Chunk]:
     """(text, label = the folder holding each file) of the ZIP's .txt members ``names``, in that order."""
+    meter = meter or Meter()
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         for start in range(0, len(names), max(1, chunk_rows)):
             chunk: Chunk = {"text": [], "label": []}
@@ -317,4 +380,5 @@ def txt_zip_chunks(data: bytes, names: Sequence[str], encoding: str, chunk_rows:
                 parts = PurePosixPath(name).parts
                 chunk["text"].append(decode_text(raw, what=f"file '{name}'", encoding=encoding) if raw else "")
                 chunk["label"].append(parts[-2] if len(parts) > 1 else "")
+            meter.value = min(start + chunk_rows, len(names)) / len(names)
             yield chunk

@@ -265,3 +265,23 @@ def test_a_later_pass_replays_the_first_pass_decisions(tmp_path, monkeypatch, ch
     monkeypatch.setattr(cleaning.RowFilter, "feed", no_digests)
     assert [(c.texts, c.labels, c.persons, c.first) for c in stream.chunks()] == first
     assert stream.report == report
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "json", "parquet", "parts", "csv_parts"])
+def test_the_fraction_read_grows_to_one(tmp_path, monkeypatch, fmt):
+    monkeypatch.setattr(textstream, "BLOCK_BYTES", 1024)  # the text readers' read-ahead, smaller than the file
+    path = _write_inputs(tmp_path, _records(20_000 if fmt == "csv" else 300))[fmt]  # pandas reads ahead 256 KB
+    stream = CorpusStream(path, chunk_rows=20 if fmt != "csv" else 2000)
+    seen = [stream.fraction_read for _ in stream.chunks()]
+    assert seen == sorted(seen) and 0 < seen[0] < 1 and stream.fraction_read == 1.0
+    again = [stream.fraction_read for _ in stream.chunks()]  # a replayed pass starts again from 0
+    assert again[0] < 1 and stream.fraction_read == 1.0
+
+
+def test_the_fraction_read_of_txt_files(tmp_path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for i in range(10):
+            zf.writestr(f"{'ab'[i % 2]}/{i}.txt", f"Document {i} of the zip, long enough to keep.")
+    stream = CorpusStream(buf.getvalue(), filename="d.zip", chunk_rows=4)
+    assert [round(stream.fraction_read, 1) for _ in stream.chunks()] == [0.4, 0.8, 1.0]
