@@ -25,7 +25,9 @@ pass ends, also on error.
 
 Workers: the maps run in a local process pool (``workers``; default ``$DPKPS_WORKERS``, else the usable CPUs; 1
 runs them inline), at most ``2·workers`` chunks in flight. Noise, admission and the ledger stay with the caller
-(the driver). Nothing here logs, prints or writes document text.
+(the driver). ``progress`` is called after each chunk with the documents done; one that raises (the user's
+Cancel) stops the pass between chunks — the pool is shut down, the person spill removed, nothing released. Nothing
+here logs, prints or writes document text.
 """
 
 from __future__ import annotations

@@ -128,3 +128,25 @@ def test_worker_setting(monkeypatch):
         default_workers()
     monkeypatch.delenv("DPKPS_WORKERS")
     assert default_workers() >= 1
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_progress_callback_that_raises_cancels_between_chunks(workers, tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the person spill's folder goes
+    texts, labels, persons = _corpus(60)
+    seen: list[int] = []
+
+    class Cancelled(Exception):
+        pass
+
+    def progress(done: int) -> None:
+        seen.append(done)
+        if done >= 20:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        vocabulary_pass(chunked(texts, labels, persons, size=10), TERMS, terms_per_doc=S, by_person=True,
+                        workers=workers, progress=progress)
+    assert seen == [10, 20] and not list(tmp_path.iterdir())  # stopped at once; the spill folder is gone
