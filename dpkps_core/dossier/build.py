@@ -152,11 +152,14 @@ def _release_content(run_dir: Path, *, sample_documents: int) -> tuple[dict[str,
 
 def _private_hints(config: Mapping[str, Any]) -> list[str]:
     """Strings that name or fingerprint the private corpus, as the run folder recorded them (local only)."""
-    hints = []
+    hints: list[str] = []
     state = config.get("_state") or {}
+    specs = [v for v in (config.get("corpus"), state.get("corpus_spec")) if isinstance(v, str)]
+    if any(v.startswith("demo:") for v in specs):  # a public demo corpus: its name is public
+        return []
     for value in (config.get("corpus_path"), config.get("corpus"), state.get("corpus_name"), state.get("corpus_spec")):
-        if isinstance(value, str) and value and not value.startswith("demo:"):
-            hints += [value, Path(value).name]
+        if isinstance(value, str) and value:
+            hints += [value, Path(value).name, Path(value.split(":", 1)[-1]).name]  # "upload:<file name>" too
     for key in ("corpus_sha256",):
         if isinstance(config.get(key), str):
             hints.append(config[key])

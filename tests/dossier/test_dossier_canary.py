@@ -75,3 +75,17 @@ def test_a_release_edition_that_would_name_the_corpus_is_refused(canary_copy: Pa
     (canary_copy / "documents.jsonl").write_text("\n".join([json.dumps(first)] + docs[1:]) + "\n", encoding="utf-8")
     with pytest.raises(DossierError, match="private corpus's name or fingerprint"):
         build_dossier(canary_copy)
+
+
+def test_the_uploaded_file_name_the_app_recorded_is_searched_for(canary_copy: Path) -> None:
+    """The app records an upload as ``upload:<file name>`` (run_state.json): that name stops the release edition
+    too, should a document quote it."""
+    docs = (canary_copy / "documents.jsonl").read_text(encoding="utf-8").splitlines()
+    first = json.loads(docs[0])
+    first["text"] = f"Taken from {CANARIES['file']}."
+    (canary_copy / "documents.jsonl").write_text("\n".join([json.dumps(first)] + docs[1:]) + "\n", encoding="utf-8")
+    (canary_copy / "run_config.json").write_text(json.dumps({"corpus": f"upload:{CANARIES['file']}"}),
+                                                 encoding="utf-8")
+    (canary_copy / "run_state.json").unlink()  # the spec alone names the file
+    with pytest.raises(DossierError, match="private corpus's name"):
+        build_dossier(canary_copy)

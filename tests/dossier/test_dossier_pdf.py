@@ -26,7 +26,9 @@ def _squash(text: str) -> str:
 
 def test_internal_pdf_marks_every_page(dossier_runs: dict[str, Path], tmp_path: Path) -> None:
     _chromium()
-    pdf = to_pdf(build_dossier(dossier_runs["canary"], edition="internal").to_html(), tmp_path / "internal.pdf")
+    html = build_dossier(dossier_runs["canary"], edition="internal").to_html()
+    assert screenshot(html, tmp_path / "internal_first_page.png").stat().st_size > 20_000  # looked at in Chromium
+    pdf = to_pdf(html, tmp_path / "internal.pdf")
     data = pdf.read_bytes()
     assert data.startswith(b"%PDF-")
     pages = pdf_page_texts(data)
