@@ -15,7 +15,7 @@ from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import MAX_ROW_FACTOR, AdmissionTicket, PrivacyLedger
 from dpkps_core.errors import ParameterError
 from dpkps_core.ledger_store.records import CorpusView, RecordedEvent, _check_cap, _check_epsilon, _check_label
-from dpkps_core.ledger_store.rules import PERSON_KIND, ReleaseRows, check_row_factor, parse_rows
+from dpkps_core.ledger_store.rules import PERSON_KIND, ReleaseRows, check_row_factor, distinct, keyed_rows
 from dpkps_core.ledger_store.store import LedgerStore
 
 
@@ -100,24 +100,27 @@ class PersistentLedger(PrivacyLedger):
 
     def _corpus(self) -> _CorpusKeys:
         if self._corpus_keys is None:
-            rows = parse_rows(self._units)
-            row_keys = self._store.keys(rows.strings)
+            rows, row_keys = keyed_rows(self._units, self._store.keys)
+            n = len(row_keys)
             linked = rows.document if rows.kind == PERSON_KIND else rows.person
-            if not (linked >= 0).any():  # no links: the key strings are the units, in first-seen order
+            first = np.full(n, len(rows), dtype=np.int64)  # the units in first-seen order, then the linked keys
+            np.minimum.at(first, rows.primary, np.arange(len(rows), dtype=np.int64))
+            primary = np.flatnonzero(first < len(rows))
+            primary = primary[np.argsort(first[primary], kind="stable")]
+            if not (linked >= 0).any():
                 empty = np.zeros(0, dtype=np.int64)
-                self._corpus_keys = _CorpusKeys(row_keys, len(row_keys), (empty, empty), rows.kind == PERSON_KIND,
-                                                rows, row_keys)
+                self._corpus_keys = _CorpusKeys(row_keys[primary], len(primary), (empty, empty),
+                                                rows.kind == PERSON_KIND, rows, row_keys)
                 return self._corpus_keys
-            primary = np.unique(rows.primary[rows.primary >= 0])
-            other = np.setdiff1d(np.arange(len(rows.strings)), primary)
-            order = np.concatenate([primary, other]).astype(np.int64)
-            position = np.empty(len(order), dtype=np.int64)
-            position[order] = np.arange(len(order))
+            is_primary = np.zeros(n, dtype=bool)
+            is_primary[primary] = True
+            order = np.concatenate([primary, np.flatnonzero(~is_primary)])
+            position = np.empty(n, dtype=np.int64)
+            position[order] = np.arange(n)
             both = (linked >= 0) & (rows.primary >= 0)
-            pairs = np.unique(np.stack([position[rows.primary[both]], position[linked[both]]], axis=1), axis=0) \
-                if both.any() else np.zeros((0, 2), dtype=np.int64)
-            per_string = np.bincount(linked[linked >= 0], minlength=len(rows.strings))
-            self._corpus_keys = _CorpusKeys(row_keys[order], len(primary), (pairs[:, 0], pairs[:, 1]),
+            codes = distinct(position[rows.primary[both]] * n + position[linked[both]])
+            per_string = np.bincount(linked[linked >= 0], minlength=n)
+            self._corpus_keys = _CorpusKeys(row_keys[order], len(primary), (codes // n, codes % n),
                                             rows.kind == PERSON_KIND, rows, row_keys, per_string[order])
         return self._corpus_keys
 
@@ -133,8 +136,7 @@ class PersistentLedger(PrivacyLedger):
         self.require(epsilon, what)
         if isinstance(units, str):
             raise ParameterError("admit needs one unit string per document, not one string.")
-        rows = parse_rows(list(units))
-        keys = self._store.keys(rows.strings)
+        rows, keys = keyed_rows(units, self._store.keys)
         rid, ok = self._store.admit(keys, epsilon, new_cap=self.new_unit_cap, tool=self.tool, run=self.run,
                                     what=what, rows=rows, row_factor=row_factor)
         self._view_cache = None

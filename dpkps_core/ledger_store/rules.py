@@ -44,12 +44,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from dpkps_core.dp.ledger import _FLOAT_SLACK
 from dpkps_core.errors import ParameterError
+from dpkps_core.ledger_store.folder import unique_keys
 
 UNIT_SEP = "\x1f"
 LINK_SEP = "\x1e"
@@ -91,23 +92,9 @@ def primary_unit(unit: str) -> str:
     return head if sep and link.startswith(DOCUMENT_PREFIX) else unit
 
 
-def _indexed(kind: str, heads: list[str], links: list[str] | None) -> ReleaseRows:
-    """Rows whose unit strings are ``heads`` (and linked strings ``links``), indexed at C speed."""
-    distinct = dict.fromkeys(heads if links is None else itertools.chain(heads, links))
-    index_of = dict(zip(distinct, range(len(distinct))))
-    n = len(heads)
-    primary = np.fromiter(map(index_of.__getitem__, heads), dtype=np.int64, count=n)
-    other = (np.full(n, -1, dtype=np.int64) if links is None
-             else np.fromiter(map(index_of.__getitem__, links), dtype=np.int64, count=n))
-    if kind == DOCUMENT_KIND:
-        return ReleaseRows(kind, tuple(distinct), primary, other)
-    return ReleaseRows(kind, tuple(distinct), other, primary)
-
-
-def parse_rows(units: Sequence[str]) -> ReleaseRows:
-    """Parse one unit string per row (module docstring). A release is all document rows or all person/plain rows;
-    a mix is a programming error (:class:`ParameterError`). Uniform rows (every row linked, or none) are parsed at
-    C speed; a release mixing linked and plain rows row by row."""
+def _split(units: Sequence[str]) -> tuple[str, list[str], list[str] | None]:
+    """(kind, each row's unit string, each row's linked string — "" where none; None when no row is linked), at C
+    speed but for a release that mixes linked and plain person rows (then row by row)."""
     units = list(units)
     try:
         linked = LINK_SEP in "".join(units)
@@ -118,29 +105,63 @@ def parse_rows(units: Sequence[str]) -> ReleaseRows:
         raise ParameterError("One release mixes document-unit and person-unit rows; admit each unit separately.")
     kind = DOCUMENT_KIND if documents or not units else PERSON_KIND
     if not linked:  # the common case (no person column): every row is its own key string
-        return _indexed(kind, units, None)
+        return kind, units, None
     split = str.partition if kind == DOCUMENT_KIND else str.rpartition
     parts = list(map(split, units, itertools.repeat(LINK_SEP)))
     heads, links = list(map(operator.itemgetter(0), parts)), list(map(operator.itemgetter(2), parts))
-    if kind == DOCUMENT_KIND and all(links):
-        return _indexed(kind, heads, links)
-    if kind == PERSON_KIND and all(heads) and all(map(str.startswith, links, itertools.repeat(DOCUMENT_PREFIX))):
-        return _indexed(kind, heads, links)
-    index: dict[str, int] = {}
-    doc = np.full(len(units), -1, dtype=np.int64)
-    per = np.full(len(units), -1, dtype=np.int64)
-    setdefault = index.setdefault
-    for i, (head, link) in enumerate(zip(heads, links)):
-        if kind == DOCUMENT_KIND:
-            doc[i] = setdefault(head, len(index))
-            if link:
-                per[i] = setdefault(link, len(index))
-        elif head and link.startswith(DOCUMENT_PREFIX):
-            per[i] = setdefault(head, len(index))
-            doc[i] = setdefault(link, len(index))
-        else:
-            per[i] = setdefault(units[i], len(index))
-    return ReleaseRows(kind, tuple(index), doc, per)
+    if kind == PERSON_KIND and not (all(heads) and all(map(str.startswith, links,
+                                                          itertools.repeat(DOCUMENT_PREFIX)))):
+        for i, (head, link) in enumerate(zip(heads, links)):
+            if not (head and link.startswith(DOCUMENT_PREFIX)):  # a plain unit: the whole string, no link
+                heads[i], links[i] = units[i], ""
+    return kind, heads, links
+
+
+def _rows(kind: str, primary: np.ndarray, other: np.ndarray, strings: tuple[str, ...] = ()) -> ReleaseRows:
+    if kind == DOCUMENT_KIND:
+        return ReleaseRows(kind, strings, primary, other)
+    return ReleaseRows(kind, strings, other, primary)
+
+
+def parse_rows(units: Sequence[str]) -> ReleaseRows:
+    """Parse one unit string per row (module docstring), indexing the distinct key strings in first-seen order. A
+    release is all document rows or all person/plain rows; a mix is a programming error (:class:`ParameterError`)."""
+    kind, heads, links = _split(units)
+    n = len(heads)
+    distinct_strings = dict.fromkeys(heads if links is None else itertools.chain(heads, filter(None, links)))
+    index_of = dict(zip(distinct_strings, range(len(distinct_strings))))
+    index_of[""] = -1
+    primary = np.fromiter(map(index_of.__getitem__, heads), dtype=np.int64, count=n)
+    other = (np.full(n, -1, dtype=np.int64) if links is None
+             else np.fromiter(map(index_of.__getitem__, links), dtype=np.int64, count=n))
+    return _rows(kind, primary, other, tuple(distinct_strings))
+
+
+def keyed_rows(units: Sequence[str], keys_of: Callable[[list[str]], np.ndarray]) -> tuple[ReleaseRows, np.ndarray]:
+    """:func:`parse_rows` for the store: the rows index the distinct KEYS (``keys_of`` of the key strings, sorted;
+    the keyed HMAC), hashing each row's strings once and de-duplicating the keys by one sort — no index of the
+    (long, private) strings is built. Returns (rows, distinct keys)."""
+    kind, heads, links = _split(units)
+    n = len(heads)
+    if links is None:
+        keys, inverse = unique_keys(keys_of(heads))
+        return _rows(kind, inverse.astype(np.int64), np.full(n, -1, dtype=np.int64)), keys
+    has = np.fromiter(map(bool, links), dtype=bool, count=n)
+    keys, inverse = unique_keys(keys_of(heads + list(filter(None, links))))
+    other = np.full(n, -1, dtype=np.int64)
+    other[has] = inverse[n:]
+    return _rows(kind, inverse[:n].astype(np.int64), other), keys
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of an integer array, sorted (a sort and a comparison: faster than ``np.unique`` here)."""
+    if values.size == 0:
+        return values
+    s = np.sort(values)
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
 
 
 def plain_rows(n: int) -> ReleaseRows:
@@ -163,9 +184,9 @@ def person_losses(rows: ReleaseRows, spent: np.ndarray, direct: np.ndarray) -> n
     loss = np.zeros(n, dtype=np.float64)
     linked = (rows.person >= 0) & (rows.document >= 0)
     if linked.any():
-        pairs = np.unique(rows.person[linked] * n + rows.document[linked])
+        pairs = distinct(rows.person[linked] * n + rows.document[linked])
         loss += np.bincount(pairs // n, weights=direct[pairs % n], minlength=n)
-    persons = np.unique(rows.person[rows.person >= 0])
+    persons = np.bincount(rows.person[rows.person >= 0], minlength=n) > 0
     loss[persons] += spent[persons] + direct[persons]
     return loss
 
@@ -203,6 +224,6 @@ def decide(rows: ReleaseRows, spent: np.ndarray, caps: np.ndarray, direct: np.nd
     if force:
         ok[:] = True
     d_spent = np.zeros(n, dtype=np.float64)
-    d_spent[np.unique(per[ok])] += epsilon
+    d_spent += (np.bincount(per[ok], minlength=n) > 0) * epsilon
     d_spent += np.bincount(doc[ok & has_doc], minlength=n) * per_row
     return ok, d_spent, np.zeros(n, dtype=np.float64)

@@ -289,11 +289,13 @@ class StoreFiles:
         ids = np.full(len(keys), -1, dtype=np.int64)
         if self._index_n == 0 or len(keys) == 0:
             return ids
-        pos = np.searchsorted(self._index_keys, keys)
+        order = np.argsort(keys, kind="stable")  # sorted queries: the binary searches stay in cache
+        queries = keys[order]
+        pos = np.searchsorted(self._index_keys, queries)
         ok = pos < self._index_n
         hit = np.zeros(len(keys), dtype=bool)
-        hit[ok] = self._index_keys[pos[ok]] == keys[ok]
-        ids[hit] = self._index_ids[pos[hit]]
+        hit[ok] = self._index_keys[pos[ok]] == queries[ok]
+        ids[order[hit]] = self._index_ids[pos[hit]]
         return ids
 
     # ---- budget arrays
@@ -308,7 +310,7 @@ class StoreFiles:
         if len(ids) == 0:
             return spent, caps, direct, chunks
         which = ids // CHUNK
-        for chunk in np.unique(which).tolist():
+        for chunk in np.flatnonzero(np.bincount(which)).tolist():
             count = min(CHUNK, n - chunk * CHUNK)
             s = np.frombuffer(self._chunk_blob(conn, "unit_spent", "spent", chunk, count, 8), dtype="<f8").copy()
             c = np.frombuffer(self._chunk_blob(conn, "unit_caps", "caps", chunk, count, 8), dtype="<f8").copy()

@@ -20,7 +20,7 @@ from dpkps_core.ledger_store.folder import (CHUNK, LEGACY_FORMAT, LEGACY_IMPORTE
 from dpkps_core.ledger_store.records import (CapChange, CorpusView, RecordedEvent, Release, _check_cap,
                                              _check_epsilon, _check_label, _json_default, _normalise_legacy,
                                              _shown_cap, _stored_cap)
-from dpkps_core.ledger_store.rules import MAX_ROW_FACTOR, ReleaseRows, decide, plain_rows
+from dpkps_core.ledger_store.rules import MAX_ROW_FACTOR, ReleaseRows, decide, distinct, plain_rows
 from dpkps_core.ledger_store.sqlite_store import StoreFiles
 
 
@@ -53,7 +53,7 @@ class LedgerStore(StoreFiles):
             touched = np.flatnonzero((d_spent > 0) | (d_direct > 0))
             chosen = ids[touched]
             which = chosen // CHUNK
-            for chunk in np.unique(which).tolist():
+            for chunk in np.flatnonzero(np.bincount(which)).tolist() if which.size else []:
                 s, _, d = chunks[chunk]
                 sel = which == chunk
                 at = chosen[sel] - chunk * CHUNK
@@ -66,9 +66,8 @@ class LedgerStore(StoreFiles):
                     conn.execute("UPDATE unit_direct SET direct = ? WHERE chunk = ?",
                                  (d.astype("<f8").tobytes(), chunk))
             primary = rows.primary
-            taking = np.unique(primary[ok])
-            units = int(taking.size)
-            left_out = int(np.unique(primary).size) - units
+            units = int(np.count_nonzero(np.bincount(primary[ok], minlength=len(ids))))
+            left_out = int(np.count_nonzero(np.bincount(primary, minlength=len(ids)))) - units
             lo, hi, blob = _pack_ids(chosen)
             cur = conn.execute(
                 "INSERT INTO releases(recorded, tool, run, what, epsilon, units, left_out, filtered, lo, hi, bitmap) "
@@ -145,7 +144,7 @@ class LedgerStore(StoreFiles):
             if persons:
                 room = np.full(primary, np.inf)
             if persons and len(pp):
-                pairs = np.unique(pp * len(keys) + dd)
+                pairs = distinct(pp * len(keys) + dd)
                 unit_spent += np.bincount(pairs // len(keys), weights=direct[pairs % len(keys)], minlength=primary)
                 rows_per_key = np.ones(len(keys)) if key_rows is None else np.maximum(key_rows, 1)
                 np.minimum.at(room, pp, (caps[dd] - spent[dd]) / rows_per_key[dd])
