@@ -15,7 +15,6 @@ import zipfile
 from pathlib import PurePosixPath
 from typing import Any, Sequence
 
-from dpkps_core.corpus.limits import LoadLimits
 from dpkps_core.errors import CorpusError, ParameterError
 
 #: Accepted values of ``file_format``.
@@ -195,9 +194,3 @@ def read_zip_member(zf: zipfile.ZipFile, name: str) -> bytes:
 
 
 _READABLE_ZIP_METHODS = frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA})
-
-
-def check_count(n: int, max_documents: int | None) -> None:
-    """Refuse more than ``max_documents`` rows or files (None = no limit; a local refusal on the input's size:
-    nothing is computed, released or charged; the message names the setting: :mod:`.limits`)."""
-    LoadLimits(max_bytes=None, max_documents=max_documents).check_documents(n)
