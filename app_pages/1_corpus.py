@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dpkps_core.corpus import ENCODINGS, NotUTF8Error, corpus_summary
+from dpkps_core.corpus.columns import suggest_person_column
 from dpkps_core.corpus.formats import ENCODING_LABELS
 from dpkps_core.config import LIMITS
 from dpkps_core.errors import DPKPSError
@@ -89,6 +90,12 @@ else:
                             and s.get("corpus_filename") == upload.name):
                         guess_text = loaded.text_column or guess_text
                         guess_label = loaded.label_column or guess_label
+                    # the person column: the loaded upload's when this file has it too (a corrected file keeps the
+                    # unit of privacy), else a column whose NAME says it identifies a person (patient_id, mrn…)
+                    kept_person = (loaded.person_column if loaded is not None
+                                   and str(s.get("corpus_id") or "").startswith("upload:") else None)
+                    guess_person = (kept_person if kept_person in columns else
+                                    suggest_person_column(columns, exclude=(guess_text, guess_label)))
                     if guess_text is None:
                         st.info("No column name says which column holds the documents' text (names such as text, "
                                 "document, notes, body, content, review, summary): choose it below.",
@@ -103,11 +110,22 @@ else:
                                              index=columns.index(guess_label) if guess_label in columns else None,
                                              placeholder="choose the column with the class", key="upload_label_col")
                     person_col = st.selectbox(
-                        "Person column (optional: the unit of privacy becomes one person)", columns, index=None,
+                        "Person column (optional: the unit of privacy becomes one person)", columns,
+                        index=columns.index(guess_person) if guess_person in columns else None,
                         placeholder="none: protect each document", key="upload_person_col",
                         help="When one person (a patient, a customer, an employee) has several documents, name the column "
                              "that identifies them: every mechanism then bounds each person's total contribution, and "
                              "the split keeps a person's documents together. The identifiers stay private.")
+                    if person_col is not None and person_col == guess_person and person_col != kept_person:
+                        st.caption(f"“{person_col}” was suggested from its name as the column that identifies a "
+                                   "person; clear it to protect each document instead.")
+                    if kept_person is not None and person_col != kept_person:  # the unit of privacy changes
+                        st.info("Loading this file changes the unit of privacy from **one person** (column "
+                                f"“{kept_person}”) to " + (f"**one person** of column “{person_col}”" if person_col
+                                                           else "**one document**") + ".", icon=":material/group:")
+                    elif kept_person is None and person_col is not None and loaded is not None:
+                        st.info(f"Loading this file changes the unit of privacy from **one document** to **one "
+                                f"person** (column “{person_col}”).", icon=":material/group:")
                 else:
                     text_col = label_col = person_col = None
                     st.caption("ZIP of .txt files: each file is a document, labelled by the folder that holds it.")

@@ -27,6 +27,14 @@ LABEL_COLUMN_TIERS: tuple[tuple[str, ...], ...] = (
     ("class", "class_name", "category", "category_name", "target"),
     ("specialty", "medical_specialty", "topic", "condition", "genre", "sentiment", "intent", "department"),
 )
+#: Person column tiers: names that say a column identifies the person a row belongs to (issue 33 §5). A suggestion
+#: only — the person unit is the user's choice — read from the NAMES, never the values (DESIGN §2.0).
+PERSON_COLUMN_TIERS: tuple[tuple[str, ...], ...] = (
+    ("patient_id", "person_id", "subject_id", "mrn", "medical_record_number", "user_id", "customer_id",
+     "employee_id", "member_id", "client_id", "author_id", "participant_id", "respondent_id", "account_id"),
+    ("patient", "person", "subject", "user", "customer", "employee", "member", "client", "author", "participant",
+     "respondent", "pid", "uid"),
+)
 TEXT_COLUMN_NAMES = tuple(n for tier in TEXT_COLUMN_TIERS for n in tier)
 LABEL_COLUMN_NAMES = tuple(n for tier in LABEL_COLUMN_TIERS for n in tier)
 
@@ -73,6 +81,13 @@ def guess_columns(columns: Sequence[str], *, person_column: str | None = None
     text, _ = _match_by_name(cols, TEXT_COLUMN_TIERS, text_suffix=True, exclude=(person_column,))
     label, _ = _match_by_name(cols, LABEL_COLUMN_TIERS, text_suffix=False, exclude=(text, person_column))
     return text, label
+
+
+def suggest_person_column(columns: Sequence[str], *, exclude: Sequence[str | None] = ()) -> str | None:
+    """The column whose NAME says it identifies a person (:data:`PERSON_COLUMN_TIERS`: patient_id, mrn, user…),
+    or None when none or several names fit equally. Names only, never values (DESIGN §2.0)."""
+    person, _ = _match_by_name([str(c) for c in columns], PERSON_COLUMN_TIERS, text_suffix=False, exclude=exclude)
+    return person
 
 
 def columns_of(df: Any) -> list[str]:

@@ -36,3 +36,29 @@ def test_the_plan_warning_counts_only_what_the_run_still_has_to_spend() -> None:
     at.session_state["eps_voc_share"] = 0.25              # ε_kde = 6 > the 4 left: said, with what is counted
     at.run()
     assert any("The rest of this plan (ε_kde) needs ε = 6" in w for w in warnings()), warnings()
+
+
+def test_an_id_like_column_is_suggested_as_the_person_and_kept_for_a_corrected_file() -> None:
+    from app_helpers import click, declare_classes, toy_csv
+
+    rows = toy_csv(20).decode().splitlines()
+    with_ids = "\n".join([rows[0] + ",patient_id"] + [f"{r},p{i % 7}" for i, r in enumerate(rows[1:])]).encode()
+    at = new_app()
+    goto(at, 0)
+    at.radio(key="_w.corpus_source").set_value("upload").run()
+    at.file_uploader(key="corpus_upload").set_value(("notes.csv", with_ids, "text/csv")).run()
+    assert at.selectbox(key="upload_person_col").value == "patient_id"          # suggested from its name
+    assert any("suggested from its name" in c.value for c in at.caption)
+    click(at, "Load this corpus", clean=False)
+    declare_classes(at)
+    assert at.session_state["corpus"].person_column == "patient_id"
+    # a corrected file with the same columns keeps the unit of privacy
+    fixed = with_ids.replace(b"p6", b"p5")
+    at.file_uploader(key="corpus_upload").set_value(("notes-fixed.csv", fixed, "text/csv")).run()
+    assert at.selectbox(key="upload_person_col").value == "patient_id"
+    assert not [i.value for i in at.info if "changes the unit of privacy" in i.value]
+    # a file without that column: the unit would change, and the page says so before loading
+    at.file_uploader(key="corpus_upload").set_value(("plain.csv", toy_csv(20), "text/csv")).run()
+    assert at.selectbox(key="upload_person_col").value is None
+    assert any("changes the unit of privacy from **one person** (column “patient_id”) to **one document**" in i.value
+               for i in at.info), [i.value for i in at.info]
