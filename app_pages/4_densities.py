@@ -47,7 +47,8 @@ else:
         prev = steps.density_preview()
         if prev["density"] == "histogram":
             st.caption(f"Exact smoothed DP histogram: Laplace(1/ε_kde) on every term of Ṽ per class — expected "
-                       f"noise sd per term {prev['noise_sd_per_term']:.3f} (a document weighs 1 in total).")
+                       f"noise sd per term {prev['noise_sd_per_term']:.3f} (a {widgets.unit_word()} weighs 1 in "
+                       "total).")
         else:
             st.caption(f"RFF DP-KDE with {prev['members']} ensemble member(s), I = {prev['features']:,} features; "
                        f"per-class size estimate {prev['class_size_estimate']:,.0f} ({prev['class_size_source']}). "

@@ -122,8 +122,9 @@ def length_histogram(words: Sequence[int], labels: Sequence[str], *,
                                    xbins={"start": 0, "end": hi + size, "size": size}))
     title = "Document lengths" + PRIVATE_SUFFIX
     if beyond:
-        title += (f"<br><sup>{beyond:,} longer document{'s' if beyond != 1 else ''} (up to {w.max():,.0f} words) "
-                  f"beyond {hi:,.0f} words {'are' if beyond != 1 else 'is'} not shown</sup>")
+        title += (f"<br><sup>{beyond:,} document{'s' if beyond != 1 else ''} over {hi:,.0f} words "
+                  f"({'the longest ' if beyond != 1 else ''}{w.max():,.0f} words) {'are' if beyond != 1 else 'is'} "
+                  "not shown</sup>")
     fig.update_layout(title=title, barmode="stack", xaxis_title="words per document", yaxis_title="documents",
                       xaxis_range=[0, hi + size], legend_title_text="class", height=320, margin={"t": 60, "b": 40})
     return tidy(fig)

@@ -47,7 +47,7 @@ class LoadReport:
         if self.n_no_person:
             parts.append(f"{self.n_no_person:,} without a person id")
         if self.n_duplicates:
-            parts.append(f"{self.n_duplicates:,} identical copies")
+            parts.append(f"{self.n_duplicates:,} identical cop{'y' if self.n_duplicates == 1 else 'ies'}")
         if self.n_dropped_classes:
             parts.append(f"{self.n_dropped_classes:,} in classes that were too small")
         if self.truncated:

@@ -24,3 +24,11 @@ def test_suggested_from_the_names(columns: list[str], expected: str | None) -> N
 
 def test_the_text_and_label_columns_are_never_suggested() -> None:
     assert suggest_person_column(["user", "label"], exclude=("user", "label")) is None
+
+
+def test_one_identical_copy_is_said_in_the_singular() -> None:
+    from dpkps_core.corpus.model import LoadReport
+
+    one = LoadReport(n_read=3, n_empty=0, n_too_short=0, n_duplicates=1, n_kept=2).summary()
+    two = LoadReport(n_read=4, n_empty=0, n_too_short=0, n_duplicates=2, n_kept=2).summary()
+    assert "1 identical copy" in one and "copies" not in one and "2 identical copies" in two

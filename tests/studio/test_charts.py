@@ -31,7 +31,11 @@ def test_length_histogram_axis_follows_the_data() -> None:
     fig = charts.length_histogram(words, labels)
     lo, hi = fig.layout.xaxis.range
     assert lo == 0 and 880 <= hi <= 1000                          # not stretched to 4,400
-    assert "beyond" in fig.layout.title.text
+    assert "over" in fig.layout.title.text and "4,400 words) are not shown" in fig.layout.title.text
+    one = charts.length_histogram(list(range(1, 35)) + [35], ["a"] * 35).layout.title.text
+    assert "beyond" not in one and "up to" not in one   # walk 3: "up to 35 words beyond 34 words"
+    if "not shown" in one:
+        assert "1 document over" in one and "(35 words) is not shown" in one
     colours = {t.marker.color for t in fig.data}
     assert len(colours) == 3 and fig.layout.barmode == "stack"    # distinct hues, no overlaid similar reds
 
