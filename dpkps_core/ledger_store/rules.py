@@ -48,7 +48,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from dpkps_core.dp.ledger import _FLOAT_SLACK
+from dpkps_core.dp.ledger import _FLOAT_SLACK, MAX_ROW_FACTOR
 from dpkps_core.errors import ParameterError
 from dpkps_core.ledger_store.folder import unique_keys
 
@@ -56,7 +56,6 @@ UNIT_SEP = "\x1f"
 LINK_SEP = "\x1e"
 DOCUMENT_PREFIX = "document" + UNIT_SEP
 PERSON_PREFIX = "person" + UNIT_SEP
-MAX_ROW_FACTOR = 2.0
 
 DOCUMENT_KIND = "document"
 PERSON_KIND = "person"
@@ -64,11 +63,13 @@ PERSON_KIND = "person"
 
 @dataclasses.dataclass(frozen=True)
 class ReleaseRows:
-    """A release's rows parsed into key strings (PRIVATE: only ever HMAC-ed; :func:`plain_rows` has none).
+    """A release's rows (their key strings are PRIVATE: only ever HMAC-ed).
 
     ``kind`` is ``"document"`` (rows charged per row on their document key, ``person`` the known person or None)
     or ``"person"`` (``person`` the unit; ``document`` the row's document key string or None for a plain unit).
-    ``strings`` are the distinct key strings; ``document`` / ``person`` index them per row (−1: none)."""
+    ``document`` / ``person`` index the release's distinct keys per row (−1: none); ``strings`` are the distinct key
+    strings in that order from :func:`parse_rows` (empty from :func:`keyed_rows`, which indexes the sorted keys, and
+    from :func:`plain_rows`)."""
 
     kind: str
     strings: tuple[str, ...]

@@ -14,13 +14,14 @@ from typing import Sequence
 import numpy as np
 
 from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import MAX_ROW_FACTOR
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 from dpkps_core.ledger_store.folder import (CHUNK, LEGACY_FORMAT, LEGACY_IMPORTED, _FINGERPRINT_DOMAIN, _members,
                                             _now, _pack_ids, unique_keys)
 from dpkps_core.ledger_store.records import (CapChange, CorpusView, RecordedEvent, Release, _check_cap,
                                              _check_epsilon, _check_label, _json_default, _normalise_legacy,
                                              _shown_cap, _stored_cap)
-from dpkps_core.ledger_store.rules import MAX_ROW_FACTOR, ReleaseRows, decide, distinct, plain_rows
+from dpkps_core.ledger_store.rules import ReleaseRows, decide, distinct, plain_rows
 from dpkps_core.ledger_store.sqlite_store import StoreFiles
 
 
