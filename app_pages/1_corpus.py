@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dpkps_core.corpus import ENCODINGS, NotUTF8Error, corpus_summary
-from dpkps_core.corpus.columns import suggest_person_column
+from dpkps_core.corpus.columns import ColumnChoiceError, suggest_person_column
 from dpkps_core.corpus.formats import ENCODING_LABELS
 from dpkps_core.config import LIMITS
 from dpkps_core.errors import DPKPSError
@@ -28,8 +28,11 @@ def replace_notice(what: str) -> str:
 
 
 def _in_app_words(exc: DPKPSError) -> DPKPSError:
-    """A decoding error's way out worded for this page (the Encoding choice above the file)."""
-    return exc.with_hint("choose Latin-1 under Encoding above") if isinstance(exc, NotUTF8Error) else exc
+    """An error's way out worded for this page: the Encoding choice above the file, the column pickers above the
+    Load button — never a command-line flag."""
+    if isinstance(exc, NotUTF8Error):
+        return exc.with_hint("choose Latin-1 under Encoding above")
+    return exc.in_app() if isinstance(exc, ColumnChoiceError) else exc
 
 
 if s["corpus_source"] == "demo":

@@ -95,8 +95,24 @@ def columns_of(df: Any) -> list[str]:
     return [str(c) for c in df.columns]
 
 
-_ASK_TEXT = "(CLI: --text-column NAME; app: the “Text column” choice on page 1)"
-_ASK_LABEL = "(CLI: --label-column NAME; app: the “Label column” choice on page 1)"
+class ColumnChoiceError(CorpusError):
+    """The loader cannot choose a column from the names and asks the user to (DESIGN §2.0). Worded for the command
+    line (``--text-column NAME``) by default; :meth:`in_app` words the same request for page 1's pickers, so
+    neither interface names the other's controls."""
+
+    #: Where the template says how to choose (a sentinel: column names may hold braces).
+    SLOT = "\x00how\x00"
+    #: How to choose each column, per interface.
+    HOW = {"text": ("with --text-column NAME", "with the “Text column” choice above"),
+           "label": ("with --label-column NAME", "with the “Label column” choice above")}
+
+    def __init__(self, template: str, which: str, *, app: bool = False) -> None:
+        self.template, self.which, self.app = template, which, app
+        super().__init__(template.replace(self.SLOT, self.HOW[which][1 if app else 0]))
+
+    def in_app(self) -> "ColumnChoiceError":
+        """The same error worded for the app's page 1."""
+        return ColumnChoiceError(self.template, self.which, app=True)
 
 
 def select_columns(
@@ -122,30 +138,27 @@ def choose_columns(
     if text_column is None:
         text_column, tied = _match_by_name(cols, TEXT_COLUMN_TIERS, text_suffix=True, exclude=(person_column,))
         if tied:
-            raise CorpusError(
+            raise ColumnChoiceError(
                 f"Several columns could hold the document text ({', '.join(tied)}); choose the text column "
-                f"{_ASK_TEXT} from: {listed}."
-            )
+                f"{ColumnChoiceError.SLOT} from: {listed}.", "text")
         if text_column is None:
-            raise CorpusError(
+            raise ColumnChoiceError(
                 "No text column was found (the column is chosen from its name, e.g. text, document, notes, body, "
-                f"content, review, summary); choose the text column {_ASK_TEXT} from: {listed}."
-            )
+                f"content, review, summary); choose the text column {ColumnChoiceError.SLOT} from: {listed}.",
+                "text")
     elif text_column not in cols:
         raise CorpusError(f"Column '{text_column}' was not found; available columns: {listed}.")
     if label_column is None:
         label_column, tied = _match_by_name(cols, LABEL_COLUMN_TIERS, text_suffix=False,
                                             exclude=(text_column, person_column))
         if tied:
-            raise CorpusError(
+            raise ColumnChoiceError(
                 f"Several columns could hold the class label ({', '.join(tied)}); choose the label column "
-                f"{_ASK_LABEL} from: {listed}."
-            )
+                f"{ColumnChoiceError.SLOT} from: {listed}.", "label")
         if label_column is None:
-            raise CorpusError(
+            raise ColumnChoiceError(
                 "No label column was found (looked for names such as label, class, category, target, specialty, "
-                f"topic); choose the label column {_ASK_LABEL} from: {listed}."
-            )
+                f"topic); choose the label column {ColumnChoiceError.SLOT} from: {listed}.", "label")
     elif label_column not in cols:
         raise CorpusError(f"Column '{label_column}' was not found; available columns: {listed}.")
     if label_column == text_column:
