@@ -193,6 +193,12 @@ class PersistentLedger(PrivacyLedger):
         name = self.run if run is None else _check_label(run, "run name", optional=False)
         return () if name is None else self._store.run_events(name)
 
+    def run_ledger(self, run: str | None = None) -> PrivacyLedger:
+        """The run's account rebuilt from the ledger: an in-memory :class:`PrivacyLedger` (this ledger's cap setting)
+        holding every event recorded for ``run`` (:meth:`run_events`), whichever session or process charged them —
+        the ledger a run's privacy report is derived from, so that reopening or re-sampling never lowers it."""
+        return PrivacyLedger(self.cap, [e.event for e in self.run_events(run)])
+
     # ---- caps
     def set_unit_cap(self, cap: float | None) -> int:
         """Set the cap of every unit of the opened corpus (recorded with this ledger's tool and run); ``None``

@@ -284,6 +284,9 @@ def test_a_runs_events_are_recorded_under_the_run_that_admitted_them(tmp_path: P
     again = ls.open_corpus_ledger(people, tool="cli ledger", cap=10.0)  # another process reads the same
     assert [(e.run, e.tool, e.event.epsilon) for e in again.run_events("run-a")] == [("run-a", "app", 1.0)]
     assert again.run_events() == () and again.run_events("run-c") == ()
+    rebuilt = again.run_ledger("run-a")                               # what run-a's report is derived from
+    assert rebuilt.total_epsilon == 1.0 and [e.step for e in rebuilt.events] == ["vocabulary"]
+    assert again.run_ledger("run-c").total_epsilon == 0.0
 
 
 def test_a_ledger_for_one_run_keeps_its_own_label_and_events(tmp_path: Path) -> None:
