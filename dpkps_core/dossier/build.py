@@ -134,18 +134,19 @@ def _release_content(run_dir: Path, *, sample_documents: int) -> tuple[dict[str,
     classes = report.get("classes") or config.get("classes") or []
     rconfig = {**config, **({} if config else dict(report.get("parameters") or {}))}
     person = release.is_person_unit(report)
+    gen = release.generation(run_dir)
     content = {
         "run": {"id": release.safe_run_id(run_dir), "created": release.run_created(run_dir),
                 "software_version": software_version(), "method": str(report.get("method") or "—"),
                 "corpus": release.corpus_words(config, state), "classes": [str(c) for c in classes]},
         "guarantee": g, "mechanisms": mech, "noise": noise, "settings": settings,
-        "settings_left_out": unlabelled, "generation": release.generation(run_dir), "counts": counts,
+        "settings_left_out": unlabelled, "generation": gen, "counts": counts,
         "sample_documents": docs, "public_inputs": inputs,
         "nist_checklist": release.nist_checklist(g, mech, noise, counts),
         "reproduce": {"config": reproduce_config(rconfig),
-                      "commands": command_lines(rconfig, person_unit=person, has_documents=n_docs > 0),
+                      "commands": command_lines(rconfig, person_unit=person, generation=gen),
                       "markdown": reproduce_markdown(rconfig, public_inputs=inputs, person_unit=person,
-                                                     has_documents=n_docs > 0, seeded=noise["seeded"])},
+                                                     generation=gen, seeded=noise["seeded"])},
     }
     return content, {**config, "_state": state}
 

@@ -166,10 +166,14 @@ def generation(run_dir: Path) -> dict[str, Any]:
         return {}
     prompt = _mapping(last.get("prompt_config"))
     few = prompt.get("few_shot_examples")
+    info = _mapping(last.get("backend_info"))
+    params = {k: v for k, v in _mapping(last.get("parameters")).items()
+              if k in ("max_tokens", "temperature", "no_repeat_ngram", "repetition_penalty", "drafts", "batch_size")}
     return {"backend": str(last.get("backend") or "—"), "models": models, "prompts_sent": prompts,
+            "parameters": params, "base_url": str(info.get("base_url") or ""),
             "document_type": str(prompt.get("doc_type") or "—"), "template": str(prompt.get("template") or "—"),
             "system_prompt": str(prompt.get("system_prompt") or ""),
-            "few_shot_examples": len(few) if isinstance(few, list) else 0,
+            "few_shot_examples": len(few) if isinstance(few, list) else int(few) if isinstance(few, int) else 0,
             "class_names_in_prompts": bool(prompt.get("include_label"))}
 
 

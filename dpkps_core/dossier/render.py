@@ -41,7 +41,8 @@ section { break-inside: auto; }
 table { border-collapse: collapse; width: 100%; margin: 2mm 0 3mm; font-size: 9.5pt; }
 thead { display: table-header-group; }
 tr { break-inside: avoid-page; page-break-inside: avoid; }
-th, td { border: 1px solid #c9c9c9; padding: 1.2mm 2mm; text-align: left; vertical-align: top; }
+th, td { border: 1px solid #c9c9c9; padding: 1.2mm 2mm; text-align: left; vertical-align: top;
+         overflow-wrap: anywhere; }
 th { background: #eef3f7; }
 td.num { text-align: right; white-space: nowrap; }
 .meta { color: #444; margin: 0 0 3mm; }
@@ -57,7 +58,7 @@ td.num { text-align: right; white-space: nowrap; }
        break-inside: avoid-page; }
 .doc .tag { color: #555; font-size: 8.5pt; }
 pre, code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 8.8pt; }
-pre { background: #f4f4f4; padding: 2mm 3mm; white-space: pre-wrap; word-break: break-all; }
+pre { background: #f4f4f4; padding: 2mm 3mm; white-space: pre-wrap; overflow-wrap: anywhere; }
 svg { max-width: 100%; height: auto; }
 .small { font-size: 9pt; color: #555; }
 @media screen { body { padding-top: 4mm; } .banner { position: sticky; top: 0; } }

@@ -11,6 +11,7 @@ the way OpenDP's dp-wizard ships generated code with its results.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -43,7 +44,52 @@ def reproduce_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def command_lines(config: Mapping[str, Any], *, person_unit: bool, has_documents: bool) -> list[str]:
+#: The backends ``generate`` offers (dpkps_core/cli/generate.py).
+CLI_BACKENDS = ("offline", "local", "openai")
+_OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+
+
+def generate_command(generation: Mapping[str, Any]) -> str:
+    """The ``generate`` command line with the LLM settings the run's prompts were sent with (audit log): backend,
+    model, document type, template, class names, few-shot file (a placeholder), decoding settings. Post-processing:
+    it costs no ε, but the documents differ from run to run wherever the temperature is above 0."""
+    from dpkps_core.llm.prompts import DEFAULT_TEMPLATE
+
+    backend = str(generation.get("backend") or "")
+    if backend not in CLI_BACKENDS:
+        return (f"# the documents were written by the backend {backend!r}, which `generate` does not offer: "
+                "write them again with it, with the prompt shown in the dossier")
+    q = shlex.quote
+    parts = ["python -m dpkps_core generate --sequences <NEW_RUN_FOLDER>/sequences.jsonl --backend", backend]
+    models = list(generation.get("models") or [])
+    if backend == "local":
+        parts += ["--model-path", "<MODEL_FOLDER>"]  # a local folder: the dossier names the model
+    if backend == "openai":
+        parts += ["--model", q(models[-1])] if models else []
+        url = str(generation.get("base_url") or "")
+        parts += ["--base-url", q(url)] if url and url != _OPENAI_DEFAULT_URL else []
+    parts += ["--doc-type", q(str(generation.get("document_type") or "a document"))]
+    template = str(generation.get("template") or "")
+    if template and template != DEFAULT_TEMPLATE:
+        parts += ["--template", q(template)]
+    parts.append("--class-names" if generation.get("class_names_in_prompts") else "--no-class-names")
+    if int(generation.get("few_shot_examples") or 0) > 0:
+        parts += ["--few-shot", "<PUBLIC_FEW_SHOT_FILE>", "--few-shot-count", str(generation["few_shot_examples"])]
+    params = dict(generation.get("parameters") or {})
+    if backend != "openai":  # repetition control is the local models'; absent from the log = it was off
+        params.setdefault("no_repeat_ngram", 0)
+        params.setdefault("repetition_penalty", 1.0)
+    else:
+        params.pop("batch_size", None)
+    for key in ("max_tokens", "temperature", "drafts", "batch_size", "no_repeat_ngram", "repetition_penalty"):
+        if params.get(key) is not None:
+            parts += [f"--{key.replace('_', '-')}", f"{params[key]:g}" if isinstance(params[key], float)
+                      else str(params[key])]
+    return " ".join(parts + ["--out", "<NEW_RUN_FOLDER>"])
+
+
+def command_lines(config: Mapping[str, Any], *, person_unit: bool, generation: Mapping[str, Any] | None = None
+                  ) -> list[str]:
     """The exact ``dpkps`` command lines that re-run the DP steps (and the LLM step when the run had one)."""
     demo = str(config.get("corpus") or "").startswith("demo:")
     sample = ["python -m dpkps_core sample --config reproduce_config.json"]
@@ -54,20 +100,20 @@ def command_lines(config: Mapping[str, Any], *, person_unit: bool, has_documents
             sample += ["--person-column", COLUMN_PLACEHOLDERS["person_column"]]
     sample += ["--out", "<NEW_RUN_FOLDER>"]
     lines = [" ".join(sample)]
-    if has_documents:
-        lines.append("python -m dpkps_core generate --run <NEW_RUN_FOLDER>   # same LLM settings as in the dossier")
+    if generation:
+        lines.append(generate_command(generation))
     lines.append("python -m dpkps_core report --run <NEW_RUN_FOLDER>")
     return lines
 
 
 def reproduce_markdown(config: Mapping[str, Any], *, public_inputs: list[Mapping[str, str]], person_unit: bool,
-                       has_documents: bool, seeded: bool) -> str:
+                       generation: Mapping[str, Any] | None, seeded: bool) -> str:
     """``reproduce.md``: what to run, with which public inputs (SHA-256), and what a re-run costs."""
     lines = ["# How to re-run this release's DP steps", "",
              "1. Put `reproduce_config.json` (this bundle) in a working folder.",
              f"2. Replace `{CORPUS_PLACEHOLDER}` and the `<…>` column placeholders with YOUR private corpus file and "
              "its columns (they are private and were never part of this bundle).", "3. Run:", "", "```sh"]
-    lines += command_lines(config, person_unit=person_unit, has_documents=has_documents)
+    lines += command_lines(config, person_unit=person_unit, generation=generation)
     lines += ["```", "", "## Public inputs", "", "| input | name | SHA-256 | licence |", "|---|---|---|---|"]
     for row in public_inputs:
         cells = [row.get("input", ""), f"`{row.get('name', '')}`", f"`{row['sha256']}`" if row.get("sha256") else

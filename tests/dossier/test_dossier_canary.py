@@ -5,6 +5,8 @@ the internal edition, which is local, does carry the private figures (so the sea
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,13 @@ def test_the_reproduce_files_hold_placeholders_only(dossier_runs: dict[str, Path
     assert not {"text_column", "label_column", "person_column", "corpus_path", "corpus_sha256"} & set(cfg)
     assert "--corpus <YOUR_CORPUS.csv> --text-column <TEXT_COLUMN> --label-column <LABEL_COLUMN> --person-column " \
            "<PERSON_COLUMN>" in md
+    from dpkps_core.cli.main import build_parser
+
+    for line in d.content["reproduce"]["commands"]:  # every line is a command the CLI parses, placeholders filled
+        words = shlex.split(re.sub(r"<[A-Z_]+(\.csv)?>", "x", line), comments=True)
+        if not words:  # the scripted test LLM is no command-line backend: reproduce.md says so in a comment
+            continue
+        assert words[:3] == ["python", "-m", "dpkps_core"] and build_parser().parse_args(words[3:]).command
     vocab_sha = json.loads((dossier_runs["canary"] / "run_config.json").read_text())["vocabulary_sha256"]
     assert vocab_sha in md and cfg["vocabulary_sha256"] == vocab_sha  # public inputs by their SHA-256
 

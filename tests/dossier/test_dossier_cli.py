@@ -4,6 +4,7 @@ with the private corpus given on the command line, re-runs the DP steps of a see
 from __future__ import annotations
 
 import json
+import shlex
 import stat
 from pathlib import Path
 
@@ -105,3 +106,26 @@ def test_sample_config_errors_are_one_line(tmp_path: Path, capsys: pytest.Captur
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err
     assert not (tmp_path / "r").exists()
+
+
+def test_the_generate_command_carries_the_runs_llm_settings() -> None:
+    """The generate line of reproduce.md: the settings the prompts were sent with, parsed by `generate` itself."""
+    from dpkps_core.cli.main import build_parser
+    from dpkps_core.dossier.reproduce import generate_command
+
+    gen = {"backend": "offline", "models": ["SmolLM2-135M-Instruct"], "document_type": "a clinical note",
+           "template": "Write {doc_type} about {keyphrases}.", "class_names_in_prompts": False,
+           "few_shot_examples": 3, "parameters": {"max_tokens": 200, "temperature": 0.5, "batch_size": 8}}
+    line = generate_command(gen)
+    words = shlex.split(line.replace("<NEW_RUN_FOLDER>", "r").replace("<PUBLIC_FEW_SHOT_FILE>", "f.csv"))
+    assert words[:3] == ["python", "-m", "dpkps_core"]
+    args = build_parser().parse_args(words[3:])
+    assert (args.backend, args.doc_type, args.template) == ("offline", "a clinical note",
+                                                            "Write {doc_type} about {keyphrases}.")
+    assert (args.include_labels, args.few_shot_count, args.max_tokens, args.temperature, args.batch_size) == (
+        False, 3, 200, 0.5, 8)
+    assert (args.no_repeat_ngram, args.repetition_penalty) == (0, 1.0)  # absent from the log = it was off
+    remote = generate_command({**gen, "backend": "openai", "models": ["gpt-4o-mini"],
+                               "base_url": "http://127.0.0.1:8000/v1"})
+    assert "--model gpt-4o-mini --base-url http://127.0.0.1:8000/v1" in remote and "--batch-size" not in remote
+    assert generate_command({**gen, "backend": "scripted"}).startswith("# the documents were written by")
