@@ -64,13 +64,13 @@ def _unit_word(person: bool) -> str:
 
 
 def ledger_summary(ledger: PersistentLedger, *, person: bool | None = None) -> str:
-    """One line (PRIVATE, local): the largest ε spent by one of the corpus's units, their cap, and the releases
-    that touched them."""
+    """One line (PRIVATE, local): the largest ε spent by one of the corpus's units, their cap, the releases that
+    touched them, and which ledger admitted them (its random id, never its path)."""
     view = ledger.view()
     unit = _unit_word(bool(person)) if person is not None else getattr(ledger, "unit_name", "document")
     return (f"this corpus's {unit}s in the persistent ledger (app and CLI; private, local): the largest ε spent by "
             f"one {unit} is {view.largest_spend:g} ({_cap_text(view)} per {unit}); {len(view.releases)} release(s) "
-            f"touched them. List them: python -m dpkps_core ledger --corpus …")
+            f"touched them; ledger id {ledger.ledger_id}. List them: python -m dpkps_core ledger --corpus …")
 
 
 def format_view(view: CorpusView, *, person: bool = False, epsilon: float | None = None) -> str:

@@ -355,6 +355,7 @@ def test_cli_runs_on_two_files_share_the_documents_budget(tmp_path: Path, fast_c
     assert _sample(first, tmp_path / "run-1", vocab, "--epsilon-cap", 12, "--label-column", "label") == 0
     out = capsys.readouterr().out
     assert "the largest ε spent by one document is 8 (cap 12 per document)" in out
+    assert f"ledger id {ls.LedgerStore().ledger_id}" in out and str(ls.LedgerStore().root) not in out
     # the same documents under another name, order and column names: the same budgets — ε_voc fits (8 + 4 = 12),
     # the densities leave every shared document out (12 + 4 > 12); a run's own cap setting does not raise theirs
     second = write_csv(tmp_path / "copy.csv", rows[::-1], text="body", label="category")
