@@ -40,6 +40,14 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(float(value)) else None
 
 
+def events(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The report's ledger events (a list, or a ledger's ``to_dict()`` — ``{"events": [...]}`` — in its place)."""
+    found = report.get("events") or []
+    if isinstance(found, Mapping):
+        found = found.get("events") or []
+    return [e for e in found if isinstance(e, Mapping)] if isinstance(found, list) else []
+
+
 def is_person_unit(report: Mapping[str, Any]) -> bool:
     """Whether the run's unit of privacy is one person (DESIGN §2, optional person unit)."""
     return "person" in str(report.get("neighbouring") or "")
@@ -59,8 +67,8 @@ def unit_words(report: Mapping[str, Any]) -> dict[str, str]:
 def epsilon_by_step(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """ε per ledger step, in the order the steps first charged (events), else from the report's totals."""
     steps: dict[str, float] = {}
-    for event in report.get("events") or []:
-        if isinstance(event, Mapping) and _number(event.get("epsilon")) is not None:
+    for event in events(report):
+        if _number(event.get("epsilon")) is not None:
             key = str(event.get("step") or "release")
             steps[key] = steps.get(key, 0.0) + float(event["epsilon"])
     if not steps:
@@ -114,9 +122,7 @@ def cap_policy(cap: float | None, unit: str) -> str:
 def mechanisms(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """What each mechanism released (one row per ledger event), in human words."""
     out = []
-    for event in report.get("events") or []:
-        if not isinstance(event, Mapping):
-            continue
+    for event in events(report):
         out.append({"step": step_label(str(event.get("step") or "")),
                     "mechanism": mechanism_label(str(event.get("mechanism") or "")),
                     "epsilon": _number(event.get("epsilon")), "delta": _number(event.get("delta")) or 0.0,

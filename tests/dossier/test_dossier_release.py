@@ -146,3 +146,21 @@ def test_a_linked_file_in_the_run_folder_is_refused(canary_copy: Path) -> None:
     (canary_copy / "documents.jsonl").symlink_to(target)
     with pytest.raises(DossierError, match="symbolic link"):
         build_dossier(canary_copy)
+
+
+def test_odd_reports_still_give_a_dossier(tmp_path: Path) -> None:
+    """A hand-made or older run folder (short parameter names, a ledger's to_dict() in place of the events, no run
+    config) still gives a dossier, with what it records."""
+    from llm_fakes import make_run_dir
+
+    run = make_run_dir(tmp_path, 3)
+    report = json.loads((run / "privacy_report.json").read_text(encoding="utf-8"))
+    report["events"] = {"events": report["events"]}
+    (run / "privacy_report.json").write_text(json.dumps(report), encoding="utf-8")
+    (run / "run_config.json").unlink()
+    c = build_dossier(run).content
+    assert [(s["step"], s["epsilon"]) for s in c["guarantee"]["steps"]] == [("vocabulary", 1.0), ("kde", 5.0)]
+    assert {s["label"] for s in c["settings"]} == {"Distinct terms counted per document (S)",
+                                                   "Private vocabulary size (N)", "Keyphrases per sequence (L)",
+                                                   "Kernel bandwidth σ"}
+    assert c["run"]["id"].startswith("run-") and len(c["mechanisms"]) == 2
