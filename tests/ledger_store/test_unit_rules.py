@@ -322,3 +322,35 @@ def test_release_rows_are_parsed_alike_row_by_row_and_at_c_speed() -> None:
         parse_rows(["document\x1fa", "person\x1fp"])
     with pytest.raises(ParameterError, match="identified by a string"):
         parse_rows(["document\x1fa", 3])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_filter_holds_the_caps_over_long_random_sequences_with_either_factor(seed: int) -> None:
+    """200 releases on in-memory corpora (rows in random order and subsets, persons always known, a factor of 1 or
+    2 per person-unit release): no text's or person's true loss ever passes the cap, and the releases keep
+    admitting rows until the caps bind."""
+    rng = np.random.default_rng(1000 + seed)
+    universe = UNIVERSE + [(_note(7), "angina", "P4"), (_note(4), "fever", "P1")]   # P1 shares P2's text too
+    text_loss = {t: 0.0 for t, _, _ in universe}
+    person_loss = {p: 0.0 for _, _, p in universe}
+    admitted = 0
+    for step in range(200):
+        chosen = rng.permutation(rng.choice(len(universe), int(rng.integers(1, len(universe) + 1)), replace=False))
+        rows = [universe[i] for i in chosen]
+        corpus = Corpus(tuple(r[0] for r in rows), tuple(r[1] for r in rows), "t", "memory",
+                        persons=tuple(r[2] for r in rows))
+        by_person = bool(rng.integers(2))
+        eps, factor = float(rng.choice([0.05, 0.1, 0.2])), float(rng.choice([1.0, 2.0]))
+        led = ls.open_corpus_ledger(corpus, tool="test", cap=CAP, by_person=by_person)
+        adm = admit(corpus, led, eps, by_person=by_person, row_factor=factor)
+        adm.ticket.charge(_event(eps))
+        took = list(zip(adm.corpus.texts, adm.corpus.persons or ()))
+        for t, p in took:
+            text_loss[t] += factor * eps if by_person else eps
+            person_loss[p] += 0.0 if by_person else eps
+        for p in {p for _, p in took} if by_person else ():
+            person_loss[p] += eps
+        admitted += len(took)
+        assert max(text_loss.values()) <= CAP + 1e-9, (seed, step)
+        assert max(person_loss.values()) <= CAP + 1e-9, (seed, step)
+    assert admitted > 0 and max(text_loss.values()) > CAP - 0.25      # the caps did bind
