@@ -100,6 +100,7 @@ class Dossier:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """A JSON object of the run folder ({} when absent); a damaged file is a one-sentence DossierError."""
     try:
         data = runfolder.read_json(path) if path.is_file() else {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -130,9 +131,9 @@ def _release_content(run_dir: Path, *, sample_documents: int) -> tuple[dict[str,
               "private_vocabulary_terms": len(vocab.get("terms") or []),
               "public_vocabulary_terms": public_v.get("public_size")}
     settings, unlabelled = release.settings(report, config)
-    inputs = release.public_inputs(report, config)
+    rconfig = config or dict(report.get("parameters") or {})  # the settings, from the report when no config is left
+    inputs = release.public_inputs(report, rconfig)
     classes = report.get("classes") or config.get("classes") or []
-    rconfig = {**config, **({} if config else dict(report.get("parameters") or {}))}
     person = release.is_person_unit(report)
     gen = release.generation(run_dir)
     content = {
