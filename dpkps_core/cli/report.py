@@ -15,6 +15,7 @@ from pathlib import Path
 from dpkps_core.cli.common import check_input_path, check_output_dir
 from dpkps_core.dossier import INTERNAL_PDF, RELEASE_PDF, build_dossier, find_chromium, to_pdf
 from dpkps_core.errors import ParameterError
+from dpkps_core.runfolder import ensure_private_dir
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -35,7 +36,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.pdf:
         find_chromium()  # no browser: one line before anything is written
     dossier = build_dossier(run, edition="internal" if args.internal else "release", policy=policy)
-    out.mkdir(parents=True, exist_ok=True)
+    if not out.exists():  # a new folder is owner-only; an existing one keeps its permissions
+        ensure_private_dir(out)
     written = []
     for name, data in dossier.files().items():
         _write(out / name, data)

@@ -42,7 +42,8 @@ table { border-collapse: collapse; width: 100%; margin: 2mm 0 3mm; font-size: 9.
 thead { display: table-header-group; }
 tr { break-inside: avoid-page; page-break-inside: avoid; }
 th, td { border: 1px solid #c9c9c9; padding: 1.2mm 2mm; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; }
+         overflow-wrap: break-word; }
+td.wrap { overflow-wrap: anywhere; }
 th { background: #eef3f7; }
 td.num { text-align: right; white-space: nowrap; }
 .meta { color: #444; margin: 0 0 3mm; }
@@ -70,12 +71,16 @@ def _e(value: Any) -> str:
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[Any]], *, numeric: Sequence[int] = (),
-           widths: Sequence[int] = ()) -> str:
+           widths: Sequence[int] = (), wrap: Sequence[int] = ()) -> str:
+    """A table; ``numeric`` columns align right, ``wrap`` columns may break anywhere (hashes, long values)."""
     cols = "<colgroup>" + "".join(f'<col style="width:{w}%">' for w in widths) + "</colgroup>" if widths else ""
     out = [f"<table>{cols}<thead><tr>", *(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
     for row in rows:
-        out.append("<tr>" + "".join(f'<td class="num">{_e(c)}</td>' if i in numeric else f"<td>{_e(c)}</td>"
-                                    for i, c in enumerate(row)) + "</tr>")
+        cells = []
+        for i, c in enumerate(row):
+            cls = "num" if i in numeric else "wrap" if i in wrap else ""
+            cells.append(f'<td class="{cls}">{_e(c)}</td>' if cls else f"<td>{_e(c)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
     return "".join(out) + "</tbody></table>"
 
 
@@ -133,7 +138,7 @@ def _settings(c: Mapping[str, Any]) -> str:
     rows = [(s["label"], s["value"], s["meaning"]) for s in c["settings"]]
     note = (f'<p class="small">{c["settings_left_out"]} further recorded setting(s) have no public description and '
             "were left out of this edition.</p>" if c["settings_left_out"] else "")
-    return ("<section><h2>3. Settings</h2>" + _table(("Setting", "Value", "Meaning"), rows, widths=(36, 24, 40))
+    return ("<section><h2>3. Settings</h2>" + _table(("Setting", "Value", "Meaning"), rows, widths=(36, 24, 40), wrap=(1,))
             + note + "</section>")
 
 
@@ -171,7 +176,7 @@ def _samples(c: Mapping[str, Any]) -> str:
 def _inputs_and_nist(c: Mapping[str, Any]) -> str:
     rows = [(r["input"], r["name"], r["licence"], r["sha256"] or "—") for r in c["public_inputs"]]
     nist = [(q["question"], q["answer"]) for q in c["nist_checklist"]]
-    inputs = _table(("Input", "Name", "Licence", "SHA-256"), rows, widths=(18, 16, 40, 26))
+    inputs = _table(("Input", "Name", "Licence", "SHA-256"), rows, widths=(18, 16, 40, 26), wrap=(1, 3))
     cmds = "\n".join(c["reproduce"]["commands"])
     return ("<section><h2>6. Public inputs and licences</h2>" + inputs
             + '</section><section class="page-break"><h2>7. NIST SP 800-226 checklist, answered for this run</h2>'
@@ -186,7 +191,7 @@ def _internal(c: Mapping[str, Any]) -> str:
     fp = i["fingerprint"]
     parts = ['<section class="page-break"><h2>9. Private findings (computed on the private data)</h2>',
              "<h3>Corpus fingerprint</h3>"]
-    parts.append(_table(("Fingerprint", "SHA-256"), [(k.replace("_", " "), v) for k, v in fp.items()])
+    parts.append(_table(("Fingerprint", "SHA-256"), [(k.replace("_", " "), v) for k, v in fp.items()], wrap=(1,))
                  if fp else "<p>No fingerprint of the corpus is recorded in the run folder.</p>")
     parts.append(_utility(i["utility"]))
     a = i["audit"]

@@ -25,6 +25,7 @@ def test_report_writes_the_release_edition_owner_only(dossier_runs: dict[str, Pa
     names = {p.name for p in out.iterdir()}
     assert names == {"dossier.html", "dossier.json", "reproduce.md", "reproduce_config.json"}
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in out.iterdir())
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
     assert json.loads((out / "dossier.json").read_text(encoding="utf-8"))["edition"] == "release"
     assert "wrote" in capsys.readouterr().out
 
