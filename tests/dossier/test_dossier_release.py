@@ -164,3 +164,14 @@ def test_odd_reports_still_give_a_dossier(tmp_path: Path) -> None:
                                                    "Private vocabulary size (N)", "Keyphrases per sequence (L)",
                                                    "Kernel bandwidth σ"}
     assert c["run"]["id"].startswith("run-") and len(c["mechanisms"]) == 2
+
+
+def test_text_from_the_run_is_escaped(canary_copy: Path) -> None:
+    """A synthetic document (LLM output) that holds markup stays text: the page runs no script and loads nothing."""
+    docs = (canary_copy / "documents.jsonl").read_text(encoding="utf-8").splitlines()
+    first = json.loads(docs[0])
+    first["text"] = '<script>alert(1)</script><img src="https://example.org/x.png"></style>'
+    (canary_copy / "documents.jsonl").write_text("\n".join([json.dumps(first)] + docs[1:]) + "\n", encoding="utf-8")
+    html = build_dossier(canary_copy).to_html()
+    assert "<script" not in html and "<img" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert html.count("</style>") == 1
