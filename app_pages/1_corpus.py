@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import streamlit as st
 
 from dpkps_core.corpus import ENCODINGS, NotUTF8Error, corpus_summary
@@ -16,8 +18,12 @@ widgets.page_header(0, "Pick the private corpus the synthetic corpus should rese
                        "memory on this machine; only DP outputs ever leave it.")
 s = st.session_state
 
-widgets.bound(st.radio, "Corpus", "corpus_source", options=["demo", "upload"], horizontal=True,
-              format_func={"demo": "Demo corpus (preselected)", "upload": "Upload my corpus"}.get)
+data_dir = steps.server_data_dir()  # the deployment's data folder ($DPKPS_DATA_DIR), if any
+if s["corpus_source"] == "server" and data_dir is None:
+    s["corpus_source"] = "upload"
+widgets.bound(st.radio, "Corpus", "corpus_source", options=["demo", "upload"] + (["server"] if data_dir else []),
+              horizontal=True, format_func={"demo": "Demo corpus (preselected)", "upload": "Upload my corpus",
+                                            "server": "A corpus in the server's data folder"}.get)
 
 def replace_notice(what: str) -> str:
     """What loading another corpus does to the results on screen (nothing is deleted, nothing is refunded)."""
@@ -33,6 +39,99 @@ def _in_app_words(exc: DPKPSError) -> DPKPSError:
     if isinstance(exc, NotUTF8Error):
         return exc.with_hint("choose Latin-1 under Encoding above")
     return exc.in_app() if isinstance(exc, ColumnChoiceError) else exc
+
+
+def encoding_choice() -> str:
+    """Public user input: the whole file is decoded with this choice, never guessed from its bytes (DESIGN §2.0)."""
+    return st.selectbox("Encoding", list(ENCODINGS), format_func=ENCODING_LABELS.get, key="upload_encoding",
+                        help="How the file's text is stored. UTF-8 unless the file was saved by an older program "
+                             "in a Western European encoding: then choose Latin-1 or Windows-1252.")
+
+
+def file_source(name: str, *, read_columns: Callable[[], tuple[list[str], str | None, str | None]],
+                load: Callable[..., Any]) -> None:
+    """The column pickers, the replace confirmation and the Load button for one file — an upload or a corpus of
+    the server's data folder; ``read_columns()`` gives its columns and the name rule's guesses, ``load(...)`` loads
+    it with the chosen columns."""
+    if s.get("upload_error_file") not in (None, name):
+        s.pop("upload_error", None)  # a new file: the previous file's error no longer applies
+    columns = None
+    try:
+        columns, guess_text, guess_label = read_columns()
+    except DPKPSError as exc:
+        exc = _in_app_words(exc)
+        # a file that cannot be read changes nothing: the corpus loaded before and every result stay in place
+        s["upload_error"], s["upload_error_file"] = f"{name}: {exc}", name
+        st.error(f"**{name} cannot be loaded** — {exc} Nothing changed: the corpus loaded before and "
+                 "every result built on it stay as they are.", icon=":material/block:")
+    if columns is not None:
+        with widgets.guard():
+            if columns:
+                # The columns are suggested from their NAMES only (DESIGN §2.0: a guess from the values would let
+                # one row switch the column); when no name or several names fit, the user picks. Once this file
+                # is loaded, the pickers start from the columns the loaded corpus was actually read from.
+                loaded = session.corpus()
+                if (loaded is not None and defaults.is_user_corpus(s.get("corpus_id"))
+                        and s.get("corpus_filename") == name):
+                    guess_text = loaded.text_column or guess_text
+                    guess_label = loaded.label_column or guess_label
+                # the person column: the loaded upload's when this file has it too (a corrected file keeps the
+                # unit of privacy), else a column whose NAME says it identifies a person (patient_id, mrn…)
+                kept_person = (loaded.person_column if loaded is not None
+                               and defaults.is_user_corpus(s.get("corpus_id")) else None)
+                guess_person = (kept_person if kept_person in columns else
+                                suggest_person_column(columns, exclude=(guess_text, guess_label)))
+                if guess_text is None:
+                    st.info("No column name says which column holds the documents' text (names such as text, "
+                            "document, notes, body, content, review, summary): choose it below.",
+                            icon=":material/view_column:")
+                c1, c2 = st.columns(2)
+                text_col = c1.selectbox("Text column", columns,
+                                        index=columns.index(guess_text) if guess_text in columns else None,
+                                        placeholder="choose the column with the documents", key="upload_text_col",
+                                        help="Chosen from the column names only, never from the values; change it "
+                                             "if it is not the column that holds the documents.")
+                label_col = c2.selectbox("Label column", columns,
+                                         index=columns.index(guess_label) if guess_label in columns else None,
+                                         placeholder="choose the column with the class", key="upload_label_col")
+                person_col = st.selectbox(
+                    "Person column (optional: the unit of privacy becomes one person)", columns,
+                    index=columns.index(guess_person) if guess_person in columns else None,
+                    placeholder="none: protect each document", key="upload_person_col",
+                    help="When one person (a patient, a customer, an employee) has several documents, name the column "
+                         "that identifies them: every mechanism then bounds each person's total contribution, and "
+                         "the split keeps a person's documents together. The identifiers stay private.")
+                if person_col is not None and person_col == guess_person and person_col != kept_person:
+                    st.caption(f"“{person_col}” was suggested from its name as the column that identifies a "
+                               "person; clear it to protect each document instead.")
+                if kept_person is not None and person_col != kept_person:  # the unit of privacy changes
+                    st.info("Loading this file changes the unit of privacy from **one person** (column "
+                            f"“{kept_person}”) to " + (f"**one person** of column “{person_col}”" if person_col
+                                                       else "**one document**") + ".", icon=":material/group:")
+                elif kept_person is None and person_col is not None and loaded is not None:
+                    st.info(f"Loading this file changes the unit of privacy from **one document** to **one "
+                            f"person** (column “{person_col}”).", icon=":material/group:")
+            else:
+                text_col = label_col = person_col = None
+                st.caption("ZIP of .txt files: each file is a document, labelled by the folder that holds it.")
+            replacing = session.has_results() and s.get("corpus_id") is not None
+            sure = True
+            if replacing:
+                st.warning(replace_notice(f"“{name}”"), icon=":material/warning:")
+                sure = st.checkbox("Yes, replace the current corpus (its results are put aside)",
+                                   key="confirm_replace_corpus")
+            if st.button("Load this corpus", type="primary", icon=":material/upload_file:", disabled=not sure):
+                try:
+                    c = load(text_column=text_col, label_column=label_col, person_column=person_col)
+                except DPKPSError as exc:  # refused before anything was replaced: the loaded corpus stays
+                    exc = _in_app_words(exc)
+                    s["upload_error"], s["upload_error_file"] = f"{name}: {exc}", name
+                    st.error(f"**{name} cannot be loaded** — {exc} Nothing changed: the corpus loaded "
+                             "before and every result built on it stay as they are.", icon=":material/block:")
+                else:
+                    s.pop("upload_error", None)
+                    st.success(f"Loaded {widgets.plural(len(c), 'document')} with "
+                               f"{widgets.plural(len(c.observed_classes), 'distinct label')}.")
 
 
 if s["corpus_source"] == "demo":
@@ -60,100 +159,35 @@ if s["corpus_source"] == "demo":
             else:
                 with st.spinner("Loading the demo corpus…"):
                     steps.load_demo(s["demo_spec"])
-else:
+elif s["corpus_source"] == "upload":
     st.markdown("CSV, TSV, JSONL, Parquet (one document per row, a text and a label column) or a ZIP of `.txt` "
-                "files in one folder per class. Up to 200 MB.")
+                "files in one folder per class. Up to 200 MB through the browser"
+                + (" — larger corpora from the server's data folder (the third choice above)." if data_dir else "."))
     upload = st.file_uploader("Private corpus file", type=["csv", "tsv", "jsonl", "json", "parquet", "zip"],
                               key="corpus_upload")
-    # public user input: the whole file is decoded with this choice, never guessed from its bytes (DESIGN §2.0)
-    encoding = st.selectbox("Encoding", list(ENCODINGS), format_func=ENCODING_LABELS.get, key="upload_encoding",
-                            help="How the file's text is stored. UTF-8 unless the file was saved by an older program "
-                                 "in a Western European encoding: then choose Latin-1 or Windows-1252.")
+    encoding = encoding_choice()
     if upload is not None:
         data = upload.getvalue()
-        if s.get("upload_error_file") not in (None, upload.name):
-            s.pop("upload_error", None)  # a new file: the previous file's error no longer applies
-        columns = None
-        try:
-            columns, guess_text, guess_label = steps.upload_columns(data, upload.name, encoding=encoding)
-        except DPKPSError as exc:
-            exc = _in_app_words(exc)
-            # a file that cannot be read changes nothing: the corpus loaded before and every result stay in place
-            s["upload_error"], s["upload_error_file"] = f"{upload.name}: {exc}", upload.name
-            st.error(f"**{upload.name} cannot be loaded** — {exc} Nothing changed: the corpus loaded before and "
-                     "every result built on it stay as they are.", icon=":material/block:")
-        if columns is not None:
-            with widgets.guard():
-                if columns:
-                    # The columns are suggested from their NAMES only (DESIGN §2.0: a guess from the values would let
-                    # one row switch the column); when no name or several names fit, the user picks. Once this file
-                    # is loaded, the pickers start from the columns the loaded corpus was actually read from.
-                    loaded = session.corpus()
-                    if (loaded is not None and str(s.get("corpus_id") or "").startswith("upload:")
-                            and s.get("corpus_filename") == upload.name):
-                        guess_text = loaded.text_column or guess_text
-                        guess_label = loaded.label_column or guess_label
-                    # the person column: the loaded upload's when this file has it too (a corrected file keeps the
-                    # unit of privacy), else a column whose NAME says it identifies a person (patient_id, mrn…)
-                    kept_person = (loaded.person_column if loaded is not None
-                                   and str(s.get("corpus_id") or "").startswith("upload:") else None)
-                    guess_person = (kept_person if kept_person in columns else
-                                    suggest_person_column(columns, exclude=(guess_text, guess_label)))
-                    if guess_text is None:
-                        st.info("No column name says which column holds the documents' text (names such as text, "
-                                "document, notes, body, content, review, summary): choose it below.",
-                                icon=":material/view_column:")
-                    c1, c2 = st.columns(2)
-                    text_col = c1.selectbox("Text column", columns,
-                                            index=columns.index(guess_text) if guess_text in columns else None,
-                                            placeholder="choose the column with the documents", key="upload_text_col",
-                                            help="Chosen from the column names only, never from the values; change it "
-                                                 "if it is not the column that holds the documents.")
-                    label_col = c2.selectbox("Label column", columns,
-                                             index=columns.index(guess_label) if guess_label in columns else None,
-                                             placeholder="choose the column with the class", key="upload_label_col")
-                    person_col = st.selectbox(
-                        "Person column (optional: the unit of privacy becomes one person)", columns,
-                        index=columns.index(guess_person) if guess_person in columns else None,
-                        placeholder="none: protect each document", key="upload_person_col",
-                        help="When one person (a patient, a customer, an employee) has several documents, name the column "
-                             "that identifies them: every mechanism then bounds each person's total contribution, and "
-                             "the split keeps a person's documents together. The identifiers stay private.")
-                    if person_col is not None and person_col == guess_person and person_col != kept_person:
-                        st.caption(f"“{person_col}” was suggested from its name as the column that identifies a "
-                                   "person; clear it to protect each document instead.")
-                    if kept_person is not None and person_col != kept_person:  # the unit of privacy changes
-                        st.info("Loading this file changes the unit of privacy from **one person** (column "
-                                f"“{kept_person}”) to " + (f"**one person** of column “{person_col}”" if person_col
-                                                           else "**one document**") + ".", icon=":material/group:")
-                    elif kept_person is None and person_col is not None and loaded is not None:
-                        st.info(f"Loading this file changes the unit of privacy from **one document** to **one "
-                                f"person** (column “{person_col}”).", icon=":material/group:")
-                else:
-                    text_col = label_col = person_col = None
-                    st.caption("ZIP of .txt files: each file is a document, labelled by the folder that holds it.")
-                replacing = session.has_results() and s.get("corpus_id") is not None
-                sure = True
-                if replacing:
-                    st.warning(replace_notice(f"“{upload.name}”"), icon=":material/warning:")
-                    sure = st.checkbox("Yes, replace the current corpus (its results are put aside)",
-                                       key="confirm_replace_corpus")
-                if st.button("Load this corpus", type="primary", icon=":material/upload_file:", disabled=not sure):
-                    try:
-                        c = steps.load_upload(data, upload.name, text_column=text_col, label_column=label_col,
-                                              person_column=person_col, encoding=encoding)
-                    except DPKPSError as exc:  # refused before anything was replaced: the loaded corpus stays
-                        exc = _in_app_words(exc)
-                        s["upload_error"], s["upload_error_file"] = f"{upload.name}: {exc}", upload.name
-                        st.error(f"**{upload.name} cannot be loaded** — {exc} Nothing changed: the corpus loaded "
-                                 "before and every result built on it stay as they are.", icon=":material/block:")
-                    else:
-                        s.pop("upload_error", None)
-                        st.success(f"Loaded {widgets.plural(len(c), 'document')} with "
-                                   f"{widgets.plural(len(c.observed_classes), 'distinct label')}.")
+        file_source(upload.name, read_columns=lambda: steps.upload_columns(data, upload.name, encoding=encoding),
+                    load=lambda **cols: steps.load_upload(data, upload.name, encoding=encoding, **cols))
+else:
+    st.markdown("Corpora the deployment put in the server's data folder — files too large for a browser upload, "
+                "or folders of Parquet / CSV / JSONL parts as a data platform exports them. They are read in chunks "
+                "under the deployment's limits, and stay on the server.")
+    entries = steps.server_entries()
+    if not entries:
+        st.info("The server's data folder holds no corpus file or folder of parts yet.")
+    else:
+        chosen = st.selectbox("Corpus in the server's data folder", [e.name for e in entries], index=None,
+                              placeholder="choose a corpus", key="server_entry",
+                              format_func={e.name: e.label for e in entries}.get)
+        encoding = encoding_choice()
+        if chosen is not None:
+            file_source(chosen, read_columns=lambda: steps.server_columns(chosen, encoding=encoding),
+                        load=lambda **cols: steps.load_server(chosen, encoding=encoding, **cols))
 
 corpus = session.corpus()
-if s["corpus_source"] == "upload" and (corpus is None or not str(s.get("corpus_id") or "").startswith("upload:")):
+if s["corpus_source"] != "demo" and (corpus is None or not defaults.is_user_corpus(s.get("corpus_id"))):
     corpus = None  # the demo corpus loaded before is not the user's: say so instead of showing it under "upload"
     if s.get("upload_error"):
         st.warning(f"**No corpus of yours is loaded.** The last file could not be loaded — {s['upload_error']}",

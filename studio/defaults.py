@@ -125,3 +125,12 @@ def apply_paper_settings(state: MutableMapping[str, Any], on: bool) -> None:
         state["bandwidth"], state["features"] = defaults["bandwidth"], defaults["features"]
         state["density"] = d.density
     state["paper_settings"] = on
+
+
+#: Corpus ids of the user's own corpora: an upload, or a file of the server's data folder (``studio.steps``).
+USER_CORPUS_SOURCES = ("upload", "server")
+
+
+def is_user_corpus(corpus_id: object) -> bool:
+    """Whether ``corpus_id`` names the user's own corpus (an upload or a server file), not a demo."""
+    return str(corpus_id or "").split(":", 1)[0] in USER_CORPUS_SOURCES

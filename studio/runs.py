@@ -25,6 +25,7 @@ from dpkps_core.corpus import DEMO_SPECS
 from dpkps_core.errors import CorpusError, DPKPSError, ParameterError
 from dpkps_core.runfolder import list_runs, open_run, resolve_run_name
 from studio import tenancy
+from studio.defaults import is_user_corpus
 from studio.jobs import Job
 from studio.session import (CORPUS_FINGERPRINT_FILE, corpus, corpus_content_fingerprint, drop_results, notice,
                             person_column, split, ss)
@@ -110,7 +111,7 @@ def run_corpus_matches(state: Mapping[str, Any], folder: str | Path | None = Non
         return False
     if str(state["corpus_spec"]).startswith("demo:"):
         return (s.get("corpus_spec") or s.get("corpus_id")) == state["corpus_spec"]
-    if not str(s.get("corpus_id") or "").startswith("upload:"):
+    if not is_user_corpus(s.get("corpus_id")):
         return False
     recorded = recorded_fingerprint(folder) if folder is not None else None
     if recorded is not None:
@@ -150,14 +151,15 @@ def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
             load_demo(spec)
         else:
             name = str(spec).split(":", 1)[-1]
-            differs = str(ss().get("corpus_id") or "").startswith("upload:") and recorded_fingerprint(run.path)
+            differs = is_user_corpus(ss().get("corpus_id")) and recorded_fingerprint(run.path)
             raise CorpusError(f"The run {run.name} was built on the corpus “{name}”"
                               + (" — the loaded corpus's content is not that corpus's, whatever its name" if differs
                                  else "")
                               + f": load that file on page 1 (with the text column “{state.get('text_column')}” "
                               f"and the label column “{state.get('label_column')}”), then reopen the run.")
     c = corpus()
-    s["corpus_source"] = "demo" if str(spec).startswith("demo:") else "upload"  # page 1 shows the run's corpus
+    source = str(spec).split(":", 1)[0]
+    s["corpus_source"] = source if source in ("demo", "server") else "upload"  # page 1 shows the run's corpus
     classes = tuple(state.get("classes") or run.report.get("classes") or ())
     if classes and c.public_classes != classes:
         s["corpus"] = c.with_classes(list(classes))

@@ -24,6 +24,7 @@ import numpy as np
 
 from dpkps_core import pipeline, runfolder
 from dpkps_core.corpus import DEMO_SPECS, Corpus, check_encoding, list_columns, load_corpus, suggest_columns
+from dpkps_core.corpus.data_folder import data_root, list_data_entries, resolve_data_entry
 from dpkps_core.density_plan import density_plan
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, check_vocabulary_settings
@@ -31,7 +32,8 @@ from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
 from dpkps_core.runfolder import DENSITY_FILE, DOCUMENTS_FILE, RUN_STATE_FILE, SEQUENCES_FILE, VOCABULARY_FILE, RunFolder
 from dpkps_core.sampling import SamplingOutcome
 from studio import run_view, spend
-from studio.defaults import DOC_TYPE_FOR_DEMO, MAX_UPLOAD_BYTES, reset_corpus_settings
+from studio.defaults import (DOC_TYPE_FOR_DEMO, MAX_UPLOAD_BYTES, USER_CORPUS_SOURCES, is_user_corpus,
+                             reset_corpus_settings)
 from studio.jobs import Job
 from studio.resources import cached_vocabulary, demo_corpus, embedder, embedding_cache
 from studio.run_writes import abandon_run_dir, new_run_dir, run_state_base, save_densities, write_run_state
@@ -76,16 +78,75 @@ def load_upload(data: bytes, filename: str, *, text_column: str | None, label_co
     ``person_column`` the unit of privacy is the person (DESIGN §2); ``encoding`` is the user's choice on page 1."""
     c = load_corpus(data, filename=filename, text_column=text_column, label_column=label_column,
                     max_bytes=MAX_UPLOAD_BYTES, person_column=person_column or None, encoding=encoding)
-    fp = hashlib.sha256(data).hexdigest()
-    cid = f"upload:{fp[:16]}:{text_column}:{label_column}:{person_column or ''}"
+    _set_file_corpus(c, "upload", Path(filename).name, hashlib.sha256(data).hexdigest(), text_column=text_column,
+                     label_column=label_column, person_column=person_column, encoding=encoding)
+    return c
+
+
+def server_data_dir() -> Path | None:
+    """The deployment's data folder (``$DPKPS_DATA_DIR``), or None when this server has none."""
+    return data_root()
+
+
+def server_entries() -> list[Any]:
+    """The corpora of the server's data folder (names, kinds, sizes; nothing is read)."""
+    root = data_root()
+    return list_data_entries(root) if root is not None else []
+
+
+def server_entry(name: str) -> Path:
+    """The entry ``name`` of the deployment's data folder (``$DPKPS_DATA_DIR``; names only, no traversal)."""
+    root = data_root()
+    if root is None:
+        raise ParameterError("This server has no data folder (the deployment sets $DPKPS_DATA_DIR).")
+    return resolve_data_entry(root, name)
+
+
+def server_columns(name: str, *, encoding: str = "utf-8") -> tuple[list[str], str | None, str | None]:
+    """Columns of a corpus in the server's data folder and the loader's guesses (names only); ([], None, None) for
+    a ZIP of .txt files."""
+    path = server_entry(name)
+    if path.is_file() and path.suffix.lower() == ".zip":
+        return [], None, None
+    text, label = suggest_columns(path, encoding=encoding)
+    return list_columns(path, encoding=encoding), text, label
+
+
+def load_server(name: str, *, text_column: str | None, label_column: str | None, person_column: str | None = None,
+                encoding: str = "utf-8") -> Corpus:
+    """Load a PRIVATE corpus from the server's data folder through the one (streaming) loader, under the
+    deployment's limits ($DPKPS_MAX_CORPUS_BYTES / $DPKPS_MAX_DOCUMENTS), not the browser's upload cap."""
+    path = server_entry(name)
+    c = load_corpus(path, text_column=text_column, label_column=label_column, person_column=person_column or None,
+                    encoding=encoding)
+    _set_file_corpus(c, "server", name, _content_sha256(path), text_column=text_column, label_column=label_column,
+                     person_column=person_column, encoding=encoding)
+    return c
+
+
+def _content_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, or of a folder's parts in name order (read in 1 MiB blocks; PRIVATE)."""
+    h = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    for f in files:
+        h.update(str(f.relative_to(path) if f != path else f.name).encode("utf-8", "surrogatepass") + b"\x00")
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def _set_file_corpus(c: Corpus, source: str, name: str, fp: str, *, text_column: str | None,
+                     label_column: str | None, person_column: str | None, encoding: str) -> None:
+    """The session's corpus from a file: its id names the content (SHA-256), the columns and the decoding."""
+    cid = f"{source}:{fp[:16]}:{text_column}:{label_column}:{person_column or ''}"
     if check_encoding(encoding) != "utf-8":  # another decoding is another corpus (UTF-8 ids stay as they were)
         cid += f":{check_encoding(encoding)}"
-    _set_corpus(c, cid=cid, spec=f"upload:{Path(filename).name}", fingerprint=fp, text_column=text_column,
-                label_column=label_column, filename=Path(filename).name)
+    _set_corpus(c, cid=cid, spec=f"{source}:{name}", fingerprint=fp, text_column=text_column,
+                label_column=label_column, filename=name)
     ss()["loaded_encoding"] = check_encoding(encoding)
     if not ss().get("doc_type"):
         ss()["doc_type"] = "a document"
-    return c
 
 
 def _set_corpus(c: Corpus, *, cid: str, spec: str, fingerprint: str | None, text_column: str | None,
@@ -114,7 +175,7 @@ def require_selected_corpus() -> Corpus:
     c = corpus()
     if c is None:
         raise CorpusError("Load a corpus first (page 1).")
-    if s.get("corpus_source") == "upload" and not str(s.get("corpus_id") or "").startswith("upload:"):
+    if s.get("corpus_source") in USER_CORPUS_SOURCES and not is_user_corpus(s.get("corpus_id")):
         raise CorpusError(f"Your file is not loaded: the loaded corpus is the demo “{c.name}”. Load your file on "
                           "page 1 (“Load this corpus”), or select the demo corpus there. Nothing was spent.")
     return c

@@ -60,7 +60,7 @@ def test_length_histogram_stays_readable_with_one_huge_row() -> None:
     fig = charts.length_histogram(words, ["a", "b"] * 5 + ["a"])
     lo, hi = fig.layout.xaxis.range
     assert lo == 0 and hi < 400                                  # the 360,000-word row does not squeeze the rest
-    assert "1 longer document (up to 360,000 words)" in fig.layout.title.text
+    assert "1 document over 200 words (360,000 words) is not shown" in fig.layout.title.text
 
 
 def test_one_seed_shows_no_spread() -> None:

@@ -62,3 +62,32 @@ def test_an_id_like_column_is_suggested_as_the_person_and_kept_for_a_corrected_f
     assert at.selectbox(key="upload_person_col").value is None
     assert any("changes the unit of privacy from **one person** (column “patient_id”) to **one document**" in i.value
                for i in at.info), [i.value for i in at.info]
+
+
+def test_page1_loads_a_corpus_from_the_servers_data_folder(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31 §2: a corpus too large for a browser upload is read from the deployment's data folder — listed on
+    page 1 by name (a folder of Parquet parts too), loaded under the deployment's limits, never a path."""
+    import pandas as pd
+    from app_helpers import click, declare_classes, toy_records, walk
+
+    root = tmp_path / "data"
+    (root / "export").mkdir(parents=True)
+    recs = toy_records(20)
+    for i in range(2):
+        pd.DataFrame(recs[i * 30:(i + 1) * 30]).to_parquet(root / "export" / f"part-{i}.parquet")
+    monkeypatch.setenv("DPKPS_DATA_DIR", str(root))
+    at = new_app()
+    at.radio(key="_w.corpus_source").set_value("server").run()
+    box = at.selectbox(key="server_entry")
+    assert len(box.options) == 1 and box.options[0].startswith("export (folder of 2 parts, ")
+    box.set_value("export").run()
+    assert at.selectbox(key="upload_text_col").value == "text"
+    click(at, "Load this corpus", clean=False)
+    declare_classes(at)
+    c = at.session_state["corpus"]
+    assert len(c) == 60 and str(at.session_state["corpus_id"]).startswith("server:")
+    walk(at, 2)                                               # the DP steps run on it like on an upload
+    assert at.session_state["run_dir"]
+    monkeypatch.delenv("DPKPS_DATA_DIR")                     # no data folder: no such choice
+    without = new_app()
+    assert "server" not in without.radio(key="_w.corpus_source").options
