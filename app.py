@@ -3,7 +3,7 @@
 Run with ``streamlit run app.py`` (or ``bash scripts/app.sh``). This file is only the router: it checks the
 optional login, initialises the session, shows the privacy ledger in the sidebar and runs the current page.
 
-The sidebar's ledger lines (DESIGN §2.0, docs/PRIVACY.md "Per-document budgets"): the ledger is an individual
+The sidebar's ledger lines (docs/DESIGN.md §2.0, docs/PRIVACY.md "Per-document budgets"): the ledger is an individual
 privacy filter, so they show the cap per document (person), the largest ε one of this corpus's documents (persons)
 has spent over every release — app and CLI, any session, any file holding them — and this session's own spend.
 With login, every figure is the signed-in account's own ledger's (``studio.tenancy``): its releases only.
@@ -23,7 +23,7 @@ STEP_LABELS = {"vocabulary": "vocabulary (ε_voc)", "kde": "densities (ε_kde)",
 
 def other_corpora_released_on() -> int:
     """How many corpora OTHER than the loaded one this session released on (its in-session ledgers). Their ε is
-    not summed: a total over different corpora is nobody's loss (each document's budget is its own, DESIGN §2.0)."""
+    not summed: a total over different corpora is nobody's loss (each document's budget is its own, docs/DESIGN.md §2.0)."""
     current = st.session_state.get("corpus_id") if session.corpus() is not None else None
     return sum(1 for cid, led in (st.session_state.get("ledgers") or {}).items()
                if cid != current and led.total_epsilon > 0)
@@ -36,7 +36,7 @@ def _corpora(n: int) -> str:
 def ledger_sidebar() -> None:
     """The privacy ledger in the sidebar, on every page (the corpus's figures are PRIVATE, local).
 
-    DESIGN §2.0: the ledger is a per-document (per-person) filter, so its figures belong to a loaded corpus: the
+    docs/DESIGN.md §2.0: the ledger is a per-document (per-person) filter, so its figures belong to a loaded corpus: the
     cap per unit, the largest spend among the corpus's units over every release, and this session's own spend.
     With no corpus loaded there is no such figure — it says so instead of a "0 / cap" that would look like a
     fresh budget."""

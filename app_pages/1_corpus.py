@@ -42,7 +42,7 @@ def _in_app_words(exc: DPKPSError) -> DPKPSError:
 
 
 def encoding_choice() -> str:
-    """Public user input: the whole file is decoded with this choice, never guessed from its bytes (DESIGN §2.0)."""
+    """Public user input: the whole file is decoded with this choice, never guessed from its bytes (docs/DESIGN.md §2.0)."""
     return st.selectbox("Encoding", list(ENCODINGS), format_func=ENCODING_LABELS.get, key="upload_encoding",
                         help="How the file's text is stored. UTF-8 unless the file was saved by an older program "
                              "in a Western European encoding: then choose Latin-1 or Windows-1252.")
@@ -67,7 +67,7 @@ def file_source(name: str, *, read_columns: Callable[[], tuple[list[str], str | 
     if columns is not None:
         with widgets.guard():
             if columns:
-                # The columns are suggested from their NAMES only (DESIGN §2.0: a guess from the values would let
+                # The columns are suggested from their NAMES only (docs/DESIGN.md §2.0: a guess from the values would let
                 # one row switch the column); when no name or several names fit, the user picks. Once this file
                 # is loaded, the pickers start from the columns the loaded corpus was actually read from.
                 loaded = session.corpus()
@@ -214,7 +214,7 @@ if corpus is not None:
     if corpus.report is not None:
         st.caption(f"{widgets.PRIVATE_BADGE} {corpus.report.summary()} Each row is kept or dropped on its own "
                    "(empty text, label or person id; too short; an identical copy of a row of the same person).")
-    # a private, local figure (README "Limits"; DESIGN §2.1: the matcher reads the first max_chars_per_doc
+    # a private, local figure (README "Limits"; docs/DESIGN.md §2.1: the matcher reads the first max_chars_per_doc
     # characters of each document, the same rule for every document, so no count leaves the session)
     limit = LIMITS["max_chars_per_doc"]
     n_long = truncated_count(corpus.texts, limit)

@@ -12,7 +12,7 @@ from studio import charts, jobs, review, run_view, session, spend, steps, widget
 SAMPLING_METHOD_LABELS = {  # one label per dpkps_core.sampling.SAMPLING_METHODS (a test checks the keys)
     "independent": "independent — L terms drawn i.i.d. from each class's density (fast, robust)",
     "iterative-linear": "iterative, linear ensemble — one DP-KDE per prefix length (ε_kde / L each)",
-    "iterative-log": "iterative, log ensemble — ⌈log₂L⌉+1 DP-KDEs (paper appendix B)",
+    "iterative-log": "iterative, log ensemble — ⌈log₂L⌉+1 DP-KDEs ([DP-KPS] appendix B)",
 }
 DENSITIES = {"auto": "auto (histogram for independent, RFF for iterative)",
              "histogram": "exact smoothed DP histogram (independent only)", "rff": "RFF DP-KDE (the paper's)"}
@@ -150,7 +150,7 @@ else:
             st.caption(f"{widgets.PRIVATE_BADGE} {meta['documents_without_keyphrases']:,} training documents "
                        "contain no term of Ṽ and contribute nothing (an exact count of the private corpus: not a "
                        "DP output, never exported).")
-        for warning in meta.get("local_warnings", ()):  # e.g. documents left out for lack of budget (DESIGN §2.0)
+        for warning in meta.get("local_warnings", ()):  # e.g. documents left out for lack of budget (docs/DESIGN.md §2.0)
             st.warning(f"{widgets.PRIVATE_BADGE} {warning}", icon=":material/lock:")
         c = session.corpus()
         scores = run_view.density_scores()

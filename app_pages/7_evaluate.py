@@ -184,7 +184,7 @@ with tab_sweep:
 
 with tab_compare:
     st.caption("DP-KPS next to the two other methods of the field — private prediction (clipped logits + sparse "
-               "vector, paper 004) and AugPE seeded with the private vocabulary — at the same ε, on the same split, "
+               "vector, [PrivPred]) and AugPE seeded with the private vocabulary — at the same ε, on the same split, "
                "evaluated alike. Its accuracies read real data (private, local); the synthetic documents each method "
                "writes are DP releases, so the JOINT cost of running the selected methods on the same data (the sum "
                "of their ε and δ; a Ṽ shared by DP-KPS and AugPE+Ṽ counted once) is checked against the cap and "

@@ -1,4 +1,4 @@
-"""No-LLM accuracy table of DP-KPS configurations (paper 001 Table 5 style; DESIGN §5, §6).
+"""No-LLM accuracy table of DP-KPS configurations ([DP-KPS] Table 5 style; docs/DESIGN.md §5, §6).
 
     python -m benchmarks.accuracy_table --corpus demo:bbc --corpus demo:drugs --seeds 3 --out docs/RESULTS.md
 
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"- date: {_dt.date.today().isoformat()}; machine: 2-core CPU ({platform.machine()}, shared with other "
                 f"jobs, no GPU), Python {platform.python_version()}; wall time: {wall / 60:.1f} min"
                 + ("" if final else " (partial: still running)"),
-                "- no-LLM check (paper 001 Table 5): TF-IDF over keyphrase unigrams + bigrams (each keyphrase one token) "
+                "- no-LLM check ([DP-KPS] Table 5): TF-IDF over keyphrase unigrams + bigrams (each keyphrase one token) "
                 f"+ logistic regression, trained on {args.per_class} sampled sequences per class (L = 10), tested on the "
                 "held-out documents' own keyphrase sequences (matches of Ṽ in text order, repeats kept, first 10)",
                 "- one held-out split (test fraction 0.2, split seed 0; each document assigned by a keyed hash of its "

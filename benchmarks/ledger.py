@@ -1,4 +1,4 @@
-"""Benchmark of the persistent unit ledger (DESIGN §2.0: fast at 200,000 units × many releases).
+"""Benchmark of the persistent unit ledger (docs/DESIGN.md §2.0: fast at 200,000 units × many releases).
 
 ``python -m benchmarks.ledger [--units 200000] [--releases 50]`` prints one ``name: value`` row per figure, in a
 temporary ledger folder (never the user's):

@@ -1,4 +1,4 @@
-"""Speed of the iterative log-ensemble sampler against the bare matrix products it performs (DESIGN §2.4).
+"""Speed of the iterative log-ensemble sampler against the bare matrix products it performs (docs/DESIGN.md §2.4).
 
     python -m benchmarks.sampler [--sequences 1000] [--length 10] [--vocab 1000] [--features 2000] [--dim 384]
 

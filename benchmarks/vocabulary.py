@@ -1,4 +1,4 @@
-"""Benchmark of vocabulary matching (DESIGN §2.1): ``python -m benchmarks.vocabulary [--docs N] [--S S]``.
+"""Benchmark of vocabulary matching (docs/DESIGN.md §2.1): ``python -m benchmarks.vocabulary [--docs N] [--S S]``.
 
 Builds a :class:`~dpkps_core.matching.TermMatcher` over the full cleaned GloVe vocabulary, then times
 first-S-distinct extraction + the histogram over all of V for N documents (the BBC demo texts cycled to N),

@@ -1,6 +1,6 @@
 """DP-KPS Studio core: differentially private synthetic text by seeding LLM prompts with DP keyphrases.
 
-The public API mirrors the CLI (``python -m dpkps_core``), one function per step of paper 001 §2:
+The public API mirrors the CLI (``python -m dpkps_core``), one function per step of [DP-KPS] §2:
 
 >>> from dpkps_core import *
 >>> corpus = load_demo_corpus("bbc")

@@ -1,4 +1,4 @@
-"""Per-unit budgets at release time: which documents take part in a release (DESIGN §2.0).
+"""Per-unit budgets at release time: which documents take part in a release (docs/DESIGN.md §2.0).
 
 The ledger is an individual privacy filter (Feldman & Zrnic, NeurIPS 2021): every release first asks the ledger
 which rows of its input still have budget for its ε (:func:`admit`, which charges them at once and returns the
@@ -50,7 +50,7 @@ def unit_strings(corpus: Corpus, *, by_person: bool) -> list[str]:
 
 
 def document_units(texts: Sequence[str], labels: Sequence[str]) -> list[str]:
-    """The document-unit strings (DESIGN §2.0) of a plain list of documents (labels are checked for length but,
+    """The document-unit strings (docs/DESIGN.md §2.0) of a plain list of documents (labels are checked for length but,
     by the unit rules, are no part of a document's key), as :func:`unit_strings` makes them for a corpus without a
     person column (PRIVATE; only ever HMAC-ed by the ledger)."""
     if len(texts) != len(labels):

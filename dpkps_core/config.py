@@ -6,7 +6,7 @@ a setting").
 :func:`build_sampling_config` is the one builder every entry point calls (the CLI's options, the app's settings,
 a comparison's overrides). The density's public choices (σ, members, I) are decided from it in
 :mod:`dpkps_core.density_plan`; the ε cap is the ledger's business (``dpkps_core.dp.ledger``), and each mechanism
-checks its own ε again (DESIGN §2).
+checks its own ε again (docs/DESIGN.md §2).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dpkps_core.vocabulary import VOCABULARIES, PublicVocabulary, load_vocabular
 DENSITIES = ("auto", "histogram", "rff")
 
 #: The one default cap on the ε any one document (or person, with a person column) may spend over all releases, app
-#: and CLI (DESIGN §2.0: the persistent ledger is an individual privacy filter). The app's cap field and the CLI's
+#: and CLI (docs/DESIGN.md §2.0: the persistent ledger is an individual privacy filter). The app's cap field and the CLI's
 #: --epsilon-cap start from it; 20 covers a few runs at the paper's totals of 6–15 (docs/PRIVACY.md "Per-document
 #: budgets").
 DEFAULT_EPSILON_CAP = 20.0
@@ -70,7 +70,7 @@ class SamplingConfig:
     Frozen and self-checking: every field is checked in ``__post_init__`` (an invalid configuration raises
     :class:`~dpkps_core.errors.ParameterError` and is never built); a variant is :meth:`replace` (or
     ``dataclasses.replace``, checked the same way). ``epsilon_cap`` is recorded for the run folder; the ledger
-    enforces it (DESIGN §2.0)."""
+    enforces it (docs/DESIGN.md §2.0)."""
 
     corpus: str = "demo:bbc"
     text_column: str | None = None
@@ -113,7 +113,7 @@ class SamplingConfig:
     max_documents: int | None = None
 
     def __post_init__(self) -> None:
-        """Check and normalise every field (DESIGN §2; the bounds are :data:`LIMITS`)."""
+        """Check and normalise every field (docs/DESIGN.md §2; the bounds are :data:`LIMITS`)."""
         object.__setattr__(self, "encoding", check_encoding(self.encoding))
         for name in ("max_corpus_bytes", "max_documents"):
             value = getattr(self, name)
@@ -195,7 +195,7 @@ SETTING_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Sampli
 
 def split_epsilon(eps_total: float, eps_voc_share: float) -> tuple[float, float]:
     """(ε_voc, ε_kde) of a total ε and the vocabulary's share of it, as the app's budget page sets them
-    (DESIGN §2: total ε = ε_voc + ε_kde), rounded to 4 decimals so that the two always add up to the total."""
+    (docs/DESIGN.md §2: total ε = ε_voc + ε_kde), rounded to 4 decimals so that the two always add up to the total."""
     total = check_epsilon(eps_total, "ε (total)")
     share = float(eps_voc_share)
     if not 0.0 < share < 1.0:
@@ -281,7 +281,7 @@ def vocabulary_spec_for(config: SamplingConfig) -> str:
 
 def effective_max_terms(vocabulary: str, max_terms: int | None) -> int | None:
     """The frequency limit K actually applied to V: only GloVe and wordfreq are in public frequency order, so
-    keeping their first K terms keeps the K most frequent English words (DESIGN §6; chosen by measurement in
+    keeping their first K terms keeps the K most frequent English words (docs/DESIGN.md §6; chosen by measurement in
     docs/DEFAULTS.md). For the medical glossary and user files the order carries no frequency, so no cut."""
     if not max_terms or vocabulary not in FREQUENCY_ORDERED_VOCABULARIES:
         return None

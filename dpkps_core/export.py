@@ -202,7 +202,7 @@ def _generation_section(
     n_sequences: int,
 ) -> dict[str, Any]:
     """The report's ``generation`` section (JSON) from the prompts sent (audit lines), the documents and failures:
-    the LLM configuration(s), the document models and the counts — post-processing of the DP sequences (DESIGN §1)."""
+    the LLM configuration(s), the document models and the counts — post-processing of the DP sequences (docs/DESIGN.md §1)."""
     # One configuration per distinct (backend, model, settings, prompt): the per-call batch size (a run's last
     # batch is smaller) is not a configuration of its own — the largest one is reported.
     configs: list[dict[str, Any]] = []

@@ -1,4 +1,4 @@
-"""Text normalisation, tokenisation and term matching (DESIGN §2.1).
+"""Text normalisation, tokenisation and term matching (docs/DESIGN.md §2.1).
 
 Documents are normalised (Unicode NFKC + lower-case), tokenised with one compiled regex, and matched against a
 vocabulary's canonical terms with a greedy longest match over token n-grams (hash lookups, never one regex per
@@ -16,7 +16,7 @@ import numpy as np
 
 from dpkps_core.errors import ParameterError, VocabularyError
 
-#: Word tokens of normalised text (DESIGN §2.1): letters/digits/underscore, joined by single - ' or .
+#: Word tokens of normalised text (docs/DESIGN.md §2.1): letters/digits/underscore, joined by single - ' or .
 TOKEN_PATTERN = r"\w+(?:[-'.]\w+)*"
 _TOKEN_RE = re.compile(TOKEN_PATTERN)
 
@@ -31,7 +31,7 @@ _TOKEN_BATCH = 64
 
 
 def normalize_text(text: str) -> str:
-    """Unicode NFKC + lower-case (DESIGN §2.1). ASCII text skips the (no-op) NFKC step."""
+    """Unicode NFKC + lower-case (docs/DESIGN.md §2.1). ASCII text skips the (no-op) NFKC step."""
     if not isinstance(text, str):
         raise ParameterError("Text to normalise must be a string.")
     if text.isascii():
@@ -40,7 +40,7 @@ def normalize_text(text: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
-    """Word tokens of ``normalize_text(text)`` using the regex ``\\w+(?:[-'.]\\w+)*`` (DESIGN §2.1)."""
+    """Word tokens of ``normalize_text(text)`` using the regex ``\\w+(?:[-'.]\\w+)*`` (docs/DESIGN.md §2.1)."""
     return _TOKEN_RE.findall(normalize_text(text))
 
 
@@ -63,7 +63,7 @@ def truncated_count(texts: Iterable[str], max_chars: int | None) -> int:
 
 
 class TermMatcher:
-    """Greedy longest left-to-right match of canonical terms over token n-grams (DESIGN §2.1).
+    """Greedy longest left-to-right match of canonical terms over token n-grams (docs/DESIGN.md §2.1).
 
     Build: ``term -> index`` and ``first token -> longest n-gram length`` dicts. Scan: at token ``i`` whose
     token starts some term, try n-grams from the longest down to 1 (hash lookups); on a hit emit the term and
@@ -111,8 +111,8 @@ class TermMatcher:
     ) -> list[int]:
         """Term indices matched in ``text``, in text order.
 
-        ``max_distinct=S``: the first S distinct terms, each once (DESIGN §2.1 step 2).
-        ``max_matches=M``: the first M occurrences, repeats kept (DESIGN §2.2). Neither: every occurrence.
+        ``max_distinct=S``: the first S distinct terms, each once (docs/DESIGN.md §2.1 step 2).
+        ``max_matches=M``: the first M occurrences, repeats kept (docs/DESIGN.md §2.2). Neither: every occurrence.
         ``max_chars``: only the first ``max_chars`` characters are matched (documented limit).
         """
         s, m, c = self._check_limits(max_distinct, max_matches, max_chars)
@@ -196,7 +196,7 @@ class TermMatcher:
         return [extract(t, s, m, c) for t in texts]
 
     def first_distinct(self, texts: Iterable[str], S: int, *, max_chars: int | None = None) -> list[list[int]]:
-        """Per document, its first ``S`` distinct matched terms (DESIGN §2.1 step 2)."""
+        """Per document, its first ``S`` distinct matched terms (docs/DESIGN.md §2.1 step 2)."""
         return self._batch(texts, S, None, max_chars)
 
     def occurrences(
@@ -208,7 +208,7 @@ class TermMatcher:
     def counts_first_distinct(self, texts: Iterable[str], S: int, *, max_chars: int | None = None) -> np.ndarray:
         """Histogram over ALL terms: how many documents have each term among their first ``S`` distinct terms.
 
-        Every entry of V is present (zeros included), as DESIGN §2.1 step 3 requires; the L1 sensitivity
+        Every entry of V is present (zeros included), as docs/DESIGN.md §2.1 step 3 requires; the L1 sensitivity
         under add/remove of one document is at most S.
         """
         lists = self.first_distinct(texts, S, max_chars=max_chars)

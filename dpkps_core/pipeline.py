@@ -1,4 +1,4 @@
-"""DP-KPS from corpus to private keyphrase sequences (paper 001 §2, Steps 1–4; DESIGN §2).
+"""DP-KPS from corpus to private keyphrase sequences ([DP-KPS] §2, Steps 1–4; docs/DESIGN.md §2).
 
 Each step is a function the app calls on its own page (:func:`vocabulary_step`, :func:`density_step`,
 :func:`sample_sequences`); :func:`run_sampling` chains the same functions for the CLI, and
@@ -50,12 +50,12 @@ def build_private_vocabulary(
 
     ``counts`` may be passed when already computed (:func:`term_counts`; they do not depend on ε), e.g. by an
     ε sweep that re-runs only the noise. ``groups`` (a person per document): each person's first S distinct
-    terms over all their documents (DESIGN §2, person unit)."""
+    terms over all their documents (docs/DESIGN.md §2, person unit)."""
     if counts is None:
         if progress:
             progress(0.05, f"matching the training documents against {len(vocabulary):,} public terms")
         counts = term_counts(texts, vocabulary, terms_per_doc=terms_per_doc, matcher=matcher, groups=groups)
-    # No refusal on private data here (DESIGN §2): a corpus without any term of V still gets its (noise-only)
+    # No refusal on private data here (docs/DESIGN.md §2): a corpus without any term of V still gets its (noise-only)
     # release, so that whether Ṽ is released never depends on one document. run_sampling warns locally.
     if progress:
         progress(0.8, "adding Laplace noise to every term of the public vocabulary")
@@ -75,7 +75,7 @@ def term_counts(texts: Sequence[str], vocabulary: PublicVocabulary, *, terms_per
     without :func:`build_private_vocabulary`'s noise.
 
     With ``groups`` (a person per document) each PERSON counts the first S distinct terms over all their
-    documents in corpus order (DESIGN §2, person unit), so one person moves the histogram by at most S in L1."""
+    documents in corpus order (docs/DESIGN.md §2, person unit), so one person moves the histogram by at most S in L1."""
     matcher = matcher or vocabulary.matcher
     if groups is None:
         return matcher.counts_first_distinct(texts, terms_per_doc, max_chars=LIMITS["max_chars_per_doc"])
@@ -105,7 +105,7 @@ def build_density(
 ) -> tuple[SmoothedHistogramDensity | RFFDensity, dict[str, Any]]:
     """Step 3 (ε_kde): the per-class DP density for the chosen method; returns it with the public choices made
     (:func:`~dpkps_core.density_plan.density_plan`: bandwidth, features, expected error). ``groups``: a person per
-    document (person-level unit, DESIGN §2)."""
+    document (person-level unit, docs/DESIGN.md §2)."""
     plan = density_plan(config, n_classes=len(classes), private_vocabulary=private_vocabulary, embeddings=embeddings)
     if plan.density == "histogram":
         density = build_smoothed_histogram_density(
@@ -155,7 +155,7 @@ def _unit(train: Corpus, config: SamplingConfig) -> tuple[Sequence[str] | None, 
 
 
 def _admit(train: Corpus, config: SamplingConfig, ledger: PrivacyLedger, epsilon: float, what: str) -> Admission:
-    """The training part's units admitted to a release of ``epsilon`` (DESIGN §2.0, individual privacy filter):
+    """The training part's units admitted to a release of ``epsilon`` (docs/DESIGN.md §2.0, individual privacy filter):
     the admitted units are charged now, before the release's statistic is computed or its noise drawn; the
     release's event is charged through ``Admission.ticket``. Under the person unit each row of an admitted person is
     charged 2ε (Ṽ's first S distinct terms and the densities' per-person contributions: docs/PRIVACY.md "Units and
@@ -169,7 +169,7 @@ def _admit(train: Corpus, config: SamplingConfig, ledger: PrivacyLedger, epsilon
 
 def left_out_warning(train: Corpus, admission: Admission, *, release: str) -> str | None:
     """The PRIVATE, local note on the documents (persons) of ``train`` left out of a release because their
-    budget was spent (DESIGN §2.0): shown to the data owner, never written to a report or bundle."""
+    budget was spent (docs/DESIGN.md §2.0): shown to the data owner, never written to a report or bundle."""
     if not admission.left_out:
         return None
     persons = ""
@@ -183,7 +183,7 @@ def left_out_warning(train: Corpus, admission: Admission, *, release: str) -> st
 @dataclasses.dataclass(frozen=True)
 class VocabularyStep:
     """Step 1's result: Ṽ (a DP release), the PRIVATE true counts it was drawn from (over the admitted documents),
-    the local warnings, and how many training documents had no budget left (PRIVATE, local; DESIGN §2.0)."""
+    the local warnings, and how many training documents had no budget left (PRIVATE, local; docs/DESIGN.md §2.0)."""
 
     private_vocabulary: PrivateVocabulary
     counts: np.ndarray
@@ -195,8 +195,8 @@ def vocabulary_step(
     train: Corpus, vocabulary: PublicVocabulary, config: SamplingConfig, *, noise: NoiseSource,
     ledger: PrivacyLedger, counts: np.ndarray | None = None, progress: Progress | None = None,
 ) -> VocabularyStep:
-    """Step 1 (ε_voc, paper 001 §2 Step 1): the public settings are checked (N ≤ |V|…; such a refusal costs
-    nothing), the training part's units are admitted (DESIGN §2.0: those without budget left are left out, the
+    """Step 1 (ε_voc, [DP-KPS] §2 Step 1): the public settings are checked (N ≤ |V|…; such a refusal costs
+    nothing), the training part's units are admitted (docs/DESIGN.md §2.0: those without budget left are left out, the
     others charged), then the admitted documents' first-S-distinct term counts over V, the local advisory checks,
     and Ṽ (whose mechanism records its event before drawing noise).
 
@@ -229,7 +229,7 @@ def vocabulary_step(
 class DensityStep:
     """Steps 2–3's result: each admitted training document's Ṽ keyphrases (PRIVATE), Ṽ's embeddings, the DP
     density and the public choices it was built with, the seconds each part took, and how many training
-    documents had no budget left (PRIVATE, local; DESIGN §2.0) with its local note."""
+    documents had no budget left (PRIVATE, local; docs/DESIGN.md §2.0) with its local note."""
 
     keyphrases: list[list[int]]
     embeddings: np.ndarray
@@ -251,7 +251,7 @@ def seeded_embedding_cache(persistent: EmbeddingCache | None = None) -> MemoryEm
 
 
 def _check_density_plan(plan: DensityPlan) -> None:
-    """Refuse a density the public settings cannot build, before any unit is admitted (DESIGN §2.0)."""
+    """Refuse a density the public settings cannot build, before any unit is admitted (docs/DESIGN.md §2.0)."""
     if plan.density == "rff":
         if not plan.bandwidth:
             raise ParameterError("The RFF DP-KDE needs a bandwidth σ > 0.")
@@ -264,8 +264,8 @@ def density_step(
     embedder: Embedder, cache: EmbeddingCache | MemoryEmbeddingCache | None = None, noise: NoiseSource,
     ledger: PrivacyLedger, progress: Progress | None = None,
 ) -> DensityStep:
-    """Steps 2–3 (ε_kde, paper 001 §2): the embeddings of Ṽ (public model, DP terms) and the density's public
-    plan, then the admission of the training part's units (DESIGN §2.0), the admitted documents' keyphrases, and
+    """Steps 2–3 (ε_kde, [DP-KPS] §2): the embeddings of Ṽ (public model, DP terms) and the density's public
+    plan, then the admission of the training part's units (docs/DESIGN.md §2.0), the admitted documents' keyphrases, and
     the per-class DP density of ``config``'s method (:func:`build_density`, which charges before its noise).
 
     A seeded (demo) noise source embeds Ṽ in memory only: a seeded Ṽ is not a release, so its terms must not
@@ -321,7 +321,7 @@ class SamplingRun:
     undeclared_documents: int = 0  # training documents whose label is not a declared class (local, private)
     local_warnings: tuple[str, ...] = ()  # checks on the private data: shown to the data owner, never released
     privacy_unit: str = ADD_REMOVE_ONE_DOCUMENT  # the neighbouring relation (one document, or one person)
-    # training documents left out of each step's release because their budget was spent (DESIGN §2.0): PRIVATE,
+    # training documents left out of each step's release because their budget was spent (docs/DESIGN.md §2.0): PRIVATE,
     # local counts for the data owner, never in the privacy report or the run folder
     left_out: dict[str, int] = dataclasses.field(default_factory=dict)
 
@@ -362,7 +362,7 @@ def privacy_report(
 
 
 def local_warnings(train: Corpus, counts: np.ndarray, *, vocabulary_name: str) -> list[str]:
-    """Checks on the PRIVATE training part that protect the user (DESIGN §2; docs/PRIVACY.md "Checks").
+    """Checks on the PRIVATE training part that protect the user (docs/DESIGN.md §2; docs/PRIVACY.md "Checks").
 
     They are advisory and local: the release happens whatever they find, for D and for any neighbour alike,
     so that no automatic decision to release depends on one document. Counts only, never text."""
@@ -381,7 +381,7 @@ def local_warnings(train: Corpus, counts: np.ndarray, *, vocabulary_name: str) -
 
 
 def _require_public(ledger: PrivacyLedger, epsilon: float, what: str) -> None:
-    """Refuse ``epsilon`` on PUBLIC facts only (DESIGN §2.0): this run's own events against this run's own cap,
+    """Refuse ``epsilon`` on PUBLIC facts only (docs/DESIGN.md §2.0): this run's own events against this run's own cap,
     up a chain of sub-ledgers. A corpus's history in a persistent ledger is not consulted here: whether a unit
     still has budget is the individual filter's business (:func:`dpkps_core.budget.admit`), unit by unit."""
     current: PrivacyLedger | None = ledger
@@ -393,7 +393,7 @@ def _require_public(ledger: PrivacyLedger, epsilon: float, what: str) -> None:
 
 def training_part(corpus: Corpus, config: SamplingConfig) -> Corpus:
     """The documents that feed the DP steps of a run of ``config`` on ``corpus``, as :func:`run_sampling` takes
-    them (DESIGN §2): the declared classes (``config.classes``, else the corpus's), the training part of the keyed
+    them (docs/DESIGN.md §2): the declared classes (``config.classes``, else the corpus's), the training part of the keyed
     split (whole persons with a person column), undeclared labels dropped."""
     if config.classes is not None:
         corpus = corpus.with_classes(config.classes)
@@ -410,7 +410,7 @@ def run_sampling(
     """Split → Ṽ (ε_voc) → keyphrases → embeddings of Ṽ → DP density (ε_kde) → sequences.
 
     Refusals on public input (the settings, N > |V|, this run's cap) come first and cost nothing; each DP step
-    then admits the units that still have budget (DESIGN §2.0) and charges before it draws noise. ``config`` was
+    then admits the units that still have budget (docs/DESIGN.md §2.0) and charges before it draws noise. ``config`` was
     checked when it was built; the run's cap is the ledger's check (this run's total against its cap, here), and the
     vocabulary step checks N against |V| before its admission."""
     noise = noise or NoiseSource(config.seed, sampler=config.noise_sampler)
@@ -430,8 +430,8 @@ def run_sampling(
     split = split_documents(corpus, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
                             seed=config.split_seed, by_person=by_person)
     train_all = corpus.subset(split.train)
-    train = train_all.declared_only()  # undeclared labels enter no DP step (DESIGN §2)
-    # progress messages may reach a terminal or log: no exact private size in them (DESIGN §2: local figures)
+    train = train_all.declared_only()  # undeclared labels enter no DP step (docs/DESIGN.md §2)
+    # progress messages may reach a terminal or log: no exact private size in them (docs/DESIGN.md §2: local figures)
     report(0.02, "split: the training documents of the declared classes feed the DP steps")
     report(0.03, f"matching the training documents against {len(vocabulary):,} public terms")
     voc = vocabulary_step(train, vocabulary, config, noise=noise, ledger=ledger,

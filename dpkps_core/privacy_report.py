@@ -1,4 +1,4 @@
-"""The privacy report of one release: ONE typed, frozen object that every generation method produces (DESIGN §2:
+"""The privacy report of one release: ONE typed, frozen object that every generation method produces (docs/DESIGN.md §2:
 "a ledger object records every mechanism run … and is exported with the bundle"; docs/PRIVACY.md).
 
 :class:`PrivacyReport` is built from the ledger (what was actually charged) and public settings only. Its JSON is
@@ -52,7 +52,7 @@ class PrivacyReport(Mapping[str, Any]):
         events: the ledger's frozen events of this release.
         epsilon_cap: this run's cap setting (public), or None.
         epsilon_by_step: ε per pipeline step.
-        seed_policy: ``"os-entropy"`` or ``"seeded-demo-not-for-release"`` (DESIGN §2).
+        seed_policy: ``"os-entropy"`` or ``"seeded-demo-not-for-release"`` (docs/DESIGN.md §2).
         parameters: the public parameters of the run.
         details: the method's further public entries (Ṽ's sizes, classes, the DP count…), in JSON order.
         layout: the JSON keys, in order, that :meth:`to_dict` writes (the typed fields and ``details``).

@@ -4,7 +4,7 @@
 (with the bundle's ``generation`` section); :func:`render_report_summary` writes the short view that
 :meth:`dpkps_core.privacy_report.PrivacyReport.to_markdown` returns. Both read a plain mapping (the report's JSON,
 or a :class:`~dpkps_core.privacy_report.PrivacyReport`, which is one) and share the section helpers below, one per
-section of the report. Only public inputs and DP outputs reach them (DESIGN §2: what the bundle holds is the
+section of the report. Only public inputs and DP outputs reach them (docs/DESIGN.md §2: what the bundle holds is the
 ledger's releases and public settings); no private figure is rendered here.
 """
 
@@ -15,9 +15,9 @@ from typing import Any, Mapping, Sequence
 
 from dpkps_core.dp.rng import SEED_POLICY_DEMO
 
-#: The first line of a seeded demo's report (DESIGN §2: seeded noise is predictable, so the bundle says so).
+#: The first line of a seeded demo's report (docs/DESIGN.md §2: seeded noise is predictable, so the bundle says so).
 DEMO_HEADING = "# ⚠ REPRODUCIBLE DEMO — NOT FOR RELEASE ⚠"
-#: The bundle's only word on releases after this run (DESIGN §2.0): the documents' totals to date are private,
+#: The bundle's only word on releases after this run (docs/DESIGN.md §2.0): the documents' totals to date are private,
 #: local figures of the owner's ledger, never exported.
 LATER_RELEASES_NOTE = ("- Later releases on the same documents may exist (other runs, re-runs, the command line): see "
                        "your ledger for each document's total to date.")
@@ -53,7 +53,7 @@ def _eps(value: Any) -> str:
 
 
 def _unit_line(neighbouring: str) -> str:
-    """The report's unit-of-privacy line, from the privacy report's neighbouring relation (DESIGN §2, person unit)."""
+    """The report's unit-of-privacy line, from the privacy report's neighbouring relation (docs/DESIGN.md §2, person unit)."""
     if "person" in neighbouring:
         return (f"- Unit of privacy: **one person** ({neighbouring}); each person's documents together contribute "
                 "what one document would, and no person identifier is released.")
@@ -79,7 +79,7 @@ def _generation(report: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def demo_warning_section(report: Mapping[str, Any]) -> list[str]:
-    """The warning that opens a seeded demo's report (DESIGN §2: "the bundle says which"); nothing otherwise."""
+    """The warning that opens a seeded demo's report (docs/DESIGN.md §2: "the bundle says which"); nothing otherwise."""
     if report.get("seed_policy") != SEED_POLICY_DEMO:
         return []
     return [
@@ -92,8 +92,8 @@ def demo_warning_section(report: Mapping[str, Any]) -> list[str]:
 
 
 def guarantee_section(report: Mapping[str, Any]) -> list[str]:
-    """Total ε = ε_voc + ε_kde, the cap and the unit of privacy (DESIGN §2); the documents carry the same ε
-    (post-processing, DESIGN §1)."""
+    """Total ε = ε_voc + ε_kde, the cap and the unit of privacy (docs/DESIGN.md §2); the documents carry the same ε
+    (post-processing, docs/DESIGN.md §1)."""
     return [
         "## Privacy guarantee",
         "",
@@ -110,7 +110,7 @@ def guarantee_section(report: Mapping[str, Any]) -> list[str]:
 
 
 def events_section(report: Mapping[str, Any]) -> list[str]:
-    """One table row per ledger event — mechanism, ε, δ, sensitivity, noise scale, what it released (DESIGN §2:
+    """One table row per ledger event — mechanism, ε, δ, sensitivity, noise scale, what it released (docs/DESIGN.md §2:
     "a ledger object records every mechanism run"); :data:`NO_EVENTS_LINE` when there is none."""
     events = _events(report)
     lines = ["## What each ε bought", ""]
@@ -153,7 +153,7 @@ def parameters_section(report: Mapping[str, Any]) -> list[str]:
 
 
 def public_inputs_section(report: Mapping[str, Any]) -> list[str]:
-    """The public inputs (vocabulary V, embedding model E) and the seed policy (DESIGN §1, §2)."""
+    """The public inputs (vocabulary V, embedding model E) and the seed policy (docs/DESIGN.md §1, §2)."""
     return [
         "## Public inputs",
         "",
@@ -165,7 +165,7 @@ def public_inputs_section(report: Mapping[str, Any]) -> list[str]:
 
 
 def llm_section(report: Mapping[str, Any]) -> list[str]:
-    """The LLM that wrote the documents, its settings and the public prompt (DESIGN §1: public template + sequence
+    """The LLM that wrote the documents, its settings and the public prompt (docs/DESIGN.md §1: public template + sequence
     + public few-shot examples); :data:`NO_LLM_LINE` when no prompt was sent."""
     gen = _generation(report)
     lines = ["## LLM used", ""]

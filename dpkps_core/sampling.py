@@ -1,8 +1,8 @@
-"""Keyphrase-sequence sampling from the DP densities (DESIGN §2.4; paper 001 §2 Step 4). Post-processing only.
+"""Keyphrase-sequence sampling from the DP densities (docs/DESIGN.md §2.4; [DP-KPS] §2 Step 4). Post-processing only.
 
 * Independent: score every term of Ṽ once per class; draw L i.i.d. terms ∝ max(s, 0)^(1/T).
 * Iterative: for i = 1..L score every extension P·w of each prefix P with the ensemble member for step i and
-  draw w ∝ max(s, 0)^(1/T). Fast path (DESIGN §2.4): ωᵀ[P; w; 0] is a sum of per-block projections, so with
+  draw w ∝ max(s, 0)^(1/T). Fast path (docs/DESIGN.md §2.4): ωᵀ[P; w; 0] is a sum of per-block projections, so with
   A = √u·E_Ṽ Ω_bᵀ·√2/σ (|Ṽ| × I) and a running projection p per prefix,
   s = √2 [cos(A)(F̃ ∘ cos(p + β))ᵀ − sin(A)(F̃ ∘ sin(p + β))ᵀ] — two GEMMs per step for a batch of prefixes.
 If every score of a row is ≤ 0 the draw falls back to uniform over Ṽ, and the result counts how often.
@@ -21,7 +21,7 @@ from dpkps_core.dp.validation import check_positive_float, check_positive_int
 from dpkps_core.errors import ParameterError
 from dpkps_core.sequences import KeyphraseSequence
 
-# The sequence samplers (DESIGN §3.3; paper appendix B). Not to be confused with the generation methods of
+# The sequence samplers (docs/DESIGN.md §3.3; [DP-KPS] appendix B). Not to be confused with the generation methods of
 # :data:`dpkps_core.baselines.compare.GENERATION_METHODS`.
 SAMPLING_METHODS = ("independent", "iterative-linear", "iterative-log")
 

@@ -1,8 +1,8 @@
-"""Held-out split of the private corpus (DESIGN §5): the training part is the ONLY part any DP step touches.
+"""Held-out split of the private corpus (docs/DESIGN.md §5): the training part is the ONLY part any DP step touches.
 
 Every document is assigned by a keyed hash of its own text and the public split seed, independently of all
 other documents, so adding or removing one document changes the training part by that document only
-(DESIGN §2; the split is not DP noise, and a fixed seed makes evaluations comparable). An optional *client*
+(docs/DESIGN.md §2; the split is not DP noise, and a fixed seed makes evaluations comparable). An optional *client*
 part is carved out of the held-out range for unlabelled domain adaptation (Deep CORAL) and is never used for
 evaluation. The split's indices are private and never exported.
 """
@@ -61,7 +61,7 @@ def split_corpus(
     texts: Sequence[str], *, test_fraction: float = 0.2, client_fraction: float = 0.0, seed: int = 0,
     groups: Sequence[str] | None = None,
 ) -> CorpusSplit:
-    """Assign every document to train / test / client on its own (DESIGN §2).
+    """Assign every document to train / test / client on its own (docs/DESIGN.md §2).
 
     Each document's part depends only on a keyed hash of its own text (with ``groups``, e.g. a person
     identifier per document, of the smallest text of its group, so that all documents of one group land
@@ -114,7 +114,7 @@ def split_positions(keys: Sequence[str], *, seed: int = 0) -> np.ndarray:
 def split_documents(corpus: "Corpus", *, test_fraction: float = 0.2, client_fraction: float = 0.0, seed: int = 0,
                     by_person: bool = False) -> CorpusSplit:
     """The split of a corpus, as every consumer takes it (pipeline, evaluation, sweep, compare, audit, the app):
-    per document, or — ``by_person`` with a person column loaded — whole persons together (DESIGN §2, person unit)."""
+    per document, or — ``by_person`` with a person column loaded — whole persons together (docs/DESIGN.md §2, person unit)."""
     groups = None
     if by_person:
         if corpus.persons is None:

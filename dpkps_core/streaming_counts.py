@@ -1,5 +1,5 @@
 """The two counting passes of DP-KPS as map (a chunk of documents → partial sums) and reduce (their sum), for
-corpora that do not fit in memory (issue 31; DESIGN §2.1–§2.2; paper 001 §2 Steps 1 and 3).
+corpora that do not fit in memory (issue 31; docs/DESIGN.md §2.1–§2.2; [DP-KPS] §2 Steps 1 and 3).
 
 - Vocabulary pass (before ε_voc's noise): each document's first S distinct terms of the public V counted once
   each (:meth:`~dpkps_core.matching.TermMatcher.counts_first_distinct`, the statistic of
@@ -12,7 +12,7 @@ Both statistics are sums over documents, so a chunk's partial sum is computed by
 path calls (:func:`vocabulary_map`, :func:`keyphrase_map`) and the partials are added in chunk order (the
 result does not depend on the number of workers; counts are exact, weighted sums equal up to float rounding).
 
-Person unit (DESIGN §2, person unit): a person's contribution needs all their documents (their first S distinct
+Person unit (docs/DESIGN.md §2, person unit): a person's contribution needs all their documents (their first S distinct
 terms over all their documents in corpus order; each of their keyphrase occurrences weighs 1/their total), so the
 map emits each document's matches (term ids, never text) and the driver groups them by person with an EXTERNAL
 HASH PARTITION (:class:`PersonSpill`): each person id becomes a 128-bit keyed BLAKE2b digest under a key drawn for

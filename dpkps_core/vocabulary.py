@@ -1,4 +1,4 @@
-"""Public vocabularies (DESIGN §2.1): the built-in sources, user files, cleaning, and :class:`PublicVocabulary`.
+"""Public vocabularies (docs/DESIGN.md §2.1): the built-in sources, user files, cleaning, and :class:`PublicVocabulary`.
 
 A public vocabulary ``V`` is a list of canonical terms (single words or multi-word phrases); matching documents
 against it lives in :mod:`dpkps_core.matching` (its names stay importable from here).
@@ -80,7 +80,7 @@ VOCABULARIES: dict[str, dict[str, str]] = {
 
 @dataclass(frozen=True)
 class PublicVocabulary:
-    """A public vocabulary V: canonical, unique terms in public order (DESIGN §2.1).
+    """A public vocabulary V: canonical, unique terms in public order (docs/DESIGN.md §2.1).
 
     ``frequencies`` (same length as ``terms``) is set only where the source publishes frequencies.
     """
@@ -136,7 +136,7 @@ def load_vocabulary(
     junk_filter: bool = False,
     min_frequency: float | None = None,
 ) -> PublicVocabulary:
-    """Load and clean a public vocabulary (DESIGN §2.1, §6).
+    """Load and clean a public vocabulary (docs/DESIGN.md §2.1, §6).
 
     ``spec`` is ``"glove"``, ``"wordfreq"``, ``"medical"`` or the path of a UTF-8 file with one term per line.
     Cleaning: canonicalise and de-duplicate terms (first occurrence wins), drop terms without any letter
@@ -276,7 +276,7 @@ _ABBREVIATION_RE = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]?")  # "u.s", "u.s.a", "e
 
 
 def _is_junk(term: str) -> bool:
-    """Public junk rule (DESIGN §6): no letter, digit+letter in one token, a decimal number, length 1, or a
+    """Public junk rule (docs/DESIGN.md §6): no letter, digit+letter in one token, a decimal number, length 1, or a
     web address / e-mail-like token (two or more dots or an "@", e.g. "glenn.whippdailynews.com")."""
     if len(term) <= 1:
         return True

@@ -23,7 +23,7 @@ FORECAST_SETTINGS = ("V", "N", "S", "ε_voc", "ε_kde", "method")
 
 def forecast_settings() -> dict[str, Any]:
     """The current public settings a forecast depends on: V (which vocabulary and how it is cleaned), N, S, the
-    ε split and the sampling method (DESIGN §2.1, §2.2)."""
+    ε split and the sampling method (docs/DESIGN.md §2.1, §2.2)."""
     s = session.ss()
     cfg = session.current_config()
     vocabulary = (str(s.get("vocabulary")), str(s.get("vocab_upload_path") or "") if s.get("vocabulary") == "upload"

@@ -52,7 +52,7 @@ def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per
     Its accuracies read real data (private, local); the synthetic documents it writes are DP releases, so their
     JOINT cost (every method on the same data) is checked against the cap here, before the job starts, and every
     method admits its units through the corpus's persistent ledger and charges its events there BEFORE its first
-    noise or prompt (DESIGN §2.0 "charge first"), as the CLI's ``compare`` does: a job that fails or is
+    noise or prompt (docs/DESIGN.md §2.0 "charge first"), as the CLI's ``compare`` does: a job that fails or is
     cancelled mid-run stays charged."""
     from dpkps_core.baselines import compare
     from dpkps_core.baselines.compare_settings import CompareSettings
@@ -68,7 +68,7 @@ def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per
         test_fraction=float(s["test_fraction"]))
     joint_eps, _ = settings.joint_cost()
     led.require(joint_eps, f"this comparison of {len(methods)} method(s) on the same data (joint cost)")
-    out = runs_root() / f"compare-{uuid.uuid4().hex[:8]}"  # the tenant's own runs root (DESIGN §2.0)
+    out = runs_root() / f"compare-{uuid.uuid4().hex[:8]}"  # the tenant's own runs root (docs/DESIGN.md §2.0)
     emb = memo_embedder(DEFAULT_MODEL, s.get("device"))
     vocab = public_vocabulary()
     # a local model (the user's own folder when chosen on page 6, else SmolLM2) on the device setting

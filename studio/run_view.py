@@ -3,14 +3,14 @@ step's public settings (docs/ARCHITECTURE.md "Run folder"; ``dpkps_core.runfolde
 
 The run folder is the one source of a run's results: the session holds only a pointer to it (``run_dir``, mirrored
 in the URL's ``?run=``), so a reloaded tab that reopens the folder shows the same pages. Reading DP outputs back is
-post-processing (DESIGN §2.0): no ledger event. What the session adds, in memory only:
+post-processing (docs/DESIGN.md §2.0): no ledger event. What the session adds, in memory only:
 
 * a cache of the parsed files, keyed by the folder's path and its files' modification times and sizes (so a
   rewritten file is read again; never ``st.cache_data``: the cache dies with the session);
 * the density object the density step released in this session (the folder keeps per-term scores, which sample
   independent sequences only; an iterative method samples from the object itself) — keyed the same way;
 * the PRIVATE, local figures of a step (documents left out for lack of budget, documents without keyphrases, local
-  warnings): for the data owner's eyes, never written to the folder (DESIGN §2.0, docs/PRIVACY.md).
+  warnings): for the data owner's eyes, never written to the folder (docs/DESIGN.md §2.0, docs/PRIVACY.md).
 """
 
 from __future__ import annotations

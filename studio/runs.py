@@ -2,7 +2,7 @@
 and the URL's ``?run=<name>`` that lets a reloaded tab find its run again (docs/ARCHITECTURE.md "Run folder").
 
 Reopening points the session at a folder; the pages then read its Ṽ, densities, sequences and documents from it
-(``studio.run_view``) — at no new ε: reading DP outputs back is post-processing (DESIGN §2.0), no ledger event,
+(``studio.run_view``) — at no new ε: reading DP outputs back is post-processing (docs/DESIGN.md §2.0), no ledger event,
 nothing admitted. The run's corpus must be the loaded one (a demo loads itself; an upload is loaded on page 1 first),
 so that the class list, the held-out split and the few-shot check are the run's own: the loaded corpus's CONTENT
 fingerprint must equal the one recorded in the run folder (``session.CORPUS_FINGERPRINT_FILE``), whatever the file's

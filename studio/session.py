@@ -10,7 +10,7 @@ Rules (docs/ARCHITECTURE.md "studio/"):
   made; the session holds a pointer to it (``run_dir``, mirrored in the URL's ``?run=`` by ``studio.runs``) and never
   a second copy of what it holds — the pages read Ṽ, the densities and the sequences through ``studio.run_view``, so
   a reloaded tab that reopens the folder shows the same pages, at no new ε (reading DP outputs back is
-  post-processing, DESIGN §2.0).
+  post-processing, docs/DESIGN.md §2.0).
 * Nothing derived from the private corpus or from DP noise is ever put in a global cache: term counts and the local
   checks stay in the session (public models and data: ``studio.resources``).
 * A re-run step clears the session results that depended on the previous output (:func:`clear_after`); the ledger
@@ -83,7 +83,7 @@ def init_session() -> None:
 
 def has_results() -> bool:
     """True while the open run folder holds paid-for results (Ṽ, and what followed): the settings they were built on
-    are then locked or ask first (DESIGN §2.0: a discarded release stays spent)."""
+    are then locked or ask first (docs/DESIGN.md §2.0: a discarded release stays spent)."""
     rd = ss().get("run_dir")
     return bool(rd) and (Path(rd) / VOCABULARY_FILE).is_file()
 
@@ -174,7 +174,7 @@ def corpus_id() -> str | None:
 
 
 def ledger() -> PrivacyLedger:
-    """The privacy ledger of the current corpus: the persistent unit ledger (``dpkps_core.ledger_store``; DESIGN
+    """The privacy ledger of the current corpus: the persistent unit ledger (``dpkps_core.ledger_store``; docs/DESIGN.md
     §2.0), opened with the corpus's unit strings — its documents, or its persons when a person column is chosen —
     and shared with every session and CLI run on the same documents, whatever the file. With login, the store is
     the signed-in tenant's own (``studio.tenancy``: its own folder, key and caps), shared with that tenant's
@@ -261,7 +261,7 @@ def noise() -> NoiseSource:
 # ============================================================================================ 1. corpus
 
 def person_column() -> str | None:
-    """The person column when the unit of privacy is a person (DESIGN §2, person unit), else ``None`` (one document)."""
+    """The person column when the unit of privacy is a person (docs/DESIGN.md §2, person unit), else ``None`` (one document)."""
     c = corpus()
     return c.person_column if c is not None and c.persons is not None else None
 
@@ -286,7 +286,7 @@ def split() -> CorpusSplit | None:
     if s.get("split_key") != key:
         if s.get("split_key") is not None and s["split_key"][0] == key[0] and has_results():
             # the slider is locked while results exist (page 1); a change from elsewhere never discards them:
-            # the fraction the results were built on stays (DESIGN §2.0, a discarded release stays spent)
+            # the fraction the results were built on stays (docs/DESIGN.md §2.0, a discarded release stays spent)
             s["test_fraction"] = s["split_key"][1]
             return s["split"]
         new = split_documents(c, test_fraction=float(s["test_fraction"]), seed=0, by_person=person_column() is not None)

@@ -1,4 +1,4 @@
-"""One intent, one release: the app's buttons that spend ε (DESIGN §2.0 "charge first": a click that releases is
+"""One intent, one release: the app's buttons that spend ε (docs/DESIGN.md §2.0 "charge first": a click that releases is
 charged at once, so a stray click must never be one).
 
 * A first release is one click. Once its result exists, the button in the same spot no longer spends: it only
@@ -75,7 +75,7 @@ def requested(step: str) -> bool:
 
 def started() -> None:
     """Called by the step right before its release (``studio.steps``): the click's intent is spent from here on,
-    whatever happens next (DESIGN §2.0: a release that fails after admission stays charged). Refuses, before
+    whatever happens next (docs/DESIGN.md §2.0: a release that fails after admission stays charged). Refuses, before
     anything is spent, a second release from the same click — two script runs that both took a click drawn at the
     same release count (Streamlit may start the next run before a stopped one has unwound). Outside a spend button
     (the command line, tests of the steps) it does nothing."""

@@ -9,7 +9,7 @@ and deleting runs (page 8) in ``studio.runs``.
 The run folder is the state (docs/ARCHITECTURE.md, ``dpkps_core.runfolder``): Ṽ is written to a fresh run folder the
 moment it is released, the densities and the sequences beside it (a later step that would overwrite what an earlier
 chain holds starts a new folder with a copy of what it builds on, ``studio.run_writes``), and the pages read them
-back through ``studio.run_view`` — the session keeps no second copy (DESIGN §2.0: reading DP outputs back is
+back through ``studio.run_view`` — the session keeps no second copy (docs/DESIGN.md §2.0: reading DP outputs back is
 post-processing).
 """
 
@@ -64,7 +64,7 @@ def load_demo(spec: str) -> Corpus:
 def upload_columns(data: bytes, filename: str, *, encoding: str = "utf-8"
                    ) -> tuple[list[str], str | None, str | None]:
     """Columns of an uploaded table and the loader's guesses; ([], None, None) for a ZIP of .txt files.
-    ``encoding``: the user's choice on page 1 (the whole file is decoded with it; DESIGN §1)."""
+    ``encoding``: the user's choice on page 1 (the whole file is decoded with it; docs/DESIGN.md §1)."""
     if filename.lower().endswith(".zip") or data[:4] == b"PK\x03\x04":
         return [], None, None
     cols = list_columns(data, filename=filename, max_bytes=MAX_UPLOAD_BYTES, encoding=encoding)
@@ -75,7 +75,7 @@ def upload_columns(data: bytes, filename: str, *, encoding: str = "utf-8"
 def load_upload(data: bytes, filename: str, *, text_column: str | None, label_column: str | None,
                 person_column: str | None = None, encoding: str = "utf-8") -> Corpus:
     """Load and validate an uploaded PRIVATE corpus (kept in this session's memory only). With
-    ``person_column`` the unit of privacy is the person (DESIGN §2); ``encoding`` is the user's choice on page 1."""
+    ``person_column`` the unit of privacy is the person (docs/DESIGN.md §2); ``encoding`` is the user's choice on page 1."""
     c = load_corpus(data, filename=filename, text_column=text_column, label_column=label_column,
                     max_bytes=MAX_UPLOAD_BYTES, person_column=person_column or None, encoding=encoding)
     _set_file_corpus(c, "upload", Path(filename).name, hashlib.sha256(data).hexdigest(), text_column=text_column,
@@ -182,7 +182,7 @@ def require_selected_corpus() -> Corpus:
 
 
 def declare_classes(names: Sequence[str]) -> Corpus:
-    """The user confirms ``names`` as the PUBLIC class names of the current corpus (DESIGN §2).
+    """The user confirms ``names`` as the PUBLIC class names of the current corpus (docs/DESIGN.md §2).
 
     Suggestions read off the data are only shown locally; this declaration is what the DP steps release per
     class. Changing it discards Ṽ and what followed (the ε they spent stays on the ledger)."""
@@ -226,7 +226,7 @@ def run_private_vocabulary() -> PrivateVocabulary:
     require_selected_corpus()
     cfg = current_config()
     # no refusal here on the corpus's history (it would depend on the data): the step refuses on public input
-    # only (the settings, N > |V|: before anything is spent) and admits the units that still have budget (DESIGN §2.0)
+    # only (the settings, N > |V|: before anything is spent) and admits the units that still have budget (docs/DESIGN.md §2.0)
     vocab = public_vocabulary()
     check_vocabulary_settings(epsilon=cfg.eps_voc, terms_per_doc=cfg.terms_per_doc, size=cfg.vocab_size,
                               vocabulary_size=len(vocab), selection_rule=cfg.selection_rule)
@@ -258,7 +258,7 @@ def run_private_vocabulary() -> PrivateVocabulary:
     clear_after("vocabulary", include=True)
     run_view.remember_vocabulary(new, pv)
     # PRIVATE checks on the training part, shown locally (the release above went ahead regardless), and the
-    # documents without budget left (DESIGN §2.0): session only
+    # documents without budget left (docs/DESIGN.md §2.0): session only
     run_view.set_notes(new, "vocabulary", {"local_warnings": list(step.local_warnings), "left_out": step.left_out})
     s.pop("reopened_run", None)
     return pv
@@ -353,7 +353,7 @@ def run_density() -> Any:
     write_run_state(out, {**base, "density_meta": density_meta, "density_info": step.info})
     clear_after("density", include=True)
     run_view.remember_density(out, density, step.embeddings, model=cfg.embedding_model, seeded=nz.seed is not None)
-    # PRIVATE, local: documents without keyphrases or budget left, and the notes shown for them (DESIGN §2.0)
+    # PRIVATE, local: documents without keyphrases or budget left, and the notes shown for them (docs/DESIGN.md §2.0)
     run_view.set_notes(out, "density", {
         "documents_without_keyphrases": int(sum(1 for k in step.keyphrases if not k)),
         "left_out": step.left_out, "local_warnings": list(step.local_warnings)})

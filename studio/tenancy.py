@@ -1,4 +1,4 @@
-"""Tenancy (DESIGN §2.0 "Tenancy"; docs/PRIVACY.md "Tenancy"): whose runs and whose ledger a session sees.
+"""Tenancy (docs/DESIGN.md §2.0 "Tenancy"; docs/PRIVACY.md "Tenancy"): whose runs and whose ledger a session sees.
 
 * **Without login** (no ``[auth]`` section in the app's secrets) there is one tenant, the local user: the runs root
   (:func:`dpkps_core.runfolder.runs_root`) and the ledger folder (:func:`dpkps_core.ledger_store.ledger_root`)

@@ -225,7 +225,7 @@ def plural(n: int, word: str, words: str | None = None) -> str:
 
 
 def unit_word() -> str:
-    """``"person"`` when the loaded corpus has a person column (the unit of privacy, DESIGN §2 "optional person
+    """``"person"`` when the loaded corpus has a person column (the unit of privacy, docs/DESIGN.md §2 "optional person
     unit"), else ``"document"`` — so that a sentence says "any one person" where that is the guarantee."""
     c = st.session_state.get("corpus")
     return "person" if c is not None and getattr(c, "persons", None) is not None else "document"
@@ -302,7 +302,7 @@ def document_reader(docs: list[dict[str, Any]], *, key: str, label: str = "Read 
 
 def later_releases(run_name: str | None) -> tuple[float, int] | None:
     """(the corpus's total to date: the largest spend among its units over every release, the number of releases
-    on its units recorded after the run ``run_name``'s last one) — PRIVATE, local (DESIGN §2.0); ``None`` with no
+    on its units recorded after the run ``run_name``'s last one) — PRIVATE, local (docs/DESIGN.md §2.0); ``None`` with no
     corpus, no persistent ledger, or when the ledger holds no release of that run on the loaded corpus's units (a
     run of another corpus, or one recorded under another name): nothing is then claimed about it."""
     from dpkps_core.ledger_store import PersistentLedger
@@ -324,7 +324,7 @@ def later_releases(run_name: str | None) -> tuple[float, int] | None:
 def run_total_note(run_epsilon: float | None, *, run_name: str | None = None) -> None:
     """Beside a run opened or exported: the corpus's total to date (the largest spend among its documents, over
     every release — PRIVATE, local) and a warning when later releases exist, so an older run's "total ε" is never
-    read as what the documents have spent (DESIGN §2.0; the bundle itself only says that later releases may exist)."""
+    read as what the documents have spent (docs/DESIGN.md §2.0; the bundle itself only says that later releases may exist)."""
     try:
         found = later_releases(run_name)
     except DPKPSError as exc:

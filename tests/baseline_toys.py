@@ -1,5 +1,5 @@
 """Toys shared by the baseline tests and the tests that reuse them (tests/llm, tests/ledger_store): a tiny fake causal
-LM and tokenizer for private prediction (paper 004), and a three-topic corpus, vocabulary and echo backend for
+LM and tokenizer for private prediction ([PrivPred]), and a three-topic corpus, vocabulary and echo backend for
 ``compare_methods`` — importable by name (tests/ is on pytest's pythonpath), never from another test module."""
 
 from __future__ import annotations

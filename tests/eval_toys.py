@@ -1,4 +1,4 @@
-"""Tiny evaluation fixtures shared by the evaluation, CLI and review tests (DESIGN §5, §6): a toy corpus of
+"""Tiny evaluation fixtures shared by the evaluation, CLI and review tests (docs/DESIGN.md §5, §6): a toy corpus of
 word pools, its public vocabulary, a sampling config for it, and :class:`BowEmbedder`, a bag of hashed word vectors
 that stands in for a real embedding model."""
 

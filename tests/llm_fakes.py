@@ -299,7 +299,7 @@ def build_tiny_model(folder: Path, *, chat_template: bool = True) -> Path:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Charge-first tests (DESIGN §2.0): a remote-style backend that records what it was sent and crashes mid-run
+# Charge-first tests (docs/DESIGN.md §2.0): a remote-style backend that records what it was sent and crashes mid-run
 
 
 class SimulatedCrash(BaseException):

@@ -1,4 +1,4 @@
-"""The unit strings of the individual privacy filter have one owner (dpkps_core.budget; DESIGN §2.0 "Every key a
+"""The unit strings of the individual privacy filter have one owner (dpkps_core.budget; docs/DESIGN.md §2.0 "Every key a
 release could touch is charged, and checked"; issue 35 parts 3 and 6)."""
 
 from __future__ import annotations

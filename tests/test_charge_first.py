@@ -1,4 +1,4 @@
-"""Charge first, and admission before each release (DESIGN §2.0) on the DP-KPS release path.
+"""Charge first, and admission before each release (docs/DESIGN.md §2.0) on the DP-KPS release path.
 
 Every mechanism of the release path (private vocabulary, smoothed histogram density, RFF density with each
 ensemble, and run_sampling chaining them) must, in this order: admit the units of its input (the individual

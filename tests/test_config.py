@@ -1,5 +1,5 @@
 """One path for a setting (docs/ARCHITECTURE.md): SamplingConfig checks itself on construction, one builder makes it
-for the CLI, the app and a comparison, and the density plan has its own module (DESIGN §2.2)."""
+for the CLI, the app and a comparison, and the density plan has its own module (docs/DESIGN.md §2.2)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Mutation-testing kills for dpkps_core.budget (docs/TESTING.md "Mutation testing").
 
-The document-unit strings are what the persistent ledger HMACs to recognise a unit across runs (DESIGN §2.0):
+The document-unit strings are what the persistent ledger HMACs to recognise a unit across runs (docs/DESIGN.md §2.0):
 their exact form is pinned here, since a change would silently give every stored unit a fresh budget.
 """
 

@@ -1,4 +1,4 @@
-"""Neighbours stay neighbours from the raw file on disk (DESIGN §2, §2.0; docs/PRIVACY.md "Loading and
+"""Neighbours stay neighbours from the raw file on disk (docs/DESIGN.md §2, §2.0; docs/PRIVACY.md "Loading and
 de-duplication").
 
 Each case writes two CSV files to disk, D and D′, that differ by one row (document unit) or by all rows of one

@@ -1,4 +1,4 @@
-"""The typed privacy report (dpkps_core.privacy_report; DESIGN §2): one frozen PrivacyReport that writes the same
+"""The typed privacy report (dpkps_core.privacy_report; docs/DESIGN.md §2): one frozen PrivacyReport that writes the same
 ``privacy_report.json`` as the dictionary the pipeline built before, reads old files back byte for byte, and
 renders Markdown."""
 

@@ -1,4 +1,4 @@
-"""Sequence sampling follows the class-conditional DP densities (DESIGN §2.4)."""
+"""Sequence sampling follows the class-conditional DP densities (docs/DESIGN.md §2.4)."""
 
 import numpy as np
 import pytest

@@ -3,8 +3,8 @@
 What it does (docs/PRIVACY.md, "Empirical audit"):
 
 * **Neighbour audit.** Around the user's corpus D it builds neighbouring corpora under the relation of the
-  release (DESIGN §2: add/remove one document, or all documents of one person with a person column) ON THE RAW
-  ROWS of the file (:mod:`.raw`, DESIGN §2.0): D⁻ = D's rows without the raw row of its most influential training
+  release (docs/DESIGN.md §2: add/remove one document, or all documents of one person with a person column) ON THE RAW
+  ROWS of the file (:mod:`.raw`, docs/DESIGN.md §2.0): D⁻ = D's rows without the raw row of its most influential training
   document (the one with the most distinct rare terms of V), or without every row of its most influential training
   person; D⁺ = D's rows plus one canary row made of rare public terms of V that occur nowhere in D (under the person
   unit: a canary person with several rows). Each is loaded through the public loader

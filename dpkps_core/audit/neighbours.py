@@ -2,8 +2,8 @@
 document of one person), D⁺ / D+k (D plus canary documents — or a canary person — of rare public terms), and how two
 neighbours' training parts differ (the statistics' weights and the deterministic sensitivity check).
 
-Under the relation of the release (DESIGN §2: add/remove one document, or one person with a person column). The
-neighbours themselves are built on the RAW rows and loaded through the public loader (:mod:`.raw`, DESIGN §2.0);
+Under the relation of the release (docs/DESIGN.md §2: add/remove one document, or one person with a person column). The
+neighbours themselves are built on the RAW rows and loaded through the public loader (:mod:`.raw`, docs/DESIGN.md §2.0);
 every difference here is computed with the release path's own contribution functions
 (:func:`dpkps_core.pipeline.term_counts`, :mod:`dpkps_core.dp.contributions`), never a copy of them.
 """
@@ -51,7 +51,7 @@ def influential_document(corpus: Corpus, train: Sequence[int], vocabulary: Publi
 
 def influential_person(train: Corpus, vocabulary: PublicVocabulary, *, terms_per_doc: int,
                        candidates: Sequence[str] | None = None) -> tuple[str, int]:
-    """The training person whose removal should move the releases most (the person unit's D⁻, DESIGN §2).
+    """The training person whose removal should move the releases most (the person unit's D⁻, docs/DESIGN.md §2).
 
     A choice of target only (any target gives a valid audit; the statistics' weights come from
     :func:`dpkps_core.pipeline.term_counts` on the neighbours): the person with the most distinct terms of V, among
@@ -84,14 +84,14 @@ def influential_person(train: Corpus, vocabulary: PublicVocabulary, *, terms_per
 
 def document_keys(corpus: Corpus) -> list[tuple[str, str, str | None]]:
     """(text, label, person) of every loaded document: what identifies a document across two loaded neighbours
-    (only identical rows of one person collapse at load time, DESIGN §2.0)."""
+    (only identical rows of one person collapse at load time, docs/DESIGN.md §2.0)."""
     persons = corpus.persons if corpus.persons is not None else (None,) * len(corpus)
     return list(zip(corpus.texts, corpus.labels, persons))
 
 
 def loading_changes(a: Corpus, b: Corpus, *, expected: set[tuple[str, str, str | None]]) -> int:
     """Documents that differ between two loaded neighbours beyond the ``expected`` ones (the removed unit's or
-    the canaries' documents): 0 when the loader keeps neighbours neighbours (DESIGN §2.0)."""
+    the canaries' documents): 0 when the loader keeps neighbours neighbours (docs/DESIGN.md §2.0)."""
     ka, kb = Counter(document_keys(a)), Counter(document_keys(b))
     diff = (ka - kb) + (kb - ka)
     return int(sum(n for key, n in diff.items() if key not in expected) + sum(max(n - 1, 0) for key, n in diff.items()
@@ -191,7 +191,7 @@ def member_weight_distance(a: tuple[Sequence[Sequence[int]], Sequence[str], Sequ
     """Largest L1 change, over the ensemble members of an iterative RFF density, of the documents' weights
     (:func:`~dpkps_core.dp.contributions.prefix_weights` with the unit's groups) between two neighbours — each
     (keyphrases, labels, groups, document keys). Every document adds weight × one vector in [−√2, √2]^I, so the
-    member's statistic moves by at most √2·I times this; the mechanism's noise assumes ≤ 1 (DESIGN §2.4)."""
+    member's statistic moves by at most √2·I times this; the mechanism's noise assumes ≤ 1 (docs/DESIGN.md §2.4)."""
     worst = 0.0
     for blocks, _ in ensemble_blocks(kind, length):
         sums = []
@@ -217,7 +217,7 @@ def _weights(delta: np.ndarray, vocabulary: PublicVocabulary) -> dict[str, float
 
 
 def loader_probes(raw: Any, loaded: Corpus, classes: Sequence[str], *, by_person: bool) -> list[dict[str, Any]]:
-    """Neighbouring raw tables that a loader which looks across rows would break (DESIGN §2.0), each loaded and
+    """Neighbouring raw tables that a loader which looks across rows would break (docs/DESIGN.md §2.0), each loaded and
     compared with D: the number of documents that changed beyond the added / removed unit's must be 0.
 
     * one row (person) removed whose text also occurs in another row under another label (person) — the first such

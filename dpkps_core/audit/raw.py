@@ -1,4 +1,4 @@
-"""The audited corpus as RAW rows, before loading, and its neighbours built on those rows (DESIGN §2.0;
+"""The audited corpus as RAW rows, before loading, and its neighbours built on those rows (docs/DESIGN.md §2.0;
 docs/PRIVACY.md "Empirical audit").
 
 The guarantee is stated for the file on disk: D ± one row (all rows of one person) must load as D ± that document
@@ -55,7 +55,7 @@ def _plain(value: Any) -> Any:
 @dataclasses.dataclass(frozen=True)
 class RawTable:
     """A PRIVATE corpus as raw rows (a table of columns) with the loader options that turn it into a
-    :class:`~dpkps_core.corpus.Corpus` (DESIGN §2.0).
+    :class:`~dpkps_core.corpus.Corpus` (docs/DESIGN.md §2.0).
 
     Attributes:
         columns: column names, in file order.
@@ -101,7 +101,7 @@ class RawTable:
 
     def before(self, rows: Sequence[Mapping[str, Any]]) -> "RawTable":
         """The table with ``rows`` inserted before every other row (a neighbour too: where a row sits in the file
-        must not change what the loader keeps, DESIGN §2.0)."""
+        must not change what the loader keeps, docs/DESIGN.md §2.0)."""
         extra = tuple(tuple(row.get(c) for c in self.columns) for row in rows)
         return dataclasses.replace(self, rows=extra + self.rows)
 
@@ -119,7 +119,7 @@ class RawTable:
         return ("\n".join(lines) + "\n").encode("utf-8")
 
     def load_corpus(self) -> Corpus:
-        """These rows through the public loader with the user's loading choices (DESIGN §2.0)."""
+        """These rows through the public loader with the user's loading choices (docs/DESIGN.md §2.0)."""
         if not self.rows:
             raise CorpusError("The audit's neighbouring table has no rows left.")
         data = self.to_jsonl()
@@ -174,7 +174,7 @@ def read_raw_table(
     **load_options: Any,
 ) -> RawTable:
     """The raw rows of a corpus file (CSV, TSV, JSON Lines/JSON, Parquet, a ZIP or folder of .txt files) and the
-    loader options the user loaded it with (DESIGN §2.0). Nothing is cleaned or dropped here: that is the loader's
+    loader options the user loaded it with (docs/DESIGN.md §2.0). Nothing is cleaned or dropped here: that is the loader's
     job on each neighbour. A ZIP or folder of .txt files becomes a table (text, label = its folder)."""
     unknown = set(load_options) - set(_LOAD_OPTIONS)
     if unknown:

@@ -61,7 +61,7 @@ def run_audit(
     ``corpus`` is best the :class:`~dpkps_core.audit.raw.RawTable` of the file as it is on disk
     (:func:`~dpkps_core.audit.raw.raw_table_for` / :func:`~dpkps_core.audit.raw.read_raw_table`): D, D⁻ (one raw
     row removed, or every row of one person under the person unit) and D⁺ (one canary row, or a canary person
-    with several rows) are then built on the raw rows and each is loaded through the public loader (DESIGN §2.0).
+    with several rows) are then built on the raw rows and each is loaded through the public loader (docs/DESIGN.md §2.0).
     A loaded :class:`~dpkps_core.corpus.Corpus` is turned into rows of its documents
     (:meth:`RawTable.from_corpus`), which still go through the loader.
 
@@ -212,7 +212,7 @@ def _verdict(an: _Analysis, probes: list[dict[str, Any]], changed: Mapping[str, 
         worst = max(broken_loading, key=lambda p: p["documents_changed"])
         sentence = (f"VIOLATION: loading breaks neighbours — with {worst['probe']}, {worst['documents_changed']} "
                     "other document(s) changed, so one unit's rows move the releases by more than one unit's "
-                    "contribution (DESIGN §2.0).")
+                    "contribution (docs/DESIGN.md §2.0).")
         verdict = sentence if not violation else f"{verdict} Also: {sentence[len('VIOLATION: '):]}"
         violation = True
     if exceeded:  # certain, not statistical: the noise is calibrated for less than these neighbours move
@@ -220,7 +220,7 @@ def _verdict(an: _Analysis, probes: list[dict[str, Any]], changed: Mapping[str, 
         what = "term counts" if part == "vocabulary" else "keyphrase weights"
         sentence = (f"VIOLATION: the neighbours' training {what} moved by {v['l1_change']:g} in L1 ({PAIRS[pair][2]}) "
                     f"while the noise is calibrated for a sensitivity of {v['sensitivity']:g}: the loader or the "
-                    "contribution bound lets one unit move the statistic by more than one unit may (DESIGN §2, §2.0).")
+                    "contribution bound lets one unit move the statistic by more than one unit may (docs/DESIGN.md §2, §2.0).")
         verdict = sentence if not violation else f"{verdict} Also: {sentence[len('VIOLATION: '):]}"
         violation = True
     return violation, verdict
@@ -294,10 +294,10 @@ def _warnings(ctx: AuditContext, nbs: Neighbours, moved: Mapping[str, int], chan
     if changed["remove"] or changed["add"]:
         warnings.append(f"Loading D ± one {unit_word}'s raw rows changed {max(changed.values())} other document(s): the "
                         "loader's decisions depend on other rows (e.g. de-duplication across labels or persons), so "
-                        "neighbouring files do not load as neighbouring corpora (DESIGN §2.0).")
+                        "neighbouring files do not load as neighbouring corpora (docs/DESIGN.md §2.0).")
     if moved["remove"] or moved["add"]:
         warnings.append(f"Adding or removing one {unit_word} moved {max(moved.values())} other training document(s) "
-                        f"across the split: the split is not a per-{unit_word} assignment (DESIGN §2).")
+                        f"across the split: the split is not a per-{unit_word} assignment (docs/DESIGN.md §2).")
     return warnings
 
 

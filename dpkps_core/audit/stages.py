@@ -2,7 +2,7 @@
 :func:`dpkps_core.audit.run.run_audit` chains them:
 
 1. :func:`build_neighbours` — round 1: D loaded from its raw rows, D⁻ (its most influential training unit's rows
-   removed), D⁺ (a canary unit's rows added) and optionally D+k, each loaded through the public loader (DESIGN §2.0)
+   removed), D⁺ (a canary unit's rows added) and optionally D+k, each loaded through the public loader (docs/DESIGN.md §2.0)
    and run once through the release path;
 2. :func:`loading_differences` and :func:`training_contributions` — how the loaded neighbours differ, with the
    release path's own contribution functions;
@@ -97,7 +97,7 @@ class AuditContext:
 
     @property
     def by_person(self) -> bool:
-        """Whether the unit of privacy is a person (DESIGN §2)."""
+        """Whether the unit of privacy is a person (docs/DESIGN.md §2)."""
         return bool(self.config.person_column)
 
     @property
@@ -235,7 +235,7 @@ def build_neighbours(ctx: AuditContext) -> Neighbours:
 
 def loading_differences(ctx: AuditContext, nbs: Neighbours
                         ) -> tuple[dict[str, int], dict[str, int], list[dict[str, Any]]]:
-    """How the loaded neighbours differ (DESIGN §2.0: by the removed / added unit's documents only): training
+    """How the loaded neighbours differ (docs/DESIGN.md §2.0: by the removed / added unit's documents only): training
     documents moved across the split, documents the loader changed, and the loader probes."""
     train_keys = {nb.name: set(document_keys(nb.train_corpus)) for nb in nbs.release_stage}
     moved = {"remove": len((train_keys["D"] ^ train_keys["D⁻"]) - nbs.removed_keys),

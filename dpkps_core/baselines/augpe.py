@@ -1,4 +1,4 @@
-"""Baseline: AugPE with the private vocabulary, AugPE+Ṽ (paper 001 §3 "Comparison to AugPE", App. C.1.3; DESIGN §4).
+"""Baseline: AugPE with the private vocabulary, AugPE+Ṽ ([DP-KPS] §3 "Comparison to AugPE", App. C.1.3; docs/DESIGN.md §4).
 
 Augmented Private Evolution (Xie et al. 2024) adapted as in the DP-KPS paper: class names are NOT put in any
 prompt, and the random words of AugPE's first prompts are drawn from the DP private vocabulary Ṽ instead of a
@@ -120,7 +120,7 @@ class AugPEConfig:
     """Public parameters of AugPE+Ṽ.
 
     Attributes:
-        epochs: T, vote/selection rounds (10 as in paper 001 App. C.1.3); T prompts per synthetic document.
+        epochs: T, vote/selection rounds (10 as in [DP-KPS] App. C.1.3); T prompts per synthetic document.
         population: K synthetic texts per class (the output size per class).
         words_per_prompt: random Ṽ words in each random-API prompt.
         vote_threshold: H, noisy votes below it count as 0 in the selection.
@@ -330,7 +330,7 @@ class AugPEResult:
 def augpe_event(config: AugPEConfig, *, sigma: float, delta: float,
                 neighbouring: str = ADD_REMOVE_ONE_DOCUMENT) -> AugPEVoteEvent:
     """The frozen ledger event of one AugPE+Ṽ run (all T vote rounds, every class), from public input only, so
-    that it is charged BEFORE the first prompt goes to the backend (DESIGN §2.0 "charge first")."""
+    that it is charged BEFORE the first prompt goes to the backend (docs/DESIGN.md §2.0 "charge first")."""
     n_epochs, k = config.epochs, config.population
     return AugPEVoteEvent(
         mechanism=MECHANISM, step=STEP, epsilon=gaussian_epsilon(sigma=sigma, epochs=n_epochs, delta=delta),
@@ -348,7 +348,7 @@ def _vote_epochs(population: dict[str, list[str]], by_class: Mapping[str, np.nda
                  generate: Callable[[list[ChatMessages], str, float, float], list[str | None]],
                  report: Callable[[float, str], None], cancel: threading.Event | None
                  ) -> tuple[dict[str, list[str]], int, list[dict[str, Any]]]:
-    """The T epochs of Private Evolution (paper 001 Appendix C.1.3; DESIGN §4): per class, every private document
+    """The T epochs of Private Evolution ([DP-KPS] Appendix C.1.3; docs/DESIGN.md §4): per class, every private document
     votes for its nearest synthetic text, the histogram is released with Gaussian noise, the texts above the
     threshold are kept and varied by the LLM (not after the last epoch). Returns the final population, how many
     selections fell back to uniform, and the noisy vote histograms (DP releases)."""
@@ -389,7 +389,7 @@ def run_augpe(
 ) -> AugPEResult:
     """AugPE+Ṽ over a labelled PRIVATE corpus (training part only).
 
-    Charge first (DESIGN §2.0): after the refusals on public input, the units are admitted (the individual privacy
+    Charge first (docs/DESIGN.md §2.0): after the refusals on public input, the units are admitted (the individual privacy
     filter charges them) and ONE event for all T epochs is charged — before any private document is embedded and
     before the first prompt reaches the backend (possibly a remote API; from epoch 1 on, the rewrite prompts are
     chosen by the noisy votes). A crash, Ctrl-C, backend error or cancellation after that leaves ε charged.

@@ -1,4 +1,4 @@
-"""Side-by-side comparison of DP-KPS, private prediction and AugPE+Ṽ at equal ε on the same split (DESIGN §3–§5).
+"""Side-by-side comparison of DP-KPS, private prediction and AugPE+Ṽ at equal ε on the same split (docs/DESIGN.md §3–§5).
 
 :func:`compare_methods` splits the corpus once (stratified, seeded), runs each selected method on the training
 part only at the same total privacy level, writes each method's synthetic documents, and evaluates all of them
@@ -9,10 +9,10 @@ calls, tokens and wall time.
 Privacy levels (all "add/remove one document"):
 
 * **DP-KPS**: pure ε-DP, ε_total = ε_voc + ε_kde (δ = 0).
-* **Private prediction** (paper 004): (ε_total, δ)-DP by Theorem 1; the clip c is calibrated so the reported ε
+* **Private prediction** ([PrivPred]): (ε_total, δ)-DP by Theorem 1; the clip c is calibrated so the reported ε
   never exceeds ε_total. Runs on the local offline model (it needs logits) whatever ``backend`` is, and puts
   PRIVATE text into that local model's prompts.
-* **AugPE+Ṽ** (paper 001 §3): (ε_voc + ε_aug, δ)-DP — Ṽ (pure ε_voc) plus T Gaussian vote histograms calibrated
+* **AugPE+Ṽ** ([DP-KPS] §3): (ε_voc + ε_aug, δ)-DP — Ṽ (pure ε_voc) plus T Gaussian vote histograms calibrated
   to (ε_total − ε_voc, δ). The same Ṽ release as DP-KPS's is reused (built once).
 
 Results hold accuracies measured on real data: they are PRIVATE (local to the data owner, not for release).
@@ -124,10 +124,10 @@ def _split(corpus: Corpus, st: CompareSettings) -> tuple[Corpus, Corpus, Corpus,
 
     by_person = corpus.persons is not None  # a corpus loaded with a person column: the unit is the person
     split = split_documents(corpus, test_fraction=st.test_fraction, seed=st.split_seed, by_person=by_person)
-    # only documents of the declared public classes enter a DP step or the evaluation (DESIGN §2)
+    # only documents of the declared public classes enter a DP step or the evaluation (docs/DESIGN.md §2)
     train, test = corpus.subset(split.train).declared_only(), corpus.subset(split.test).declared_only()
     # private prediction and AugPE+Ṽ need whole documents: one per person keeps their per-document guarantee a
-    # per-person one (DESIGN §2); DP-KPS bounds each person's total contribution instead
+    # per-person one (docs/DESIGN.md §2); DP-KPS bounds each person's total contribution instead
     whole = train.capped_per_person(1)
     unit_note = (f"; unit: {corpus.privacy_unit} — each person capped to 1 document for this method"
                  if by_person else "")

@@ -127,7 +127,7 @@ class CompareResult:
     def write(self, out_dir: str | os.PathLike[str]) -> Path:
         """``compare.csv``, ``compare.md``, ``compare_info.json`` (PRIVATE, local: accuracies on real data and the
         split's exact sizes), and per method its synthetic documents, privacy report and (public-prompt) audit log —
-        these three hold DP releases and public settings only, never an exact private count (DESIGN §2.0). The
+        these three hold DP releases and public settings only, never an exact private count (docs/DESIGN.md §2.0). The
         folder is owner-only."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)

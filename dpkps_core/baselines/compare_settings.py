@@ -1,4 +1,4 @@
-"""The public settings of a comparison of generation methods at equal ε (DESIGN §3–§5): the methods and their
+"""The public settings of a comparison of generation methods at equal ε (docs/DESIGN.md §3–§5): the methods and their
 labels, the planned joint cost of running several on the same data, and :class:`CompareSettings`.
 
 Everything here is public input; :func:`dpkps_core.baselines.compare.compare_methods` runs the comparison.
@@ -21,7 +21,7 @@ COMPARE_PP_DEFAULTS = {"batch_size": 16, "max_prompt_tokens": 96, "public_top_k"
 """Private prediction in a comparison: small batches and short prompts keep a CPU run to minutes (compute per
 synthetic document grows with s × prompt length; the paper's s = 250 needs an accelerator). At small s the
 privacy budget allows an effective logit range of only c/τ (≈ 4 nats at s = 16, ε = 10), so the candidate set is
-the public prediction's top 20 (a public set; paper 004 §E.1 restricts to the top 1024 for the same reason)."""
+the public prediction's top 20 (a public set; [PrivPred] §E.1 restricts to the top 1024 for the same reason)."""
 
 
 COMPARE_FIXED_SETTINGS = ("eps_voc", "eps_kde", "per_class", "seed", "test_fraction", "split_seed", "client_fraction",

@@ -1,7 +1,7 @@
-"""One generation method each, as a comparison runs them (DESIGN §3–§5): DP-KPS (:func:`compare_dpkps`), AugPE+Ṽ
+"""One generation method each, as a comparison runs them (docs/DESIGN.md §3–§5): DP-KPS (:func:`compare_dpkps`), AugPE+Ṽ
 (:func:`compare_augpe`) and private prediction (:func:`compare_private_prediction`), on what they share
 (:class:`ComparePlan`: the public settings, the split's training part, the noise, the LLM). Each charges its own
-method ledger first (DESIGN §2.0) and returns its table row, documents, audit log and privacy report
+method ledger first (docs/DESIGN.md §2.0) and returns its table row, documents, audit log and privacy report
 (:class:`MethodOutcome`). :func:`dpkps_core.baselines.compare.compare_methods` chains them and evaluates.
 """
 
@@ -63,14 +63,14 @@ def vocabulary_for(config: SamplingConfig, vocabulary: Any) -> Any:
 
 def build_vocabulary(train: Corpus, *, eps_voc: float, vocabulary: Any, sampling: SamplingConfig | None,
                      noise: NoiseSource, ledger: PrivacyLedger, progress: Progress) -> Any:
-    """Ṽ (DESIGN §2.1) for AugPE+Ṽ when DP-KPS did not build it first."""
+    """Ṽ (docs/DESIGN.md §2.1) for AugPE+Ṽ when DP-KPS did not build it first."""
     from dpkps_core.budget import admit
     from dpkps_core.pipeline import build_private_vocabulary
 
     cfg = sampling_config(eps_voc=eps_voc, eps_kde=1.0, per_class=1, sampling=sampling, seed=None, test_fraction=0.2,
                           split_seed=0, corpus_name=train.name)
     vocabulary = vocabulary_for(cfg, vocabulary)
-    # charge first (DESIGN §2.0): the units are admitted (and charged) before their counts are read
+    # charge first (docs/DESIGN.md §2.0): the units are admitted (and charged) before their counts are read
     adm = admit(train, ledger, eps_voc, by_person=train.persons is not None, what="the private vocabulary step")
     train = adm.corpus
     return build_private_vocabulary(train.texts, vocabulary_for(cfg, vocabulary), eps_voc=eps_voc,
@@ -115,7 +115,7 @@ def privacy_with_ledger(report: PrivacyReport, ledger: PrivacyLedger, noise: Noi
 
 
 def compare_dpkps(plan: ComparePlan, *, ledger: PrivacyLedger, progress: Progress) -> tuple[Any, MethodOutcome]:
-    """DP-KPS (paper 001 §3): sampling on the comparison's split (the same one: checked), one prompt per
+    """DP-KPS ([DP-KPS] §3): sampling on the comparison's split (the same one: checked), one prompt per
     sequence through the comparison's shared generator."""
     from dpkps_core.baselines.augpe import generate_texts
     from dpkps_core.llm.prompts import PromptConfig, render_prompt
@@ -156,7 +156,7 @@ def compare_dpkps(plan: ComparePlan, *, ledger: PrivacyLedger, progress: Progres
 
 
 def compare_augpe(plan: ComparePlan, *, ledger: SubLedger, progress: Progress, dpkps_run: Any) -> MethodOutcome:
-    """AugPE+Ṽ (DESIGN §6): Gaussian votes over the private documents, first prompts from Ṽ — shared with DP-KPS
+    """AugPE+Ṽ (docs/DESIGN.md §6): Gaussian votes over the private documents, first prompts from Ṽ — shared with DP-KPS
     when it ran first (the same ε_voc release, counted once)."""
     from dpkps_core.baselines.augpe import AugPEConfig, prompt_budget, run_augpe
     from dpkps_core.budget import unit_strings
@@ -177,7 +177,7 @@ def compare_augpe(plan: ComparePlan, *, ledger: SubLedger, progress: Progress, d
         note_voc = f"Ṽ built for AugPE+Ṽ ({time.perf_counter() - t_voc:.1f} s)"
     acfg = dataclasses.replace(st.augpe_config or AugPEConfig(), population=st.per_class, max_tokens=st.max_tokens,
                                doc_type=st.doc_type, temperature=st.temperature)
-    # charge first (DESIGN §2.0): run_augpe admits these units through this method's ledger (which delegates to
+    # charge first (docs/DESIGN.md §2.0): run_augpe admits these units through this method's ledger (which delegates to
     # the corpus's ledger) and charges all T epochs before its first prompt
     units = unit_strings(plan.whole, by_person=plan.whole.persons is not None)
     res = run_augpe(plan.whole.texts, plan.whole.labels, vocabulary_terms=pv.terms, classes=plan.classes,
@@ -200,10 +200,10 @@ def compare_augpe(plan: ComparePlan, *, ledger: SubLedger, progress: Progress, d
 
 
 def compare_private_prediction(plan: ComparePlan, *, ledger: SubLedger, progress: Progress) -> MethodOutcome:
-    """Private prediction (paper 004, Algorithm 1) on a local model's logits, hash buckets from public input or a
-    DP count (paper 004 Assumption 1).
+    """Private prediction ([PrivPred], Algorithm 1) on a local model's logits, hash buckets from public input or a
+    DP count ([PrivPred] Assumption 1).
 
-    Charge first (DESIGN §2.0), the whole method up front: after every public step (calibration, loading the
+    Charge first (docs/DESIGN.md §2.0), the whole method up front: after every public step (calibration, loading the
     model), the units are admitted once for the method's whole ε (the DP count's and the generation's), and both
     events are charged — the count's, and the generation's (exact when the buckets are public, else a
     reservation of its ε that the calibrated run never exceeds) — before the count's noise is drawn and before

@@ -1,7 +1,7 @@
-"""The public side of private prediction (paper 004, Algorithm 1; DESIGN §3): its parameters
+"""The public side of private prediction ([PrivPred], Algorithm 1; docs/DESIGN.md §3): its parameters
 (:class:`PrivatePredictionConfig`), their privacy under Theorem 1 (ρ-zCDP per batch, :func:`~dpkps_core.dp.accounting.rho_per_batch`), their
 calibration to a target (ε, δ) (:func:`calibrate`), the ledger events charged for a run before it starts
-(:func:`prediction_event`, :func:`reservation_event`: public input only, DESIGN §2.0 "charge first"), and the
+(:func:`prediction_event`, :func:`reservation_event`: public input only, docs/DESIGN.md §2.0 "charge first"), and the
 prompt templates.
 
 Everything here is public input; the mechanism that reads the private documents is
@@ -42,7 +42,7 @@ LABEL_SENTENCE = "The document is about: {label}."
 
 @dataclasses.dataclass(frozen=True)
 class PrivatePredictionConfig:
-    """Public parameters of Algorithm 1 (paper 004 Table 7 names in brackets).
+    """Public parameters of Algorithm 1 ([PrivPred] Table 7 names in brackets).
 
     Attributes:
         batch_size: expected batch size s — the divisor of the batch sums (public; sets the sensitivity c/s).
@@ -55,7 +55,7 @@ class PrivatePredictionConfig:
         svt_noise: σ, the SVT Laplace scale (threshold Laplace(σ), query Laplace(2σ)).
         max_new_tokens: most tokens per synthetic example.
         examples_per_batch: most synthetic examples written from one batch.
-        public_top_k: sample only among the public prediction's top-k tokens (paper 004 §E.1, after Tang et al.;
+        public_top_k: sample only among the public prediction's top-k tokens ([PrivPred] §E.1, after Tang et al.;
             a public candidate set, so the exponential-mechanism analysis is unchanged); ``None`` = full vocabulary.
         max_prompt_tokens: each private document is cut to this many tokens before it enters its prompt.
         group_by_label: batches hold documents of one label (batch key = hash(label) ‖ hash(prompt)).
@@ -170,7 +170,7 @@ def prediction_event(
 ) -> PrivatePredictionEvent:
     """The frozen ledger event of one run of Algorithm 1 with the (calibrated) ``config``, from public input only
     (the planned batches and documents), so that it is charged BEFORE the first private prompt reaches the model
-    (DESIGN §2.0 "charge first")."""
+    (docs/DESIGN.md §2.0 "charge first")."""
     rho = config.rho()
     eps = zcdp_to_epsilon(rho, delta, conversion=conversion)
     return PrivatePredictionEvent(
@@ -199,7 +199,7 @@ def reservation_event(
     return PrivatePredictionReservationEvent(
         mechanism=MECHANISM, step=STEP, epsilon=eps, delta=check_delta(delta),
         sensitivity=bound.clip / bound.batch_size, noise_scale=config.temperature, neighbouring=neighbouring,
-        released=f"at most {documents} synthetic texts from disjoint hash batches (Algorithm 1 of paper 004)",
+        released=f"at most {documents} synthetic texts from disjoint hash batches (Algorithm 1 of [PrivPred])",
         conversion=conversion, batch_size=config.batch_size, private_tokens=config.private_tokens,
         temperature=config.temperature, svt_threshold=config.svt_threshold,
         svt_noise=config.svt_noise if config.svt_enabled else None, group_by_label=config.group_by_label,
@@ -220,6 +220,6 @@ def private_messages(text: str, config: PrivatePredictionConfig, label: str | No
 
 
 def public_messages(config: PrivatePredictionConfig, label: str | None = None) -> list[dict[str, str]]:
-    """The public prompt p_public: the private template with the document replaced by a fixed public stand-in text (paper 004
+    """The public prompt p_public: the private template with the document replaced by a fixed public stand-in text ([PrivPred]
     §E.2)."""
     return private_messages(PUBLIC_PLACEHOLDER.format(doc_type=config.doc_type), config, label)

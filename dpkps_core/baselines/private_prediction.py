@@ -1,4 +1,4 @@
-"""Private prediction: clipped-logit exponential mechanism + sparse vector (paper 004, Algorithm 1; DESIGN §3).
+"""Private prediction: clipped-logit exponential mechanism + sparse vector ([PrivPred], Algorithm 1; docs/DESIGN.md §3).
 
 Every private document becomes one *private prompt* ("Here is a document: … Write a similar one."). Prompts are
 partitioned into disjoint batches by a keyed hash of the prompt (Assumption 1; optionally grouped by label). For
@@ -102,7 +102,7 @@ def assign_batches(
     """Disjoint, deterministic batches (indices into ``texts``) keyed by ``(label or None, bucket)``.
 
     A prompt's batch depends only on the prompt (and its label when grouping), never on the other prompts, so
-    adding or removing one document changes exactly one batch (paper 004 Assumption 1, Lemma 2)."""
+    adding or removing one document changes exactly one batch ([PrivPred] Assumption 1, Lemma 2)."""
     b = check_positive_int(num_buckets, "number of hash buckets", maximum=PRIVATE_PREDICTION_LIMITS["num_buckets"])
     if group_by_label and labels is None:
         raise ParameterError("Grouping batches by label needs the labels.")
@@ -166,7 +166,7 @@ def generate_batch(
 
     The public prompt has its own decoder (its own forward passes), so its logits never depend on the private
     prompts — not even through the padded width of a shared batch, which moves a real model's logits by round-off
-    (paper 004 §3: z_public must be a function of public input only)."""
+    ([PrivPred] §3: z_public must be a function of public input only)."""
     import torch
 
     t0 = time.perf_counter()
@@ -199,7 +199,7 @@ def generate_batch(
             z_priv = dec_priv.logits() if dec_priv is not None else z_pub.new_zeros((0, z_pub.shape[0]))
             cand = None
             if config.public_top_k is not None and config.public_top_k < z_pub.shape[0]:
-                cand = torch.topk(z_pub, config.public_top_k).indices  # a PUBLIC candidate set (paper 004 §E.1)
+                cand = torch.topk(z_pub, config.public_top_k).indices  # a PUBLIC candidate set ([PrivPred] §E.1)
             if t >= config.private_tokens:
                 private = False  # budget spent: public continuation (post-processing of the released prefix)
                 n_after += 1
@@ -251,7 +251,7 @@ class PrivatePredictionResult:
         public settings, in the JSON layout private prediction has always written."""
         return PrivacyReport(
             method=METHOD, epsilon_total=self.epsilon, delta_total=self.delta, neighbouring=self.event.neighbouring,
-            guarantee="(ε, δ)-differential privacy of the synthetic texts (Theorem 1 of paper 004: ρ-zCDP per "
+            guarantee="(ε, δ)-differential privacy of the synthetic texts (Theorem 1 of [PrivPred]: ρ-zCDP per "
                       "batch, parallel composition over disjoint hash batches)",
             events=(self.event,), parameters=self.config.to_dict(),
             details={"rho_zcdp": self.rho, "conversion": self.conversion, "warning": self.warning},
@@ -269,7 +269,7 @@ def run_private_prediction(
 ) -> PrivatePredictionResult:
     """Algorithm 1 over a labelled PRIVATE corpus (training part only).
 
-    Charge first (DESIGN §2.0): every refusal on public input happens first; then, with a ``ledger``, the units
+    Charge first (docs/DESIGN.md §2.0): every refusal on public input happens first; then, with a ``ledger``, the units
     are admitted (the individual privacy filter charges them) and the run's event is charged — all BEFORE the
     first private prompt is built or reaches the model. A crash, Ctrl-C or cancellation after that leaves ε
     charged. Only the admitted documents take part.
@@ -339,7 +339,7 @@ _Plan = list[tuple[tuple[str | None, int], str | None, int]]  # (batch key, labe
 def _batch_plan(config: PrivatePredictionConfig, *, per_class: int | Mapping[str, int], num_buckets: int,
                 classes: Sequence[str]) -> tuple[_Plan, int]:
     """Which batches run and how many documents each writes — from public input only (the declared classes, the
-    documents wanted, the buckets): the first buckets 0, 1, … of each class (paper 004 Assumption 1). Returns the
+    documents wanted, the buckets): the first buckets 0, 1, … of each class ([PrivPred] Assumption 1). Returns the
     plan and the checked number of buckets."""
     classes = check_class_names(classes, minimum=1)  # declared public input, never read off the labels
     wanted = {c: int(per_class[c]) if isinstance(per_class, Mapping) else int(per_class) for c in classes}

@@ -42,7 +42,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     config = cli_common.config_from_args(args)
     settings = settings_from_args(args)
     load_config_corpus(config)  # the same local checks as `sample` (declared classes, columns) before anything runs
-    rows = audit.raw_table_for(config)  # the file's raw rows: the audit builds its neighbours on them (DESIGN §2.0)
+    rows = audit.raw_table_for(config)  # the file's raw rows: the audit builds its neighbours on them (docs/DESIGN.md §2.0)
     vocabulary = load_vocabulary_for(config)
     embedder = get_embedder(config.embedding_model)
     print("Empirical privacy audit — runs on in-memory copies with throwaway ledgers: it charges nothing to the "

@@ -96,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--vocabulary", default="glove", help="public vocabulary V (glove, wordfreq, medical or a file)")
     g.add_argument("--sampling-method", choices=SAMPLING_METHODS, default="independent", help="DP-KPS sequence sampler")
     g.add_argument("--length", "-L", type=int, default=10, help="keyphrases per sequence")
-    g = p.add_argument_group("private prediction (paper 004)")
+    g = p.add_argument_group("private prediction ([PrivPred])")
     g.add_argument("--pp-batch-size", type=int, default=16,
                    help="expected batch size s (prompts per batch; compute per document grows with s)")
     g.add_argument("--pp-private-tokens", type=int, default=None, help="r, private tokens per batch (default: max tokens)")
@@ -108,7 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--class-size-estimate", type=float, default=None,
                    help="PUBLIC estimate of documents per class for the hash buckets (default: a DP count of the "
                         "training part, charged to private prediction's ε: min(0.1, 5 %% of ε))")
-    g = p.add_argument_group("AugPE+Ṽ (paper 001 §3)")
+    g = p.add_argument_group("AugPE+Ṽ ([DP-KPS] §3)")
     g.add_argument("--augpe-epochs", type=int, default=10, help="vote/variation epochs T (T prompts per document)")
     g.add_argument("--augpe-words", type=int, default=10, help="random Ṽ words per first prompt")
     p.add_argument("--embedding-model", default=None, help="public sentence embedder (default all-MiniLM-L6-v2)")

@@ -1,4 +1,4 @@
-"""``python -m dpkps_core evaluate | sweep | forecast``: local utility evaluation (DESIGN §5, §6).
+"""``python -m dpkps_core evaluate | sweep | forecast``: local utility evaluation (docs/DESIGN.md §5, §6).
 
 Every output of these commands is computed on the REAL corpus and is PRIVATE (local to the data owner, never
 part of a release bundle); the files say so (``"private": true``). Nothing prints document text.

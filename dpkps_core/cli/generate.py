@@ -152,7 +152,7 @@ def _private_corpus_hints(run_dir: Path) -> tuple[str | None, list[str]]:
 
 
 def _private_texts(private_corpus: str | None, *run_dirs: Path) -> list[str] | None:
-    """The private documents few-shot examples are checked against, on this machine (DESIGN §2.5): those of
+    """The private documents few-shot examples are checked against, on this machine (docs/DESIGN.md §2.5): those of
     ``--private-corpus``, else of the corpus the run was sampled from (``run_config.json``: its local path or demo
     spec, with its text and label columns). None when no corpus is known."""
     from dpkps_core.config import load_limits_of
@@ -201,7 +201,7 @@ def _generation_settings(args: argparse.Namespace, *, local: bool) -> Any:
 
 
 def _few_shot(args: argparse.Namespace, seq_path: Path, out: Path) -> tuple[Any, ...]:
-    """The PUBLIC few-shot examples (DESIGN §2.5), refused when they are the private corpus or hold its documents."""
+    """The PUBLIC few-shot examples (docs/DESIGN.md §2.5), refused when they are the private corpus or hold its documents."""
     from dpkps_core.llm import load_few_shot
     from dpkps_core.llm.prompts import check_not_private
 

@@ -1,6 +1,6 @@
 """``python -m dpkps_core ledger``: what the persistent ledger knows about a private corpus's documents (persons).
 
-The ledger is an individual privacy filter over units (DESIGN §2.0; ``dpkps_core.ledger_store``): it keeps the ε
+The ledger is an individual privacy filter over units (docs/DESIGN.md §2.0; ``dpkps_core.ledger_store``): it keeps the ε
 each document (person) has spent, whatever file it came in. This command lists every release that touched the
 corpus's units — from the app or the CLI, from this file or any other holding the same documents — with the cap
 of its units and the largest spend among them. ``--epsilon-cap`` sets the cap of this corpus's units (recorded);

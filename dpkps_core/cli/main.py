@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except DPKPSError as exc:
-        if isinstance(exc, NotUTF8Error):  # the encoding choice in the CLI's words (DESIGN §1)
+        if isinstance(exc, NotUTF8Error):  # the encoding choice in the CLI's words (docs/DESIGN.md §1)
             exc = exc.with_hint("run it again with `--encoding latin-1`")
         print(f"error: {exc}", file=sys.stderr)
         return 2

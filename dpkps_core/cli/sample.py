@@ -19,7 +19,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
 
     check_output_dir(args.out, "--out")  # a bad --out is one line before anything is loaded or charged
     config = config_from_file(args) if args.config else config_from_args(args)
-    # the run's own ε against its cap setting: the ledger's public check, before the corpus is read (DESIGN §2.0)
+    # the run's own ε against its cap setting: the ledger's public check, before the corpus is read (docs/DESIGN.md §2.0)
     PrivacyLedger(config.epsilon_cap).require(config.eps_voc + config.eps_kde, "this sampling run")
     corpus = load_config_corpus(config)
     ledger = corpus_ledger(corpus, tool="cli sample", out=args.out, cap=config.epsilon_cap)

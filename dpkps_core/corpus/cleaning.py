@@ -1,4 +1,4 @@
-"""Cleaning the rows read from a corpus file (DESIGN §2.0: loading keeps neighbours neighbours).
+"""Cleaning the rows read from a corpus file (docs/DESIGN.md §2.0: loading keeps neighbours neighbours).
 
 Each row is dropped for a reason of its own (empty text, fewer than ``min_chars`` characters, empty label, empty
 person id) and a row collapses only with an IDENTICAL earlier row — same text (as
@@ -36,7 +36,7 @@ def _is_missing(value: Any) -> bool:
 
 
 def normalise_document_text(text: str) -> str:
-    """The one text normalisation of DESIGN §2.0 ("one text normalisation serves the loader's de-duplication and
+    """The one text normalisation of docs/DESIGN.md §2.0 ("one text normalisation serves the loader's de-duplication and
     the document key"): Unicode NFKC (the form every statistic reads a text in, §2.1 step 1), then every run of
     whitespace collapsed to one space and the ends stripped. Case is kept. Two rows whose texts normalise alike are
     the same text to the loader (they collapse when label and person agree too) and to the privacy ledger (one
@@ -178,7 +178,7 @@ def _drop_small_classes(kept: _Kept, min_class_size: int, with_persons: bool) ->
 
 def _label_notes(labels: Sequence[str] | Mapping[str, int], min_class_size: int) -> tuple[str, ...]:
     """Checks on the labels found in the data (the labels, or their counts): local warnings, never refusals —
-    whether anything is released must not depend on one private document (DESIGN §2). The declared public class
+    whether anything is released must not depend on one private document (docs/DESIGN.md §2). The declared public class
     list decides."""
     counts = Counter(labels)
     notes: list[str] = []

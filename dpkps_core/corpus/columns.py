@@ -1,4 +1,4 @@
-"""Which columns hold the text and the label (DESIGN §2.0): chosen from the column NAMES only, never from the values.
+"""Which columns hold the text and the label (docs/DESIGN.md §2.0): chosen from the column NAMES only, never from the values.
 
 A column chosen from the values (e.g. the longest one) would let one added row switch it and change every release,
 so a name is compared after :func:`_name_key` (case, accents and separators ignored: "Clinical Notes" →
@@ -28,7 +28,7 @@ LABEL_COLUMN_TIERS: tuple[tuple[str, ...], ...] = (
     ("specialty", "medical_specialty", "topic", "condition", "genre", "sentiment", "intent", "department"),
 )
 #: Person column tiers: names that say a column identifies the person a row belongs to (issue 33 §5). A suggestion
-#: only — the person unit is the user's choice — read from the NAMES, never the values (DESIGN §2.0).
+#: only — the person unit is the user's choice — read from the NAMES, never the values (docs/DESIGN.md §2.0).
 PERSON_COLUMN_TIERS: tuple[tuple[str, ...], ...] = (
     ("patient_id", "person_id", "subject_id", "mrn", "medical_record_number", "user_id", "customer_id",
      "employee_id", "member_id", "client_id", "author_id", "participant_id", "respondent_id", "account_id"),
@@ -58,7 +58,7 @@ def _match_by_name(columns: Sequence[str], tiers: Sequence[Sequence[str]], *, te
                    exclude: Sequence[str | None] = ()) -> tuple[str | None, list[str]]:
     """(the column chosen by the name rule, the tied candidates when it is ambiguous).
 
-    Only the column NAMES are read (DESIGN §2.0): the first tier with a match decides; one match is the choice,
+    Only the column NAMES are read (docs/DESIGN.md §2.0): the first tier with a match decides; one match is the choice,
     several are ambiguous (returned, nothing chosen)."""
     ranked: dict[int, list[str]] = {}
     for c in columns:
@@ -85,7 +85,7 @@ def guess_columns(columns: Sequence[str], *, person_column: str | None = None
 
 def suggest_person_column(columns: Sequence[str], *, exclude: Sequence[str | None] = ()) -> str | None:
     """The column whose NAME says it identifies a person (:data:`PERSON_COLUMN_TIERS`: patient_id, mrn, user…),
-    or None when none or several names fit equally. Names only, never values (DESIGN §2.0)."""
+    or None when none or several names fit equally. Names only, never values (docs/DESIGN.md §2.0)."""
     person, _ = _match_by_name([str(c) for c in columns], PERSON_COLUMN_TIERS, text_suffix=False, exclude=exclude)
     return person
 
@@ -96,7 +96,7 @@ def columns_of(df: Any) -> list[str]:
 
 
 class ColumnChoiceError(CorpusError):
-    """The loader cannot choose a column from the names and asks the user to (DESIGN §2.0). Worded for the command
+    """The loader cannot choose a column from the names and asks the user to (docs/DESIGN.md §2.0). Worded for the command
     line (``--text-column NAME``) by default; :meth:`in_app` words the same request for page 1's pickers, so
     neither interface names the other's controls."""
 
@@ -130,7 +130,7 @@ def choose_columns(
     """Resolve the (text, label) columns: given, or chosen from the column NAMES alone.
 
     A column chosen from the values (e.g. the longest one) would let one added row switch it and change every
-    release (DESIGN §2.0), so when no name or several names match, the user is asked instead."""
+    release (docs/DESIGN.md §2.0), so when no name or several names match, the user is asked instead."""
     cols = [str(c) for c in columns]
     if not cols:
         raise CorpusError("The file has no columns; check that it has a header row.")

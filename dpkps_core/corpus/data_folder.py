@@ -1,4 +1,4 @@
-"""A server-side data folder for corpora too large for a browser upload (issue 31 §2; DESIGN §1).
+"""A server-side data folder for corpora too large for a browser upload (issue 31 §2; docs/DESIGN.md §1).
 
 The deployment names ONE folder, ``$DPKPS_DATA_DIR`` (unset: no such source). The app lists its entries — corpus
 files (CSV, TSV, JSONL, JSON, Parquet, a ZIP of ``.txt`` files) and folders of parts (Parquet parts as a data

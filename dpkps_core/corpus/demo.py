@@ -129,7 +129,7 @@ def _drugs_raw(label: str, with_drug: bool = False) -> tuple[list[str], list[str
     return [texts[i] for i in keep], [labels[i] for i in keep], source
 
 
-#: The demo corpora's synthetic person column (DESIGN §2, the person unit): all reviews of one drug stand in for one person's
+#: The demo corpora's synthetic person column (docs/DESIGN.md §2, the person unit): all reviews of one drug stand in for one person's
 #: documents, a documented grouping that gives units of many documents each.
 DEMO_PERSON_COLUMNS = {"drugs": "drug"}
 
@@ -215,7 +215,7 @@ def load_corpus_spec(spec: str, *, text_column: str | None = None, label_column:
     UTF-8 and ignore it). ``max_bytes`` / ``max_documents``: a file's limits (:mod:`.limits`;
     left out: the deployment's defaults).
     ``classes``: the declared public class names (demo corpora carry their own; a file has none until
-    declared). ``person_column``: the unit of privacy becomes one person (DESIGN §2, the person unit)."""
+    declared). ``person_column``: the unit of privacy becomes one person (docs/DESIGN.md §2, the person unit)."""
     if spec.startswith("demo:"):
         if spec not in DEMO_SPECS:
             raise CorpusError(f"Unknown demo corpus {spec!r}; choose one of {', '.join(DEMO_SPECS)}.")

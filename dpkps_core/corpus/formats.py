@@ -1,4 +1,4 @@
-"""Corpus file formats (DESIGN §1): the formats and encodings a user may choose, the format guessed from a file's
+"""Corpus file formats (docs/DESIGN.md §1): the formats and encodings a user may choose, the format guessed from a file's
 name or first bytes, a .txt file's decoding, and the checks on a table's header and a ZIP's members. The chunked
 readers of each format are in :mod:`.tables` (text streams in :mod:`.textstream`).
 
@@ -21,7 +21,7 @@ from dpkps_core.errors import CorpusError, ParameterError
 FORMATS = ("csv", "tsv", "jsonl", "json", "parquet", "zip", "folder")
 
 #: Accepted text encodings (public user input): the whole file is decoded with the one chosen, never guessed from
-#: a sample of its bytes (DESIGN §2.0: what the loader decides depends on public input or on each row alone).
+#: a sample of its bytes (docs/DESIGN.md §2.0: what the loader decides depends on public input or on each row alone).
 ENCODINGS = ("utf-8", "latin-1", "cp1252")
 
 _ENCODING_ALIASES = {
@@ -44,7 +44,7 @@ def check_encoding(encoding: Any) -> str:
 
 
 class NotUTF8Error(CorpusError):
-    """A file is not valid in the chosen encoding (DESIGN §1). The message names the first bad byte's line and
+    """A file is not valid in the chosen encoding (docs/DESIGN.md §1). The message names the first bad byte's line and
     offset only (never text) and how to choose another encoding; :meth:`with_hint` words that choice for the
     CLI (``--encoding latin-1``) or the app ("choose Latin-1 under Encoding")."""
 
@@ -120,7 +120,7 @@ def decode_text(data: bytes, what: str = "file", *, encoding: str = "utf-8") -> 
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         raise CorpusError(f"The {what} is encoded as UTF-16; re-save it as UTF-8 and upload it again.")
     # the whole file, not a sample of its first bytes: whether a file is refused must not depend on which rows
-    # come first (DESIGN §2.0)
+    # come first (docs/DESIGN.md §2.0)
     if b"\x00" in data:
         raise CorpusError(
             f"The {what} looks binary, not text; upload a CSV, TSV, JSONL, Parquet or ZIP of .txt files."

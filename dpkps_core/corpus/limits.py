@@ -1,4 +1,4 @@
-"""The loader's two size limits — bytes read and documents read — as settings (DESIGN §1; docs/ARCHITECTURE.md
+"""The loader's two size limits — bytes read and documents read — as settings (docs/DESIGN.md §1; docs/ARCHITECTURE.md
 "Documented limits").
 
 One owner for both: :class:`LoadLimits`. A limit only protects the machine from an accidental huge input (the
@@ -12,7 +12,7 @@ or removed (``0`` / ``none``), and every refusal names the setting that raises i
   ``$DPKPS_MAX_DOCUMENTS``.
 
 A refusal is local: it happens while reading, before anything is computed, released or charged. Whether the
-input is over a limit depends on its size alone, never on which rows it holds (DESIGN §2.0: no row is cut).
+input is over a limit depends on its size alone, never on which rows it holds (docs/DESIGN.md §2.0: no row is cut).
 """
 
 from __future__ import annotations

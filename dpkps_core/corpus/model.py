@@ -1,4 +1,4 @@
-"""The private labelled corpus as the core sees it (DESIGN §1, §2): :class:`Corpus`, :class:`LoadReport` and the
+"""The private labelled corpus as the core sees it (docs/DESIGN.md §1, §2): :class:`Corpus`, :class:`LoadReport` and the
 declared public class names.
 
 The corpus is PRIVATE: its ``repr`` never shows text; ``public_classes`` (declared by the user) and the person
@@ -21,7 +21,7 @@ class LoadReport:
     """What loading did: rows read, documents dropped (and why) and kept. Counts only, never text.
 
     Every count is a PRIVATE, local figure (shown to the data owner, never released). Each row's fate depends
-    on that row alone (DESIGN §2.0): empty text, too short, no label, no person id, or an identical copy (same
+    on that row alone (docs/DESIGN.md §2.0): empty text, too short, no label, no person id, or an identical copy (same
     text, label and person) of an earlier row."""
 
     n_read: int
@@ -59,7 +59,7 @@ class LoadReport:
 class Corpus:
     """A labelled PRIVATE corpus (ARCHITECTURE: Corpus). ``report`` is not part of equality.
 
-    ``public_classes`` are the class names the user declared public (DESIGN §2): they, not the
+    ``public_classes`` are the class names the user declared public (docs/DESIGN.md §2): they, not the
     labels found in the data, decide which classes the DP steps release. Demo corpora carry theirs; a loaded
     file has none until the user declares them (:meth:`with_classes`)."""
 
@@ -151,7 +151,7 @@ class Corpus:
     def capped_per_person(self, k: int = 1) -> Corpus:
         """Each person's first ``k`` documents in corpus order (all documents without a person column).
 
-        For methods that need whole documents (private prediction, AugPE+Ṽ; DESIGN §2, the person unit): with k = 1, adding or
+        For methods that need whole documents (private prediction, AugPE+Ṽ; docs/DESIGN.md §2, the person unit): with k = 1, adding or
         removing a person changes the capped corpus by at most one document, so a per-document guarantee on it
         is a per-person guarantee (k > 1 would cost k·ε by group privacy)."""
         if self.persons is None:

@@ -1,4 +1,4 @@
-"""Reading a private corpus from the user's file (DESIGN §1): the loader's public entry points.
+"""Reading a private corpus from the user's file (docs/DESIGN.md §1): the loader's public entry points.
 
 Supported inputs: CSV, TSV, JSONL (or a JSON array of objects), Parquet, a folder of their parts (Parquet parts as
 a data platform exports them), a folder of ``.txt`` files and a ZIP of ``.txt`` files (label = the folder that
@@ -32,7 +32,7 @@ class RawRows:
     Attributes:
         columns: column names in file order (a ZIP or folder of .txt files reads as ``("text", "label")``).
         table: the rows — a mapping column → values (each column once, as the loader reads them).
-        text_column / label_column: the columns the loader selects (the user's, or chosen by name: DESIGN §2.0).
+        text_column / label_column: the columns the loader selects (the user's, or chosen by name: docs/DESIGN.md §2.0).
         person_column: the person column the user gave, or None.
         source: where the rows came from (a file name or path, or a demo spec: public).
         fmt: the file format read (see :data:`dpkps_core.corpus.formats.FORMATS`; ``"demo"`` for a demo corpus).
@@ -79,7 +79,7 @@ def read_rows(
 ) -> RawRows:
     """The raw rows of a corpus file, read exactly as :func:`load_corpus` reads them, before any cleaning.
 
-    Same formats, same columns (the user's, or chosen from the NAMES only: DESIGN §2.0), same errors and limits;
+    Same formats, same columns (the user's, or chosen from the NAMES only: docs/DESIGN.md §2.0), same errors and limits;
     nothing is dropped or collapsed (that is the cleaning's job, per row). The empirical audit builds its
     neighbouring corpora on these rows (docs/PRIVACY.md "Empirical audit"); they are held in memory."""
     stream = CorpusStream(source, filename=filename, file_format=file_format, text_column=text_column,
@@ -105,7 +105,7 @@ def _check_load_options(*, min_chars: Any, max_bytes: Any, max_documents: Any, m
     if not isinstance(drop_duplicates, bool) or not isinstance(truncate, bool):
         raise ParameterError("drop_duplicates and truncate must be True or False.")
     if truncate:
-        # DESIGN §2.0: keeping the first max_documents rows makes a row's fate depend on the rows before it (one
+        # docs/DESIGN.md §2.0: keeping the first max_documents rows makes a row's fate depend on the rows before it (one
         # added row would push another out), so a truncated corpus has no neighbour guarantee.
         raise ParameterError(
             "truncate=True is not supported: keeping the first rows would let one added row push out another. "
@@ -142,7 +142,7 @@ def load_corpus(
     (e.g. a Streamlit upload) or a binary file-like object. Formats: CSV, TSV, JSONL/JSON, Parquet, ZIP of
     .txt files, folder of .txt files (chosen by the file name's extension, else by the file's first bytes).
 
-    Loading keeps neighbours neighbours (DESIGN §2.0; docs/PRIVACY.md "Loading and de-duplication"): what it
+    Loading keeps neighbours neighbours (docs/DESIGN.md §2.0; docs/PRIVACY.md "Loading and de-duplication"): what it
     decides depends on public input or on each row alone. Columns not given are chosen from their NAMES only
     (:data:`TEXT_COLUMN_TIERS`, :data:`LABEL_COLUMN_TIERS`); when no name or several names match, a
     :class:`CorpusError` lists the columns and asks for the choice. A row is dropped, and counted in
@@ -158,7 +158,7 @@ def load_corpus(
     becomes the person; the identifiers are private and never released; never guessed).
     ``encoding``: how the file's text is decoded — ``"utf-8"`` (default; a BOM is allowed), ``"latin-1"`` or
     ``"cp1252"`` (public user input, :data:`~dpkps_core.corpus.formats.ENCODINGS`); the WHOLE file is decoded with
-    it, never guessed from a sample, so no row's fate depends on another row's bytes (DESIGN §2.0).
+    it, never guessed from a sample, so no row's fate depends on another row's bytes (docs/DESIGN.md §2.0).
     ``classes``: the public class names the user declares (see :meth:`Corpus.with_classes`); labels found in
     the data are only local suggestions. Checks on the labels (one label only, tiny classes) are local notes in
     ``corpus.report.notes``, not errors, so that whether anything is released never hinges on one document.
@@ -219,7 +219,7 @@ def suggest_columns(
     encoding: str = "utf-8",
 ) -> tuple[str | None, str | None]:
     """The (text, label) columns :func:`load_corpus` would choose for a tabular file: from the column NAMES only
-    (DESIGN §2.0; :func:`guess_columns`); either is None when no name or several names match (the user chooses)."""
+    (docs/DESIGN.md §2.0; :func:`guess_columns`); either is None when no name or several names match (the user chooses)."""
     inp = open_input(source, filename=filename, file_format=file_format, encoding=encoding,
                      limits=LoadLimits.resolve(max_documents=None), columns_only=True)
     if not inp.tabular:

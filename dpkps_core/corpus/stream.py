@@ -1,4 +1,4 @@
-"""The one reading path of a private corpus: chunks of cleaned documents, in bounded memory (DESIGN §1, §2.0;
+"""The one reading path of a private corpus: chunks of cleaned documents, in bounded memory (docs/DESIGN.md §1, §2.0;
 issue 31).
 
 :class:`CorpusStream` opens an input — a CSV / TSV / JSONL / JSON / Parquet file, a folder of such parts (Parquet

@@ -1,11 +1,11 @@
-"""The formats' chunked readers (DESIGN §1; issue 31): each input is a :class:`Table` — its column names, known
+"""The formats' chunked readers (docs/DESIGN.md §1; issue 31): each input is a :class:`Table` — its column names, known
 before any row is read, and its rows as chunks of raw cell values (column → list), in file order.
 
 - CSV / TSV: pandas' C parser (the parser the loader has always used) fed the file's text a block at a time
   (``read_csv(chunksize=…)``): the same tokens, quoting, short-row filling and errors as one whole-file parse, so
   every row reads exactly as before whatever the chunk size.
 - JSON Lines: line by line, in two passes — the column names are the keys of ALL records (the loader chooses
-  columns from the names of the whole file, never of its first chunk: DESIGN §2.0), then the rows.
+  columns from the names of the whole file, never of its first chunk: docs/DESIGN.md §2.0), then the rows.
 - a JSON array: parsed whole (one value; bounded by ``max_bytes``).
 - Parquet: ``ParquetFile.iter_batches``, each batch converted as the whole table was (``to_pandas``).
 - a folder of parts (Parquet as a data platform exports them, or CSV / TSV / JSONL): every part in the order of

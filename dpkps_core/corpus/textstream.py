@@ -1,10 +1,10 @@
-"""A corpus file read as a stream of bytes or text, never whole (DESIGN §1; issue 31: bounded memory).
+"""A corpus file read as a stream of bytes or text, never whole (docs/DESIGN.md §1; issue 31: bounded memory).
 
 :class:`ByteSource` is a path, raw bytes or a file-like object that can be opened again and again (each pass of the
 streaming reader opens it afresh). :func:`check_text` reads a text file once, block by block, and raises exactly the
 errors the whole-file decoder raised (UTF-16, binary, not valid in the chosen encoding with the first bad byte's line
 and offset) — so whether a file is refused never depends on where a chunk boundary falls, and never on which rows
-come first (DESIGN §2.0: the WHOLE file is checked before any row is read). :func:`open_text` then yields its text
+come first (docs/DESIGN.md §2.0: the WHOLE file is checked before any row is read). :func:`open_text` then yields its text
 without newline translation, and :func:`iter_lines` splits it exactly as ``str.splitlines`` splits the whole text.
 
 Nothing here logs, prints or keeps document text; an error names a line number, a byte offset or a file name.

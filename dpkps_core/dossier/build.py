@@ -1,7 +1,7 @@
 """``build_dossier(run_dir, edition=…)``: the release dossier of one run folder, in two editions (issue 34 §1, §3).
 
 Both editions are built from the run folder ALONE (reopened runs too: nothing comes from a session's memory,
-DESIGN §2 "a run's report is derived from the events recorded for that run"). The release edition holds DP outputs
+docs/DESIGN.md §2 "a run's report is derived from the events recorded for that run"). The release edition holds DP outputs
 and public inputs only (:mod:`dpkps_core.dossier.release`) and goes into the bundle with ``reproduce.md`` and
 ``reproduce_config.json``; the internal edition adds what was computed on private data
 (:mod:`dpkps_core.dossier.internal`) and a decision line from the organisation's policy

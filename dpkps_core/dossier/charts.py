@@ -1,8 +1,8 @@
 """The dossier's charts as inline SVG drawn here (no plotting library, no script, no network at view time).
 
 Vector graphics print sharply to PDF and keep the HTML one self-contained file (issue 34 §1). Two charts: ε per
-step (horizontal bars that add up to the total, DESIGN §2) and downstream accuracy with its bootstrap intervals
-(synthetic vs real, DESIGN §5; internal edition only).
+step (horizontal bars that add up to the total, docs/DESIGN.md §2) and downstream accuracy with its bootstrap intervals
+(synthetic vs real, docs/DESIGN.md §5; internal edition only).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _svg(height: float, body: list[str], title: str) -> str:
 
 
 def epsilon_chart(steps: Sequence[dict[str, Any]], total: float) -> str:
-    """ε per step as bars on one scale, each with its value, and the total (pure ε-DP adds up, DESIGN §2)."""
+    """ε per step as bars on one scale, each with its value, and the total (pure ε-DP adds up, docs/DESIGN.md §2)."""
     if not steps or total <= 0:
         return _svg(40, [_text(10, 24, "No DP release was recorded.")], "ε per step")
     scale = (WIDTH - _LEFT - 70) / max(total, max(float(s["epsilon"]) for s in steps))

@@ -3,9 +3,9 @@
 Local only — the export refuses the internal edition by name (:data:`dpkps_core.runfolder.INTERNAL_DOSSIER_FILES`):
 the corpus fingerprint (``run_config.json``'s ``corpus_sha256`` of the file, or the app's content fingerprint), the
 local evaluation (``evaluation.json``: downstream accuracy with its bootstrap intervals, precision/recall on
-embeddings, per-class recall, DESIGN §5), the empirical audit's lower bound beside the claimed ε
+embeddings, per-class recall, docs/DESIGN.md §5), the empirical audit's lower bound beside the claimed ε
 (``audit_report.json`` when ``dpkps audit --out RUN_FOLDER`` wrote it there), and what the run folder cannot say
-(left-out counts and the corpus's ε to date live in the ledger, DESIGN §2.0) with the command that shows them.
+(left-out counts and the corpus's ε to date live in the ledger, docs/DESIGN.md §2.0) with the command that shows them.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def internal_content(run_dir: Path, config: Mapping[str, Any]) -> dict[str, Any]
         "audit_raw": audit,
         "not_in_run_folder": [
             "How many units were left out of each release because their budget was spent, and the corpus's total ε "
-            "to date per unit, are kept in the persistent ledger, never in the run folder (DESIGN §2.0): run "
+            "to date per unit, are kept in the persistent ledger, never in the run folder (docs/DESIGN.md §2.0): run "
             "python -m dpkps_core ledger --corpus <YOUR_CORPUS.csv> to see them.",
         ],
     }

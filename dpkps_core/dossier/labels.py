@@ -2,7 +2,7 @@
 
 A privacy officer reads "Distinct terms counted per document (S)", not ``terms_per_doc``; a dossier never shows a
 raw configuration key. Every key the sampling step writes (``SamplingConfig`` fields, the density plan's
-``density_*`` entries, DESIGN §2.1–2.3) has a label here; a key WITHOUT a label is left out of the release edition
+``density_*`` entries, docs/DESIGN.md §2.1–2.3) has a label here; a key WITHOUT a label is left out of the release edition
 (fail closed: an unknown key may name something private) and listed by count only.
 """
 
@@ -69,7 +69,7 @@ PARAMETER_LABELS: dict[str, tuple[str, str]] = {
 PRIVATE_PARAMETER_KEYS = frozenset({"corpus", "corpus_path", "corpus_sha256", "text_column", "label_column",
                                     "person_column", "corpus_name", "corpus_spec", "corpus_fingerprint"})
 
-#: ledger step → human name (DESIGN §2: total ε = ε_voc + ε_kde (+ ε_count)).
+#: ledger step → human name (docs/DESIGN.md §2: total ε = ε_voc + ε_kde (+ ε_count)).
 STEP_LABELS: dict[str, str] = {
     "vocabulary": "Private vocabulary Ṽ (ε_voc)",
     "kde": "Keyphrase densities per class (ε_kde)",

@@ -5,7 +5,7 @@ Everything here comes from the run folder's releasable files (``privacy_report.j
 fields: parameters by their human labels (:mod:`dpkps_core.dossier.labels`; a key without a label is left out), the
 unit of protection in fixed words (the report's neighbouring sentence names the person COLUMN, which is private, so
 it is never copied), the corpus as "a private corpus" unless it is a bundled public demo. Synthetic documents are
-DP post-processing (DESIGN §1) and may be shown. NIST SP 800-226 (Near, Darais et al., 2025), §2 and §5 "Privacy
+DP post-processing (docs/DESIGN.md §1) and may be shown. NIST SP 800-226 (Near, Darais et al., 2025), §2 and §5 "Privacy
 hazards": a release is described by its unit of privacy, ε and δ, what was released, how many times, by which
 mechanism, the noise sampler and the seed policy — :func:`nist_checklist` answers exactly those questions.
 """
@@ -49,7 +49,7 @@ def events(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def is_person_unit(report: Mapping[str, Any]) -> bool:
-    """Whether the run's unit of privacy is one person (DESIGN §2, optional person unit)."""
+    """Whether the run's unit of privacy is one person (docs/DESIGN.md §2, optional person unit)."""
     return "person" in str(report.get("neighbouring") or "")
 
 
@@ -110,7 +110,7 @@ def guarantee(report: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def cap_policy(cap: float | None, unit: str) -> str:
-    """The budget cap in words (DESIGN §2.0: an individual privacy filter, Feldman & Zrnic 2021)."""
+    """The budget cap in words (docs/DESIGN.md §2.0: an individual privacy filter, Feldman & Zrnic 2021)."""
     if cap is None:
         return "No budget cap was set for this run."
     return (f"Each {unit.split()[-1]} may spend at most ε = {format_epsilon(cap)} over ALL releases made on this "
@@ -185,7 +185,7 @@ def generation(run_dir: Path) -> dict[str, Any]:
 
 def sample_documents(run_dir: Path, *, limit: int = SAMPLE_DOCUMENTS) -> tuple[list[dict[str, str]], int]:
     """A few synthetic documents (id, class, text cut to :data:`SAMPLE_CHARS`) — one per class first — and the
-    number of documents in all. They are DP post-processing (DESIGN §1)."""
+    number of documents in all. They are DP post-processing (docs/DESIGN.md §1)."""
     docs = runfolder.read_documents(run_dir)
     picked: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -233,7 +233,7 @@ def public_inputs(report: Mapping[str, Any], config: Mapping[str, Any]) -> list[
 
 
 def noise_words(report: Mapping[str, Any]) -> dict[str, str]:
-    """The noise sampler and the seed policy in words (DESIGN §2: "the bundle says which")."""
+    """The noise sampler and the seed policy in words (docs/DESIGN.md §2: "the bundle says which")."""
     noise = _mapping(report.get("noise"))
     policy = str(report.get("seed_policy") or noise.get("seed_policy") or "—")
     sampler = str(noise.get("sampler") or _mapping(report.get("parameters")).get("noise_sampler") or "—")

@@ -1,6 +1,6 @@
 """Privacy accounting outside pure ε-DP (docs/ARCHITECTURE.md): zCDP → (ε, δ), μ-GDP, and the calibrations that invert them.
 
-- zCDP (private prediction, paper 004 Theorem 1): ε = ρ + √(4ρ·log(1/δ)) (Bun & Steinke 2016, Lemma 3.5) or the
+- zCDP (private prediction, [PrivPred] Theorem 1): ε = ρ + √(4ρ·log(1/δ)) (Bun & Steinke 2016, Lemma 3.5) or the
   tighter inf-over-α conversion (Canonne et al. 2020, Cor. 13); :func:`max_rho_for` inverts it.
 - μ-GDP (AugPE's T composed Gaussian vote releases, Dong et al. 2022): exact δ(ε) of the Gaussian mechanism,
   √T·Δ/σ composition, and :func:`calibrate_sigma`, the smallest σ for a target (ε, δ).
@@ -172,7 +172,7 @@ def calibrate_sigma(*, epsilon: float, delta: float, epochs: int, sensitivity: f
     return sigma
 
 
-# ------------------------------------------------------------------------------- private prediction (paper 004)
+# ------------------------------------------------------------------------------- private prediction ([PrivPred])
 
 def rho_per_batch(*, batch_size: float, private_tokens: int, clip: float, temperature: float,
                   svt_noise: float | None) -> float:
@@ -195,7 +195,7 @@ def calibrate_private_prediction(*, epsilon: float, delta: float, batch_size: fl
                                  temperature: float, svt_noise: float | None, solve_for: str = "clip",
                                  conversion: str = "tight") -> float:
     """The clip c (``solve_for="clip"``) or temperature τ (``"temperature"``) at which private prediction's ρ of
-    :func:`rho_per_batch` converts to exactly ε at δ (paper 004 Theorem 1; DESIGN §3): with ρ_max from
+    :func:`rho_per_batch` converts to exactly ε at δ ([PrivPred] Theorem 1; docs/DESIGN.md §3): with ρ_max from
     :func:`max_rho_for`, ½(c/(sτ))² = ρ_max/r − 2/(sσ)², so c = sτ·√(2·room). Unrounded: the caller rounds the
     safe way and re-checks. Raises :class:`ParameterError` when the sparse-vector term alone exceeds the budget."""
     eps, delta = check_epsilon(epsilon), check_delta(delta)

@@ -1,5 +1,5 @@
-"""Typed privacy events of the baselines' (ε, δ) mechanisms (DESIGN §3, §4): private prediction (ρ-zCDP, paper
-004 Algorithm 1) and AugPE+Ṽ's Gaussian votes (μ-GDP, paper 001 Appendix C.1.3).
+"""Typed privacy events of the baselines' (ε, δ) mechanisms (docs/DESIGN.md §3, §4): private prediction (ρ-zCDP, paper
+004 Algorithm 1) and AugPE+Ṽ's Gaussian votes (μ-GDP, [DP-KPS] Appendix C.1.3).
 
 The families follow :mod:`dpkps_core.dp.events` (frozen, typed and validated fields, ``params`` built from them,
 registered for :meth:`~dpkps_core.dp.events.PrivacyEvent.from_dict`); what differs is the accounting: ε is the
@@ -27,7 +27,7 @@ from dpkps_core.dp.events import (
 )
 from dpkps_core.errors import ParameterError
 
-_PP_COMPOSITION = "parallel over disjoint hash batches (paper 004 Lemma 2)"
+_PP_COMPOSITION = "parallel over disjoint hash batches ([PrivPred] Lemma 2)"
 
 
 def _svt_threshold_param(theta: float | None) -> float | str | None:
@@ -43,7 +43,7 @@ def _svt_threshold_field(value: Any) -> float | None:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _PredictionSettings(TypedPrivacyEvent):
-    """The public settings private prediction's two events share (paper 004 Algorithm 1; DESIGN §3)."""
+    """The public settings private prediction's two events share ([PrivPred] Algorithm 1; docs/DESIGN.md §3)."""
 
     MECHANISM: ClassVar[str] = "private_prediction_clipped_logits_svt"
 
@@ -96,7 +96,7 @@ class _PredictionSettings(TypedPrivacyEvent):
 @register_family
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PrivatePredictionEvent(_PredictionSettings):
-    """One run of private prediction (paper 004 Algorithm 1; DESIGN §3) with its calibrated settings.
+    """One run of private prediction ([PrivPred] Algorithm 1; docs/DESIGN.md §3) with its calibrated settings.
 
     Neighbouring: add/remove one document (person unit: one person), each prompt in one disjoint hash batch.
     Sensitivity: L∞ = c/s of the averaged clipped logits (Lemma 3); the SVT query's is 1/s. Noise scale: the
@@ -146,7 +146,7 @@ _RESERVED_R = re.compile(r"^upper bound c/s with r = (\d+);")
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PrivatePredictionReservationEvent(_PredictionSettings):
     """A charge-first reservation of ε for a private prediction run whose clip c (and r) are calibrated later from
-    a DP release (DESIGN §2.0, §3): the run's calibrated ε never exceeds the reserved one.
+    a DP release (docs/DESIGN.md §2.0, §3): the run's calibrated ε never exceeds the reserved one.
 
     Neighbouring: as :class:`PrivatePredictionEvent`. Sensitivity: an upper bound c/s, with the largest c the
     reserved ε allows at r = :attr:`private_tokens`. Noise scale: the sampling temperature τ."""
@@ -181,7 +181,7 @@ class PrivatePredictionReservationEvent(_PredictionSettings):
 @register_family
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AugPEVoteEvent(TypedPrivacyEvent):
-    """AugPE+Ṽ's T rounds of Gaussian-noised nearest-neighbour vote histograms (DESIGN §4; paper 001 Appendix
+    """AugPE+Ṽ's T rounds of Gaussian-noised nearest-neighbour vote histograms (docs/DESIGN.md §4; [DP-KPS] Appendix
     C.1.3), all classes and epochs in one event.
 
     Neighbouring: add/remove one document (person unit: one person), one vote per document per epoch.

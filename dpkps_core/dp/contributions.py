@@ -1,4 +1,4 @@
-"""Bounded per-document contributions shared by the density mechanisms (DESIGN §2.2, §6).
+"""Bounded per-document contributions shared by the density mechanisms (docs/DESIGN.md §2.2, §6).
 
 Each document is reduced to its keyphrases — its matches of Ṽ in text order, repeats kept, truncated to M —
 and gives weight 1/m to each of its m occurrences, so its total weight is exactly 1 (or 0 if it has none).
@@ -15,7 +15,7 @@ import numpy as np
 
 
 def group_weights(counts: np.ndarray, groups: Sequence[str] | None) -> np.ndarray:
-    """Per document, the weight that makes each unit's total 1 (DESIGN §2, person unit).
+    """Per document, the weight that makes each unit's total 1 (docs/DESIGN.md §2, person unit).
 
     ``counts`` are the documents' numbers of contributions (e.g. keyphrase occurrences, or 1 per qualifying
     document). Without ``groups`` each document is its own unit: weight 1/count (0 for no contribution). With
@@ -38,11 +38,11 @@ def class_keyphrase_histograms(
 
     With ``groups`` (one person per document) each occurrence weighs 1/(the person's total number of
     occurrences over all their documents), so a person's total weight over ALL classes is 1: the L1 change of
-    the stacked histograms when one person is added or removed is at most 1 (DESIGN §2, person unit).
+    the stacked histograms when one person is added or removed is at most 1 (docs/DESIGN.md §2, person unit).
 
     ``classes`` is the declared public class list: documents whose label is not in it contribute nothing, and a
     declared class without documents gets a zero row (its release is then noise only), so the output shape
-    never depends on the private labels (DESIGN §2). Documents without keyphrases contribute nothing.
+    never depends on the private labels (docs/DESIGN.md §2). Documents without keyphrases contribute nothing.
     Vectorised with one ``bincount``.
     """
     class_index = {c: i for i, c in enumerate(classes)}
@@ -69,7 +69,7 @@ def prefix_weights(
 ) -> np.ndarray:
     """Per document, its weight in the ensemble member of ``blocks`` blocks: 1 for each document of a declared
     class with at least ``blocks`` keyphrases (0 otherwise); with ``groups``, 1/(the person's number of such
-    documents), so a person's documents together contribute one bounded vector (DESIGN §2, person unit)."""
+    documents), so a person's documents together contribute one bounded vector (docs/DESIGN.md §2, person unit)."""
     declared = set(classes)
     qualifies = np.fromiter((lab in declared and len(k) >= blocks for k, lab in zip(keyphrases, labels)),
                             dtype=np.float64, count=len(labels))
@@ -82,7 +82,7 @@ def prefix_matrix(
     keyphrases: Sequence[Sequence[int]], labels: Sequence[str], class_name: str, blocks: int
 ) -> np.ndarray:
     """(n_c', blocks) int array: the first ``blocks`` keyphrases of each document of ``class_name`` that has at
-    least that many (shorter documents are left out of that ensemble member, DESIGN §2.4)."""
+    least that many (shorter documents are left out of that ensemble member, docs/DESIGN.md §2.4)."""
     rows = [k[:blocks] for k, lab in zip(keyphrases, labels) if lab == class_name and len(k) >= blocks]
     if not rows:
         return np.zeros((0, blocks), dtype=np.int64)

@@ -1,12 +1,12 @@
-"""A DP document count: the size of the private training part, released with Laplace noise (DESIGN §2.0, §3).
+"""A DP document count: the size of the private training part, released with Laplace noise (docs/DESIGN.md §2.0, §3).
 
 Neighbouring relation: add/remove one document (or, with a person column, one person's documents, when the
 caller counts persons — :func:`release_unit_count` counts distinct admitted units). The count changes by at most 1,
 so its L1 sensitivity is 1; the noise is Laplace(1/ε). Anything computed from the released count (e.g. the number
-of hash buckets of private prediction, paper 004 Assumption 1) is post-processing and may be published; the true
+of hash buckets of private prediction, [PrivPred] Assumption 1) is post-processing and may be published; the true
 count may not.
 
-Charge first (DESIGN §2.0): the frozen :class:`PrivacyEvent` is recorded in the ledger BEFORE the noise is drawn,
+Charge first (docs/DESIGN.md §2.0): the frozen :class:`PrivacyEvent` is recorded in the ledger BEFORE the noise is drawn,
 so a release that fails or is interrupted after that point stays charged. The event holds no noisy value (it is
 frozen before the noise exists); the released value is the :class:`NoisyCount` returned.
 """
@@ -55,7 +55,7 @@ def release_count(
 ) -> NoisyCount:
     """Release ``true_count`` + Laplace(1/ε) (sensitivity 1 under ``neighbouring``).
 
-    With ``ledger`` the count's event is charged BEFORE the noise is drawn (DESIGN §2.0 "charge first"). The
+    With ``ledger`` the count's event is charged BEFORE the noise is drawn (docs/DESIGN.md §2.0 "charge first"). The
     caller has admitted the counted units already (:func:`dpkps_core.budget.admit`) and counts only the admitted
     ones, or has charged this event itself as part of a larger release (then it passes no ledger)."""
     epsilon = check_epsilon(epsilon, "ε (count)")
@@ -74,7 +74,7 @@ def release_unit_count(
     """A DP count of the distinct units in ``units`` (one string per document, see
     :func:`dpkps_core.budget.unit_strings`; a person's documents share one string, so persons are counted).
 
-    With ``ledger``: the units are admitted first (individual privacy filter, DESIGN §2.0; the admitted ones are
+    With ``ledger``: the units are admitted first (individual privacy filter, docs/DESIGN.md §2.0; the admitted ones are
     charged at once), only the admitted ones are counted, then the event is charged through the admission's ticket,
     then the noise is drawn. Distinct units are counted by what each row stands for in its release
     (:func:`dpkps_core.budget.release_unit`: its person, or its document). Under the person unit one row of a person

@@ -1,4 +1,4 @@
-"""Privacy events: one frozen, typed event per mechanism family (DESIGN §2, §2.0).
+"""Privacy events: one frozen, typed event per mechanism family (docs/DESIGN.md §2, §2.0).
 
 In the manner of Google's ``dp_accounting`` (whose ``DpEvent`` subclasses — ``LaplaceDpEvent``,
 ``GaussianDpEvent`` … — describe a mechanism run by typed fields), every mechanism run is recorded as a frozen
@@ -103,7 +103,7 @@ def _json(value: Any) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class PrivacyEvent:
-    """One run of a DP mechanism (DESIGN §2: "name, ε, sensitivity, noise scale, what it released").
+    """One run of a DP mechanism (docs/DESIGN.md §2: "name, ε, sensitivity, noise scale, what it released").
 
     The generic event: the typed families below subclass it; this class itself holds a mechanism without a family
     (or an older file no family fits) with its parameters in ``params``.
@@ -247,7 +247,7 @@ def register_family(family: _Family) -> _Family:
 @register_family
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LaplaceCountEvent(TypedPrivacyEvent):
-    """A Laplace(1/ε) count of documents (or persons) — the DP size estimate (DESIGN §2.0, §2.2 "a DP estimate of
+    """A Laplace(1/ε) count of documents (or persons) — the DP size estimate (docs/DESIGN.md §2.0, §2.2 "a DP estimate of
     n"; docs/PRIVACY.md, ``dp/count.py``).
 
     Neighbouring: add/remove one document (person unit: one person). Sensitivity: 1 (the count moves by one).
@@ -268,7 +268,7 @@ class LaplaceCountEvent(TypedPrivacyEvent):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class VocabularyHistogramEvent(TypedPrivacyEvent):
     """The ε_voc release: a Laplace-noised histogram over EVERY term of the public vocabulary V, of each
-    document's first S distinct terms, and its top N (DESIGN §2.1).
+    document's first S distinct terms, and its top N (docs/DESIGN.md §2.1).
 
     Neighbouring: add/remove one document (person unit: one person's first S distinct terms over all their
     documents). Sensitivity: L1 = S. Noise scale: Laplace b = S/ε_voc per term. The event is built before the
@@ -305,12 +305,12 @@ class VocabularyHistogramEvent(TypedPrivacyEvent):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SmoothedHistogramEvent(TypedPrivacyEvent):
     """The exact smoothed density (``dp/histogram.py``): per class, a Laplace-noised histogram of the documents'
-    keyphrases over all of Ṽ, smoothed by a kernel of bandwidth σ afterwards (post-processing; DESIGN §2.2's
+    keyphrases over all of Ṽ, smoothed by a kernel of bandwidth σ afterwards (post-processing; docs/DESIGN.md §2.2's
     density without random features).
 
     Neighbouring: add/remove one document (person unit: one person). Sensitivity: L1 = 1 (a document's at most M
     keyphrases weigh 1 in total, in its one class). Noise scale: Laplace b = 1/ε_kde per bin. One event for all
-    classes: parallel composition over their disjoint documents (DESIGN §2)."""
+    classes: parallel composition over their disjoint documents (docs/DESIGN.md §2)."""
 
     MECHANISM: ClassVar[str] = "laplace_smoothed_keyphrase_histogram"
     PARAM_FIELDS: ClassVar[Mapping[str, str]] = {
@@ -335,13 +335,13 @@ class SmoothedHistogramEvent(TypedPrivacyEvent):
 @register_family
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RFFKDEEvent(TypedPrivacyEvent):
-    """The ε_kde release of DP-KDE by random Fourier features (DESIGN §2.2; Wagner et al. 2023) and its
-    sequence ensembles (DESIGN §2.4): per class and ensemble member, Laplace-noised sums of I features.
+    """The ε_kde release of DP-KDE by random Fourier features (docs/DESIGN.md §2.2; Wagner et al. 2023) and its
+    sequence ensembles (docs/DESIGN.md §2.4): per class and ensemble member, Laplace-noised sums of I features.
 
     Neighbouring: add/remove one document (person unit: one person). Sensitivity: L1 = √2·I per member, √2·I·J
     over the J members together (``sensitivity``). Noise scale: Laplace b = √2·I/(ε_kde/J) per coordinate —
     the J members split ε_kde evenly (:attr:`epsilon_per_member`). One event for all classes: parallel
-    composition over their disjoint documents (DESIGN §2)."""
+    composition over their disjoint documents (docs/DESIGN.md §2)."""
 
     MECHANISM: ClassVar[str] = "laplace_rff_dp_kde"
     PARAM_FIELDS: ClassVar[Mapping[str, str]] = {
@@ -393,7 +393,7 @@ class RFFKDEEvent(TypedPrivacyEvent):
 @register_family
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ForecastStatisticsEvent(TypedPrivacyEvent):
-    """The DP forecast (ε_forecast; DESIGN §2, §6; ``dp/forecast.py``): V's count curve at K public thresholds
+    """The DP forecast (ε_forecast; docs/DESIGN.md §2, §6; ``dp/forecast.py``): V's count curve at K public thresholds
     and the per-class sizes, released together as one vector u = (a·G/S, (1 − a)·n).
 
     Neighbouring: add/remove one document (person unit: one person). Sensitivity: L1 = 1 for u (‖ΔG‖₁ ≤ S and

@@ -1,4 +1,4 @@
-"""The DP forecast release (ε_forecast): the few statistics "Will this work?" needs, Laplace-noised (DESIGN §2, §6).
+"""The DP forecast release (ε_forecast): the few statistics "Will this work?" needs, Laplace-noised (docs/DESIGN.md §2, §6).
 
 Choosing ε, N or a method from EXACT private statistics is a use of the data that ε does not cover
 (docs/PRIVACY.md "Previews"). The default forecast therefore reads the corpus only through this mechanism, and
@@ -7,7 +7,7 @@ its output (``dpkps_core.evaluation.forecast_dp.forecast_from_release``).
 
 **Statistic.** Two parts, released together by ONE Laplace mechanism:
 
-* the *count curve* G = (G_1 … G_K): G_k = number of terms of V whose first-S-distinct count (DESIGN §2.1 step 2;
+* the *count curve* G = (G_1 … G_K): G_k = number of terms of V whose first-S-distinct count (docs/DESIGN.md §2.1 step 2;
   with a person column, per person over all their documents) is ≥ c_k, at PUBLIC thresholds c_1 < … < c_K;
 * the *class sizes* n = (n_c): per declared class, the number of units' documents in it (document unit: one per
   document; person unit: each of a person's k documents weighs 1/k, so a person weighs 1 over all classes).
@@ -20,7 +20,7 @@ The class sizes change by at most 1 in L1 (one class for a document; a person's 
 u has L1 sensitivity a + (1 − a) = 1, so the release is ε-DP (the Laplace mechanism, Dwork & Roth 2014 Thm 3.6).
 Rescaled (post-processing), that is G + Laplace(S/(a·ε)) per threshold and n + Laplace(1/((1 − a)·ε)) per class.
 
-Order (DESIGN §2.0, "charge first"): the caller admits the units (``dpkps_core.budget.admit``), computes the
+Order (docs/DESIGN.md §2.0, "charge first"): the caller admits the units (``dpkps_core.budget.admit``), computes the
 statistic on the admitted documents only, then :func:`release_forecast_statistics` charges the frozen
 :class:`~dpkps_core.dp.events.ForecastStatisticsEvent` (step ``"forecast"``) BEFORE it draws any noise.
 """
@@ -162,7 +162,7 @@ def release_forecast_statistics(
     curve = count_curve(counts, t)
     sizes = class_sizes(labels, classes, groups)
     b_curve, b_class = noise_scales(epsilon, terms_per_doc, float(curve_share))
-    ledger.charge(ForecastStatisticsEvent(  # charge first: before any noise is drawn (DESIGN §2.0)
+    ledger.charge(ForecastStatisticsEvent(  # charge first: before any noise is drawn (docs/DESIGN.md §2.0)
         mechanism=MECHANISM, step=STEP, epsilon=epsilon, sensitivity=1.0, noise_scale=1.0 / epsilon,
         neighbouring=neighbouring,
         released=(f"Laplace-noised count curve of V's term counts at {t.size} public thresholds (sensitivity S = "

@@ -1,6 +1,6 @@
 """Exact smoothed DP keyphrase histogram (ε_kde) — the default density for independent sampling.
 
-DESIGN §6. Independent sampling only ever scores the finite Ṽ, and the class-conditional Gaussian
+docs/DESIGN.md §6. Independent sampling only ever scores the finite Ṽ, and the class-conditional Gaussian
 KDE at the points of Ṽ equals a kernel-smoothed keyphrase histogram. Mechanism, per class c:
 
 * Neighbouring relation: add/remove one document.
@@ -82,11 +82,11 @@ def build_smoothed_histogram_density(
         embeddings: (|Ṽ|, d) unit-norm embeddings of Ṽ (public model applied to DP terms).
         epsilon: ε_kde (parallel composition over classes). bandwidth: σ ≥ 0 (0 → no smoothing).
         max_per_doc: M, truncation of each document's keyphrases.
-        groups / neighbouring: one person per document and the person-level relation (DESIGN §2, person unit): a person's
+        groups / neighbouring: one person per document and the person-level relation (docs/DESIGN.md §2, person unit): a person's
             occurrences over all their documents and classes weigh 1 in total, so sensitivity 1 and the same
             Laplace(1/ε) give ε-DP per person.
 
-    Charge first (DESIGN §2.0): the event (ε, sensitivity 1, |Ṽ|, σ, M: all public) is recorded in ``ledger``
+    Charge first (docs/DESIGN.md §2.0): the event (ε, sensitivity 1, |Ṽ|, σ, M: all public) is recorded in ``ledger``
     after the statistic is computed and BEFORE the noise is drawn, so a failure from then on leaves ε_kde spent.
     """
     epsilon = check_epsilon(epsilon, "ε_kde")
@@ -96,7 +96,7 @@ def build_smoothed_histogram_density(
     hist = class_keyphrase_histograms(keyphrases, labels, classes, vocab_size, max_per_doc=max_per_doc,
                                       groups=groups)
     scale = 1.0 / epsilon
-    if ledger is not None:  # charge first (DESIGN §2.0): the event holds public quantities only
+    if ledger is not None:  # charge first (docs/DESIGN.md §2.0): the event holds public quantities only
         ledger.charge(
             SmoothedHistogramEvent(
                 mechanism=MECHANISM,

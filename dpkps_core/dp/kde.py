@@ -1,4 +1,4 @@
-"""RFF DP-KDE (ε_kde) for single keyphrases and for keyphrase-sequence ensembles (DESIGN §2.2, §2.4).
+"""RFF DP-KDE (ε_kde) for single keyphrases and for keyphrase-sequence ensembles (docs/DESIGN.md §2.2, §2.4).
 
 Paper 001 §2 Step 3 and Appendix B; the mechanism of Wagner et al. (2023):
 
@@ -8,7 +8,7 @@ Paper 001 §2 Step 3 and Appendix B; the mechanism of Wagner et al. (2023):
   norm u. Documents with no keyphrase (or fewer than b) contribute nothing.
 * Released statistic per class: F̃ = Σ_docs φ(doc) + Laplace(√2·I/ε) per coordinate (L1 sensitivity √2·I).
   Classes are disjoint (parallel composition). An ensemble of J members costs ε_kde in total: each member gets
-  ε_kde/J, i.e. noise scale √2·I·J/ε_kde — one event with summed sensitivity √2·I·J (DESIGN §2).
+  ε_kde/J, i.e. noise scale √2·I·J/ε_kde — one event with summed sensitivity √2·I·J (docs/DESIGN.md §2).
 * Score of a query y: s(y) = Σ_i F̃_i f_i(y); sampling uses max(s, 0).
 
 Ensembles (Appendix B): linear — member i over i blocks with u = 1/i (i = 1..L); log — member j over
@@ -61,7 +61,7 @@ class RFFDensity:
     epsilon: float
 
     def member_index_for_step(self, step: int) -> int:
-        """Which member scores the extension at 1-based position ``step`` (DESIGN §2.4)."""
+        """Which member scores the extension at 1-based position ``step`` (docs/DESIGN.md §2.4)."""
         if self.kind == "independent":
             return 0
         if self.kind == "iterative-linear":
@@ -113,7 +113,7 @@ def rff_feature_sums(
     """The (C, I) statistic Σ_docs φ(doc) per class, before noise. Each document adds one φ ∈ [−√2, √2]^I, so
     adding or removing a document moves it by at most √2·I in L1. With ``groups`` (a person per document), a
     person's documents are weighted to total 1 across all classes, so adding or removing a person moves the
-    stacked (C, I) statistic by at most √2·I in L1 as well (DESIGN §2, person unit)."""
+    stacked (C, I) statistic by at most √2·I in L1 as well (docs/DESIGN.md §2, person unit)."""
     emb32 = np.asarray(embeddings, dtype=np.float32)
     if kind == "independent":
         hist = class_keyphrase_histograms(keyphrases, labels, classes, emb32.shape[0], max_per_doc=max_per_doc,
@@ -162,10 +162,10 @@ def build_rff_density(
         kind: ``"independent"``, ``"iterative-linear"`` or ``"iterative-log"``.
         epsilon: ε_kde for the whole density (split evenly over ensemble members).
         bandwidth: σ > 0. features: I. length: L (sequence length). max_per_doc: M (default L).
-        groups / neighbouring: one person per document and the person-level relation (DESIGN §2, person unit): each
+        groups / neighbouring: one person per document and the person-level relation (docs/DESIGN.md §2, person unit): each
             person's documents weigh 1 in total, so the same noise scale gives ε-DP per person.
 
-    Charge first (DESIGN §2.0): the one event for the whole ensemble is recorded in ``ledger`` before the first
+    Charge first (docs/DESIGN.md §2.0): the one event for the whole ensemble is recorded in ``ledger`` before the first
     member's statistic is computed or its noise drawn; a failure or cancellation after that leaves ε_kde spent.
     """
     epsilon = check_epsilon(epsilon, "ε_kde")
@@ -177,7 +177,7 @@ def build_rff_density(
     layout = ensemble_blocks(kind, length)
     eps_member = epsilon / len(layout)
     scale = SQRT2 * features / eps_member
-    if ledger is not None:  # charge first (DESIGN §2.0): every field below is public (ε, I, σ, L, M, J)
+    if ledger is not None:  # charge first (docs/DESIGN.md §2.0): every field below is public (ε, I, σ, L, M, J)
         ledger.charge(
             RFFKDEEvent(
                 mechanism=MECHANISM,

@@ -1,4 +1,4 @@
-"""Privacy ledger: immutable privacy events composed by an accountant (DESIGN §2).
+"""Privacy ledger: immutable privacy events composed by an accountant (docs/DESIGN.md §2).
 
 In the style of Google's ``dp_accounting``: each mechanism run produces a frozen, typed event
 (:mod:`dpkps_core.dp.events`); the :class:`PrivacyLedger` composes them with basic (sequential) composition.
@@ -79,7 +79,7 @@ class PrivacyLedger:
         return event
 
     def admit(self, units: Sequence[str], epsilon: float, *, what: str = "this release") -> np.ndarray:
-        """Individual privacy filter, charge first (DESIGN §2.0; Feldman & Zrnic 2021).
+        """Individual privacy filter, charge first (docs/DESIGN.md §2.0; Feldman & Zrnic 2021).
 
         ``units`` holds one identifying string per document of the release's input, in order (the documents of
         one person share the person's string; see ``dpkps_core.budget.unit_strings``). Returns a boolean mask
@@ -98,7 +98,7 @@ class PrivacyLedger:
     def admission(self, units: Sequence[str], epsilon: float, *, what: str = "this release",
                   row_factor: float = MAX_ROW_FACTOR) -> "AdmissionTicket":
         """The filter (:meth:`admit`) as one :class:`AdmissionTicket`: the admitted mask and the only object that
-        charges this release's events (DESIGN §2.0 charge first; issue 35 part 7). ``row_factor`` is what a
+        charges this release's events (docs/DESIGN.md §2.0 charge first; issue 35 part 7). ``row_factor`` is what a
         person-unit release can cost one row of a person, per ε (≤ 2; a persistent ledger charges it to the rows'
         document keys). An in-memory ledger keeps no per-unit history: its ticket charges the ledger itself."""
         mask = np.asarray(self.admit(units, epsilon, what=what), dtype=bool)
@@ -204,7 +204,7 @@ class SubLedger(PrivacyLedger):
 
 
 class AdmissionTicket(PrivacyLedger):
-    """One admission to one release (DESIGN §2.0; issue 35 part 7): which input positions take part (``mask``),
+    """One admission to one release (docs/DESIGN.md §2.0; issue 35 part 7): which input positions take part (``mask``),
     for how much ε, and the only way to charge the release's events — an event belongs to its admission by
     construction, never to another release's. Pass it as the ``ledger`` of the mechanism that computes the
     release on the admitted input: :meth:`charge` records the event with the admission (a persistent ledger's

@@ -1,6 +1,6 @@
-"""Random Fourier features for the Gaussian kernel k(x, y) = exp(−‖x − y‖²/σ²) (DESIGN §2.2).
+"""Random Fourier features for the Gaussian kernel k(x, y) = exp(−‖x − y‖²/σ²) (docs/DESIGN.md §2.2).
 
-Features (Rahimi & Recht; DP-KDE of Wagner et al. 2023 as used by paper 001 §2, Step 3): ω_i ~ N(0, I_D),
+Features (Rahimi & Recht; DP-KDE of Wagner et al. 2023 as used by [DP-KPS] §2, Step 3): ω_i ~ N(0, I_D),
 β_i ~ U[0, 2π), f_i(z) = √2 cos(√2 ω_iᵀ z/σ + β_i) ∈ [−√2, √2], so that E[f(x)ᵀf(y)]/I → k(x, y).
 """
 
@@ -60,7 +60,7 @@ def exact_gaussian_kernel(x: np.ndarray, y: np.ndarray, bandwidth: float) -> np.
 
 
 def rff_expected_error(*, n_documents: float, epsilon: float, features: int) -> dict[str, float]:
-    """Expected error of a normalised RFF DP-KDE score (DESIGN §2.2): RFF ≈ 1/√I, DP noise ≈ 2√I/(nε)."""
+    """Expected error of a normalised RFF DP-KDE score (docs/DESIGN.md §2.2): RFF ≈ 1/√I, DP noise ≈ 2√I/(nε)."""
     n = max(float(n_documents), 1.0)
     rff = 1.0 / np.sqrt(features)
     dp = 2.0 * np.sqrt(features) / (n * epsilon)
@@ -68,5 +68,5 @@ def rff_expected_error(*, n_documents: float, epsilon: float, features: int) -> 
 
 
 def optimal_features(*, n_documents: float, epsilon: float, minimum: int = 16, maximum: int = 20_000) -> int:
-    """I ≈ n·ε/2 minimises 1/√I + 2√I/(nε) (DESIGN §2.2, §6); clipped to [minimum, maximum]."""
+    """I ≈ n·ε/2 minimises 1/√I + 2√I/(nε) (docs/DESIGN.md §2.2, §6); clipped to [minimum, maximum]."""
     return int(np.clip(round(max(float(n_documents), 1.0) * epsilon / 2.0), minimum, maximum))

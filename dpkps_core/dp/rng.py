@@ -1,4 +1,4 @@
-"""Where DP noise comes from (DESIGN §2, "noise comes from the OS entropy source"; docs/PRIVACY.md).
+"""Where DP noise comes from (docs/DESIGN.md §2, "noise comes from the OS entropy source"; docs/PRIVACY.md).
 
 :class:`NoiseSource` draws all randomness of a run. Every released Laplace or Gaussian value is drawn, by default,
 by OpenDP's vetted samplers (``sampler="opendp"``):

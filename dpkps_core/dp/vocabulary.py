@@ -1,11 +1,11 @@
-"""Vocabulary privatization (ε_voc): Laplace noisy histogram over ALL of V, keep the top N (DESIGN §2.1).
+"""Vocabulary privatization (ε_voc): Laplace noisy histogram over ALL of V, keep the top N (docs/DESIGN.md §2.1).
 
 Paper 001 §2, Step 1. Neighbouring relation: add/remove one document. Each document contributes its first S
 *distinct* matched terms, one count each, so the histogram over V has L1 sensitivity S. Noise: i.i.d.
 Laplace(S/ε_voc) on **every** term of V, zero counts included (noising only terms seen in D would reveal which
 terms occur). Selecting the N largest noisy counts is post-processing.
 
-Charge first (DESIGN §2.0): public settings (ε, S, N ≤ |V|, the rule) are checked before anything is read or
+Charge first (docs/DESIGN.md §2.0): public settings (ε, S, N ≤ |V|, the rule) are checked before anything is read or
 spent; the ledger event, built from public quantities only, is recorded before the noise is drawn, so a refusal
 decided from the noisy counts (the noise-floor rule keeping no term) costs ε_voc.
 """
@@ -88,7 +88,7 @@ def noisy_term_histogram(
 
 
 def noise_floor(*, epsilon: float, terms_per_doc: int, vocabulary_size: int) -> float:
-    """Expected largest pure-noise count among |V| zero-count terms: (S/ε)·ln(|V|/2) (DESIGN §6).
+    """Expected largest pure-noise count among |V| zero-count terms: (S/ε)·ln(|V|/2) (docs/DESIGN.md §6).
 
     For Laplace(b), P[X > t] = ½e^{−t/b}; among |V| zeros the expected number above t is (|V|/2)e^{−t/b},
     which is 1 at t = b·ln(|V|/2).
@@ -120,7 +120,7 @@ def select_top_terms(
 def check_vocabulary_settings(
     *, epsilon: float, terms_per_doc: int, size: int, vocabulary_size: int, selection_rule: str = "top-n",
 ) -> tuple[float, int, int]:
-    """Refuse bad public settings of the ε_voc release before any data is read (DESIGN §2.0: such refusals cost
+    """Refuse bad public settings of the ε_voc release before any data is read (docs/DESIGN.md §2.0: such refusals cost
     nothing): ε, S, N, the selection rule and N ≤ |V|. Returns (ε, S, N) normalised."""
     epsilon = check_epsilon(epsilon, "ε_voc")
     terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)")
@@ -141,7 +141,7 @@ def vocabulary_event(
     selection_rule: str, sampler: str, neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> VocabularyHistogramEvent:
     """The ε_voc release's ledger event, from public quantities only (ε, S, N, |V|, the rule): it is recorded
-    BEFORE the noise is drawn (charge first, DESIGN §2.0), so it cannot name |Ṽ|, which the noise-floor rule
+    BEFORE the noise is drawn (charge first, docs/DESIGN.md §2.0), so it cannot name |Ṽ|, which the noise-floor rule
     decides from the noisy counts."""
     scale = terms_per_doc / epsilon
     fewer = " (fewer under the noise-floor rule)" if selection_rule == "noise-floor" else ""
@@ -186,7 +186,7 @@ def privatize_vocabulary(
         selection_rule: ``"top-n"`` (paper) or ``"noise-floor"`` (top-N, then drop terms below
             ``floor_fraction`` × :func:`noise_floor`).
 
-    Charge first (DESIGN §2.0): the public settings are checked (a refusal there costs nothing), then one
+    Charge first (docs/DESIGN.md §2.0): the public settings are checked (a refusal there costs nothing), then one
     :class:`PrivacyEvent` (step ``"vocabulary"``) is recorded in ``ledger`` BEFORE the noise is drawn. A failure
     after that — a crash in the sampler, or the noise-floor rule keeping no term — leaves ε_voc spent.
     """

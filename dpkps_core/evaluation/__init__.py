@@ -1,4 +1,4 @@
-"""Local utility evaluation of DP-KPS outputs and the ε trade-off explorer (DESIGN §5, §6).
+"""Local utility evaluation of DP-KPS outputs and the ε trade-off explorer (docs/DESIGN.md §5, §6).
 
 Everything here reads the REAL corpus and therefore runs locally for the data owner only: accuracies, recalls,
 forecasts and projections of real documents are *private, not for release* (every result carries
@@ -6,18 +6,18 @@ forecasts and projections of real documents are *private, not for release* (ever
 
 * Held-out split (:mod:`dpkps_core.split`): only ``split.train`` feeds a DP step; ``split.test`` is used for
   evaluation only; ``split.client`` (unlabelled) only for Deep CORAL.
-* Downstream accuracy (DESIGN §5): logistic regression (default) or a small torch MLP head on sentence
+* Downstream accuracy (docs/DESIGN.md §5): logistic regression (default) or a small torch MLP head on sentence
   embeddings, trained on synthetic documents and tested on the real test part; baseline: the same classifier on
   the same number of real training documents per class, re-sampled per seed.
-* No-LLM check (paper 001 Table 5): TF-IDF over keyphrase uni- and bigrams (each keyphrase one token) + logistic
+* No-LLM check ([DP-KPS] Table 5): TF-IDF over keyphrase uni- and bigrams (each keyphrase one token) + logistic
   regression, trained on the DP keyphrase sequences, tested on the test documents' own keyphrase sequences (their
   matches of Ṽ in text order, repeats kept, first L). Upper bound: the same classifier trained on the real
   training documents' keyphrase sequences ("real keyphrase baseline").
-* Deep CORAL (paper 001 Appendix C.1.2; Sun & Saenko 2016): cross-entropy + λ·‖C_syn − C_client‖²_F / (4d²).
+* Deep CORAL ([DP-KPS] Appendix C.1.2; Sun & Saenko 2016): cross-entropy + λ·‖C_syn − C_client‖²_F / (4d²).
 * Projections: t-SNE / UMAP of real vs synthetic embeddings, as a DataFrame for overlays.
-* ε sweep (DESIGN §5, §6): no-LLM accuracy and vocabulary recall over an ε_voc × ε_kde grid, methods and seeds;
+* ε sweep (docs/DESIGN.md §5, §6): no-LLM accuracy and vocabulary recall over an ε_voc × ε_kde grid, methods and seeds;
   term counts are computed once per corpus, each cell re-runs only noise + selection and what follows.
-* Forecast ("Will this work?", DESIGN §6): vocabulary noise floor against the true term counts, the expected
+* Forecast ("Will this work?", docs/DESIGN.md §6): vocabulary noise floor against the true term counts, the expected
   share of Ṽ that is pure noise, the expected density error against the spread of scores, and a verdict.
 
 Nothing here logs or prints document text. Modules: metrics · classifiers (heads, Deep CORAL) · no_llm (the ONE

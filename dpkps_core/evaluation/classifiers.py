@@ -1,4 +1,4 @@
-"""Downstream classifiers on sentence embeddings (DESIGN §5): logistic regression or a small torch head, Deep CORAL (paper 001 Appendix C.1.2), and the same classifier on as many real documents.
+"""Downstream classifiers on sentence embeddings (docs/DESIGN.md §5): logistic regression or a small torch head, Deep CORAL ([DP-KPS] Appendix C.1.2), and the same classifier on as many real documents.
 
 Nothing here logs or prints document text."""
 
@@ -22,7 +22,7 @@ CLASSIFIERS = ("logreg", "mlp")
 # ------------------------------------------------------------------------------ embedding classifiers
 
 def coral_loss(source: "torch.Tensor", target: "torch.Tensor") -> "torch.Tensor":
-    """Deep CORAL loss ‖C_S − C_T‖²_F / (4d²) (paper 001 Appendix C.1.2; Sun & Saenko 2016, eq. 1).
+    """Deep CORAL loss ‖C_S − C_T‖²_F / (4d²) ([DP-KPS] Appendix C.1.2; Sun & Saenko 2016, eq. 1).
 
     ``source`` (n_S, d) and ``target`` (n_T, d) are feature batches; C is the feature covariance with the
     (n − 1) denominator, as in Sun & Saenko (2016): C = (XᵀX − (1ᵀX)ᵀ(1ᵀX)/n) / (n − 1).
@@ -138,7 +138,7 @@ def embedding_accuracy(
     *, classifier: str = "logreg", seeds: Sequence[int] = (0, 1, 2), name: str = "accuracy",
     client_embeddings: np.ndarray | None = None, coral_weight: float = 0.0, torch_head: bool = False, note: str = "",
 ) -> MetricSummary:
-    """Train on (embedding, label) pairs once per seed and score on the test embeddings (DESIGN §5)."""
+    """Train on (embedding, label) pairs once per seed and score on the test embeddings (docs/DESIGN.md §5)."""
     if len(train_labels) == 0:
         raise ParameterError("There are no training documents to evaluate.")
     if len(set(train_labels)) < 2:

@@ -1,6 +1,6 @@
 """Distribution-level score of synthetic vs real held-out documents on embeddings: improved precision and recall
 (Kynkäänniemi et al., "Improved Precision and Recall Metric for Assessing Generative Models", NeurIPS 2019), as the
-private-evolution literature reports beside downstream accuracy (DESIGN §5). PRIVATE: it reads real documents.
+private-evolution literature reports beside downstream accuracy (docs/DESIGN.md §5). PRIVATE: it reads real documents.
 
 Each set's *manifold* is the union of balls around its points, each ball reaching the point's k-th nearest
 neighbour within its own set. **Precision** = share of synthetic points inside the real manifold (are the synthetic

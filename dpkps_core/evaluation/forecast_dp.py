@@ -1,4 +1,4 @@
-"""The default "Will this work?" (DESIGN §6): a small, charged ε_forecast release of the statistics the forecast
+"""The default "Will this work?" (docs/DESIGN.md §6): a small, charged ε_forecast release of the statistics the forecast
 needs (:mod:`dpkps_core.dp.forecast`), then :func:`forecast_from_release` as post-processing. Choosing ε, N or a
 method from it stays inside the ledger's ε; re-forecasting other settings from the same release is free
 (docs/PRIVACY.md "Previews that steer choices"). :func:`forecast_preview` is the one entry point that also offers
@@ -43,7 +43,7 @@ def release_forecast(
     epsilon: float = DEFAULT_FORECAST_EPSILON, terms_per_doc: int = 10, by_person: bool = False,
     curve_share: float = DEFAULT_CURVE_SHARE,
 ) -> ForecastStatistics:
-    """The DP forecast's release path (DESIGN §2.0 order): admit the training part's units
+    """The DP forecast's release path (docs/DESIGN.md §2.0 order): admit the training part's units
     (``dpkps_core.budget.admit``, which charges them) → count on the admitted documents only → charge the frozen
     event (step ``"forecast"``) → draw the noise (:func:`~dpkps_core.dp.forecast.release_forecast_statistics`).
 
@@ -126,7 +126,7 @@ def forecast_from_release(
     min_real_terms: int | None = None, max_noise_share: float = 0.5, reps: int = 5, seed: int = 0,
     uncertainty_draws: int = DEFAULT_UNCERTAINTY_DRAWS,
 ) -> Forecast:
-    """"Will this work?" for ``config`` as post-processing of a DP forecast release (DESIGN §6; no further ε, safe
+    """"Will this work?" for ``config`` as post-processing of a DP forecast release (docs/DESIGN.md §6; no further ε, safe
     to show). ``eps_voc``: a what-if ε_voc in place of the config's. ``config.terms_per_doc`` must be the release's
     S (it is the curve's S).
 

@@ -1,4 +1,4 @@
-"""The EXACT "Will this work?" preview (DESIGN §6) from the training part's TRUE counts: private, local — NOT
+"""The EXACT "Will this work?" preview (docs/DESIGN.md §6) from the training part's TRUE counts: private, local — NOT
 covered by ε (a choice made from it is a use of the data no ledger entry accounts for). Only behind an explicit
 ``exact=True`` (:func:`~dpkps_core.evaluation.forecast_dp.forecast_preview`, the CLI's ``--exact``) or the app's
 badged switch; the default is the DP forecast (docs/PRIVACY.md "Previews that steer choices").
@@ -73,7 +73,7 @@ def forecast(
     min_real_terms: int | None = None, max_noise_share: float = 0.5, reps: int = 5, seed: int = 0,
 ) -> Forecast:
     """"Will this work?" — the EXACT preview of ``config`` (ε_voc, ε_kde, S, N, L, method, density, I, σ) from the
-    training part's true statistics (DESIGN §6). PRIVATE, local — not covered by ε: a choice made from it is a use
+    training part's true statistics (docs/DESIGN.md §6). PRIVATE, local — not covered by ε: a choice made from it is a use
     of the data no ledger entry accounts for; the default is :func:`~dpkps_core.evaluation.forecast_dp.dp_forecast`
     (docs/PRIVACY.md "Previews that steer choices").
 

@@ -1,4 +1,4 @@
-"""What both "Will this work?" forecasts share (DESIGN §6): the :class:`Forecast` they return, the vocabulary
+"""What both "Will this work?" forecasts share (docs/DESIGN.md §6): the :class:`Forecast` they return, the vocabulary
 outlook (the noise floor and the simulated share of Ṽ that is pure noise, with the cheapest remedies), the density
 outlook (per class, the expected error against the spread of the scores), the ONE verdict, the chart, and Ṽ's noise
 share from DP quantities alone.
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # heavy imports stay lazy
 
 @dataclasses.dataclass
 class Forecast:
-    """"Will this work?" before the sampling ε is spent (DESIGN §6): numbers, a verdict, and the data of
+    """"Will this work?" before the sampling ε is spent (docs/DESIGN.md §6): numbers, a verdict, and the data of
     :func:`forecast_figure`. The exact preview is PRIVATE, local only; the DP forecast (``dp=True``) is
     post-processing of a charged ε_forecast release."""
 
@@ -94,7 +94,7 @@ class Forecast:
 
 def forecast_epsilons(config: SamplingConfig, eps_voc: float | None) -> tuple[float, float]:
     """(ε_voc, ε_kde) a forecast of ``config`` is made for, as floats: ``eps_voc`` (a what-if value, e.g. one cell
-    of a sweep) in place of the config's when given (DESIGN §6)."""
+    of a sweep) in place of the config's when given (docs/DESIGN.md §6)."""
     if not isinstance(config, SamplingConfig):
         raise ParameterError("A forecast takes the sampling settings as a SamplingConfig "
                              "(dpkps_core.config.build_sampling_config builds one).")
@@ -118,7 +118,7 @@ def expected_noise_share(counts: np.ndarray, *, eps_voc: float, terms_per_doc: i
                          reps: int = 5, seed: int = 0) -> tuple[float, float]:
     """Expected share of Ṽ that is pure noise — terms whose true count is 0 but whose noisy count makes the top N —
     and the expected number of real terms in Ṽ, by simulating the top-N selection ``reps`` times with Laplace(S/ε)
-    on the given counts (DESIGN §2.1; the simulation noise is not DP noise and nothing is released)."""
+    on the given counts (docs/DESIGN.md §2.1; the simulation noise is not DP noise and nothing is released)."""
     counts = np.asarray(counts, dtype=np.float64)
     n = min(int(vocab_size), counts.size)
     if n == 0:
@@ -135,7 +135,7 @@ def expected_noise_share(counts: np.ndarray, *, eps_voc: float, terms_per_doc: i
 
 
 def default_min_real_terms(vocab_size: int) -> int:
-    """Real terms Ṽ needs to be usable by default: min(100, N/2) (DESIGN §6: ~30 real terms gave 0.54 no-LLM
+    """Real terms Ṽ needs to be usable by default: min(100, N/2) (docs/DESIGN.md §6: ~30 real terms gave 0.54 no-LLM
     accuracy on BBC, ~300 gave 0.88)."""
     return max(1, min(100, int(vocab_size) // 2))
 
@@ -144,7 +144,7 @@ def suggest_smaller_n(counts: np.ndarray, *, eps_voc: float, terms_per_doc: int,
                       min_real_terms: int | None = None, seed: int = 0) -> int | None:
     """The largest N of :data:`SMALLER_N_GRID` below ``vocab_size`` at which Ṽ is expected to hold enough real
     terms (``min_real_terms``, by default :func:`default_min_real_terms` of that N) at the same ε_voc — fewer, surer
-    terms cost no extra ε, so the verdict offers this before a larger ε_voc (DESIGN §6)."""
+    terms cost no extra ε, so the verdict offers this before a larger ε_voc (docs/DESIGN.md §6)."""
     for n in SMALLER_N_GRID:
         if n >= vocab_size:
             continue
@@ -157,7 +157,7 @@ def suggest_smaller_n(counts: np.ndarray, *, eps_voc: float, terms_per_doc: int,
 
 @dataclasses.dataclass(frozen=True)
 class VocabularyOutlook:
-    """The vocabulary half of a forecast (DESIGN §6): the noise floor, the simulated noise share of Ṽ, and, when
+    """The vocabulary half of a forecast (docs/DESIGN.md §6): the noise floor, the simulated noise share of Ṽ, and, when
     too few real terms are expected, the remedies (a smaller N, a prefix of V, a larger ε_voc)."""
 
     public_vocabulary_size: int
@@ -226,13 +226,13 @@ EPS_KDE_GRID = (0.5, 1, 2, 3, 5, 8, 10, 15, 20, 30, 50, 100, 200)
 
 def rff_error(config: SamplingConfig, *, class_size: float, eps_kde: float, n_classes: int) -> float:
     """The expected error 1/√I + 2√I/(n_c·ε_member) of the RFF DP-KDE at n_c = ``class_size`` — from the one
-    density plan (:func:`~dpkps_core.density_plan.density_plan`; DESIGN §2.2, §6)."""
+    density plan (:func:`~dpkps_core.density_plan.density_plan`; docs/DESIGN.md §2.2, §6)."""
     cfg = config.replace(density="rff", eps_kde=eps_kde, class_size_estimate=max(float(class_size), 1.0))
     return float(density_plan(cfg, n_classes=n_classes).total_error)
 
 
 def rff_members(config: SamplingConfig, *, n_classes: int) -> int:
-    """Ensemble members J of the RFF DP-KDE for ``config``'s method and L (each gets ε_kde/J; DESIGN §2.4)."""
+    """Ensemble members J of the RFF DP-KDE for ``config``'s method and L (each gets ε_kde/J; docs/DESIGN.md §2.4)."""
     cfg = config.replace(density="rff", class_size_estimate=1.0)
     return density_plan(cfg, n_classes=n_classes).members
 
@@ -240,7 +240,7 @@ def rff_members(config: SamplingConfig, *, n_classes: int) -> int:
 def density_outlook(config: SamplingConfig, spreads: dict[str, tuple[float, float]], *, eps_kde: float,
                     class_sizes: dict[str, float] | None = None) -> tuple[dict[str, dict[str, float]], float | None]:
     """Per class (``spreads``: class → (documents, spread of its scores over Ṽ)): the expected density error, the
-    spread and their ratio; and the ε_kde at which every class would reach signal/noise 1 (DESIGN §6).
+    spread and their ratio; and the ε_kde at which every class would reach signal/noise 1 (docs/DESIGN.md §6).
     Histogram: Laplace sd √2/ε_kde; RFF: :func:`rff_error` at n_c = ``class_sizes[c]`` (the DP forecast's unrounded
     noisy sizes) for ``eps_kde``, and at n_c = the class's documents on the suggestion grid."""
     kde: dict[str, dict[str, float]] = {}
@@ -270,7 +270,7 @@ def _num(x: float) -> str:
 
 def _vocabulary_tips(*, eps_voc: float, suggested_eps: float | None, suggested_terms: int | None,
                      suggested_n: int | None, v_size: int, vocab_size: int) -> list[str]:
-    """What to change for a poor vocabulary, cheapest first (DESIGN §6 "free remedies"): a smaller N, a smaller
+    """What to change for a poor vocabulary, cheapest first (docs/DESIGN.md §6 "free remedies"): a smaller N, a smaller
     or domain-specific V, and only then a larger ε_voc."""
     tips = []
     if suggested_n is not None:
@@ -289,7 +289,7 @@ def _vocabulary_tips(*, eps_voc: float, suggested_eps: float | None, suggested_t
 def forecast_verdict(vocab: VocabularyOutlook, kde: dict[str, dict[str, float]], *, eps_voc: float, eps_kde: float,
                      vocab_size: int, suggested_kde: float | None) -> tuple[bool, str]:
     """(whether the densities are usable, the verdict in plain words) — the ONE verdict of both forecasts
-    (DESIGN §6): usable when every class's signal/noise is ≥ 1; the vocabulary's remedies cheapest first."""
+    (docs/DESIGN.md §6): usable when every class's signal/noise is ≥ 1; the vocabulary's remedies cheapest first."""
     kde_ok = bool(kde) and all(v["snr"] >= 1 for v in kde.values())
     quality, v_size = vocab.quality, vocab.public_vocabulary_size
     if vocab.usable and kde_ok:
@@ -354,7 +354,7 @@ def vocabulary_noise_share(pv: PrivateVocabulary, *, zero_terms: float | None = 
     """How much of Ṽ is expected to be pure noise, from DP quantities only (Ṽ's noisy counts, ε_voc, S, |V|):
     with b = S/ε_voc and τ the smallest noisy count in Ṽ (the cut), a term no document uses clears the cut with
     probability P[Lap(b) > τ]; about ``zero_terms`` (default |V|, an upper bound) such terms compete. Also the
-    number of Ṽ's terms whose noisy count is below the noise floor (DESIGN §6). Post-processing: safe to show."""
+    number of Ṽ's terms whose noisy count is below the noise floor (docs/DESIGN.md §6). Post-processing: safe to show."""
     counts = np.asarray(pv.noisy_counts, dtype=np.float64)
     floor = noise_floor(epsilon=pv.epsilon, terms_per_doc=pv.terms_per_doc, vocabulary_size=pv.public_vocabulary_size)
     if counts.size == 0:

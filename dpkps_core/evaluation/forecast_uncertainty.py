@@ -1,4 +1,4 @@
-"""How sure the DP forecast is of its own verdict (DESIGN §6; issue: "forecasts that say what they cannot know").
+"""How sure the DP forecast is of its own verdict (docs/DESIGN.md §6; issue: "forecasts that say what they cannot know").
 
 The DP forecast reads the corpus through one small Laplace release (:mod:`dpkps_core.dp.forecast`): at the
 default ε_forecast = 0.2 the count curve carries noise of scale S/(a·ε) = 100 per threshold and the class sizes

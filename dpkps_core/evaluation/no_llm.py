@@ -1,4 +1,4 @@
-"""The no-LLM check (paper 001 Table 5) — ONE implementation — and the ONE real keyphrase baseline; vocabulary recall and noise share of Ṽ.
+"""The no-LLM check ([DP-KPS] Table 5) — ONE implementation — and the ONE real keyphrase baseline; vocabulary recall and noise share of Ṽ.
 
 Nothing here logs or prints document text."""
 
@@ -37,7 +37,7 @@ def join_keyphrases(keyphrases: Sequence[str]) -> str:
 
 def keyphrase_sequences(texts: Sequence[str], private_vocabulary: PrivateVocabulary, *, length: int) -> list[list[str]]:
     """Each document turned into its (non-private, local) keyphrase sequence: its matches of Ṽ in text order,
-    repeats kept, first ``length`` (paper 001 Table 5)."""
+    repeats kept, first ``length`` ([DP-KPS] Table 5)."""
     length = check_positive_int(length, "L (sequence length)")
     idx = pipeline.extract_keyphrases(texts, private_vocabulary, max_per_doc=length)
     terms = private_vocabulary.terms
@@ -72,7 +72,7 @@ def no_llm_check(
     sequences: Sequence[Any], test_texts: Sequence[str], test_labels: Sequence[str], *,
     private_vocabulary: PrivateVocabulary, length: int, test_sequences: Sequence[Sequence[str]] | None = None,
 ) -> Scores:
-    """THE no-LLM check (paper 001 Table 5; DESIGN §5) — one implementation for the CLI, the app and the sweep.
+    """THE no-LLM check ([DP-KPS] Table 5; docs/DESIGN.md §5) — one implementation for the CLI, the app and the sweep.
 
     A classifier trained on the DP keyphrase ``sequences`` (``KeyphraseSequence`` objects or their dicts) and
     scored on the held-out documents turned into their own keyphrase sequences over Ṽ (first ``length``

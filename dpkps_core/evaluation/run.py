@@ -183,7 +183,7 @@ class EvaluationResult:
 
 def _real_keyphrase_baseline(run: Any, *, vocabulary: PublicVocabulary | None, counts: np.ndarray | None
                              ) -> tuple[Scores | None, str]:
-    """The real keyphrase baseline over the run's public vocabulary (DESIGN §5; the noise-free top-N terms of V),
+    """The real keyphrase baseline over the run's public vocabulary (docs/DESIGN.md §5; the noise-free top-N terms of V),
     or None and a note saying why it could not be computed (e.g. an uploaded public vocabulary that is gone)."""
     try:
         if vocabulary is None:  # the run's public vocabulary: the baseline is defined over it
@@ -247,7 +247,7 @@ def evaluate_run(
     progress: Progress | None = None, device: str | None = None, vocabulary: PublicVocabulary | None = None,
     counts: np.ndarray | None = None,
 ) -> EvaluationResult:
-    """Evaluate a run folder locally (DESIGN §5): the no-LLM check and its real keyphrase baseline always; with
+    """Evaluate a run folder locally (docs/DESIGN.md §5): the no-LLM check and its real keyphrase baseline always; with
     ``documents.jsonl``, downstream accuracy of the synthetic documents and the real-document baseline; Deep CORAL
     variants (with and without the CORAL term) when ``coral`` is True, or when None and the split has client
     documents. ``embedder`` defaults to the run's embedding model on ``device`` (auto/cpu/cuda, None =

@@ -1,4 +1,4 @@
-"""The ε sweep (DESIGN §5, §6): the no-LLM check over an ε_voc × ε_kde grid, methods and seeds, term counts computed once; its summary, figures and files (PRIVATE).
+"""The ε sweep (docs/DESIGN.md §5, §6): the no-LLM check over an ε_voc × ε_kde grid, methods and seeds, term counts computed once; its summary, figures and files (PRIVATE).
 
 Nothing here logs or prints document text."""
 
@@ -77,7 +77,7 @@ class NoLLMEvaluator:
         self.test = corpus.subset(self.split.test).declared_only()
         if len(self.test) == 0:
             raise ParameterError("The no-LLM check needs held-out test documents; set a test fraction above 0.")
-        self.groups = self.train.persons if config.person_column else None  # person unit (DESIGN §2, person unit)
+        self.groups = self.train.persons if config.person_column else None  # person unit (docs/DESIGN.md §2, person unit)
         self.counts = pipeline.term_counts(self.train.texts, vocabulary, terms_per_doc=config.terms_per_doc,
                                            groups=self.groups)
         self.chance = chance_accuracy(self.test.labels)
@@ -166,7 +166,7 @@ def run_sweep(
     seeds: int | Sequence[int] = 3, per_class: int = DEFAULT_SWEEP_PER_CLASS, progress: Progress | None = None,
     evaluator: NoLLMEvaluator | None = None, cancel: Any = None, rows: list[dict[str, Any]] | None = None,
 ) -> "pd.DataFrame":
-    """ε sweep without the LLM (DESIGN §5): one row per (ε_voc, ε_kde, method, seed) with the no-LLM accuracy,
+    """ε sweep without the LLM (docs/DESIGN.md §5): one row per (ε_voc, ε_kde, method, seed) with the no-LLM accuracy,
     the real keyphrase baseline, vocabulary recall and the noise share of Ṽ. PRIVATE (``df.attrs``).
 
     ``config`` gives every other parameter (default :class:`SamplingConfig`); iterative methods use the RFF

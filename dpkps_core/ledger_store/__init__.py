@@ -1,4 +1,4 @@
-"""Persistent privacy ledger: an individual privacy filter over documents or persons (DESIGN §2.0).
+"""Persistent privacy ledger: an individual privacy filter over documents or persons (docs/DESIGN.md §2.0).
 
 The budget follows the *units* (one document, or all documents of one person), not the file they came in: every
 DP release, from the app in any session or from any CLI command, charges the units it used, and a unit whose

@@ -1,4 +1,4 @@
-"""The persistent ledger's folder and key (DESIGN §2.0; see :mod:`dpkps_core.ledger_store`): where it lives,
+"""The persistent ledger's folder and key (docs/DESIGN.md §2.0; see :mod:`dpkps_core.ledger_store`): where it lives,
 the owner-only secret key, the keyed HMAC of a unit string, and the compact participation bitmaps."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def ledger_root(env: Mapping[str, str] | None = None) -> Path:
     """The ledger folder: ``$DPKPS_LEDGER_DIR``, else ``~/.local/share/dpkps/ledgers`` — and no other.
 
     It is created owner-only (0o700); an existing one is tightened to 0o700. A folder that cannot be used is a
-    :class:`PrivacyBudgetError` (falling back elsewhere would start an empty ledger: DESIGN §2.0 fails closed)."""
+    :class:`PrivacyBudgetError` (falling back elsewhere would start an empty ledger: docs/DESIGN.md §2.0 fails closed)."""
     env = os.environ if env is None else env
     configured = bool(env.get(LEDGER_DIR_ENV))
     root = Path(env[LEDGER_DIR_ENV]).expanduser() if configured else Path.home() / ".local" / "share" / "dpkps" / "ledgers"

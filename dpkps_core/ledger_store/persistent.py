@@ -1,4 +1,4 @@
-"""The persistent ledger as a :class:`~dpkps_core.dp.ledger.PrivacyLedger` (DESIGN §2.0; see
+"""The persistent ledger as a :class:`~dpkps_core.dp.ledger.PrivacyLedger` (docs/DESIGN.md §2.0; see
 :mod:`dpkps_core.ledger_store`): the run's view of the corpus's units and the one way to open it."""
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class PersistentLedger(PrivacyLedger):
     def admission(self, units: Sequence[str], epsilon: float, *, what: str = "this release",
                   row_factor: float = MAX_ROW_FACTOR) -> AdmissionTicket:
         """Leave out the rows whose keys cannot take this release (the unit rules); charge every key of the others
-        now (DESIGN §2.0). A whole release is refused only on public input: an invalid ``epsilon`` or
+        now (docs/DESIGN.md §2.0). A whole release is refused only on public input: an invalid ``epsilon`` or
         ``row_factor``, or an ``epsilon`` that would take this run's own total over its cap setting. Returns the
         release's ticket (its mask is per position of ``units``)."""
         epsilon = _check_epsilon(epsilon)

@@ -1,4 +1,4 @@
-"""What the persistent ledger returns (DESIGN §2.0; see :mod:`dpkps_core.ledger_store`): recorded events,
+"""What the persistent ledger returns (docs/DESIGN.md §2.0; see :mod:`dpkps_core.ledger_store`): recorded events,
 releases, cap changes and a corpus's view — PRIVATE, local figures — and the checks of the public labels and caps."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ledger's unit rules (DESIGN §2.0 "Every key a release could touch is charged, and checked"; docs/PRIVACY.md
+"""The ledger's unit rules (docs/DESIGN.md §2.0 "Every key a release could touch is charged, and checked"; docs/PRIVACY.md
 "Units and group privacy"): which keys one release charges, how much, and which rows it leaves out.
 
 A release's input is one *unit string* per row (:func:`dpkps_core.budget.unit_strings`):

@@ -1,4 +1,4 @@
-"""The persistent ledger's SQLite store (DESIGN §2.0; see :mod:`dpkps_core.ledger_store`): files, one
+"""The persistent ledger's SQLite store (docs/DESIGN.md §2.0; see :mod:`dpkps_core.ledger_store`): files, one
 ``BEGIN IMMEDIATE`` transaction per change under an exclusive flock, the schema and its checks, and the unit
 index. :class:`~dpkps_core.ledger_store.store.LedgerStore` adds the operations."""
 

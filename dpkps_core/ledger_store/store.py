@@ -1,4 +1,4 @@
-"""The persistent ledger store's operations (DESIGN §2.0; see :mod:`dpkps_core.ledger_store`): the individual
+"""The persistent ledger store's operations (docs/DESIGN.md §2.0; see :mod:`dpkps_core.ledger_store`): the individual
 filter's admission, events, caps, a corpus's view, and the import of previous-format files."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The LLM writing step (post-processing of the DP keyphrase sequences, DESIGN §2.5): backends, local models,
+"""The LLM writing step (post-processing of the DP keyphrase sequences, docs/DESIGN.md §2.5): backends, local models,
 prompts and the runner. This package's ``__init__`` is the only module that re-exports names of other modules
 (docs/ARCHITECTURE.md, llm/); inside the package and in callers, import a name from the module that defines it."""
 

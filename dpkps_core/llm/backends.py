@@ -7,7 +7,7 @@ their owners: :mod:`dpkps_core.llm.local` (the offline SmolLM2 and any local Hug
 A backend turns chat messages into one reply. It raises :class:`TransientLLMError` for failures worth a retry
 (429, 5xx, timeouts, connection errors, empty or malformed replies) and :class:`~dpkps_core.errors.LLMError`
 for the rest (bad key, unknown model, bad request). Retries are the runner's job (:mod:`dpkps_core.llm.retry`).
-No backend ever writes, logs or returns its API key (DESIGN §2.5).
+No backend ever writes, logs or returns its API key (docs/DESIGN.md §2.5).
 """
 
 from __future__ import annotations

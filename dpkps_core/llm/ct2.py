@@ -7,11 +7,11 @@ generated token ids of each row, up to and including its first stop id, sampled 
 the top-k of 50 that transformers' ``generate`` applies by default), greedy at temperature 0. Measured on 2 CPU
 cores (benchmarks/generation.py) it writes several times more tokens per second than batched torch float32.
 
-The engine only writes documents. Private prediction (DESIGN §3, paper 004) needs the per-step logits of a whole
+The engine only writes documents. Private prediction (docs/DESIGN.md §3, [PrivPred]) needs the per-step logits of a whole
 batch of private prompts and keeps its torch decoder (:mod:`dpkps_core.llm.decoder`).
 
 Privacy: prompts never leave the process and nothing derived from them is written or logged here, only sizes
-and speeds (DESIGN §2.5 — the runner keeps the audit log).
+and speeds (docs/DESIGN.md §2.5 — the runner keeps the audit log).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ folder whose architecture CTranslate2's converter supports) is converted ONCE in
 on a CUDA GPU (:mod:`dpkps_core.device`; ASSETS.md "Fast CPU/GPU engine"). A marker file records the source's
 identity, the quantization and the CTranslate2 version; the conversion is written into a temporary folder beside
 the target and moved into place with ``os.replace``, so a half-written one is never used. Only the public model
-is converted and cached; nothing derived from prompts is written here (DESIGN §2.5).
+is converted and cached; nothing derived from prompts is written here (docs/DESIGN.md §2.5).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Lock-step batched decoding with a KV cache over any local causal LM (transformers-style forward): the
-decoder private prediction's Algorithm 1 drives (paper 004 §3), where every row of a batch receives the SAME next
+decoder private prediction's Algorithm 1 drives ([PrivPred] §3), where every row of a batch receives the SAME next
 token and the caller needs the (rows, V) next-token logits at every step.
 
 The model comes from :meth:`dpkps_core.llm.local.LocalTransformersBackend.model_and_tokenizer` (or a test fake);

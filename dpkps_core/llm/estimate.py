@@ -2,7 +2,7 @@
 optional price and the time, retries included, from the selected engine's measured speed.
 
 Prompts are rendered from the DP keyphrase sequences and the public prompt settings only (post-processing,
-DESIGN §2.5). The time follows :mod:`dpkps_core.llm.speed`: the expected attempts per document from the measured
+docs/DESIGN.md §2.5). The time follows :mod:`dpkps_core.llm.speed`: the expected attempts per document from the measured
 share of replies the non-document screen refuses and the retry cap, and the measured seconds of a batch. Both are
 measured on this backend — by earlier runs at the same settings, else by ONE calibration batch: the prompts of the
 job's first sequences (DP outputs and public settings: the very prompts the run sends first, post-processing),
@@ -90,7 +90,7 @@ def calibrate_screen(backend: LLMBackend, *, prompt_config: PromptConfig, sequen
     fewer) through the backend (its selected engine, the run's settings), judge each with
     :func:`~dpkps_core.llm.quality.screen` and record the replies and the batch's seconds in the backend's
     :class:`~dpkps_core.llm.speed.Measured`. The sequences are DP outputs and the settings public (post-processing,
-    DESIGN §2.5): the replies are thrown away, only counts and a time are kept, nothing private is read."""
+    docs/DESIGN.md §2.5): the replies are thrown away, only counts and a time are kept, nothing private is read."""
     if not sequences:
         raise ParameterError("A calibration needs at least one sequence.")
     messages = [render_prompt(sequences[i % len(sequences)], prompt_config) for i in range(max(1, int(rows)))]

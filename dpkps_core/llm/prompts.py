@@ -1,11 +1,11 @@
-"""Prompt templates for the LLM writing step (DESIGN §2.5, DP-KPS paper §2 "Prompting the LLM").
+"""Prompt templates for the LLM writing step (docs/DESIGN.md §2.5, DP-KPS paper §2 "Prompting the LLM").
 
 The LLM call is post-processing of the DP keyphrase sequences, so a prompt may contain ONLY the public
 template, the document type, the DP sequence, public few-shot examples and the sequence's label — the class names
-are public input, declared by the user and released with the data (DESIGN §2), so they are in the prompt by
+are public input, declared by the user and released with the data (docs/DESIGN.md §2), so they are in the prompt by
 default (:data:`DEFAULT_INCLUDE_LABEL`; the user may leave them out). Nothing here reads the private corpus from disk; the few-shot loader
 refuses a file that is the private corpus itself, and :class:`PrivateSpanIndex` (given the private texts by the
-caller) refuses examples that contain a private document or share a long span with one (DESIGN §2.5).
+caller) refuses examples that contain a private document or share a long span with one (docs/DESIGN.md §2.5).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ MAX_FEW_SHOT = 20
 MAX_FEW_SHOT_CHARS = 4000
 FEW_SHOT_SUFFIXES = (".csv", ".jsonl", ".txt")
 #: A few-shot example sharing a run of this many tokens (after the project's normalisation) with a private
-#: document is refused (DESIGN §2.5: few-shot examples come from a PUBLIC set, never the private corpus).
+#: document is refused (docs/DESIGN.md §2.5: few-shot examples come from a PUBLIC set, never the private corpus).
 FEW_SHOT_SPAN = 8
 
 
@@ -253,7 +253,7 @@ def _window_hashes(ids: np.ndarray, span: int, powers: np.ndarray) -> np.ndarray
 class PrivateSpanIndex:
     """The private corpus's ``span``-token shingles (tokens of :func:`dpkps_core.matching.tokenize`: NFKC,
     lower-case), hashed into a sorted array ONCE, so that few-shot examples can be checked against every private
-    document cheaply (DESIGN §2.5). Local and in memory only; its errors never quote private text.
+    document cheaply (docs/DESIGN.md §2.5). Local and in memory only; its errors never quote private text.
 
     An example is refused when it shares a run of ≥ ``span`` tokens with a private document, or contains a whole
     private document shorter than ``span`` tokens. (A 64-bit hash collision could refuse an innocent example —

@@ -10,7 +10,7 @@ the prompt holds the keyphrases the reply is asked to use.
 
 The defaults were chosen by measurement (benchmarks/repetition.py; README "Generation engine"): the setting that
 lowered the non-document screen's refusals (:mod:`dpkps_core.llm.quality`) on 48 BBC DP keyphrase sequences
-without lowering their keyphrase coverage. Decoding is post-processing of DP outputs (DESIGN §2.5): no ε.
+without lowering their keyphrase coverage. Decoding is post-processing of DP outputs (docs/DESIGN.md §2.5): no ε.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The LLM writing step: one prompt per DP keyphrase sequence, reliably, resumably (post-processing, DESIGN §2.5).
+"""The LLM writing step: one prompt per DP keyphrase sequence, reliably, resumably (post-processing, docs/DESIGN.md §2.5).
 
 Files in the run folder (docs/ARCHITECTURE.md):
 - ``documents.jsonl``: one finished document per line, appended at once (flush + fsync) by one writer. A re-run
@@ -241,7 +241,7 @@ class GenerationRun:
 
     def audit(self, seq: KeyphraseSequence, attempt: int, messages: ChatMessages, *, batch: int | None = None,
               parameters: Mapping[str, Any] | None = None, draft: int | None = None) -> None:
-        """Log one prompt about to be sent (DESIGN §2.5: every prompt sent is in the audit log)."""
+        """Log one prompt about to be sent (docs/DESIGN.md §2.5: every prompt sent is in the audit log)."""
         record: dict[str, Any] = {"timestamp": utc_now(), "id": seq.id, "attempt": attempt}
         if batch is not None:
             record["batch"] = batch

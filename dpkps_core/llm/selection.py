@@ -1,4 +1,4 @@
-"""Best of several drafts, judged on DP outputs only (post-processing: no ε; DESIGN §2.5, docs/PRIVACY.md).
+"""Best of several drafts, judged on DP outputs only (post-processing: no ε; docs/DESIGN.md §2.5, docs/PRIVACY.md).
 
 With ``drafts = K > 1`` the runner asks the LLM for K drafts of each keyphrase sequence and keeps the one that
 best fits its sequence. What judges a draft is built from the **released DP sequences** (``sequences.jsonl``) and
@@ -7,7 +7,7 @@ the draft itself, nothing else — never the private corpus, its split or its ev
 1. it passes the non-document screen (:func:`dpkps_core.llm.quality.screen`);
 2. it is assigned to the sequence's class by a classifier trained ONLY on the DP sequences: the sequences'
    keyphrases (each a term of Ṽ, a DP release) as TF-IDF features, logistic regression on their class labels —
-   the no-LLM check's model (paper 001 Table 5; DESIGN §5), applied to the terms a draft contains;
+   the no-LLM check's model ([DP-KPS] Table 5; docs/DESIGN.md §5), applied to the terms a draft contains;
 3. it uses the most distinct keyphrases of its sequence;
 4. the classifier gives its class the highest probability;
 5. ties go to the earlier draft (deterministic).

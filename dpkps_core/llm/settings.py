@@ -1,6 +1,6 @@
 """What a generation run is told and what it reports (docs/ARCHITECTURE.md, llm/): :class:`GenerationSettings`
 (how the runner calls the backend), :class:`Progress` (for the CLI's and the app's progress bars) and
-:class:`GenerationSummary` (what a run did). Counts and timings only: no document text (DESIGN §2.5).
+:class:`GenerationSummary` (what a run did). Counts and timings only: no document text (docs/DESIGN.md §2.5).
 """
 
 from __future__ import annotations

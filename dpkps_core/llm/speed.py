@@ -15,7 +15,7 @@ and scales a batch of m rows by the engine's measured seconds per decoding step 
 What is measured (:class:`Measured`, one record per backend and (max_tokens, temperature), in memory only): the
 replies judged and refused, and the seconds of each batch — by the calibration batch of the estimate and by every
 run as it goes (:class:`RunMeter`). Every figure is a count or a time of replies to prompts rendered from the DP
-keyphrase sequences and the public prompt settings (post-processing, DESIGN §2.5); no text is kept.
+keyphrase sequences and the public prompt settings (post-processing, docs/DESIGN.md §2.5); no text is kept.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ left-padded call per batch (docs/ARCHITECTURE.md, llm/).
 :class:`TorchEngine` implements the engine contract of :mod:`dpkps_core.llm.local` (``decode_batch`` and
 ``describe``), the same one :class:`dpkps_core.llm.ct2.CT2Engine` implements: prompt token ids in, the generated
 ids of each row out, up to and including its first stop id. A batch that runs out of memory is written in two
-halves (recursively). Prompts never leave the process and nothing is logged but sizes (DESIGN §2.5).
+halves (recursively). Prompts never leave the process and nothing is logged but sizes (docs/DESIGN.md §2.5).
 """
 
 from __future__ import annotations

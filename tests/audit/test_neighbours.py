@@ -1,4 +1,4 @@
-"""The audit tests the mechanism that is released, from raw rows (docs/PRIVACY.md "Empirical audit"; DESIGN §2,
+"""The audit tests the mechanism that is released, from raw rows (docs/PRIVACY.md "Empirical audit"; docs/DESIGN.md §2,
 §2.0).
 
 The audited corpus is a CSV file on disk. The audit reads its raw rows, builds D⁻ (one row removed, or every row of

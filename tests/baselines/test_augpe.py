@@ -1,4 +1,4 @@
-"""AugPE+Ṽ (paper 001 §3, App. C.1.3): exact Gaussian-DP calibration, nearest-neighbour vote sensitivity,
+"""AugPE+Ṽ ([DP-KPS] §3, App. C.1.3): exact Gaussian-DP calibration, nearest-neighbour vote sensitivity,
 selection, and prompts that hold only Ṽ words and synthetic texts — never class names or private text."""
 
 from __future__ import annotations

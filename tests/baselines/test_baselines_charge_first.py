@@ -1,7 +1,7 @@
-"""Charge first for the other generation methods and the comparison (DESIGN §2.0): AugPE+Ṽ, private prediction
+"""Charge first for the other generation methods and the comparison (docs/DESIGN.md §2.0): AugPE+Ṽ, private prediction
 and the DP count admit their units and record their ε BEFORE any noise is drawn and before anything derived from
 the private documents reaches a backend; a crash (a BaseException, like the process dying), Ctrl-C or a
-cancellation mid-run leaves the ε charged. Also (DESIGN §2.0, §3): the size event names the real privacy unit,
+cancellation mid-run leaves the ε charged. Also (docs/DESIGN.md §2.0, §3): the size event names the real privacy unit,
 left-out units never reach the model, and the compare folder's releasable files hold no exact private count."""
 
 from __future__ import annotations

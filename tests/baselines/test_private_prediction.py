@@ -1,4 +1,4 @@
-"""Private prediction (paper 004 Algorithm 1): Eq. 1 clipping, Eq. 2 SVT distance, hash batches, the batched
+"""Private prediction ([PrivPred] Algorithm 1): Eq. 1 clipping, Eq. 2 SVT distance, hash batches, the batched
 KV-cache decoder, the Theorem 1 accountant and its calibration — on a tiny fake causal LM; one test on the real
 offline model."""
 

@@ -138,7 +138,7 @@ def test_no_vocabulary_match_still_releases_and_warns_locally(tmp_path, corpus_c
 
 
 def test_text_column_not_decidable_from_names_asks_for_text_column(tmp_path, corpus_csv, vocab_file, capsys):
-    """DESIGN §2.0: two columns whose names both fit the text rule — the CLI asks for --text-column (one line,
+    """docs/DESIGN.md §2.0: two columns whose names both fit the text rule — the CLI asks for --text-column (one line,
     nothing written) instead of picking one by its values; with --text-column the run goes ahead."""
     lines = corpus_csv.read_text(encoding="utf-8").splitlines()
     rows = ["summary,notes,label"] + [f'"short",{ln}' for ln in lines[1:]]

@@ -93,7 +93,7 @@ def test_csv_semicolon_delimiter_and_bom(toy_corpus, toy_records):
 
 
 def test_delimiter_comes_from_the_header_line_alone(toy_corpus, toy_records):
-    """DESIGN §2.0: the delimiter is read off the header (column names, public), so rows full of another
+    """docs/DESIGN.md §2.0: the delimiter is read off the header (column names, public), so rows full of another
     delimiter — one added row or many — never switch it."""
     rows = toy_records + [{"text": "a;b;c;d;e;f;g;h;i;j;k;l;m;n;o;p;q;r;s;t;u;v;w;x;y;z", "label": "tech"}] * 3
     c = load_corpus(_csv_bytes(rows), filename="x.csv")
@@ -173,7 +173,7 @@ def test_zip_without_class_folders_is_an_error(toy_corpus):
 
 
 def test_txt_file_outside_a_class_folder_is_dropped_alone(tmp_path, toy_corpus):
-    """DESIGN §2.0: a file without a label drops alone (counted), it does not refuse the corpus."""
+    """docs/DESIGN.md §2.0: a file without a label drops alone (counted), it does not refuse the corpus."""
     _write_txt_tree(tmp_path / "c", toy_corpus)
     (tmp_path / "c" / "stray.txt").write_text(SECRET, encoding="utf-8")
     c = load_corpus(tmp_path / "c")
@@ -202,7 +202,7 @@ def test_column_guessing_by_second_tier_names(toy_records):
 
 
 def test_text_column_is_never_chosen_from_values(toy_records):
-    """DESIGN §2.0: one added row with a very long value must not switch the text column (the old guess took the
+    """docs/DESIGN.md §2.0: one added row with a very long value must not switch the text column (the old guess took the
     longest column over the first 2,000 rows); without a matching name the loader asks."""
     recs = [{"a": r["text"], "b": "x", "label": r["label"]} for r in toy_records]
     with pytest.raises(CorpusError, match=r"No text column was found.*--text-column NAME from: a, b, label") as e:
@@ -350,7 +350,7 @@ def test_duplicates_are_dropped_and_counted(toy_records):
 
 @pytest.mark.parametrize("before", [True, False])
 def test_same_text_under_another_label_is_another_document(toy_records, before):
-    """DESIGN §2.0: only IDENTICAL rows collapse. The old loader kept the first copy of a text across labels,
+    """docs/DESIGN.md §2.0: only IDENTICAL rows collapse. The old loader kept the first copy of a text across labels,
     so one added row placed before the original turned into a label swap."""
     extra = dict(toy_records[0], label="business")
     recs = [extra] + toy_records if before else toy_records + [extra]
@@ -372,7 +372,7 @@ def test_duplicates_collapse_only_within_one_person(toy_records):
 
 
 def test_empty_label_drops_that_row_alone(toy_records):
-    """DESIGN §2.0: one row with an empty label must not refuse the whole corpus; it is dropped and counted."""
+    """docs/DESIGN.md §2.0: one row with an empty label must not refuse the whole corpus; it is dropped and counted."""
     recs = list(toy_records)
     recs.insert(4, {"text": SECRET, "label": ""})
     c = load_corpus(_csv_bytes(recs), filename="x.csv")
@@ -438,7 +438,7 @@ def test_error_file_too_big(tmp_path, toy_records):
 def test_error_too_many_documents_and_truncation(toy_records):
     with pytest.raises(CorpusError, match="has 11 documents, over the limit of 5"):
         load_corpus(_csv_bytes(toy_records), filename="x.csv", max_documents=5)
-    # keeping the first rows would let one added row push another out (DESIGN §2.0): refused, a public setting
+    # keeping the first rows would let one added row push another out (docs/DESIGN.md §2.0): refused, a public setting
     with pytest.raises(ParameterError, match="truncate=True is not supported"):
         load_corpus(_csv_bytes(toy_records), filename="x.csv", max_documents=8, truncate=True)
 

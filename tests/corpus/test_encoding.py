@@ -1,4 +1,4 @@
-"""The corpus file's text encoding is a public user choice (DESIGN §1, §2.0): UTF-8 by default, Latin-1 or
+"""The corpus file's text encoding is a public user choice (docs/DESIGN.md §1, §2.0): UTF-8 by default, Latin-1 or
 Windows-1252 when chosen; the WHOLE file is decoded with it (never guessed from a sample of its bytes). The loader,
 the CLI's ``--encoding`` and page 1's "Encoding" choice, and the UTF-8 error that names each one's way out."""
 

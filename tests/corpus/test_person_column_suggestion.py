@@ -1,4 +1,4 @@
-"""The person column is suggested from column NAMES only (issue 33 §5; DESIGN §2.0): a suggestion, never a guess
+"""The person column is suggested from column NAMES only (issue 33 §5; docs/DESIGN.md §2.0): a suggestion, never a guess
 from the values, and none when several names fit equally."""
 
 from __future__ import annotations

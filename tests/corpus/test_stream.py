@@ -1,4 +1,4 @@
-"""The one chunked reading path (issue 31; DESIGN §2.0): every format read in chunks gives the same documents,
+"""The one chunked reading path (issue 31; docs/DESIGN.md §2.0): every format read in chunks gives the same documents,
 the same report and the same errors whatever the chunk size, and the text readers give what one whole-file
 decode gives whatever the block size."""
 

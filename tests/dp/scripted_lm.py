@@ -1,4 +1,4 @@
-"""A scripted causal LM for testing private prediction's token step (paper 004 Algorithm 1) in milliseconds.
+"""A scripted causal LM for testing private prediction's token step ([PrivPred] Algorithm 1) in milliseconds.
 
 Every prompt is one "kind" (the number after ``ROW`` in its last message; the public prompt, which holds no
 ``ROW`` marker, is kind 1). The model returns, for a row of kind k at decoding step t (tokens appended since the

@@ -47,7 +47,7 @@ def test_gaussian_dp_curve_and_the_papers_balle_wang_number() -> None:
     # μ = 1, ε = 0: δ = Φ(½) − Φ(−½) = 0.382925
     assert acc.gaussian_delta(mu=1.0, epsilon=0.0) == pytest.approx(0.3829249, abs=1e-6)
     assert acc.gaussian_delta(mu=1.0, epsilon=3.0) < acc.gaussian_delta(mu=1.0, epsilon=1.0)
-    # paper 004 §D: Balle–Wang at ε = 2c/(sτ) = 0.04, δ = 1e-6, Δ = 1/s = 0.004 needs σ ≈ 0.34
+    # [PrivPred] §D: Balle–Wang at ε = 2c/(sτ) = 0.04, δ = 1e-6, Δ = 1/s = 0.004 needs σ ≈ 0.34
     assert acc.calibrate_sigma(epsilon=0.04, delta=1e-6, epochs=1, sensitivity=0.004) == pytest.approx(0.34, abs=0.005)
     # composition is exact: T releases at σ ≡ one release at σ/√T
     assert acc.gaussian_epsilon(sigma=4.0, epochs=16, delta=1e-6) == pytest.approx(

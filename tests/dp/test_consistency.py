@@ -1,11 +1,11 @@
 """Consistency across layers (issue 24 §3): what a release COUNTS, the noise it DRAWS and the event it RECORDS
-must all say the same thing (DESIGN §2: "a ledger object records every mechanism run (name, ε, sensitivity, noise
+must all say the same thing (docs/DESIGN.md §2: "a ledger object records every mechanism run (name, ε, sensitivity, noise
 scale …)"; docs/PRIVACY.md, mechanism table).
 
 * The S used for counting is the S in the noise: ``pipeline.vocabulary_step`` is driven with a config; removing any
   one document (person) from its input moves the counts it computed by at most the event's sensitivity, and by
   exactly that much for a document with many distinct terms.
-* Private prediction's top-k candidates come from the PUBLIC prediction only (paper 004 §E.1).
+* Private prediction's top-k candidates come from the PUBLIC prediction only ([PrivPred] §E.1).
 * Every event matches the noise actually drawn: a recording NoiseSource (tests/dp_stats.py) logs the scale and
   size of every noisy release, compared with the event's ``noise_scale``, ``sensitivity / ε`` and the algorithm's
   own count of draws (the sparse vector's threshold is refreshed after every private token: Algorithm 1 line 17).

@@ -1,4 +1,4 @@
-"""Typed privacy events (dpkps_core.dp.events, dpkps_core.dp.baseline_events; DESIGN §2, §2.0).
+"""Typed privacy events (dpkps_core.dp.events, dpkps_core.dp.baseline_events; docs/DESIGN.md §2, §2.0).
 
 Each family: bad values refused with ParameterError; ``to_dict`` equal, key order and JSON text included, to the
 literal dict the mechanism wrote before events were typed (so ledgers, reports and bundles keep their bytes);
@@ -117,7 +117,7 @@ def _prediction_case() -> tuple[TypedPrivacyEvent, dict[str, Any]]:
                "params": {"rho_zcdp": 0.0445556640625, "conversion": "tight", "batch_size_s": 64,
                           "private_tokens_r": 20, "clip_c": 3, "temperature_tau": 2.0, "svt": True, "svt_threshold_theta": "inf",
                           "svt_noise_sigma": 0.5, "num_buckets": 4, "group_by_label": True, "public_top_k": None,
-                          "composition": "parallel over disjoint hash batches (paper 004 Lemma 2)",
+                          "composition": "parallel over disjoint hash batches ([PrivPred] Lemma 2)",
                           "sensitivity_note": "L∞ sensitivity c/s of the averaged clipped logits (Lemma 3); SVT "
                                               "query 1/s",
                           "charged": "before the first private prompt reached the model"}, "timestamp": T}
@@ -135,7 +135,7 @@ CASES["reservation"] = (
      "delta": 1e-06,
      "params": {"reserved": True, "conversion": "tight", "batch_size_s": 64, "temperature_tau": 2.0, "svt": False,
                 "svt_threshold_theta": None, "svt_noise_sigma": None, "group_by_label": False, "public_top_k": 50,
-                "composition": "parallel over disjoint hash batches (paper 004 Lemma 2)",
+                "composition": "parallel over disjoint hash batches ([PrivPred] Lemma 2)",
                 "calibration": "c calibrated to ε ≤ the reserved ε once the hash buckets are known (the run's "
                                "privacy report holds the calibrated c, r and ρ)",
                 "sensitivity_note": "upper bound c/s with r = 20; a larger r after the DP count lowers c",

@@ -1,4 +1,4 @@
-"""Exact smoothed DP histogram (DESIGN §6): sensitivity 1, noise scale, σ → 0 = unsmoothed."""
+"""Exact smoothed DP histogram (docs/DESIGN.md §6): sensitivity 1, noise scale, σ → 0 = unsmoothed."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""RFF DP-KDE (DESIGN §2.2, §2.4): kernel approximation, sensitivity, noise split, fast GEMM path."""
+"""RFF DP-KDE (docs/DESIGN.md §2.2, §2.4): kernel approximation, sensitivity, noise split, fast GEMM path."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Statistical DP test of AugPE+Ṽ's noisy vote histograms (DESIGN §4; paper 001 App. C.1.3; baselines/augpe.py).
+"""Statistical DP test of AugPE+Ṽ's noisy vote histograms (docs/DESIGN.md §4; [DP-KPS] App. C.1.3; baselines/augpe.py).
 
 The release: each epoch, every private document's one nearest-neighbour vote (L2 sensitivity 1) + N(0, σ²) on
 every bin; T epochs compose to μ-GDP with μ = √T/σ (Dong, Roth & Su 2022), the ``gdp_mu`` of the ledger event,

@@ -1,4 +1,4 @@
-"""Statistical DP test of the smoothed keyphrase histogram density (DESIGN §6; dp/histogram.py).
+"""Statistical DP test of the smoothed keyphrase histogram density (docs/DESIGN.md §6; dp/histogram.py).
 
 The release: per class, Σ over documents of 1/m per keyphrase occurrence (L1 sensitivity 1: every document's
 weights sum to 1), plus Laplace(1/ε_kde) on every entry of every class. Neighbours: D' = D plus one document whose

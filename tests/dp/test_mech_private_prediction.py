@@ -1,4 +1,4 @@
-"""Statistical DP tests of private prediction's token step (paper 004 Algorithm 1; DESIGN §3).
+"""Statistical DP tests of private prediction's token step ([PrivPred] Algorithm 1; docs/DESIGN.md §3).
 
 ``generate_batch`` runs end to end on a scripted LM (tests/dp/scripted_lm.py) whose logits the test chooses, with
 a seeded NoiseSource, so each trial takes about a millisecond. Neighbours: a batch D and D' = D plus one prompt.
@@ -188,7 +188,7 @@ CANDIDATE_CONFIG = pp.PrivatePredictionConfig(batch_size=1, private_tokens=1, cl
 
 
 def test_candidates_come_from_the_public_prediction_only() -> None:
-    """Top-k candidates must be the PUBLIC prediction's (paper 004 §E.1): then no token outside {0, 1} can ever
+    """Top-k candidates must be the PUBLIC prediction's ([PrivPred] §E.1): then no token outside {0, 1} can ever
     appear, whatever the private prompts favour. Taken from the private logits instead, the added prompt's
     token 5 appears under D' and never under D — an unbounded privacy loss."""
     noise = NoiseSource(53)

@@ -1,4 +1,4 @@
-"""Statistical DP test of the RFF DP-KDE, every member of every ensemble (DESIGN §2.2, §2.4; dp/kde.py).
+"""Statistical DP test of the RFF DP-KDE, every member of every ensemble (docs/DESIGN.md §2.2, §2.4; dp/kde.py).
 
 The release, per member j of J: F̃ = Σ_docs φ(doc) + Laplace(√2·I·J/ε_kde) per class and feature, with
 φ ∈ [−√2, √2]^I (L1 sensitivity √2·I per member, ε_kde/J each). The random features are public randomness, so the

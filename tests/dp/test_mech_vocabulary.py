@@ -1,4 +1,4 @@
-"""Statistical DP test of the private vocabulary (DESIGN §2.1; docs/PRIVACY.md, mechanism table).
+"""Statistical DP test of the private vocabulary (docs/DESIGN.md §2.1; docs/PRIVACY.md, mechanism table).
 
 The release: Laplace(S/ε_voc) on every count of the first-S-distinct term histogram over all of V (L1
 sensitivity S). Neighbours: D' = D plus one document whose S distinct terms are all in V, so S counts move by 1 —

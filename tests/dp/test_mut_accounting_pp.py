@@ -1,11 +1,11 @@
 """Mutation-testing kills for private prediction's accounting and the RFF phases (docs/TESTING.md "Mutation testing").
 
-Private prediction (paper 004, Theorem 1; DESIGN §3): one batch costs ρ = r·(½(c/(sτ))² + 2/(sσ)²) zCDP, and
+Private prediction ([PrivPred], Theorem 1; docs/DESIGN.md §3): one batch costs ρ = r·(½(c/(sτ))² + 2/(sσ)²) zCDP, and
 ``calibrate_private_prediction`` solves that ρ = ρ_max(ε, δ) for the clip c or the temperature τ. The tests below
 recompute ρ, ρ_max (the closed form ρ + 2√(ρ·log 1/δ) = ε solved for ρ, and the inf-over-α δ of Theorem 1's first
 form by an independent bounded search) and the calibrated c / τ from those formulas, check the refusals name their
 parameter, and pin the exact-tie boundary where the sparse-vector term uses the whole budget. The RFF phases
-√2·ωᵀz/σ + β (DESIGN §2.2) are checked for their value and for running the GEMM in the features' dtype.
+√2·ωᵀz/σ + β (docs/DESIGN.md §2.2) are checked for their value and for running the GEMM in the features' dtype.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dpkps_core.dp import accounting as acc
 from dpkps_core.dp.rff import RandomFourierFeatures
 from dpkps_core.errors import ParameterError
 
-# (ε, δ, s, r, σ_svt): budgets and batches in the range the app offers (DESIGN §3); r ≠ 1 and s·σ ≠ 1 throughout
+# (ε, δ, s, r, σ_svt): budgets and batches in the range the app offers (docs/DESIGN.md §3); r ≠ 1 and s·σ ≠ 1 throughout
 # so that a term multiplied instead of divided by r, or raised to another power, changes the value.
 CASES = [
     (1.0, 1e-6, 64.0, 5, 2.0),
@@ -30,7 +30,7 @@ CASES = [
 
 
 def _closed_form_rho_max(eps: float, delta: float) -> float:
-    """ρ with ρ + 2√(ρ·L) = ε, L = log 1/δ (paper 004 Theorem 1, second form): √ρ = √(L + ε) − √L."""
+    """ρ with ρ + 2√(ρ·L) = ε, L = log 1/δ ([PrivPred] Theorem 1, second form): √ρ = √(L + ε) − √L."""
     lid = math.log(1.0 / delta)
     return (math.sqrt(lid + eps) - math.sqrt(lid)) ** 2
 
@@ -230,7 +230,7 @@ def test_calibration_refuses_the_exact_tie_where_no_room_is_left() -> None:
 # ------------------------------------------------------------------------------------------------- RFF phases
 
 def test_rff_phases_value_and_dtype() -> None:
-    """phases(z) = √2·ωᵀz/σ + β (DESIGN §2.2), computed in the features' dtype: float32 features turn float64
+    """phases(z) = √2·ωᵀz/σ + β (docs/DESIGN.md §2.2), computed in the features' dtype: float32 features turn float64
     (or integer) embeddings into float32 phases, as one float32 GEMM; float64 features keep float64."""
     rng = np.random.default_rng(20261124)
     z64 = rng.standard_normal((7, 5))

@@ -1,9 +1,9 @@
 """Mutation-testing kills for the baselines' mechanism functions (docs/TESTING.md "Mutation testing").
 
-* AugPE+Ṽ (DESIGN §4; paper 001 App. C.1.3): the nearest-neighbour votes, their Gaussian release, the selection,
+* AugPE+Ṽ (docs/DESIGN.md §4; [DP-KPS] App. C.1.3): the nearest-neighbour votes, their Gaussian release, the selection,
   the frozen ledger event and the T epochs of Private Evolution, driven end to end with a sequential echoing fake
   backend.
-* Private prediction (DESIGN §3; paper 004 Algorithm 1): the clipping and SVT distance, the hash batches, the
+* Private prediction (docs/DESIGN.md §3; [PrivPred] Algorithm 1): the clipping and SVT distance, the hash batches, the
   token sampler and ``generate_batch`` on the scripted LM of tests/dp/scripted_lm.py — stop tokens, padding,
   empty batches, examples restarting from the prompt, public top-k, Laplace draw counts, local diagnostics.
 """

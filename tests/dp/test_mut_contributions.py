@@ -1,9 +1,9 @@
 """Mutation-testing kills for dpkps_core.dp.contributions (docs/TESTING.md "Mutation testing").
 
-The bounded per-document contributions of the density mechanisms (DESIGN §2.2, §6; module docstring of
+The bounded per-document contributions of the density mechanisms (docs/DESIGN.md §2.2, §6; module docstring of
 dp/contributions.py): a document of an undeclared class contributes nothing, a lone occurrence weighs 1, a
 corpus without keyphrases gives the (C, |Ṽ|) zero histogram, and a class without qualifying documents gives an
-empty (0, blocks) int64 prefix matrix (the output shapes never depend on the private labels, DESIGN §2).
+empty (0, blocks) int64 prefix matrix (the output shapes never depend on the private labels, docs/DESIGN.md §2).
 """
 
 from __future__ import annotations

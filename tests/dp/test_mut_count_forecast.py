@@ -1,8 +1,8 @@
 """Mutation-testing kills for dpkps_core.dp.count and dpkps_core.dp.forecast (docs/TESTING.md "Mutation testing").
 
-The DP count's frozen event and its unit count (DESIGN §2.0: admit, count the admitted units, charge, then draw),
+The DP count's frozen event and its unit count (docs/DESIGN.md §2.0: admit, count the admitted units, charge, then draw),
 and the forecast's post-processing (pool-adjacent-violators fit, clamping to [0, |V|] and to the noisy number of
-units, DESIGN §6) and its serialised form.
+units, docs/DESIGN.md §6) and its serialised form.
 """
 
 from __future__ import annotations

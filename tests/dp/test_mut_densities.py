@@ -2,7 +2,7 @@
 (docs/TESTING.md "Mutation testing").
 
 A recording noise source (adds nothing, keeps the scale) exposes the exact statistic each release sends through
-the sampler, so the tests pin what DESIGN §2.2 / §2.4 and the person-level relation (docs/PRIVACY.md) say it is:
+the sampler, so the tests pin what docs/DESIGN.md §2.2 / §2.4 and the person-level relation (docs/PRIVACY.md) say it is:
 the truncation to M, the person weighting, the ledger event's public fields, the ensemble's member choice.
 """
 

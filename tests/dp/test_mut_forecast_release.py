@@ -1,6 +1,6 @@
 """Mutation-testing kills for dpkps_core.dp.forecast's release side (docs/TESTING.md "Mutation testing").
 
-The DP forecast release (DESIGN §2, §6; module docstring of dp/forecast.py): the public thresholds' checks, the
+The DP forecast release (docs/DESIGN.md §2, §6; module docstring of dp/forecast.py): the public thresholds' checks, the
 count curve G and the class sizes n it noises (undeclared labels count nowhere, every declared class has an entry,
 a person's documents weigh 1 in total), the noise scales S/(a·ε) and 1/((1 − a)·ε), the one event charged before
 the noise, the released record's public fields, the refusals naming their parameter, and the sampler: integer

@@ -1,6 +1,6 @@
 """Mutation-testing kills for dpkps_core.dp.kde (docs/TESTING.md "Mutation testing").
 
-Pins what DESIGN §2.2 / §2.4 and paper 001 Appendix B say the RFF DP-KDE releases: the ensemble layout
+Pins what docs/DESIGN.md §2.2 / §2.4 and [DP-KPS] Appendix B say the RFF DP-KDE releases: the ensemble layout
 (blocks, √u) of each kind, the statistic Σ_docs φ(doc) of the independent method (mean of f over a document's at
 most M keyphrases) and of a sequence member (f of the first b blocks, documents with fewer left out, a person's
 documents weighted to 1), chunked sums that cover every row, the one ledger event charged for the whole ensemble,
@@ -33,7 +33,7 @@ def _emb(n: int, d: int = 3, seed: int = 1) -> np.ndarray:
 
 
 def _phi(member: kde.RFFMember, emb: np.ndarray, doc: list[int]) -> np.ndarray:
-    """f(concat_b(√u · e[doc[:b]])) of one document for ``member`` (DESIGN §2.4)."""
+    """f(concat_b(√u · e[doc[:b]])) of one document for ``member`` (docs/DESIGN.md §2.4)."""
     z = np.concatenate([emb[t] for t in doc[:member.blocks]]) * member.block_scale
     return member.features.transform(z[None])[0].astype(np.float64)
 
@@ -67,7 +67,7 @@ def test_unknown_kind_is_refused_with_the_choices() -> None:
 # ------------------------------------------------------------------------------------------ the statistic
 
 def test_independent_statistic_is_the_mean_feature_of_at_most_m_keyphrases() -> None:
-    """Independent method: φ(doc) = mean of f(x) over the document's first M keyphrases (DESIGN §2.2)."""
+    """Independent method: φ(doc) = mean of f(x) over the document's first M keyphrases (docs/DESIGN.md §2.2)."""
     emb, noise = _emb(3), PassThroughNoise()
     dens = kde.build_rff_density([[0, 1, 2], [2]], ["a", "b"], classes=["a", "b"], embeddings=emb, kind="independent",
                                  epsilon=1.0, bandwidth=0.8, features=5, length=3, noise=noise, max_per_doc=2)
@@ -99,7 +99,7 @@ def test_a_member_leaves_out_keyphrases_beyond_m() -> None:
 
 def test_person_weighted_member_skips_short_documents_and_empty_classes() -> None:
     """A document with fewer than b keyphrases gets weight 0 in that member; a declared class without a
-    qualifying document gets a zero row (its release is noise only, DESIGN §2)."""
+    qualifying document gets a zero row (its release is noise only, docs/DESIGN.md §2)."""
     emb = _emb(2)
     feats = _features(6)
     got = kde.rff_feature_sums([[0], [0, 1]], ["a", "a"], classes=["a", "b"], embeddings=emb, features=feats, blocks=2,

@@ -1,6 +1,6 @@
 """Mutation-testing kills for dpkps_core.dp.ledger and dpkps_core.dp.rng (docs/TESTING.md "Mutation testing").
 
-The ledger's composition and sub-ledger refusals (DESIGN §2, §2.0) and the noise source's input checks and
+The ledger's composition and sub-ledger refusals (docs/DESIGN.md §2, §2.0) and the noise source's input checks and
 reports (docs/PRIVACY.md, "noise comes from the OS entropy source") are pinned: totals per step, the parent
 deciding a sub-ledger's admission, messages that name what was refused, and the samplers' count/lattice limits.
 """

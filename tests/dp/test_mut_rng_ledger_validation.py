@@ -1,6 +1,6 @@
 """Mutation-testing kills for dpkps_core.dp.rng, dp.ledger and dp.validation (docs/TESTING.md "Mutation testing").
 
-* ledger (DESIGN §2, §2.0): a privacy event's refusals and its float ε/δ (what the report and bundle serialise),
+* ledger (docs/DESIGN.md §2, §2.0): a privacy event's refusals and its float ε/δ (what the report and bundle serialise),
   its params as a plain dict, the cap's refusal, and every budget refusal's message naming the release, the total
   it would reach and the cap; the filter's mask is boolean.
 * noise source (docs/PRIVACY.md, "noise comes from the OS entropy source"): the seed and sampler refusals, the

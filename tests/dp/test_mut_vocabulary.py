@@ -1,8 +1,8 @@
 """Mutation-testing kills for dpkps_core.dp.vocabulary and dp.validation (docs/TESTING.md "Mutation testing").
 
-Pins the ε_voc release of DESIGN §2.1 beyond its DP guarantee: the order of Ṽ (decreasing noisy count), the
-noise-floor rule's exact threshold (floor_fraction × (S/ε)·ln(|V|/2), DESIGN §6), the event's public fields, the
-released object's fields and serialisation, and the messages of the public-settings refusals (DESIGN §2.0).
+Pins the ε_voc release of docs/DESIGN.md §2.1 beyond its DP guarantee: the order of Ṽ (decreasing noisy count), the
+noise-floor rule's exact threshold (floor_fraction × (S/ε)·ln(|V|/2), docs/DESIGN.md §6), the event's public fields, the
+released object's fields and serialisation, and the messages of the public-settings refusals (docs/DESIGN.md §2.0).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ε_voc mechanism (DESIGN §2.1): statistical DP test, noise scale, zero-count terms, sensitivity S."""
+"""ε_voc mechanism (docs/DESIGN.md §2.1): statistical DP test, noise scale, zero-count terms, sensitivity S."""
 
 import math
 

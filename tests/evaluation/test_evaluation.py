@@ -1,4 +1,4 @@
-"""Evaluation layer (DESIGN §5, §6): CORAL formula, no-LLM check, sweep, forecast, split discipline.
+"""Evaluation layer (docs/DESIGN.md §5, §6): CORAL formula, no-LLM check, sweep, forecast, split discipline.
 
 Tiny corpora are built here; :class:`BowEmbedder` (a bag of hashed word vectors) stands in for a real model
 except in the ``model``-marked test.

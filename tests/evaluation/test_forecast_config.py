@@ -1,5 +1,5 @@
 """Both "Will this work?" forecasts take the sampling settings as one frozen SamplingConfig (docs/ARCHITECTURE.md
-"One path for a setting"; DESIGN §6) and give the same numbers as before they did.
+"One path for a setting"; docs/DESIGN.md §6) and give the same numbers as before they did.
 
 The snapshots (snapshots/forecast_config.json) hold what the keyword-argument forecasts gave (``eps_voc=…,
 eps_kde=…, terms_per_doc=…, vocab_size=…, method=…, density=…, length=…, features=…, bandwidth=…``) before the

@@ -1,4 +1,4 @@
-"""The DP forecast says what it cannot know (dpkps_core.evaluation.forecast_uncertainty; DESIGN §6).
+"""The DP forecast says what it cannot know (dpkps_core.evaluation.forecast_uncertainty; docs/DESIGN.md §6).
 
 At ε_forecast = 0.2 a small corpus' release is mostly noise (count curve: Laplace scale 100 per threshold; class
 sizes: 10). Before, the verdict read off one such release was green in about a third of the draws on a corpus

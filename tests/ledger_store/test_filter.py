@@ -1,4 +1,4 @@
-"""The persistent ledger as an individual privacy filter (DESIGN §2.0; Feldman & Zrnic 2021): the budget follows
+"""The persistent ledger as an individual privacy filter (docs/DESIGN.md §2.0; Feldman & Zrnic 2021): the budget follows
 the documents (persons), not the file — supersets, subsets, reorderings, renamed columns and other files share
 one budget, exhausted units are left out (exactly them), no unit ever exceeds its cap (checked against an
 independent model over many random releases, and across processes really running at once)."""

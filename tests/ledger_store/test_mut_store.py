@@ -1,4 +1,4 @@
-"""Mutation-testing kills for the persistent ledger's filter (docs/TESTING.md "Mutation testing"; DESIGN §2.0;
+"""Mutation-testing kills for the persistent ledger's filter (docs/TESTING.md "Mutation testing"; docs/DESIGN.md §2.0;
 docs/PRIVACY.md): LedgerStore.admit and PersistentLedger.admit/charge — the user-facing refusals naming what is
 wrong, forced charges, the float slack at the cap, what a release row records, and what the store holds."""
 

@@ -1,4 +1,4 @@
-"""The persistent ledger's store (dpkps_core.ledger_store; DESIGN §2.0): owner-only files that hold no text, path or
+"""The persistent ledger's store (dpkps_core.ledger_store; docs/DESIGN.md §2.0): owner-only files that hold no text, path or
 file name; fail closed (damaged, truncated or foreign store, damaged or missing key, unusable folder: an error that
 spends nothing, never a fallback); previous-format files refused until imported; the ``ledger`` command; one
 default cap for the CLI and the app."""

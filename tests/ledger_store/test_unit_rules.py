@@ -1,4 +1,4 @@
-"""The ledger's unit rules on files through the real loader (DESIGN §2.0 "Every key a release could touch is
+"""The ledger's unit rules on files through the real loader (docs/DESIGN.md §2.0 "Every key a release could touch is
 charged, and checked", "One text normalisation…"; issue 35 parts 3, 6 and 7; docs/PRIVACY.md "Units and group
 privacy").
 

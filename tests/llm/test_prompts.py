@@ -154,7 +154,7 @@ def test_few_shot_refused_when_it_is_the_private_corpus(tmp_path: Path) -> None:
     assert load_few_shot(public, private_corpus_path=corpus)[0].text == "public example"
 
 
-# ---------------------------------------------------------------------------------- few-shot guard (DESIGN §2.5)
+# ---------------------------------------------------------------------------------- few-shot guard (docs/DESIGN.md §2.5)
 
 PRIVATE_DOCS = [
     "The patient reported severe headaches after starting the new medication in early March of this year.",

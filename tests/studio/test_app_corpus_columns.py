@@ -1,4 +1,4 @@
-"""Page 1 with a file whose text column cannot be chosen from the column names (DESIGN §2.0): the user picks it,
+"""Page 1 with a file whose text column cannot be chosen from the column names (docs/DESIGN.md §2.0): the user picks it,
 and the picker then shows the column the loaded corpus was actually read from."""
 
 from __future__ import annotations

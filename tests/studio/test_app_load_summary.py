@@ -1,5 +1,5 @@
 """AppTest: page 1's private load summary counts the documents the matcher truncates (README "Limits";
-DESIGN §2.1: every document is read up to ``LIMITS["max_chars_per_doc"]`` characters for term extraction)."""
+docs/DESIGN.md §2.1: every document is read up to ``LIMITS["max_chars_per_doc"]`` characters for term extraction)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AppTest: paid-for work is never lost and spending is always deliberate (DESIGN §2.0; docs/ARCHITECTURE.md "Run
+"""AppTest: paid-for work is never lost and spending is always deliberate (docs/DESIGN.md §2.0; docs/ARCHITECTURE.md "Run
 folder").
 
 * A file that fails to load leaves the corpus and every result in place; replacing a corpus with results asks.
@@ -329,7 +329,7 @@ def shown(at, index: int) -> tuple:
 def test_the_session_holds_a_pointer_not_a_copy_and_the_pages_read_the_folder() -> None:
     """The app's session holds settings and a pointer to the run folder, never a second copy of what the folder holds:
     with its memory of the folder dropped (as after a stopped script run), pages 3, 4, 5 and 7 show the same, read
-    from the folder alone — and nothing is spent (post-processing, DESIGN §2.0)."""
+    from the folder alone — and nothing is spent (post-processing, docs/DESIGN.md §2.0)."""
     from dpkps_core.dp.vocabulary import PrivateVocabulary
     from dpkps_core.sampling import SamplingOutcome
 

@@ -1,5 +1,5 @@
 """The sidebar's ledger never adds ε over different corpora (issue 33 §6): a total over two corpora is nobody's
-loss — each document's budget is its own (DESIGN §2.0) — so the sidebar names how many other corpora this session
+loss — each document's budget is its own (docs/DESIGN.md §2.0) — so the sidebar names how many other corpora this session
 released on, and each corpus's figures are its own."""
 
 from __future__ import annotations

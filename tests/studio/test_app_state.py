@@ -219,7 +219,7 @@ def _fake_session(monkeypatch: pytest.MonkeyPatch) -> dict:
 
 
 def test_current_config_is_built_once_through_build_sampling_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    """DESIGN §2 / docs/ARCHITECTURE.md: the app's settings become a SamplingConfig through the one builder, checked
+    """docs/DESIGN.md §2 / docs/ARCHITECTURE.md: the app's settings become a SamplingConfig through the one builder, checked
     once there — the budget page's total and share become ε_voc + ε_kde by split_epsilon."""
     from dpkps_core import config as core_config
     from studio import session

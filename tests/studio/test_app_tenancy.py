@@ -1,4 +1,4 @@
-"""AppTest: tenancy (issue 35 §1–§2; DESIGN §2.0 "Tenancy"; docs/PRIVACY.md "Tenancy").
+"""AppTest: tenancy (issue 35 §1–§2; docs/DESIGN.md §2.0 "Tenancy"; docs/PRIVACY.md "Tenancy").
 
 Two signed-in users, alice and bob (login mocked through ``AppTest.user``, as in test_app_auth.py: there is no OIDC
 provider here, so a real-browser two-user test is not part of this suite), each in their own sessions, on one

@@ -1,5 +1,5 @@
 """A privacy officer's walk in headless Chromium (the second pass): paid-for work is never lost and spending is always
-deliberate (DESIGN §2.0 "charge first"; docs/ARCHITECTURE.md "Run folder").
+deliberate (docs/DESIGN.md §2.0 "charge first"; docs/ARCHITECTURE.md "Run folder").
 
 One ``streamlit run app.py`` in test fast mode (N = 200, 2 sequences per class, 2 LLM documents of 16 tokens) with
 its own run folder root and persistent ledger folder; each test is a fresh tab (a new session). The ledger figures
