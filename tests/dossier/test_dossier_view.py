@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from dossier_helpers import in_ci, require_chromium
 
 from dpkps_core.dossier import NoChromiumError, Policy, find_chromium
 from dpkps_core.dossier.render import INTERNAL_MARK
@@ -27,10 +28,7 @@ def test_the_panel_offers_both_editions_and_marks_the_internal_one_private(dossi
 
 
 def test_pdfs_are_offered_where_chromium_is(dossier_runs: dict[str, Path]) -> None:
-    try:
-        find_chromium()
-    except NoChromiumError as exc:
-        pytest.skip(f"no Chromium on this machine ({exc})")
+    require_chromium()  # skipped locally without Chromium, FAILS under CI
     offers = dossier_offers(dossier_runs["cli"])
     pdfs = [o for o in offers if o.is_pdf]
     assert [(o.file_name, o.private) for o in pdfs] == [("dossier.pdf", False), ("dossier_internal.pdf", True)]
@@ -57,7 +55,26 @@ def test_the_panel_draws_and_makes_a_pdf_on_demand(dossier_runs: dict[str, Path]
     try:
         find_chromium()
     except NoChromiumError:
+        if in_ci():
+            require_chromium()  # fails: CI must print the PDF
         return
     at.button(key=next(b.key for b in at.button if "Release dossier (PDF)" in b.label)).click().run()
     assert not at.exception
     assert "Download: Release dossier (PDF)" in [d.proto.label for d in at.get("download_button")]
+
+
+def test_missing_chromium_skips_locally_and_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dossier_helpers
+
+    import dpkps_core.dossier as dossier
+
+    def none() -> str:
+        raise NoChromiumError("not found")
+
+    monkeypatch.setattr(dossier, "find_chromium", none)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception):
+        dossier_helpers.require_chromium()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must install it"):
+        dossier_helpers.require_chromium()
