@@ -21,6 +21,18 @@ from dpkps_core.ledger_store.store import LedgerStore
 
 # ------------------------------------------------------------------------------------------ ledger
 
+_SLACK = 1e-9
+
+
+def _digest(keys: np.ndarray, rows: ReleaseRows) -> bytes:
+    """A digest of a release's input (its row keys in order), to recognise the same input again (memory only)."""
+    import hashlib
+
+    h = hashlib.sha256(rows.kind.encode() + b"\x00" + np.ascontiguousarray(keys).tobytes())
+    h.update(np.ascontiguousarray(rows.document, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(rows.person, dtype=np.int64).tobytes())
+    return h.digest()
+
 @dataclasses.dataclass(frozen=True)
 class _CorpusKeys:
     """The opened corpus's keys: its units' keys first (``primary`` of them), then their linked keys; ``links``
@@ -34,6 +46,23 @@ class _CorpusKeys:
     rows: ReleaseRows
     row_keys: np.ndarray
     key_rows: np.ndarray | None = None  # the corpus's rows per position of ``keys`` (persons' document keys)
+
+
+@dataclasses.dataclass
+class Reservation:
+    """ε a run reserved for its units at its first release, for its later steps (docs/DESIGN.md §2.0; issue 35 part 8):
+    the units admitted then were charged the run's planned total at once, so that no concurrent run can take their
+    room before this run's later steps. ``remaining`` is what later releases on the same input (``digest`` of its
+    keys) may still draw, up to ``row_factor`` per row of a person; they take part exactly as admitted then
+    (``mask``), and their events are recorded with the reserving release (``release_id``). What is never drawn
+    stays charged (a reservation is spent, like a release that failed after admission)."""
+
+    digest: bytes
+    release_id: int
+    mask: np.ndarray
+    remaining: float
+    row_factor: float
+    run: str | None
 
 
 class PersistentLedger(PrivacyLedger):
@@ -70,6 +99,10 @@ class PersistentLedger(PrivacyLedger):
         self.tool = _check_label(tool, "tool", optional=False)
         self.run = run
         self.unit_name = unit_name  # "document" or "person": the unit's name in messages
+        self._recorded: list[int] = []          # the store's ids of this ledger's events, in order
+        self._parent: PersistentLedger | None = None
+        self._reservations: list[Reservation] = []
+        self._reserve_next: float | None = None
 
     @property
     def run(self) -> str | None:
@@ -137,12 +170,67 @@ class PersistentLedger(PrivacyLedger):
         if isinstance(units, str):
             raise ParameterError("admit needs one unit string per document, not one string.")
         rows, keys = keyed_rows(units, self._store.keys)
-        rid, ok = self._store.admit(keys, epsilon, new_cap=self.new_unit_cap, tool=self.tool, run=self.run,
-                                    what=what, rows=rows, row_factor=row_factor)
+        digest = _digest(keys, rows)
+        for held in self._reservations:
+            if held.digest == digest and epsilon <= held.remaining + _SLACK and row_factor <= held.row_factor + _SLACK:
+                # a later step of the run that reserved its ε: the same units, charged at the reservation
+                held.remaining = max(held.remaining - epsilon, 0.0)
+                return AdmissionTicket(self, held.mask, epsilon, what=what,
+                                       record=functools.partial(self._record, held.release_id, self.tool, self.run))
+        planned, self._reserve_next = self._reserve_next, None
+        total = epsilon if planned is None or planned <= epsilon + _SLACK else float(planned)
+        label = what if total == epsilon else \
+            f"{what} (and ε {total - epsilon:g} reserved for the run's later steps)"
+        rid, ok = self._store.admit(keys, total, new_cap=self.new_unit_cap, tool=self.tool, run=self.run,
+                                    what=label, rows=rows, row_factor=row_factor)
         self._view_cache = None
+        if total > epsilon:
+            ok.setflags(write=False)
+            self._reservations.append(Reservation(digest, rid, ok, total - epsilon, row_factor, self.run))
         # the ticket records its events under the tool and run of its admission, whatever the labels are later
         return AdmissionTicket(self, ok, epsilon, what=what,
                                record=functools.partial(self._record, rid, self.tool, self.run))
+
+    def reserve_next(self, planned: float) -> None:
+        """The next admission through this ledger reserves ``planned`` ε (the run's ε_voc + ε_kde) for its units at
+        once — charged now, so that concurrent runs cannot starve this run's later steps — and charges its own
+        release's ε from it; a later admission of the same input for at most what remains draws on the reservation
+        (the same units, nothing charged twice). Refused only on public input (``planned``)."""
+        self._reserve_next = _check_epsilon(planned)
+
+    def reserved(self, units: Sequence[str] | None = None) -> float:
+        """The ε still reserved for later steps (for the input ``units``; default: every reservation of this ledger
+        and its twins). Public: it is the run's planned ε less what its steps drew."""
+        if units is None:
+            return float(sum(r.remaining for r in self._reservations))
+        rows, keys = keyed_rows(units, self._store.keys)
+        digest = _digest(keys, rows)
+        return float(sum(r.remaining for r in self._reservations if r.digest == digest))
+
+    @property
+    def recorded_event_ids(self) -> tuple[int, ...]:
+        """The store's ids of this ledger's events, in the order charged: what a run's local ledger record names
+        (docs/DESIGN.md §2.0: a run's report is derived from the events recorded for that run)."""
+        with self._lock:
+            return tuple(self._recorded)
+
+    def events_ledger(self, event_ids: Sequence[int]) -> PrivacyLedger:
+        """The account of the events ``event_ids`` (a run folder's ledger record), rebuilt from the store, whichever
+        session or process charged them — never from a session's memory (issue 35 part 4)."""
+        return PrivacyLedger(self.cap, [e.event for e in self._store.events_by_id(list(event_ids))])
+
+    def steering_forecast(self, *, terms_per_doc: int, public_vocabulary_size: int, classes: int,
+                          before: int | None = None) -> int | None:
+        """The id of the latest DP forecast release in this ledger (any session, the app or the CLI) made for the same
+        public settings — S, |V| and the number of declared classes — before event ``before``: the forecast that
+        steered a run that did not make one itself, so that its ε is in that run's total (issue 35 part 7). The choice
+        reads public facts of the ledger's own events only, never which units a release touched."""
+        for eid, rec in self._store.recent_events("laplace_forecast_statistics", before=before):
+            p = rec.event.params
+            if (p.get("terms_per_doc"), p.get("public_vocabulary_size"), p.get("classes")) == \
+                    (int(terms_per_doc), int(public_vocabulary_size), int(classes)):
+                return eid
+        return None
 
     def admit(self, units: Sequence[str], epsilon: float, *, what: str = "this release") -> AdmissionTicket:  # type: ignore[override]
         """:meth:`admission` (the ticket reads as the admitted mask)."""
@@ -150,10 +238,13 @@ class PersistentLedger(PrivacyLedger):
 
     def _record(self, release_id: int, tool: str, run: str | None, event: PrivacyEvent) -> None:
         self.require(event.epsilon, f"{event.step} ({event.mechanism})")
-        self._store.record_event(release_id, event, tool=tool, run=run)
-        with self._lock:
-            self._events.append(event)
-        self._view_cache = None
+        eid = self._store.record_event(release_id, event, tool=tool, run=run)
+        for led in (self, self._parent):
+            if led is not None:
+                with led._lock:
+                    led._events.append(event)
+                    led._recorded.append(eid)
+                led._view_cache = None
 
     def charge(self, event: PrivacyEvent) -> PrivacyEvent:
         """Refused: an event is charged through its admission's ticket (:func:`dpkps_core.budget.admit`), or to
@@ -176,14 +267,17 @@ class PersistentLedger(PrivacyLedger):
         self._record(rid, self.tool, self.run, event)
         return event
 
-    def for_run(self, run: str | None, *, tool: str | None = None) -> "PersistentLedger":
-        """A ledger on the same store and corpus for one run (its own run label, tool and events; the cap setting
-        and the corpus's keys shared): what a job of a session that runs several things at once admits through, so
-        that no other job's label can move under it (issue 35 part 4)."""
+    def for_run(self, run: str | None, *, tool: str | None = None, in_session: bool = False) -> "PersistentLedger":
+        """A ledger on the same store and corpus for one run (its own run label, tool and events; the cap setting,
+        the corpus's keys and the reservations shared): what a job of a session that runs several things at once
+        admits through, so that no other job's label can move under it (issue 35 part 4). ``in_session``: its events
+        are also this ledger's (the session's own spend, as the sidebar counts it)."""
         twin = PersistentLedger(self._store, (), tool=self.tool if tool is None else tool, run=run, cap=self.cap,
                                 unit_name=self.unit_name)
         twin._units = self._units
         twin._corpus_keys = self._corpus()
+        twin._reservations = self._reservations
+        twin._parent = self if in_session else None
         return twin
 
     def run_events(self, run: str | None = None) -> tuple[RecordedEvent, ...]:

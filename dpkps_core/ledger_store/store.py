@@ -77,18 +77,20 @@ class LedgerStore(StoreFiles):
             self._bump(conn)
             return int(cur.lastrowid), ok
 
-    def record_event(self, release_id: int, event: PrivacyEvent, *, tool: str, run: str | None) -> None:
-        """Attach a charged event to its release row."""
+    def record_event(self, release_id: int, event: PrivacyEvent, *, tool: str, run: str | None) -> int:
+        """Attach a charged event to its release row; returns the event's id (a run's local record lists the ids of
+        the events its outputs carry, docs/DESIGN.md §2.0: a run's report is derived from them)."""
         tool = _check_label(tool, "tool", optional=False)
         run = _check_label(run, "run name", optional=True)
         data = json.dumps(event.to_dict(), ensure_ascii=False, default=_json_default)
         with self._transaction(write=True) as conn:
             if conn.execute("SELECT 1 FROM releases WHERE id = ?", (int(release_id),)).fetchone() is None:
                 raise sqlite3.DatabaseError(f"release {release_id} is missing")
-            conn.execute("INSERT INTO events(release_id, recorded, tool, run, epsilon, delta, event) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                         (int(release_id), _now(), tool, run, event.epsilon, event.delta, data))
+            cur = conn.execute("INSERT INTO events(release_id, recorded, tool, run, epsilon, delta, event) "
+                               "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               (int(release_id), _now(), tool, run, event.epsilon, event.delta, data))
             self._bump(conn)
+            return int(cur.lastrowid)
 
     def set_cap(self, keys: np.ndarray, cap: float | None, *, tool: str, run: str | None = None) -> int:
         """Set the cap of the units ``keys`` (distinct; unknown ones are added with spent 0), recorded in the cap
@@ -212,6 +214,49 @@ class LedgerStore(StoreFiles):
                 raise self._damaged(sqlite3.DatabaseError("malformed event record")) from None
             out.append(RecordedEvent(event, recorded, tool, name))
         return tuple(out)
+
+    def events_by_id(self, event_ids: Sequence[int]) -> tuple[RecordedEvent, ...]:
+        """The recorded events of ``event_ids``, in the order given (docs/DESIGN.md §2.0: a run's report is derived from
+        the events its run folder's record names). An id the store does not hold is damage of that record (or a
+        record of another ledger): refused, never skipped."""
+        ids = [int(i) for i in event_ids]
+        found: dict[int, RecordedEvent] = {}
+        with self._transaction(write=False) as conn:
+            for start in range(0, len(ids), 500):
+                part = ids[start:start + 500]
+                marks = ",".join("?" * len(part))
+                for eid, recorded, tool, run, data in conn.execute(
+                        f"SELECT id, recorded, tool, run, event FROM events WHERE id IN ({marks})", part):
+                    try:
+                        event = PrivacyEvent.from_dict(json.loads(data))
+                    except (ValueError, TypeError, ParameterError):
+                        raise self._damaged(sqlite3.DatabaseError("malformed event record")) from None
+                    found[int(eid)] = RecordedEvent(event, recorded, tool, run)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise PrivacyBudgetError(f"The privacy ledger {self.path} holds no event #{missing[0]} named by a run's "
+                                     "ledger record: the run was recorded by another ledger, or the record is damaged.")
+        return tuple(found[i] for i in ids)
+
+    def recent_events(self, mechanism: str, *, before: int | None = None, scan: int = 200
+                     ) -> list[tuple[int, RecordedEvent]]:
+        """The most recent events of ``mechanism`` in the whole store (this tenant's ledger: every corpus), newest
+        first, at most ``scan`` of them, with their ids (``before``: only ids below it). Public to the ledger's owner:
+        the choice reads no corpus's units (docs/PRIVACY.md "Previews that steer choices")."""
+        out: list[tuple[int, RecordedEvent]] = []
+        with self._transaction(write=False) as conn:
+            rows = conn.execute("SELECT id, recorded, tool, run, event FROM events WHERE id < ? ORDER BY id DESC "
+                                "LIMIT ?", (int(before) if before is not None else 2 ** 62, int(scan))).fetchall()
+        for eid, recorded, tool, run, data in rows:
+            try:
+                raw = json.loads(data)
+                if raw.get("mechanism") != mechanism:
+                    continue
+                event = PrivacyEvent.from_dict(raw)
+            except (ValueError, TypeError, AttributeError, ParameterError):
+                raise self._damaged(sqlite3.DatabaseError("malformed event record")) from None
+            out.append((int(eid), RecordedEvent(event, recorded, tool, run)))
+        return out
 
     def changes(self) -> int:
         """A counter that moves with every change of the store (for caching views)."""
