@@ -1,14 +1,27 @@
 """The DP forecast (ε_forecast; dpkps_core.dp.forecast, evaluation.forecast_dp.dp_forecast): its guarantee, tested
 statistically through the real release path with its own seeded noise; charge-first order; the exact preview only
-on request; Ṽ's noise share from DP quantities only (docs/PRIVACY.md "Previews that steer choices")."""
+on request; Ṽ's noise share from DP quantities only (docs/PRIVACY.md "Previews that steer choices").
+
+Exact behaviour pinned (mutation testing) for dpkps_core.dp.count and dpkps_core.dp.forecast (docs/TESTING.md "Mutation testing").
+
+The DP count's frozen event and its unit count (docs/DESIGN.md §2.0: admit, count the admitted units, charge, then draw),
+and the forecast's post-processing (pool-adjacent-violators fit, clamping to [0, |V|] and to the noisy number of
+units, docs/DESIGN.md §6) and its serialised form.
+
+Exact behaviour pinned (mutation testing) for dpkps_core.dp.forecast's release side (docs/TESTING.md "Mutation testing").
+
+The DP forecast release (docs/DESIGN.md §2, §6; module docstring of dp/forecast.py): the public thresholds' checks, the
+count curve G and the class sizes n it noises (undeclared labels count nowhere, every declared class has an entry,
+a person's documents weigh 1 in total), the noise scales S/(a·ε) and 1/((1 − a)·ε), the one event charged before
+the noise, the released record's public fields, the refusals naming their parameter, and the sampler: integer
+statistics (the curve; document-unit class sizes) go through OpenDP's discrete Laplace, so they stay whole.
+"""
 
 from __future__ import annotations
 
 import math
-
 import numpy as np
 import pytest
-
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp import forecast as dp_forecast_module
 from dpkps_core.dp.forecast import (DEFAULT_THRESHOLDS, ForecastStatistics, count_curve, class_sizes,
@@ -23,9 +36,19 @@ from dpkps_core.evaluation.forecast_dp import (dp_forecast, forecast_from_releas
 from dpkps_core.evaluation.forecast_outlook import vocabulary_noise_share
 from dpkps_core.vocabulary import PublicVocabulary
 from tests.dp_stats import assert_ratio_within
+from dpkps_core.dp import count as cnt
+from dpkps_core.dp import forecast as fc
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
+from dpkps_core.errors import ParameterError, PrivacyBudgetError
+from dp_stats import PassThroughNoise
+
 
 TERMS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+
+
 VOCAB = PublicVocabulary("v", TERMS, "test", "test")
+
+
 S = 2
 
 
@@ -38,10 +61,20 @@ def _corpus(texts: list[str], labels: list[str], persons: list[str] | None = Non
 # class a whose first S = 2 distinct terms are alpha and beta: G(2) rises by 2 = S and n_a by 1 — the full
 # sensitivity of both parts (rescaled: a·S/S + (1 − a)·1 = 1).
 BASE_TEXTS = ["alpha gamma words here", "beta delta words here", "gamma delta words here", "epsilon zeta words here"]
+
+
 BASE_LABELS = ["a", "b", "a", "b"]
+
+
 D = _corpus(BASE_TEXTS, BASE_LABELS)
+
+
 D_PLUS = _corpus(BASE_TEXTS + ["alpha beta more words"], BASE_LABELS + ["a"])
+
+
 G2 = DEFAULT_THRESHOLDS.index(2)
+
+
 CFG = SamplingConfig(eps_voc=1.0, eps_kde=1.0, vocab_size=4, terms_per_doc=S)
 
 
@@ -218,3 +251,160 @@ def test_release_refuses_bad_settings() -> None:
                                     noise=NoiseSource(0), ledger=PrivacyLedger(), curve_share=1.0)
     with pytest.raises(ParameterError):
         count_curve(np.zeros(3), [2, 1])
+
+
+@pytest.mark.parametrize("values,fit", [
+    ([1.0, 3.0, 5.0], [3.0, 3.0, 3.0]),
+    ([1.0, 0.0, 4.0], [5 / 3] * 3),
+    ([5.0, 4.0, 4.0, 1.0], [5.0, 4.0, 4.0, 1.0]),
+    ([3, 1, 2], [3.0, 1.5, 1.5]),
+    ([], []),
+])
+def test_monotone_fit_is_the_weighted_pool_of_violators(values: list[float], fit: list[float]) -> None:
+    got = fc.monotone_non_increasing(np.asarray(values))
+    assert got.shape == (len(values),)
+    np.testing.assert_allclose(got, fit)
+
+
+def _stats(curve: list[float], thresholds: list[int], class_counts: list[float], v: int = 10) -> fc.ForecastStatistics:
+    return fc.ForecastStatistics(thresholds=tuple(thresholds), curve=np.asarray(curve, dtype=float), classes=("a", "b"),
+                                 class_counts=np.asarray(class_counts, dtype=float), public_vocabulary="g",
+                                 public_vocabulary_size=v, terms_per_doc=3, epsilon=0.2, curve_share=0.5,
+                                 curve_noise_scale=30.0, class_noise_scale=10.0)
+
+
+def test_smoothed_curve_is_clamped_to_the_vocabulary_and_the_noisy_units() -> None:
+    # 5 noisy units: thresholds above 5 are zeroed, a threshold equal to 5 is kept
+    np.testing.assert_allclose(_stats([12.0, 6.0, 4.0, 3.0], [1, 5, 6, 9], [2.0, 3.0]).smoothed_curve(),
+                               [10.0, 6.0, 0.0, 0.0])
+    np.testing.assert_allclose(_stats([3.0, -2.0], [1, 2], [0.0, -4.0]).smoothed_curve(), [3.0, 0.0])
+    np.testing.assert_allclose(_stats([3.0, -2.0], [1, 2], [5.0, 0.0]).smoothed_curve(), [3.0, 0.0])
+    np.testing.assert_allclose(_stats([3.0, 2.0], [1, 2], [0.0, 0.5]).smoothed_curve(), [3.0, 0.0])
+
+
+def test_class_sizes_are_clamped_at_zero_only() -> None:
+    assert _stats([1.0], [1], [-2.0, 0.5]).class_sizes() == {"a": 0.0, "b": 0.5}
+
+
+def test_forecast_statistics_serialise_rounded() -> None:
+    d = _stats([1.234, 0.5], [1, 2], [3.456, 7.0]).to_dict()
+    assert d == {"thresholds": [1, 2], "curve": [1.23, 0.5], "classes": ["a", "b"], "class_counts": [3.46, 7.0],
+                 "public_vocabulary": "g", "public_vocabulary_size": 10, "terms_per_doc": 3, "epsilon": 0.2,
+                 "curve_share": 0.5, "curve_noise_scale": 30.0, "class_noise_scale": 10.0,
+                 "neighbouring": ADD_REMOVE_ONE_DOCUMENT}
+
+
+def test_count_noise_is_integer_valued_with_opendp() -> None:
+    """The event says "Laplace(1/ε), integer-valued": OpenDP's discrete Laplace keeps the released count whole."""
+    values = [cnt.release_count(10, epsilon=1.0, noise=NoiseSource()).value for _ in range(5)]
+    assert all(float(v).is_integer() for v in values)
+
+
+PERSON = "add/remove one person"
+
+
+THRESHOLD_MESSAGE = r"^The forecast thresholds must be strictly increasing integers starting at 1 or more\.$"
+
+
+def test_thresholds_are_returned_as_int64() -> None:
+    t = fc.check_thresholds([1.0, 2.0, 5.0])
+    assert t.dtype == np.int64 and t.tolist() == [1, 2, 5]
+    assert fc.check_thresholds((7,)).tolist() == [7]  # a single public threshold is a valid curve
+
+
+@pytest.mark.parametrize("thresholds", [[], [0, 1], [1, 1, 2], [3, 2], [[1]], [[1, 2]]])
+def test_bad_thresholds_are_refused(thresholds: list) -> None:
+    with pytest.raises(ParameterError, match=THRESHOLD_MESSAGE):
+        fc.check_thresholds(thresholds)
+
+
+def test_count_curve_counts_entries_at_or_above_each_threshold() -> None:
+    g = fc.count_curve(np.array([0, 1, 3, 3, 9]), [1, 2, 3, 4, 10])
+    assert g.dtype == np.int64 and g.tolist() == [4, 3, 3, 1, 0]
+
+
+def test_class_sizes_skip_undeclared_labels_and_keep_empty_classes() -> None:
+    sizes = fc.class_sizes(["a", "zz", "a", "b"], ["a", "b", "c"])
+    assert sizes.dtype == np.float64 and sizes.tolist() == [2.0, 1.0, 0.0]
+    assert fc.class_sizes(["zz"], ["a", "b"]).tolist() == [0.0, 0.0]
+
+
+def test_class_sizes_weigh_a_persons_documents_to_one() -> None:
+    sizes = fc.class_sizes(["a", "b", "a", "zz"], ["a", "b"], groups=["p", "p", "q", "r"])
+    np.testing.assert_allclose(sizes, [1.5, 0.5])
+    with pytest.raises(ParameterError, match=r"^Give one person per document\.$"):
+        fc.class_sizes(["a", "b"], ["a", "b"], groups=["p"])
+
+
+def test_noise_scales_split_epsilon_between_curve_and_classes() -> None:
+    assert fc.noise_scales(0.2, 3, 0.5) == pytest.approx((30.0, 10.0))
+    assert fc.noise_scales(2.0, 4, 0.25) == pytest.approx((8.0, 1.0 / 1.5))
+
+
+def test_release_charges_its_event_and_returns_the_public_record() -> None:
+    ledger, noise = PrivacyLedger(), PassThroughNoise()
+    counts = np.array([0, 1, 3, 5, 5, 2])
+    stats = fc.release_forecast_statistics(counts, ["a", "b", "a", "zz"], classes=["a", "b", "c"], epsilon=0.5,
+                                           terms_per_doc=2, noise=noise, ledger=ledger, public_vocabulary="glove",
+                                           thresholds=[1, 3, 6], curve_share=0.25)
+    b_curve, b_class = 2 / (0.25 * 0.5), 1 / (0.75 * 0.5)
+    (event,) = ledger.events
+    d = event.to_dict()
+    assert (d["mechanism"], d["step"], d["epsilon"], d["sensitivity"], d["noise_scale"], d["neighbouring"]) == (
+        fc.MECHANISM, fc.STEP, 0.5, 1.0, 2.0, ADD_REMOVE_ONE_DOCUMENT)
+    assert d["released"] == ("Laplace-noised count curve of V's term counts at 3 public thresholds (sensitivity S = 2, "
+                             "share 0.25 of ε) and per-class document counts (sensitivity 1), as one vector of L1 "
+                             "sensitivity 1")
+    assert d["params"] == pytest.approx({"thresholds": 3, "terms_per_doc": 2, "curve_share": 0.25,
+                                         "curve_noise_scale": b_curve, "class_noise_scale": b_class, "classes": 3,
+                                         "public_vocabulary_size": 6})
+    assert [c[0].tolist() for c in noise.calls] == [[5.0, 3.0, 0.0], [2.0, 1.0, 0.0]]
+    assert [c[1] for c in noise.calls] == pytest.approx([b_curve, b_class])
+    assert (stats.thresholds, stats.classes, stats.public_vocabulary, stats.public_vocabulary_size) == (
+        (1, 3, 6), ("a", "b", "c"), "glove", 6)
+    assert (stats.terms_per_doc, stats.epsilon, stats.curve_share, stats.neighbouring) == (
+        2, 0.5, 0.25, ADD_REMOVE_ONE_DOCUMENT)
+    assert (stats.curve_noise_scale, stats.class_noise_scale) == pytest.approx((b_curve, b_class))
+    assert stats.curve.tolist() == [5.0, 3.0, 0.0] and stats.class_counts.tolist() == [2.0, 1.0, 0.0]
+
+
+def test_release_defaults_and_the_person_unit() -> None:
+    ledger, noise = PrivacyLedger(), PassThroughNoise()
+    stats = fc.release_forecast_statistics(np.array([2, 1]), ["a", "a", "a"], classes=["a"], epsilon=1.0,
+                                           terms_per_doc=1, noise=noise, ledger=ledger, thresholds=[1, 2],
+                                           groups=["p", "p", "q"], neighbouring=PERSON)
+    assert stats.public_vocabulary == "" and stats.classes == ("a",)  # one declared class is enough
+    assert stats.neighbouring == PERSON and ledger.events[0].neighbouring == PERSON
+    assert noise.calls[1][0].tolist() == [2.0]  # persons p (2 documents) and q (1 document), one each
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(epsilon=0.0), r"^ε_forecast must be a finite number > 0"),
+    (dict(terms_per_doc=0), r"^S \(terms per document\) must be ≥ 1, got 0\.$"),
+    (dict(curve_share=0.0), r"^The forecast's curve share must lie strictly between 0 and 1\.$"),
+    (dict(curve_share=1.0), r"^The forecast's curve share must lie strictly between 0 and 1\.$"),
+    (dict(classes=[]), r"^The forecast needs the declared class names\.$"),
+])
+def test_release_refusals_name_their_parameter(kwargs: dict[str, object], message: str) -> None:
+    settings: dict[str, object] = dict(classes=["a"], epsilon=1.0, terms_per_doc=2, curve_share=0.5)
+    settings.update(kwargs)
+    ledger = PrivacyLedger()
+    with pytest.raises(ParameterError, match=message):
+        fc.release_forecast_statistics(np.array([1]), ["a"], noise=PassThroughNoise(), ledger=ledger,
+                                       thresholds=[1], **settings)  # type: ignore[arg-type]
+    assert len(ledger) == 0  # refused before anything is charged
+
+
+def test_opendp_release_keeps_integer_statistics_whole() -> None:
+    """The curve and the document-unit class sizes are counts: OpenDP's discrete Laplace (integer_valued) keeps
+    them whole; person-unit sizes (Σ 1/k) are fractional and take the float Laplace."""
+    docs = fc.release_forecast_statistics(np.arange(40), ["a", "b"] * 5, classes=["a", "b"], epsilon=1.0,
+                                          terms_per_doc=2, noise=NoiseSource(), ledger=PrivacyLedger(),
+                                          thresholds=range(1, 30))
+    assert all(float(v).is_integer() for v in docs.curve) and docs.curve.dtype == np.float64
+    assert all(float(v).is_integer() for v in docs.class_counts) and docs.class_counts.dtype == np.float64
+    persons = fc.release_forecast_statistics(np.arange(4), ["a", "b", "a"], classes=["a", "b"], epsilon=1.0,
+                                             terms_per_doc=1, noise=NoiseSource(), ledger=PrivacyLedger(),
+                                             thresholds=[1, 2], groups=["p", "p", "q"], neighbouring=PERSON)
+    assert persons.class_counts.shape == (2,) and np.isfinite(persons.class_counts).all()
+    assert all(float(v).is_integer() for v in persons.curve)

@@ -12,26 +12,49 @@ half the noise from the right noise.)
 Event per member: all I sums of the document's class above their D' values plus a margin (the noise's upper tail
 on both sides): likelihood ratio exactly e^{ε_kde/J}. Each member is judged against its own ε_kde/J, so halving
 the noise of ANY one member is a violation of that member.
+
+The RFF phases √2·ωᵀz/σ + β (docs/DESIGN.md §2.2) are pinned for their value and for running the GEMM in the features' dtype.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from dp_stats import CONSISTENT, VIOLATION, dp_verdict, scale_noise
 from dpkps_core.dp.kde import build_rff_density, ensemble_blocks
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rff import SQRT2, RandomFourierFeatures
 from dpkps_core.dp.rng import NoiseSource
+import math
+from scipy.optimize import minimize_scalar
+from dpkps_core.dp import accounting as acc
+from dpkps_core.dp.rff import RandomFourierFeatures
+from dpkps_core.errors import ParameterError
+from dpkps_core.dp import contributions, histogram, kde, rff
+from dp_stats import PassThroughNoise
+
 
 FEATURES = 2
+
+
 CLASSES = ("a", "b")
+
+
 EMBEDDINGS = np.eye(5)[:, :3]  # |Ṽ| = 5 terms in 3 dimensions (the worst-case features ignore them)
+
+
 KEYPHRASES_D = [[0, 1, 2, 3], [1, 2], [4], [0, 1, 2, 3]]
+
+
 LABELS_D = ["a", "a", "b", "b"]
+
+
 ADDED = ([4, 3, 2, 1], "a")  # L keyphrases: qualifies for every member
+
+
 MARGIN = 0.05  # just above the D' sums: the largest event in the noise's upper tail on both sides
+
+
 KINDS = [("independent", 4), ("iterative-linear", 3), ("iterative-log", 4)]
 
 
@@ -109,3 +132,80 @@ def test_every_member_with_half_the_noise_is_flagged(kind: str, length: int, mon
     for j, (h, h2) in enumerate(zip(hits_d, hits_d2)):
         verdict, eps_lb = dp_verdict(h, h2, trials, per_member)
         assert verdict == VIOLATION, f"{kind} member {j}: half the noise went unnoticed ({eps_lb:.3f})"
+
+
+def test_rff_phases_value_and_dtype() -> None:
+    """phases(z) = √2·ωᵀz/σ + β (docs/DESIGN.md §2.2), computed in the features' dtype: float32 features turn float64
+    (or integer) embeddings into float32 phases, as one float32 GEMM; float64 features keep float64."""
+    rng = np.random.default_rng(20261124)
+    z64 = rng.standard_normal((7, 5))
+    f32 = RandomFourierFeatures.draw(dim=5, features=11, bandwidth=0.8, rng=np.random.default_rng(3))
+    assert f32.omega.dtype == np.float32
+    out = f32.phases(z64)
+    assert out.dtype == np.float32 and out.shape == (7, 11)
+    ref = (z64.astype(np.float32) @ f32.omega.T) * np.float32(math.sqrt(2.0) / 0.8) + f32.beta
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    exact = math.sqrt(2.0) / 0.8 * (z64 @ f32.omega.astype(np.float64).T) + f32.beta.astype(np.float64)
+    np.testing.assert_allclose(out, exact, rtol=1e-4, atol=1e-4)
+    assert f32.phases(np.arange(10).reshape(2, 5)).dtype == np.float32
+    assert f32.phases(z64.tolist()).dtype == np.float32
+
+    f64 = RandomFourierFeatures.draw(dim=5, features=11, bandwidth=0.8, rng=np.random.default_rng(3),
+                                     dtype=np.float64)
+    out64 = f64.phases(z64.astype(np.float32))
+    assert out64.dtype == np.float64
+    np.testing.assert_allclose(out64, math.sqrt(2.0) / 0.8 * (z64.astype(np.float32).astype(np.float64)
+                                                              @ f64.omega.T) + f64.beta, rtol=1e-12)
+
+
+PERSON = "add/remove one person"
+
+
+def _emb(n: int, d: int = 3, seed: int = 1) -> np.ndarray:
+    e = np.random.default_rng(seed).normal(size=(n, d))
+    return e / np.linalg.norm(e, axis=1, keepdims=True)
+
+
+def test_rff_release_weighs_a_persons_prefixes_and_charges_one_event() -> None:
+    ledger, noise = PrivacyLedger(), PassThroughNoise()
+    kp = [[0, 1], [1, 2], [2, 0, 1]]
+    dens = kde.build_rff_density(kp, ["a", "a", "b"], classes=["a", "b"], embeddings=_emb(3), kind="iterative-linear",
+                                 epsilon=1.0, bandwidth=0.8, features=6, length=2, noise=noise, ledger=ledger,
+                                 groups=["p", "p", "q"], neighbouring=PERSON)
+    (event,) = ledger.events
+    assert event.neighbouring == PERSON and event.sensitivity == pytest.approx(math.sqrt(2) * 6 * 2)
+    assert [m.blocks for m in dens.members] == [1, 2]
+    # member 2 (two blocks): person p's two documents weigh 1/2 each, q's one document weighs 1
+    m = dens.members[1]
+    e = _emb(3).astype(np.float32)
+    z = lambda doc: np.concatenate([e[doc[0]], e[doc[1]]]) * m.block_scale  # noqa: E731
+    want_a = 0.5 * m.features.transform(z(kp[0])[None])[0] + 0.5 * m.features.transform(z(kp[1])[None])[0]
+    want_b = m.features.transform(z(kp[2])[None])[0]
+    np.testing.assert_allclose(noise.calls[1][0], np.stack([want_a, want_b]), rtol=1e-5, atol=1e-6)
+
+
+def test_rff_draw_validates_and_draws_the_documented_features() -> None:
+    f = rff.RandomFourierFeatures.draw(dim=4, features=1000, bandwidth=2.0, rng=np.random.default_rng(0))
+    assert f.omega.shape == (1000, 4) and f.beta.shape == (1000,) and f.omega.dtype == np.float32
+    assert f.bandwidth == 2.0 and f.projection_scale == pytest.approx(math.sqrt(2) / 2.0)
+    assert 0.0 <= f.beta.min() and f.beta.max() < 2 * np.pi and f.beta.mean() == pytest.approx(np.pi, rel=0.1)
+    assert abs(float(f.omega.mean())) < 0.1 and float(f.omega.std()) == pytest.approx(1.0, rel=0.1)
+    assert rff.RandomFourierFeatures.draw(dim=1, features=1, bandwidth=1.0, rng=np.random.default_rng(0),
+                                          dtype=np.float64).omega.dtype == np.float64
+    for kwargs, msg in [(dict(dim=0, features=1, bandwidth=1.0), r"^embedding dimension must be ≥ 1"),
+                        (dict(dim=1, features=0, bandwidth=1.0), r"^I \(random features\) must be ≥ 1"),
+                        (dict(dim=1, features=1, bandwidth=0.0), r"^σ \(bandwidth\) must be a finite number > 0")]:
+        with pytest.raises(ParameterError, match=msg):
+            rff.RandomFourierFeatures.draw(rng=np.random.default_rng(0), **kwargs)
+
+
+def test_rff_error_model_and_feature_choice() -> None:
+    err = rff.rff_expected_error(n_documents=100, epsilon=2.0, features=400)
+    assert err == {"rff_error": pytest.approx(0.05), "noise_error": pytest.approx(2 * 20 / 200),
+                   "total_error": pytest.approx(0.05 + 0.2)}
+    assert rff.rff_expected_error(n_documents=0, epsilon=1.0, features=4)["noise_error"] == pytest.approx(4.0)
+    assert rff.optimal_features(n_documents=1000, epsilon=1.0) == 500
+    assert rff.optimal_features(n_documents=0.5, epsilon=1.0, minimum=1) == 1  # n clamped to 1, I clipped up to the minimum
+    assert rff.optimal_features(n_documents=0.5, epsilon=4.0, minimum=1) == 2  # n clamped up to 1, not more
+    assert rff.optimal_features(n_documents=10, epsilon=1.0) == 16
+    assert rff.optimal_features(n_documents=10**9, epsilon=1.0) == 20_000

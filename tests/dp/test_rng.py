@@ -7,13 +7,18 @@ kurtosis 3, so Var(s²) ≈ (2 + 3)·(2b²)²/n; Gaussian: Var(s²) ≈ 2σ⁴/n
 from __future__ import annotations
 
 import math
-
 import numpy as np
 import pytest
-
 from dpkps_core.dp import rng as rng_mod
 from dpkps_core.dp.rng import SEED_POLICY_DEMO, SEED_POLICY_OS, NoiseSource
 from dpkps_core.errors import ParameterError
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.errors import ParameterError, PrivacyBudgetError
+from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
+
 
 N = 20_000  # draws per variance check (OpenDP ≈ 10–20 µs each)
 
@@ -204,3 +209,128 @@ def test_budget_page_offers_the_sampler_choice(monkeypatch: pytest.MonkeyPatch, 
     at.radio(key="_w.noise_sampler").set_value("opendp").run()
     at.checkbox(key="_w.seeded_demo").check().run()
     assert any("seeded NumPy sampler is used" in c for c in at.caption.values)
+
+
+
+
+def test_seeded_gaussian_is_numpys_normal_from_the_seed() -> None:
+    v = np.array([1.0, -2.0, 3.0])
+    got = NoiseSource(seed=11).add_gaussian(v, sigma=2.0)
+    rng = np.random.default_rng(np.random.SeedSequence(11).spawn(1)[0])
+    np.testing.assert_array_equal(got, v + rng.normal(0.0, 2.0, size=3))
+
+
+def test_opendp_gaussian_accepts_integer_statistics() -> None:
+    out = NoiseSource().add_gaussian(np.array([[1, 2], [3, 4]]), sigma=1e-3)
+    assert out.dtype == np.float64 and out.shape == (2, 2)
+    np.testing.assert_allclose(out, [[1, 2], [3, 4]], atol=0.05)
+
+
+def test_gaussian_scale_refusal_names_the_gaussian() -> None:
+    with pytest.raises(ParameterError, match=r"^The Gaussian noise scale must be finite and > 0, got 0\.$"):
+        NoiseSource().add_gaussian(np.zeros(2), sigma=0)
+
+
+def test_describe_names_the_requested_sampler_and_explains_the_choice() -> None:
+    seeded = NoiseSource(seed=1).describe()
+    assert seeded["sampler_requested"] == "opendp"
+    assert seeded["sampler_note"] == ("Reproducible demo seed: NumPy's seeded sampler was used for all noise "
+                                      "(OpenDP's samplers cannot be seeded). NOT FOR RELEASE.")
+    fast = NoiseSource(sampler="numpy").describe()
+    assert fast["sampler_requested"] == "numpy"
+    assert fast["sampler_note"] == ("NumPy's floating-point samplers were chosen (fast option); OpenDP's vetted "
+                                    "samplers are the default.")
+
+
+@pytest.mark.parametrize("counts", [np.array([2**62], dtype=np.int64), np.array([-(2**62)], dtype=np.int64)])
+def test_discrete_laplace_refuses_integer_counts_at_the_i64_limit(counts: np.ndarray) -> None:
+    with pytest.raises(ParameterError, match=r"^The discrete Laplace sampler needs counts with \|count\| < 2\^62\.$"):
+        NoiseSource().add_laplace(counts, scale=1.0, integer_valued=True)
+
+
+@pytest.mark.parametrize("counts", [np.array([2.0**62]), np.array([0.5]), np.array([np.nan])])
+def test_discrete_laplace_refuses_float_counts_that_are_not_small_whole_numbers(counts: np.ndarray) -> None:
+    with pytest.raises(ParameterError, match=r"^The discrete Laplace sampler needs integer counts \(finite, whole, "
+                                             r"\|count\| < 2\^62\)\.$"):
+        NoiseSource().add_laplace(counts, scale=1.0, integer_valued=True)
+
+
+def test_non_numeric_statistics_are_refused_clearly() -> None:
+    with pytest.raises(ParameterError, match=r"^The noisy statistic must be numeric\.$"):
+        NoiseSource().add_laplace(np.array(["a", "b"]), scale=1.0)
+    with pytest.raises(ParameterError, match=r"^The noisy statistic must be numeric\.$"):
+        NoiseSource().add_laplace(np.array(["a"]), scale=1.0, integer_valued=True)
+    with pytest.raises(ParameterError, match=r"^The noisy statistic must be finite \(no NaN or infinity\) for "
+                                             r"OpenDP's sampler\.$"):
+        NoiseSource().add_gaussian(np.array([np.inf]), sigma=1.0)
+
+
+def test_a_single_count_gets_its_noise() -> None:
+    out = NoiseSource().add_laplace(np.array([7]), scale=1e-3, integer_valued=True)
+    assert out.tolist() == [7.0]
+
+
+def test_lattice_granularity_is_forty_bits_below_the_scale() -> None:
+    assert rng_mod._granularity(1.0) == -40
+    assert rng_mod._granularity(3.0) == -39
+    assert rng_mod._granularity(0.25) == -42
+
+
+
+
+@pytest.mark.parametrize("seed", [True, 1.5, -1, "3"])
+def test_seed_must_be_a_non_negative_integer(seed: object) -> None:
+    with pytest.raises(ParameterError, match=r"^The seed must be a non-negative integer, got "):
+        NoiseSource(seed=seed)  # type: ignore[arg-type]
+
+
+def test_unknown_sampler_lists_the_choices() -> None:
+    with pytest.raises(ParameterError, match=r"^Unknown noise sampler 'gpu'; choose one of opendp, numpy\.$"):
+        NoiseSource(sampler="gpu")
+
+
+def test_seeded_children_are_the_seed_sequence_spawns_in_order() -> None:
+    """A seeded demo run is reproducible (its bundle is compared byte for byte): the noise generator is the seed
+    sequence's first spawn and each ``child()`` the next one, so the random features of a rerun are the same."""
+    spawns = np.random.SeedSequence(21).spawn(3)
+    source = NoiseSource(seed=21)
+    children = [source.child().random(4) for _ in range(2)]
+    for got, spawn in zip(children, spawns[1:]):
+        np.testing.assert_array_equal(got, np.random.default_rng(spawn).random(4))
+    assert not np.array_equal(children[0], children[1])
+    again = NoiseSource(seed=21)
+    np.testing.assert_array_equal(again.child().random(4), children[0])
+
+
+def test_laplace_scale_refusal_names_the_laplace() -> None:
+    with pytest.raises(ParameterError, match=r"^The Laplace noise scale must be finite and > 0, got 0\.$"):
+        NoiseSource().add_laplace(np.zeros(2), scale=0)
+
+
+def test_seeded_releases_are_float64_whatever_the_statistic_dtype() -> None:
+    """``add_laplace`` / ``add_gaussian`` return float64 (docstrings), also for an object-dtype statistic."""
+    values = np.array([1.0, 2.5], dtype=object)
+    lap = NoiseSource(seed=3).add_laplace(values, scale=1.0)
+    gau = NoiseSource(seed=3).add_gaussian(values, sigma=1.0)
+    rng = np.random.default_rng(np.random.SeedSequence(3).spawn(1)[0])
+    assert lap.dtype == np.float64 and gau.dtype == np.float64
+    np.testing.assert_allclose(lap, [1.0, 2.5] + rng.laplace(0.0, 1.0, size=2))
+
+
+def test_draw_counts_add_up_per_kind() -> None:
+    source = NoiseSource(seed=0)
+    source.add_laplace(np.zeros(2), scale=1.0)
+    source.laplace(1.0, 3)
+    source.laplace(1.0, (2, 2), integer_valued=True)
+    assert source.describe()["noisy_values_drawn"] == {"integer_laplace": 4, "float_laplace": 5}
+
+
+@pytest.mark.parametrize("size", [(2.5,), (True,), (-1,)])
+def test_noise_shape_must_be_non_negative_integers(size: tuple) -> None:
+    with pytest.raises(ParameterError, match=r"^The noise shape must be non-negative integers, got "):
+        NoiseSource(seed=0).laplace(1.0, size)
+
+
+def test_opendp_gaussian_refuses_a_non_numeric_statistic() -> None:
+    with pytest.raises(ParameterError, match=r"^The noisy statistic must be numeric\.$"):
+        NoiseSource().add_gaussian(np.array(["a", "b"]), sigma=1.0)

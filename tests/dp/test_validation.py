@@ -1,15 +1,21 @@
 """dp/validation.py — the checked keyword arguments every mechanism shares (diffprivlib style): what each accepts,
-what it returns, and the one-sentence refusal that names the parameter (docs/ARCHITECTURE.md "Errors")."""
+what it returns, and the one-sentence refusal that names the parameter (docs/ARCHITECTURE.md "Errors").
+
+Exact behaviour pinned (mutation testing, docs/TESTING.md): whole numbers given as floats (2.0) are accepted, fractions refused, and each refusal names its parameter (the user-facing message).
+"""
 
 from __future__ import annotations
 
 import math
-
 import numpy as np
 import pytest
-
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.errors import ParameterError
+from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
+from dpkps_core.errors import ParameterError, PrivacyBudgetError
 
 
 @pytest.mark.parametrize("value", [1, 0.5, "2.5", np.float32(0.25), 1e-9, 1e6])
@@ -81,3 +87,17 @@ def test_positive_float_allows_zero_only_when_asked() -> None:
         check_positive_float(-1e-9, "σ", allow_zero=True)
     with pytest.raises(ParameterError, match=r"^σ must be a number, got 'abc'\.$"):
         check_positive_float("abc", "σ")
+
+
+def test_whole_number_floats_are_accepted_and_fractions_refused() -> None:
+    assert check_positive_int(2.0, "I") == 2 and type(check_positive_int(2.0, "I")) is int  # noqa: E721
+    assert check_positive_int(np.int64(3), "I") == 3
+    with pytest.raises(ParameterError, match=r"^I \(random features\) must be a whole number ≥ 1, got 2\.5\.$"):
+        check_positive_int(2.5, "I (random features)")
+
+
+def test_non_numbers_are_refused_naming_the_parameter() -> None:
+    with pytest.raises(ParameterError, match=r"^ε_kde must be a number > 0, got 'lots'\.$"):
+        check_epsilon("lots", "ε_kde")  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match=r"^σ \(bandwidth\) must be a number, got 'wide'\.$"):
+        check_positive_float("wide", "σ (bandwidth)")  # type: ignore[arg-type]
