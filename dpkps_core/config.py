@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -22,7 +21,7 @@ import numpy as np
 from dpkps_core.corpus import Corpus, check_class_names, check_encoding, load_corpus_spec, require_declared
 from dpkps_core.dp.accounting import MAX_EPOCHS
 from dpkps_core.dp.rng import SAMPLERS
-from dpkps_core.dp.validation import check_epsilon, check_positive_int
+from dpkps_core.dp.validation import check_cap, check_epsilon, check_positive_int
 from dpkps_core.embeddings import DEFAULT_MODEL
 from dpkps_core.errors import ParameterError, VocabularyError
 from dpkps_core.sampling import SAMPLING_METHODS
@@ -144,9 +143,7 @@ class SamplingConfig:
             raise ParameterError(f"Unknown noise sampler {self.noise_sampler!r}; choose one of {', '.join(SAMPLERS)}.")
         if self.temperature < 0:
             raise ParameterError(f"The temperature must be ≥ 0, got {self.temperature!r}.")
-        if self.epsilon_cap is not None and not (isinstance(self.epsilon_cap, (int, float))
-                                                 and math.isfinite(self.epsilon_cap) and self.epsilon_cap > 0):
-            raise ParameterError(f"The budget cap must be a finite ε > 0, got {self.epsilon_cap!r}.")
+        check_cap(self.epsilon_cap)
 
     def replace(self, **changes: Any) -> "SamplingConfig":
         """A variant with ``changes`` (an iterative method never keeps the histogram density, which only serves

@@ -24,6 +24,11 @@ class ParameterError(DPKPSError):
     """A parameter is out of its allowed range (ε ≤ 0, L < 1, …) or over a documented limit."""
 
 
+class ParameterTypeError(ParameterError, TypeError):
+    """A privacy parameter (ε, δ, the cap) is not a real number: a bool, a string, None… (diffprivlib raises
+    TypeError for these too). Still a :class:`ParameterError`, so the app and the CLI show its one sentence."""
+
+
 class PrivacyBudgetError(DPKPSError):
     """A step would spend more ε than the budget cap allows; nothing was spent."""
 

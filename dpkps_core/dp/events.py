@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, TypeVar
 
 from dpkps_core.dp.rng import SAMPLERS
+from dpkps_core.dp.validation import check_delta, check_epsilon
 from dpkps_core.errors import ParameterError
 
 ADD_REMOVE_ONE_DOCUMENT = "add/remove one document"
@@ -136,12 +137,8 @@ class PrivacyEvent:
     )
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.epsilon, (int, float)) and math.isfinite(self.epsilon) and self.epsilon > 0):
-            raise ParameterError(f"A privacy event needs a finite ε > 0, got {self.epsilon!r}.")
-        if not (0.0 <= self.delta < 1.0):
-            raise ParameterError(f"A privacy event needs 0 ≤ δ < 1, got {self.delta!r}.")
-        object.__setattr__(self, "epsilon", float(self.epsilon))
-        object.__setattr__(self, "delta", float(self.delta))
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "A privacy event's ε"))
+        object.__setattr__(self, "delta", check_delta(self.delta, "A privacy event's δ", allow_zero=True))
         self._validate()
         object.__setattr__(self, "params", _freeze(self._build_params()))
 

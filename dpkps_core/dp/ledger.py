@@ -8,13 +8,13 @@ part.
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.validation import check_cap
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 
 _FLOAT_SLACK = 1e-9
@@ -30,9 +30,7 @@ class PrivacyLedger:
     """
 
     def __init__(self, cap: float | None = None, events: Iterable[PrivacyEvent] = ()) -> None:
-        if cap is not None and not (math.isfinite(cap) and cap > 0):
-            raise ParameterError(f"The budget cap must be a finite ε > 0, got {cap!r}.")
-        self._cap = None if cap is None else float(cap)
+        self._cap = check_cap(cap)
         self._events: list[PrivacyEvent] = list(events)
 
     @property
@@ -41,9 +39,7 @@ class PrivacyLedger:
 
     @cap.setter
     def cap(self, value: float | None) -> None:
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise ParameterError(f"The budget cap must be a finite ε > 0, got {value!r}.")
-        self._cap = None if value is None else float(value)
+        self._cap = check_cap(value)
 
     @property
     def events(self) -> tuple[PrivacyEvent, ...]:

@@ -12,6 +12,7 @@ import numpy as np
 
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import _FLOAT_SLACK, MAX_ROW_FACTOR
+from dpkps_core.dp.validation import check_cap, check_epsilon
 from dpkps_core.errors import ParameterError
 from dpkps_core.ledger_store.folder import _NO_CAP
 
@@ -130,18 +131,11 @@ def _check_label(value: str | None, what: str, *, optional: bool) -> str | None:
 
 
 def _check_cap(cap: float | None) -> float | None:
-    if cap is None:
-        return None
-    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not (math.isfinite(cap) and cap > 0):
-        raise ParameterError(f"The budget cap must be a finite ε > 0, got {cap!r}.")
-    return float(cap)
+    return check_cap(cap)
 
 
 def _check_epsilon(epsilon: float) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)) or \
-            not (math.isfinite(epsilon) and epsilon > 0):
-        raise ParameterError(f"A release needs a finite ε > 0, got {epsilon!r}.")
-    return float(epsilon)
+    return check_epsilon(epsilon, "A release's ε")
 
 
 def _stored_cap(cap: float | None) -> float:

@@ -259,7 +259,7 @@ def test_bad_values_are_refused(name: str, changes: dict[str, Any]) -> None:
 
 def test_the_common_refusals_still_hold_for_every_family() -> None:
     for name in CASES:
-        with pytest.raises(ParameterError, match=r"^A privacy event needs a finite ε > 0"):
+        with pytest.raises(ParameterError, match=r"^A privacy event's ε must be a finite number > 0"):
             _with(name, epsilon=0.0)
 
 

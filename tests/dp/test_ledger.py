@@ -147,11 +147,14 @@ def _event_with(eps: float, step: str = "kde", mechanism: str = "m", **kwargs: o
 
 
 def test_event_refusals_name_the_bad_value() -> None:
-    with pytest.raises(ParameterError, match=r"^A privacy event needs a finite ε > 0, got 0\.$"):
+    with pytest.raises(ParameterError, match=r"^A privacy event's ε must be a finite number > 0 .*, got 0\.$"):
         _event_with(0)
-    for delta in (1.0, 1.5):
-        with pytest.raises(ParameterError, match=rf"^A privacy event needs 0 ≤ δ < 1, got {delta}\.$"):
+    for delta in (1.0, 1.5, -0.1):
+        with pytest.raises(ParameterError, match=rf"^A privacy event's δ must be in \[0, 1\), got {delta}\.$"):
             _event_with(1.0, delta=delta)
+    for bad in (True, "2", None):
+        with pytest.raises(TypeError, match=r"^A privacy event's ε must be a number > 0"):
+            _event_with(bad)
 
 
 def test_event_stores_float_epsilon_and_delta_and_serialises_params_as_a_dict() -> None:

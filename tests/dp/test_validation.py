@@ -7,18 +7,15 @@ Exact behaviour pinned (mutation testing, docs/TESTING.md): whole numbers given 
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pytest
-from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
-from dpkps_core.errors import ParameterError
-from dpkps_core.dp.events import PrivacyEvent
-from dpkps_core.dp.ledger import PrivacyLedger
-from dpkps_core.dp.rng import NoiseSource
-from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
-from dpkps_core.errors import ParameterError, PrivacyBudgetError
+
+from dpkps_core.dp.validation import check_cap, check_delta, check_epsilon, check_positive_float, check_positive_int
+from dpkps_core.errors import ParameterError, ParameterTypeError
 
 
-@pytest.mark.parametrize("value", [1, 0.5, "2.5", np.float32(0.25), 1e-9, 1e6])
+@pytest.mark.parametrize("value", [1, 0.5, np.float32(0.25), np.int64(3), 1e-9, 1e6])
 def test_epsilon_accepts_finite_positive_numbers_and_returns_a_float(value) -> None:
     out = check_epsilon(value)
     assert isinstance(out, float) and out == pytest.approx(float(value))
@@ -30,12 +27,39 @@ def test_epsilon_refuses_zero_negative_non_finite_and_non_numbers_naming_the_par
         check_epsilon(value, "ε_kde")
 
 
+@pytest.mark.parametrize("value", [True, False, np.bool_(True), "2", "2.5", b"1", None, [1.0], 1 + 0j])
+def test_privacy_parameters_refuse_bools_strings_and_other_types_with_a_type_error(value) -> None:
+    """ε, δ and the cap have one check each; ``True`` or ``"2"`` is a caller's bug, not ε = 1 or 2 (diffprivlib
+    raises TypeError too). The error is still a ParameterError, so the app and the CLI show its sentence."""
+    for check, pattern in ((lambda v: check_epsilon(v, "ε_voc"), r"^ε_voc must be a number > 0, got "),
+                           (check_delta, r"^δ must be a number in \(0, 1\), got "),
+                           (check_cap, r"^The budget cap must be a finite ε > 0, got ")):
+        if value is None and check is check_cap:
+            continue  # None is "no cap"
+        with pytest.raises(ParameterTypeError, match=pattern) as raised:
+            check(value)
+        assert isinstance(raised.value, TypeError) and isinstance(raised.value, ParameterError)
+
+
+@pytest.mark.parametrize("value", [0, -1.0, math.inf, math.nan])
+def test_cap_refuses_non_positive_and_non_finite_values_and_accepts_none(value) -> None:
+    with pytest.raises(ParameterError, match=r"^The budget cap must be a finite ε > 0, got "):
+        check_cap(value)
+    assert check_cap(None) is None and check_cap(np.int64(20)) == 20.0 and type(check_cap(20)) is float
+
+
+def test_delta_may_be_zero_only_for_an_event() -> None:
+    assert check_delta(0, "A privacy event's δ", allow_zero=True) == 0.0
+    with pytest.raises(ParameterError, match=r"^δ must be in \(0, 1\)"):
+        check_delta(0)
+
+
 def test_epsilon_zero_says_why() -> None:
     with pytest.raises(ParameterError, match="no privacy definition"):
         check_epsilon(0.0)
 
 
-@pytest.mark.parametrize("value", [1e-12, 1e-6, 0.5, "0.01"])
+@pytest.mark.parametrize("value", [1e-12, 1e-6, 0.5, np.float64(0.01)])
 def test_delta_accepts_the_open_unit_interval(value) -> None:
     assert check_delta(value) == pytest.approx(float(value))
 

@@ -94,7 +94,7 @@ def test_supersets_subsets_reorderings_renamed_columns_and_other_files_share_one
 def test_a_release_that_is_refused_whole_only_on_public_input() -> None:
     units = [f"document\x1fdoc {i}\x1fx" for i in range(5)]
     led = ls.open_corpus_ledger(units, tool="test", cap=4.0)
-    with pytest.raises(ParameterError, match="finite ε > 0"):
+    with pytest.raises(ParameterError, match="ε must be a finite number > 0"):
         led.admit(units, float("nan"))
     with pytest.raises(PrivacyBudgetError, match="over the budget cap of 4"):
         led.admit(units, 4.5)                                     # the user's ε vs the cap setting: public
