@@ -22,9 +22,10 @@ widgets.page_header(6, "Everything on this page reads the real corpus, runs on t
 st.markdown(widgets.PRIVATE_BADGE)
 s = st.session_state
 
-tab_acc, tab_map, tab_sweep, tab_compare, tab_memo = st.tabs(["Downstream accuracy", "Real vs synthetic map",
-                                                              "ε sweep explorer", "Compare methods",
-                                                              "Memorisation check"])
+tab_acc, tab_map, tab_sweep, tab_compare, tab_memo, tab_disc = st.tabs(["Downstream accuracy",
+                                                                        "Real vs synthetic map", "ε sweep explorer",
+                                                                        "Compare methods", "Memorisation check",
+                                                                        "Disclosure test"])
 
 with tab_acc:
     if run_view.outcome() is None:
@@ -278,5 +279,64 @@ with tab_memo:
                 st.dataframe(df, hide_index=True, key="table.memorisation")
 
         widgets.job_monitor("job_memorisation", body=show_memorisation)
+
+with tab_disc:
+    st.markdown(widgets.PRIVATE_BADGE)
+    st.caption("Does a synthetic document reproduce what it was built from, beyond chance? The synthetic documents' "
+               "matches — rare 6-word phrases, shared spans of 12 words or more, and the identifiers you list — "
+               "are counted against the training documents AND against as many held-out documents, which no DP "
+               "step saw: chance matches hit both alike, leakage hits the training part more. A one-sided test "
+               "says whether it does (a p-value), and an empirical ε lower bound per document stands beside the "
+               "claimed ε. Local and private: the result is kept in the run folder for the internal dossier "
+               "(page 8), never in the bundle; the identifiers are not written anywhere.")
+    if not session.documents():
+        st.info("Write some synthetic documents first (page 6).")
+    else:
+        ids = st.text_area("Identifiers to look for (optional: one per line — names, MRNs)", key="disclosure_ids",
+                           help="Each is looked for as whole words, case-insensitively, in the synthetic documents "
+                                "and in the training and held-out documents. Kept in this session only.")
+        conf = st.select_slider("Confidence", options=[0.9, 0.95, 0.99], value=0.95, key="disclosure_confidence")
+        job = s.get("job_disclosure")
+        if not (isinstance(job, jobs.Job) and job.running):
+            if st.button("Run the disclosure test", icon=":material/policy:", key="run_disclosure"):
+                with widgets.guard():
+                    evaluation_steps.start_disclosure(
+                        identifiers=[line.strip() for line in (ids or "").splitlines() if line.strip()],
+                        confidence=float(conf))
+                    st.rerun()
+
+        def show_disclosure(j: jobs.Job) -> None:
+            if j.error:
+                st.error(j.error, icon=":material/error:")
+            elif not j.running and j.result is not None:
+                show_disclosure_result(j.result.to_dict())
+
+        def show_disclosure_result(d: dict[str, Any]) -> None:
+            verdict = str(d["verdict"])
+            box = st.error if verdict.startswith("leakage beyond") else st.warning if verdict == "leakage" else st.success
+            box(f"**{verdict.capitalize()}.** {d['sentence']}", icon=":material/policy:")
+            m = st.columns(4)
+            m[0].metric("Training documents matched", f"{d['train_matched']} of {d['reference_per_part']}")
+            m[1].metric("Held-out documents matched (chance)", f"{d['holdout_matched']} of {d['reference_per_part']}")
+            m[2].metric("p (one-sided)", f"{d['p_value']:.3g}")
+            m[3].metric("Empirical ε lower bound", f"{d['epsilon_lower_bound']:.3g}",
+                        help="Per document, at the chosen confidence ([OneRun] Thm 3.1), beside the claimed ε "
+                             f"= {d['claimed_epsilon']}.")
+            st.dataframe(pd.DataFrame([{"matches": k, "training documents": t["train"],
+                                        "held-out documents": t["holdout"], "p (one-sided)": t["p_value"],
+                                        "ε lower bound": t["epsilon_lower_bound"]}
+                                       for k, t in d.get("tiers", {}).items()]),
+                         hide_index=True, key="table.disclosure")
+
+        job = s.get("job_disclosure")
+        if isinstance(job, jobs.Job):
+            widgets.job_monitor("job_disclosure", body=show_disclosure)
+        else:
+            from dpkps_core.evaluation.disclosure import read_disclosure
+
+            stored = read_disclosure(session.run_dir(create=False)) if session.run_dir(create=False) else None
+            if stored is not None:
+                st.caption("The last disclosure test of this run (kept in its folder, PRIVATE):")
+                show_disclosure_result(stored)
 
 widgets.next_button(6)

@@ -1,5 +1,7 @@
 """Step 8 — the release bundle (DP outputs only) and what it releases at which ε; the runs on this machine (with
-login: the signed-in account's own, ``studio.tenancy``): reopen one (no new ε), export it, delete this session's.
+login: the signed-in account's own, ``studio.tenancy``): reopen one (no new ε), export it, delete this session's;
+the opened run's dossier in both editions (``studio.dossier_view``: the release edition, also in the bundle, and
+the PRIVATE internal edition, never exported).
 An administrator also sees every account's runs and ledger totals here, read-only."""
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.runfolder import read_failures
-from studio import jobs, review, runs, session, tenancy, widgets
+from studio import dossier_view, jobs, review, runs, session, tenancy, widgets
 
 widgets.page_header(7, "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
                        "sequences, Ṽ, the privacy report and the audit log of every prompt. The private corpus, the "
@@ -126,6 +128,13 @@ else:
                                               ("sequences.jsonl", "application/jsonl"),
                                               ("privacy_report.md", "text/markdown"))):
                 cols[i].download_button(name, data=parts[name], file_name=name, mime=mime, key=f"download.{name}")
+
+    if parts:
+        # the dossier of the opened run (issue 34 §1): both editions from the run folder alone, reopened runs too;
+        # the internal edition is PRIVATE and the export refuses it (docs/DOSSIER.md)
+        st.divider()
+        dossier_view.show_dossier_panel(out, ledger_view=dossier_view.ledger_view_for(run["name"]),
+                                        run_name=run["name"])
 
     st.subheader("Delete a run")
     st.caption("Removes the opened run folder from disk (or every run folder of this session). The ledger keeps its "

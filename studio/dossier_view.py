@@ -1,6 +1,8 @@
 """The dossier panel of the export page (issue 34 §1; docs/DOSSIER.md): download buttons for both editions' HTML,
 JSON and PDF. The release edition is what the bundle carries (DP outputs and public inputs); the internal edition
-sits under the PRIVATE badge, takes an optional policy file for its share decision, and is never exported.
+sits under the PRIVATE badge, takes an optional policy file for its share decision, and is never exported. Both are
+also shown on the page (the self-contained HTML in a sandboxed frame: no script, nothing loaded), for the current run
+and for any reopened one, since both are built from the run folder alone.
 
 :func:`dossier_offers` says what the panel offers (no Streamlit: tested without an AppTest);
 :func:`show_dossier_panel` draws it. The page calls ``show_dossier_panel(run_dir)``.
@@ -74,6 +76,43 @@ def offers_for(release: Dossier, internal: Dossier, *, pdf: bool | None = None) 
     return offers
 
 
+def private_summary(internal: dict) -> list[str]:
+    """One line each for what the internal edition found on private data beyond the decision (PRIVATE, shown under
+    the badge on page 8): the ledger's left-out count and ε to date per unit, and the disclosure test's verdict."""
+    lines = []
+    led = internal.get("ledger")
+    if led:
+        e = led["epsilon_to_date"]
+        lines.append(f"**Ledger:** {led['left_out_total']:,} unit(s) left out of this run's releases (budget spent); "
+                     f"the corpus's ε to date per unit — largest {e['largest']:g}, median {e['median']:g} over "
+                     f"{led['units']:,} units.")
+    disc = internal.get("disclosure")
+    if disc:
+        lines.append(f"**Disclosure test:** {str(disc['verdict']).upper()} — empirical ε lower bound "
+                     f"{float(disc['epsilon_lower_bound']):.3g} beside the claimed ε = {disc['claimed_epsilon']} "
+                     f"(p = {float(disc['p_value']):.3g}).")
+    return lines
+
+
+def ledger_view_for(run_name: str) -> object | None:
+    """The loaded corpus's ledger view (PRIVATE, local) when the persistent ledger holds releases of ``run_name``
+    on its units — the internal edition's left-out counts and ε to date per unit; None otherwise (no corpus loaded,
+    an in-memory ledger, or a run of another corpus: nothing is claimed about it)."""
+    from dpkps_core.ledger_store import PersistentLedger
+    from studio import session
+
+    if session.corpus() is None:
+        return None
+    try:
+        led = session.ledger()
+        if not isinstance(led, PersistentLedger):
+            return None
+        view = led.view()
+    except DPKPSError:
+        return None
+    return view if any(r.run == run_name for r in view.releases) else None
+
+
 def _pdf(html: str) -> bytes:
     import tempfile
 
@@ -108,9 +147,25 @@ def _buttons(offers: list[DossierOffer], run_name: str) -> None:
                             key=f"{key}.download", icon=":material/lock:" if offer.private else ":material/download:")
 
 
-def show_dossier_panel(run_dir: Path) -> None:
+#: Height in pixels of the frame a dossier is viewed in on the page (it scrolls).
+VIEW_HEIGHT = 900
+
+
+def _view(html: str, *, private: bool) -> None:
+    """The dossier itself on the page: its HTML in a sandboxed frame (the file has no script and loads nothing)."""
+    import streamlit.components.v1 as components
+
+    if private:
+        st.markdown(PRIVATE_BADGE + " — the internal edition, **INTERNAL — NOT FOR RELEASE** on every page.")
+    components.html(html, height=VIEW_HEIGHT, scrolling=True)
+
+
+def show_dossier_panel(run_dir: Path, *, ledger_view: object | None = None, run_name: str | None = None) -> None:
     """The dossier panel: the release edition (it is also in the bundle) and, under the PRIVATE badge, the internal
-    edition with its share decision; a user error is one sentence, nothing is offered then."""
+    edition with its share decision; each can be viewed on the page and downloaded as HTML, JSON and (with
+    Chromium) PDF. ``ledger_view`` (a :class:`~dpkps_core.ledger_store.CorpusView` of the loaded corpus, PRIVATE)
+    adds the left-out counts and the corpus's ε to date per unit to the internal edition when the ledger holds
+    releases of ``run_name`` (docs/DESIGN.md §2.0). A user error is one sentence, nothing is offered then."""
     st.subheader("Release dossier")
     st.markdown(DP_BADGE)
     st.caption("One self-contained HTML file (and its JSON) a privacy officer can file: the guarantee in one "
@@ -122,19 +177,26 @@ def show_dossier_panel(run_dir: Path) -> None:
             st.markdown(PRIVATE_BADGE)
             policy = _policy_from_upload()
         release = build_dossier(Path(run_dir), edition="release")
-        internal = build_dossier(Path(run_dir), edition="internal", policy=policy)
+        internal = build_dossier(Path(run_dir), edition="internal", policy=policy, ledger_view=ledger_view,
+                                 run_name=run_name or Path(run_dir).name)
     except DPKPSError as exc:
         st.error(str(exc))
         return
     offers = offers_for(release, internal)
     # a PDF made once is kept for this state of the run folder and this policy only
     state = hashlib.sha256(repr((RunFolder(run_dir).signature(), internal.content["policy"])).encode()).hexdigest()
-    run_name = f"{Path(run_dir).name}.{state[:12]}"
-    _buttons([o for o in offers if not o.private], run_name)
+    key_name = f"{Path(run_dir).name}.{state[:12]}"
+    _buttons([o for o in offers if not o.private], key_name)
+    if st.toggle("View the release dossier here", key=f"dossier.view.release.{Path(run_dir).name}"):
+        _view(release.to_html(), private=False)
     decision = internal.content["decision"]
     st.markdown(PRIVATE_BADGE + " — INTERNAL, NOT FOR RELEASE: accuracy on real data, the audit's bound, the corpus "
                 "fingerprint and the decision line. The export refuses these files.")
     st.markdown(f"**Decision:** {decision['verdict'].upper()} — " + "; ".join(r["text"] for r in decision["reasons"]))
-    _buttons([o for o in offers if o.private], run_name)
+    for line in private_summary(internal.content["internal"]):
+        st.markdown(PRIVATE_BADGE + " " + line)
+    _buttons([o for o in offers if o.private], key_name)
+    if st.toggle("View the internal dossier here (private)", key=f"dossier.view.internal.{Path(run_dir).name}"):
+        _view(internal.to_html(), private=True)
     if not any(o.is_pdf for o in offers):
         st.caption("No Chromium was found on this machine, so no PDF is offered: print the HTML from your browser.")

@@ -1,5 +1,6 @@
 """The page-7 actions: background jobs that evaluate the run on real data (PRIVATE, local) — downstream accuracy,
-the method comparison, the t-SNE/UMAP overlay and the ε sweep — each a thin call of the ``dpkps_core`` function
+the method comparison, the t-SNE/UMAP overlay (kept in the run folder's PRIVATE ``projection.json`` for the internal
+dossier), the disclosure test (``disclosure.json``, issue 34 §2) and the ε sweep — each a thin call of the ``dpkps_core`` function
 the CLI runs, in a :class:`~studio.jobs.Job` thread (finished sweep cells are kept when cancelled)."""
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import numpy as np
 
 from dpkps_core.embeddings import DEFAULT_MODEL, embed_texts
 from dpkps_core.errors import CorpusError, ParameterError
+from dpkps_core.ledger_store import PersistentLedger
 from studio import run_view
 from studio.jobs import Job, start_job
 from studio.resources import embedder, embedding_cache, local_backend, offline_backend
 from studio.session import (corpus, current_config, documents, ledger, memo_embedder, public_vocabulary, run_dir,
-                            split, ss, term_counts, test_part)
+                            split, ss, term_counts, test_part, train_part)
 from studio.tenancy import runs_root
 
 
@@ -69,6 +71,8 @@ def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per
     joint_eps, _ = settings.joint_cost()
     led.require(joint_eps, f"this comparison of {len(methods)} method(s) on the same data (joint cost)")
     out = runs_root() / f"compare-{uuid.uuid4().hex[:8]}"  # the tenant's own runs root (docs/DESIGN.md §2.0)
+    if isinstance(led, PersistentLedger):  # its releases are filed under the comparison, not the open run (issue 35 §4)
+        led = led.for_run(out.name, tool="app compare", in_session=True)
     emb = memo_embedder(DEFAULT_MODEL, s.get("device"))
     vocab = public_vocabulary()
     # a local model (the user's own folder when chosen on page 6, else SmolLM2) on the device setting
@@ -96,6 +100,7 @@ def start_projection(max_real: int) -> Job:
     real_texts = [test.texts[i] for i in idx]
     real_labels = [test.labels[i] for i in idx]
     emb_model = memo_embedder(_embedding_model())
+    out = run_dir(create=False)
 
     def work(job: Job) -> Any:
         # how many real test documents there are is an exact private size: the message does not say it
@@ -113,10 +118,80 @@ def start_projection(max_real: int) -> Job:
             frames[method] = evaluation.projection_frame(real, real_labels, syn, [d["label"] for d in docs],
                                                          method=method)
             job.partial.append(method)
+        if out is not None and frames:
+            write_projection(out, frames.get("tsne", next(iter(frames.values()))))
         job.report(1.0, "projections done")
         return frames
 
     return start_job("job_projection", "projection", work)
+
+
+def write_projection(run: Any, df: Any) -> None:
+    """Keep the overlay's points in the run folder (``projection.json``, owner-only, PRIVATE: real documents'
+    positions; not on the export allowlist) so the internal dossier can draw it from the run folder alone."""
+    import json
+    import os
+    from pathlib import Path
+
+    from dpkps_core.dossier.internal import PROJECTION_FILE
+
+    points = [{"x": float(x), "y": float(y), "source": str(src), "label": str(lab)}
+              for x, y, src, lab in zip(df["x"], df["y"], df["source"], df["label"])]
+    data = {"private": True, "method": str(df.attrs.get("method", "tsne")), "points": points}
+    path = Path(run) / PROJECTION_FILE
+    tmp = path.with_name(f".{PROJECTION_FILE}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+def _claimed_epsilon(run: Any) -> float | None:
+    """The run's total ε as its privacy report states it (None before the report exists)."""
+    from pathlib import Path
+
+    from dpkps_core import runfolder
+
+    path = runfolder.RunFolder(Path(run)).privacy_report
+    try:
+        report = runfolder.read_json(path) if path.is_file() else {}
+    except (OSError, ValueError):
+        return None
+    value = report.get("epsilon_total") if isinstance(report, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def start_disclosure(*, identifiers: Sequence[str] = (), confidence: float = 0.95) -> Job:
+    """The disclosure test of the open run (issue 34 §2; dpkps_core.evaluation.disclosure, [Phantoms], [OneRun]):
+    its synthetic documents against its training part and as many held-out documents — PRIVATE, local; the
+    result goes into the run folder's ``disclosure.json`` (owner-only, never exported; the identifiers themselves
+    are not written) for the internal dossier."""
+    from dpkps_core.evaluation.disclosure import DisclosureSettings, disclosure_test, write_disclosure
+
+    docs = documents()
+    if not docs:
+        raise ParameterError("Write some synthetic documents first (page 6).")
+    out = run_dir(create=False)
+    if out is None:
+        raise ParameterError("Sample keyphrase sequences first (page 5).")
+    train, test = train_part(), test_part()
+    if len(test) == 0:
+        raise ParameterError("The disclosure test needs held-out documents as its control; set a test fraction "
+                             "above 0 on page 1.")
+    settings = DisclosureSettings(identifiers=tuple(identifiers), confidence=float(confidence))
+    claimed = _claimed_epsilon(out)
+    synthetic = [d["text"] for d in docs]
+    train_texts, test_texts = list(train.texts), list(test.texts)
+
+    def work(job: Job) -> Any:
+        # sizes of the private parts are not said in the progress message (exact private counts)
+        job.report(0.1, f"matching {len(synthetic)} synthetic documents against training and held-out documents")
+        result = disclosure_test(synthetic, train_texts, test_texts, settings=settings, claimed_epsilon=claimed)
+        write_disclosure(result, out)
+        job.report(1.0, "disclosure test done")
+        return result
+
+    return start_job("job_disclosure", "disclosure test", work)
 
 
 def start_sweep(*, eps_voc: Sequence[float], eps_kde: Sequence[float], methods: Sequence[str], seeds: int,

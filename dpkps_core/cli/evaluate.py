@@ -51,6 +51,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     check_input_path(args.run, "--run", kind="folder")
     check_output_dir(args.run, "--run")  # evaluation.json is written into the run folder
+    if args.disclosure or args.disclosure_only or args.identifiers:
+        _disclosure(args)
+        if args.disclosure_only:
+            return 0
     result = evaluate_run(args.run, seeds=args.seeds, classifier=args.classifier, coral=args.coral,
                           coral_weight=args.coral_weight, progress=_stderr_progress("evaluate"), device=args.device)
     path = write_evaluation(result, args.run)
@@ -58,6 +62,25 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         print(line)
     print(f"wrote {path} (PRIVATE: {PRIVATE_NOTE}; never exported)")
     return 0
+
+
+def _disclosure(args: argparse.Namespace) -> None:
+    """The disclosure test of the run (issue 34 §2; dpkps_core.evaluation.disclosure): its synthetic documents
+    against its training part and as many held-out documents → DIR/disclosure.json (PRIVATE, owner-only)."""
+    from dpkps_core.cli.common import check_input_path
+    from dpkps_core.evaluation import PRIVATE_NOTE
+    from dpkps_core.evaluation.disclosure import DisclosureSettings, disclosure_for_run, write_disclosure
+    from dpkps_core.evaluation.run import load_run
+
+    identifiers: tuple[str, ...] = ()
+    if args.identifiers:
+        path = check_input_path(args.identifiers, "--identifiers", kind="file")
+        identifiers = tuple(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    settings = DisclosureSettings(identifiers=identifiers, confidence=args.disclosure_confidence)
+    result = disclosure_for_run(load_run(args.run), settings=settings)
+    path = write_disclosure(result, args.run)
+    print(f"disclosure test: {result.verdict.upper()} — {result.sentence()}")
+    print(f"wrote {path} (PRIVATE: {PRIVATE_NOTE}; never exported)")
 
 
 # --------------------------------------------------------------------------------------------- sweep
@@ -188,6 +211,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=DEVICE_CHOICES, default=None,
                    help="where the embedding model runs: auto = CUDA when torch sees a GPU, else the CPU "
                         "(default: $DPKPS_DEVICE, else auto)")
+    p.add_argument("--disclosure", action="store_true",
+                   help="also run the disclosure test: the synthetic documents' matches against the training part "
+                        "vs as many held-out documents, a one-sided p-value and an empirical ε lower bound "
+                        "(writes DIR/disclosure.json, PRIVATE)")
+    p.add_argument("--disclosure-only", action="store_true", help="run only the disclosure test (no embeddings)")
+    p.add_argument("--identifiers", help="a text file of identifiers (names, MRNs), one per line, that the "
+                                         "disclosure test also looks for (implies --disclosure; never written)")
+    p.add_argument("--disclosure-confidence", type=float, default=0.95,
+                   help="confidence of the disclosure test and its ε bound (default %(default)s)")
     p.set_defaults(func=_cmd_evaluate)
 
     p = subparsers.add_parser(

@@ -3,7 +3,9 @@
 The release edition (default) is DP outputs and public inputs only, with ``reproduce.md`` and
 ``reproduce_config.json`` beside it — the same files the export puts into the bundle. ``--internal`` writes the
 PRIVATE edition (private findings, the share decision from ``--policy``): local only, refused by the export. Files
-go to ``--out`` (default: the run folder itself) and are created owner-only.
+go to ``--out`` (default: the run folder itself) and are created owner-only. ``--internal --corpus FILE`` also opens
+the corpus's persistent ledger (read only: no ε) for the left-out counts of the run's releases and the corpus's ε to
+date per unit (docs/DESIGN.md §2.0); the columns are the run's own (``run_config.json``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,22 @@ from dpkps_core.cli.common import check_input_path, check_output_dir
 from dpkps_core.dossier import INTERNAL_PDF, RELEASE_PDF, build_dossier, find_chromium, to_pdf
 from dpkps_core.errors import ParameterError
 from dpkps_core.runfolder import ensure_private_dir
+
+
+def _ledger_view(run: Path, corpus_path: str | Path) -> object:
+    """The corpus's ledger view for the internal edition: the corpus loaded with the run's own columns, classes,
+    person column and encoding (run_config.json), its persistent ledger opened to READ (no admission, no ε)."""
+    from dpkps_core import runfolder
+    from dpkps_core.cli.ledger import corpus_ledger
+    from dpkps_core.config import SamplingConfig, load_config_corpus
+
+    folder = runfolder.RunFolder(run)
+    if not folder.config.is_file():
+        raise ParameterError("--corpus needs the run's run_config.json (its columns and classes); this run folder "
+                             "has none.")
+    config = SamplingConfig.from_dict(runfolder.read_json(folder.config)).replace(corpus=str(corpus_path))
+    corpus = load_config_corpus(config)
+    return corpus_ledger(corpus, tool="cli report", cap=None, by_person=bool(config.person_column)).view()
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -35,7 +53,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise ParameterError("--policy decides the internal edition's share line; add --internal.")
     if args.pdf:
         find_chromium()  # no browser: one line before anything is written
-    dossier = build_dossier(run, edition="internal" if args.internal else "release", policy=policy)
+    corpus = (args.corpus if isinstance(args.corpus, str) and args.corpus.startswith("demo:")
+              else check_input_path(args.corpus, "--corpus", kind="any"))
+    if corpus is not None and not args.internal:
+        raise ParameterError("--corpus adds the ledger's private figures to the internal edition; add --internal.")
+    view = _ledger_view(run, corpus) if corpus is not None else None
+    dossier = build_dossier(run, edition="internal" if args.internal else "release", policy=policy,
+                            ledger_view=view, run_name=run.resolve().name)
     if not out.exists():  # a new folder is owner-only; an existing one keeps its permissions
         ensure_private_dir(out)
     written = []
@@ -70,5 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--internal", action="store_true", help="the PRIVATE internal edition (local only)")
     p.add_argument("--pdf", action="store_true", help="also print it to PDF with headless Chromium")
     p.add_argument("--policy", help="release policy file (JSON or .toml; docs/DOSSIER.md) for --internal's decision")
+    p.add_argument("--corpus", help="with --internal: the run's private corpus (file or folder), to read the left-out "
+                                    "counts and the corpus's ε to date per unit from the persistent ledger (no ε)")
     p.add_argument("--out", help="folder to write to (default: the run folder)")
     p.set_defaults(func=_cmd_report)

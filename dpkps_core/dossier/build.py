@@ -180,10 +180,13 @@ def check_release_edition(dossier: Dossier, hints: list[str]) -> None:
 
 def build_dossier(run_dir: str | Path, *, edition: str = "release",
                   policy: Policy | Mapping[str, Any] | str | Path | None = None,
-                  sample_documents: int = release.SAMPLE_DOCUMENTS) -> Dossier:
+                  sample_documents: int = release.SAMPLE_DOCUMENTS, ledger_view: Any | None = None,
+                  run_name: str | None = None) -> Dossier:
     """The dossier of ``run_dir`` in ``edition`` ("release" or "internal"); ``policy`` (internal edition: a
     :class:`Policy`, a mapping or a JSON/TOML file) decides the share line; ``sample_documents`` synthetic documents
-    are shown (0 for none)."""
+    are shown (0 for none). ``ledger_view`` (internal edition only: the run's corpus's
+    :class:`~dpkps_core.ledger_store.CorpusView`, PRIVATE) adds the left-out counts of the releases of the run named
+    ``run_name`` (default: the folder's name) and the corpus's ε to date per unit; the release edition ignores it."""
     if edition not in EDITIONS:
         raise DossierError(f"Unknown dossier edition {edition!r}; choose release or internal.")
     if isinstance(sample_documents, bool) or not isinstance(sample_documents, int) or not 0 <= sample_documents <= 50:
@@ -198,13 +201,13 @@ def build_dossier(run_dir: str | Path, *, edition: str = "release",
         dossier = Dossier("release", {**head, **content})
         check_release_edition(dossier, _private_hints(config))
         return dossier
-    extra = internal.internal_content(path, config)
+    extra = internal.internal_content(path, config, ledger_view=ledger_view, run_name=run_name)
     chosen = as_policy(policy)
     g = content["guarantee"]
     utility = extra["utility"] or {}
     decision = decide(chosen, epsilon_total=g["epsilon_total"], epsilon_cap=g["cap"],
                       seeded=content["noise"]["seeded"], audit=extra.pop("audit_raw"),
-                      utility_ratio=(utility.get("ratio") or {}).get("estimate"))
+                      utility_ratio=(utility.get("ratio") or {}).get("estimate"), disclosure=extra["disclosure"])
     extra["run_folder"] = path.name
     return Dossier("internal", {**head, **content, "internal": extra, "policy": chosen.to_dict(),
                                 "decision": decision.to_dict()})

@@ -1,8 +1,10 @@
 """The dossier's charts as inline SVG drawn here (no plotting library, no script, no network at view time).
 
-Vector graphics print sharply to PDF and keep the HTML one self-contained file (issue 34 §1). Two charts: ε per
-step (horizontal bars that add up to the total, docs/DESIGN.md §2) and downstream accuracy with its bootstrap intervals
-(synthetic vs real, docs/DESIGN.md §5; internal edition only).
+Vector graphics print sharply to PDF and keep the HTML one self-contained file (issue 34 §1). Four charts: ε per
+step (horizontal bars that add up to the total, docs/DESIGN.md §2); and, in the internal edition only, downstream
+accuracy with its bootstrap intervals (synthetic vs real, docs/DESIGN.md §5), the overlay of real and synthetic
+documents' embeddings in two dimensions (t-SNE / UMAP, docs/DESIGN.md §5) and the disclosure test's matched
+training vs held-out documents ([Phantoms]).
 """
 
 from __future__ import annotations
@@ -89,3 +91,58 @@ def accuracy_chart(rows: Sequence[dict[str, Any]], *, chance: float | None) -> s
         body.append(f'<circle cx="{_LEFT + 8 + 190 * k}" cy="{legend - 4}" r="5" fill="{colour}"/>')
         body.append(_text(_LEFT + 18 + 190 * k, legend, words, size=11))
     return _svg(legend + 10, body, "Accuracy, synthetic vs real, with 95 % intervals")
+
+
+def overlay_chart(points: Sequence[dict[str, Any]], *, method: str) -> str:
+    """The overlay: real test documents (hollow grey rings) and synthetic documents (filled dots, one colour per
+    class) at their 2-D projection (PRIVATE: the real points are private documents' positions)."""
+    pts = [p for p in points if p.get("x") is not None and p.get("y") is not None]
+    if not pts:
+        return _svg(40, [_text(10, 24, "No projection was recorded.")], "Overlay")
+    side, pad, top = 420.0, 14.0, 8.0
+    xs, ys = [float(p["x"]) for p in pts], [float(p["y"]) for p in pts]
+    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+    sx = (side - 2 * pad) / ((x1 - x0) or 1.0)
+    sy = (side - 2 * pad) / ((y1 - y0) or 1.0)
+    left = (WIDTH - side) / 2 - 60
+    classes = sorted({str(p["label"]) for p in pts if p["source"] == "synthetic"})
+    colour = {c: _COLOURS[i % len(_COLOURS)] for i, c in enumerate(classes)}
+    body = [f'<rect x="{left:.1f}" y="{top:.1f}" width="{side:.0f}" height="{side:.0f}" fill="#fcfcfc" '
+            'stroke="#bbb"/>']
+    for p in sorted(pts, key=lambda q: q["source"] != "real"):  # synthetic drawn over real
+        cx = left + pad + (float(p["x"]) - x0) * sx
+        cy = top + side - pad - (float(p["y"]) - y0) * sy
+        if p["source"] == "real":
+            body.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3.2" fill="none" stroke="#8c8c8c" '
+                        'stroke-width="1"/>')
+        else:
+            body.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3" fill="{colour[str(p["label"])]}" '
+                        'fill-opacity="0.85"/>')
+    lx, ly = left + side + 16, top + 14
+    body.append(f'<circle cx="{lx:.1f}" cy="{ly - 4:.1f}" r="4" fill="none" stroke="#8c8c8c"/>')
+    body.append(_text(lx + 10, ly, "real test document", size=11))
+    for i, c in enumerate(classes[:12]):
+        y = ly + 20 * (i + 1)
+        body.append(f'<circle cx="{lx:.1f}" cy="{y - 4:.1f}" r="4" fill="{colour[c]}"/>')
+        body.append(_text(lx + 10, y, f"synthetic: {c}"[:30], size=11))
+    body.append(_text(left, top + side + 18, f"{method.upper()} of sentence embeddings; axes have no units.",
+                      size=10, fill="#666"))
+    return _svg(top + side + 26, body, "Overlay of real and synthetic documents")
+
+
+def disclosure_chart(train: int, holdout: int, per_part: int) -> str:
+    """Matched training vs held-out documents of the disclosure test, as two bars on one scale (the held-out bar
+    is what chance alone gives, [Phantoms])."""
+    if per_part <= 0:
+        return _svg(40, [_text(10, 24, "No disclosure test was recorded.")], "Disclosure test")
+    top = max(train, holdout, 1)
+    scale = (WIDTH - _LEFT - 120) / top
+    body: list[str] = []
+    for i, (name, value, colour) in enumerate((("Training documents matched", train, _COLOURS[4]),
+                                                ("Held-out documents matched (chance)", holdout, "#8c8c8c"))):
+        y = 10 + i * (_BAR + 8)
+        body.append(_text(_LEFT - 8, y + _BAR * 0.68, name, anchor="end", size=11))
+        body.append(f'<rect x="{_LEFT}" y="{y:.1f}" width="{max(value * scale, 1):.1f}" height="{_BAR}" '
+                    f'fill="{colour}"/>')
+        body.append(_text(_LEFT + value * scale + 6, y + _BAR * 0.68, f"{value} of {per_part}", size=11))
+    return _svg(10 + 2 * (_BAR + 8) + 6, body, "Disclosure test: matched training vs held-out documents")

@@ -6,6 +6,13 @@ local evaluation (``evaluation.json``: downstream accuracy with its bootstrap in
 embeddings, per-class recall, docs/DESIGN.md §5), the empirical audit's lower bound beside the claimed ε
 (``audit_report.json`` when ``dpkps audit --out RUN_FOLDER`` wrote it there), and what the run folder cannot say
 (left-out counts and the corpus's ε to date live in the ledger, docs/DESIGN.md §2.0) with the command that shows them.
+
+Three further findings when the caller or the run folder has them: the **ledger figures** (a
+:class:`~dpkps_core.ledger_store.CorpusView` of the run's corpus passed in by the caller — the app's loaded corpus,
+``dpkps report --internal --corpus …``: how many units each of the run's releases left out because their budget was
+spent, and the corpus's ε to date per unit, [Filter]); the **overlay** of real and synthetic documents' embeddings
+(``projection.json``, written by page 7's t-SNE/UMAP job, docs/DESIGN.md §5); and the **disclosure test**
+(``disclosure.json``, :mod:`dpkps_core.evaluation.disclosure`, [Phantoms], [OneRun]).
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 from dpkps_core import runfolder
 
 #: What ``dpkps audit --out DIR`` writes (dpkps_core/cli/audit.py); read when DIR is the run folder.
@@ -22,6 +31,11 @@ AUDIT_REPORT_NAME = "audit_report.json"
 #: The app's PRIVATE content fingerprint of the corpus (``studio.session.CORPUS_FINGERPRINT_FILE``; a test keeps the
 #: two names equal — the core must not import the app).
 APP_FINGERPRINT_NAME = "corpus_fingerprint.json"
+#: Page 7's overlay (t-SNE / UMAP of real test and synthetic documents' embeddings): PRIVATE, owner-only, not on the
+#: export allowlist. ``{"private": true, "method": "tsne", "points": [{"x", "y", "source", "label"}, …]}``.
+PROJECTION_FILE = "projection.json"
+#: At most this many points of each source are drawn (a subsample is already kept by the writer).
+MAX_OVERLAY_POINTS = 1000
 
 #: evaluation.json metric key → what it measures, in words.
 METRIC_SHORT: dict[str, str] = {
@@ -131,18 +145,91 @@ def audit_summary(audit: Mapping[str, Any] | None) -> dict[str, Any] | None:
             "noise_sampler_note": str(audit.get("noise_sampler_note") or "")}
 
 
-def internal_content(run_dir: Path, config: Mapping[str, Any]) -> dict[str, Any]:
-    """Everything the internal edition adds, read from the run folder (absent files are said so, not guessed)."""
+def overlay(run_dir: Path) -> dict[str, Any] | None:
+    """The overlay's points from ``projection.json`` (PRIVATE), or None when page 7 drew none for this run."""
+    data = _read(run_dir / PROJECTION_FILE)
+    if data is None or not isinstance(data.get("points"), list):
+        return None
+    points = []
+    for p in data["points"]:
+        if not isinstance(p, Mapping) or p.get("source") not in ("real", "synthetic"):
+            continue
+        x, y = _float(p.get("x")), _float(p.get("y"))
+        if x is not None and y is not None:
+            points.append({"x": x, "y": y, "source": p["source"], "label": str(p.get("label", ""))})
+    real = [p for p in points if p["source"] == "real"][:MAX_OVERLAY_POINTS]
+    syn = [p for p in points if p["source"] == "synthetic"][:MAX_OVERLAY_POINTS]
+    if not real or not syn:
+        return None
+    return {"method": str(data.get("method") or "tsne"), "points": real + syn, "real": len(real),
+            "synthetic": len(syn)}
+
+
+def disclosure(run_dir: Path) -> dict[str, Any] | None:
+    """The disclosure test's result as ``disclosure.json`` holds it (None when it was not run for this run)."""
+    from dpkps_core.evaluation.disclosure import DISCLOSURE_FILE
+
+    data = _read(run_dir / DISCLOSURE_FILE)
+    if data is None or _float(data.get("p_value")) is None or _float(data.get("epsilon_lower_bound")) is None:
+        return None
+    keep = ("synthetic_documents", "reference_per_part", "synthetic_matching_train", "synthetic_matching_holdout",
+            "train_matched", "holdout_matched", "by_kind", "tiers", "p_value", "epsilon_lower_bound",
+            "claimed_epsilon", "leakage", "verdict", "sentence", "settings")
+    return {k: data.get(k) for k in keep}
+
+
+def ledger_figures(view: Any, run_name: str) -> dict[str, Any] | None:
+    """What the persistent ledger says about the run (docs/DESIGN.md §2.0, [Filter]) — PRIVATE, local: each of its
+    releases with how many of the corpus's units took part and how many were left out because their budget was
+    spent, and the corpus's ε to date per unit (largest, median, how many units have spent anything, how many have
+    no room left for a release of ε = 0.1). ``view`` is the corpus's :class:`~dpkps_core.ledger_store.CorpusView`;
+    None when the ledger holds no release of ``run_name`` on that corpus (a run of another corpus: nothing is
+    claimed)."""
+    releases = [r for r in getattr(view, "releases", ()) if r.run == run_name]
+    if not releases:
+        return None
+    spent = np.asarray(view.spent, dtype=float)
+    caps = np.asarray(view.caps, dtype=float)
+    last = max(r.id for r in releases)
+    later = sum(1 for r in view.releases if r.id > last and r.run != run_name)
+    return {
+        "run": run_name,
+        "releases": [{"recorded": r.recorded, "what": r.what, "epsilon": float(r.epsilon), "units": int(r.in_corpus),
+                      "left_out": int(r.left_out), "filtered": bool(r.filtered)} for r in releases],
+        "left_out_total": int(sum(r.left_out for r in releases)),
+        "units": int(view.units),
+        "epsilon_to_date": {
+            "largest": float(spent.max()) if spent.size else 0.0,
+            "median": float(np.median(spent)) if spent.size else 0.0,
+            "units_spent": int(np.count_nonzero(spent > 0)),
+            "units_exhausted": int(np.count_nonzero(spent + 0.1 > caps)),
+        },
+        "cap_range": [None if c is None else float(c) for c in view.cap_range],
+        "later_releases": int(later),
+    }
+
+
+def internal_content(run_dir: Path, config: Mapping[str, Any], *, ledger_view: Any | None = None,
+                     run_name: str | None = None) -> dict[str, Any]:
+    """Everything the internal edition adds, read from the run folder (absent files are said so, not guessed) and,
+    when the caller passes the corpus's ledger view, the ledger's figures for the run named ``run_name``."""
     evaluation = _read(run_dir / runfolder.EVALUATION_FILE)
     audit = _read(run_dir / AUDIT_REPORT_NAME)
-    return {
-        "fingerprint": fingerprint(run_dir, config),
-        "utility": utility(evaluation),
-        "audit": audit_summary(audit),
-        "audit_raw": audit,
-        "not_in_run_folder": [
+    ledger = ledger_figures(ledger_view, run_name or run_dir.name) if ledger_view is not None else None
+    missing = []
+    if ledger is None:
+        missing.append(
             "How many units were left out of each release because their budget was spent, and the corpus's total ε "
             "to date per unit, are kept in the persistent ledger, never in the run folder (docs/DESIGN.md §2.0): run "
-            "python -m dpkps_core ledger --corpus <YOUR_CORPUS.csv> to see them.",
-        ],
+            "python -m dpkps_core ledger --corpus <YOUR_CORPUS.csv>, or build this dossier with the corpus loaded "
+            "(page 8, or dpkps report --internal --corpus <YOUR_CORPUS.csv>) to see them here.")
+    return {
+        "fingerprint": fingerprint(run_dir, config),
+        "ledger": ledger,
+        "utility": utility(evaluation),
+        "overlay": overlay(run_dir),
+        "disclosure": disclosure(run_dir),
+        "audit": audit_summary(audit),
+        "audit_raw": audit,
+        "not_in_run_folder": missing,
     }

@@ -10,10 +10,13 @@ fix ε and the unit of privacy in a written policy BEFORE looking at results. Th
     max_epsilon_per_unit = 20         # the run's budget cap per unit (the most any unit may spend) must not exceed it
     required_audit_verdict = "consistent"   # "none" | "no-violation" | "consistent" (dpkps audit's verdict_kind)
     min_utility_ratio = 0.8           # synthetic / real downstream accuracy (evaluation.json) must reach it
+    required_disclosure_verdict = "no-leakage"   # "none" | "no-leakage" (the disclosure test, disclosure.json)
     allow_seeded_demo = false         # a seeded run's noise is predictable: never shared unless this is true
 
-Privacy findings (ε over a limit, an audit violation, seeded noise) say **do not share**; missing or weak evidence
-(no audit or evaluation where the policy asks for one, an inconclusive audit, utility under the minimum) says
+Privacy findings (ε over a limit, an audit violation, seeded noise, a disclosure test whose empirical bound exceeds
+the claimed ε) say **do not share**; missing or weak evidence
+(no audit, evaluation or disclosure test where the policy asks for one, an inconclusive audit, utility under the
+minimum, a disclosure test that finds matches above chance where "no-leakage" is required) says
 **share with restrictions**; otherwise **share**.
 """
 
@@ -32,6 +35,7 @@ SHARE = "share"
 RESTRICT = "share with restrictions"
 BLOCK = "do not share"
 AUDIT_REQUIREMENTS = ("none", "no-violation", "consistent")
+DISCLOSURE_REQUIREMENTS = ("none", "no-leakage")
 
 
 class PolicyError(DPKPSError):
@@ -47,6 +51,7 @@ class Policy:
     required_audit_verdict: str = "none"
     min_utility_ratio: float | None = None
     allow_seeded_demo: bool = False
+    required_disclosure_verdict: str = "none"
     source: str = "built-in default (no policy file)"
 
     def __post_init__(self) -> None:
@@ -60,6 +65,9 @@ class Policy:
         if self.required_audit_verdict not in AUDIT_REQUIREMENTS:
             raise PolicyError(f"The policy's required_audit_verdict must be one of {', '.join(AUDIT_REQUIREMENTS)}, "
                               f"got {self.required_audit_verdict!r}.")
+        if self.required_disclosure_verdict not in DISCLOSURE_REQUIREMENTS:
+            raise PolicyError("The policy's required_disclosure_verdict must be one of "
+                              f"{', '.join(DISCLOSURE_REQUIREMENTS)}, got {self.required_disclosure_verdict!r}.")
         if not isinstance(self.allow_seeded_demo, bool):
             raise PolicyError("The policy's allow_seeded_demo must be true or false.")
 
@@ -132,9 +140,11 @@ def _reason(level: str, rule: str, text: str) -> dict[str, str]:
 
 
 def decide(policy: Policy, *, epsilon_total: float, epsilon_cap: float | None, seeded: bool,
-           audit: Mapping[str, Any] | None, utility_ratio: float | None) -> Decision:
-    """Apply ``policy`` to a run's figures (the claimed ε, its cap, the seed policy, the audit verdict kind and
-    the synthetic / real accuracy ratio); every rule that fires is a named reason, and one that holds is named too."""
+           audit: Mapping[str, Any] | None, utility_ratio: float | None,
+           disclosure: Mapping[str, Any] | None = None) -> Decision:
+    """Apply ``policy`` to a run's figures (the claimed ε, its cap, the seed policy, the audit verdict kind, the
+    synthetic / real accuracy ratio and the disclosure test's result, ``disclosure.json``); every rule that fires is
+    a named reason, and one that holds is named too."""
     reasons: list[dict[str, str]] = []
     if seeded and not policy.allow_seeded_demo:
         reasons.append(_reason(BLOCK, "allow_seeded_demo", "The run used a fixed demo seed: its noise is "
@@ -156,6 +166,7 @@ def decide(policy: Policy, *, epsilon_total: float, epsilon_cap: float | None, s
                                    f"The budget cap per unit (ε = {epsilon_cap:g}) {'is within' if ok else 'exceeds'} "
                                    f"the policy's maximum per unit ({limit:g})."))
     reasons += _audit_reasons(policy, audit)
+    reasons += _disclosure_reasons(policy, disclosure)
     if policy.min_utility_ratio is not None:
         if utility_ratio is None:
             reasons.append(_reason(RESTRICT, "min_utility_ratio", "No synthetic / real accuracy was recorded "
@@ -188,3 +199,30 @@ def _audit_reasons(policy: Policy, audit: Mapping[str, Any] | None) -> list[dict
         return [_reason(RESTRICT, "required_audit_verdict", f"The audit was {kind} ({figures}); the policy "
                         "requires a consistent one.")]
     return [_reason(SHARE, "required_audit_verdict", f"The empirical audit is {kind} ({figures}).")]
+
+
+def _disclosure_reasons(policy: Policy, disclosure: Mapping[str, Any] | None) -> list[dict[str, str]]:
+    """The disclosure rule (issue 34 §2): a bound above the claimed ε always blocks; matches above chance restrict
+    where the policy requires "no-leakage" (within the claim DP allows them); a missing test restricts then."""
+    required = policy.required_disclosure_verdict == "no-leakage"
+    if disclosure is None:
+        if not required:
+            return []
+        return [_reason(RESTRICT, "required_disclosure_verdict", "No disclosure test is in the run folder (run it "
+                        "on page 7 or with `python -m dpkps_core evaluate --disclosure`), so the required verdict "
+                        "cannot be shown.")]
+    verdict = str(disclosure.get("verdict") or "")
+    figures = (f"empirical ε lower bound {disclosure.get('epsilon_lower_bound'):.3g} vs claimed ε = "
+               f"{disclosure.get('claimed_epsilon')}, p = {disclosure.get('p_value'):.3g}"
+               if isinstance(disclosure.get("epsilon_lower_bound"), (int, float))
+               and isinstance(disclosure.get("p_value"), (int, float)) else "figures unreadable")
+    if verdict == "leakage beyond the claimed ε":
+        return [_reason(BLOCK, "required_disclosure_verdict", "The disclosure test found leakage beyond the claimed "
+                        f"ε ({figures}).")]
+    if verdict == "leakage":
+        return [_reason(RESTRICT if required else SHARE, "required_disclosure_verdict",
+                        f"The disclosure test finds the training documents matched more often than the held-out "
+                        f"control ({figures})" + ("; the policy requires no leakage." if required else
+                                                  ", within what the claimed ε allows."))]
+    return [_reason(SHARE, "required_disclosure_verdict", f"The disclosure test found no evidence of leakage "
+                    f"({figures}).")]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Mapping, Sequence
 
-from dpkps_core.dossier.charts import accuracy_chart, epsilon_chart
+from dpkps_core.dossier.charts import accuracy_chart, disclosure_chart, epsilon_chart, overlay_chart
 from dpkps_core.dossier.labels import format_epsilon, format_value
 
 INTERNAL_MARK = "INTERNAL — NOT FOR RELEASE"
@@ -19,6 +19,7 @@ POLICY_LABELS = {"max_epsilon_per_release": "Maximum ε of one release",
                  "max_epsilon_per_unit": "Maximum budget cap per unit (ε)",
                  "required_audit_verdict": "Empirical audit verdict required",
                  "min_utility_ratio": "Minimum synthetic / real accuracy",
+                 "required_disclosure_verdict": "Disclosure test verdict required",
                  "allow_seeded_demo": "Seeded demo runs allowed"}
 RELEASE_MARK = "Release dossier — DP outputs and public inputs only"
 
@@ -193,7 +194,10 @@ def _internal(c: Mapping[str, Any]) -> str:
              "<h3>Corpus fingerprint</h3>"]
     parts.append(_table(("Fingerprint", "SHA-256"), [(k.replace("_", " "), v) for k, v in fp.items()], wrap=(1,))
                  if fp else "<p>No fingerprint of the corpus is recorded in the run folder.</p>")
+    parts.append(_ledger(i.get("ledger")))
     parts.append(_utility(i["utility"]))
+    parts.append(_overlay(i.get("overlay")))
+    parts.append(_disclosure(i.get("disclosure")))
     a = i["audit"]
     parts.append("<h3>Empirical privacy audit</h3>")
     if a is None:
@@ -209,6 +213,62 @@ def _internal(c: Mapping[str, Any]) -> str:
     parts.append("<h3>Policy applied</h3>" + _table(("Rule", "Value"), [
         (POLICY_LABELS.get(k, k), format_value(v)) for k, v in pol.items() if k != "source"]) + "</section>")
     return "".join(parts)
+
+
+def _ledger(led: Mapping[str, Any] | None) -> str:
+    """The corpus's ε to date per unit and the left-out counts of the run's releases (the persistent ledger)."""
+    if led is None:
+        return ""
+    e = led["epsilon_to_date"]
+    lo, hi = led["cap_range"]
+    cap = "no cap" if lo is None and hi is None else (format_value(lo) if lo == hi else
+                                                      f"{format_value(lo)}–{format_value(hi)}")
+    out = ["<h3>The corpus's ε to date per unit (persistent ledger)</h3>",
+           _table(("Units of the corpus", "Largest ε to date", "Median ε to date", "Units that spent any ε",
+                   "Units with no room for ε = 0.1", "Cap per unit"),
+                  [(led["units"], format_value(e["largest"]), format_value(e["median"]), e["units_spent"],
+                    e["units_exhausted"], cap)], numeric=(0, 1, 2, 3, 4)),
+           f"<p>Every release on this corpus's units counts, app and command line: the guarantee that holds for a "
+           f"unit now is its ε to date, not this run's ε alone. Releases after this run: {led['later_releases']}.</p>",
+           "<h3>Left out of this run's releases</h3>",
+           _table(("Recorded", "Release", "ε", "Units taking part", "Left out (budget spent)"),
+                  [(r["recorded"], r["what"], format_value(r["epsilon"]), r["units"], r["left_out"])
+                   for r in led["releases"]], numeric=(2, 3, 4)),
+           f"<p>In all {led['left_out_total']} unit(s) were left out of this run's releases because their budget "
+           "was spent (the individual filter, docs/DESIGN.md §2.0): their documents did not shape this release.</p>"]
+    return "".join(out)
+
+
+def _overlay(o: Mapping[str, Any] | None) -> str:
+    if o is None:
+        return ("<h3>Overlay of real and synthetic documents</h3><p>No projection in the run folder (draw the "
+                "t-SNE / UMAP overlay on page 7).</p>")
+    return ("<h3>Overlay of real and synthetic documents</h3>"
+            f"<p>{o['real']} real test documents and {o['synthetic']} synthetic documents, embedded together and "
+            "projected to two dimensions: synthetic dots that cover the real rings of their class mean the "
+            "synthetic documents cover the real ones' topics.</p>"
+            f'<div class="keep">{overlay_chart(o["points"], method=o["method"])}</div>')
+
+
+def _disclosure(d: Mapping[str, Any] | None) -> str:
+    head = "<h3>Disclosure test (training vs held-out matches)</h3>"
+    if d is None:
+        return head + ("<p>No disclosure test in the run folder (run it on page 7, or <code>python -m dpkps_core "
+                       "evaluate --disclosure</code>).</p>")
+    tiers = d.get("tiers") or {}
+    rows = [(name, t.get("train"), t.get("holdout"), format_value(t.get("p_value")),
+             format_value(t.get("epsilon_lower_bound"))) for name, t in tiers.items()]
+    settings = d.get("settings") or {}
+    return (head + f"<p><b>{_e(str(d.get('verdict', '')).upper())}.</b> {_e(d.get('sentence', ''))}</p>"
+            + f'<div class="keep">{disclosure_chart(int(d.get("train_matched") or 0), int(d.get("holdout_matched") or 0), int(d.get("reference_per_part") or 0))}</div>'
+            + _table(("Matches", "Training documents", "Held-out documents", "p (one-sided)", "ε lower bound"),
+                     rows, numeric=(1, 2, 3, 4))
+            + f"<p>A match: a rare phrase of {_e(settings.get('ngram'))} words (in at most "
+              f"{_e(settings.get('rare_max_docs'))} reference document(s)), a shared span of "
+              f"{_e(settings.get('span_words'))} words, or one of {_e(settings.get('identifiers'))} listed "
+              f"identifier(s); {_e(d.get('synthetic_documents'))} synthetic documents against "
+              f"{_e(d.get('reference_per_part'))} training and as many held-out documents. The held-out documents "
+              "are the control for chance matches; the bound holds per document.</p>")
 
 
 def _utility(u: Mapping[str, Any] | None) -> str:
