@@ -1,11 +1,11 @@
 """The headline metric end to end: sample → generate (offline model) → evaluate, on the public demo corpora.
 
-    # the README table: each lever in its own row (engine, class names, selection), 100 documents per class
-    python -m benchmarks.end_to_end --corpus demo:bbc --corpus demo:drugs --table levers --readme README.md
+    # the headline table of docs/BENCHMARKS.md: each lever in its own row (engine, class names, selection), 100 documents per class
+    python -m benchmarks.end_to_end --corpus demo:bbc --corpus demo:drugs --table levers --readme docs/BENCHMARKS.md
     # the same, one process per corpus (one model thread each: both cores busy), then one command writes the table
     python -m benchmarks.end_to_end --corpus demo:bbc --table levers &
     python -m benchmarks.end_to_end --corpus demo:drugs --table levers; wait
-    python -m benchmarks.end_to_end --corpus demo:bbc --corpus demo:drugs --table levers --readme README.md
+    python -m benchmarks.end_to_end --corpus demo:bbc --corpus demo:drugs --table levers --readme docs/BENCHMARKS.md
     # chosen variants, ENGINE,NAMES,DRAFTS[,rep|norep] each (engine ct2|torch; names|nonames; drafts per sequence;
     # repetition control on (default) or off)
     python -m benchmarks.end_to_end --corpus demo:bbc --per-class 10 --variant ct2,names,1 --variant ct2,names,2
@@ -129,7 +129,7 @@ class Row:
 
 
 def format_table(rows: Sequence[Row], *, header: str) -> str:
-    """The Markdown block (header line + table) that goes between the README markers."""
+    """The Markdown block (header line + table) that goes between the markers of docs/BENCHMARKS.md."""
     lines = [header, "",
              "| corpus | variant | engine | class names in the prompt | repetition control | drafts | synthetic documents | "
              "accuracy: trained on synthetic | accuracy: trained on as many real | synthetic / real (95 % interval) | "
@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine", choices=("ct2", "torch"), default="ct2", help="without --table/--variant")
     ap.add_argument("--drafts", type=int, default=1, help="without --table/--variant: drafts per sequence")
     ap.add_argument("--out", default="runs/end_to_end", help="working folder (resumable)")
-    ap.add_argument("--readme", default=None, metavar="FILE", help="also replace the table in this README")
+    ap.add_argument("--readme", default=None, metavar="FILE", help="also replace the table between the end_to_end markers in this file (docs/BENCHMARKS.md)")
     ap.add_argument("--stored-only", action="store_true",
                     help="run nothing: write the table from the finished rows under --out (the missing ones named "
                          "below it), e.g. while the slow rows still run in other processes")

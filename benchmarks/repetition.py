@@ -1,5 +1,5 @@
 """Repetition control of the offline model, measured: how the default ``no_repeat_ngram`` / ``repetition_penalty``
-were chosen (dpkps_core/llm/repetition.py; README "Generation engine").
+were chosen (dpkps_core/llm/repetition.py; docs/BENCHMARKS.md "Repetition control").
 
     python -m benchmarks.repetition                              # the grid {0,3,4} × {1.0,1.1,1.2}, one seed
     python -m benchmarks.repetition --grid 0:1.0,3:1.0 --seeds 1,2
