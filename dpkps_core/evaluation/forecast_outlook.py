@@ -269,25 +269,34 @@ def _num(x: float) -> str:
 
 
 def _vocabulary_tips(*, eps_voc: float, suggested_eps: float | None, suggested_terms: int | None,
-                     suggested_n: int | None, v_size: int, vocab_size: int) -> list[str]:
+                     suggested_n: int | None, v_size: int, vocab_size: int, vocabulary: str = "") -> list[str]:
     """What to change for a poor vocabulary, cheapest first (docs/DESIGN.md §6 "free remedies"): a smaller N, a smaller
-    or domain-specific V, and only then a larger ε_voc."""
+    or domain-specific V, and only then a larger ε_voc. ``vocabulary`` is the public vocabulary in use (its spec, e.g.
+    ``"medical"``): the advice never suggests what is already chosen, and a large ε_voc names the cheaper changes it
+    lists before it."""
     tips = []
     if suggested_n is not None:
         tips.append(f"a smaller N = {suggested_n:,} (instead of {vocab_size:,}: fewer, surer terms at the same ε)")
     if suggested_terms is not None:
         tips.append(f"keep ε_voc = {eps_voc:g} and limit V to its {suggested_terms:,} most frequent terms")
     if v_size > LARGE_VOCABULARY:
-        tips.append(f"a smaller, domain-specific public vocabulary (V has {v_size:,} terms; the medical one for "
-                    "clinical text, or your own list)")
+        if vocabulary.strip().lower() == "medical":
+            tips.append(f"a smaller public vocabulary of your own (the medical one has {v_size:,} terms: a list of the "
+                        "terms your documents' field uses)")
+        else:
+            tips.append(f"a smaller, domain-specific public vocabulary (V has {v_size:,} terms; the medical one for "
+                        "clinical text, or your own list)")
     if suggested_eps is not None:
-        tips.append(f"ε_voc ≥ {suggested_eps:g}" + (" (a weak guarantee: try the others first)"
-                                                   if suggested_eps > 10 else ""))
+        weak = ""
+        if suggested_eps > 10:
+            weak = (" (a weak guarantee: try " + ("the change above" if len(tips) == 1 else "the changes above")
+                    + " first)") if tips else " (a weak guarantee)"
+        tips.append(f"ε_voc ≥ {suggested_eps:g}{weak}")
     return tips
 
 
 def forecast_verdict(vocab: VocabularyOutlook, kde: dict[str, dict[str, float]], *, eps_voc: float, eps_kde: float,
-                     vocab_size: int, suggested_kde: float | None) -> tuple[bool, str]:
+                     vocab_size: int, suggested_kde: float | None, vocabulary: str = "") -> tuple[bool, str]:
     """(whether the densities are usable, the verdict in plain words) — the ONE verdict of both forecasts
     (docs/DESIGN.md §6): usable when every class's signal/noise is ≥ 1; the vocabulary's remedies cheapest first."""
     kde_ok = bool(kde) and all(v["snr"] >= 1 for v in kde.values())
@@ -305,7 +314,7 @@ def forecast_verdict(vocab: VocabularyOutlook, kde: dict[str, dict[str, float]],
     if not vocab.usable:
         tips = _vocabulary_tips(eps_voc=eps_voc, suggested_eps=vocab.suggested_eps_voc,
                                 suggested_terms=vocab.suggested_max_terms, suggested_n=vocab.suggested_n,
-                                v_size=v_size, vocab_size=vocab_size)
+                                v_size=v_size, vocab_size=vocab_size, vocabulary=vocabulary)
         parts.append(f"For enough real terms (at least {vocab.min_real_terms:,} at N = {vocab_size:,}): "
                      + ("; or ".join(tips) if tips else "no ε_voc up to 100 is enough; use a smaller, "
                         "domain-specific public vocabulary or a larger corpus") + ".")
@@ -335,7 +344,7 @@ def assemble_forecast(config: SamplingConfig, vocab: VocabularyOutlook, kde: dic
     """The :class:`Forecast` of both forecasts from their outlooks and :func:`forecast_verdict`; ``facts``: the
     fields that differ between them (documents, class sizes, the count curve, DP or private)."""
     kde_ok, verdict = forecast_verdict(vocab, kde, eps_voc=eps_voc, eps_kde=eps_kde, vocab_size=config.vocab_size,
-                                       suggested_kde=suggested_eps_kde)
+                                       suggested_kde=suggested_eps_kde, vocabulary=config.vocabulary)
     return Forecast(
         eps_voc=eps_voc, eps_kde=eps_kde, terms_per_doc=config.terms_per_doc, vocab_size=config.vocab_size,
         public_vocabulary_size=vocab.public_vocabulary_size, method=config.method, density=config.density_kind,
