@@ -90,6 +90,21 @@ def run_corpus(spec: str, *, seeds: int, per_class: int, embedder: Any, cache: E
     return {"rows": rows, "info": info}
 
 
+def _configuration_rows(df: Any, column: str) -> list[str]:
+    """One table row per configuration and method: ``column``'s mean ± sd at each ε split ("—" where not run)."""
+    rows = []
+    for key, label, methods, _ in CONFIGS:
+        if not (df.config == key).any():  # e.g. the person row on a corpus without a person column
+            continue
+        for m in methods:
+            cells = []
+            for v, k in SPLITS:
+                sub = df[(df.config == key) & (df.method == m) & (df.eps_voc == v) & (df.eps_kde == k)]
+                cells.append(_fmt(sub[column].tolist()) if len(sub) else "—")
+            rows.append(f"| {label} | {m} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def corpus_markdown(spec: str, result: dict[str, Any], *, seeds: int) -> list[str]:
     import pandas as pd
 
@@ -103,15 +118,7 @@ def corpus_markdown(spec: str, result: dict[str, Any], *, seeds: int) -> list[st
            "No-LLM accuracy (mean ± sd over noise seeds 0.." + str(seeds - 1) + "), columns ε_voc + ε_kde:", "",
            "| configuration | method | " + " | ".join(heads) + " |",
            "|---|---|" + "---|" * len(heads)]
-    for key, label, methods, _ in CONFIGS:
-        if not (df.config == key).any():  # e.g. the person row on a corpus without a person column
-            continue
-        for m in methods:
-            cells = []
-            for v, k in SPLITS:
-                sub = df[(df.config == key) & (df.method == m) & (df.eps_voc == v) & (df.eps_kde == k)]
-                cells.append(_fmt(sub.no_llm_accuracy.tolist()) if len(sub) else "—")
-            out.append(f"| {label} | {m} | " + " | ".join(cells) + " |")
+    out += _configuration_rows(df, "no_llm_accuracy")
     for key, label in (("paper", "Real keyphrase baseline (noise-free top-N of the paper settings' V)"),
                        ("defaults", "Real keyphrase baseline (noise-free top-N of the defaults' V)")):
         cells = []
@@ -123,15 +130,7 @@ def corpus_markdown(spec: str, result: dict[str, Any], *, seeds: int) -> list[st
     out += ["", "Macro-F1 (mean ± sd; the classifiers are trained on balanced sequences, so on an imbalanced test set "
             "macro-F1 is the fairer view):", "",
             "| configuration | method | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(heads)]
-    for key, label, methods, _ in CONFIGS:
-        if not (df.config == key).any():  # e.g. the person row on a corpus without a person column
-            continue
-        for m in methods:
-            cells = []
-            for v, k in SPLITS:
-                sub = df[(df.config == key) & (df.method == m) & (df.eps_voc == v) & (df.eps_kde == k)]
-                cells.append(_fmt(sub.no_llm_macro_f1.tolist()) if len(sub) else "—")
-            out.append(f"| {label} | {m} | " + " | ".join(cells) + " |")
+    out += _configuration_rows(df, "no_llm_macro_f1")
     p_major = info["chance"]
     out.append("| Chance (always the majority class) | — | "
                + " | ".join([f"{2 * p_major / (1 + p_major) / len(info['classes']):.3f}"] * len(SPLITS)) + " |")
