@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dpkps_core.audit import format_seconds
+from dpkps_core.audit import coverage_sentence, format_seconds
 from studio import audit_view, jobs, session, steps, widgets
 
 widgets.page_header(8, "Tests the implementation, not just the maths: the exact release path runs many times with fresh "
@@ -17,6 +17,7 @@ st.markdown(widgets.PRIVATE_BADGE)
 st.caption("Runs on in-memory copies with throwaway ledgers: it charges nothing to the privacy ledger, writes nothing "
            "to the run folder, and nothing of it enters the release bundle. Embeddings of the trials' vocabularies "
            "stay in memory (never in the persistent cache).")
+st.info("**What this audit covers and what it does not.** " + coverage_sentence(), icon=":material/rule:")
 audit_view.init()
 s = st.session_state
 

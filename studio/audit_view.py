@@ -83,7 +83,7 @@ def _rows_builder(corpus: Any, config: Any) -> Callable[[], Any]:
     if kind == "file":
         return lambda: audit.read_raw_table(data, filename=name, text_column=config.text_column,
                                             label_column=config.label_column, person_column=config.person_column,
-                                            classes=corpus.public_classes)
+                                            classes=corpus.public_classes, encoding=config.encoding)
     return lambda: audit.RawTable.from_corpus(corpus, config)
 
 

@@ -67,8 +67,11 @@ from dpkps_core.audit.neighbours import (
 )
 from dpkps_core.audit.raw import CANARY_PERSON, RawTable, raw_table_for, read_raw_table
 from dpkps_core.audit.report import (
+    AUDIT_COVERS,
+    AUDIT_DOES_NOT_COVER,
     AUDIT_NOTE,
     LIMITATION_NOTE,
+    coverage_sentence,
     AuditResult,
     estimate_audit_time,
     format_seconds,

@@ -98,6 +98,17 @@ def loading_changes(a: Corpus, b: Corpus, *, expected: set[tuple[str, str, str |
                                                                              if key in expected))
 
 
+def release_unit(train: Corpus, config: SamplingConfig) -> tuple[Sequence[str] | None, str]:
+    """(person ids or None, neighbouring relation) of a training part as the release path counts it
+    (docs/DESIGN.md §2.0): per person with a person column, else per document — the audit's own copy, so that the
+    audit does not lean on a private helper of the pipeline."""
+    from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
+
+    if config.person_column:
+        return train.persons, train.privacy_unit
+    return None, ADD_REMOVE_ONE_DOCUMENT
+
+
 def rare_public_terms(corpus: Corpus, vocabulary: PublicVocabulary) -> list[str]:
     """Single-word alphabetic terms of V that occur nowhere in ``corpus`` — the rarer half of V first."""
     seen = set()

@@ -171,17 +171,20 @@ class RawTable:
 def read_raw_table(
     source: str | os.PathLike[str] | bytes, *, filename: str | None = None, text_column: str | None = None,
     label_column: str | None = None, person_column: str | None = None, classes: Sequence[str] | None = None,
-    **load_options: Any,
+    encoding: str = "utf-8", **load_options: Any,
 ) -> RawTable:
     """The raw rows of a corpus file (CSV, TSV, JSON Lines/JSON, Parquet, a ZIP or folder of .txt files) and the
     loader options the user loaded it with (docs/DESIGN.md §2.0). Nothing is cleaned or dropped here: that is the loader's
-    job on each neighbour. A ZIP or folder of .txt files becomes a table (text, label = its folder)."""
+    job on each neighbour. A ZIP or folder of .txt files becomes a table (text, label = its folder). ``encoding`` is
+    the file's text encoding, as the release path reads it (``--encoding``, e.g. latin-1; issue 35 §7): the rows
+    are decoded once here, and each neighbour is handed to the loader as UTF-8 JSON Lines."""
     unknown = set(load_options) - set(_LOAD_OPTIONS)
     if unknown:
         raise ParameterError(f"Unknown loader option(s) for the audit: {', '.join(sorted(unknown))}.")
     limits = {"max_documents": load_options["max_documents"]} if "max_documents" in load_options else {}
     raw = read_rows(source, filename=filename, text_column=text_column, label_column=label_column,
-                    person_column=person_column, **limits)  # else the deployment's limits (corpus/limits.py)
+                    person_column=person_column, encoding=encoding,
+                    **limits)  # else the deployment's limits (corpus/limits.py)
     display = Path(str(filename or raw.source)).name
     options = {"text_column": text_column, "label_column": label_column, "person_column": person_column,
                "classes": tuple(classes) if classes else None, **load_options}
@@ -213,4 +216,5 @@ def raw_table_for(config: SamplingConfig) -> RawTable:
         raise CorpusError(f"The corpus file {spec!r} does not exist.")
     limits = {"max_documents": config.max_documents} if config.max_documents is not None else {}
     return read_raw_table(spec, text_column=config.text_column, label_column=config.label_column,
-                          person_column=config.person_column, classes=config.classes, **limits)
+                          person_column=config.person_column, classes=config.classes, encoding=config.encoding,
+                          **limits)

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from dpkps_core import pipeline
 from dpkps_core.density_plan import default_bandwidth
-from dpkps_core.audit.neighbours import declared_classes
+from dpkps_core.audit.neighbours import declared_classes, release_unit
 from dpkps_core.audit.raw import RawTable
 from dpkps_core.audit.settings import AuditSettings
 from dpkps_core.audit.trials import _Runner
@@ -23,6 +23,28 @@ AUDIT_NOTE = ("private audit on the real corpus — local only, never part of a 
               "to the privacy ledger (every trial runs on a copy with its own throwaway ledger)")
 LIMITATION_NOTE = ("An empirical audit gives a LOWER bound on the ε the implementation actually has: it can show a "
                    "leak larger than claimed, never prove that there is none.")
+#: What the audit exercises (issue 35 §7): the release path of one run, on neighbouring copies of the corpus.
+AUDIT_COVERS: tuple[str, ...] = (
+    "the loader, on neighbouring copies of the file's raw rows (one row — or every row of one person — removed, a "
+    "canary added), read with the release's own encoding and loading choices",
+    "the split into training and held-out parts",
+    "the private vocabulary Ṽ (ε_voc, docs/DESIGN.md §2.1)",
+    "the keyphrase densities and the sequence sampling on them (ε_kde, docs/DESIGN.md §2.2, §2.4)",
+)
+#: What it does not exercise, said in every output so that a consistent audit is not read as covering them.
+AUDIT_DOES_NOT_COVER: tuple[str, ...] = (
+    "the per-unit privacy filter across releases (the persistent ledger's caps and the units it leaves out, "
+    "docs/DESIGN.md §2.0: every trial runs with a throwaway ledger and no cap)",
+    "the DP forecast (a release of its own, before Ṽ)",
+    "the baselines and the method comparison (private prediction, AugPE)",
+    "the LLM step (post-processing of the sequences; the disclosure test on page 7 looks at its documents)",
+)
+
+
+def coverage_sentence() -> str:
+    """What the audit covers and what it does not, in one paragraph (the CLI, page 9 and the reports say it)."""
+    return ("This audit covers " + "; ".join(AUDIT_COVERS) + ". It does NOT cover " + "; ".join(AUDIT_DOES_NOT_COVER)
+            + ".")
 
 
 @dataclasses.dataclass
@@ -50,6 +72,7 @@ class AuditResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"private": True, "note": AUDIT_NOTE, "limitation": LIMITATION_NOTE,
+                "covers": list(AUDIT_COVERS), "does_not_cover": list(AUDIT_DOES_NOT_COVER),
                 "empirical_epsilon_lower_bound": round(self.lower_bound, 6), "claimed_epsilon": self.claimed_epsilon,
                 "confidence": self.confidence, "violation": self.violation, "verdict": self.verdict,
                 "verdict_kind": self.kind,
@@ -87,7 +110,7 @@ def estimate_audit_time(
     per_trial = time.perf_counter() - t1
     classes = declared_classes(loaded, config)
     train = pipeline.training_part(loaded, config)
-    groups, unit = pipeline._unit(train, config)  # the release path's unit: per person with a person column
+    groups, unit = release_unit(train, config)  # the release path's unit: per person with a person column
     counts = pipeline.term_counts(train.texts, vocabulary, terms_per_doc=config.terms_per_doc, groups=groups)
     t2 = time.perf_counter()
     for _ in range(3):
@@ -187,5 +210,7 @@ def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
                   f"{o['canary_pair_sequences_per_trial']:.3f} |", "", ex["reading"]]
     for warning in r.get("warnings", []):
         lines += ["", f"> {warning}"]
+    lines += ["", "### What this audit covers", "", *(f"- {c}" for c in AUDIT_COVERS), "",
+              "Not covered:", "", *(f"- {c}" for c in AUDIT_DOES_NOT_COVER)]
     lines += ["", LIMITATION_NOTE, "", f"*{AUDIT_NOTE}.*", ""]
     return "\n".join(lines)

@@ -39,6 +39,7 @@ from dpkps_core.audit.neighbours import (
     loading_changes,
     member_weight_distance,
     rare_public_terms,
+    release_unit,
 )
 from dpkps_core.audit.raw import CANARY_PERSON, RawTable
 from dpkps_core.audit.report import format_seconds
@@ -251,7 +252,7 @@ def training_contributions(ctx: AuditContext, nbs: Neighbours
                            ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, dict[str, float]]]:
     """Each neighbour's training unit grouping and term counts, with the release path's own functions and unit,
     and the vocabulary statistics' weights per pair."""
-    units = {nb.name: pipeline._unit(nb.train_corpus, ctx.config) for nb in nbs.cheap}
+    units = {nb.name: release_unit(nb.train_corpus, ctx.config) for nb in nbs.cheap}
     counts = {nb.name: pipeline.term_counts(nb.train_corpus.texts, ctx.vocabulary,
                                             terms_per_doc=ctx.config.terms_per_doc, groups=units[nb.name][0])
               for nb in nbs.cheap}

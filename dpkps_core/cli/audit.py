@@ -47,6 +47,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     embedder = get_embedder(config.embedding_model)
     print("Empirical privacy audit — runs on in-memory copies with throwaway ledgers: it charges nothing to the "
           "privacy ledger and writes nothing to a run folder or bundle.")
+    print(audit.coverage_sentence())
     with tqdm(total=1000, desc="audit", unit="‰", leave=False, disable=args.quiet) as bar:
         def progress(frac: float, message: str) -> None:
             bar.n = int(1000 * frac)
@@ -86,6 +87,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     for warning in r.get("warnings", []):
         print(f"warning: {warning}")
     print("The ledger was charged nothing (each trial used its own throwaway ledger).")
+    print("Not covered by this audit: " + "; ".join(audit.AUDIT_DOES_NOT_COVER) + ".")
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -104,7 +106,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "file's raw rows and loaded as `sample` loads them (one row — or, with --person-column, every row "
                     "of one person — removed; a canary row or canary person added), and reports an empirical lower bound on ε with Clopper–Pearson "
                     "confidence, next to the claimed ε, plus canary exposure. A lower bound, not a proof. Nothing "
-                    "is released and no ledger is charged.",
+                    "is released and no ledger is charged. It covers the loader, the split, Ṽ (ε_voc), the densities and "
+                    "the sequence sampling (ε_kde); NOT the per-unit privacy filter across releases, the DP "
+                    "forecast, the baselines or the LLM step. The corpus file is read with --encoding, as sample "
+                    "reads it.",
     )
     cli_common.add_sampling_arguments(p)
     d = audit.AuditSettings()
