@@ -24,7 +24,11 @@ import numpy as np
 
 from dpkps_core.corpus import Corpus
 from dpkps_core.corpus.cleaning import normalise_document_text
+from dpkps_core.dp import count as dp_count
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.ledger import MAX_ROW_FACTOR, AdmissionTicket, PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.validation import check_epsilon
 from dpkps_core.ledger_store.rules import LINK_SEP as _LINK
 from dpkps_core.ledger_store.rules import UNIT_SEP as _SEP
 from dpkps_core.ledger_store.rules import primary_unit
@@ -107,3 +111,32 @@ def admitted_indices(units: Sequence[str], ledger: PrivacyLedger, epsilon: float
     (charge the release's event through it)."""
     ticket = _ticket(ledger, list(units), epsilon, what=what, row_factor=row_factor)
     return np.flatnonzero(ticket.mask), ticket
+
+
+def release_unit_count(
+    units: Sequence[str], *, epsilon: float, noise: NoiseSource, ledger: PrivacyLedger | None = None,
+    what: str = "documents in the training part", step: str = "size",
+    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
+) -> tuple[dp_count.NoisyCount, int]:
+    """A DP count of the distinct units in ``units`` (one string per document, see
+    :func:`unit_strings`; a person's documents share one string, so persons are counted).
+
+    With ``ledger``: the units are admitted first (individual privacy filter, docs/DESIGN.md §2.0; the admitted ones are
+    charged at once), only the admitted ones are counted, then the event is charged through the admission's ticket,
+    then the noise is drawn. Distinct units are counted by what each row stands for in its release
+    (:func:`release_unit`: its person, or its document). Under the person unit one row of a person
+    moves the count by at most 1 (only a person's only row adds or removes them), so each row is charged 1 × ε
+    (docs/PRIVACY.md "Units and group privacy"). Returns the released count and how many documents were left out
+    (a PRIVATE, local figure)."""
+    epsilon = check_epsilon(epsilon, "ε (count)")
+    units = list(units)
+    ticket: AdmissionTicket | None = None
+    if ledger is not None:
+        keep, ticket = admitted_indices(units, ledger, epsilon, what=f"the DP count of {what}", row_factor=1.0)
+        left_out = len(units) - len(keep)
+        units = [units[i] for i in keep]
+    else:
+        left_out = 0
+    released = dp_count.release_count(len({release_unit(u) for u in units}), epsilon=epsilon, noise=noise, ledger=ticket,
+                             what=what, step=step, neighbouring=neighbouring)
+    return released, left_out

@@ -55,6 +55,16 @@ def test_dp_imports_nothing_of_llm_evaluation_or_baselines(path: Path) -> None:
     assert not bad, f"dp/{path.name} imports {sorted(bad)}"
 
 
+@pytest.mark.parametrize("path", sorted((CORE / "dp").glob("*.py")), ids=lambda p: p.name)
+def test_dp_is_the_floor_no_import_runs_back_up(path: Path) -> None:
+    """The mechanisms are the core's lowest floor: they import only each other and the ground (errors, progress) —
+    never the admission layer (budget.py), the corpus, the pipeline or anything above (issue 32 §2: the one arrow
+    that ran back up, dp/count.py → budget.admitted_indices, is gone: budget.release_unit_count admits and counts)."""
+    ground = ("dpkps_core.dp", "dpkps_core.errors", "dpkps_core.progress")
+    bad = {m for m in _imports(path) if m.startswith("dpkps_core") and not m.startswith(ground)}
+    assert not bad, f"dp/{path.name} imports {sorted(bad)}"
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "app_pages").glob("*.py")) + sorted((ROOT / "studio").glob("*.py")),
                          ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_app_side_holds_no_dp_mechanism(path: Path) -> None:

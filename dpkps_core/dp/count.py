@@ -1,7 +1,8 @@
 """A DP document count: the size of the private training part, released with Laplace noise (docs/DESIGN.md §2.0, §3).
 
 Neighbouring relation: add/remove one document (or, with a person column, one person's documents, when the
-caller counts persons — :func:`release_unit_count` counts distinct admitted units). The count changes by at most 1,
+caller counts persons — :func:`dpkps_core.budget.release_unit_count` admits the units and counts the distinct
+admitted ones). The count changes by at most 1,
 so its L1 sensitivity is 1; the noise is Laplace(1/ε). Anything computed from the released count (e.g. the number
 of hash buckets of private prediction, [PrivPred] Assumption 1) is post-processing and may be published; the true
 count may not.
@@ -14,7 +15,6 @@ frozen before the noise exists); the released value is the :class:`NoisyCount` r
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
 
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, LaplaceCountEvent
 from dpkps_core.dp.ledger import PrivacyLedger
@@ -64,34 +64,3 @@ def release_count(
     scale = 1.0 / epsilon
     value = float(int(true_count) + float(noise.laplace(scale, 1, integer_valued=True)[0]))
     return NoisyCount(value=value, epsilon=epsilon, noise_scale=scale)
-
-
-def release_unit_count(
-    units: Sequence[str], *, epsilon: float, noise: NoiseSource, ledger: PrivacyLedger | None = None,
-    what: str = "documents in the training part", step: str = "size",
-    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
-) -> tuple[NoisyCount, int]:
-    """A DP count of the distinct units in ``units`` (one string per document, see
-    :func:`dpkps_core.budget.unit_strings`; a person's documents share one string, so persons are counted).
-
-    With ``ledger``: the units are admitted first (individual privacy filter, docs/DESIGN.md §2.0; the admitted ones are
-    charged at once), only the admitted ones are counted, then the event is charged through the admission's ticket,
-    then the noise is drawn. Distinct units are counted by what each row stands for in its release
-    (:func:`dpkps_core.budget.release_unit`: its person, or its document). Under the person unit one row of a person
-    moves the count by at most 1 (only a person's only row adds or removes them), so each row is charged 1 × ε
-    (docs/PRIVACY.md "Units and group privacy"). Returns the released count and how many documents were left out
-    (a PRIVATE, local figure)."""
-    from dpkps_core.budget import admitted_indices, release_unit
-
-    epsilon = check_epsilon(epsilon, "ε (count)")
-    units = list(units)
-    ticket: PrivacyLedger | None = None
-    if ledger is not None:
-        keep, ticket = admitted_indices(units, ledger, epsilon, what=f"the DP count of {what}", row_factor=1.0)
-        left_out = len(units) - len(keep)
-        units = [units[i] for i in keep]
-    else:
-        left_out = 0
-    released = release_count(len({release_unit(u) for u in units}), epsilon=epsilon, noise=noise, ledger=ticket,
-                             what=what, step=step, neighbouring=neighbouring)
-    return released, left_out

@@ -14,6 +14,8 @@ from typing import Any, Sequence
 import numpy as np
 import pytest
 
+from dpkps_core import budget
+
 from dpkps_core.baselines import augpe
 from dpkps_core.baselines import compare as cmp
 from dpkps_core.baselines import private_prediction as pp
@@ -228,11 +230,11 @@ def test_dp_count_charges_before_its_noise_and_counts_admitted_persons() -> None
     assert "noisy_count" not in ev.params  # frozen before the noise existed
     ledger = RecordingLedger(cap=5.0, deny=["p3"])
     units = [f"person\x1fp{i % 5}" for i in range(20)]  # 5 persons, 4 documents each; p3 exhausted
-    counts = [dpcount.release_unit_count(units, epsilon=1e6, noise=NoiseSource(s), ledger=RecordingLedger(
+    counts = [budget.release_unit_count(units, epsilon=1e6, noise=NoiseSource(s), ledger=RecordingLedger(
         cap=1e7, deny=["p3"]))[0].value for s in range(3)]
     counts = [round(c, 3) for c in counts]
     assert counts == [4.0, 4.0, 4.0]  # distinct ADMITTED persons (noise ≈ 0 at ε = 10⁶)
-    released, left_out = dpcount.release_unit_count(units, epsilon=1.0, noise=NoiseSource(1), ledger=ledger)
+    released, left_out = budget.release_unit_count(units, epsilon=1.0, noise=NoiseSource(1), ledger=ledger)
     assert left_out == 4 and [k for k, _ in ledger.log] == ["admit", "charge"]
 
 
