@@ -259,8 +259,10 @@ def _disclosure(d: Mapping[str, Any] | None) -> str:
     rows = [(name, t.get("train"), t.get("holdout"), format_value(t.get("p_value")),
              format_value(t.get("epsilon_lower_bound"))) for name, t in tiers.items()]
     settings = d.get("settings") or {}
+    chart = disclosure_chart(int(d.get("train_matched") or 0), int(d.get("holdout_matched") or 0),
+                             int(d.get("reference_per_part") or 0))
     return (head + f"<p><b>{_e(str(d.get('verdict', '')).upper())}.</b> {_e(d.get('sentence', ''))}</p>"
-            + f'<div class="keep">{disclosure_chart(int(d.get("train_matched") or 0), int(d.get("holdout_matched") or 0), int(d.get("reference_per_part") or 0))}</div>'
+            + f'<div class="keep">{chart}</div>'
             + _table(("Matches", "Training documents", "Held-out documents", "p (one-sided)", "ε lower bound"),
                      rows, numeric=(1, 2, 3, 4))
             + f"<p>A match: a rare phrase of {_e(settings.get('ngram'))} words (in at most "

@@ -17,14 +17,17 @@ forecasts and projections of real documents are *private, not for release* (ever
 * Projections: t-SNE / UMAP of real vs synthetic embeddings, as a DataFrame for overlays.
 * ε sweep (docs/DESIGN.md §5, §6): no-LLM accuracy and vocabulary recall over an ε_voc × ε_kde grid, methods and seeds;
   term counts are computed once per corpus, each cell re-runs only noise + selection and what follows.
+* Disclosure test (issue 34 §2, [Phantoms], [OneRun]): the synthetic documents' rare-phrase, long-span and
+  identifier matches against the training part vs as many held-out documents, a one-sided exact test and an
+  empirical ε lower bound per document beside the claimed ε (``disclosure.json``, PRIVATE).
 * Forecast ("Will this work?", docs/DESIGN.md §6): vocabulary noise floor against the true term counts, the expected
   share of Ṽ that is pure noise, the expected density error against the spread of scores, and a verdict.
 
 Nothing here logs or prints document text. Modules: metrics · classifiers (heads, Deep CORAL) · no_llm (the ONE
 no-LLM check and the ONE real keyphrase baseline) · projections · run (a run folder's evaluation) · sweep ·
 forecast_outlook (what both forecasts share: Forecast, the verdict, the chart) · forecast_exact (the exact,
-private preview) · forecast_dp (the default DP forecast and its release). Every name is importable from
-``dpkps_core.evaluation``.
+private preview) · forecast_dp (the default DP forecast and its release) · disclosure (the disclosure test).
+Every name is importable from ``dpkps_core.evaluation``.
 """
 
 # ruff: noqa: F401 - the package's public names (and the helpers other modules use)
@@ -113,4 +116,13 @@ from dpkps_core.evaluation.forecast_dp import (
     reconstructed_counts,
     forecast_from_release,
     forecast_preview,
+)
+from dpkps_core.evaluation.disclosure import (
+    DISCLOSURE_FILE,
+    DisclosureResult,
+    DisclosureSettings,
+    disclosure_for_run,
+    disclosure_test,
+    read_disclosure,
+    write_disclosure,
 )
