@@ -30,7 +30,7 @@ def defaults() -> dict[str, Any]:
     return {"audit_trials_auto": not fast, "audit_trials": 4 if fast else 60, "audit_time_budget": d.time_budget,
             "audit_vocabulary_trials": 40 if fast else 1000, "audit_density_trials": 8 if fast else 100,
             "audit_confidence": d.confidence,
-            "audit_canaries": 1 if fast else d.canary_documents}
+            "audit_canaries": 1 if fast else d.canary_documents, "audit_canary_prefix_words": d.canary_prefix_words}
 
 
 def init() -> None:
@@ -47,6 +47,7 @@ def current_settings() -> audit.AuditSettings:
         vocabulary_trials=None if s["audit_trials_auto"] else int(s["audit_vocabulary_trials"]),
         density_trials=None if s["audit_trials_auto"] else int(s["audit_density_trials"]),
         confidence=float(s["audit_confidence"]), canary_documents=int(s["audit_canaries"]),
+        canary_prefix_words=int(s["audit_canary_prefix_words"]),
     ).validate()
 
 
@@ -263,3 +264,8 @@ def settings_widgets() -> None:
     widgets.bound(c1.select_slider, "Confidence", "audit_confidence", options=[0.9, 0.95, 0.99])
     widgets.bound(c2.number_input, "Canary documents (exposure test; 0 = skip)", "audit_canaries", min_value=0,
                   max_value=50)
+    widgets.bound(c1.number_input, "Canaries' in-distribution prefix (words; 0 = rare terms only)",
+                  "audit_canary_prefix_words", min_value=0, max_value=200,
+                  help="The Canary's Echo: each exposure canary starts like a training document of its class (its "
+                       "first words, in memory only, never shown) and ends with rare public terms — what the test "
+                       "measures.")

@@ -200,7 +200,10 @@ def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
         lines += ["", "### Canary exposure", "",
                   f"{ex['canaries']} canary documents of {ex['terms_per_canary']} rare public terms "
                   f"({ex['planted_in_training_part']} in the training part), {ex['vocabulary_trials']} vocabulary-stage "
-                  f"and {ex['sequence_trials']} density-stage trials each way.", "",
+                  f"and {ex['sequence_trials']} density-stage trials each way."
+                  + (f" {ex['canaries_with_prefix']} of them begin with an in-distribution prefix of up to "
+                     f"{ex['prefix_words']} words (the start of a training document of their class; not shown)."
+                     if ex.get("prefix_words") else ""), "",
                   "| | with canaries | without |", "|---|---|---|",
                   f"| canary terms in Ṽ per trial | {w['canary_terms_in_vocabulary_per_trial']:.3f} | "
                   f"{o['canary_terms_in_vocabulary_per_trial']:.3f} |",

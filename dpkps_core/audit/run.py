@@ -110,6 +110,8 @@ def run_audit(
                                      without_vocabulary=voc.releases["D"][:n_voc],
                                      with_sequences=dens.exposure["D+k"][:n_dens],
                                      without_sequences=dens.exposure["D"][:n_dens])
+        # [Canary]: how many canaries read like the corpus (an in-distribution prefix, never reported itself)
+        exposure.update(prefix_words=settings.canary_prefix_words, canaries_with_prefix=nbs.exposure.prefixed)
     info = _info(ctx, nbs, dens, rel, analysis, timings=timings,
                  checks={"sensitivity_check": sensitivity, "loader_probes": probes}, moved=moved, changed=changed)
     warnings = _warnings(ctx, nbs, moved, changed)

@@ -48,7 +48,13 @@ class AuditSettings:
         confidence: confidence of the lower bound (default 95 %).
         selection_fraction: share of the trials used only to choose each event's threshold and direction.
         canary_documents: k canary documents of the exposure test (0 skips it).
-        canary_terms: rare public terms per canary document (default S, the most one document contributes).
+        canary_terms: rare public terms per canary document (default S, the most one document contributes; with
+            a prefix, S minus the prefix's terms, at least 1).
+        canary_prefix_words: an in-distribution prefix before each exposure canary's rare public terms ([Canary]:
+            the canary reads like the corpus, its rare suffix is what is measured) — the first words of a
+            randomly drawn training document of the canary's class, shortened until at least one of the S terms a
+            document contributes is left for the suffix. Kept in memory only, never reported. 0 (default): the
+            canaries are rare public terms only.
         noise_sampler: ``"numpy"`` (default: fast, same distributions), ``"opendp"``, or ``"release"`` (the
             sampler of the config). OpenDP's discrete Laplace over 50k terms takes seconds per trial here.
         seed: seed of the audit's noise and canary choice, for reproducible tests; ``None`` = OS entropy.
@@ -68,6 +74,7 @@ class AuditSettings:
     selection_fraction: float = 1 / 3
     canary_documents: int = 3
     canary_terms: int | None = None
+    canary_prefix_words: int = 0
     noise_sampler: str = "numpy"
     seed: int | None = None
 
@@ -97,6 +104,8 @@ class AuditSettings:
         if not (isinstance(self.selection_fraction, (int, float)) and 0.05 <= self.selection_fraction <= 0.8):
             raise ParameterError(f"The selection fraction must be in [0.05, 0.8], got {self.selection_fraction!r}.")
         check_positive_int(self.canary_documents, "canary documents", minimum=0, maximum=50)
+        check_positive_int(self.canary_prefix_words, "words of a canary's in-distribution prefix", minimum=0,
+                           maximum=200)
         if self.canary_terms is not None:
             check_positive_int(self.canary_terms, "terms per canary document", maximum=LIMITS["terms_per_doc"])
         if self.noise_sampler not in SAMPLER_CHOICES:

@@ -76,6 +76,8 @@ class _Neighbour:
     releases: list[_Release] = dataclasses.field(default_factory=list)
     split: Any = None
     train_corpus: Corpus | None = None
+    #: canaries of this neighbour planted with an in-distribution prefix (D+k with ``canary_prefix_words``)
+    prefixed: int = 0
 
 
 class _Runner:

@@ -23,6 +23,7 @@ def settings_from_args(args: argparse.Namespace) -> audit.AuditSettings:
         trials=args.trials, time_budget=args.time_budget, vocabulary_trials=args.vocabulary_trials,
         density_trials=args.density_trials, confidence=args.confidence,
         selection_fraction=args.selection_fraction, canary_documents=args.canaries, canary_terms=args.canary_terms,
+        canary_prefix_words=args.canary_prefix_words,
         noise_sampler=args.audit_sampler, seed=args.audit_seed,
     ).validate()
 
@@ -83,7 +84,9 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         print(f"canary exposure: {w['canary_occurrences_per_1000_keyphrases']:.3f} canary terms per 1,000 sampled "
               f"keyphrases with {ex['canaries']} canaries planted vs {o['canary_occurrences_per_1000_keyphrases']:.3f} "
               f"without; canary terms in Ṽ per trial {w['canary_terms_in_vocabulary_per_trial']:.2f} vs "
-              f"{o['canary_terms_in_vocabulary_per_trial']:.2f}")
+              f"{o['canary_terms_in_vocabulary_per_trial']:.2f}"
+              + (f"; {ex['canaries_with_prefix']} of {ex['canaries']} canaries with an in-distribution prefix of up "
+                 f"to {ex['prefix_words']} words" if ex.get("prefix_words") else ""))
     for warning in r.get("warnings", []):
         print(f"warning: {warning}")
     print("The ledger was charged nothing (each trial used its own throwaway ledger).")
@@ -132,6 +135,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--canaries", type=int, default=d.canary_documents,
                    help="canary documents of the exposure test; 0 skips it (default %(default)s)")
     g.add_argument("--canary-terms", type=int, default=None, help="rare public terms per canary (default S)")
+    g.add_argument("--canary-prefix-words", type=int, default=d.canary_prefix_words,
+                   help="give each exposure canary an in-distribution prefix of this many words (the start of a "
+                        "training document of its class, kept in memory only) before its rare public terms, as in "
+                        "The Canary's Echo; 0 = rare terms only (default %(default)s)")
     g.add_argument("--audit-sampler", choices=audit.SAMPLER_CHOICES, default=d.noise_sampler,
                    help="noise sampler of the trials: numpy (default, fast; same distributions), opendp, or release "
                         "(the --noise-sampler of the release; OpenDP takes seconds per trial on 50k terms)")

@@ -69,3 +69,30 @@ def test_page_9_says_what_the_audit_covers(fast_env: Path) -> None:
     found = [i.value for i in at.info if "What this audit covers" in i.value]
     assert found and "per-unit privacy filter" in found[0] and "DP forecast" in found[0]
     assert "baselines" in found[0]
+
+
+def test_exposure_canaries_with_an_in_distribution_prefix() -> None:
+    """[Canary]: each exposure canary begins like a training document of its class (words no public term matches
+    here, so the rare suffix keeps its place among the S terms a document contributes) and ends with rare public
+    terms; the audit says how many had a prefix and never shows the prefix itself (it is private text)."""
+    import dataclasses
+
+    from dpkps_core.corpus import Corpus
+
+    corpus, vocab, config = synthetic(120)
+    texts = tuple(f"wardnote{i} nursescribe{i} {t}" for i, t in enumerate(corpus.texts))
+    corpus = dataclasses.replace(corpus, texts=texts) if dataclasses.is_dataclass(corpus) else Corpus(
+        texts=texts, labels=corpus.labels, name=corpus.name, source=corpus.source)
+    config = dataclasses.replace(config, terms_per_doc=2)
+    result = audit.run_audit(corpus, config, vocabulary=vocab, embedder=HashingEmbedder(dim=16),
+                             settings=audit.AuditSettings(trials=6, vocabulary_trials=200, density_trials=12, seed=3,
+                                                          canary_documents=2, canary_prefix_words=2))
+    ex = result.exposure
+    assert ex["prefix_words"] == 2 and ex["canaries_with_prefix"] == 2
+    assert ex["terms_per_canary"] == 1  # S = 2: one rare term after a prefix, which matches no public term
+    assert all(t.startswith("zq") for c in ex["per_canary"] for t in c["terms"])
+    report = json.dumps(result.to_dict()) + audit.render_markdown(result)
+    assert "wardnote" not in report and "nursescribe" not in report  # the private prefix is never shown
+    assert "in-distribution prefix of up to 2 words" in audit.render_markdown(result)
+    with pytest.raises(Exception):
+        audit.AuditSettings(canary_prefix_words=-1).validate()
