@@ -22,7 +22,7 @@ from dpkps_core.corpus import Corpus, check_class_names, check_encoding, load_co
 from dpkps_core.dp.accounting import MAX_EPOCHS
 from dpkps_core.dp.rng import SAMPLERS
 from dpkps_core.dp.validation import check_cap, check_epsilon, check_positive_int
-from dpkps_core.embeddings import DEFAULT_MODEL
+from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS
 from dpkps_core.errors import ParameterError, VocabularyError
 from dpkps_core.sampling import SAMPLING_METHODS
 from dpkps_core.vocabulary import VOCABULARIES, PublicVocabulary, load_vocabulary
@@ -62,6 +62,53 @@ AUGPE_LIMITS = {
 }
 
 
+# The groups the command line shows the options in (and the app's pages follow).
+CORPUS = "corpus (private)"
+VOCABULARY = "public vocabulary"
+PRIVACY = "privacy"
+METHOD = "method"
+OPTION_GROUPS = (CORPUS, VOCABULARY, PRIVACY, METHOD)
+
+
+#: :attr:`SettingOption.option_default` when the option starts from the field's own default.
+FIELD_DEFAULT = "<the field's default>"
+
+
+@dataclasses.dataclass(frozen=True)
+class SettingOption:
+    """How a :class:`SamplingConfig` field is offered to a user — the ONE description the command line's options
+    (``dpkps_core.cli.options``) are generated from, so adding a setting is one edit here (issue 32 §4).
+
+    ``group`` and ``order``: where it stands in ``--help``; ``flag``: its option (default ``--`` + the field name
+    with dashes); ``short``: a one-letter alias; ``choices``: the allowed values; ``switch_off``: a boolean field
+    offered as a switch that turns it off (``--keep-stopwords`` sets ``remove_stopwords`` to False);
+    ``option_default``: what the option starts from when that differs from the field's default (the ε cap: the
+    config records None = "not given", the CLI and the app start from :data:`DEFAULT_EPSILON_CAP`)."""
+
+    group: str
+    order: int
+    help: str
+    flag: str | None = None
+    short: str | None = None
+    choices: tuple[str, ...] | None = None
+    switch_off: str | None = None
+    option_default: Any = FIELD_DEFAULT
+
+
+def _setting(default: Any, *, group: str, order: int, help: str, **option: Any) -> Any:
+    """A :class:`SamplingConfig` field with its :class:`SettingOption` (``dataclasses.field`` metadata)."""
+    if "choices" in option and option["choices"] is not None:
+        option["choices"] = tuple(option["choices"])
+    return dataclasses.field(default=default, metadata={"option": SettingOption(group=group, order=order, help=help,
+                                                                                 **option)})
+
+
+def setting_options() -> dict[str, SettingOption]:
+    """Every :class:`SamplingConfig` field a user sets through an option, by field name, in group and help order."""
+    found = {f.name: f.metadata["option"] for f in dataclasses.fields(SamplingConfig) if "option" in f.metadata}
+    return dict(sorted(found.items(), key=lambda kv: (OPTION_GROUPS.index(kv[1].group), kv[1].order)))
+
+
 @dataclasses.dataclass(frozen=True)
 class SamplingConfig:
     """Every parameter of a sampling run (public; saved as ``run_config.json`` and re-runnable).
@@ -71,36 +118,67 @@ class SamplingConfig:
     ``dataclasses.replace``, checked the same way). ``epsilon_cap`` is recorded for the run folder; the ledger
     enforces it (docs/DESIGN.md §2.0)."""
 
-    corpus: str = "demo:bbc"
+    corpus: str = _setting("demo:bbc", group=CORPUS, order=0, help="demo:bbc (default), demo:drugs, demo:drugs-rating, "
+                           "or a path to CSV/TSV/JSONL/Parquet/ZIP of .txt/folder of class sub-folders")
     text_column: str | None = None
     label_column: str | None = None
-    vocabulary: str = "glove"
-    remove_stopwords: bool = True
-    junk_filter: bool = True
-    vocab_max_terms: int | None = 50_000  # frequency-ordered vocabularies only (see effective_max_terms)
-    eps_voc: float = 5.0
-    eps_kde: float = 5.0
-    method: str = "independent"
-    density: str = "auto"
-    length: int = 10
-    per_class: int = 50
-    vocab_size: int = 1000
-    terms_per_doc: int = 10
-    selection_rule: str = "top-n"
-    features: int | None = None
-    bandwidth: float | None = None
-    temperature: float = 1.0
-    max_keyphrases_per_doc: int | None = None
-    class_size_estimate: float | None = None
-    embedding_model: str = DEFAULT_MODEL
-    seed: int | None = None
-    noise_sampler: str = "opendp"  # "opendp" (vetted, default) or "numpy" (fast); a seed means NumPy
-    test_fraction: float = 0.2
-    client_fraction: float = 0.0
-    split_seed: int = 0
-    epsilon_cap: float | None = None
+    vocabulary: str = _setting("glove", group=VOCABULARY, order=0, help="glove (default), wordfreq, medical, or a path to "
+                               "a UTF-8 file with one term per line")
+    remove_stopwords: bool = _setting(True, group=VOCABULARY, order=1, switch_off="--keep-stopwords",
+                                      help="do not remove English stop words from V")
+    junk_filter: bool = _setting(True, group=VOCABULARY, order=2, switch_off="--no-junk-filter",
+                                 help="keep terms without letters or with digits inside")
+    vocab_max_terms: int | None = _setting(  # frequency-ordered vocabularies only (see effective_max_terms)
+        50_000, group=VOCABULARY, order=3, help="keep only the K most frequent terms of a frequency-ordered V (glove, "
+        "wordfreq); 0 = all (default %(default)s, chosen by measurement: docs/DEFAULTS.md)")
+    eps_voc: float = _setting(5.0, group=PRIVACY, order=0, help="ε for the private vocabulary (default %(default)s)")
+    eps_kde: float = _setting(5.0, group=PRIVACY, order=1, help="ε for the per-class densities (default %(default)s)")
+    method: str = _setting("independent", group=METHOD, order=0, choices=SAMPLING_METHODS,
+                           help="sequence sampler (default %(default)s)")
+    density: str = _setting("auto", group=METHOD, order=1, choices=DENSITIES, help="auto: exact smoothed DP histogram "
+                            "for independent, RFF DP-KDE for iterative; rff: the paper's RFF DP-KDE")
+    length: int = _setting(10, group=METHOD, order=3, short="-L", help="keyphrases per sequence L (default %(default)s)")
+    per_class: int = _setting(50, group=METHOD, order=4, short="-K", help="sequences per class (default %(default)s)")
+    vocab_size: int = _setting(1000, group=METHOD, order=5, short="-N",
+                               help="private vocabulary size N (default %(default)s)")
+    terms_per_doc: int = _setting(10, group=METHOD, order=6, short="-S", help="distinct terms counted per document S = "
+                                  "sensitivity of the vocabulary histogram (default %(default)s)")
+    selection_rule: str = _setting("top-n", group=METHOD, order=7, choices=("top-n", "noise-floor"),
+                                   help="how Ṽ is cut from the noisy counts (default %(default)s)")
+    features: int | None = _setting(None, group=METHOD, order=8, short="-I",
+                                    help="random features I (RFF only; default: auto ≈ n_c·ε/2)")
+    bandwidth: float | None = _setting(None, group=METHOD, order=9,
+                                       help="kernel bandwidth σ (default: auto from Ṽ's embeddings)")
+    temperature: float = _setting(1.0, group=METHOD, order=10, help="sampling temperature T (0 = argmax)")
+    max_keyphrases_per_doc: int | None = _setting(None, group=METHOD, order=11, flag="--max-keyphrases",
+                                                  help="keyphrases kept per document M (default L)")
+    class_size_estimate: float | None = _setting(None, group=METHOD, order=12, help="your estimate of documents per "
+                                                 "class, used to choose I (default: DP estimate)")
+    embedding_model: str = _setting(DEFAULT_MODEL, group=METHOD, order=13, choices=tuple(EMBEDDING_MODELS),
+                                    help="public embedding model (default %(default)s)")
+    seed: int | None = _setting(None, group=PRIVACY, order=3, help="REPRODUCIBLE DEMO ONLY: seed all noise (not for "
+                                "release); default: OS entropy")
+    noise_sampler: str = _setting(  # "opendp" (vetted, default) or "numpy" (fast); a seed means NumPy
+        "opendp", group=PRIVACY, order=4, choices=SAMPLERS, help="opendp: OpenDP's vetted samplers for every noisy "
+        "release (default); numpy: NumPy's faster floating-point samplers. A --seed always uses NumPy (OpenDP cannot "
+        "be seeded)")
+    test_fraction: float = _setting(0.2, group=CORPUS, order=2, help="share of documents held out for evaluation (each "
+                                    "assigned on its own by a keyed hash of its text; never touched by a DP step) "
+                                    "(default %(default)s)")
+    client_fraction: float = _setting(0.0, group=CORPUS, order=3, help="share of the held-out part set aside as "
+                                      "unlabelled client data for Deep CORAL (default %(default)s)")
+    split_seed: int = _setting(0, group=CORPUS, order=4, help="public seed of the hash split (default %(default)s)")
+    epsilon_cap: float | None = _setting(
+        None, group=PRIVACY, order=2, option_default=DEFAULT_EPSILON_CAP,
+        help="cap on the total ε any one document (person) may spend over ALL releases, app and CLI (default "
+             "%(default)s, the app's too): documents new to the persistent ledger get it, and a run whose own ε would "
+             "exceed it is refused; documents already in the ledger keep their cap (change it with `ledger --corpus "
+             "… --epsilon-cap`)")
     classes: tuple[str, ...] | None = None  # declared PUBLIC class names (demo corpora carry their own)
-    person_column: str | None = None  # unit of privacy: one person (this column's ids stay private), else a document
+    person_column: str | None = _setting(  # unit of privacy: one person (this column's ids stay private), else a document
+        None, group=CORPUS, order=1, help="unit of privacy = one PERSON: the column identifying whom each document is "
+        "about (ids stay private; every mechanism bounds each person's total contribution; the split keeps a person's "
+        "documents together). demo:drugs has 'drug' as a documented synthetic person")
     # a user vocabulary FILE as the run folder names it: ``vocabulary`` is then its file name, and this its SHA-256
     # (see to_run_dict; load_vocabulary_for finds and checks the file by them)
     vocabulary_sha256: str | None = None

@@ -9,14 +9,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dpkps_core.config import DEFAULT_EPSILON_CAP, DENSITIES, SamplingConfig, build_sampling_config
+from dpkps_core.cli.options import add_setting_options, names_in_group, settings_from_args
+from dpkps_core.config import CORPUS, METHOD, PRIVACY, VOCABULARY, SamplingConfig, build_sampling_config
 from dpkps_core.corpus import ENCODINGS, check_class_names
 from dpkps_core.corpus.limits import (DEFAULT_MAX_BYTES, DEFAULT_MAX_DOCUMENTS, ENV_MAX_BYTES, ENV_MAX_DOCUMENTS,
                                      parse_limit)
-from dpkps_core.dp.rng import SAMPLERS
-from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS
 from dpkps_core.errors import ParameterError
-from dpkps_core.sampling import SAMPLING_METHODS
 
 
 def add_class_arguments(g: argparse._ArgumentGroup) -> None:
@@ -99,80 +97,30 @@ def add_file_arguments(g: Any) -> None:
 
 
 def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
-    """Options shared by ``sample`` and the commands that run sampling (sweep, forecast…)."""
-    d = SamplingConfig()
-    g = p.add_argument_group("corpus (private)")
-    g.add_argument("--corpus", default=d.corpus, help="demo:bbc (default), demo:drugs, demo:drugs-rating, or a path "
-                   "to CSV/TSV/JSONL/Parquet/ZIP of .txt/folder of class sub-folders")
+    """Options shared by ``sample`` and the commands that run sampling (sweep, forecast…): each setting's option is
+    generated from :class:`SamplingConfig`'s field metadata (:mod:`dpkps_core.cli.options`); the columns, the class
+    names, the encoding and the load limits keep their own parsing, and ``--paper-settings`` is not a setting but a
+    preset."""
+    g = p.add_argument_group(CORPUS)
+    add_setting_options(g, ["corpus"])
     add_file_arguments(g)
-    g.add_argument("--person-column", help="unit of privacy = one PERSON: the column identifying whom each document "
-                   "is about (ids stay private; every mechanism bounds each person's total contribution; the split "
-                   "keeps a person's documents together). demo:drugs has 'drug' as a documented synthetic person")
-    g.add_argument("--test-fraction", type=float, default=d.test_fraction,
-                   help="share of documents held out for evaluation (each assigned on its own by a keyed hash of its "
-                        "text; never touched by a DP step) (default %(default)s)")
-    g.add_argument("--client-fraction", type=float, default=d.client_fraction,
-                   help="share of the held-out part set aside as unlabelled client data for Deep CORAL (default %(default)s)")
-    g.add_argument("--split-seed", type=int, default=d.split_seed, help="public seed of the hash split (default %(default)s)")
-    g = p.add_argument_group("public vocabulary")
-    g.add_argument("--vocabulary", default=d.vocabulary, help="glove (default), wordfreq, medical, or a path to a "
-                   "UTF-8 file with one term per line")
-    g.add_argument("--keep-stopwords", action="store_true", help="do not remove English stop words from V")
-    g.add_argument("--no-junk-filter", action="store_true", help="keep terms without letters or with digits inside")
-    g.add_argument("--vocab-max-terms", type=int, default=d.vocab_max_terms,
-                   help="keep only the K most frequent terms of a frequency-ordered V (glove, wordfreq); 0 = all "
-                        "(default %(default)s, chosen by measurement: docs/DEFAULTS.md)")
-    g = p.add_argument_group("privacy")
-    g.add_argument("--eps-voc", type=float, default=d.eps_voc, help="ε for the private vocabulary (default %(default)s)")
-    g.add_argument("--eps-kde", type=float, default=d.eps_kde, help="ε for the per-class densities (default %(default)s)")
-    g.add_argument("--epsilon-cap", type=float, default=DEFAULT_EPSILON_CAP,
-                   help="cap on the total ε any one document (person) may spend over ALL releases, app and CLI "
-                        "(default %(default)s, the app's too): documents new to the persistent ledger get it, and a "
-                        "run whose own ε would exceed it is refused; documents already in the ledger keep their cap "
-                        "(change it with `ledger --corpus … --epsilon-cap`)")
-    g.add_argument("--seed", type=int, default=None, help="REPRODUCIBLE DEMO ONLY: seed all noise (not for release); "
-                   "default: OS entropy")
-    g.add_argument("--noise-sampler", choices=SAMPLERS, default=d.noise_sampler,
-                   help="opendp: OpenDP's vetted samplers for every noisy release (default); numpy: NumPy's faster "
-                        "floating-point samplers. A --seed always uses NumPy (OpenDP cannot be seeded)")
-    g = p.add_argument_group("method")
-    g.add_argument("--method", choices=SAMPLING_METHODS, default=d.method, help="sequence sampler (default %(default)s)")
-    g.add_argument("--density", choices=DENSITIES, default=d.density, help="auto: exact smoothed DP histogram for "
-                   "independent, RFF DP-KDE for iterative; rff: the paper's RFF DP-KDE")
+    add_setting_options(g, names_in_group(CORPUS)[1:])
+    add_setting_options(p.add_argument_group(VOCABULARY), names_in_group(VOCABULARY))
+    add_setting_options(p.add_argument_group(PRIVACY), names_in_group(PRIVACY))
+    g = p.add_argument_group(METHOD)
+    method = names_in_group(METHOD)
+    add_setting_options(g, method[:2])
     g.add_argument("--paper-settings", action="store_true", help="the DP-KPS paper's configuration (RFF, σ = 1, "
                    "I = 2000, no junk filter) for comparisons")
-    g.add_argument("--length", "-L", type=int, default=d.length, help="keyphrases per sequence L (default %(default)s)")
-    g.add_argument("--per-class", "-K", type=int, default=d.per_class, help="sequences per class (default %(default)s)")
-    g.add_argument("--vocab-size", "-N", type=int, default=d.vocab_size, help="private vocabulary size N (default %(default)s)")
-    g.add_argument("--terms-per-doc", "-S", type=int, default=d.terms_per_doc,
-                   help="distinct terms counted per document S = sensitivity of the vocabulary histogram (default %(default)s)")
-    g.add_argument("--selection-rule", choices=("top-n", "noise-floor"), default=d.selection_rule,
-                   help="how Ṽ is cut from the noisy counts (default %(default)s)")
-    g.add_argument("--features", "-I", type=int, default=None, help="random features I (RFF only; default: auto ≈ n_c·ε/2)")
-    g.add_argument("--bandwidth", type=float, default=None, help="kernel bandwidth σ (default: auto from Ṽ's embeddings)")
-    g.add_argument("--temperature", type=float, default=d.temperature, help="sampling temperature T (0 = argmax)")
-    g.add_argument("--max-keyphrases", type=int, default=None, help="keyphrases kept per document M (default L)")
-    g.add_argument("--class-size-estimate", type=float, default=None,
-                   help="your estimate of documents per class, used to choose I (default: DP estimate)")
-    g.add_argument("--embedding-model", choices=tuple(EMBEDDING_MODELS), default=DEFAULT_MODEL,
-                   help="public embedding model (default %(default)s)")
+    add_setting_options(g, method[2:])
 
 
 def config_from_args(args: argparse.Namespace) -> SamplingConfig:
     """The run's :class:`SamplingConfig` from the sampling options, through the one builder
     (:func:`~dpkps_core.config.build_sampling_config`; checked once, before anything is loaded or charged)."""
     return build_sampling_config(
-        corpus=args.corpus, text_column=args.text_column, label_column=args.label_column,
-        vocabulary=args.vocabulary, remove_stopwords=not args.keep_stopwords, junk_filter=not args.no_junk_filter,
-        vocab_max_terms=args.vocab_max_terms, eps_voc=args.eps_voc, eps_kde=args.eps_kde, method=args.method,
-        density=args.density, length=args.length, per_class=args.per_class, vocab_size=args.vocab_size,
-        terms_per_doc=args.terms_per_doc, selection_rule=args.selection_rule, features=args.features,
-        bandwidth=args.bandwidth, temperature=args.temperature, max_keyphrases_per_doc=args.max_keyphrases,
-        class_size_estimate=args.class_size_estimate, embedding_model=args.embedding_model, seed=args.seed,
-        noise_sampler=getattr(args, "noise_sampler", SamplingConfig.noise_sampler),
-        test_fraction=args.test_fraction, client_fraction=args.client_fraction, split_seed=args.split_seed,
-        epsilon_cap=args.epsilon_cap, classes=parse_classes(args.classes, args.classes_file),
-        person_column=args.person_column, paper_settings=bool(args.paper_settings),
+        **settings_from_args(args), text_column=args.text_column, label_column=args.label_column,
+        classes=parse_classes(args.classes, args.classes_file), paper_settings=bool(args.paper_settings),
         encoding=getattr(args, "encoding", SamplingConfig.encoding),
         max_corpus_bytes=getattr(args, "max_corpus_bytes", None), max_documents=getattr(args, "max_documents", None),
     )
