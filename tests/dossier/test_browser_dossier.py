@@ -1,7 +1,8 @@
 """Both editions of the dossier from page 8 in a real browser (issue 34 "Done when"): the real app (``streamlit run
-app.py``) in headless Chromium lists two runs made by the CLI — an uploaded-corpus-like run (private file name,
-columns and person ids planted as canaries; documents, evaluation, audit report, disclosure test, overlay) and a
-plain-CSV run —, opens them as a reopened run (no corpus loaded: the dossier comes from the run folder alone), views
+app.py``) in headless Chromium lists three runs made by the CLI — an uploaded-corpus-like run (private file name,
+columns and person ids planted as canaries; documents, evaluation, audit report, disclosure test, overlay), a
+plain-CSV run and a public demo run (demo:drugs with GloVe) —, opens the demo and the uploaded-corpus run as reopened
+runs (no corpus loaded: the dossier comes from the run folder alone), views
 the internal edition on the page, downloads both editions as HTML, JSON and PDF, looks at each in Chromium, and
 checks that the bundle the page offers holds the release edition and never the internal one, even when the
 internal edition was saved into the run folder.
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 from dossier_helpers import CANARIES, pdf_page_texts, require_chromium, visible_text
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.assets]
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("DPKPS_TEST_ARTIFACTS") or ROOT / "test-artifacts") / "dossier"
@@ -50,6 +51,19 @@ def served(dossier_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFacto
     canary = runs / dossier_runs["canary"].name
     shutil.copytree(dossier_runs["canary"], canary)
     shutil.copytree(dossier_runs["cli"], runs / "run-20260101-110000-cli000-000000")
+    demo = runs / "run-20260102-090000-demo01-abcdef"  # a public demo run (demo:drugs, GloVe), seeded
+    with pytest.MonkeyPatch.context() as mp:
+        import dpkps_core.cli.sample as sample_cli
+        from eval_toys import BowEmbedder
+
+        from dpkps_core.cli import main
+
+        mp.setattr(sample_cli, "get_embedder", lambda name, **kw: BowEmbedder())
+        mp.setenv("DPKPS_CACHE_DIR", str(tmp / "cache"))
+        mp.setenv("DPKPS_LEDGER_DIR", str(tmp / "ledgers"))
+        assert main(["sample", "--corpus", "demo:drugs", "--vocabulary", "glove", "--vocab-max-terms", "20000",
+                     "--eps-voc", "5", "--eps-kde", "5", "--seed", "1", "--noise-sampler", "numpy", "--vocab-size",
+                     "200", "--per-class", "3", "--length", "5", "--out", str(demo)]) == 0
     write_disclosure(disclosure_for_run(load_run(canary)), canary)
     points = [{"x": float(i % 9), "y": float(i % 7), "source": "real", "label": "sport"} for i in range(30)]
     points += [{"x": float(i % 8) + 0.4, "y": float(i % 5), "source": "synthetic", "label": c}
@@ -59,7 +73,7 @@ def served(dossier_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFacto
            "DPKPS_TEST_FAST": "1", "DPKPS_WARMUP": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "PYTHONUNBUFFERED": "1"}
     with streamlit_server(env, tmp / "streamlit.log") as url:
-        yield {"url": url, "canary": canary}
+        yield {"url": url, "canary": canary, "demo": demo}
 
 
 def test_both_editions_from_page_8_in_chromium(served: dict, tmp_path: Path) -> None:
@@ -92,13 +106,23 @@ def test_both_editions_from_page_8_in_chromium(served: dict, tmp_path: Path) -> 
             assert info.value.suggested_filename.endswith(wanted), (info.value.suggested_filename, wanted)
             return target
 
-        page.goto(served["url"] + "/export")
-        expect(page.get_by_role("heading", name="8 · Export").first).to_be_visible()
-        idle()
-        # open the uploaded-corpus run (a reopened run: no corpus is loaded in this session)
-        page.get_by_test_id("stSelectbox").filter(has_text="Open a run").first.click()
-        page.get_by_role("option", name=re.compile(re.escape(canary.name))).first.click()
-        idle()
+        def open_run(run: Path, *, reload: bool = False) -> None:
+            """Page 8 with ``run`` chosen in "Open a run" (a reopened run: no corpus is loaded in this session)."""
+            page.goto(served["url"] + "/export") if not reload else page.reload()
+            expect(page.get_by_role("heading", name="8 · Export").first).to_be_visible()
+            idle()
+            page.get_by_test_id("stSelectbox").filter(has_text="Open a run").first.click()
+            page.get_by_role("option", name=re.compile(re.escape(run.name))).first.click()
+            idle()
+
+        # the public demo run: both editions downloaded and looked at
+        demo: Path = served["demo"]
+        open_run(demo)
+        for label, name in (("Download: Release dossier (HTML)", "dossier.html"),
+                            ("Download: Internal dossier (HTML)", "dossier_internal.html")):
+            got[f"demo:{name}"] = download(label, f"demo-run__{name}")
+        # the uploaded-corpus run
+        open_run(canary)
         expect(page.get_by_text("Release dossier", exact=True).first).to_be_visible()
         expect(page.get_by_text(re.compile("INTERNAL, NOT FOR RELEASE")).first).to_be_visible()
         expect(page.get_by_text(re.compile(r"Disclosure test:.*NO EVIDENCE OF LEAKAGE")).first).to_be_visible()
@@ -122,19 +146,17 @@ def test_both_editions_from_page_8_in_chromium(served: dict, tmp_path: Path) -> 
 
         # the export: the internal edition saved into the run folder stays out of the bundle the page offers
         shutil.copy(got["dossier_internal.html"], canary / "dossier_internal.html")
-        page.reload()
-        expect(page.get_by_role("heading", name="8 · Export").first).to_be_visible()
-        idle()
-        page.get_by_test_id("stSelectbox").filter(has_text="Open a run").first.click()
-        page.get_by_role("option", name=re.compile(re.escape(canary.name))).first.click()
+        open_run(canary, reload=True)
         got["bundle.zip"] = download("Download the release bundle (ZIP)", "upload-run__bundle.zip")
 
         # each edition looked at in Chromium, as a reader opens the downloaded file
-        for name in ("dossier.html", "dossier_internal.html"):
-            page.goto(got[name].resolve().as_uri())
+        for key, prefix in (("dossier.html", "upload-run"), ("dossier_internal.html", "upload-run"),
+                            ("demo:dossier.html", "demo-run"), ("demo:dossier_internal.html", "demo-run")):
+            name = key.split(":")[-1]
+            page.goto(got[key].resolve().as_uri())
             page.wait_for_load_state("load")
-            page.screenshot(path=str(ARTIFACTS / f"upload-run__{name}.png"))
-            page.screenshot(path=str(ARTIFACTS / f"upload-run__{name}.full.png"), full_page=True)
+            page.screenshot(path=str(ARTIFACTS / f"{prefix}__{name}.png"))
+            page.screenshot(path=str(ARTIFACTS / f"{prefix}__{name}.full.png"), full_page=True)
         browser.close()
 
     release_html = got["dossier.html"].read_text(encoding="utf-8")
@@ -163,5 +185,11 @@ def test_both_editions_from_page_8_in_chromium(served: dict, tmp_path: Path) -> 
     for name in ("dossier_internal.html", "dossier_internal.json", "dossier_internal.pdf"):
         with pytest.raises(ExportError, match="never exported"):
             check_allowed(name)
-    for shot in ("page8_dossier_panel.png", "upload-run__dossier.html.png", "upload-run__dossier_internal.html.png"):
+    # the demo run: a public corpus, named with its licence; its internal edition marked private
+    demo_release = got["demo:dossier.html"].read_text(encoding="utf-8")
+    assert "the public demo corpus demo:drugs" in demo_release and "CC BY 4.0" in demo_release
+    assert "INTERNAL" not in demo_release
+    assert "INTERNAL — NOT FOR RELEASE" in got["demo:dossier_internal.html"].read_text(encoding="utf-8")
+    for shot in ("page8_dossier_panel.png", "upload-run__dossier.html.png", "upload-run__dossier_internal.html.png",
+                 "demo-run__dossier.html.png", "demo-run__dossier_internal.html.png"):
         assert (ARTIFACTS / shot).stat().st_size > 20_000, shot
