@@ -18,9 +18,6 @@ from dpkps_core.errors import DPKPSError
 from dpkps_core.risk import format_probability, posterior_bound
 from studio import PAGES, generation_steps, resources, runs, session, tenancy, widgets
 
-STEP_LABELS = {"vocabulary": "vocabulary (ε_voc)", "kde": "densities (ε_kde)", "class_counts": "class counts"}
-
-
 def other_corpora_released_on() -> int:
     """How many corpora OTHER than the loaded one this session released on (its in-session ledgers). Their ε is
     not summed: a total over different corpora is nobody's loss (each document's budget is its own, docs/DESIGN.md §2.0)."""
@@ -58,15 +55,20 @@ def ledger_sidebar() -> None:
     unit, largest, cap = status.unit, status.largest, status.cap_high
     mine = tenancy.current().signed_in  # with login: this account's own ledger (studio.tenancy)
     where = "every session of your account" if mine else "app and CLI, every session"
-    st.metric(f"Most-used {unit}: ε spent / cap", f"{largest:g} / {cap:g}" if cap else f"{largest:g} / no cap",
+    eps = widgets.eps  # one ε formatter everywhere (issue 33 §6)
+    st.metric(f"Most-used {unit}: ε spent / cap", f"{eps(largest)} / {eps(cap)}" if cap else f"{eps(largest)} / no cap",
               help=f"The largest ε any one {unit} of this corpus has spent over every release — {where}, whatever "
                    f"file held it (the persistent ledger) — against the cap per {unit}. A {unit} "
                    "whose spend plus a step's ε would exceed its cap is left out of that step (a private, local "
                    "count); the others are charged. Pure ε-DP, basic composition: every run adds its ε, re-runs "
                    "included.")
+    reserved = led.reserved() if hasattr(led, "reserved") else 0.0
+    if reserved > 0:  # issue 35 part 8: charged at Ṽ for this run's densities, not drawn on yet
+        st.caption(f"Of that spend, ε = {eps(reserved)} is reserved for this run's densities (charged with Ṽ; drawn "
+                   "on when they are built).")
     if cap:
         st.progress(min(largest / cap, 1.0), text=f"{largest / cap:.0%} of the cap for the most-used {unit}")
-    setting = "no cap" if status.cap_setting is None else f"{status.cap_setting:g}"
+    setting = "no cap" if status.cap_setting is None else eps(status.cap_setting)
     differs = status.cap_low != status.cap_high or status.cap_high != status.cap_setting
     st.caption(f"Cap per {unit} (each {unit}'s total over every release of this corpus, "
                f"{'your account' if mine else 'app and command line'}): "
@@ -78,17 +80,21 @@ def ledger_sidebar() -> None:
     if largest > 0:
         bounds = [format_probability(posterior_bound(largest, p)) for p in (0.01, 0.5)]
         bounds = [b if b.startswith("more than") else f"at most {b}" for b in bounds]
-        st.caption(f"At ε = {largest:g}, an attacker 1 % or 50 % sure beforehand that any one {unit} was used can "
+        st.caption(f"At ε = {eps(largest)}, an attacker 1 % or 50 % sure beforehand that any one {unit} was used can "
                    f"become {bounds[0]} or {bounds[1]} sure (page 2 explains).")
-    by = led.by_step()
-    lines = [f"- {STEP_LABELS.get(k, k)}: **{v:g}**" for k, v in by.items()]
+    # what this session's releases charged (a release that left every unit out charged no one; issue 35 part 5)
+    by = led.charged_by_step() if hasattr(led, "charged_by_step") else led.by_step()
+    lines = [f"- {widgets.step_name(k)}: **{eps(v)}**" for k, v in by.items()]
     if lines:
-        st.markdown(f"This session, on this corpus: ε = **{status.session:g}**\n" + "\n".join(lines))
+        st.markdown(f"This session, on this corpus: ε = **{eps(status.session)}** charged\n" + "\n".join(lines))
+    if led.total_epsilon > status.session + 1e-9:
+        st.caption(f"Not counted: ε = {eps(led.total_epsilon - status.session)} of releases that left every {unit} "
+                   "out — they charged no one, and their output is noise (private, local).")
     elif largest > 0:
         st.markdown(f"This session has released nothing on this corpus yet; earlier releases ("
                     + ("your other sessions" if mine else "other sessions, the command line")
                     + f", other files holding these {unit}s) took the most-used {unit} to ε = "
-                    f"**{largest:g}** (page 2 lists them).")
+                    f"**{eps(largest)}** (page 2 lists them).")
     else:
         st.markdown(f"No release has used this corpus's {unit}s yet.")
     if others:
@@ -96,8 +102,8 @@ def ledger_sidebar() -> None:
                    "own (load it again to see them).")
     if led.events:
         with st.expander(f"Ledger events of this session on this corpus ({len(led.events)})"):
-            st.dataframe(pd.DataFrame([{"time (UTC)": e.timestamp.replace("T", " ")[:19], "step": e.step,
-                                        "ε": e.epsilon, "noise scale": round(e.noise_scale, 4),
+            st.dataframe(pd.DataFrame([{"time (UTC)": e.timestamp.replace("T", " ")[:19],
+                                        "step": widgets.step_name(e.step), "ε": eps(e.epsilon), "noise scale": round(e.noise_scale, 4),
                                         "mechanism": e.mechanism} for e in led.events]), hide_index=True)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from studio import charts, review, run_view, session, spend, steps, widgets
+from studio import accounting, charts, review, run_view, session, spend, steps, widgets
 
 widgets.page_header(2, "Each training document counts its first S distinct terms of V; Laplace noise is added to "
                        "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
@@ -27,6 +27,22 @@ else:
            "the earlier spend." if already else ".")
         + f" Settings: S = {cfg.terms_per_doc}, N = {cfg.vocab_size:,}, vocabulary "
           f"“{widgets.vocabulary_label(cfg.vocabulary)}”.")
+    # issue 35 part 8: a run reserves its planned ε for its units at its first release, or is warned before it
+    accounting.reserve_plan()
+    eps_kde_plan = session.eps_split()[1]
+    widgets.bound(st.checkbox, f"Reserve ε_kde = {widgets.eps(eps_kde_plan)} for this run's densities now",
+                  accounting.RESERVE_PLAN_KEY,
+                  help="Charged with Ṽ to the same documents, so that other sessions or command-line runs on this "
+                       "ledger cannot use up their budget before this run's densities (page 4) draw on it. A "
+                       "reservation never drawn on stays charged.")
+    if accounting.reserve_plan():
+        st.caption(f"Ṽ charges **ε_voc + ε_kde = {widgets.eps(eps_voc + eps_kde_plan)}** to each document now: "
+                   f"ε_kde = {widgets.eps(eps_kde_plan)} of it is reserved for the densities of this run.")
+    else:
+        st.caption(f":material/warning: Without a reservation, another session or a command-line run on the same "
+                   f"documents may use up their budget before page 4, and this run's densities would then leave "
+                   "them out.")
+    widgets.before_spend_note(eps_voc + (session.eps_split()[1] if accounting.reserve_plan() else 0.0), "vocabulary")
     # one intent, one release (studio.spend): a re-run asks first; stale repeated clicks are ignored
     if spend.button("vocabulary", label=f"Build Ṽ (spends ε_voc = {eps_voc:g})", epsilon=eps_voc, done=already,
                     again="Re-run Ṽ", what="ε_voc", icon=":material/casino:"):
@@ -48,7 +64,7 @@ else:
             st.warning(f"Settings changed since Ṽ was built ({', '.join(changed)}); Ṽ below uses the old ones. "
                        "Re-run to apply them (spends ε_voc again).", icon=":material/sync_problem:")
         st.subheader("Ṽ — the private vocabulary")
-        st.markdown(widgets.DP_BADGE)
+        widgets.release_badge(meta, "This Ṽ is")
         m = st.columns(4)
         m[0].metric("Terms in Ṽ", f"{len(pv):,}")
         m[1].metric("ε_voc spent for it", f"{pv.epsilon:g}")

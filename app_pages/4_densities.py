@@ -118,6 +118,7 @@ else:
     built = run_view.density() is not None
     st.markdown(f"Building spends **ε_kde = {eps_kde:g}**" + (" **again** (re-running charges the ledger a second "
                 "time; changing the method or L needs a rebuild)." if built else "."))
+    widgets.before_spend_note(eps_kde, "density")
     # one intent, one release (studio.spend): a rebuild asks first; stale repeated clicks are ignored
     if spend.button("density", label=f"Build densities (spends ε_kde = {eps_kde:g})", epsilon=eps_kde, done=built,
                     again="Rebuild the densities", what="ε_kde", icon=":material/blur_on:"):
@@ -136,7 +137,7 @@ else:
                        f"(spends ε_kde again). Built with: {meta['method']}, L = {meta['length']}.",
                        icon=":material/sync_problem:")
         st.subheader("Densities")
-        st.markdown(widgets.DP_BADGE)
+        widgets.release_badge(meta, "This density release is")
         m = st.columns(4)
         m[0].metric("Density", info["density"])
         m[1].metric("Bandwidth σ", f"{info['bandwidth']:.3g}", help=info.get("bandwidth_source"))

@@ -38,7 +38,8 @@ else:
 
     if outcome is not None:
         st.subheader(f"{len(outcome.sequences):,} sequences")
-        st.markdown(widgets.DP_BADGE)
+        # sequences of a noise-only density (or Ṽ) carry nothing of the corpus either (issue 35 part 5)
+        widgets.release_badge(meta if widgets.noise_only(meta) else run_view.vocabulary_meta(), "These sequences are")
         if outcome.uniform_fallbacks:
             st.caption(f"{outcome.uniform_fallbacks:,} of {outcome.draws:,} draws fell back to uniform over Ṽ "
                        "(every density score of that step was ≤ 0).")

@@ -14,12 +14,11 @@ owner-only creation, the runs root, and the reading and writing of every file. L
     evaluation.json           PRIVATE: accuracies on real data
     densities.json            the per-class DP density scores over Ṽ (a DP output; local: the app reopens from it)
     run_state.json            the app's public settings of each step (local: the app reopens from it)
+    ledger_record.json        LOCAL: the admitting ledger's id, the events the report derives from (run_record.py)
     .generation.lock          the generation lock (local)
 
-The run folder is the state of a run (docs/ARCHITECTURE.md): :func:`list_runs` lists the run folders on this
-machine and :func:`open_run` reads one back (Ṽ, densities, sequences, documents, failures, config, report), so a
-run can be reopened after a reload and continued, evaluated and exported without a new release (post-processing).
-"""
+The run folder is the state of a run: :func:`list_runs` lists the run folders, :func:`open_run` reads one back, so a
+run is reopened after a reload and continued, evaluated and exported without a new release (post-processing)."""
 
 from __future__ import annotations
 
@@ -53,6 +52,7 @@ EVALUATION_FILE = "evaluation.json"
 LOCK_FILE = ".generation.lock"
 DENSITY_FILE = "densities.json"
 RUN_STATE_FILE = "run_state.json"
+LEDGER_RECORD_FILE = "ledger_record.json"
 DOSSIER_FILES: tuple[str, ...] = ("dossier.html", "dossier.json", "reproduce.md", "reproduce_config.json")
 INTERNAL_DOSSIER_FILES: tuple[str, ...] = ("dossier_internal.html", "dossier_internal.json", "dossier_internal.pdf")
 
@@ -60,7 +60,7 @@ INTERNAL_DOSSIER_FILES: tuple[str, ...] = ("dossier_internal.html", "dossier_int
 RELEASABLE_FILES: tuple[str, ...] = (SEQUENCES_FILE, PRIVACY_REPORT_FILE, VOCABULARY_FILE, RUN_CONFIG_FILE,
                                      DOCUMENTS_FILE, FAILURES_FILE, AUDIT_FILE)
 #: Files that never leave the machine, the internal dossier among them (the release one, DOSSIER_FILES, is built).
-PRIVATE_FILES: tuple[str, ...] = (SPLIT_FILE, EVALUATION_FILE, LOCK_FILE) + INTERNAL_DOSSIER_FILES
+PRIVATE_FILES: tuple[str, ...] = (SPLIT_FILE, EVALUATION_FILE, LOCK_FILE, LEDGER_RECORD_FILE) + INTERNAL_DOSSIER_FILES
 #: Files kept on this machine that hold no private data (DP outputs, public settings the app reopens a run from).
 LOCAL_FILES: tuple[str, ...] = (DENSITY_FILE, RUN_STATE_FILE)
 #: What a sampling run must have written before anything can read it back.

@@ -17,7 +17,7 @@ import pandas as pd
 
 from dpkps_core.errors import ParameterError
 from dpkps_core.runfolder import RunFolder, iter_jsonl
-from studio import jobs, resources, run_view, session
+from studio import accounting, jobs, resources, run_view, session
 
 #: Human names of the evaluation metrics (docs/ARCHITECTURE.md).
 METRIC_NAMES = {
@@ -236,9 +236,12 @@ def run_dp_forecast() -> Any:
     from dpkps_core.evaluation.forecast_dp import release_forecast
 
     cfg = session.current_config()  # built and checked once (build_sampling_config)
-    stats = release_forecast(session.train_part(), session.public_vocabulary(), ledger=session.ledger(),
+    led = session.ledger()
+    before = accounting.recorded_event_ids(led)
+    stats = release_forecast(session.train_part(), session.public_vocabulary(), ledger=led,
                              noise=session.noise(), epsilon=eps_forecast(), terms_per_doc=cfg.terms_per_doc,
                              by_person=bool(session.person_column()))
+    accounting.remember_forecast_events(led, before)  # its ε goes into the total of the run it steers (issue 35 §4)
     session.ss()[DP_FORECAST_KEY] = (_forecast_key(), stats)
     return stats
 

@@ -43,8 +43,8 @@ _NOTES = "_run_view_notes"     # run path -> step -> PRIVATE, local figures of t
 _RESULT_FILES = (VOCABULARY_FILE, DENSITY_FILE, SEQUENCES_FILE, PRIVACY_REPORT_FILE, RUN_STATE_FILE)
 #: The private, local figures of a step's meta and their values for a run this session did not build.
 PRIVATE_NOTES: dict[str, dict[str, Any]] = {
-    "vocabulary": {"local_warnings": [], "left_out": 0},
-    "density": {"documents_without_keyphrases": 0, "local_warnings": [], "left_out": 0},
+    "vocabulary": {"local_warnings": [], "left_out": 0, "units": 0},
+    "density": {"documents_without_keyphrases": 0, "local_warnings": [], "left_out": 0, "units": 0},
 }
 
 

@@ -4,6 +4,12 @@ post-processing of the ε_kde release), and a fresh folder when a step would ove
 
 Never the PRIVATE, local figures some steps report to the data owner (documents left out, documents without
 keyphrases, local warnings): they stay in the session (``studio.run_view``).
+
+The run's ledger record (``ledger_record.json``, local: ``dpkps_core.run_record``) names the ledger
+that admitted the run's units (its random id, never its path) and the ids of the events its outputs carry — the DP
+forecast that steered it, Ṽ's release, the densities' — so that its privacy report is derived from the events recorded
+for it, never from a session's memory (docs/DESIGN.md §2.0; issue 35 part 4). A new folder that keeps an earlier
+folder's outputs keeps their events.
 """
 
 from __future__ import annotations
@@ -15,11 +21,17 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from dpkps_core import runfolder
-from dpkps_core.runfolder import VOCABULARY_FILE, RunFolder
-from studio import run_view
+from dpkps_core.run_record import read_ledger_record, write_ledger_record
+from dpkps_core.runfolder import DENSITY_FILE, VOCABULARY_FILE, RunFolder
+from studio import run_view, session
 from studio.session import corpus, person_column, run_dir, ss
 
-_PRIVATE_META_KEYS = frozenset({"local_warnings", "left_out", "documents_without_keyphrases", "reopened"})
+#: which steps' events a kept file carries into a new folder (the forecast steered the Ṽ it keeps)
+_STEPS_OF_FILE: dict[str, tuple[str, ...]] = {VOCABULARY_FILE: ("forecast", "vocabulary"), DENSITY_FILE: ("density",)}
+#: the order of a run's steps in its record (and so in its report)
+RECORD_STEPS: tuple[str, ...] = ("forecast", "vocabulary", "density")
+
+_PRIVATE_META_KEYS = frozenset({"local_warnings", "left_out", "documents_without_keyphrases", "reopened", "units"})
 
 
 def public_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -70,6 +82,43 @@ def save_densities(out: Path, density: Any, embeddings: np.ndarray | None) -> No
     runfolder.write_json(RunFolder(out).densities, {"classes": list(density.classes), "scores": scores.tolist()})
 
 
+def record_events(out: Path, ledger_id: str, step: str, event_ids: Sequence[int], *, replace: bool = False) -> None:
+    """Add ``event_ids`` (the store's ids) to the run folder's ledger record under ``step`` (``replace``: instead of
+    what it held); the record names the ledger that admitted them (a record of another ledger is refused)."""
+    record = read_ledger_record(out) or {"ledger_id": ledger_id, "steps": {}}
+    if record["ledger_id"] != ledger_id:
+        from dpkps_core.errors import PrivacyBudgetError
+
+        raise PrivacyBudgetError(f"The run folder {out.name} was recorded by another privacy ledger (id "
+                                 f"{record['ledger_id']}); this session's ledger (id {ledger_id}) cannot add to "
+                                 "it. Start a new run, or point $DPKPS_LEDGER_DIR at that ledger.")
+    steps = dict(record["steps"])
+    steps[step] = list(event_ids) if replace else [*steps.get(step, []), *event_ids]
+    write_ledger_record(out, ledger_id, {k: steps[k] for k in (*RECORD_STEPS, *sorted(set(steps) - set(RECORD_STEPS)))
+                                        if k in steps})
+
+
+#: a record's step → the ledger's step name of its events
+EVENT_STEP: dict[str, str] = {"forecast": "forecast", "vocabulary": "vocabulary", "density": "kde"}
+
+
+def carry_record(old: Path, new: Path, keep: Sequence[str], ledger: Any = None) -> None:
+    """The ledger record of a new folder that keeps ``keep`` of ``old``: the events of the kept outputs' steps. A
+    folder made before the record existed gives the events the ledger recorded under its name (``ledger``)."""
+    steps = {step for name in keep for step in _STEPS_OF_FILE.get(name, ())}
+    record = read_ledger_record(old)
+    if record is None:
+        from dpkps_core.ledger_store import PersistentLedger
+
+        if not isinstance(ledger, PersistentLedger):
+            return
+        events = ledger.run_events(old.name)
+        record = {"ledger_id": ledger.ledger_id,
+                  "steps": {k: [e.id for e in events if e.event.step == EVENT_STEP[k] and e.id is not None]
+                            for k in RECORD_STEPS}}
+    write_ledger_record(new, record["ledger_id"], {k: v for k, v in record["steps"].items() if k in steps and v})
+
+
 def new_run_dir(keep: Sequence[str] = ()) -> tuple[Path, str | None]:
     """Point the session at a fresh run folder (copying ``keep`` from the current one, with what the session knows
     of them: ``studio.run_view.carry_over``); returns (new, old)."""
@@ -83,6 +132,7 @@ def new_run_dir(keep: Sequence[str] = ()) -> tuple[Path, str | None]:
             if src.is_file() and not src.is_symlink():
                 shutil.copyfile(src, new / name)
         if keep:
+            carry_record(Path(old), new, keep, session.ledger())
             run_view.carry_over(old, new)
     return new, old
 

@@ -193,6 +193,7 @@ def ledger() -> PrivacyLedger:
         ledgers[cid] = (open_corpus_ledger(c, tool="app", cap=cap, by_person=person_column() is not None,
                                            store=tenancy.ledger_store())
                         if c is not None and s.get("corpus_id") else PrivacyLedger(cap))
+        new_ledger_notice(ledgers[cid])
     led = ledgers[cid]
     if led.cap != cap:
         led.cap = cap
@@ -207,6 +208,16 @@ def ledger() -> PrivacyLedger:
         led.set_unit_cap(cap)               # changed while this corpus is loaded: its documents' cap (recorded)
         seen[cid] = cap
     return led
+
+
+def new_ledger_notice(led: PrivacyLedger) -> None:
+    """On first use of a new ledger folder (a new ``$DPKPS_LEDGER_DIR``, or a new account's ledger): say that a new,
+    empty ledger was created, which knows no earlier release, with its id — never its path (issue 35 part 7)."""
+    if isinstance(led, PersistentLedger) and led.created and not ss().get("_ledger_created_said"):
+        ss()["_ledger_created_said"] = True
+        notice(f"A new, empty privacy ledger was created (ledger id {led.ledger_id}): it knows no release made "
+               "before. If these documents were released under another ledger, point $DPKPS_LEDGER_DIR at that "
+               "ledger's folder instead before spending anything here.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +254,8 @@ def ledger_status() -> LedgerStatus:
         return LedgerStatus(unit, led.total_epsilon, led.cap, led.cap, led.cap, led.total_epsilon, len(led.events), False)
     view = led.view()
     low, high = view.cap_range
-    return LedgerStatus(unit, view.largest_spend, low, high, led.cap, led.total_epsilon, len(view.releases), True)
+    charged = float(sum(led.charged_by_step().values()))  # a release that left every unit out charged no one
+    return LedgerStatus(unit, view.largest_spend, low, high, led.cap, charged, len(view.releases), True)
 
 
 def noise() -> NoiseSource:

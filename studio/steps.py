@@ -29,6 +29,7 @@ from dpkps_core.density_plan import density_plan
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, check_vocabulary_settings
 from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
+from dpkps_core.ledger_store import PersistentLedger
 from dpkps_core.runfolder import DENSITY_FILE, DOCUMENTS_FILE, RUN_STATE_FILE, SEQUENCES_FILE, VOCABULARY_FILE, RunFolder
 from dpkps_core.sampling import SamplingOutcome
 from studio import run_view, spend
@@ -36,6 +37,7 @@ from studio.defaults import (DOC_TYPE_FOR_DEMO, MAX_UPLOAD_BYTES, USER_CORPUS_SO
                              reset_corpus_settings)
 from studio.jobs import Job
 from studio.resources import cached_vocabulary, demo_corpus, embedder, embedding_cache
+from studio.accounting import forecast_event_ids, record_step, recorded_event_ids, reserve_plan, run_account
 from studio.run_writes import abandon_run_dir, new_run_dir, run_state_base, save_densities, write_run_state
 from studio.session import (clear_after, corpus, current_config, ledger, noise, notice, privacy_unit,
                             public_vocabulary, run_dir, ss, term_counts, test_part, train_part)
@@ -232,16 +234,26 @@ def run_private_vocabulary() -> PrivateVocabulary:
                               vocabulary_size=len(vocab), selection_rule=cfg.selection_rule)
     counts = term_counts(vocab, cfg.terms_per_doc)
     _refuse_while_writing()
+    steering = forecast_event_ids(terms_per_doc=cfg.terms_per_doc, public_vocabulary_size=len(vocab),
+                                  classes=len(require_selected_corpus().classes))
     new, old = new_run_dir()  # a new Ṽ is a new run: its folder is named in the ledger's record of the release
+    led = None
     try:
         base = {**run_state_base(), "pv_meta": None, "density_meta": None, "density_info": None, "seq_meta": None}
         led = ledger()
+        before = recorded_event_ids(led)
+        if isinstance(led, PersistentLedger) and reserve_plan():
+            # the run's planned ε for its units at its first release (issue 35 part 8): concurrent runs cannot take
+            # the room its densities need (docs/DESIGN.md §2.0)
+            led.reserve_next(cfg.eps_voc + cfg.eps_kde)
         t0 = time.perf_counter()
         nz = noise()
         train = train_part()
         spend.started()  # one intent, one release: from here the click is spent (studio.spend)
         step = pipeline.vocabulary_step(train, vocab, cfg, noise=nz, ledger=led, counts=counts)
     except BaseException:
+        if isinstance(led, PersistentLedger):
+            led.drop_planned()
         abandon_run_dir(new, old)
         raise
     pv = step.private_vocabulary
@@ -254,12 +266,14 @@ def run_private_vocabulary() -> PrivateVocabulary:
     }
     # the run folder holds Ṽ before the session is touched (a stopped script run loses no release)
     runfolder.write_json(RunFolder(new).vocabulary, pv.to_dict())
+    record_step(new, led, before, "vocabulary", steering)
     write_run_state(new, {**base, "pv_meta": pv_meta})
     clear_after("vocabulary", include=True)
     run_view.remember_vocabulary(new, pv)
     # PRIVATE checks on the training part, shown locally (the release above went ahead regardless), and the
     # documents without budget left (docs/DESIGN.md §2.0): session only
-    run_view.set_notes(new, "vocabulary", {"local_warnings": list(step.local_warnings), "left_out": step.left_out})
+    run_view.set_notes(new, "vocabulary", {"local_warnings": list(step.local_warnings), "left_out": step.left_out,
+                                           "units": len(train)})
     s.pop("reopened_run", None)
     return pv
 
@@ -331,6 +345,9 @@ def run_density() -> Any:
     if (out / DENSITY_FILE).exists() or (out / SEQUENCES_FILE).exists():
         out, _ = new_run_dir(keep=(VOCABULARY_FILE, RUN_STATE_FILE))  # the earlier chain's folder stays as it is
     led = ledger()
+    before = recorded_event_ids(led)
+    steering = forecast_event_ids(terms_per_doc=pv.terms_per_doc, public_vocabulary_size=pv.public_vocabulary_size,
+                                  classes=len(c.classes))
     t0 = time.perf_counter()
     nz = noise()
     # a seeded demo's Ṽ is not a DP release: its embeddings stay in memory, never in the persistent cache
@@ -350,13 +367,14 @@ def run_density() -> Any:
     }
     # the run folder holds the densities before the session is touched
     save_densities(out, density, step.embeddings)
+    record_step(out, led, before, "density", steering)
     write_run_state(out, {**base, "density_meta": density_meta, "density_info": step.info})
     clear_after("density", include=True)
     run_view.remember_density(out, density, step.embeddings, model=cfg.embedding_model, seeded=nz.seed is not None)
     # PRIVATE, local: documents without keyphrases or budget left, and the notes shown for them (docs/DESIGN.md §2.0)
     run_view.set_notes(out, "density", {
         "documents_without_keyphrases": int(sum(1 for k in step.keyphrases if not k)),
-        "left_out": step.left_out, "local_warnings": list(step.local_warnings)})
+        "left_out": step.left_out, "local_warnings": list(step.local_warnings), "units": len(train)})
     return density
 
 
@@ -411,8 +429,8 @@ def write_run(outcome: SamplingOutcome | None = None, seq_meta: dict[str, Any] |
         notice(f"New sequences start a new run folder; the documents written before stay in {old.name}.")
     cfg = run_view.sampling_config_used(seq_meta)
     report_noise = NoiseSource(cfg.seed, sampler=cfg.noise_sampler)  # describes the seed policy of the outputs (demo seed or OS entropy)
-    report = pipeline.privacy_report(
-        config=cfg, ledger=ledger(), noise=report_noise, private_vocabulary=pv,
+    report = pipeline.privacy_report(  # the run's own events, whoever recorded them (issue 35 part 4)
+        config=cfg, ledger=run_account(out), noise=report_noise, private_vocabulary=pv,
         vocabulary_name=pv.public_vocabulary, density_info=info, outcome=outcome,
         classes=tuple(corpus().classes), privacy_unit=privacy_unit())
     base = run_state_base()

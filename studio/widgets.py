@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator
 
 import streamlit as st
 
+from dpkps_core.dossier.labels import format_epsilon, step_label
 from dpkps_core.errors import DPKPSError
 from studio import PAGES, fast_mode, jobs, run_view, session, tenancy
 
@@ -219,6 +220,67 @@ def sidebar() -> None:
 
 # ------------------------------------------------------------------------------------------- wording helpers
 
+def eps(value: Any) -> str:
+    """ε as the app shows it everywhere: the one formatter (``dpkps_core.dossier.labels.format_epsilon``, 4 significant
+    digits: ``17.7``, not ``17.6999``; issue 33 §6)."""
+    return format_epsilon(value)
+
+
+def step_name(step: str) -> str:
+    """A ledger step as a reader knows it (``dpkps_core.dossier.labels.step_label``): never ``size`` or
+    ``private_prediction`` (issue 33 §6)."""
+    return step_label(step)
+
+
+#: A release that left out at least this share of its training documents (persons) is noise (issue 35 part 5).
+NOISE_ONLY_SHARE = 0.95
+
+
+def noise_only(notes: Mapping[str, Any] | None) -> bool:
+    """True when a step's PRIVATE notes say that all or nearly all of its training documents were left out for lack
+    of budget: its output is then noise and carries nothing of the corpus (docs/DESIGN.md §2.0)."""
+    if not notes:
+        return False
+    total, left = int(notes.get("units") or 0), int(notes.get("left_out") or 0)
+    return total > 0 and left >= NOISE_ONLY_SHARE * total
+
+
+def before_spend_note(epsilon: float, step: str) -> None:
+    """Before a spend: a PRIVATE, local note of how many training documents (persons) this release would leave out,
+    having no budget left for it (docs/DESIGN.md §2.0; never exported). Says nothing when none would be."""
+    from studio.accounting import would_leave_out
+
+    try:
+        found = would_leave_out(epsilon, step=step)
+    except DPKPSError as exc:
+        st.error(str(exc), icon=":material/error:")
+        return
+    if not found or not found[0]:
+        return
+    out, total = found
+    unit = unit_word()
+    text = (f"{PRIVATE_BADGE} This release would leave out **{out:,} of the {total:,}** training {unit}s: they have "
+            f"no budget left for ε = {eps(epsilon)} under their cap (a private, local count, never exported).")
+    if total and out >= NOISE_ONLY_SHARE * total:
+        st.warning(text + " With all or nearly all of them left out, the output would be **noise that carries "
+                   "nothing of the corpus** — but the release is still charged to the rest. Raise the cap (page 2) "
+                   "or use another corpus before spending.", icon=":material/block:")
+    else:
+        st.info(text, icon=":material/lock:")
+
+
+def release_badge(notes: Mapping[str, Any] | None, what: str) -> None:
+    """The badge of a step's DP output — or, when all or nearly all of its training documents were left out, a plain
+    statement that the output is noise (no ✓ "safe to release": there is nothing of the corpus in it to release).
+    ``what``: the output and its verb ("This Ṽ is")."""
+    if noise_only(notes):
+        st.warning(f"**{what} noise.** {int(notes['left_out']):,} of the {int(notes['units']):,} training "
+                 f"{unit_word()}s had no budget left and were left out, so it carries nothing of the corpus: it is "
+                 f"not a result of your data. {PRIVATE_BADGE}", icon=":material/block:")
+    else:
+        st.markdown(DP_BADGE)
+
+
 def plural(n: int, word: str, words: str | None = None) -> str:
     """``1 distinct label`` / ``3 distinct labels``: a count with its noun in the right number."""
     return f"{n:,} {word if n == 1 else (words or word + 's')}"
@@ -371,21 +433,38 @@ def go_to(index: int, label: str | None = None) -> None:
     st.page_link(spec.path, label=label or f"Go to {spec.title}", icon=spec.icon)
 
 
+#: Jobs whose progress messages describe only DP outputs and public inputs (the LLM writing from DP sequences).
+#: Every other job reads the private corpus, and its messages may hold exact private sizes (issue 35 part 7).
+PUBLIC_PROGRESS_JOBS = frozenset({"job_generation"})
+
+
+def progress_text(key: str, message: str) -> str:
+    """A job's progress message as shown: badged private unless the job is known to read no private data (its
+    messages may hold exact private sizes — how many held-out documents are embedded, how many real documents a
+    memorisation check compares: for the data owner's eyes only)."""
+    if key in PUBLIC_PROGRESS_JOBS or not message:
+        return message
+    return f"{message} — private, local"
+
+
 def job_monitor(key: str, *, body: Callable[[jobs.Job], None] | None = None, cancel_label: str = "Cancel") -> None:
-    """Live progress of a background :class:`jobs.Job` (polls every second while it runs)."""
+    """Live progress of a background :class:`jobs.Job` (polls every second while it runs); the progress message of a
+    job that reads private data is badged private (:func:`progress_text`)."""
     job = st.session_state.get(key)
     if not isinstance(job, jobs.Job):
         return
     poll_key = f"{key}.polling"
 
-    @st.fragment(run_every=1.0 if job.running else None)
+    @st.fragment(run_every=jobs.poll_interval(job))  # adaptive: issue 35 §8 (studio/jobs.py)
     def panel() -> None:
         j = st.session_state.get(key)
         if not isinstance(j, jobs.Job):
             return
         if j.running:
             st.session_state[poll_key] = True
-            st.progress(j.fraction, text=j.message)
+            st.progress(j.fraction, text=progress_text(key, j.message))
+            if key not in PUBLIC_PROGRESS_JOBS:
+                st.caption(PRIVATE_BADGE)
             if j.cancelled:
                 st.caption("Cancelling after the item in flight; finished work is kept.")
             else:

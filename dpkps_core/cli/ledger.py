@@ -121,6 +121,22 @@ def view_json(view: CorpusView, *, epsilon: float | None = None) -> dict[str, An
     return out
 
 
+def _cmd_upgrade(corpus: Any, *, person: bool) -> int:
+    """``ledger upgrade``: carry a version-1 store's spend of this corpus's documents (persons) into version 2
+    (``dpkps_core.ledger_store.upgrade``); prints counts only (PRIVATE, local) and the ledger's id, never its path."""
+    from dpkps_core.ledger_store.upgrade import V1_FOLDER, upgrade_v1
+
+    result = upgrade_v1(corpus, by_person=person)
+    unit = _unit_word(person)
+    if result.moved:
+        print(f"the version-1 ledger store was moved aside into {V1_FOLDER}/ of the ledger folder (kept as the record "
+              "of what was spent); a version-2 store was started beside it under the same key")
+    print(f"carried the version-1 spend of {result.carried:,} of this corpus's {result.units:,} {unit}s into ledger id "
+          f"{result.ledger_id} (largest ε carried to one {unit}: {result.largest:g}); a text relabelled in version 1 "
+          "carries the spend of all its labels. Run it once for every corpus you still hold (private, local figures).")
+    return 0
+
+
 def _cmd_ledger(args: argparse.Namespace) -> int:
     from dpkps_core.budget import unit_strings
     from dpkps_core.corpus import load_corpus_spec
@@ -128,6 +144,8 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
     corpus = load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column,
                               person_column=args.person_column, encoding=args.encoding, **limits_from_args(args))
     person = args.person_column is not None
+    if args.action == "upgrade":
+        return _cmd_upgrade(corpus, person=person)
     units = unit_strings(corpus, by_person=person)
     store: LedgerStore | None = None
     if args.import_legacy:
@@ -178,6 +196,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "$DPKPS_LEDGER_DIR, else ~/.local/share/dpkps/ledgers. What it prints is private, local information."
         ),
     )
+    p.add_argument("action", nargs="?", choices=("show", "upgrade"), default="show",
+                   help="show (default): the corpus's releases and budgets; upgrade: carry this corpus's spend from a "
+                        "version-1 ledger store (document keys of text and label, refused by this version) into a "
+                        "version-2 store in the same folder — once per corpus you hold; the version-1 store is kept "
+                        "aside in ledger-v1/")
     p.add_argument("--corpus", required=True, help="demo:bbc, demo:drugs, demo:drugs-rating or a path (as for sample)")
     p.add_argument("--text-column", help="column holding the document text (chosen from column names when omitted)")
     p.add_argument("--label-column", help="column holding the class label (not part of a document's budget: a text's "

@@ -100,6 +100,7 @@ class PersistentLedger(PrivacyLedger):
         self.run = run
         self.unit_name = unit_name  # "document" or "person": the unit's name in messages
         self._recorded: list[int] = []          # the store's ids of this ledger's events, in order
+        self._charged: list[bool] = []          # per event: did its release charge any unit (PRIVATE, local)
         self._parent: PersistentLedger | None = None
         self._reservations: list[Reservation] = []
         self._reserve_next: float | None = None
@@ -171,13 +172,14 @@ class PersistentLedger(PrivacyLedger):
             raise ParameterError("admit needs one unit string per document, not one string.")
         rows, keys = keyed_rows(units, self._store.keys)
         digest = _digest(keys, rows)
-        for held in self._reservations:
+        planned, self._reserve_next = self._reserve_next, None
+        for held in reversed(self._reservations if planned is None else ()):  # the newest reservation first
             if held.digest == digest and epsilon <= held.remaining + _SLACK and row_factor <= held.row_factor + _SLACK:
                 # a later step of the run that reserved its ε: the same units, charged at the reservation
                 held.remaining = max(held.remaining - epsilon, 0.0)
                 return AdmissionTicket(self, held.mask, epsilon, what=what,
-                                       record=functools.partial(self._record, held.release_id, self.tool, self.run))
-        planned, self._reserve_next = self._reserve_next, None
+                                       record=functools.partial(self._record, held.release_id, self.tool, self.run,
+                                                                charged=bool(held.mask.any())))
         total = epsilon if planned is None or planned <= epsilon + _SLACK else float(planned)
         label = what if total == epsilon else \
             f"{what} (and ε {total - epsilon:g} reserved for the run's later steps)"
@@ -189,7 +191,8 @@ class PersistentLedger(PrivacyLedger):
             self._reservations.append(Reservation(digest, rid, ok, total - epsilon, row_factor, self.run))
         # the ticket records its events under the tool and run of its admission, whatever the labels are later
         return AdmissionTicket(self, ok, epsilon, what=what,
-                               record=functools.partial(self._record, rid, self.tool, self.run))
+                               record=functools.partial(self._record, rid, self.tool, self.run,
+                                                        charged=bool(np.any(ok))))
 
     def reserve_next(self, planned: float) -> None:
         """The next admission through this ledger reserves ``planned`` ε (the run's ε_voc + ε_kde) for its units at
@@ -197,6 +200,20 @@ class PersistentLedger(PrivacyLedger):
         release's ε from it; a later admission of the same input for at most what remains draws on the reservation
         (the same units, nothing charged twice). Refused only on public input (``planned``)."""
         self._reserve_next = _check_epsilon(planned)
+
+    def drop_planned(self) -> None:
+        """Forget a :meth:`reserve_next` that no admission took (its step failed before reading any data)."""
+        self._reserve_next = None
+
+    def reservation_for(self, units: Sequence[str], epsilon: float) -> np.ndarray | None:
+        """The admitted mask a release of ``epsilon`` on ``units`` would take from a reservation of this ledger (the
+        newest that covers it), or None when it would be admitted afresh. PRIVATE, local (which rows took part)."""
+        rows, keys = keyed_rows(units, self._store.keys)
+        digest = _digest(keys, rows)
+        for held in reversed(self._reservations):
+            if held.digest == digest and float(epsilon) <= held.remaining + _SLACK:
+                return held.mask
+        return None
 
     def reserved(self, units: Sequence[str] | None = None) -> float:
         """The ε still reserved for later steps (for the input ``units``; default: every reservation of this ledger
@@ -236,7 +253,8 @@ class PersistentLedger(PrivacyLedger):
         """:meth:`admission` (the ticket reads as the admitted mask)."""
         return self.admission(units, epsilon, what=what)
 
-    def _record(self, release_id: int, tool: str, run: str | None, event: PrivacyEvent) -> None:
+    def _record(self, release_id: int, tool: str, run: str | None, event: PrivacyEvent, *,
+                charged: bool = True) -> None:
         self.require(event.epsilon, f"{event.step} ({event.mechanism})")
         eid = self._store.record_event(release_id, event, tool=tool, run=run)
         for led in (self, self._parent):
@@ -244,7 +262,19 @@ class PersistentLedger(PrivacyLedger):
                 with led._lock:
                     led._events.append(event)
                     led._recorded.append(eid)
+                    led._charged.append(charged)
                 led._view_cache = None
+
+    def charged_by_step(self) -> dict[str, float]:
+        """ε per step of this ledger's events whose release charged at least one unit (PRIVATE, local: a release that
+        left every unit out charged no one, and the sidebar does not count it as spent; issue 35 part 5)."""
+        out: dict[str, float] = {}
+        with self._lock:
+            pairs = list(zip(self._events, self._charged))
+        for event, charged in pairs:
+            if charged:
+                out[event.step] = out.get(event.step, 0.0) + event.epsilon
+        return out
 
     def charge(self, event: PrivacyEvent) -> PrivacyEvent:
         """Refused: an event is charged through its admission's ticket (:func:`dpkps_core.budget.admit`), or to
@@ -264,7 +294,7 @@ class PersistentLedger(PrivacyLedger):
         rid, _ = self._store.admit(corpus.row_keys, event.epsilon, new_cap=self.new_unit_cap, tool=self.tool,
                                    run=self.run, what=f"{event.step} ({event.mechanism})", force=True,
                                    rows=corpus.rows)
-        self._record(rid, self.tool, self.run, event)
+        self._record(rid, self.tool, self.run, event, charged=len(corpus.row_keys) > 0)
         return event
 
     def for_run(self, run: str | None, *, tool: str | None = None, in_session: bool = False) -> "PersistentLedger":

@@ -27,6 +27,7 @@ class RecordedEvent:
     recorded: str
     tool: str
     run: str | None = None
+    id: int | None = None  # the store's id of the event (a run's ledger record names it)
 
     def to_dict(self) -> dict[str, Any]:
         return {"recorded": self.recorded, "tool": self.tool, "run": self.run, "event": self.event.to_dict()}

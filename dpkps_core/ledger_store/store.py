@@ -190,29 +190,29 @@ class LedgerStore(StoreFiles):
         for start in range(0, len(ids), 500):
             part = ids[start:start + 500]
             marks = ",".join("?" * len(part))
-            for rid, recorded, tool, run, data in conn.execute(
-                    f"SELECT release_id, recorded, tool, run, event FROM events WHERE release_id IN ({marks}) "
+            for rid, eid, recorded, tool, run, data in conn.execute(
+                    f"SELECT release_id, id, recorded, tool, run, event FROM events WHERE release_id IN ({marks}) "
                     "ORDER BY id", part):
                 try:
                     event = PrivacyEvent.from_dict(json.loads(data))
                 except (ValueError, TypeError, ParameterError):
                     raise sqlite3.DatabaseError("malformed event record") from None
-                out.setdefault(int(rid), []).append(RecordedEvent(event, recorded, tool, run))
+                out.setdefault(int(rid), []).append(RecordedEvent(event, recorded, tool, run, int(eid)))
         return {k: tuple(v) for k, v in out.items()}
 
     def run_events(self, run: str) -> tuple[RecordedEvent, ...]:
         """The events recorded for the run named ``run`` (recorded with each event at its admission), in order."""
         run = _check_label(run, "run name", optional=False)
         with self._transaction(write=False) as conn:
-            rows = conn.execute("SELECT recorded, tool, run, event FROM events WHERE run = ? ORDER BY id",
+            rows = conn.execute("SELECT id, recorded, tool, run, event FROM events WHERE run = ? ORDER BY id",
                                 (run,)).fetchall()
         out = []
-        for recorded, tool, name, data in rows:
+        for eid, recorded, tool, name, data in rows:
             try:
                 event = PrivacyEvent.from_dict(json.loads(data))
             except (ValueError, TypeError, ParameterError):
                 raise self._damaged(sqlite3.DatabaseError("malformed event record")) from None
-            out.append(RecordedEvent(event, recorded, tool, name))
+            out.append(RecordedEvent(event, recorded, tool, name, int(eid)))
         return tuple(out)
 
     def events_by_id(self, event_ids: Sequence[int]) -> tuple[RecordedEvent, ...]:
@@ -231,7 +231,7 @@ class LedgerStore(StoreFiles):
                         event = PrivacyEvent.from_dict(json.loads(data))
                     except (ValueError, TypeError, ParameterError):
                         raise self._damaged(sqlite3.DatabaseError("malformed event record")) from None
-                    found[int(eid)] = RecordedEvent(event, recorded, tool, run)
+                    found[int(eid)] = RecordedEvent(event, recorded, tool, run, int(eid))
         missing = [i for i in ids if i not in found]
         if missing:
             raise PrivacyBudgetError(f"The privacy ledger {self.path} holds no event #{missing[0]} named by a run's "
@@ -255,7 +255,7 @@ class LedgerStore(StoreFiles):
                 event = PrivacyEvent.from_dict(raw)
             except (ValueError, TypeError, AttributeError, ParameterError):
                 raise self._damaged(sqlite3.DatabaseError("malformed event record")) from None
-            out.append((int(eid), RecordedEvent(event, recorded, tool, run)))
+            out.append((int(eid), RecordedEvent(event, recorded, tool, run, int(eid))))
         return out
 
     def changes(self) -> int:

@@ -124,7 +124,7 @@ def test_ledger_figures_and_caps_are_per_account() -> None:
     alice = signed_in(ALICE)
     goto(alice, 2)
     click(alice, "Build Ṽ (spends ε_voc = 5)")
-    assert spent(alice) == "5 / 20"
+    assert spent(alice) == "10 / 20"  # ε_voc 5 + ε_kde 5 reserved with it (login: issue 35 part 8)
 
     bob = signed_in(BOB)                                      # the same (demo) documents, another account
     assert bob.session_state["corpus_id"] == alice.session_state["corpus_id"]
@@ -144,7 +144,7 @@ def test_ledger_figures_and_caps_are_per_account() -> None:
     click(bob, "Raise the cap to 60")
     assert spent(bob) == "0 / 60"
     again = signed_in(ALICE)                                  # a new session of alice
-    assert spent(again) == "5 / 20"
+    assert spent(again) == "10 / 20"
     goto(again, 1)
     assert not [e for e in again.expander if e.label.startswith("Cap changes")]
     assert [e.label for e in again.expander if e.label.startswith("Every release that touched")] == [
@@ -175,12 +175,13 @@ def test_an_administrator_sees_every_account_read_only() -> None:
     assert {"alice@example.org", "bob@example.org"} <= set(accounts["account"])
     assert [releases[tenant_id(u["sub"], ISSUER)[:12]] for u in (ALICE, BOB, OFFICER)] == [1, 1, 0]
     corpus = table(officer, "most-used document: ε")
-    assert sorted(corpus["most-used document: ε"]) == [0.0, 5.0, 5.0]          # the officer, alice, bob
-    assert metrics(officer)["Across accounts: the most-used document's total ε"] == "10"
+    # the officer, alice, bob (each Ṽ reserved ε_kde 5 for its run's densities: issue 35 part 8)
+    assert sorted(corpus["most-used document: ε"]) == [0.0, 10.0, 10.0]
+    assert metrics(officer)["Across accounts: the most-used document's total ε"] == "20"
     # read-only: nothing to reopen, download or delete, and nothing of the others' was changed or spent
     assert not [b for b in officer.button if b.label.startswith(("Reopen", "Delete"))]
     assert not downloads(officer)
-    assert spent(signed_in(ALICE)) == "5 / 20"
+    assert spent(signed_in(ALICE)) == "10 / 20"
     bob = signed_in(BOB)                                      # not an administrator: no such section
     goto(bob, 7)
     assert "Every account" not in texts(bob) + " ".join(s.value for s in bob.subheader)
@@ -229,7 +230,7 @@ def test_a_session_whose_account_changes_starts_afresh() -> None:
     goto(at, 2)
     click(at, "Build Ṽ (spends ε_voc = 5)")
     run = at.session_state["run_dir"]
-    assert run and spent(at) == "5 / 20"
+    assert run and spent(at) == "10 / 20"  # ε_voc 5 + ε_kde 5 reserved with it (login: issue 35 part 8)
     at.user = dict(BOB)                                       # another identity in the same browser session
     at.run()
     assert_clean(at)
