@@ -19,13 +19,15 @@ parameter, and pin the exact-tie boundary where the sparse-vector term uses the 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 import pytest
+from scipy.optimize import minimize_scalar
+
 from dpkps_core.baselines import prediction_config as pp
 from dpkps_core.dp import accounting as acc
-from dpkps_core.errors import ParameterError
-import numpy as np
-from scipy.optimize import minimize_scalar
 from dpkps_core.dp.rff import RandomFourierFeatures
+from dpkps_core.errors import ParameterError
 
 
 def test_accountant_reproduces_the_papers_setting_by_hand() -> None:

@@ -20,27 +20,26 @@ statistics (the curve; document-unit class sizes) go through OpenDP's discrete L
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pytest
+from tests.dp_stats import assert_ratio_within
+
+from dp_stats import PassThroughNoise
+from dpkps_core.config import SamplingConfig
 from dpkps_core.corpus import Corpus
-from dpkps_core.dp import forecast as dp_forecast_module
-from dpkps_core.dp.forecast import (DEFAULT_THRESHOLDS, ForecastStatistics, count_curve, class_sizes,
+from dpkps_core.dp import count as cnt, forecast as dp_forecast_module, forecast as fc
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
+from dpkps_core.dp.forecast import (DEFAULT_THRESHOLDS, ForecastStatistics, class_sizes, count_curve,
                                     monotone_non_increasing, release_forecast_statistics)
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary
-from dpkps_core.errors import ParameterError
-from dpkps_core.config import SamplingConfig
+from dpkps_core.errors import ParameterError, PrivacyBudgetError
 from dpkps_core.evaluation.forecast_dp import (dp_forecast, forecast_from_release, forecast_preview,
                                                reconstructed_counts, release_forecast)
 from dpkps_core.evaluation.forecast_outlook import vocabulary_noise_share
 from dpkps_core.vocabulary import PublicVocabulary
-from tests.dp_stats import assert_ratio_within
-from dpkps_core.dp import count as cnt
-from dpkps_core.dp import forecast as fc
-from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
-from dpkps_core.errors import ParameterError, PrivacyBudgetError
-from dp_stats import PassThroughNoise
 
 
 TERMS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")

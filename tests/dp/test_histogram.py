@@ -5,17 +5,19 @@ Exact behaviour pinned (mutation testing, docs/TESTING.md): a recording noise so
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+
+from dp_stats import PassThroughNoise
+from dpkps_core.dp import contributions, histogram, kde, rff
 from dpkps_core.dp.contributions import class_keyphrase_histograms
 from dpkps_core.dp.histogram import build_smoothed_histogram_density
+from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
-import math
-from dpkps_core.dp import contributions, histogram, kde, rff
-from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.errors import ParameterError
-from dp_stats import PassThroughNoise
 
 
 CLASSES = ("a", "b")

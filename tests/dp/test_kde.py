@@ -21,21 +21,21 @@ sampler, so the expected values are recomputed from the member's own (public) ra
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+
+from dp_stats import PassThroughNoise
+from dpkps_core.dp import contributions, histogram, kde, rff
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.kde import build_rff_density, ensemble_blocks, rff_feature_sums
 from dpkps_core.dp.ledger import PrivacyLedger
-from dpkps_core.dp.rff import SQRT2, RandomFourierFeatures, exact_gaussian_kernel, optimal_features, rff_expected_error
+from dpkps_core.dp.rff import RandomFourierFeatures, SQRT2, exact_gaussian_kernel, optimal_features, rff_expected_error
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
-from dpkps_core.sampling import IterativeScorer, reference_extension_scores
-import math
-from dpkps_core.dp import contributions, histogram, kde, rff
 from dpkps_core.errors import ParameterError
-from dp_stats import PassThroughNoise
-from dpkps_core.dp import kde
-from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
-from dpkps_core.dp.rff import SQRT2, RandomFourierFeatures
+from dpkps_core.sampling import IterativeScorer, reference_extension_scores
 
 
 D = 16

@@ -22,15 +22,16 @@ Exact behaviour pinned (mutation testing) for dpkps_core.dp.rng, dp.ledger and d
 from __future__ import annotations
 
 import json
-import pytest
-from dpkps_core.dp.events import PrivacyEvent
-from dpkps_core.dp.ledger import PrivacyLedger
-from dpkps_core.errors import ParameterError, PrivacyBudgetError
+
 import numpy as np
+import pytest
+
 from dpkps_core.dp import rng as rng_mod
+from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
+from dpkps_core.errors import ParameterError, PrivacyBudgetError
 
 
 def _event(eps: float, step: str = "vocabulary") -> PrivacyEvent:

@@ -15,22 +15,23 @@ Exact behaviour pinned (mutation testing, docs/TESTING.md): the nearest-neighbou
 
 from __future__ import annotations
 
-import math
-import numpy as np
-import pytest
-from dp_stats import CONSISTENT, VIOLATION, approx_dp_verdict, scale_noise
-from dpkps_core.baselines import augpe
-from dpkps_core.dp.accounting import gaussian_delta
-from dpkps_core.dp.rng import NoiseSource
 import hashlib
+import math
 import threading
 import time
 import types
 from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pytest
 import torch
-from dpkps_core.baselines import private_prediction as pp
+
+from dp_stats import CONSISTENT, VIOLATION, approx_dp_verdict, scale_noise
+from dpkps_core.baselines import augpe, private_prediction as pp
 from dpkps_core.config import PRIVATE_PREDICTION_LIMITS
+from dpkps_core.dp.accounting import gaussian_delta
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.backends import LLMBackend

@@ -10,17 +10,16 @@ Exact behaviour pinned (mutation testing, docs/TESTING.md): the DP count's froze
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+
 from dp_stats import CONSISTENT, VIOLATION, dp_verdict, scale_noise
+from dpkps_core import budget
+from dpkps_core.dp import count as cnt, forecast as fc
 from dpkps_core.dp.count import release_count
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
-import numpy as np
-
-from dpkps_core import budget
-from dpkps_core.dp import count as cnt
-from dpkps_core.dp import forecast as fc
-from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 
 

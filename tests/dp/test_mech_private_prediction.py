@@ -18,26 +18,27 @@ Exact behaviour pinned (mutation testing, docs/TESTING.md; docs/DESIGN.md §3; [
 
 from __future__ import annotations
 
-import math
-import numpy as np
-import pytest
-import torch
-from dp_stats import CONSISTENT, VIOLATION, dp_verdict, scale_noise
-from dpkps_core.baselines import private_prediction as pp
-from dpkps_core.dp.accounting import rho_per_batch
-from dpkps_core.dp.rng import NoiseSource
-from scripted_lm import PUBLIC_KIND, PUBLIC_PROMPT, ScriptedLM, ScriptedTokenizer, prompt, tokens
 import hashlib
+import math
 import threading
 import time
 import types
 from typing import Any, Mapping, Sequence
-from dpkps_core.baselines import augpe
+
+import numpy as np
+import pytest
+import torch
+
+from dp_stats import CONSISTENT, VIOLATION, dp_verdict, scale_noise
+from dpkps_core.baselines import augpe, private_prediction as pp
 from dpkps_core.config import PRIVATE_PREDICTION_LIMITS
+from dpkps_core.dp.accounting import rho_per_batch
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.backends import LLMBackend
+from scripted_lm import PUBLIC_KIND, PUBLIC_PROMPT, ScriptedLM, ScriptedTokenizer, prompt, tokens
 
 
 @pytest.fixture(autouse=True)

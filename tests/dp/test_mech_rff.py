@@ -18,20 +18,19 @@ The RFF phases √2·ωᵀz/σ + β (docs/DESIGN.md §2.2) are pinned for their 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
-from dp_stats import CONSISTENT, VIOLATION, dp_verdict, scale_noise
+from scipy.optimize import minimize_scalar
+
+from dp_stats import CONSISTENT, PassThroughNoise, VIOLATION, dp_verdict, scale_noise
+from dpkps_core.dp import accounting as acc, contributions, histogram, kde, rff
 from dpkps_core.dp.kde import build_rff_density, ensemble_blocks
 from dpkps_core.dp.ledger import PrivacyLedger
-from dpkps_core.dp.rff import SQRT2, RandomFourierFeatures
+from dpkps_core.dp.rff import RandomFourierFeatures, SQRT2
 from dpkps_core.dp.rng import NoiseSource
-import math
-from scipy.optimize import minimize_scalar
-from dpkps_core.dp import accounting as acc
-from dpkps_core.dp.rff import RandomFourierFeatures
 from dpkps_core.errors import ParameterError
-from dpkps_core.dp import contributions, histogram, kde, rff
-from dp_stats import PassThroughNoise
 
 
 FEATURES = 2

@@ -7,17 +7,16 @@ kurtosis 3, so Var(s²) ≈ (2 + 3)·(2b²)²/n; Gaussian: Var(s²) ≈ 2σ⁴/n
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pytest
+
 from dpkps_core.dp import rng as rng_mod
-from dpkps_core.dp.rng import SEED_POLICY_DEMO, SEED_POLICY_OS, NoiseSource
-from dpkps_core.errors import ParameterError
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
-from dpkps_core.dp.rng import NoiseSource
-from dpkps_core.errors import ParameterError, PrivacyBudgetError
-from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.rng import NoiseSource, SEED_POLICY_DEMO, SEED_POLICY_OS
 from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
+from dpkps_core.errors import ParameterError, PrivacyBudgetError
 
 
 N = 20_000  # draws per variance check (OpenDP ≈ 10–20 µs each)

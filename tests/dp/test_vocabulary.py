@@ -10,19 +10,19 @@ released object's fields and serialisation, and the messages of the public-setti
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
+
 from dp_stats import assert_ratio_within, tail_event
+from dpkps_core.dp import vocabulary as voc
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
-from dpkps_core.dp.vocabulary import noise_floor, noisy_term_histogram, privatize_vocabulary, select_top_terms
-from dpkps_core.errors import ParameterError, PrivacyBudgetError
-from dpkps_core.matching import TermMatcher
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from dpkps_core.dp import vocabulary as voc
 from dpkps_core.dp.validation import check_delta
-from dpkps_core.errors import ParameterError, VocabularyError
+from dpkps_core.dp.vocabulary import noise_floor, noisy_term_histogram, privatize_vocabulary, select_top_terms
+from dpkps_core.errors import ParameterError, PrivacyBudgetError, VocabularyError
+from dpkps_core.matching import TermMatcher
 
 
 TERMS = ["goal", "match", "bank", "shares", "phone", "chip", "rain", "snow"]
