@@ -33,7 +33,7 @@ PROFILES: dict[str, dict[str, list[str]]] = {
         "also_copy": ["studio/", "app_pages/", "app.py", "assets/", "scripts/", "benchmarks/"],
         "markers": ["not slow and not browser and not model"],
         "tests": ["tests/dp/", "tests/baselines/", "tests/ledger_store/", "tests/test_budget_units.py",
-                  "tests/test_mut_budget.py", "tests/test_mut_pipeline.py", "tests/test_charge_first.py",
+                  "tests/test_pipeline.py", "tests/test_charge_first.py",
                   "tests/test_person_unit.py", "tests/test_neighbours_from_files.py", "tests/test_sampling.py"],
         # the mechanism functions only (a whole module would add its I/O and messages to the score)
         "patterns": [

@@ -41,10 +41,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(env: Mapping[str, str], log_path: Path, *, start_timeout: float = 90.0) -> Iterator[str]:
-    """``streamlit run app.py`` with ``env`` (its output in ``log_path``); yields its URL once ``/_stcore/health``
-    answers ok (the test fails with the log's tail when it does not start), then stops it."""
-    port = free_port()
+def streamlit_server(env: Mapping[str, str], log_path: Path, *, start_timeout: float = 90.0,
+                     port: int | None = None) -> Iterator[str]:
+    """``streamlit run app.py`` with ``env`` (its output in ``log_path``) on ``port`` (a free one when not given: a
+    login test must know it beforehand, for the ``redirect_uri`` of the app's ``[auth]`` secrets); yields its URL once
+    ``/_stcore/health`` answers ok (the test fails with the log's tail when it does not start), then stops it."""
+    port = port or free_port()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),

@@ -1,7 +1,12 @@
 """The persistent ledger's store (dpkps_core.ledger_store; docs/DESIGN.md §2.0): owner-only files that hold no text, path or
 file name; fail closed (damaged, truncated or foreign store, damaged or missing key, unusable folder: an error that
 spends nothing, never a fallback); previous-format files refused until imported; the ``ledger`` command; one
-default cap for the CLI and the app."""
+default cap for the CLI and the app.
+
+Exact behaviour pinned (mutation testing) for the persistent ledger's filter (docs/TESTING.md "Mutation testing"; docs/DESIGN.md §2.0;
+docs/PRIVACY.md): LedgerStore.admit and PersistentLedger.admit/charge — the user-facing refusals naming what is
+wrong, forced charges, the float slack at the cap, what a release row records, and what the store holds.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dpkps_core import ledger_store as ls
@@ -23,17 +29,20 @@ from dpkps_core.cli.main import build_parser
 from dpkps_core.config import DEFAULT_EPSILON_CAP
 from dpkps_core.corpus import Corpus, load_corpus
 from dpkps_core.dp.events import PrivacyEvent
-from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.ledger import PrivacyLedger, _FLOAT_SLACK
 from dpkps_core.embeddings import EmbeddingCache, HashingEmbedder
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 from dpkps_core.export import bundle_bytes
 from dpkps_core.vocabulary import PublicVocabulary
+
 
 TOPICS = {
     "sport": "striker goal match league stadium coach team cup final fans".split(),
     "tech": "smartphone processor battery software browser broadband network console update chip".split(),
     "business": "shares bank profits inflation interest rates airline fuel margins market".split(),
 }
+
+
 VOCAB = PublicVocabulary("test", tuple(w for ws in TOPICS.values() for w in ws), "test", "test")
 
 
@@ -84,8 +93,6 @@ def _no_secret_in(blobs: dict[str, bytes]) -> None:
             assert s not in data and s.hex().encode() not in data, name
 
 
-# ------------------------------------------------------------------------------------------ files
-
 def test_the_store_is_owner_only_and_holds_no_text_path_or_file_name(tmp_path: Path) -> None:
     assert ls.ledger_root() == store_root() and str(Path.home() / ".local") not in str(store_root())
     rows = records()
@@ -124,8 +131,6 @@ def test_validation_gives_clear_errors(tmp_path: Path) -> None:
         led.set_unit_cap(0.0)
     assert led.store.totals() == {"units": 0, "releases": 0, "events": 0}
 
-
-# ------------------------------------------------------------------------------------------ fail closed
 
 def _spent_store(root: Path) -> ls.LedgerStore:
     store = ls.LedgerStore(root)
@@ -220,8 +225,6 @@ def test_the_store_is_never_a_half_written_file(tmp_path: Path) -> None:
     assert [p.name for p in root.iterdir() if p.name.startswith(".")] == []
 
 
-# ------------------------------------------------------------------------------------------ previous format
-
 def _legacy_file(root: Path, texts: list[str], releases: list[float], cap: float | None) -> Path:
     """A ledger file of the previous format (one JSON file per corpus, named by the corpus fingerprint)."""
     import hashlib
@@ -258,8 +261,6 @@ def test_previous_format_files_block_the_store_until_imported(tmp_path: Path, ca
     assert view.largest_spend == pytest.approx(5.0) and view.cap_range == (12.0, 12.0)
     assert [r.in_corpus for r in view.releases] == [30, 30] and not any(r.filtered for r in view.releases)
 
-
-# ------------------------------------------------------------------------------------------ the ledger command
 
 def test_ledger_command_lists_the_releases_that_touched_a_corpus_and_sets_its_cap(tmp_path: Path, capsys) -> None:
     rows = records(10)
@@ -318,8 +319,6 @@ def test_ledger_command_errors_are_one_line(tmp_path: Path, capsys) -> None:
     assert err.startswith("error: The privacy ledger") and "Nothing was spent" in err and "Traceback" not in err
 
 
-# ------------------------------------------------------------------------------------------ one default cap
-
 def test_the_app_and_the_cli_share_one_default_cap() -> None:
     from studio.defaults import default_settings
 
@@ -331,8 +330,6 @@ def test_the_app_and_the_cli_share_one_default_cap() -> None:
     assert ls.open_corpus_ledger(["u"], tool="t").cap == DEFAULT_EPSILON_CAP
     assert ls.open_corpus_ledger(["u"], tool="t", cap=None).new_unit_cap == DEFAULT_EPSILON_CAP
 
-
-# ------------------------------------------------------------------------------------------ runs, bundle, CLI
 
 @pytest.fixture
 def fast_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -395,8 +392,6 @@ def test_compare_charges_its_joint_cost(tmp_path: Path) -> None:
     assert isinstance(led, PrivacyLedger)
 
 
-# ------------------------------------------------------------------------------------------ app
-
 @pytest.mark.assets
 @pytest.mark.slow
 def test_app_sidebar_follows_the_documents_across_sessions_files_and_the_cli(monkeypatch: pytest.MonkeyPatch,
@@ -451,3 +446,141 @@ def test_ledger_and_compare_read_a_latin1_file_with_encoding(tmp_path: Path, cap
     compare = build_parser().parse_args(["compare", "--corpus", str(path), "--eps", "4", "--encoding", "cp1252",
                                          "--out", str(tmp_path / "cmp")])
     assert compare.encoding == "cp1252"
+
+
+POOL = [f"document\x1fmutation text {i}\x1fx" for i in range(6)]
+
+
+def _event(eps: float, step: str = "vocabulary") -> PrivacyEvent:
+    return PrivacyEvent(mechanism="test_mechanism", step=step, epsilon=eps, sensitivity=1.0, noise_scale=1.0,
+                        released="a test release")
+
+
+def _store(tmp_path: Path) -> ls.LedgerStore:
+    return ls.LedgerStore(tmp_path / "ledgers")
+
+
+def _keys(store: ls.LedgerStore, units: list[str]) -> np.ndarray:
+    return ls.unique_keys(store.keys(units))[0]
+
+
+def _spent(led: ls.PersistentLedger) -> list[float]:
+    """The opened corpus's spends, in POOL order (the view holds its units in their first-seen order)."""
+    return [float(x) for x in led.view().spent]
+
+
+def test_store_admit_refuses_a_missing_tool_and_a_path_as_run_name(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    keys = _keys(store, POOL)
+    for bad in (None, " "):
+        with pytest.raises(ParameterError, match=r"^The ledger's tool must be a short non-empty text, got "):
+            store.admit(keys, 1.0, new_cap=5.0, tool=bad, run=None, what="x")  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match=r"^The ledger's run name is a name, not a path"):
+        store.admit(keys, 1.0, new_cap=5.0, tool="test", run="runs/a", what="x")
+    assert store.totals()["releases"] == 0  # nothing recorded by a refusal
+
+
+def test_forced_admission_charges_every_unit_even_over_its_cap(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    keys = _keys(store, POOL)
+    _, ok = store.admit(keys[:3], 4.0, new_cap=5.0, tool="test", run=None, what="first")
+    assert ok.tolist() == [True] * 3
+    _, ok = store.admit(keys, 2.0, new_cap=5.0, tool="test", run=None, what="filtered")
+    assert ok.tolist() == [False] * 3 + [True] * 3
+    _, ok = store.admit(keys, 2.0, new_cap=5.0, tool="test", run=None, what="forced", force=True)
+    assert ok.tolist() == [True] * 6
+    view = store.view(keys, new_unit_cap=5.0)
+    assert sorted(view.spent.tolist()) == [4.0, 4.0, 4.0, 6.0, 6.0, 6.0]
+    rel = {r.what: r for r in view.releases}
+    assert (rel["filtered"].units, rel["filtered"].left_out, rel["filtered"].filtered) == (3, 3, True)
+    assert (rel["forced"].units, rel["forced"].left_out, rel["forced"].filtered) == (6, 0, False)
+
+
+def test_a_spend_that_reaches_the_cap_within_the_slack_still_fits(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    keys = _keys(store, POOL[:1])
+    eps = 1.0 + _FLOAT_SLACK  # spent + ε equals cap + slack exactly
+    assert 0.0 + eps == 1.0 + _FLOAT_SLACK
+    _, ok = store.admit(keys, eps, new_cap=1.0, tool="test", run=None, what="at the cap")
+    assert ok.tolist() == [True]
+
+
+def test_the_release_row_keeps_300_characters_of_what(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    keys = _keys(store, POOL)
+    store.admit(keys, 1.0, new_cap=5.0, tool="test", run="r1", what="w" * 400)
+    (release,) = store.view(keys, new_unit_cap=5.0).releases
+    assert release.what == "w" * 300 and release.run == "r1" and release.tool == "test"
+
+
+def test_ledger_admit_refusals_name_the_release(tmp_path: Path) -> None:
+    led = ls.PersistentLedger(_store(tmp_path), POOL, tool="test", cap=1.0)
+    with pytest.raises(PrivacyBudgetError, match=r"^Running the vocabulary would spend ε = 2"):
+        led.admit(POOL, 2.0, what="the vocabulary")
+    with pytest.raises(ParameterError, match=r"^admit needs one unit string per document, not one string\.$"):
+        led.admit("document\x1fone\x1fx", 0.5)
+    assert led.store.totals()["releases"] == 0
+
+
+def test_ledger_admit_of_no_units_is_an_empty_boolean_mask(tmp_path: Path) -> None:
+    led = ls.PersistentLedger(_store(tmp_path), POOL, tool="test", cap=5.0)
+    mask = led.admit([], 0.5)
+    assert mask.tolist() == [] and mask.dtype == np.bool_
+
+
+def test_the_view_after_an_admission_shows_its_charge(tmp_path: Path) -> None:
+    led = ls.PersistentLedger(_store(tmp_path), POOL, tool="test", cap=5.0)
+    assert _spent(led) == [0.0] * 6  # the view is cached…
+    led.admit(POOL[:2], 1.5)
+    assert _spent(led) == [1.5, 1.5, 0.0, 0.0, 0.0, 0.0]  # …and the admission drops the cache
+
+
+def test_ledger_charge_refusals(tmp_path: Path) -> None:
+    led = ls.PersistentLedger(_store(tmp_path), POOL, tool="test", cap=1.0)
+    with pytest.raises(ParameterError, match=r"^vocabulary is charged through its admission's ticket"):
+        led.charge(_event(0.5))  # an event belongs to its admission (issue 35 part 7)
+    with pytest.raises(ParameterError, match=r"^Only a PrivacyEvent can be charged to a ledger\.$"):
+        led.charge_every_unit({"epsilon": 0.5})  # type: ignore[arg-type]
+    with pytest.raises(PrivacyBudgetError, match=r"^Running vocabulary \(test_mechanism\) would spend ε = 2"):
+        led.charge_every_unit(_event(2.0))
+    ticket = led.admit(POOL, 0.5)
+    with pytest.raises(ParameterError, match=r"^Only a PrivacyEvent can be charged to a ledger\.$"):
+        ticket.charge({"epsilon": 0.5})  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match=r"^vocabulary \(test_mechanism\) charges ε = 0\.75, more than its "
+                                             r"admission reserved \(0\.5\)"):
+        ticket.charge(_event(0.75))
+    with pytest.raises(ParameterError, match=r"^An admission ticket charges one release"):
+        ticket.admit(POOL, 0.1)
+    assert led.store.totals() == {"units": 6, "releases": 1, "events": 0} and led.events == ()
+
+
+def test_an_event_within_the_slack_of_its_admission_is_attached_to_it(tmp_path: Path) -> None:
+    led = ls.PersistentLedger(_store(tmp_path), POOL, tool="test", cap=5.0)
+    led.admit(POOL, 1.0).charge(_event(1.0 + _FLOAT_SLACK))  # ε = reserved + slack exactly: still this admission's
+    totals = led.store.totals()
+    assert totals["releases"] == 1 and totals["events"] == 1
+
+
+def test_an_admission_used_up_to_the_slack_is_closed(tmp_path: Path) -> None:
+    led = ls.PersistentLedger(_store(tmp_path), POOL, tool="test", cap=5.0)
+    ticket = led.admit(POOL[:2], 2 * _FLOAT_SLACK)
+    ticket.charge(_event(_FLOAT_SLACK))  # leaves exactly the slack: the admission is used up
+    with pytest.raises(ParameterError, match="more than its admission reserved"):
+        ticket.charge(_event(0.5, step="density"))
+    led.charge_every_unit(_event(0.5, step="density"))  # charged to the whole corpus, explicitly
+    totals = led.store.totals()
+    assert totals["releases"] == 2 and totals["events"] == 2
+    assert _spent(led) == pytest.approx([0.5 + 2 * _FLOAT_SLACK] * 2 + [0.5] * 4, abs=1e-15)
+
+
+def test_a_charge_without_admission_records_the_run_and_the_new_units_cap(tmp_path: Path) -> None:
+    led = ls.PersistentLedger(_store(tmp_path), POOL, tool="cli sample", run="run-1", cap=3.0)
+    led.charge_every_unit(_event(0.5))
+    view = led.view()
+    assert view.cap_range == (3.0, 3.0) and view.known == 6
+    (release,) = view.releases
+    assert (release.tool, release.run, release.what, release.filtered) == ("cli sample", "run-1",
+                                                                            "vocabulary (test_mechanism)", False)
+    (recorded,) = view.events
+    assert recorded.to_dict()["run"] == "run-1" and recorded.tool == "cli sample"
+    assert recorded.event.to_dict()["epsilon"] == 0.5

@@ -1,4 +1,4 @@
-"""Mutation-testing kills for the release path's mechanism functions in pipeline.py (docs/TESTING.md "Mutation
+"""The release path's mechanism functions in pipeline.py (docs/TESTING.md "Mutation
 testing"; docs/DESIGN.md §2, §2.0; [DP-KPS] §2 Steps 1–3): the term counts and keyphrases (S, M, the character limit, the
 person unit), the private vocabulary and density builders (what they pass on to the mechanism, compared with the
 mechanism called directly on the same seed), the admission refusal, and the two steps the app takes (their
