@@ -15,7 +15,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from app_helpers import assert_clean, click, goto, new_app, toy_csv, upload_corpus, wait_job, walk
+from app_helpers import (assert_clean, click, fake_umap_module, goto, new_app, toy_csv, upload_corpus, wait_job,
+                         walk)
 from app_helpers import fast_env  # noqa: F401 (fixture)
 
 from dpkps_core.evaluation.disclosure import DISCLOSURE_FILE
@@ -30,7 +31,11 @@ def _downloads(at) -> dict[str, object]:
     return {d.proto.label: d for d in at.get("download_button")}
 
 
-def test_disclosure_on_page_7_and_both_dossier_editions_on_page_8(tmp_path: Path) -> None:
+def test_disclosure_on_page_7_and_both_dossier_editions_on_page_8(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "umap", fake_umap_module())
     at = new_app()
     upload_corpus(at, toy_csv(20), "ward_notes.csv")
     walk(at, 4)
@@ -60,6 +65,13 @@ def test_disclosure_on_page_7_and_both_dossier_editions_on_page_8(tmp_path: Path
     assert result["settings"]["identifiers"] == 1 and IDENTIFIER not in (run / DISCLOSURE_FILE).read_text()
     assert (run / DISCLOSURE_FILE).stat().st_mode & 0o777 == 0o600
     assert any("LEAKAGE" in e.value for e in list(at.warning) + list(at.error))
+    # the overlay job keeps its t-SNE points in the run folder (owner-only) for the internal dossier
+    click(at, "Draw t-SNE and UMAP overlays")
+    assert wait_job(at, "job_projection").error is None
+    projection = run / "projection.json"
+    assert projection.stat().st_mode & 0o777 == 0o600
+    points = json.loads(projection.read_text(encoding="utf-8"))["points"]
+    assert {p["source"] for p in points} == {"real", "synthetic"}
 
     # ---- page 8: both editions, the internal one private and never in the bundle
     goto(at, 7)
@@ -77,6 +89,7 @@ def test_disclosure_on_page_7_and_both_dossier_editions_on_page_8(tmp_path: Path
     assert any("**Disclosure test:** LEAKAGE" in v for v in private), private
     internal = build_dossier(run, edition="internal").content["internal"]
     assert internal["disclosure"]["leakage"] is True and "content_sha256" in internal["fingerprint"]
+    assert internal["overlay"]["synthetic"] == len(docs) and internal["overlay"]["method"] == "tsne"
     release = build_dossier(run, edition="release").to_html()
     # nothing computed on private data (the synthetic documents it samples are DP post-processing, copies or not)
     assert "isclosure" not in release and "ward_notes" not in release and "left out of this run" not in release
