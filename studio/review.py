@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from dpkps_core.errors import ParameterError
+from dpkps_core.progress import format_duration
 from dpkps_core.runfolder import RunFolder, iter_jsonl
 from studio import accounting, jobs, resources, run_view, session
 
@@ -167,11 +168,7 @@ def compare_plan(methods: Sequence[str], *, n_classes: int, per_class: int, max_
 
 
 def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"≈ {max(seconds, 1):.0f} s"
-    if seconds < 5400:
-        return f"≈ {seconds / 60:.0f} min"
-    return f"≈ {seconds / 3600:.1f} h"
+    return format_duration(max(seconds, 1.0), approximate=True)
 
 
 # ------------------------------------------------------------------------------------------- method outlook (§2)

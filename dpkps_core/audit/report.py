@@ -17,6 +17,7 @@ from dpkps_core.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.embeddings import embed_terms
+from dpkps_core.progress import format_duration
 from dpkps_core.vocabulary import PublicVocabulary
 
 AUDIT_NOTE = ("private audit on the real corpus — local only, never part of a release bundle; it charges nothing "
@@ -80,9 +81,8 @@ class AuditResult:
 
 
 def format_seconds(s: float) -> str:
-    """Seconds as "42 s" or "3 min 05 s"."""
-    s = max(0.0, float(s))
-    return f"{s:.0f} s" if s < 90 else f"{int(s // 60)} min {int(s % 60):02d} s"
+    """Seconds as the core writes every duration (:func:`dpkps_core.progress.format_duration`)."""
+    return format_duration(s)
 
 
 def estimate_audit_time(
