@@ -98,3 +98,23 @@ def test_the_uploaded_file_name_the_app_recorded_is_searched_for(canary_copy: Pa
     (canary_copy / "run_state.json").unlink()  # the spec alone names the file
     with pytest.raises(DossierError, match="private corpus's name"):
         build_dossier(canary_copy)
+
+
+def test_no_canary_of_the_private_findings_reaches_the_release_edition(canary_copy: Path) -> None:
+    """The internal edition's further findings (issue 34 §1, §2) carry canaries — a disclosure sentence and
+    identifier counts, overlay labels, matched spans — and the release edition and the bundle still hold none."""
+    secret = "CANARYFINDINGq7"
+    (canary_copy / "disclosure.json").write_text(json.dumps({
+        "private": True, "p_value": 0.001, "epsilon_lower_bound": 0.9, "claimed_epsilon": 10.0, "leakage": True,
+        "verdict": "leakage", "sentence": f"matched {secret} spans", "train_matched": 9, "holdout_matched": 1,
+        "reference_per_part": 30, "synthetic_documents": 10, "settings": {"identifiers": 1},
+        "tiers": {"any match": {"train": 9, "holdout": 1, "p_value": 0.001, "epsilon_lower_bound": 0.9}}}))
+    (canary_copy / "projection.json").write_text(json.dumps({"private": True, "method": "tsne", "points": [
+        {"x": 1.0, "y": 2.0, "source": "real", "label": secret}, {"x": 2.0, "y": 1.0, "source": "synthetic",
+                                                                   "label": "sport"}]}))
+    internal = build_dossier(canary_copy, edition="internal").to_html()
+    assert secret in internal  # the internal edition does show them (so the search below could find them)
+    for name, data in build_dossier(canary_copy, edition="release").files().items():
+        assert secret not in data.decode("utf-8") and "CANARY" not in data.decode("utf-8").upper(), name
+    for name, data in collect_bundle(canary_copy).items():
+        assert b"CANARY" not in data.upper(), name
