@@ -103,12 +103,12 @@ widgets.bound(c2.slider, "Share of ε for the private vocabulary (ε_voc); the r
               "eps_voc_share", min_value=0.05, max_value=0.95, step=0.05)
 eps_voc, eps_kde = session.eps_split()
 if eps_voc + eps_kde > LARGE_EPSILON:
-    st.warning(f"**ε = {eps_voc + eps_kde:g} is a weak guarantee.** One document can change the odds of any output "
-               f"by up to e^{eps_voc + eps_kde:g} ≈ {times(float(np.exp(min(eps_voc + eps_kde, 700))))}×; deployed "
+    st.warning(f"**ε = {widgets.eps(eps_voc + eps_kde)} is a weak guarantee.** One document can change the odds of any output "
+               f"by up to e^{widgets.eps(eps_voc + eps_kde)} ≈ {times(float(np.exp(min(eps_voc + eps_kde, 700))))}×; deployed "
                f"systems report ε ≈ 5–15 and reviews advocate ε ≤ {LARGE_EPSILON:g}.", icon=":material/warning:")
 c1, c2, c3 = st.columns(3)
-c1.metric("ε_voc (vocabulary)", f"{eps_voc:g}")
-c2.metric("ε_kde (densities)", f"{eps_kde:g}")
+c1.metric("ε_voc (vocabulary)", f"{widgets.eps(eps_voc)}")
+c2.metric("ε_kde (densities)", f"{widgets.eps(eps_kde)}")
 
 # ---- the cap: what it covers, in the app's words; raising it asks and is recorded in the ledger's cap history
 unit = "person" if session.person_column() else "document"
@@ -128,7 +128,7 @@ def apply_cap_draft() -> None:
     s["cap_enabled"] = bool(s["cap_draft_enabled"])
     if s["cap_enabled"]:
         s["epsilon_cap"] = float(s["cap_draft_value"])
-    session.notice("Cap changed: " + (f"{s['epsilon_cap']:g}" if s["cap_enabled"] else "no cap") + f" on {covers}"
+    session.notice("Cap changed: " + (f"{widgets.eps(s['epsilon_cap'])}" if s["cap_enabled"] else "no cap") + f" on {covers}"
                    + (" (recorded in the ledger's cap history)." if session.corpus() is not None else "."))
 
 
@@ -162,8 +162,8 @@ led = session.ledger()
 spent = getattr(led, "corpus_epsilon", led.total_epsilon)  # the most-used document's spend, app and CLI (private)
 eps_fc = review.eps_forecast() if review.dp_forecast_release() is None else 0.0  # still to spend, if planned
 st.plotly_chart(charts.budget_split_bar(eps_voc, eps_kde, spent, led.cap, eps_forecast=eps_fc), key="chart.budget")
-st.caption(f"Plan: " + (f"ε_forecast {eps_fc:g} (DP forecast, below) + " if eps_fc else "")
-           + f"ε_voc {eps_voc:g} + ε_kde {eps_kde:g} = **ε = {eps_fc + eps_voc + eps_kde:g}** for this run.")
+st.caption(f"Plan: " + (f"ε_forecast {widgets.eps(eps_fc)} (DP forecast, below) + " if eps_fc else "")
+           + f"ε_voc {widgets.eps(eps_voc)} + ε_kde {widgets.eps(eps_kde)} = **ε = {widgets.eps(eps_fc + eps_voc + eps_kde)}** for this run.")
 # what the plan still has to spend: a step this run already released (Ṽ, the densities) is spent, not planned
 done_voc = run_view.vocabulary_meta() is not None
 done_kde = done_voc and run_view.density_meta() is not None
@@ -172,7 +172,7 @@ to_spend = eps_fc_left + (0.0 if done_voc else eps_voc) + (0.0 if done_kde else 
 if led.cap is not None and to_spend > 0 and not led.can_afford(to_spend):
     steps_left = " + ".join(name for name, left in (("ε_forecast", eps_fc_left > 0), ("ε_voc", not done_voc),
                                                      ("ε_kde", not done_kde)) if left)
-    st.warning(f"The rest of this plan ({steps_left}) needs ε = {to_spend:g} but only {led.remaining:g} is left "
+    st.warning(f"The rest of this plan ({steps_left}) needs ε = {widgets.eps(to_spend)} but only {widgets.eps(led.remaining)} is left "
                "under the cap: a step that would go over it is refused before anything is spent.",
                icon=":material/warning:")
 releases = getattr(led, "corpus_releases", ())
@@ -189,7 +189,7 @@ with st.expander(f"Every release that touched this corpus's documents ({len(rele
                                     "step": r.event.step, "mechanism": r.event.mechanism,
                                     "spent by": r.tool + (f" · {r.run}" if r.run else "")} for r in releases]),
                      hide_index=True)
-        st.markdown(f"The most-used document of this corpus has spent **ε = {spent:g}** (private, local); δ of "
+        st.markdown(f"The most-used document of this corpus has spent **ε = {widgets.eps(spent)}** (private, local); δ of "
                     f"these releases: {sum(r.event.delta for r in releases):g}.")
     else:
         st.caption("Nothing has been released from this corpus yet.")
@@ -215,9 +215,9 @@ with st.expander("What does ε mean here?", expanded=True):
     st.markdown(
         f"""
 - **Odds bound.** Adding or removing any one {widgets.unit_word()} changes the probability of any output by at most a factor
-  e^ε: e^{eps_voc + eps_kde:g} ≈ **{times(x['odds_total'])}×** for the whole run (vocabulary e^{eps_voc:g} ≈
-  {times(x['odds_voc'])}×, densities e^{eps_kde:g} ≈ {times(x['odds_kde'])}×). Smaller ε → stronger guarantee.
-- **As a risk to one {widgets.unit_word()}.** Whatever an attacker knows and whatever they see, at ε = {eps_voc + eps_kde:g}
+  e^ε: e^{widgets.eps(eps_voc + eps_kde)} ≈ **{times(x['odds_total'])}×** for the whole run (vocabulary e^{widgets.eps(eps_voc)} ≈
+  {times(x['odds_voc'])}×, densities e^{widgets.eps(eps_kde)} ≈ {times(x['odds_kde'])}×). Smaller ε → stronger guarantee.
+- **As a risk to one {widgets.unit_word()}.** Whatever an attacker knows and whatever they see, at ε = {widgets.eps(eps_voc + eps_kde)}
   {risk[0]}; {risk[1]}. (Bayes with the odds bound: posterior ≤ e^ε·p / (e^ε·p + 1 − p) from a prior p; it
   holds for every document{unit}.)
 - **Noise per vocabulary count.** Each of the |V| counts gets Laplace noise of scale S/ε_voc = **{x['voc_scale']:.2f}**
@@ -286,8 +286,9 @@ widgets.bound(c1.number_input, "ε_forecast", review.EPS_FORECAST_KEY, step=0.05
               help="Spent once per corpus, S and vocabulary; shown in the plan above.")
 range_error(review.EPS_FORECAST_KEY, c1)
 stats = review.dp_forecast_release()
+widgets.before_spend_note(review.eps_forecast(), "forecast")  # documents without budget left (private, local)
 with c2:
-    go = spend.button("forecast", label=f"DP forecast (spends ε_forecast = {review.eps_forecast():g})",
+    go = spend.button("forecast", label=f"DP forecast (spends ε_forecast = {widgets.eps(review.eps_forecast())})",
                       epsilon=review.eps_forecast(), done=stats is not None, what="ε_forecast",
                       again="Forecast again with a new release", icon=":material/query_stats:")
 if go:
@@ -302,7 +303,7 @@ if go:
 with widgets.guard():
     f_dp = review.dp_forecast()
     if f_dp is not None:
-        st.caption(f"From the DP release of ε_forecast = {f_dp.epsilon_forecast:g} (on the ledger). {f_dp.note}")
+        st.caption(f"From the DP release of ε_forecast = {widgets.eps(f_dp.epsilon_forecast)} (on the ledger). {f_dp.note}")
         show_forecast(f_dp, "chart.forecast_dp")
 
 with st.expander("Exact previews (private, local — not covered by ε)", expanded=widgets.exact_previews_on()):

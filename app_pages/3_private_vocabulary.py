@@ -22,7 +22,7 @@ else:
     pv = run_view.private_vocabulary()
     already = pv is not None
     st.markdown(
-        f"Running this step spends **ε_voc = {eps_voc:g}** from the ledger"
+        f"Running this step spends **ε_voc = {widgets.eps(eps_voc)}** from the ledger"
         + (" — **again**: re-running charges the ledger a second time (basic composition), it does not replace "
            "the earlier spend." if already else ".")
         + f" Settings: S = {cfg.terms_per_doc}, N = {cfg.vocab_size:,}, vocabulary "
@@ -44,13 +44,13 @@ else:
                    "them out.")
     widgets.before_spend_note(eps_voc + (session.eps_split()[1] if accounting.reserve_plan() else 0.0), "vocabulary")
     # one intent, one release (studio.spend): a re-run asks first; stale repeated clicks are ignored
-    if spend.button("vocabulary", label=f"Build Ṽ (spends ε_voc = {eps_voc:g})", epsilon=eps_voc, done=already,
+    if spend.button("vocabulary", label=f"Build Ṽ (spends ε_voc = {widgets.eps(eps_voc)})", epsilon=eps_voc, done=already,
                     again="Re-run Ṽ", what="ε_voc", icon=":material/casino:"):
         with widgets.guard(), spend.releasing("vocabulary"), \
                 st.status("Building the private vocabulary…", expanded=True) as status:
             st.write("Counting each training document's first S distinct terms of V (private, in memory)…")
             pv = steps.run_private_vocabulary()
-            status.update(label=f"Ṽ built: {len(pv):,} terms (ε_voc = {pv.epsilon:g} charged)", state="complete")
+            status.update(label=f"Ṽ built: {len(pv):,} terms (ε_voc = {widgets.eps(pv.epsilon)} charged)", state="complete")
             st.rerun()
 
     pv, meta = run_view.private_vocabulary(), run_view.vocabulary_meta()
@@ -67,7 +67,7 @@ else:
         widgets.release_badge(meta, "This Ṽ is")
         m = st.columns(4)
         m[0].metric("Terms in Ṽ", f"{len(pv):,}")
-        m[1].metric("ε_voc spent for it", f"{pv.epsilon:g}")
+        m[1].metric("ε_voc spent for it", f"{widgets.eps(pv.epsilon)}")
         m[2].metric("Noise scale S/ε_voc", f"{pv.noise_scale:.2f}")
         m[3].metric("Public vocabulary |V|", f"{pv.public_vocabulary_size:,}")
         floor = steps.vocabulary_noise_floor(pv)

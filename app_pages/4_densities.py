@@ -116,11 +116,11 @@ else:
 
     _, eps_kde = session.eps_split()
     built = run_view.density() is not None
-    st.markdown(f"Building spends **ε_kde = {eps_kde:g}**" + (" **again** (re-running charges the ledger a second "
+    st.markdown(f"Building spends **ε_kde = {widgets.eps(eps_kde)}**" + (" **again** (re-running charges the ledger a second "
                 "time; changing the method or L needs a rebuild)." if built else "."))
     widgets.before_spend_note(eps_kde, "density")
     # one intent, one release (studio.spend): a rebuild asks first; stale repeated clicks are ignored
-    if spend.button("density", label=f"Build densities (spends ε_kde = {eps_kde:g})", epsilon=eps_kde, done=built,
+    if spend.button("density", label=f"Build densities (spends ε_kde = {widgets.eps(eps_kde)})", epsilon=eps_kde, done=built,
                     again="Rebuild the densities", what="ε_kde", icon=":material/blur_on:"):
         with widgets.guard(), spend.releasing("density"), \
                 st.status("Building the per-class DP densities…", expanded=True) as status:

@@ -250,6 +250,8 @@ def before_spend_note(epsilon: float, step: str) -> None:
     having no budget left for it (docs/DESIGN.md §2.0; never exported). Says nothing when none would be."""
     from studio.accounting import would_leave_out
 
+    if session.corpus() is None:
+        return
     try:
         found = would_leave_out(epsilon, step=step)
     except DPKPSError as exc:

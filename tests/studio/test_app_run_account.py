@@ -79,3 +79,23 @@ def test_reopen_resample_rebuild_and_export_never_lower_a_runs_epsilon(tmp_path:
         build_bundle(folder, out_dir=out)
         assert json.loads((out / "privacy_report.json").read_text())["epsilon_total"] == pytest.approx(10.2)
         assert not (out / LEDGER_RECORD_FILE).exists()
+
+
+def test_a_comparisons_releases_are_filed_under_the_comparison_not_the_open_run() -> None:
+    from app_helpers import toy_csv, upload_corpus, wait_job
+
+    at = new_app()
+    upload_corpus(at, toy_csv(20), "toy.csv")
+    walk(at, 4)                                    # a run is open: Ṽ and densities filed under its folder's name
+    run = Path(at.session_state["run_dir"]).name
+    goto(at, 6)
+    at.number_input(key="_w.compare_eps").set_value(6.0).run()
+    at.multiselect(key="_w.compare_methods").set_value(["dpkps"]).run()
+    click(at, "Compare at this privacy level")
+    job = wait_job(at, "job_compare", timeout=300)
+    assert job.error is None, job.error
+    led = at.session_state["ledgers"][at.session_state["corpus_id"]]
+    assert sorted(e.event.step for e in led.run_events(run)) == ["kde", "vocabulary"]   # the run's own only
+    compared = [r for r in led.view().releases if r.tool == "app compare"]
+    assert compared and {r.run for r in compared} == {r.run for r in compared if r.run.startswith("compare-")}
+    assert led.total_epsilon == pytest.approx(10.0 + 6.0)    # the session's spend counts the comparison too
