@@ -112,11 +112,15 @@ else:
         written = {d["id"] for d in done}
         remaining = max(int(s["n_documents"]) - len([q for q in seqs[: int(s["n_documents"])]
                                                      if q["id"] in written]), 0)
+        busy = generation_steps.model_line()  # other sessions' batches on the shared model (issue 35 §8)
         with st.spinner("Estimating from the speed measured at these settings…", show_time=True):
             est = generation_steps.estimate_generation(int(s["n_documents"]), written=written)
         st.caption(f"Estimate for the {remaining:,} document(s) to go: {est.summary()}."
                    + ("" if est.rejection_rate is not None or not est.retries else
                       " The first batch written measures the speed and the retries; later estimates use it."))
+        if busy and not running:
+            st.caption(generation_steps.model_line_note(busy), help="The offline model runs one batch at a time; "
+                       "the runs of all sessions take turns, first come, first served.")
         label = "Continue writing" if done else "Write documents"
         if not running and st.button(f"{label} ({remaining:,} to go)", type="primary", icon=":material/edit_note:",
                                      disabled=remaining == 0):

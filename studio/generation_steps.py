@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from dpkps_core.corpus import Corpus
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.model_queue import ordinal
 from dpkps_core.llm.repetition import DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY
 from dpkps_core.sampling import SamplingOutcome
 from studio import run_view
@@ -107,6 +108,27 @@ def generation_settings(limit: int) -> Any:
                               repetition_penalty=float(s.get("llm_repetition_penalty", DEFAULT_REPETITION_PENALTY)))
 
 
+def model_line() -> int:
+    """The batches using or waiting for this session's local model now — every session's: the offline and local
+    models are shared by the server (:mod:`dpkps_core.llm.model_queue`); 0 for a remote backend or an idle model."""
+    from dpkps_core.llm.model_queue import model_queue_of
+
+    if ss()["backend"] not in ("offline", "local"):
+        return 0
+    line = model_queue_of(llm_backend())
+    return line.length if line is not None else 0
+
+
+def model_line_note(busy: int) -> str:
+    """One line for page 6 when the shared model is in use: how many batches are in line, and where a run
+    started now would stand (the estimate never waits for the model: it uses the speed measured so far)."""
+    if busy <= 0:
+        return ""
+    return (f"The model is shared by everyone on this server and busy now: {busy} batch(es) use it or wait for it, "
+            f"so a run started now is {ordinal(busy + 1)} in line and takes turns with them batch by batch — "
+            f"expect about {busy + 1}× the time below while they write. The estimate did not wait for the model.")
+
+
 def estimate_generation(limit: int, *, written: Iterable[str] = ()) -> Any:
     """The estimate of what remains of a job of ``limit`` documents: the first ``limit`` sequences whose document
     is not ``written`` yet (ids). It never writes a calibration batch (the page must be usable at once, and a
@@ -144,8 +166,13 @@ def start_generation(limit: int) -> Job:
     def work(job: Job) -> Any:
         def on_progress(p: Any) -> None:
             eta = f", about {p.eta_s:.0f} s left" if p.eta_s is not None else ""
-            batch = (f"; writing a batch of {p.in_flight} ({p.in_flight_fraction:.0%} of its tokens)"
-                     if p.in_flight else "")
+            if p.in_flight and p.queue_place:  # the model is shared by the server's sessions: batches take turns
+                batch = (f"; the next batch of {p.in_flight} is {ordinal(p.queue_place)} in line for the model "
+                         "(shared by everyone on this server; runs take turns batch by batch)")
+            elif p.in_flight:
+                batch = f"; writing a batch of {p.in_flight} ({p.in_flight_fraction:.0%} of its tokens)"
+            else:
+                batch = ""
             job.report((p.done + p.failed + p.in_flight * p.in_flight_fraction) / max(p.total, 1),
                        f"{p.done}/{p.total} documents written, {p.failed} failed{batch}{eta}")
 

@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 import traceback
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,6 +44,46 @@ class Job:
     def report(self, fraction: float, message: str) -> None:
         self.fraction = float(min(max(fraction, 0.0), 1.0))
         self.message = message
+
+
+#: Every job started in this server process (weak: a finished job is forgotten with its session), for
+#: :func:`poll_interval`, which counts the running ones.
+_LIVE: "weakref.WeakValueDictionary[int, Job]" = weakref.WeakValueDictionary()
+_LIVE_LOCK = threading.Lock()
+
+
+def track(job: "Job") -> None:
+    """Count ``job`` among the server's jobs (:func:`running_jobs`) while it runs; :func:`start_job` does it."""
+    with _LIVE_LOCK:
+        _LIVE[id(job)] = job
+
+#: Progress polling of a running job's page fragment (issue 35 §8): every poll reruns the fragment's script on the
+#: server, so the interval grows with the jobs running on the server (their progress moves that much slower, as
+#: they share the model and the cores) and with the job's age (a batch takes seconds; the first ones are watched
+#: closely): POLL_MIN_S alone, POLL_PER_JOB_S more per other running job, at least POLL_LATER_S after
+#: POLL_LATER_AFTER_S seconds, never more than POLL_MAX_S.
+POLL_MIN_S = 1.0
+POLL_PER_JOB_S = 1.0
+POLL_LATER_S = 2.0
+POLL_LATER_AFTER_S = 30.0
+POLL_MAX_S = 5.0
+
+
+def running_jobs() -> int:
+    """The jobs running now in this server process (every session's)."""
+    with _LIVE_LOCK:
+        return sum(1 for j in list(_LIVE.values()) if j.running)
+
+
+def poll_interval(job: "Job", *, now: float | None = None) -> float | None:
+    """Seconds between two progress polls of ``job``'s page fragment (None once it finished: no polling)."""
+    if not job.running:
+        return None
+    others = max(0, running_jobs() - 1)
+    interval = POLL_MIN_S + POLL_PER_JOB_S * others
+    if (time.time() if now is None else now) - job.started > POLL_LATER_AFTER_S:
+        interval = max(interval, POLL_LATER_S)
+    return float(min(POLL_MAX_S, interval))
 
 
 #: The running jobs that write into a run folder, by (kind, the folder's resolved path): a job outlives the session
@@ -90,6 +131,7 @@ def start_job(key: str, kind: str, work: Callable[[Job], Any], *, run: str | Pat
 
     job.thread = threading.Thread(target=target, name=f"dpkps-{kind}", daemon=True)
     s[key] = job
+    track(job)
     if run is not None:
         with _RUN_JOBS_LOCK:
             _RUN_JOBS[_run_key(kind, run)] = job

@@ -37,6 +37,7 @@ from dpkps_core.llm.ct2_convert import (
     supported_architecture,
 )
 from dpkps_core.llm import offline_weights
+from dpkps_core.llm.ct2_polling import CancelledInFlight, decode_polled, finish_then_release
 from dpkps_core.llm.repetition import check_repetition
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,13 @@ TORCH_DEFAULT_TOP_K = 50
 # A calibration batch (public text only) measures the engine's speed before a run, for the estimate and ETA.
 CALIBRATION_PROMPT = "Write one short paragraph about the weather in a small town."
 _CALIBRATION_TOKENS = 32
+
+# No per-token Python callback by default (issue 35 §8): see llm/ct2_polling.py.
+# The per-token callback stays for a batch whose timeout could be reached (only there can rows end early, as
+# torch's max_time ends them): when its expected time — the measured seconds per step, else UNMEASURED_STEP_S per
+# step — times DEADLINE_MARGIN exceeds the batch's time budget (timeout × rows).
+UNMEASURED_STEP_S = 0.25
+DEADLINE_MARGIN = 2.0
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -145,9 +153,13 @@ class CT2Engine:
 
         Sampling at ``temperature`` with ``top_p`` and the engine's ``top_k`` (as transformers' generate does);
         greedy when ``temperature`` is 0. ``seed`` makes sampling reproducible (CTranslate2's global seed).
-        ``on_step(step, max_tokens)`` reports the longest row's length; ``cancel`` stops every row at its next
-        token and raises GenerationCancelled; ``timeout`` (seconds per row) ends rows early, as torch's
-        ``max_time`` does. A batch that runs out of memory is decoded in two halves.
+        ``cancel`` raises GenerationCancelled within a poll (:mod:`~dpkps_core.llm.ct2_polling`);
+        ``on_step(step, max_tokens)`` reports the batch's progress in steps. Neither costs a Python call per token:
+        the batch decodes with no callback, the progress is the step its measured speed says it reached, and after
+        a cancel the engine finishes the batch in flight in the background (its rows discarded) before it takes
+        another. ``timeout`` (seconds per row) ends rows early, as torch's ``max_time`` does: a batch whose budget
+        could be reached (:meth:`_may_time_out`) keeps the per-token callback for that, and its ``on_step``
+        reports the longest row's length. A batch that runs out of memory is decoded in two halves.
 
         Repetition control (:mod:`dpkps_core.llm.repetition`): ``no_repeat_ngram`` > 0 forbids any
         n-gram of that many tokens twice in a reply, ``repetition_penalty`` > 1 divides the logit of every token
@@ -173,12 +185,23 @@ class CT2Engine:
             raise ParameterError(f"A prompt token id is outside the model's vocabulary of {n_vocab}.") from exc
         # Ids outside the vocabulary can never be written: dropped. No stop ids: every row runs the whole budget.
         stop_ids = sorted({int(s) for s in stops if 0 <= int(s) < n_vocab})
-        with self._lock:
+        self._lock.acquire()
+        handed_off = False  # True: a background thread releases the lock once the cancelled batch is done
+        try:
             self._reseed(seed)
             t0 = time.monotonic()
-            out = self._decode(tokens, stop_ids=stop_ids, max_tokens=max_tokens, temperature=float(temperature),
-                               top_p=float(top_p), cancel=cancel, on_step=on_step, timeout=timeout,
-                               no_repeat_ngram=int(no_repeat_ngram), repetition_penalty=float(repetition_penalty))
+            try:
+                out = self._decode(tokens, stop_ids=stop_ids, max_tokens=max_tokens, temperature=float(temperature),
+                                   top_p=float(top_p), cancel=cancel, on_step=on_step, timeout=timeout,
+                                   no_repeat_ngram=int(no_repeat_ngram),
+                                   repetition_penalty=float(repetition_penalty))
+            except CancelledInFlight as stopped:  # the engine is freed once the batch in flight is done
+                threading.Thread(target=finish_then_release, args=(stopped.pending, self._lock),
+                                 name="dpkps-ct2-cancelled", daemon=True).start()
+                handed_off = True
+                from dpkps_core.llm.backends import GenerationCancelled
+
+                raise GenerationCancelled("Generation was cancelled.") from None
             seconds = time.monotonic() - t0
             self.tokens_generated += sum(len(r) for r in out)
             self.generate_seconds += seconds
@@ -187,7 +210,27 @@ class CT2Engine:
                 b, step = len(rows), seconds / steps
                 prev = self._step_s.get(b)
                 self._step_s[b] = step if prev is None else 0.5 * prev + 0.5 * step
+        finally:
+            if not handed_off:
+                self._lock.release()
         return out
+
+    def _expected_step(self, rows: int) -> float:
+        """Seconds per decoding step of a batch of ``rows`` rows: measured at that size, else scaled up from the
+        largest size measured (a step over more rows never costs less), else :data:`UNMEASURED_STEP_S`."""
+        step = self._step_s.get(rows)
+        if step is not None:
+            return step
+        if self._step_s:
+            size = max(self._step_s)
+            return self._step_s[size] * max(1.0, rows / size)
+        return UNMEASURED_STEP_S
+
+    def _may_time_out(self, rows: int, max_tokens: int, timeout: float | None) -> bool:
+        """Whether a batch could reach its time budget (``timeout`` × ``rows``), with :data:`DEADLINE_MARGIN`."""
+        if not timeout or timeout <= 0:
+            return False
+        return self._expected_step(rows) * max_tokens * DEADLINE_MARGIN > float(timeout) * rows
 
     def _reseed(self, seed: int | None) -> None:
         """Seed CTranslate2's sampling. Its random generators are per worker thread and seeded from the global
@@ -215,6 +258,12 @@ class CT2Engine:
             kwargs.update(sampling_topk=self.top_k, sampling_topp=top_p, sampling_temperature=temperature)
         else:
             kwargs.update(sampling_topk=1)
+        if not self._may_time_out(len(tokens), max_tokens, timeout):
+            return self._decode_polled(tokens, kwargs, max_tokens=max_tokens, cancel=cancel, on_step=on_step,
+                                       retry=lambda part: self._decode(
+                                           part, stop_ids=stop_ids, max_tokens=max_tokens, temperature=temperature,
+                                           top_p=top_p, cancel=cancel, on_step=on_step, timeout=timeout,
+                                           no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty))
         state = {"cancel": False, "longest": 0}
         deadline = time.monotonic() + float(timeout) * len(tokens) if timeout and timeout > 0 else None
         counts = [0] * len(tokens)
@@ -253,6 +302,26 @@ class CT2Engine:
             raise GenerationCancelled("Generation was cancelled.")
         return [[int(t) for t in r.sequences_ids[0]] for r in results]
 
+    def _decode_polled(self, tokens: list[list[str]], kwargs: dict[str, Any], *, max_tokens: int,
+                       cancel: threading.Event | None, on_step: Callable[[int, int], None] | None,
+                       retry: Callable[[list[list[str]]], list[list[int]]]) -> list[list[int]]:
+        """:func:`~dpkps_core.llm.ct2_polling.decode_polled` on this engine's generator, its progress from the
+        measured seconds per step; a batch that ran out of memory is decoded again in two halves (``retry``)."""
+        step = self._step_s.get(len(tokens)) or (self._expected_step(len(tokens)) if self._step_s else None)
+        try:
+            return decode_polled(self._generator, tokens, kwargs, max_tokens=max_tokens, cancel=cancel,
+                                 on_step=on_step, step_seconds=step)
+        except CancelledInFlight:
+            raise
+        except Exception as exc:  # noqa: BLE001 - turned into one user-facing sentence below
+            if _out_of_memory(exc) and len(tokens) > 1:
+                half = len(tokens) // 2
+                log.warning("Out of memory for a batch of %d on %s: decoding it in two halves", len(tokens),
+                            self.device)
+                return retry(tokens[:half]) + retry(tokens[half:])
+            hint = "; lower the batch size" if _out_of_memory(exc) else ""
+            raise LLMError(f"The CTranslate2 engine failed ({type(exc).__name__}){hint}.") from exc
+
     # -- speed ---------------------------------------------------------------------------------------------------
     def step_seconds(self, batch_size: int) -> float | None:
         """Measured seconds of one decoding step over ``batch_size`` rows (None before a batch of that size ran).
@@ -273,6 +342,11 @@ class CT2Engine:
                 return 0.0
             self.calibrate(batch_size=batch_size)
             step = self.step_seconds(batch_size)
+        return max(1, int(batch_size)) / step if step else 0.0
+
+    def measured_tokens_per_second(self, batch_size: int) -> float:
+        """:meth:`batch_tokens_per_second` from what was measured only: never a calibration (0 when unmeasured)."""
+        step = self.step_seconds(batch_size)
         return max(1, int(batch_size)) / step if step else 0.0
 
     def throughput(self) -> float | None:
@@ -353,6 +427,10 @@ class LazyCT2Engine:
     def batch_tokens_per_second(self, batch_size: int) -> float:
         """:meth:`CT2Engine.batch_tokens_per_second` (converting the model first if needed)."""
         return self.engine().batch_tokens_per_second(batch_size)
+
+    def measured_tokens_per_second(self, batch_size: int) -> float:
+        """:meth:`CT2Engine.measured_tokens_per_second` (0 before the engine was built: nothing converted here)."""
+        return self._engine.measured_tokens_per_second(batch_size) if self._engine is not None else 0.0
 
     @property
     def tokens_generated(self) -> int:

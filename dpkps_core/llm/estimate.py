@@ -21,7 +21,8 @@ from dpkps_core.errors import ParameterError
 from dpkps_core.llm.backends import LLMBackend, TransientLLMError
 from dpkps_core.llm.prompts import PromptConfig, as_sequence, render_prompt
 from dpkps_core.llm.quality import screen
-from dpkps_core.llm.speed import MIN_REPLIES, BatchTimes, Measured, expected_attempts, measured
+from dpkps_core.llm.speed import (MIN_REPLIES, BatchTimes, Measured, engine_tokens_per_second, expected_attempts,
+                                  measured)
 from dpkps_core.sequences import KeyphraseSequence
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +80,7 @@ def _engine_batch_rate(backend: LLMBackend, batch: int) -> float | None:
     rate = getattr(getattr(backend, "engine", None), "batch_tokens_per_second", None)
     if not callable(rate):
         return None
-    value = float(rate(batch))
+    value = engine_tokens_per_second(backend, batch)  # never waits for a model other runs are using
     return value if math.isfinite(value) and value > 0 else None
 
 

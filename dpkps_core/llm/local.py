@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from dpkps_core.errors import LLMError, ParameterError
 from dpkps_core.llm.backends import ChatMessages, LLMBackend, TransientLLMError
+from dpkps_core.llm.model_queue import ModelQueue
 from dpkps_core.llm.offline_weights import (CONVERTED_MARKER, OFFLINE_MODEL_NAME, convert_offline_model,
                                             ensure_offline_model, offline_model_dir, set_offline_env)
 from dpkps_core.llm.repetition import (DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY, check_repetition,
@@ -173,7 +174,9 @@ class LocalTransformersBackend(LLMBackend):
         self._tokenizer: Any = None
         self._torch: TorchEngine | None = None
         self._stops: set[int] = set()
-        self._lock = threading.Lock()
+        #: the one model is shared by every run on this backend (the app: every session): batches take turns in
+        #: order of arrival, and a waiting run can say its place in line (llm/model_queue.py)
+        self.model_queue = ModelQueue()
         self.load_seconds: float | None = None
         self.last_tokens = 0
         self.last_seconds = 0.0
@@ -296,6 +299,7 @@ class LocalTransformersBackend(LLMBackend):
         self, batch: Sequence[ChatMessages], *, max_tokens: int, temperature: float, timeout: float,
         cancel: threading.Event | None = None, on_step: Callable[[int, int], None] | None = None,
         no_repeat_ngram: int = DEFAULT_NO_REPEAT_NGRAM, repetition_penalty: float = DEFAULT_REPETITION_PENALTY,
+        on_place: Callable[[int], None] | None = None, queue_label: str = "generation",
     ) -> list[str | LLMError]:
         """One reply per prompt from ONE :meth:`decode_batch` call: the text, or a TransientLLMError for an empty
         reply. ``no_repeat_ngram`` / ``repetition_penalty``: repetition control (:mod:`dpkps_core.llm.repetition`;
@@ -305,6 +309,10 @@ class LocalTransformersBackend(LLMBackend):
         row would). ``on_step(step, max_tokens)`` is called after every decoding step. Raises
         :class:`~dpkps_core.llm.backends.GenerationCancelled` when ``cancel`` stopped the call (rows incomplete)
         and :class:`LLMError` when the model itself failed.
+
+        The model is shared: the batch waits its turn in :attr:`model_queue` (first come, first served; a set
+        ``cancel`` ends the wait), and ``on_place(place)`` hears its place in line while it waits (2 = next, 1 =
+        writing now; ``queue_label`` is the public word the line shows for it).
         """
         if not batch:
             return []
@@ -314,7 +322,7 @@ class LocalTransformersBackend(LLMBackend):
         tok, stops = self._tokenizer_and_stops()
         rows = [chat_token_ids(tok, m) for m in batch]
         repetition = repetition_kwargs(no_repeat_ngram, repetition_penalty)  # {} when off
-        with self._lock:
+        with self.model_queue.turn(queue_label, cancel=cancel, on_place=on_place):
             t0 = time.monotonic()
             new = self.decode_batch(rows, stops=stops, max_tokens=max_tokens, temperature=temperature,
                                     top_p=self.top_p, cancel=cancel, on_step=on_step, timeout=timeout, **repetition)

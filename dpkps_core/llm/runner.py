@@ -39,6 +39,7 @@ from dpkps_core.llm.backends import ChatMessages, GenerationCancelled, LLMBacken
 from dpkps_core.llm.checkpoint import RunWriters, run_lock, utc_now
 from dpkps_core.llm.prompts import PromptConfig, as_sequence, render_prompt
 from dpkps_core.llm.quality import screen
+from dpkps_core.llm.model_queue import model_queue_of
 from dpkps_core.llm.selection import DraftChoice, DraftSelector, request_drafts
 from dpkps_core.llm.retry import RetriesExhausted, call_with_retries, retry_delay
 from dpkps_core.llm.settings import GenerationSettings, GenerationSummary, Progress
@@ -151,6 +152,7 @@ class GenerationRun:
                               size=size if self.batched else None, drafts=self.drafts)
         self._queue: collections.deque[QueuedItem] | None = None
         self._settling: tuple[list[QueuedItem], list[QueuedItem]] = ([], [])
+        self._queue_place: int | None = None  # the batch in flight's place in the shared model's line (2 = next)
 
     @property
     def batched(self) -> bool:
@@ -237,7 +239,8 @@ class GenerationRun:
         eta = self.meter.eta(levels, in_flight=in_flight or len(unhandled),
                              fraction=fraction if in_flight else 1.0, elapsed=elapsed)
         self.progress(Progress(done=self.already + self.written, total=self.total, failed=self.failed,
-                               rate_per_s=rate, eta_s=eta, in_flight=in_flight, in_flight_fraction=fraction))
+                               rate_per_s=rate, eta_s=eta, in_flight=in_flight, in_flight_fraction=fraction,
+                               queue_place=self._queue_place if in_flight else None))
 
     def audit(self, seq: KeyphraseSequence, attempt: int, messages: ChatMessages, *, batch: int | None = None,
               parameters: Mapping[str, Any] | None = None, draft: int | None = None) -> None:
@@ -428,15 +431,15 @@ class GenerationRun:
             self.audit(item.seq, item.attempt, msgs, batch=batch_no, parameters=parameters,
                        draft=n % k if k > 1 else None)
         s = self.settings
-        self.meter.batch_started = started = time.monotonic()
+        self.meter.batch_started = (turn := [time.monotonic()])[0]  # reset when the shared model becomes ours
         try:
             results: list[Any] = list(self.backend.generate_batch(
                 messages, max_tokens=s.max_tokens, temperature=s.temperature, timeout=s.timeout,
-                cancel=self.cancel, on_step=self._step_reporter(len(ready)), **self._repetition,
+                cancel=self.cancel, **self._callbacks(len(ready), turn), **self._repetition,
             ))
             if len(results) != len(messages):
                 raise LLMError(f"The backend returned {len(results)} replies for {len(messages)} prompts.")
-            self.meter.batch(len(ready), time.monotonic() - started)
+            self.meter.batch(len(ready), time.monotonic() - turn[0])
         except GenerationCancelled:
             return None
         except LLMError as exc:
@@ -445,8 +448,10 @@ class GenerationRun:
             results = [LLMError(f"Unexpected {type(exc).__name__} in the backend.")] * len(messages)
         return results
 
-    def _step_reporter(self, in_flight: int) -> Callable[[int, int], None]:
-        """An ``on_step`` callback reporting the batch's decoded share, at most once a second."""
+    def _callbacks(self, in_flight: int, turn: list[float]) -> dict[str, Callable[..., None]]:
+        """The batch's ``on_step`` (its decoded share, reported at most once a second) and, with a shared model's
+        line (llm/model_queue.py), ``on_place``: the progress says the batch's place (2 = next), and its clock
+        starts when the model is ours (``turn[0]``), so that the measured speed never counts the wait."""
         last = [0.0]
 
         def on_step(step: int, steps: int) -> None:
@@ -455,7 +460,13 @@ class GenerationRun:
                 last[0] = now
                 self.report(in_flight, min(1.0, step / steps))
 
-        return on_step
+        def on_place(place: int) -> None:
+            if place <= 1:
+                turn[0] = self.meter.batch_started = time.monotonic()
+            self._queue_place = place if place > 1 else None
+            self.report(in_flight, 0.0)
+
+        return {"on_step": on_step, **({"on_place": on_place} if model_queue_of(self.backend) else {})}
 
     def handle_result(self, item: QueuedItem, result: Any) -> QueuedItem | None:
         """Checkpoint a document, or record a failure, or return the item to retry after :func:`retry_delay`

@@ -119,6 +119,9 @@ class Progress:
     eta_s: float | None
     in_flight: int = 0
     in_flight_fraction: float = 0.0
+    #: while the batch in flight waits for a model shared with other runs (llm/model_queue.py): its place in line
+    #: (2 = next; the batch writing now is 1st); None when it is writing or the backend has no line
+    queue_place: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

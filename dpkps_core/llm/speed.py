@@ -88,16 +88,41 @@ class BatchTimes:
         return sum(w * self.seconds(m) for m, w in expected_batches(waiting, self.size, rejection))
 
 
+def engine_tokens_per_second(backend: Any, size: int) -> float:
+    """Tokens/s of a batch of ``size`` rows as the backend's inference engine measures it (CTranslate2's
+    ``batch_tokens_per_second``), 0 when it has no such engine or cannot say now.
+
+    It never waits for the model: a backend whose model is shared (``model_queue``, llm/model_queue.py) answers
+    from what its engine measured, and runs a calibration batch of public text only while nobody uses the model or
+    waits for it — an estimate on page 6 never queues behind other sessions' runs (issue 35 §8)."""
+    engine = getattr(backend, "engine", None)
+    rate = getattr(engine, "batch_tokens_per_second", None)
+    if not callable(rate):
+        return 0.0
+    from dpkps_core.llm.model_queue import model_queue_of
+
+    line = model_queue_of(backend)
+    if line is None:
+        return float(rate(size))
+    known = getattr(engine, "measured_tokens_per_second", None)
+    if callable(known):
+        value = float(known(size))
+        if value > 0:
+            return value
+    with line.try_turn("speed calibration") as ours:
+        return float(rate(size)) if ours else 0.0
+
+
 def step_share(backend: Any, size: int) -> float:
     """Seconds of a decoding step over one row relative to one over ``size`` rows: from the inference engine's
-    measured tokens/s at 1 and ``size`` rows when it has them (CTranslate2; ``batch_tokens_per_second`` calibrates
-    on public input or returns 0 when busy), else from ``backend.batch_cost``."""
+    measured tokens/s at 1 and ``size`` rows when it has them (CTranslate2, :func:`engine_tokens_per_second`: a
+    calibration on public input while the model is free, else 0), else from ``backend.batch_cost``."""
     size = max(1, int(size))
     if size == 1:
         return 1.0
     rate = getattr(getattr(backend, "engine", None), "batch_tokens_per_second", None)
     if callable(rate):
-        one, full = float(rate(1)), float(rate(size))
+        one, full = engine_tokens_per_second(backend, 1), engine_tokens_per_second(backend, size)
         if one > 0 and full > 0 and math.isfinite(one) and math.isfinite(full):
             return min(1.0, max(1.0 / size, full / (size * one)))  # step(1)/step(b) = (1/tps1) / (b/tpsb)
     cost = getattr(backend, "batch_cost", None)

@@ -220,19 +220,28 @@ def test_greedy_matches_torch_greedy_on_the_same_prompts(tiny_engine: ct2.CT2Eng
         assert got == out[0, len(row):].tolist()
 
 
-def test_sampling_progress_cancel_and_seed(tiny_engine: ct2.CT2Engine) -> None:
-    steps: list[tuple[int, int]] = []
-    out = tiny_engine.decode_batch(ROWS, stops=[10_000], max_tokens=5, temperature=0.9, top_p=0.95,
-                                   on_step=lambda s, m: steps.append((s, m)))
-    assert all(len(r) == 5 for r in out)
-    assert [s for s, _ in steps] == [1, 2, 3, 4, 5] and {m for _, m in steps} == {5}
-
+def test_sampling_progress_cancel_and_seed(tiny_engine: ct2.CT2Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     a = tiny_engine.decode_batch(ROWS, stops=[], max_tokens=12, temperature=1.0, top_p=1.0, seed=7)
     b = tiny_engine.decode_batch(ROWS, stops=[], max_tokens=12, temperature=1.0, top_p=1.0, seed=7)
     assert a == b
     others = [tiny_engine.decode_batch(ROWS, stops=[], max_tokens=12, temperature=1.0, top_p=1.0) for _ in range(3)]
     assert any(o != a for o in others)  # unseeded batches after a seeded one are not a replay of it
 
+    # The default path (no per-token callback): a cancel raises, and the engine is free again afterwards.
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(GenerationCancelled):
+        tiny_engine.decode_batch(ROWS, stops=[], max_tokens=50, temperature=0, top_p=1.0, cancel=cancel)
+    assert len(tiny_engine.decode_batch(ROWS, stops=[], max_tokens=3, temperature=0, top_p=1.0)[0]) == 3
+
+    # A batch whose timeout could be reached keeps the per-token callback: its progress is each row's length, and
+    # a cancel stops every row at its next token.
+    monkeypatch.setattr(ct2, "DEADLINE_MARGIN", 1e12)
+    steps: list[tuple[int, int]] = []
+    out = tiny_engine.decode_batch(ROWS, stops=[10_000], max_tokens=5, temperature=0.9, top_p=0.95,
+                                   on_step=lambda s, m: steps.append((s, m)), timeout=60.0)
+    assert all(len(r) == 5 for r in out)
+    assert [s for s, _ in steps] == [1, 2, 3, 4, 5] and {m for _, m in steps} == {5}
     cancel = threading.Event()
 
     def stop_after_two(step: int, _m: int) -> None:
@@ -241,7 +250,7 @@ def test_sampling_progress_cancel_and_seed(tiny_engine: ct2.CT2Engine) -> None:
 
     with pytest.raises(GenerationCancelled):
         tiny_engine.decode_batch(ROWS, stops=[], max_tokens=50, temperature=0, top_p=1.0, cancel=cancel,
-                                 on_step=stop_after_two)
+                                 on_step=stop_after_two, timeout=60.0)
 
 
 def test_decode_batch_refuses_bad_input(tiny_engine: ct2.CT2Engine) -> None:

@@ -90,7 +90,15 @@ class RecordingGenerator:
 
     def generate_batch(self, tokens: list[list[str]], **kwargs: Any) -> list[Any]:
         self.calls.append(kwargs)
-        return [SimpleNamespace(sequences_ids=[[5, 6, 2]]) for _ in tokens]
+        return [_result([5, 6, 2], kwargs) for _ in tokens]
+
+
+def _result(ids: list[int], kwargs: dict[str, Any]) -> Any:
+    """A CTranslate2 result, or an already finished asynchronous one (the engine submits batches asynchronously)."""
+    result = SimpleNamespace(sequences_ids=[ids])
+    if kwargs.get("asynchronous"):
+        return SimpleNamespace(done=lambda: True, result=lambda: result)
+    return result
 
 
 def _ct2_engine(tmp_path: Path) -> tuple[CT2Engine, RecordingGenerator]:
@@ -130,7 +138,7 @@ def test_ct2_halves_keep_the_setting(tmp_path: Path) -> None:
         calls.append(kwargs)
         if len(tokens) > 1:
             raise RuntimeError("CUDA failed: out of memory")
-        return [SimpleNamespace(sequences_ids=[[5]])]
+        return [_result([5], kwargs)]
 
     gen.generate_batch = generate_batch  # type: ignore[method-assign]
     assert engine.decode_batch([[1], [2]], stops=[], max_tokens=2, temperature=0.7, top_p=0.9,
