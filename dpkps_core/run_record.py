@@ -49,3 +49,21 @@ def write_ledger_record(path: str | os.PathLike[str], ledger_id: str, steps: Map
         clean[str(step)] = seen
     write_json(Path(path) / LEDGER_RECORD_FILE, {"format": LEDGER_RECORD_FORMAT, "version": 1,
                                                  "ledger_id": str(ledger_id), "steps": clean})
+
+
+#: a ledger event's step → the step it is filed under in a run's record
+RECORD_STEP_OF_EVENT: dict[str, str] = {"forecast": "forecast", "vocabulary": "vocabulary", "kde": "density"}
+
+
+def record_ledger(path: str | os.PathLike[str], ledger: Any) -> bool:
+    """Write the ledger record of a run made in one go (the CLI's ``sample``): every event ``ledger`` charged, filed by
+    step, with the ledger's id (issue 35 part 7: each run's local report names the ledger that admitted its units).
+    False (nothing written) for a ledger that is not the persistent one."""
+    ids = getattr(ledger, "recorded_event_ids", None)
+    if ids is None or not getattr(ledger, "ledger_id", None):
+        return False
+    steps: dict[str, list[int]] = {}
+    for event, eid in zip(ledger.events, ids):
+        steps.setdefault(RECORD_STEP_OF_EVENT.get(event.step, str(event.step)), []).append(int(eid))
+    write_ledger_record(path, ledger.ledger_id, steps)
+    return True
