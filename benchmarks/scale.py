@@ -1,4 +1,5 @@
-"""Scale benchmark (issue 31): ``python -m benchmarks.scale [--sizes N …] [--2m] [--workers W] [--by-person]``.
+"""Scale benchmark (issue 31): ``python -m benchmarks.scale [--sizes N …] [--2m] [--workers W] [--by-person]
+[--sample | --sample-only]``.
 
 Builds N-row CSV corpora from the public BBC demo's sentences (5 sentences of one class per row, 5 classes, a
 synthetic person column: 3 rows per person) — 100,000 and 1,000,000 rows by default, 2,000,000 with ``--2m`` —
@@ -8,6 +9,9 @@ and times, each in a fresh child process (so its peak RSS is its own), the strea
    S = 10 distinct terms of V = GloVe's 50,000 most frequent terms, :func:`dpkps_core.streaming_counts.vocabulary_pass`);
 2. reading again + the keyphrase pass over Ṽ (the 1,000 most counted terms; no noise — a timing, not a release),
    :func:`dpkps_core.streaming_counts.keyphrase_pass` with M = 10.
+
+With ``--sample`` (or ``--sample-only``), ``dpkps sample`` itself on each corpus (:func:`child_sample`: the streamed
+file, the persistent ledger's admissions, both passes, the noise, the sequences, the run folder).
 
 Beside them, at the smallest size, today's in-memory path: :func:`dpkps_core.corpus.load_corpus` then
 :func:`dpkps_core.pipeline.term_counts` and the in-memory keyphrase histograms. Each row prints seconds,
@@ -167,6 +171,42 @@ def child_in_memory(path: Path, *, by_person: bool) -> dict[str, Any]:
             "tree_peak_rss_mb": kids, "workers": 1, "digests": len(corpus), "hist_total": float(hist.sum())}
 
 
+def child_sample(path: Path, *, workers: int | None, chunk_rows: int, by_person: bool) -> dict[str, Any]:
+    """``dpkps sample`` itself in this process (the CLI's main, default settings: GloVe's 50,000 terms, N = 1,000,
+    the smoothed DP histogram, OpenDP noise, MiniLM for Ṽ), on the streamed file: the preparing pass (split, units),
+    the persistent ledger's admissions (in a throwaway ledger folder), both streaming passes, the noise, the
+    sequences and the run folder. ``--max-documents 0 --max-corpus-bytes 0``: no limit."""
+    import contextlib
+    import io
+    import os
+
+    from dpkps_core.cli.main import main as cli_main
+    from dpkps_core.streaming_counts import check_workers
+
+    with tempfile.TemporaryDirectory(prefix="dpkps-scale-") as tmp:
+        os.environ["DPKPS_LEDGER_DIR"] = str(Path(tmp) / "ledger")
+        os.environ["DPKPS_CHUNK_ROWS"] = str(chunk_rows)
+        if workers:
+            os.environ["DPKPS_WORKERS"] = str(workers)
+        argv = ["sample", "--corpus", str(path), "--classes", ",".join(_classes()), "--max-documents", "0",
+                "--max-corpus-bytes", "0", "--out", str(Path(tmp) / "run")] + (
+            ["--person-column", "patient"] if by_person else [])
+        out = io.StringIO()
+        with TreeRSS() as tree, contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            t0 = time.perf_counter()
+            code = cli_main(argv)
+            t1 = time.perf_counter()
+        if code != 0:
+            raise SystemExit(f"dpkps sample failed with exit code {code}")
+        split = json.loads((Path(tmp) / "run" / "split.json").read_text())
+    own, kids = _peak_mb(tree)
+    documents = len(split["train"]) + len(split["test"]) + len(split["client"])
+    return {"mode": "dpkps sample" + (" (person unit)" if by_person else ""), "documents": documents,
+            "read_vocabulary_s": float("nan"), "read_keyphrases_s": float("nan"), "total_s": t1 - t0,
+            "peak_rss_mb": own, "tree_peak_rss_mb": kids, "workers": check_workers(workers),
+            "digests": documents, "hist_total": float("nan")}
+
+
 def _run_child(args: list[str]) -> dict[str, Any]:
     out = subprocess.run([sys.executable, "-m", "benchmarks.scale", "--child", *args], capture_output=True,
                          text=True, check=False)
@@ -183,9 +223,14 @@ def digest_bytes_per_document(n: int = 200_000) -> float:
     return (sys.getsizeof(digests) + sum(sys.getsizeof(d) for d in digests)) / n
 
 
+def _seconds(value: float) -> str:
+    return "–" if value != value else f"{value:.1f}"  # NaN: not measured apart
+
+
 def _row(size: int, r: dict[str, Any]) -> str:
     rate = r["documents"] / r["total_s"] if r["total_s"] else float("inf")
-    return (f"| {size:,} | {r['mode']} | {r['workers']} | {r['read_vocabulary_s']:.1f} | {r['read_keyphrases_s']:.1f} "
+    return (f"| {size:,} | {r['mode']} | {r['workers']} | {_seconds(r['read_vocabulary_s'])} | "
+            f"{_seconds(r['read_keyphrases_s'])} "
             f"| {r['total_s']:.1f} | {rate:,.0f} | {r['peak_rss_mb']:,.0f} | {r['tree_peak_rss_mb']:,.0f} |")
 
 
@@ -198,14 +243,20 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (default %(default)s)")
     p.add_argument("--by-person", action="store_true", help="the person unit (column 'patient', 3 rows each)")
     p.add_argument("--skip-in-memory", action="store_true", help="do not time the in-memory path")
+    p.add_argument("--sample", action="store_true", help="also time `dpkps sample` itself on each corpus")
+    p.add_argument("--sample-only", action="store_true", help="time only `dpkps sample` (implies --skip-in-memory)")
     p.add_argument("--folder", type=Path, default=Path(tempfile.gettempdir()) / "dpkps-scale",
                    help="where the corpora are written (reused when present)")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         mode, path = args.child[0], Path(args.child[1])
-        result = (child_in_memory(path, by_person=args.by_person) if mode == "in-memory" else
-                  child_stream(path, workers=args.workers, chunk_rows=args.chunk_rows, by_person=args.by_person))
+        child = {"in-memory": lambda: child_in_memory(path, by_person=args.by_person),
+                 "sample": lambda: child_sample(path, workers=args.workers, chunk_rows=args.chunk_rows,
+                                                by_person=args.by_person),
+                 "stream": lambda: child_stream(path, workers=args.workers, chunk_rows=args.chunk_rows,
+                                                by_person=args.by_person)}[mode]
+        result = child()
         print(json.dumps(result))
         return [result]
     sizes = sorted(set(args.sizes + ([2_000_000] if args.two_m else [])))
@@ -222,11 +273,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             t = time.perf_counter()
             build_corpus(path, size)
             print(f"(built {path.name}: {path.stat().st_size / 2**20:,.0f} MB in {time.perf_counter() - t:.0f} s)")
-        result = _run_child(["stream", str(path), *extra])
-        result["rows"] = size
-        rows.append(result)
-        print(_row(size, result), flush=True)
-        if size == sizes[0] and not args.skip_in_memory:
+        for mode in (["stream"] if not args.sample_only else []) + (["sample"] if args.sample or args.sample_only
+                                                                    else []):
+            result = _run_child([mode, str(path), *extra])
+            result["rows"] = size
+            rows.append(result)
+            print(_row(size, result), flush=True)
+        if size == sizes[0] and not (args.skip_in_memory or args.sample_only):
             mem = _run_child(["in-memory", str(path), *extra])
             mem["rows"] = size
             rows.append(mem)

@@ -18,7 +18,6 @@ import numpy as np
 
 from dpkps_core.config import LIMITS, SamplingConfig
 from dpkps_core.density_plan import DensityPlan, density_plan
-from dpkps_core.budget import Admission, admit
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.histogram import SmoothedHistogramDensity, build_smoothed_histogram_density
 from dpkps_core.dp.kde import RFFDensity, build_rff_density
@@ -33,6 +32,10 @@ from dpkps_core.runfolder import RunFolder
 from dpkps_core.sampling import SamplingOutcome, sample_independent, sample_iterative
 from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.matching import TermMatcher, truncated_count
+from dpkps_core.corpus.stream import default_chunk_rows
+from dpkps_core.dp.contributions import Keyphrases
+from dpkps_core.streaming_counts import chunked, occurrences_pass, vocabulary_pass
+from dpkps_core.training_source import AdmittedPart, StreamedCorpus, admit_part
 from dpkps_core.vocabulary import PublicVocabulary
 from dpkps_core.privacy_report import DPKPS_GUARANTEE, DPKPS_KEYS, PrivacyReport
 from dpkps_core.progress import Progress
@@ -75,26 +78,43 @@ def term_counts(texts: Sequence[str], vocabulary: PublicVocabulary, *, terms_per
     without :func:`build_private_vocabulary`'s noise.
 
     With ``groups`` (a person per document) each PERSON counts the first S distinct terms over all their
-    documents in corpus order (docs/DESIGN.md §2, person unit), so one person moves the histogram by at most S in L1."""
+    documents in corpus order (docs/DESIGN.md §2, person unit), so one person moves the histogram by at most S in L1.
+    Computed by the streaming vocabulary pass (:func:`~dpkps_core.streaming_counts.vocabulary_pass`: the documents
+    in chunks of ``$DPKPS_CHUNK_ROWS``, partial counts summed — exact whatever the chunk size)."""
     matcher = matcher or vocabulary.matcher
-    if groups is None:
-        return matcher.counts_first_distinct(texts, terms_per_doc, max_chars=LIMITS["max_chars_per_doc"])
-    per_doc = matcher.first_distinct(texts, terms_per_doc, max_chars=LIMITS["max_chars_per_doc"])
-    per_person: dict[str, dict[int, None]] = {}
-    for person, found in zip(groups, per_doc):  # documents × S (≤ S per document), not documents × V
-        seen = per_person.setdefault(str(person), {})
-        for term in found:
-            if len(seen) >= terms_per_doc:
-                break
-            seen.setdefault(term, None)
-    flat = np.fromiter((t for seen in per_person.values() for t in seen), dtype=np.int64)
-    return np.bincount(flat, minlength=len(vocabulary.terms)).astype(np.int64, copy=False)
+    rows = default_chunk_rows()
+    return vocabulary_pass(chunked(texts, persons=groups, size=rows), vocabulary.terms, terms_per_doc=terms_per_doc,
+                           by_person=groups is not None, workers=1 if len(texts) <= rows else None,
+                           matcher=matcher, max_chars=LIMITS["max_chars_per_doc"]).counts
+
+
+def _part_term_counts(part: AdmittedPart, vocabulary: PublicVocabulary, *, terms_per_doc: int,
+                      by_person: bool, progress: Progress | None = None) -> tuple[np.ndarray, int]:
+    """(The admitted documents' term counts over V, documents truncated for matching): :func:`term_counts`'
+    statistic, by the vocabulary pass over the part's chunks."""
+    total = max(part.documents, 1)
+    # progress between chunks (rows done, for a rate and an ETA) where there is more than one chunk
+    report = (lambda n: progress(0.05 + 0.7 * n / total, "matching the training documents against V")) \
+        if progress and part.several_chunks else None
+    voc = vocabulary_pass(part.chunks(), vocabulary.terms, terms_per_doc=terms_per_doc, by_person=by_person,
+                          workers=part.workers, matcher=vocabulary.matcher, max_chars=LIMITS["max_chars_per_doc"],
+                          progress=report)
+    return voc.counts, voc.truncated
 
 
 def extract_keyphrases(texts: Sequence[str], private_vocabulary: PrivateVocabulary, *, max_per_doc: int) -> list[list[int]]:
-    """Each document's matches of Ṽ in text order, repeats kept, first ``max_per_doc`` (private, in memory)."""
-    matcher = TermMatcher(private_vocabulary.terms)
-    return matcher.occurrences(texts, max_per_doc, max_chars=LIMITS["max_chars_per_doc"])
+    """Each document's matches of Ṽ in text order, repeats kept, first ``max_per_doc`` (private, in memory), by
+    the streaming keyphrase pass (:func:`keyphrase_occurrences`) — as lists, for the consumers that edit them."""
+    return list(keyphrase_occurrences(texts, private_vocabulary, max_per_doc=max_per_doc))
+
+
+def keyphrase_occurrences(texts: Sequence[str], private_vocabulary: PrivateVocabulary, *,
+                          max_per_doc: int) -> Keyphrases:
+    """:func:`extract_keyphrases` held compactly (:class:`~dpkps_core.dp.contributions.Keyphrases`): the
+    documents in chunks of ``$DPKPS_CHUNK_ROWS`` through :func:`~dpkps_core.streaming_counts.occurrences_pass`."""
+    rows = default_chunk_rows()
+    return occurrences_pass(chunked(texts, size=rows), private_vocabulary.terms, max_per_doc=max_per_doc,
+                            workers=1 if len(texts) <= rows else None, max_chars=LIMITS["max_chars_per_doc"])
 
 
 def build_density(
@@ -147,39 +167,6 @@ def sample_sequences(
 # ``config.person_column`` (weights from the training part's PRIVATE person ids, never released).
 
 
-def _unit(train: Corpus, config: SamplingConfig) -> tuple[Sequence[str] | None, str]:
-    """(person ids or None, neighbouring relation) of the training part under ``config``."""
-    if config.person_column:
-        return train.persons, train.privacy_unit
-    return None, ADD_REMOVE_ONE_DOCUMENT
-
-
-def _admit(train: Corpus, config: SamplingConfig, ledger: PrivacyLedger, epsilon: float, what: str) -> Admission:
-    """The training part's units admitted to a release of ``epsilon`` (docs/DESIGN.md §2.0, individual privacy filter):
-    the admitted units are charged now, before the release's statistic is computed or its noise drawn; the
-    release's event is charged through ``Admission.ticket``. Under the person unit each row of an admitted person is
-    charged 2ε (Ṽ's first S distinct terms and the densities' per-person contributions: docs/PRIVACY.md "Units and
-    group privacy")."""
-    by_person = bool(config.person_column)
-    if by_person and train.persons is None:
-        raise ParameterError(f"The unit of privacy is a person (column '{config.person_column}'), but the corpus was "
-                             "loaded without that column; load it with the person column.")
-    return admit(train, ledger, epsilon, by_person=by_person, what=what)
-
-
-def left_out_warning(train: Corpus, admission: Admission, *, release: str) -> str | None:
-    """The PRIVATE, local note on the documents (persons) of ``train`` left out of a release because their
-    budget was spent (docs/DESIGN.md §2.0): shown to the data owner, never written to a report or bundle."""
-    if not admission.left_out:
-        return None
-    persons = ""
-    if train.persons is not None and admission.corpus.persons is not None:
-        gone = len(set(train.persons) - set(admission.corpus.persons))
-        persons = f" ({gone:,} person(s))"
-    return (f"{admission.left_out:,} document(s){persons} had no budget left and were left out of {release} "
-            "(private, local: this count is never released).")
-
-
 @dataclasses.dataclass(frozen=True)
 class VocabularyStep:
     """Step 1's result: Ṽ (a DP release), the PRIVATE true counts it was drawn from (over the admitted documents),
@@ -192,13 +179,14 @@ class VocabularyStep:
 
 
 def vocabulary_step(
-    train: Corpus, vocabulary: PublicVocabulary, config: SamplingConfig, *, noise: NoiseSource,
+    train: Corpus | StreamedCorpus, vocabulary: PublicVocabulary, config: SamplingConfig, *, noise: NoiseSource,
     ledger: PrivacyLedger, counts: np.ndarray | None = None, progress: Progress | None = None,
 ) -> VocabularyStep:
     """Step 1 (ε_voc, [DP-KPS] §2 Step 1): the public settings are checked (N ≤ |V|…; such a refusal costs
     nothing), the training part's units are admitted (docs/DESIGN.md §2.0: those without budget left are left out, the
-    others charged), then the admitted documents' first-S-distinct term counts over V, the local advisory checks,
-    and Ṽ (whose mechanism records its event before drawing noise).
+    others charged), then the admitted documents' first-S-distinct term counts over V (the streaming vocabulary
+    pass, in memory or over a :class:`~dpkps_core.training_source.StreamedCorpus`), the local advisory checks, and
+    Ṽ (whose mechanism records its event before drawing noise).
 
     ``counts``: the counts already computed for the same part, V and S; used only when no unit was left out."""
     check_vocabulary_settings(epsilon=config.eps_voc, terms_per_doc=config.terms_per_doc, size=config.vocab_size,
@@ -206,23 +194,22 @@ def vocabulary_step(
     if counts is not None and np.shape(counts) != (len(vocabulary),):
         raise ParameterError(f"counts has shape {np.shape(counts)}, expected ({len(vocabulary)},) — one per "
                              "term of V.")
-    admission = _admit(train, config, ledger, config.eps_voc, "the private vocabulary step")
-    part = admission.corpus
-    groups, unit = _unit(part, config)
-    if counts is None or admission.left_out:
-        counts = term_counts(part.texts, vocabulary, terms_per_doc=config.terms_per_doc, groups=groups)
+    part = admit_part(train, config, ledger, config.eps_voc, "the private vocabulary step")
+    if counts is None or part.left_out:
+        counts, _ = _part_term_counts(part, vocabulary, terms_per_doc=config.terms_per_doc,
+                                      by_person=part.groups is not None, progress=progress)
     # the data checks describe what the release saw; when every document was left out, the note below says why
-    warnings = (list(local_warnings(part, counts, vocabulary_name=vocabulary.name)) if len(part) or not len(train)
-                else [])
-    note = left_out_warning(train, admission, release="the private vocabulary (ε_voc)")
+    warnings = (list(_local_warnings(part.documents, part.classes, part.labels, counts,
+                                     vocabulary_name=vocabulary.name)) if part.documents or not len(train) else [])
+    note = part.left_out_note("the private vocabulary (ε_voc)")
     if note:
         warnings.insert(0, note)
     pv = build_private_vocabulary(
-        part.texts, vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
-        vocab_size=config.vocab_size, noise=noise, ledger=admission.ticket, selection_rule=config.selection_rule,
-        progress=progress, counts=counts, neighbouring=unit,
+        (), vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
+        vocab_size=config.vocab_size, noise=noise, ledger=part.ticket, selection_rule=config.selection_rule,
+        progress=progress, counts=counts, neighbouring=part.neighbouring,
     )
-    return VocabularyStep(pv, counts, tuple(warnings), admission.left_out)
+    return VocabularyStep(pv, counts, tuple(warnings), part.left_out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,7 +218,7 @@ class DensityStep:
     density and the public choices it was built with, the seconds each part took, and how many training
     documents had no budget left (PRIVATE, local; docs/DESIGN.md §2.0) with its local note."""
 
-    keyphrases: list[list[int]]
+    keyphrases: Keyphrases
     embeddings: np.ndarray
     density: SmoothedHistogramDensity | RFFDensity
     info: dict[str, Any]
@@ -260,13 +247,14 @@ def _check_density_plan(plan: DensityPlan) -> None:
 
 
 def density_step(
-    train: Corpus, private_vocabulary: PrivateVocabulary, config: SamplingConfig, *, classes: Sequence[str],
-    embedder: Embedder, cache: EmbeddingCache | MemoryEmbeddingCache | None = None, noise: NoiseSource,
-    ledger: PrivacyLedger, progress: Progress | None = None,
+    train: Corpus | StreamedCorpus, private_vocabulary: PrivateVocabulary, config: SamplingConfig, *,
+    classes: Sequence[str], embedder: Embedder, cache: EmbeddingCache | MemoryEmbeddingCache | None = None,
+    noise: NoiseSource, ledger: PrivacyLedger, progress: Progress | None = None,
 ) -> DensityStep:
     """Steps 2–3 (ε_kde, [DP-KPS] §2): the embeddings of Ṽ (public model, DP terms) and the density's public
-    plan, then the admission of the training part's units (docs/DESIGN.md §2.0), the admitted documents' keyphrases, and
-    the per-class DP density of ``config``'s method (:func:`build_density`, which charges before its noise).
+    plan, then the admission of the training part's units (docs/DESIGN.md §2.0), the admitted documents' keyphrases
+    (the streaming keyphrase pass, held compactly), and the per-class DP density of ``config``'s method
+    (:func:`build_density`, which charges before its noise).
 
     A seeded (demo) noise source embeds Ṽ in memory only: a seeded Ṽ is not a release, so its terms must not
     reach the persistent embedding cache (docs/PRIVACY.md; the cache is then only read)."""
@@ -280,23 +268,24 @@ def density_step(
     timings["embeddings"] = time.perf_counter() - t
     _check_density_plan(density_plan(config, n_classes=len(classes), private_vocabulary=private_vocabulary,
                                              embeddings=embeddings))
-    admission = _admit(train, config, ledger, config.eps_kde, "the keyphrase density step")
-    part = admission.corpus
-    groups, unit = _unit(part, config)
+    part = admit_part(train, config, ledger, config.eps_kde, "the keyphrase density step")
     t = time.perf_counter()
-    keyphrases = extract_keyphrases(part.texts, private_vocabulary,
-                                    max_per_doc=config.max_keyphrases_per_doc or config.length)
+    total = max(part.documents, 1)
+    keyphrases = occurrences_pass(part.chunks(), private_vocabulary.terms,
+                                  max_per_doc=config.max_keyphrases_per_doc or config.length, workers=part.workers,
+                                  max_chars=LIMITS["max_chars_per_doc"],
+                                  progress=(lambda n: report(0.6, f"matched Ṽ in {n / total:.0%} of the training "
+                                                                   "documents")) if part.several_chunks else None)
     timings["keyphrases"] = time.perf_counter() - t
     t = time.perf_counter()
     report(0.6, "building the per-class DP densities")
     density, info = build_density(keyphrases, part.labels, classes=classes, embeddings=embeddings, config=config,
-                                  private_vocabulary=private_vocabulary, noise=noise, ledger=admission.ticket,
-                                  progress=lambda f, m: report(0.6 + 0.4 * f, m), groups=groups,
-                                  neighbouring=unit)
+                                  private_vocabulary=private_vocabulary, noise=noise, ledger=part.ticket,
+                                  progress=lambda f, m: report(0.6 + 0.4 * f, m), groups=part.groups,
+                                  neighbouring=part.neighbouring)
     timings["density"] = time.perf_counter() - t
-    note = left_out_warning(train, admission, release="the keyphrase densities (ε_kde)")
-    return DensityStep(keyphrases, embeddings, density, info, timings, admission.left_out,
-                       (note,) if note else ())
+    note = part.left_out_note("the keyphrase densities (ε_kde)")
+    return DensityStep(keyphrases, embeddings, density, info, timings, part.left_out, (note,) if note else ())
 
 
 # ------------------------------------------------------------------------------------------ whole run
@@ -366,15 +355,22 @@ def local_warnings(train: Corpus, counts: np.ndarray, *, vocabulary_name: str) -
 
     They are advisory and local: the release happens whatever they find, for D and for any neighbour alike,
     so that no automatic decision to release depends on one document. Counts only, never text."""
+    return _local_warnings(len(train), tuple(train.classes), train.labels, counts, vocabulary_name=vocabulary_name)
+
+
+def _local_warnings(documents: int, classes: Sequence[str], labels: Sequence[str], counts: np.ndarray, *,
+                    vocabulary_name: str) -> list[str]:
+    """:func:`local_warnings` from the training documents' number, declared classes and labels."""
     out: list[str] = []
-    if len(train) == 0:
+    if documents == 0:
         out.append("No training document belongs to a declared class: every density is pure noise. Check the "
                    "class list and the label column.")
     elif counts.sum() == 0:
         out.append(f"No training document contains any term of the {vocabulary_name} vocabulary: the private "
                    "vocabulary is pure noise. Choose a vocabulary that matches the corpus language and domain.")
-    empty = [c for c in train.classes if c not in set(train.labels)]
-    if empty and len(train):
+    seen = set(labels)
+    empty = [c for c in classes if c not in seen]
+    if empty and documents:
         out.append(f"{len(empty)} declared class(es) have no training document (e.g. '{empty[0]}'): their "
                    "densities are pure noise.")
     return out
@@ -402,23 +398,13 @@ def training_part(corpus: Corpus, config: SamplingConfig) -> Corpus:
     return corpus.subset(split.train).declared_only()
 
 
-def run_sampling(
-    corpus: Corpus, config: SamplingConfig, *, vocabulary: PublicVocabulary, embedder: Embedder,
-    cache: EmbeddingCache | None = None, noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None,
-    progress: Progress | None = None,
-) -> SamplingRun:
-    """Split → Ṽ (ε_voc) → keyphrases → embeddings of Ṽ → DP density (ε_kde) → sequences.
-
-    Refusals on public input (the settings, N > |V|, this run's cap) come first and cost nothing; each DP step
-    then admits the units that still have budget (docs/DESIGN.md §2.0) and charges before it draws noise. ``config`` was
-    checked when it was built; the run's cap is the ledger's check (this run's total against its cap, here), and the
-    vocabulary step checks N against |V| before its admission."""
-    noise = noise or NoiseSource(config.seed, sampler=config.noise_sampler)
-    ledger = ledger if ledger is not None else PrivacyLedger(config.epsilon_cap)
-    _require_public(ledger, config.eps_voc + config.eps_kde, "this sampling run")
-    report = progress or (lambda f, m: None)
-    timings: dict[str, float] = {}
-    t = time.perf_counter()
+def _training(corpus: Corpus | StreamedCorpus, config: SamplingConfig
+              ) -> tuple[Corpus | StreamedCorpus, CorpusSplit, tuple[str, ...], str, int, int]:
+    """(The training part of the declared classes, the split, the declared classes, the neighbouring relation,
+    training documents of undeclared labels, training documents truncated for matching) of a run of ``config``:
+    from a loaded corpus, or from a streamed one (whose preparing pass decided the same, row by row)."""
+    if isinstance(corpus, StreamedCorpus):
+        return corpus, corpus.split, corpus.classes, corpus.privacy_unit, corpus.undeclared, corpus.truncated
     if config.classes is not None:
         corpus = corpus.with_classes(config.classes)
     classes = tuple(corpus.classes)  # the declared public list; raises when none was declared
@@ -431,6 +417,31 @@ def run_sampling(
                             seed=config.split_seed, by_person=by_person)
     train_all = corpus.subset(split.train)
     train = train_all.declared_only()  # undeclared labels enter no DP step (docs/DESIGN.md §2)
+    return (train, split, classes, unit, len(train_all) - len(train),
+            truncated_count(train.texts, LIMITS["max_chars_per_doc"]))
+
+
+def run_sampling(
+    corpus: Corpus | StreamedCorpus, config: SamplingConfig, *, vocabulary: PublicVocabulary, embedder: Embedder,
+    cache: EmbeddingCache | None = None, noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None,
+    progress: Progress | None = None,
+) -> SamplingRun:
+    """Split → Ṽ (ε_voc) → keyphrases → embeddings of Ṽ → DP density (ε_kde) → sequences.
+
+    ``corpus``: a loaded corpus, or a :class:`~dpkps_core.training_source.StreamedCorpus` (a corpus file read in
+    chunks, prepared under ``config``: its split and training part are already decided) — the same run either way.
+
+    Refusals on public input (the settings, N > |V|, this run's cap) come first and cost nothing; each DP step
+    then admits the units that still have budget (docs/DESIGN.md §2.0) and charges before it draws noise. ``config`` was
+    checked when it was built; the run's cap is the ledger's check (this run's total against its cap, here), and the
+    vocabulary step checks N against |V| before its admission."""
+    noise = noise or NoiseSource(config.seed, sampler=config.noise_sampler)
+    ledger = ledger if ledger is not None else PrivacyLedger(config.epsilon_cap)
+    _require_public(ledger, config.eps_voc + config.eps_kde, "this sampling run")
+    report = progress or (lambda f, m: None)
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    train, split, classes, unit, undeclared, truncated = _training(corpus, config)
     # progress messages may reach a terminal or log: no exact private size in them (docs/DESIGN.md §2: local figures)
     report(0.02, "split: the training documents of the declared classes feed the DP steps")
     report(0.03, f"matching the training documents against {len(vocabulary):,} public terms")
@@ -448,8 +459,7 @@ def run_sampling(
     timings["sampling"] = time.perf_counter() - t
     report(1.0, f"{len(outcome.sequences):,} sequences sampled")
     return SamplingRun(config, split, ledger, noise, pv, embeddings, density, info, outcome, classes, timings,
-                       vocabulary.name, truncated_count(train.texts, LIMITS["max_chars_per_doc"]),
-                       undeclared_documents=len(train_all) - len(train),
+                       vocabulary.name, truncated, undeclared_documents=undeclared,
                        local_warnings=voc.local_warnings + dens.local_warnings, privacy_unit=unit,
                        left_out={"vocabulary": voc.left_out, "kde": dens.left_out})
 
@@ -476,7 +486,8 @@ def write_run_files(out_dir: str | Path, *, config: SamplingConfig, split: Corpu
     if not config.corpus.startswith("demo:") and corpus_file.is_file():
         # lets the LLM step refuse the private corpus as a few-shot file; path and hash never reach the bundle
         config_dict["corpus_path"] = str(corpus_file.resolve())
-        config_dict["corpus_sha256"] = hashlib.sha256(corpus_file.read_bytes()).hexdigest()
+        with corpus_file.open("rb") as fh:  # in blocks: a corpus of gigabytes is never held whole
+            config_dict["corpus_sha256"] = hashlib.file_digest(fh, "sha256").hexdigest()
     runfolder.write_json(folder.config, config_dict)
     split.save(folder.split)  # private: never exported
     return folder.path

@@ -73,10 +73,7 @@ def split_corpus(
     share is ``test_fraction`` in expectation (binomial), and a class with very few documents may end up with
     none in one part.
     """
-    if not 0.0 <= test_fraction < 1.0:
-        raise ParameterError(f"The test fraction must be in [0, 1), got {test_fraction!r}.")
-    if not 0.0 <= client_fraction < 1.0:
-        raise ParameterError(f"The client fraction must be in [0, 1), got {client_fraction!r}.")
+    check_fractions(test_fraction, client_fraction)
     if isinstance(texts, str):
         raise ParameterError("split_corpus needs the documents' texts, not one string.")
     keys = [str(t) for t in texts]
@@ -91,7 +88,25 @@ def split_corpus(
             if g not in smallest or t < smallest[g]:
                 smallest[g] = t
         keys = [smallest[g] for g in groups]
-    u = split_positions(keys, seed=seed)
+    return split_from_positions(split_positions(keys, seed=seed), test_fraction=test_fraction,
+                                client_fraction=client_fraction, seed=seed)
+
+
+def check_fractions(test_fraction: float, client_fraction: float) -> None:
+    """Refuse fractions outside [0, 1) (public input: nothing has been read)."""
+    if not 0.0 <= test_fraction < 1.0:
+        raise ParameterError(f"The test fraction must be in [0, 1), got {test_fraction!r}.")
+    if not 0.0 <= client_fraction < 1.0:
+        raise ParameterError(f"The client fraction must be in [0, 1), got {client_fraction!r}.")
+
+
+def split_from_positions(u: np.ndarray, *, test_fraction: float, client_fraction: float, seed: int) -> CorpusSplit:
+    """The split of documents whose keyed positions (:func:`split_positions`, one per document) are ``u``: below
+    ``test_fraction`` held out, the first ``client_fraction`` of that range the client part (docs/DESIGN.md §5).
+    :func:`split_corpus` and the streamed corpus (:mod:`dpkps_core.training_source`) both end here, so a file read
+    in chunks is split exactly as the same file loaded whole."""
+    check_fractions(test_fraction, client_fraction)
+    u = np.asarray(u, dtype=np.float64)
     held = u < test_fraction
     client = held & (u < test_fraction * client_fraction)
     test = held & ~client

@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from dpkps_core.config import LIMITS
-from dpkps_core.dp.contributions import class_keyphrase_histograms
+from dpkps_core.dp.contributions import Keyphrases, class_keyphrase_histograms
 from dpkps_core.dp.validation import check_positive_int
 from dpkps_core.errors import ParameterError
 from dpkps_core.matching import TermMatcher
@@ -109,7 +109,7 @@ def vocabulary_map(matcher: TermMatcher, texts: Sequence[str], *, terms_per_doc:
     """A chunk's vocabulary partial: (per-term document counts of the first S distinct terms, documents
     truncated to ``max_chars``) — :func:`dpkps_core.pipeline.term_counts`' statistic on these documents."""
     counts = matcher.counts_first_distinct(texts, terms_per_doc, max_chars=max_chars)
-    return counts, matcher.last_truncated_count
+    return counts, getattr(matcher, "last_truncated_count", 0)
 
 
 def keyphrase_map(matcher: TermMatcher, texts: Sequence[str], labels: Sequence[str], *, classes: Sequence[str],
@@ -157,13 +157,22 @@ def _apply(matcher: TermMatcher, task: tuple[str, tuple[Any, ...], dict[str, Any
 
 
 def run_maps(tasks: Iterable[tuple[str, tuple[Any, ...], dict[str, Any]]], *, terms: Sequence[str],
-             workers: int | None = None) -> Iterator[Any]:
-    """Each task's result, in task order: inline for one worker, else in a local process pool (at most
-    ``2·workers`` tasks in flight, so memory holds a few chunks, not the corpus). The pool's workers start from a
-    fresh interpreter (forkserver / spawn), safe in a threaded app."""
+             workers: int | None = None, matcher: TermMatcher | None = None,
+             engine: Any = None) -> Iterator[Any]:
+    """Each task's result, in task order: inline for one worker (with ``matcher`` when given: a matcher of
+    ``terms`` already built, e.g. a vocabulary's own), else in a local process pool (at most ``2·workers`` tasks in flight, so memory holds a few
+    chunks, not the corpus). The pool's workers start from a fresh interpreter (forkserver / spawn), safe in a
+    threaded app. ``engine``: a ``dask.distributed`` client (or :func:`default_engine`'s) runs the same tasks on
+    its cluster instead (:mod:`dpkps_core.distributed`); the reduce stays here, on the driver."""
+    engine = default_engine() if engine is None else engine
+    if engine is not None and engine is not LOCAL:
+        from dpkps_core.distributed import run_maps_dask
+
+        yield from run_maps_dask(tasks, terms=terms, client=engine, apply=_apply)
+        return
     n = check_workers(workers)
     if n == 1:
-        matcher = TermMatcher(terms)  # this pass's own (two inline passes may interleave)
+        matcher = matcher if matcher is not None else TermMatcher(terms)
         for task in tasks:
             yield _apply(matcher, task)
         return
@@ -182,6 +191,18 @@ def run_maps(tasks: Iterable[tuple[str, tuple[Any, ...], dict[str, Any]]], *, te
         finally:
             for f in pending:
                 f.cancel()
+
+
+#: ``engine=LOCAL`` runs the maps on this machine even where ``$DPKPS_DASK_SCHEDULER`` names a cluster.
+LOCAL = "local"
+
+
+def default_engine() -> Any:
+    """The deployment's engine for the maps: a ``dask.distributed`` client of the cluster ``$DPKPS_DASK_SCHEDULER``
+    names (:func:`dpkps_core.distributed.cluster_client`), else None (this machine's process pool)."""
+    from dpkps_core.distributed import ENV_SCHEDULER, cluster_client
+
+    return cluster_client() if os.environ.get(ENV_SCHEDULER, "").strip() else None
 
 
 # ------------------------------------------------------------------------------------------------ person grouping
@@ -285,11 +306,13 @@ def _max_chars(max_chars: int | None | str) -> int | None:
 def vocabulary_pass(chunks: Iterable[Any], terms: Sequence[str], *, terms_per_doc: int, by_person: bool = False,
                     workers: int | None = None, partitions: int = DEFAULT_PARTITIONS,
                     max_chars: int | None | str = "default",
-                    progress: Callable[[int], None] | None = None) -> VocabularyCounts:
+                    progress: Callable[[int], None] | None = None, matcher: TermMatcher | None = None,
+                    engine: Any = None) -> VocabularyCounts:
     """Step 1's statistic over a stream of chunks (each with ``texts`` and, for ``by_person``, ``persons``):
     map = a chunk's first-S-distinct counts, reduce = their sum; with ``by_person`` each person's first S distinct
     terms over all their documents in corpus order, grouped by :class:`PersonSpill`. Equal to
-    :func:`dpkps_core.pipeline.term_counts` on the concatenated documents. ``progress`` gets the documents done."""
+    :func:`dpkps_core.pipeline.term_counts` on the concatenated documents. ``progress`` gets the documents done;
+    ``matcher`` (a matcher of ``terms``) and ``engine`` as in :func:`run_maps`."""
     s = check_positive_int(terms_per_doc, "S (terms per document)")
     limit = _max_chars(max_chars)
     in_flight: deque[tuple[int, Sequence[str] | None]] = deque()  # (documents, persons) of chunks being mapped
@@ -308,7 +331,7 @@ def vocabulary_pass(chunks: Iterable[Any], terms: Sequence[str], *, terms_per_do
     documents = truncated = 0
     spill = PersonSpill(partitions=partitions) if by_person else None
     try:
-        for result in run_maps(tasks(), terms=terms, workers=workers):
+        for result in run_maps(tasks(), terms=terms, workers=workers, matcher=matcher, engine=engine):
             n, persons = in_flight.popleft()
             if spill is None:
                 counts, cut = result
@@ -332,7 +355,7 @@ def vocabulary_pass(chunks: Iterable[Any], terms: Sequence[str], *, terms_per_do
 def keyphrase_pass(chunks: Iterable[Any], terms: Sequence[str], *, classes: Sequence[str], max_per_doc: int,
                    by_person: bool = False, workers: int | None = None, partitions: int = DEFAULT_PARTITIONS,
                    max_chars: int | None | str = "default",
-                   progress: Callable[[int], None] | None = None) -> np.ndarray:
+                   progress: Callable[[int], None] | None = None, engine: Any = None) -> np.ndarray:
     """Step 3's statistic over a stream of chunks (``texts``, ``labels``, and for ``by_person`` ``persons``) and
     the released Ṽ (``terms``): the (C, |Ṽ|) class keyphrase histograms of
     :func:`dpkps_core.dp.contributions.class_keyphrase_histograms` with each document's first ``max_per_doc``
@@ -361,7 +384,7 @@ def keyphrase_pass(chunks: Iterable[Any], terms: Sequence[str], *, classes: Sequ
     documents = 0
     spill = PersonSpill(partitions=partitions) if by_person else None
     try:
-        for result in run_maps(tasks(), terms=terms, workers=workers):
+        for result in run_maps(tasks(), terms=terms, workers=workers, engine=engine):
             chunk = in_flight.popleft()
             if spill is None:
                 total += result.reshape(-1)
@@ -383,3 +406,31 @@ def keyphrase_pass(chunks: Iterable[Any], terms: Sequence[str], *, classes: Sequ
         if spill is not None:
             spill.close()
     return total.reshape(len(classes), len(terms))
+
+
+def occurrences_pass(chunks: Iterable[Any], terms: Sequence[str], *, max_per_doc: int, workers: int | None = None,
+                     max_chars: int | None | str = "default", progress: Callable[[int], None] | None = None,
+                     matcher: TermMatcher | None = None, engine: Any = None) -> Keyphrases:
+    """Step 2 over a stream of chunks (``texts``) and the released Ṽ (``terms``): each document's first
+    ``max_per_doc`` matches of Ṽ in text order, repeats kept ([DP-KPS] §2 Step 2; docs/DESIGN.md §2.2) — map = a
+    chunk's matches as compact (lengths, ids) arrays, reduce = their concatenation in chunk order, so the result is
+    the same for any chunk size and worker count, and equal to
+    :meth:`~dpkps_core.matching.TermMatcher.occurrences` on the concatenated documents. The densities' sums are
+    then taken over these (4 bytes per document and per keyphrase) in one vectorised pass
+    (:func:`~dpkps_core.dp.contributions.class_keyphrase_histograms`), whatever the unit of privacy."""
+    m = check_positive_int(max_per_doc, "M (keyphrases per document)")
+    limit = _max_chars(max_chars)
+
+    def tasks() -> Iterator[tuple[str, tuple[Any, ...], dict[str, Any]]]:
+        for chunk in chunks:
+            if len(chunk.texts):
+                yield "occurrences", (list(chunk.texts),), {"max_per_doc": m, "max_chars": limit}
+
+    parts: list[Keyphrases] = []
+    documents = 0
+    for lengths, flat in run_maps(tasks(), terms=terms, workers=workers, matcher=matcher, engine=engine):
+        parts.append(Keyphrases(lengths, flat))
+        documents += len(lengths)
+        if progress:
+            progress(documents)
+    return Keyphrases.concat(parts)

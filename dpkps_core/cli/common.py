@@ -207,3 +207,20 @@ def os_error_line(exc: OSError) -> str:
     what = exc.strerror or type(exc).__name__
     where = f" {str(exc.filename)!r}" if exc.filename else ""
     return (f"could not use the path{where}: {what}; check the path and its permissions.").replace("\n", " ")
+
+
+def open_streamed_corpus(config: SamplingConfig, progress: Any = None) -> Any:
+    """The corpus FILE (or folder of parts) a sampling configuration names, read in chunks and never held whole
+    (issue 31; :class:`~dpkps_core.training_source.StreamedCorpus`): its columns, encoding and limits from
+    ``config``, prepared by one pass (split, units, training part of the declared classes). Refuses locally,
+    before anything is spent, a missing file or undeclared classes. ``demo:`` corpora are loaded, not streamed."""
+    from dpkps_core.config import load_limits_of
+    from dpkps_core.corpus.stream import CorpusStream
+    from dpkps_core.errors import CorpusError
+    from dpkps_core.training_source import StreamedCorpus
+
+    if not Path(config.corpus).exists():
+        raise CorpusError(f"The corpus file {config.corpus!r} does not exist.")
+    stream = CorpusStream(config.corpus, text_column=config.text_column, label_column=config.label_column,
+                          person_column=config.person_column, encoding=config.encoding, **load_limits_of(config))
+    return StreamedCorpus.open(stream, config, progress=progress)

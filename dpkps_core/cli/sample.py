@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from dpkps_core.cli.common import add_sampling_arguments, check_output_dir, config_from_args
+from dpkps_core.cli.common import (add_sampling_arguments, check_output_dir, config_from_args,
+                                open_streamed_corpus)
 from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
 from dpkps_core.config import LIMITS, SamplingConfig, load_config_corpus, load_vocabulary_for
 from dpkps_core.dp.ledger import PrivacyLedger
@@ -22,8 +24,13 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     config = config_from_file(args) if args.config else config_from_args(args)
     # the run's own ε against its cap setting: the ledger's public check, before the corpus is read (docs/DESIGN.md §2.0)
     PrivacyLedger(config.epsilon_cap).require(config.eps_voc + config.eps_kde, "this sampling run")
-    corpus = load_config_corpus(config)
-    ledger = corpus_ledger(corpus, tool="cli sample", out=args.out, cap=config.epsilon_cap)
+    if config.corpus.startswith("demo:"):
+        corpus: Any = load_config_corpus(config)
+        ledger = corpus_ledger(corpus, tool="cli sample", out=args.out, cap=config.epsilon_cap)
+    else:  # a corpus file is read in chunks, never held whole (issue 31): the same run, in bounded memory
+        corpus = open_streamed_corpus(config)
+        ledger = corpus_ledger(corpus.units, tool="cli sample", out=args.out, cap=config.epsilon_cap,
+                               by_person=corpus.stream.person_column is not None)
     # no whole-run refusal on the corpus's history here: each step admits only the units with budget left
     vocabulary = load_vocabulary_for(config)
     embedder = get_embedder(config.embedding_model)

@@ -9,22 +9,121 @@ the feature matrix, which is how it is computed (one GEMM, no loop over document
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Iterator, Sequence, overload
 
 import numpy as np
+
+
+class Keyphrases(Sequence[list[int]]):
+    """Each document's keyphrases (indices into Ṽ, text order, repeats kept) held compactly: one flat int32
+    array and one length per document (PRIVATE, in memory only; docs/DESIGN.md §2.2; issue 31).
+
+    A list of per-document lists costs ~100 bytes per document plus 8 per index; this costs 4 bytes per document
+    and 4 per index, so the keyphrases of millions of documents fit in memory. It reads as a sequence of lists
+    (``kps[i]`` is a list of ints), so every consumer of ``list[list[int]]`` takes it unchanged, and
+    :func:`class_keyphrase_histograms` reads its arrays directly (vectorised, the same sums in the same order)."""
+
+    __slots__ = ("lengths", "flat", "_starts")
+
+    def __init__(self, lengths: np.ndarray, flat: np.ndarray) -> None:
+        self.lengths = np.ascontiguousarray(lengths, dtype=np.int32)
+        self.flat = np.ascontiguousarray(flat, dtype=np.int32)
+        if self.lengths.ndim != 1 or self.flat.ndim != 1 or int(self.lengths.sum(dtype=np.int64)) != len(self.flat) \
+                or (self.lengths < 0).any():
+            raise ValueError("Keyphrases needs one non-negative length per document summing to the flat ids.")
+        self._starts = np.concatenate(([0], np.cumsum(self.lengths, dtype=np.int64)))
+
+    @classmethod
+    def from_lists(cls, lists: Iterable[Sequence[int]]) -> "Keyphrases":
+        """From per-document lists of indices."""
+        lists = list(lists)
+        lengths = np.fromiter((len(k) for k in lists), dtype=np.int32, count=len(lists))
+        flat = np.fromiter((t for k in lists for t in k), dtype=np.int32, count=int(lengths.sum(dtype=np.int64)))
+        return cls(lengths, flat)
+
+    @classmethod
+    def concat(cls, parts: Sequence["Keyphrases"]) -> "Keyphrases":
+        """The documents of ``parts``, one after the other (a pass's chunks, in chunk order)."""
+        if not parts:
+            return cls(np.zeros(0, np.int32), np.zeros(0, np.int32))
+        return cls(np.concatenate([p.lengths for p in parts]), np.concatenate([p.flat for p in parts]))
+
+    def take(self, index: np.ndarray) -> "Keyphrases":
+        """The documents at the positions ``index`` (a boolean mask or positions), in that order."""
+        index = np.asarray(index)
+        if index.dtype == bool:
+            index = np.flatnonzero(index)
+        lengths = self.lengths[index]
+        starts = np.repeat(self._starts[:-1][index], lengths)
+        within = np.arange(int(lengths.sum(dtype=np.int64))) - np.repeat(
+            np.cumsum(lengths, dtype=np.int64) - lengths, lengths)
+        return Keyphrases(lengths, self.flat[starts + within])
+
+    def truncated(self, max_per_doc: int | None) -> "Keyphrases":
+        """Each document's first ``max_per_doc`` keyphrases (all for None)."""
+        if not max_per_doc:
+            return self
+        cut = np.minimum(self.lengths, max_per_doc)
+        return Keyphrases(cut, self.flat[_first_n_mask(self.lengths, cut)])
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    @overload
+    def __getitem__(self, i: int) -> list[int]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> "Keyphrases": ...
+
+    def __getitem__(self, i: int | slice) -> "list[int] | Keyphrases":
+        if isinstance(i, slice):
+            return self.take(np.arange(len(self))[i])
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError("Keyphrases index out of range")
+        i %= n
+        return self.flat[self._starts[i]:self._starts[i + 1]].tolist()
+
+    def __iter__(self) -> Iterator[list[int]]:
+        flat, starts = self.flat, self._starts
+        for i in range(len(self)):
+            yield flat[starts[i]:starts[i + 1]].tolist()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Keyphrases):
+            return np.array_equal(self.lengths, other.lengths) and np.array_equal(self.flat, other.flat)
+        if isinstance(other, (list, tuple)):
+            return len(other) == len(self) and all(list(a) == b for a, b in zip(other, self))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:  # counts only
+        return f"Keyphrases(documents={len(self)}, occurrences={len(self.flat)})"
+
+
+def _first_n_mask(lengths: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Over the flat ids of documents of ``lengths``: True for each document's first ``keep`` ids."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return within < np.repeat(np.asarray(keep, dtype=np.int64), lengths)
 
 
 def group_weights(counts: np.ndarray, groups: Sequence[str] | None) -> np.ndarray:
     """Per document, the weight that makes each unit's total 1 (docs/DESIGN.md §2, person unit).
 
     ``counts`` are the documents' numbers of contributions (e.g. keyphrase occurrences, or 1 per qualifying
-    document). Without ``groups`` each document is its own unit: weight 1/count (0 for no contribution). With
+    document). ``groups``: person ids, or integer person codes (equal codes = one person). Without ``groups`` each document is its own unit: weight 1/count (0 for no contribution). With
     ``groups`` (a person per document), every contribution of a person weighs 1/(the person's total), so a
     person's documents together — across classes too — weigh exactly 1, like one document."""
     counts = np.asarray(counts, dtype=np.float64)
     if groups is None:
         return np.divide(1.0, counts, out=np.zeros_like(counts), where=counts > 0)
-    _, idx = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)
+    if isinstance(groups, np.ndarray) and groups.dtype.kind in "iu":  # persons as integer codes (streamed corpus)
+        _, idx = np.unique(groups, return_inverse=True)
+    else:
+        _, idx = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)
+    idx = idx.reshape(-1)
     totals = np.bincount(idx, weights=counts)
     per_doc = totals[idx]
     return np.divide(1.0, per_doc, out=np.zeros_like(per_doc), where=(per_doc > 0) & (counts > 0))
@@ -46,15 +145,22 @@ def class_keyphrase_histograms(
     Vectorised with one ``bincount``.
     """
     class_index = {c: i for i, c in enumerate(classes)}
-    declared = np.fromiter((lab in class_index for lab in labels), dtype=bool, count=len(labels))
-    lengths = np.fromiter(
-        (min(len(k), max_per_doc) if max_per_doc else len(k) for k in keyphrases), dtype=np.int64, count=len(keyphrases)
-    )
-    lengths = np.where(declared, lengths, 0)
-    if lengths.sum() == 0:
-        return np.zeros((len(classes), vocab_size))
-    flat = np.concatenate([np.asarray(k[:n], dtype=np.int64) for k, n in zip(keyphrases, lengths) if n > 0])
-    doc_class = np.array([class_index.get(lab, -1) for lab in labels], dtype=np.int64)
+    doc_class = np.fromiter((class_index.get(lab, -1) for lab in labels), dtype=np.int64, count=len(labels))
+    declared = doc_class >= 0
+    if isinstance(keyphrases, Keyphrases):  # the compact form: the same ids in the same order, vectorised
+        full = keyphrases.lengths.astype(np.int64)
+        lengths = np.minimum(full, max_per_doc) if max_per_doc else full
+        lengths = np.where(declared, lengths, 0)
+        if lengths.sum() == 0:
+            return np.zeros((len(classes), vocab_size))
+        flat = keyphrases.flat[_first_n_mask(full, lengths)].astype(np.int64)
+    else:
+        lengths = np.fromiter((min(len(k), max_per_doc) if max_per_doc else len(k) for k in keyphrases),
+                              dtype=np.int64, count=len(keyphrases))
+        lengths = np.where(declared, lengths, 0)
+        if lengths.sum() == 0:
+            return np.zeros((len(classes), vocab_size))
+        flat = np.concatenate([np.asarray(k[:n], dtype=np.int64) for k, n in zip(keyphrases, lengths) if n > 0])
     keep = lengths > 0
     occ_class = np.repeat(doc_class[keep], lengths[keep])
     doc_weight = group_weights(lengths, groups)  # 1/m per document, or 1/(person's total m)
