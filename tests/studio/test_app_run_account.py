@@ -99,3 +99,14 @@ def test_a_comparisons_releases_are_filed_under_the_comparison_not_the_open_run(
     compared = [r for r in led.view().releases if r.tool == "app compare"]
     assert compared and {r.run for r in compared} == {r.run for r in compared if r.run.startswith("compare-")}
     assert led.total_epsilon == pytest.approx(10.0 + 6.0)    # the session's spend counts the comparison too
+
+
+def test_a_forecast_made_in_another_session_is_in_the_runs_total() -> None:
+    other = new_app()
+    goto(other, 1)
+    click(other, "DP forecast")                    # another session (or the CLI) steered the settings
+    at = new_app()
+    walk(at, 4)
+    rep = report(Path(at.session_state["run_dir"]))
+    assert by_step(rep) == {"forecast": 0.2, "vocabulary": 5.0, "kde": 5.0}
+    assert rep["epsilon_total"] == pytest.approx(10.2)
