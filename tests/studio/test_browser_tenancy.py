@@ -38,6 +38,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 TIMEOUT_MS = 120_000
 T0 = time.monotonic()
+LOG = ROOT / "test-artifacts" / "tenancy_streamlit.log"
 #: A name of the form run folders have, of no run at all.
 NO_SUCH_RUN = "run-20000101-000000-abcd1234-0a0b0c"
 
@@ -74,7 +75,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         env.update({"DPKPS_TEST_FAST": "1", "DPKPS_WARMUP": "0", "DPKPS_RUNS_DIR": str(tmp / "runs"),
                     "DPKPS_LEDGER_DIR": str(tmp / "ledgers"), "STREAMLIT_SECRETS_FILES": str(secrets_file),
                     "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
-        with streamlit_server(env, ROOT / "test-artifacts" / "tenancy_streamlit.log", port=port) as url:
+        with streamlit_server(env, LOG, port=port) as url:
             yield {"url": url, "idp": idp, "runs": tmp / "runs", "ledgers": tmp / "ledgers", "tmp": tmp}
 
 
@@ -114,7 +115,13 @@ class User:
         self.expect(self.page.get_by_text(text).first).to_be_visible()
 
     def heading(self, text: str) -> None:
-        self.expect(self.page.get_by_role("heading", name=text).first).to_be_visible()
+        """Wait for a page's heading; the app's "Something went wrong" box fails the test at once, with the
+        server log's tail (the details are only there)."""
+        broken = self.page.get_by_text(re.compile(r"^Something went wrong"))
+        self.expect(self.page.get_by_role("heading", name=text).or_(broken).first).to_be_visible()
+        if broken.count():
+            self.shot("failure")
+            pytest.fail(f"the app failed on {text!r}:\n" + LOG.read_text(errors="replace")[-3000:])
         self.idle()
 
     def sign_in(self) -> None:
@@ -312,6 +319,22 @@ def test_two_accounts_and_an_officer_through_a_real_login(stack: dict[str, Any],
         assert alice_run in grids and bob_run in grids, grids
         assert not officer.buttons(r"^(Reopen|Delete|Download)")
         officer.shot("export_admin")
+
+        # ---------------------------------------------------------------- one browser, another account
+        # bob logs out and alice signs in in the same browser: alice's runs and figures, nothing of bob's
+        bob.open()
+        bob.click("Log out")
+        bob.see(re.compile("This deployment requires signing in"))
+        bob.context.add_cookies([stack["idp"].cookie("alice")])        # at the provider: now alice
+        bob.page.get_by_role("button", name="Log in").first.click()
+        bob.heading("1 · Corpus")
+        bob.see("Signed in as alice@example.org")
+        assert "bob@example.org" not in bob.sidebar()
+        assert bob.spent() == "10 / 20"
+        bob.nav("Export")
+        seen = bob.body() + bob.grids()
+        assert alice_run in seen and bob_run not in seen
+        bob.shot("switched_to_alice")
     except Exception:
         for who, u in users.items():
             try:
@@ -333,4 +356,63 @@ def test_two_accounts_and_an_officer_through_a_real_login(stack: dict[str, Any],
     assert {p.name for p in stack["runs"].iterdir()} <= {"tenants"}     # no run outside a tenant's folder
     # every login went through the provider (authorize, token, keys)
     paths = [p for p, _ in stack["idp"].log]
-    assert paths.count("/authorize") == 3 and paths.count("/token") == 3 and "/jwks" in paths
+    assert paths.count("/authorize") == 4 and paths.count("/token") == 4 and "/jwks" in paths
+
+
+def test_the_provider_checks_what_a_real_one_checks() -> None:
+    """The login above means something only if the provider refuses what a real one refuses: a wrong client
+    secret, a replayed code, a wrong PKCE verifier, another redirect URI; and its ID token carries the nonce."""
+    import base64
+    import hashlib
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from joserfc import jwt
+    from joserfc.jwk import KeySet
+
+    def get(url: str) -> tuple[int, dict[str, str]]:
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *a: Any, **k: Any) -> None:
+                return None
+        try:
+            urllib.request.build_opener(NoRedirect).open(url)
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(exc.headers["Location"] or "").query))
+        raise AssertionError("no redirect")
+
+    def token(idp: OIDCProvider, **form: str) -> tuple[int, dict[str, Any]]:
+        auth = base64.b64encode(f"{idp.client_id}:{form.pop('secret', idp.client_secret)}".encode()).decode()
+        req = urllib.request.Request(idp.issuer + "/token", data=urllib.parse.urlencode(form).encode(),
+                                     headers={"Authorization": f"Basic {auth}"})
+        try:
+            with urllib.request.urlopen(req) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    redirect = "http://localhost:1/oauth2callback"
+    with OIDCProvider() as idp:
+        def code(user: str) -> str:
+            status, back = get(idp.issuer + "/authorize?" + urllib.parse.urlencode({
+                "response_type": "code", "client_id": idp.client_id, "redirect_uri": redirect, "state": "s1",
+                "nonce": "n1", "login_hint": user, "code_challenge": challenge, "code_challenge_method": "S256"}))
+            assert status == 302 and back["state"] == "s1"
+            return back["code"]
+
+        good = {"grant_type": "authorization_code", "redirect_uri": redirect, "code_verifier": verifier}
+        assert token(idp, code=code("bob"), **{**good, "secret": "wrong"})[0] == 401
+        assert token(idp, code=code("bob"), **{**good, "code_verifier": "x" * 43})[1]["error"] == "invalid_grant"
+        assert token(idp, code=code("bob"), **{**good, "redirect_uri": "http://evil/cb"})[1]["error"] == "invalid_grant"
+        c = code("bob")
+        status, body = token(idp, code=c, **good)
+        assert status == 200 and token(idp, code=c, **good)[1]["error"] == "invalid_grant"   # one use only
+        with urllib.request.urlopen(idp.issuer + "/jwks") as r:
+            claims = jwt.decode(body["id_token"], KeySet.import_key_set(json.loads(r.read()))).claims
+        assert (claims["iss"], claims["aud"], claims["sub"], claims["nonce"]) == (
+            idp.issuer, idp.client_id, idp.subject("bob"), "n1")
+        req = urllib.request.Request(idp.issuer + "/userinfo", headers={"Authorization": "Bearer " + body["access_token"]})
+        with urllib.request.urlopen(req) as r:
+            assert json.loads(r.read())["sub"] == idp.subject("bob")
