@@ -60,6 +60,9 @@ def forecast_event_ids(*, terms_per_doc: int, public_vocabulary_size: int, class
     return [] if found is None else [found]
 
 
+_TRAIN_LEDGER_KEY = "_train_ledger"  # (corpus, split, unit, store) → a ledger over the training part's units (PRIVATE)
+
+
 def would_leave_out(epsilon: float, *, step: str) -> tuple[int, int] | None:
     """(units of the training part a release of ``epsilon`` would leave out now, units of the training part) —
     PRIVATE, local (docs/DESIGN.md §2.0: shown to the data owner before a spend, never exported); ``None`` without a
@@ -70,16 +73,23 @@ def would_leave_out(epsilon: float, *, step: str) -> tuple[int, int] | None:
     led = ledger()
     if not isinstance(led, PersistentLedger):
         return None
-    train = train_part()
-    units = unit_strings(train, by_person=person_column() is not None)
-    distinct = len({release_unit(u) for u in units})
+    s = ss()
+    key = (s.get("corpus_id"), s.get("split_key"), person_column(), id(led.store))
+    held = s.get(_TRAIN_LEDGER_KEY)
+    if not held or held[0] != key:  # the training part's units, keyed once per corpus and split (session memory)
+        units = unit_strings(train_part(), by_person=person_column() is not None)
+        held = (key, PersistentLedger(led.store, units, tool="app", cap=led.cap),
+                len({release_unit(u) for u in units}))
+        s[_TRAIN_LEDGER_KEY] = held
+    _, train_ledger, distinct = held
+    train_ledger.cap = led.cap
     if step == "density":
+        units = train_ledger.units
         mask = led.reservation_for(units, epsilon)
         if mask is not None:
             kept = {release_unit(u) for u, ok in zip(units, mask) if ok}
             return distinct - len(kept), distinct
-    view = PersistentLedger(led.store, units, tool="app", cap=led.cap).view()  # the training part's units only
-    return view.left_out(epsilon), distinct
+    return train_ledger.view().left_out(epsilon), distinct  # cached until the store changes
 
 
 #: Session key of page 3's switch: does a run reserve its planned ε (ε_voc + ε_kde) at its first release?

@@ -114,6 +114,11 @@ class PersistentLedger(PrivacyLedger):
         self._run = _check_label(value, "run name", optional=True)
 
     @property
+    def units(self) -> tuple[str, ...]:
+        """The unit strings this ledger was opened with (PRIVATE: only ever HMAC-ed; never log or show them)."""
+        return tuple(self._units)
+
+    @property
     def store(self) -> LedgerStore:
         return self._store
 
