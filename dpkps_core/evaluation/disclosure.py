@@ -38,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -202,8 +201,10 @@ def one_run_epsilon_lower_bound(correct: int, guesses: int, alpha: float) -> flo
 
 # ------------------------------------------------------------------------------------------- matching
 
-def _grams(toks: Sequence[str], n: int) -> set[tuple[str, ...]]:
-    return {tuple(toks[i:i + n]) for i in range(len(toks) - n + 1)}
+def _grams(toks: Sequence[str], n: int) -> set[int]:
+    """The document's distinct ``n``-word n-grams, each kept as its 64-bit hash (memory: a reference of 10,000
+    documents holds millions of n-grams; a collision between two distinct n-grams within one test is negligible)."""
+    return {hash(tuple(toks[i:i + n])) for i in range(len(toks) - n + 1)}
 
 
 def _identifier_patterns(identifiers: Sequence[str]) -> list[re.Pattern[str]]:
@@ -211,31 +212,47 @@ def _identifier_patterns(identifiers: Sequence[str]) -> list[re.Pattern[str]]:
             for ident in identifiers]
 
 
+_TOO_MANY = object()  # an n-gram in more reference documents than the rarity limit
+
+
+def _index(ref_tokens: Sequence[Sequence[str]], n: int, limit: int | None) -> dict[int, Any]:
+    """n-gram hash → the reference document holding it (an int), or the documents (a tuple), or ``_TOO_MANY``
+    beyond ``limit`` documents (None: no limit). Compact: most n-grams are in one document."""
+    idx: dict[int, Any] = {}
+    for k, toks in enumerate(ref_tokens):
+        for g in _grams(toks, n):
+            cur = idx.get(g)
+            if cur is None:
+                idx[g] = k
+            elif cur is _TOO_MANY:
+                continue
+            else:
+                docs = (cur,) if isinstance(cur, int) else cur
+                idx[g] = docs + (k,) if limit is None or len(docs) < limit else _TOO_MANY
+    return idx
+
+
+def _docs(value: Any) -> tuple[int, ...]:
+    if value is None or value is _TOO_MANY:
+        return ()
+    return (value,) if isinstance(value, int) else value
+
+
 def match_matrix(synthetic: Sequence[str], reference: Sequence[str], settings: DisclosureSettings
                  ) -> dict[str, list[set[int]]]:
     """For each kind of match, for each synthetic document, the indices of the ``reference`` documents it matches
     (rarity of an n-gram is counted over ``reference`` — pass the pooled training + held-out documents)."""
     ref_tokens = [tokens(t) for t in reference]
-    rare: dict[tuple[str, ...], set[int]] = defaultdict(set)
-    for k, toks in enumerate(ref_tokens):
-        for g in _grams(toks, settings.ngram):
-            rare[g].add(k)
-    rare = {g: docs for g, docs in rare.items() if len(docs) <= settings.rare_max_docs}
-    spans: dict[tuple[str, ...], set[int]] = defaultdict(set)
-    for k, toks in enumerate(ref_tokens):
-        for g in _grams(toks, settings.span_words):
-            spans[g].add(k)
+    rare = _index(ref_tokens, settings.ngram, settings.rare_max_docs)
+    spans = _index(ref_tokens, settings.span_words, None)
+    del ref_tokens
     patterns = _identifier_patterns(settings.identifiers)
     ident_docs = [{k for k, text in enumerate(reference) if p.search(text)} for p in patterns]
     out: dict[str, list[set[int]]] = {kind: [] for kind in MATCH_KINDS}
     for text in synthetic:
         toks = tokens(text)
-        hit_rare: set[int] = set()
-        for g in _grams(toks, settings.ngram):
-            hit_rare |= rare.get(g, set())
-        hit_span: set[int] = set()
-        for g in _grams(toks, settings.span_words):
-            hit_span |= spans.get(g, set())
+        hit_rare = {k for g in _grams(toks, settings.ngram) for k in _docs(rare.get(g))}
+        hit_span = {k for g in _grams(toks, settings.span_words) for k in _docs(spans.get(g))}
         hit_id: set[int] = set()
         for p, docs in zip(patterns, ident_docs):
             if docs and p.search(text):
