@@ -61,7 +61,8 @@ else:
                        icon=":material/lock:")
         changed = session.settings_changed_since(meta, session.vocabulary_settings_now())
         if changed:
-            st.warning(f"Settings changed since Ṽ was built ({', '.join(changed)}); Ṽ below uses the old ones. "
+            st.warning(f"Settings changed since Ṽ was built ({', '.join(map(widgets.setting_name, changed))}); Ṽ "
+                       "below uses the old ones. "
                        "Re-run to apply them (spends ε_voc again).", icon=":material/sync_problem:")
         st.subheader("Ṽ — the private vocabulary")
         widgets.release_badge(meta, "This Ṽ is")

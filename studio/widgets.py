@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 
 import streamlit as st
 
-from dpkps_core.dossier.labels import format_epsilon, step_label
+from dpkps_core.dossier.labels import format_epsilon, humanize_key, parameter_label, step_label
 from dpkps_core.errors import DPKPSError
 from studio import PAGES, fast_mode, jobs, run_view, session, tenancy
 
@@ -230,6 +230,13 @@ def step_name(step: str) -> str:
     """A ledger step as a reader knows it (``dpkps_core.dossier.labels.step_label``): never ``size`` or
     ``private_prediction`` (issue 33 §6)."""
     return step_label(step)
+
+
+def setting_name(key: str) -> str:
+    """A setting's key as a reader knows it (``eps_voc`` → "ε of the private vocabulary (ε_voc)"), from the dossier's
+    labels (``dpkps_core.dossier.labels``); never the raw key (issue 33 §6)."""
+    key = str(key).removesuffix("_spec")
+    return parameter_label(key) or humanize_key(key)
 
 
 #: A release that left out at least this share of its training documents (persons) is noise (issue 35 part 5).

@@ -61,3 +61,23 @@ def test_the_sidebar_names_steps_and_formats_epsilon_once() -> None:
     side = "\n".join(str(m.value) for m in at.sidebar.markdown)
     assert "Private vocabulary Ṽ (ε_voc): **5**" in side
     assert "vocabulary (ε_voc)" not in side.replace("Private vocabulary Ṽ (ε_voc)", "")
+
+
+def test_settings_are_named_as_a_reader_knows_them() -> None:
+    assert widgets.setting_name("eps_voc") == "ε of the private vocabulary (ε_voc)"
+    assert widgets.setting_name("vocabulary_spec") == "Public vocabulary V"
+
+
+@pytest.mark.model
+@pytest.mark.assets
+@pytest.mark.slow
+@pytest.mark.usefixtures("fast_env")
+def test_a_stale_vocabulary_names_the_changed_setting_not_its_key() -> None:
+    at = new_app()
+    goto(at, 2)
+    click(at, "Build Ṽ")
+    at.session_state["eps_total"] = 12.0          # ε_voc moves with the total
+    at.run()
+    warned = " ".join(str(w.value) for w in at.warning)
+    assert "Settings changed since Ṽ was built (ε of the private vocabulary (ε_voc))" in warned
+    assert "eps_voc" not in warned
