@@ -428,6 +428,12 @@ class LazyCT2Engine:
         """:meth:`CT2Engine.batch_tokens_per_second` (converting the model first if needed)."""
         return self.engine().batch_tokens_per_second(batch_size)
 
+    @property
+    def building(self) -> bool:
+        """Whether another thread converts or loads the engine now (e.g. the app's warm-up): a caller that must
+        not wait (the estimate) asks this first."""
+        return self._engine is None and self._lock.locked()
+
     def measured_tokens_per_second(self, batch_size: int) -> float:
         """:meth:`CT2Engine.measured_tokens_per_second` (0 before the engine was built: nothing converted here)."""
         return self._engine.measured_tokens_per_second(batch_size) if self._engine is not None else 0.0

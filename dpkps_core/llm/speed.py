@@ -109,6 +109,8 @@ def engine_tokens_per_second(backend: Any, size: int) -> float:
         value = float(known(size))
         if value > 0:
             return value
+    if getattr(engine, "building", False):  # being loaded by another thread (the warm-up): no waiting for it
+        return 0.0
     with line.try_turn("speed calibration") as ours:
         return float(rate(size)) if ours else 0.0
 

@@ -179,3 +179,24 @@ def test_a_run_cancelled_while_in_line_leaves_it(tiny_model: Path, tmp_path: Pat
     assert done["r"].cancelled and done["r"].written == 0 and engine.started == []
     assert line.labels() == ["another session"]
     line.release(holder)
+
+
+def test_the_estimate_does_not_wait_for_an_engine_being_loaded() -> None:
+    from dpkps_core.llm.ct2 import LazyCT2Engine
+
+    gate = threading.Event()
+
+    def source() -> Path:  # the model folder "converts" until the test opens the gate
+        gate.wait(10)
+        raise RuntimeError("no model here")
+
+    lazy = LazyCT2Engine(source)
+    loader = threading.Thread(target=lambda: pytest.raises(Exception, lazy.load))
+    loader.start()
+    wait_until(lambda: lazy.building)
+    backend = type("B", (), {"engine": lazy, "model_queue": ModelQueue()})()
+    t0 = time.monotonic()
+    assert engine_tokens_per_second(backend, 4) == 0.0 and time.monotonic() - t0 < 1.0
+    gate.set()
+    loader.join(10)
+    assert not lazy.building
