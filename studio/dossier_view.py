@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from pathlib import Path
 from typing import Callable
 
@@ -21,7 +22,6 @@ from dpkps_core.dossier import (INTERNAL_HTML, INTERNAL_JSON, INTERNAL_PDF, RELE
                                 Dossier, NoChromiumError, Policy, build_dossier, find_chromium, to_pdf)
 from dpkps_core.dossier.policy import parse_policy
 from dpkps_core.errors import DPKPSError
-from dpkps_core.runfolder import RunFolder
 from studio.widgets import DP_BADGE, PRIVATE_BADGE
 
 _MIME = {".html": "text/html", ".json": "application/json", ".pdf": "application/pdf"}
@@ -183,8 +183,11 @@ def show_dossier_panel(run_dir: Path, *, ledger_view: object | None = None, run_
         st.error(str(exc))
         return
     offers = offers_for(release, internal)
-    # a PDF made once is kept for this state of the run folder and this policy only
-    state = hashlib.sha256(repr((RunFolder(run_dir).signature(), internal.content["policy"])).encode()).hexdigest()
+    # a PDF made once is kept for these editions' content only (the run folder, the policy, the private findings
+    # and the ledger's figures: any change makes a new one; the generation time is left out)
+    state = hashlib.sha256(json.dumps([{k: v for k, v in d.content.items() if k != "generated"}
+                                       for d in (release, internal)], sort_keys=True, default=str).encode()
+                           ).hexdigest()
     key_name = f"{Path(run_dir).name}.{state[:12]}"
     _buttons([o for o in offers if not o.private], key_name)
     if st.toggle("View the release dossier here", key=f"dossier.view.release.{Path(run_dir).name}"):
