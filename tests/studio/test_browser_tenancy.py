@@ -10,8 +10,13 @@ reads the signed cookie's ``iss`` and ``sub``.
 * bob's sidebar and page 2 show nothing of alice's releases (0 spent, no release listed);
 * caps are per account: bob raises his cap and builds his own Ṽ; alice's figures and cap do not move;
 * the officer (``[dpkps] admins`` = the provider's issuer and the officer's subject) sees both accounts' runs on page
-  8, read-only (no reopen, download or delete); nothing of alice's or bob's is changed or spent;
-* on disk: each account's runs and ledger under its own digest-named folder, no shared ledger store.
+  8, read-only (no reopen, download or delete; ``?run=`` does not reopen another account's run either); nothing of
+  alice's or bob's is changed or spent;
+* one browser, another account: bob logs out, alice signs in (the provider now says alice): her runs and figures,
+  nothing of bob's;
+* on disk: each account's runs and ledger under its own digest-named folder, no shared ledger store; the ledger
+  command (``dpkps ledger --json``) on each account's ledger folder lists that account's releases and cap only, and on
+  the ledger root nothing of either.
 
 The app's secrets are a temporary ``secrets.toml`` given through ``STREAMLIT_SECRETS_FILES`` (Streamlit's
 ``secrets.files`` option), so the repository's ``.streamlit`` folder is never touched. Test fast mode (N = 200).
@@ -214,6 +219,19 @@ def tenant_folder(stack: dict[str, Any], root: str, who: str) -> Path:
     return stack[root] / TENANTS_DIR / tenant_id(idp.subject(who), idp.issuer)
 
 
+def ledger_command(folder: Path) -> dict[str, Any]:
+    """``dpkps ledger --corpus demo:bbc --json`` with ``$DPKPS_LEDGER_DIR`` = ``folder``."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DPKPS_LEDGER_DIR": str(folder), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", "import sys; from dpkps_core.cli import main; sys.exit(main())",
+                          "ledger", "--corpus", "demo:bbc", "--json"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
 def test_two_accounts_and_an_officer_through_a_real_login(stack: dict[str, Any], browser: Any, tmp_path: Path) -> None:
     from dpkps_core.ledger_store import STORE_FILE, LedgerStore
 
@@ -319,6 +337,9 @@ def test_two_accounts_and_an_officer_through_a_real_login(stack: dict[str, Any],
         assert alice_run in grids and bob_run in grids, grids
         assert not officer.buttons(r"^(Reopen|Delete|Download)")
         officer.shot("export_admin")
+        officer.open(f"/?run={alice_run}")                               # read-only: not even by URL
+        officer.see(re.compile(f"The run {alice_run} named in this tab's address could not be reopened"))
+        assert "Private vocabulary:" not in officer.sidebar()
 
         # ---------------------------------------------------------------- one browser, another account
         # bob logs out and alice signs in in the same browser: alice's runs and figures, nothing of bob's
@@ -354,6 +375,17 @@ def test_two_accounts_and_an_officer_through_a_real_login(stack: dict[str, Any],
         folder = tenant_folder(stack, "ledgers", who)
         assert (LedgerStore(folder).totals()["releases"] > 0) == (who != "officer"), who
     assert {p.name for p in stack["runs"].iterdir()} <= {"tenants"}     # no run outside a tenant's folder
+    # the ledger command on each account's ledger folder: that account's releases and cap only; on the ledger root
+    # (the shared store of the app without login): nothing of either
+    runs = {"alice": alice_run, "bob": bob_run}
+    for who, cap in (("alice", 20.0), ("bob", 60.0)):
+        view = ledger_command(tenant_folder(stack, "ledgers", who))
+        assert {r["run"] for r in view["releases"]} == {runs[who]}, (who, view["releases"])
+        assert (view["cap_min"], view["cap_max"], view["largest_spend"]) == (cap, cap, 10.0), who
+        assert bool(view["cap_history"]) == (who == "bob")
+    shared = ledger_command(stack["ledgers"])
+    assert shared["releases"] == [] and shared["largest_spend"] == 0 and shared["cap_history"] == []
+
     # every login went through the provider (authorize, token, keys)
     paths = [p for p, _ in stack["idp"].log]
     assert paths.count("/authorize") == 4 and paths.count("/token") == 4 and "/jwks" in paths
@@ -413,6 +445,7 @@ def test_the_provider_checks_what_a_real_one_checks() -> None:
             claims = jwt.decode(body["id_token"], KeySet.import_key_set(json.loads(r.read()))).claims
         assert (claims["iss"], claims["aud"], claims["sub"], claims["nonce"]) == (
             idp.issuer, idp.client_id, idp.subject("bob"), "n1")
-        req = urllib.request.Request(idp.issuer + "/userinfo", headers={"Authorization": "Bearer " + body["access_token"]})
+        req = urllib.request.Request(idp.issuer + "/userinfo",
+                                     headers={"Authorization": "Bearer " + body["access_token"]})
         with urllib.request.urlopen(req) as r:
             assert json.loads(r.read())["sub"] == idp.subject("bob")
