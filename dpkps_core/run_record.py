@@ -55,14 +55,37 @@ def write_ledger_record(path: str | os.PathLike[str], ledger_id: str, steps: Map
 RECORD_STEP_OF_EVENT: dict[str, str] = {"forecast": "forecast", "vocabulary": "vocabulary", "kde": "density"}
 
 
-def record_ledger(path: str | os.PathLike[str], ledger: Any) -> bool:
+def with_steering_forecast(run: Any, ledger: Any) -> tuple[Any, list[int]]:
+    """A run made in one go (the CLI's ``sample``) with the DP forecast that steered it in its account: the latest
+    forecast in ``ledger`` made before the run for the same public settings — S, |V| and the number of classes
+    (``PersistentLedger.steering_forecast``; the CLI's ``forecast`` or an app session) — so that its ε is in the run's
+    total (issue 35 part 7). Returns the run (its ``ledger`` a copy holding the forecast's event first) and the
+    forecast's event ids ([] and the run unchanged when none is found, or the run charged a forecast itself)."""
+    import dataclasses
+
+    from dpkps_core.dp.ledger import PrivacyLedger
+
+    ids = list(getattr(ledger, "recorded_event_ids", ()) or ())
+    if not ids or any(e.step == "forecast" for e in run.ledger.events):
+        return run, []
+    found = ledger.steering_forecast(terms_per_doc=run.config.terms_per_doc,
+                                     public_vocabulary_size=run.private_vocabulary.public_vocabulary_size,
+                                     classes=len(run.classes), before=min(ids))
+    if found is None:
+        return run, []
+    forecast = ledger.events_ledger([found]).events
+    return dataclasses.replace(run, ledger=PrivacyLedger(run.ledger.cap, [*forecast, *run.ledger.events])), [found]
+
+
+def record_ledger(path: str | os.PathLike[str], ledger: Any, *, forecast: Iterable[int] = ()) -> bool:
     """Write the ledger record of a run made in one go (the CLI's ``sample``): every event ``ledger`` charged, filed by
-    step, with the ledger's id (issue 35 part 7: each run's local report names the ledger that admitted its units).
-    False (nothing written) for a ledger that is not the persistent one."""
+    step, and the DP forecast that steered it (``forecast``: event ids), with the ledger's id (issue 35 part 7: each
+    run's local report names the ledger that admitted its units). False (nothing written) for a ledger that is not
+    the persistent one."""
     ids = getattr(ledger, "recorded_event_ids", None)
     if ids is None or not getattr(ledger, "ledger_id", None):
         return False
-    steps: dict[str, list[int]] = {}
+    steps: dict[str, list[int]] = {"forecast": [int(i) for i in forecast]} if forecast else {}
     for event, eid in zip(ledger.events, ids):
         steps.setdefault(RECORD_STEP_OF_EVENT.get(event.step, str(event.step)), []).append(int(eid))
     write_ledger_record(path, ledger.ledger_id, steps)

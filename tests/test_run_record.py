@@ -47,3 +47,20 @@ def test_a_damaged_record_is_refused_and_ids_are_kept_once(tmp_path: Path) -> No
     with pytest.raises(ParameterError, match="damaged"):
         read_ledger_record(tmp_path)
     assert read_ledger_record(tmp_path / "missing") is None
+
+
+def test_a_cli_forecast_that_steered_a_cli_run_is_in_its_total(tmp_path: Path, corpus_files, fake_models) -> None:
+    corpus, vocab = corpus_files
+    common = ["--corpus", str(corpus), "--vocabulary", str(vocab), "--classes", ",".join(POOLS), "--eps-voc", "2",
+              "--eps-kde", "3", "--vocab-size", "20", "--terms-per-doc", "5", "--length", "4", "--per-class", "5",
+              "--seed", "1"]
+    assert main(["forecast", *common]) == 0                  # ε_forecast 0.2, charged to the ledger
+    out = tmp_path / "run"
+    assert main(["sample", *common, "--out", str(out)]) == 0
+    report = json.loads((out / "privacy_report.json").read_text())
+    assert report["epsilon_total"] == pytest.approx(5.2)
+    assert [e["step"] for e in report["events"]][0] == "forecast"
+    assert len(read_ledger_record(out)["steps"]["forecast"]) == 1
+    other = tmp_path / "other"                               # another S: not steered by that forecast
+    assert main(["sample", *[a if a != "5" else "4" for a in common], "--out", str(other)]) == 0
+    assert json.loads((other / "privacy_report.json").read_text())["epsilon_total"] == pytest.approx(5.0)

@@ -14,7 +14,7 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import EmbeddingCache, get_embedder
 from dpkps_core.errors import ParameterError
 from dpkps_core.pipeline import run_sampling, seeded_embedding_cache, write_run_folder
-from dpkps_core.run_record import record_ledger
+from dpkps_core.run_record import record_ledger, with_steering_forecast
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
@@ -44,8 +44,9 @@ def _cmd_sample(args: argparse.Namespace) -> int:
 
         run = run_sampling(corpus, config, vocabulary=vocabulary, embedder=embedder, cache=cache,
                            noise=NoiseSource(config.seed, sampler=config.noise_sampler), ledger=ledger, progress=progress)
+    run, steered = with_steering_forecast(run, ledger)  # the DP forecast that steered it is in its total (§7)
     out = write_run_folder(run, args.out)
-    record_ledger(out, ledger)  # the run's local ledger record: which ledger admitted it, its events (issue 35 §7)
+    record_ledger(out, ledger, forecast=steered)  # its local ledger record: which ledger, which events (issue 35 §7)
     rep = run.privacy_report()
     print(f"wrote {len(run.outcome.sequences):,} sequences ({config.method}) to {out / 'sequences.jsonl'}")
     print(f"ε spent: {rep['epsilon_total']:g} (vocabulary {rep['epsilon_vocabulary']:g} + densities {rep['epsilon_kde']:g}); "
