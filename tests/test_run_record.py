@@ -49,7 +49,8 @@ def test_a_damaged_record_is_refused_and_ids_are_kept_once(tmp_path: Path) -> No
     assert read_ledger_record(tmp_path / "missing") is None
 
 
-def test_a_cli_forecast_that_steered_a_cli_run_is_in_its_total(tmp_path: Path, corpus_files, fake_models) -> None:
+def test_a_cli_forecast_that_steered_a_cli_run_is_in_its_total(tmp_path: Path, corpus_files, fake_models,
+                                                               capsys) -> None:
     corpus, vocab = corpus_files
     common = ["--corpus", str(corpus), "--vocabulary", str(vocab), "--classes", ",".join(POOLS), "--eps-voc", "2",
               "--eps-kde", "3", "--vocab-size", "20", "--terms-per-doc", "5", "--length", "4", "--per-class", "5",
@@ -57,6 +58,7 @@ def test_a_cli_forecast_that_steered_a_cli_run_is_in_its_total(tmp_path: Path, c
     assert main(["forecast", *common]) == 0                  # ε_forecast 0.2, charged to the ledger
     out = tmp_path / "run"
     assert main(["sample", *common, "--out", str(out)]) == 0
+    assert "ε spent: 5.2 (the DP forecast that steered it 0.2 + vocabulary 2 + densities 3)" in capsys.readouterr().out
     report = json.loads((out / "privacy_report.json").read_text())
     assert report["epsilon_total"] == pytest.approx(5.2)
     assert [e["step"] for e in report["events"]][0] == "forecast"

@@ -49,7 +49,9 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     record_ledger(out, ledger, forecast=steered)  # its local ledger record: which ledger, which events (issue 35 §7)
     rep = run.privacy_report()
     print(f"wrote {len(run.outcome.sequences):,} sequences ({config.method}) to {out / 'sequences.jsonl'}")
-    print(f"ε spent: {rep['epsilon_total']:g} (vocabulary {rep['epsilon_vocabulary']:g} + densities {rep['epsilon_kde']:g}); "
+    steering = sum(e["epsilon"] for e in rep["events"] if e["step"] == "forecast")
+    print(f"ε spent: {rep['epsilon_total']:g} (" + (f"the DP forecast that steered it {steering:g} + " if steering else "")
+          + f"vocabulary {rep['epsilon_vocabulary']:g} + densities {rep['epsilon_kde']:g}); "
           f"|Ṽ| = {len(run.private_vocabulary)}; noise: {run.noise.policy}, {run.noise.sampler} sampler")
     print(ledger_summary(ledger))
     for warning in run.local_warnings:
