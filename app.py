@@ -87,9 +87,8 @@ def ledger_sidebar() -> None:
     lines = [f"- {widgets.step_name(k)}: **{eps(v)}**" for k, v in by.items()]
     if lines:
         st.markdown(f"This session, on this corpus: ε = **{eps(status.session)}** charged\n" + "\n".join(lines))
-    if led.total_epsilon > status.session + 1e-9:
-        st.caption(f"Not counted: ε = {eps(led.total_epsilon - status.session)} of releases that left every {unit} "
-                   "out — they charged no one, and their output is noise (private, local).")
+    elif led.events:
+        st.markdown(f"This session's releases on this corpus charged no {unit}: every {unit} was left out.")
     elif largest > 0:
         st.markdown(f"This session has released nothing on this corpus yet; earlier releases ("
                     + ("your other sessions" if mine else "other sessions, the command line")
@@ -97,6 +96,9 @@ def ledger_sidebar() -> None:
                     f"**{eps(largest)}** (page 2 lists them).")
     else:
         st.markdown(f"No release has used this corpus's {unit}s yet.")
+    if led.total_epsilon > status.session + 1e-9:
+        st.caption(f"Not counted: ε = {eps(led.total_epsilon - status.session)} of releases that left every {unit} "
+                   "out — they charged no one, and their output is noise (private, local).")
     if others:
         st.caption(f"This session also released on {_corpora(others)} loaded before; each corpus's figures are its "
                    "own (load it again to see them).")

@@ -50,9 +50,12 @@ def test_a_reservation_keeps_the_first_runs_densities_and_tells_the_second_run_a
     a, b = two_runs(reserve=True)
     assert "This Ṽ is noise" in texts(b)            # B learns at its first step, not half-way
     assert "DP output — safe to release" not in texts(b)
+    side_b = "\n".join([str(m.value) for m in b.sidebar.markdown] + [str(c.value) for c in b.sidebar.caption])
+    assert "charged no document: every document was left out" in side_b and "Not counted: ε = 5" in side_b
     assert "would leave out" not in texts(a)        # A's densities draw on its reservation
     assert "reserved for this run's densities" in texts(a)
     click(a, "Build densities")
     shown = texts(a)
     assert "is noise" not in shown and "DP output — safe to release" in shown
     assert "This session, on this corpus: ε = **10** charged" in shown
+    assert "released nothing" not in shown and "Not counted" not in shown
