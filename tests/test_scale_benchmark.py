@@ -25,3 +25,16 @@ def test_scale_benchmark_runs_tiny(tmp_path, capsys):
     assert len(table) == 2000 and {r["label"] for r in table} == {"business", "entertainment", "politics", "sports",
                                                                    "tech"}
     assert table[0]["patient"] == table[2]["patient"] != table[3]["patient"]
+
+
+@pytest.mark.assets
+@pytest.mark.model
+@pytest.mark.slow
+def test_scale_benchmark_times_dpkps_sample_itself(tmp_path, capsys):
+    rows = scale.main(["--sizes", "600", "--sample-only", "--folder", str(tmp_path), "--workers", "1",
+                       "--chunk-rows", "250"])
+    out = capsys.readouterr().out
+    (sample,) = rows
+    assert sample["mode"] == "dpkps sample" and 550 < sample["documents"] <= 600  # every kept row, all parts
+    assert sample["total_s"] > 0 and sample["peak_rss_mb"] > 0
+    assert "| 600 | dpkps sample | 1 | – | – |" in out
