@@ -62,7 +62,7 @@ def ledger_sidebar() -> None:
                    "whose spend plus a step's ε would exceed its cap is left out of that step (a private, local "
                    "count); the others are charged. Pure ε-DP, basic composition: every run adds its ε, re-runs "
                    "included.")
-    reserved = led.reserved() if hasattr(led, "reserved") else 0.0
+    reserved = led.reserved(run=led.run) if hasattr(led, "reserved") else 0.0  # the open run's, not earlier runs
     if reserved > 0:  # issue 35 part 8: charged at Ṽ for this run's densities, not drawn on yet
         st.caption(f"Of that spend, ε = {eps(reserved)} is reserved for this run's densities (charged with Ṽ; drawn "
                    "on when they are built).")

@@ -220,14 +220,15 @@ class PersistentLedger(PrivacyLedger):
                 return held.mask
         return None
 
-    def reserved(self, units: Sequence[str] | None = None) -> float:
-        """The ε still reserved for later steps (for the input ``units``; default: every reservation of this ledger
-        and its twins). Public: it is the run's planned ε less what its steps drew."""
+    def reserved(self, units: Sequence[str] | None = None, *, run: str | None = None) -> float:
+        """The ε still reserved for later steps (for the input ``units`` and/or the run labelled ``run``; default:
+        every reservation of this ledger and its twins). Public: a run's planned ε less what its steps drew."""
+        held = [r for r in self._reservations if run is None or r.run == run]
         if units is None:
-            return float(sum(r.remaining for r in self._reservations))
+            return float(sum(r.remaining for r in held))
         rows, keys = keyed_rows(units, self._store.keys)
         digest = _digest(keys, rows)
-        return float(sum(r.remaining for r in self._reservations if r.digest == digest))
+        return float(sum(r.remaining for r in held if r.digest == digest))
 
     @property
     def recorded_event_ids(self) -> tuple[int, ...]:

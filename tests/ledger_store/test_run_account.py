@@ -102,6 +102,10 @@ def test_a_reservation_serves_only_its_own_input_and_what_remains() -> None:
     twin = led.for_run("run-a", in_session=True)
     _release(twin, 5.0, "kde")                      # a twin draws on the session's reservation: nothing new charged
     assert led.reserved() == 0.0 and led.view().largest_spend == pytest.approx(14.0)
+    led.reserve_next(4.0)
+    led.run = "run-b"                               # the label of the run whose first release reserves
+    _release(led, 1.0, "vocabulary")
+    assert led.reserved(run="run-b") == pytest.approx(3.0) and led.reserved(run="run-a") == 0.0
 
 
 def test_the_forecast_that_steered_a_run_is_found_by_public_settings() -> None:
