@@ -45,11 +45,12 @@ def remember_forecast_events(led: PrivacyLedger, before: Sequence[int]) -> None:
         ss()[FORECAST_EVENTS_KEY] = (ss().get("corpus_id"), led.ledger_id, tuple(new))
 
 
-def forecast_event_ids(*, terms_per_doc: int, public_vocabulary_size: int, classes: int) -> list[int]:
-    """The events of the DP forecast that steered the run being built: this session's forecast on this corpus, else
-    the latest forecast in this account's ledger for the same public settings (made with the CLI or in another
-    session; chosen from public facts only, ``PersistentLedger.steering_forecast``). [] without one."""
-    led = ledger()
+def forecast_event_ids(led: PrivacyLedger, *, terms_per_doc: int, public_vocabulary_size: int,
+                       classes: int) -> list[int]:
+    """The events of the DP forecast that steered the run being built on ``led`` (the corpus's ledger): this session's
+    forecast on this corpus, else the latest forecast in this account's ledger for the same public settings (made
+    with the CLI or in another session; chosen from public facts only, ``PersistentLedger.steering_forecast``). []
+    without one, or without a persistent ledger."""
     if not isinstance(led, PersistentLedger):
         return []
     kept = ss().get(FORECAST_EVENTS_KEY)

@@ -234,14 +234,14 @@ def run_private_vocabulary() -> PrivateVocabulary:
                               vocabulary_size=len(vocab), selection_rule=cfg.selection_rule)
     counts = term_counts(vocab, cfg.terms_per_doc)
     _refuse_while_writing()
-    steering = forecast_event_ids(terms_per_doc=cfg.terms_per_doc, public_vocabulary_size=len(vocab),
-                                  classes=len(require_selected_corpus().classes))
     new, old = new_run_dir()  # a new Ṽ is a new run: its folder is named in the ledger's record of the release
     led = None
     try:
         base = {**run_state_base(), "pv_meta": None, "density_meta": None, "density_info": None, "seq_meta": None}
         led = ledger()
         before = recorded_event_ids(led)
+        steering = forecast_event_ids(led, terms_per_doc=cfg.terms_per_doc, public_vocabulary_size=len(vocab),
+                                      classes=len(require_selected_corpus().classes))
         if isinstance(led, PersistentLedger) and reserve_plan():
             # the run's planned ε for its units at its first release (issue 35 part 8): concurrent runs cannot take
             # the room its densities need (docs/DESIGN.md §2.0)
@@ -346,8 +346,8 @@ def run_density() -> Any:
         out, _ = new_run_dir(keep=(VOCABULARY_FILE, RUN_STATE_FILE))  # the earlier chain's folder stays as it is
     led = ledger()
     before = recorded_event_ids(led)
-    steering = forecast_event_ids(terms_per_doc=pv.terms_per_doc, public_vocabulary_size=pv.public_vocabulary_size,
-                                  classes=len(c.classes))
+    steering = forecast_event_ids(led, terms_per_doc=pv.terms_per_doc,
+                                  public_vocabulary_size=pv.public_vocabulary_size, classes=len(c.classes))
     t0 = time.perf_counter()
     nz = noise()
     # a seeded demo's Ṽ is not a DP release: its embeddings stay in memory, never in the persistent cache
