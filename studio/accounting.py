@@ -121,12 +121,11 @@ def record_step(out: Path, led: Any, before: Sequence[int], step: str, steering:
     record_events(out, led.ledger_id, step, [i for i in recorded_event_ids(led) if i not in done])
 
 
-def run_account(out: Path) -> PrivacyLedger:
+def run_account(out: Path, led: PrivacyLedger) -> PrivacyLedger:
     """The run's account, derived from the events recorded for it — its folder's ledger record read against the
     ledger (any session, the app or the CLI), never a session's memory — and never below what its report already
     states (docs/DESIGN.md §2.0; issue 35 part 4: no action lowers a run's ε). A folder made before the record existed
-    takes the events the ledger recorded under its name."""
-    led = ledger()
+    takes the events the ledger recorded under its name. ``led``: the corpus's ledger (``studio.session.ledger``)."""
     if isinstance(led, PersistentLedger):
         record = read_ledger_record(out)
         if record is None:

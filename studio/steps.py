@@ -430,7 +430,7 @@ def write_run(outcome: SamplingOutcome | None = None, seq_meta: dict[str, Any] |
     cfg = run_view.sampling_config_used(seq_meta)
     report_noise = NoiseSource(cfg.seed, sampler=cfg.noise_sampler)  # describes the seed policy of the outputs (demo seed or OS entropy)
     report = pipeline.privacy_report(  # the run's own events, whoever recorded them (issue 35 part 4)
-        config=cfg, ledger=run_account(out), noise=report_noise, private_vocabulary=pv,
+        config=cfg, ledger=run_account(out, ledger()), noise=report_noise, private_vocabulary=pv,
         vocabulary_name=pv.public_vocabulary, density_info=info, outcome=outcome,
         classes=tuple(corpus().classes), privacy_unit=privacy_unit())
     base = run_state_base()
