@@ -283,9 +283,10 @@ def release_badge(notes: Mapping[str, Any] | None, what: str) -> None:
     statement that the output is noise (no ✓ "safe to release": there is nothing of the corpus in it to release).
     ``what``: the output and its verb ("This Ṽ is")."""
     if noise_only(notes):
+        whose = "" if unit_word() == "document" else " (of persons)"
         st.warning(f"**{what} noise.** {int(notes['left_out']):,} of the {int(notes['units']):,} training "
-                 f"{unit_word()}s had no budget left and were left out, so it carries nothing of the corpus: it is "
-                 f"not a result of your data. {PRIVATE_BADGE}", icon=":material/block:")
+                   f"documents{whose} had no budget left and were left out, so it carries nothing of the corpus: it "
+                   f"is not a result of your data. {PRIVATE_BADGE}", icon=":material/block:")
     else:
         st.markdown(DP_BADGE)
 
