@@ -122,3 +122,22 @@ def test_the_forecast_that_steered_a_run_is_found_by_public_settings() -> None:
     assert app.events_ledger([found]).total_epsilon == pytest.approx(0.2)
     assert app.steering_forecast(terms_per_doc=5, public_vocabulary_size=500, classes=2) is None
     assert app.steering_forecast(terms_per_doc=10, public_vocabulary_size=500, classes=2, before=found) is None
+
+
+def test_a_reservation_under_the_person_unit_keeps_the_persons_and_their_rows_within_the_cap() -> None:
+    people = Corpus(texts=TEXTS, labels=tuple("ab"[i % 2] for i in range(8)), name="notes", source="test",
+                    public_classes=("a", "b"), persons=tuple(f"p{i // 2}" for i in range(8)), person_column="patient")
+
+    def release(led: ls.PersistentLedger, eps: float, step: str) -> int:
+        adm = admit(people, led, eps, by_person=True, what=f"the {step} step")
+        adm.ticket.charge(_event(eps, step))
+        return len(adm.corpus)
+
+    a = ls.open_corpus_ledger(people, tool="app", run="run-a", cap=12.0)
+    b = ls.open_corpus_ledger(people, tool="app", run="run-b", cap=12.0)
+    a.reserve_next(6.0)
+    assert release(a, 3.0, "vocabulary") == 8
+    assert release(b, 3.0, "vocabulary") == 0          # a row of a person carries 2 × 6 = 12 already
+    assert release(a, 3.0, "kde") == 8                 # on the reservation: every person, nothing charged twice
+    view = ls.open_corpus_ledger(people, tool="cli ledger", cap=12.0).view()
+    assert view.largest_spend <= 12.0 + 1e-9
