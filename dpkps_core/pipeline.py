@@ -73,33 +73,41 @@ def build_private_vocabulary(
 
 
 def term_counts(texts: Sequence[str], vocabulary: PublicVocabulary, *, terms_per_doc: int,
-                matcher: TermMatcher | None = None, groups: Sequence[str] | None = None) -> np.ndarray:
+                matcher: TermMatcher | None = None, groups: Sequence[str] | None = None,
+                progress: Progress | None = None) -> np.ndarray:
     """Private per-term document counts over V (each document's first S distinct matches). Never released
     without :func:`build_private_vocabulary`'s noise.
 
     With ``groups`` (a person per document) each PERSON counts the first S distinct terms over all their
     documents in corpus order (docs/DESIGN.md §2, person unit), so one person moves the histogram by at most S in L1.
     Computed by the streaming vocabulary pass (:func:`~dpkps_core.streaming_counts.vocabulary_pass`: the documents
-    in chunks of ``$DPKPS_CHUNK_ROWS``, partial counts summed — exact whatever the chunk size)."""
-    matcher = matcher or vocabulary.matcher
+    in chunks of ``$DPKPS_CHUNK_ROWS``, partial counts summed — exact whatever the chunk size); ``progress`` hears
+    between chunks when there is more than one."""
     rows = default_chunk_rows()
-    return vocabulary_pass(chunked(texts, persons=groups, size=rows), vocabulary.terms, terms_per_doc=terms_per_doc,
-                           by_person=groups is not None, workers=1 if len(texts) <= rows else None,
-                           matcher=matcher, max_chars=LIMITS["max_chars_per_doc"]).counts
+    return _count_terms(chunked(texts, persons=groups, size=rows), len(texts), rows, vocabulary,
+                        terms_per_doc=terms_per_doc, by_person=groups is not None, matcher=matcher,
+                        progress=progress)
+
+
+def _count_terms(chunks: Any, documents: int, chunk_rows: int, vocabulary: PublicVocabulary, *, terms_per_doc: int,
+                 by_person: bool, matcher: TermMatcher | None = None, progress: Progress | None = None) -> np.ndarray:
+    """The vocabulary pass over ``chunks`` of ``documents`` documents (one chunk: inline, without progress)."""
+    several = documents > chunk_rows
+    report = (lambda n: progress(0.05 + 0.7 * n / documents, "matching the training documents against V")) \
+        if progress and several else None
+    return vocabulary_pass(chunks, vocabulary.terms, terms_per_doc=terms_per_doc, by_person=by_person,
+                           workers=None if several else 1, matcher=matcher or vocabulary.matcher,
+                           max_chars=LIMITS["max_chars_per_doc"], progress=report).counts
 
 
 def _part_term_counts(part: AdmittedPart, vocabulary: PublicVocabulary, *, terms_per_doc: int,
-                      by_person: bool, progress: Progress | None = None) -> tuple[np.ndarray, int]:
-    """(The admitted documents' term counts over V, documents truncated for matching): :func:`term_counts`'
-    statistic, by the vocabulary pass over the part's chunks."""
-    total = max(part.documents, 1)
-    # progress between chunks (rows done, for a rate and an ETA) where there is more than one chunk
-    report = (lambda n: progress(0.05 + 0.7 * n / total, "matching the training documents against V")) \
-        if progress and part.several_chunks else None
-    voc = vocabulary_pass(part.chunks(), vocabulary.terms, terms_per_doc=terms_per_doc, by_person=by_person,
-                          workers=part.workers, matcher=vocabulary.matcher, max_chars=LIMITS["max_chars_per_doc"],
-                          progress=report)
-    return voc.counts, voc.truncated
+                      progress: Progress | None = None) -> np.ndarray:
+    """The admitted documents' term counts over V (:func:`term_counts`; a streamed part: its chunks, the same pass)."""
+    by_person = part.groups is not None
+    if part.texts is not None:
+        return term_counts(part.texts, vocabulary, terms_per_doc=terms_per_doc, groups=part.groups, progress=progress)
+    return _count_terms(part.chunks(), part.documents, part.chunk_rows, vocabulary, terms_per_doc=terms_per_doc,
+                        by_person=by_person, progress=progress)
 
 
 def extract_keyphrases(texts: Sequence[str], private_vocabulary: PrivateVocabulary, *, max_per_doc: int) -> list[list[int]]:
@@ -196,8 +204,7 @@ def vocabulary_step(
                              "term of V.")
     part = admit_part(train, config, ledger, config.eps_voc, "the private vocabulary step")
     if counts is None or part.left_out:
-        counts, _ = _part_term_counts(part, vocabulary, terms_per_doc=config.terms_per_doc,
-                                      by_person=part.groups is not None, progress=progress)
+        counts = _part_term_counts(part, vocabulary, terms_per_doc=config.terms_per_doc, progress=progress)
     # the data checks describe what the release saw; when every document was left out, the note below says why
     warnings = (list(_local_warnings(part.documents, part.classes, part.labels, counts,
                                      vocabulary_name=vocabulary.name)) if part.documents or not len(train) else [])

@@ -159,11 +159,11 @@ def _apply(matcher: TermMatcher, task: tuple[str, tuple[Any, ...], dict[str, Any
 def run_maps(tasks: Iterable[tuple[str, tuple[Any, ...], dict[str, Any]]], *, terms: Sequence[str],
              workers: int | None = None, matcher: TermMatcher | None = None,
              engine: Any = None) -> Iterator[Any]:
-    """Each task's result, in task order: inline for one worker (with ``matcher`` when given: a matcher of
-    ``terms`` already built, e.g. a vocabulary's own), else in a local process pool (at most ``2·workers`` tasks in flight, so memory holds a few
-    chunks, not the corpus). The pool's workers start from a fresh interpreter (forkserver / spawn), safe in a
-    threaded app. ``engine``: a ``dask.distributed`` client (or :func:`default_engine`'s) runs the same tasks on
-    its cluster instead (:mod:`dpkps_core.distributed`); the reduce stays here, on the driver."""
+    """Each task's result, in task order: inline for one worker (with ``matcher`` when given: a matcher of ``terms``
+    already built, e.g. a vocabulary's own), else in a local process pool (at most ``2·workers`` tasks in flight, so
+    memory holds a few chunks, not the corpus). The pool's workers start from a fresh interpreter (forkserver /
+    spawn), safe in a threaded app. ``engine``: a ``dask.distributed`` client (or :func:`default_engine`'s) runs the
+    same tasks on its cluster instead (:mod:`dpkps_core.distributed`); the reduce stays here, on the driver."""
     engine = default_engine() if engine is None else engine
     if engine is not None and engine is not LOCAL:
         from dpkps_core.distributed import run_maps_dask

@@ -54,7 +54,8 @@ class AdmittedPart:
     """One release's admitted training documents (PRIVATE: never shown, logged or written): how many, their labels
     and — under the person unit — their persons (ids or integer codes), the declared classes, how many documents
     (persons) were left out for lack of budget (local figures), the release's ticket (charge its event through it),
-    the neighbouring relation, and :meth:`chunks`, a fresh pass over the documents."""
+    the neighbouring relation, and :meth:`chunks`, a fresh pass over the documents (an in-memory part also keeps
+    its ``texts``, which :func:`dpkps_core.pipeline.term_counts` reads in the same chunks)."""
 
     documents: int
     labels: Sequence[str]
@@ -66,6 +67,7 @@ class AdmittedPart:
     neighbouring: str
     read: Callable[[], Iterator[Chunk]] = dataclasses.field(repr=False)
     chunk_rows: int = dataclasses.field(default_factory=default_chunk_rows)
+    texts: Sequence[str] | None = dataclasses.field(default=None, repr=False)  # an in-memory part's texts
 
     def __len__(self) -> int:
         return self.documents
@@ -117,7 +119,8 @@ def admit_corpus(train: Corpus, config: SamplingConfig, ledger: PrivacyLedger, e
     rows = default_chunk_rows()
     unit = train.privacy_unit if by_person else ADD_REMOVE_ONE_DOCUMENT
     return AdmittedPart(len(part), part.labels, groups, tuple(train.classes), admission.left_out, gone,
-                        admission.ticket, unit, lambda: chunked(part.texts, part.labels, groups, size=rows), rows)
+                        admission.ticket, unit, lambda: chunked(part.texts, part.labels, groups, size=rows), rows,
+                        part.texts)
 
 
 def admit_part(train: "Corpus | StreamedCorpus", config: SamplingConfig, ledger: PrivacyLedger, epsilon: float,

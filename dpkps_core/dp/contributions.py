@@ -113,9 +113,10 @@ def group_weights(counts: np.ndarray, groups: Sequence[str] | None) -> np.ndarra
     """Per document, the weight that makes each unit's total 1 (docs/DESIGN.md §2, person unit).
 
     ``counts`` are the documents' numbers of contributions (e.g. keyphrase occurrences, or 1 per qualifying
-    document). ``groups``: person ids, or integer person codes (equal codes = one person). Without ``groups`` each document is its own unit: weight 1/count (0 for no contribution). With
-    ``groups`` (a person per document), every contribution of a person weighs 1/(the person's total), so a
-    person's documents together — across classes too — weigh exactly 1, like one document."""
+    document). ``groups``: person ids, or integer person codes (equal codes = one person). Without ``groups`` each
+    document is its own unit: weight 1/count (0 for no contribution). With ``groups`` (a person per document), every
+    contribution of a person weighs 1/(the person's total), so a person's documents together — across classes too —
+    weigh exactly 1, like one document."""
     counts = np.asarray(counts, dtype=np.float64)
     if groups is None:
         return np.divide(1.0, counts, out=np.zeros_like(counts), where=counts > 0)
