@@ -70,6 +70,13 @@ METHOD = "method"
 OPTION_GROUPS = (CORPUS, VOCABULARY, PRIVACY, METHOD)
 
 
+#: How the app holds a setting (:attr:`SettingOption.app`).
+APP_PLAIN = "plain"
+APP_AUTO = "auto"
+APP_ZERO_NONE = "zero-none"
+APP_OWN = "own"
+APP_NONE = "none"
+
 #: :attr:`SettingOption.option_default` when the option starts from the field's own default.
 FIELD_DEFAULT = "<the field's default>"
 
@@ -83,7 +90,12 @@ class SettingOption:
     with dashes); ``short``: a one-letter alias; ``choices``: the allowed values; ``switch_off``: a boolean field
     offered as a switch that turns it off (``--keep-stopwords`` sets ``remove_stopwords`` to False);
     ``option_default``: what the option starts from when that differs from the field's default (the ε cap: the
-    config records None = "not given", the CLI and the app start from :data:`DEFAULT_EPSILON_CAP`)."""
+    config records None = "not given", the CLI and the app start from :data:`DEFAULT_EPSILON_CAP`).
+
+    ``app``: how the app holds it (``studio.defaults``): :data:`APP_PLAIN` — a session key of the field's name, its
+    default the field's; :data:`APP_AUTO` — that key plus ``<name>_auto`` (ticked: None, "choose automatically");
+    :data:`APP_ZERO_NONE` — 0 in the app stands for None; :data:`APP_OWN` — the app derives it from choices of its
+    own (the corpus, the ε split, the cap switch, the demo seed); :data:`APP_NONE` — a command-line option only."""
 
     group: str
     order: int
@@ -93,6 +105,7 @@ class SettingOption:
     choices: tuple[str, ...] | None = None
     switch_off: str | None = None
     option_default: Any = FIELD_DEFAULT
+    app: str = APP_PLAIN
 
 
 def _setting(default: Any, *, group: str, order: int, help: str, **option: Any) -> Any:
@@ -101,6 +114,15 @@ def _setting(default: Any, *, group: str, order: int, help: str, **option: Any) 
         option["choices"] = tuple(option["choices"])
     return dataclasses.field(default=default, metadata={"option": SettingOption(group=group, order=order, help=help,
                                                                                  **option)})
+
+
+def setting_value_type(name: str) -> type:
+    """The Python type of a setting's value, from its annotation (``int | None`` is ``int``)."""
+    annotation = str({f.name: f.type for f in dataclasses.fields(SamplingConfig)}[name]).replace(" ", "")
+    for kind in (bool, int, float, str):
+        if kind.__name__ in annotation.split("|"):
+            return kind
+    raise TypeError(f"SamplingConfig.{name} has no value type for {annotation!r}")
 
 
 def setting_options() -> dict[str, SettingOption]:
@@ -118,21 +140,21 @@ class SamplingConfig:
     ``dataclasses.replace``, checked the same way). ``epsilon_cap`` is recorded for the run folder; the ledger
     enforces it (docs/DESIGN.md §2.0)."""
 
-    corpus: str = _setting("demo:bbc", group=CORPUS, order=0, help="demo:bbc (default), demo:drugs, demo:drugs-rating, "
+    corpus: str = _setting("demo:bbc", group=CORPUS, order=0, app=APP_OWN, help="demo:bbc (default), demo:drugs, demo:drugs-rating, "
                            "or a path to CSV/TSV/JSONL/Parquet/ZIP of .txt/folder of class sub-folders")
     text_column: str | None = None
     label_column: str | None = None
-    vocabulary: str = _setting("glove", group=VOCABULARY, order=0, help="glove (default), wordfreq, medical, or a path to "
+    vocabulary: str = _setting("glove", group=VOCABULARY, order=0, app=APP_OWN, help="glove (default), wordfreq, medical, or a path to "
                                "a UTF-8 file with one term per line")
     remove_stopwords: bool = _setting(True, group=VOCABULARY, order=1, switch_off="--keep-stopwords",
                                       help="do not remove English stop words from V")
     junk_filter: bool = _setting(True, group=VOCABULARY, order=2, switch_off="--no-junk-filter",
                                  help="keep terms without letters or with digits inside")
     vocab_max_terms: int | None = _setting(  # frequency-ordered vocabularies only (see effective_max_terms)
-        50_000, group=VOCABULARY, order=3, help="keep only the K most frequent terms of a frequency-ordered V (glove, "
+        50_000, group=VOCABULARY, order=3, app=APP_ZERO_NONE, help="keep only the K most frequent terms of a frequency-ordered V (glove, "
         "wordfreq); 0 = all (default %(default)s, chosen by measurement: docs/DEFAULTS.md)")
-    eps_voc: float = _setting(5.0, group=PRIVACY, order=0, help="ε for the private vocabulary (default %(default)s)")
-    eps_kde: float = _setting(5.0, group=PRIVACY, order=1, help="ε for the per-class densities (default %(default)s)")
+    eps_voc: float = _setting(5.0, group=PRIVACY, order=0, app=APP_OWN, help="ε for the private vocabulary (default %(default)s)")
+    eps_kde: float = _setting(5.0, group=PRIVACY, order=1, app=APP_OWN, help="ε for the per-class densities (default %(default)s)")
     method: str = _setting("independent", group=METHOD, order=0, choices=SAMPLING_METHODS,
                            help="sequence sampler (default %(default)s)")
     density: str = _setting("auto", group=METHOD, order=1, choices=DENSITIES, help="auto: exact smoothed DP histogram "
@@ -145,18 +167,18 @@ class SamplingConfig:
                                   "sensitivity of the vocabulary histogram (default %(default)s)")
     selection_rule: str = _setting("top-n", group=METHOD, order=7, choices=("top-n", "noise-floor"),
                                    help="how Ṽ is cut from the noisy counts (default %(default)s)")
-    features: int | None = _setting(None, group=METHOD, order=8, short="-I",
+    features: int | None = _setting(None, group=METHOD, order=8, short="-I", app=APP_AUTO,
                                     help="random features I (RFF only; default: auto ≈ n_c·ε/2)")
-    bandwidth: float | None = _setting(None, group=METHOD, order=9,
+    bandwidth: float | None = _setting(None, group=METHOD, order=9, app=APP_AUTO,
                                        help="kernel bandwidth σ (default: auto from Ṽ's embeddings)")
     temperature: float = _setting(1.0, group=METHOD, order=10, help="sampling temperature T (0 = argmax)")
-    max_keyphrases_per_doc: int | None = _setting(None, group=METHOD, order=11, flag="--max-keyphrases",
+    max_keyphrases_per_doc: int | None = _setting(None, group=METHOD, order=11, flag="--max-keyphrases", app=APP_NONE,
                                                   help="keyphrases kept per document M (default L)")
-    class_size_estimate: float | None = _setting(None, group=METHOD, order=12, help="your estimate of documents per "
+    class_size_estimate: float | None = _setting(None, group=METHOD, order=12, app=APP_NONE, help="your estimate of documents per "
                                                  "class, used to choose I (default: DP estimate)")
     embedding_model: str = _setting(DEFAULT_MODEL, group=METHOD, order=13, choices=tuple(EMBEDDING_MODELS),
                                     help="public embedding model (default %(default)s)")
-    seed: int | None = _setting(None, group=PRIVACY, order=3, help="REPRODUCIBLE DEMO ONLY: seed all noise (not for "
+    seed: int | None = _setting(None, group=PRIVACY, order=3, app=APP_OWN, help="REPRODUCIBLE DEMO ONLY: seed all noise (not for "
                                 "release); default: OS entropy")
     noise_sampler: str = _setting(  # "opendp" (vetted, default) or "numpy" (fast); a seed means NumPy
         "opendp", group=PRIVACY, order=4, choices=SAMPLERS, help="opendp: OpenDP's vetted samplers for every noisy "
@@ -165,18 +187,18 @@ class SamplingConfig:
     test_fraction: float = _setting(0.2, group=CORPUS, order=2, help="share of documents held out for evaluation (each "
                                     "assigned on its own by a keyed hash of its text; never touched by a DP step) "
                                     "(default %(default)s)")
-    client_fraction: float = _setting(0.0, group=CORPUS, order=3, help="share of the held-out part set aside as "
+    client_fraction: float = _setting(0.0, group=CORPUS, order=3, app=APP_NONE, help="share of the held-out part set aside as "
                                       "unlabelled client data for Deep CORAL (default %(default)s)")
-    split_seed: int = _setting(0, group=CORPUS, order=4, help="public seed of the hash split (default %(default)s)")
+    split_seed: int = _setting(0, group=CORPUS, order=4, app=APP_NONE, help="public seed of the hash split (default %(default)s)")
     epsilon_cap: float | None = _setting(
-        None, group=PRIVACY, order=2, option_default=DEFAULT_EPSILON_CAP,
+        None, group=PRIVACY, order=2, option_default=DEFAULT_EPSILON_CAP, app=APP_OWN,
         help="cap on the total ε any one document (person) may spend over ALL releases, app and CLI (default "
              "%(default)s, the app's too): documents new to the persistent ledger get it, and a run whose own ε would "
              "exceed it is refused; documents already in the ledger keep their cap (change it with `ledger --corpus "
              "… --epsilon-cap`)")
     classes: tuple[str, ...] | None = None  # declared PUBLIC class names (demo corpora carry their own)
     person_column: str | None = _setting(  # unit of privacy: one person (this column's ids stay private), else a document
-        None, group=CORPUS, order=1, help="unit of privacy = one PERSON: the column identifying whom each document is "
+        None, group=CORPUS, order=1, app=APP_OWN, help="unit of privacy = one PERSON: the column identifying whom each document is "
         "about (ids stay private; every mechanism bounds each person's total contribution; the split keeps a person's "
         "documents together). demo:drugs has 'drug' as a documented synthetic person")
     # a user vocabulary FILE as the run folder names it: ``vocabulary`` is then its file name, and this its SHA-256

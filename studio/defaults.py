@@ -9,9 +9,10 @@ a setting").
 
 from __future__ import annotations
 
-from typing import Any, MutableMapping
+from typing import Any, Mapping, MutableMapping
 
-from dpkps_core.config import DEFAULT_EPSILON_CAP, PAPER_SETTINGS, SamplingConfig
+from dpkps_core.config import (APP_AUTO, APP_PLAIN, APP_ZERO_NONE, DEFAULT_EPSILON_CAP, PAPER_SETTINGS, SamplingConfig,
+                               setting_options, setting_value_type)
 from dpkps_core.device import default_device_setting
 from dpkps_core.dp.forecast import DEFAULT_FORECAST_EPSILON
 from dpkps_core.embeddings import DEFAULT_MODEL
@@ -37,27 +38,61 @@ DOC_TYPE_FOR_DEMO = {
 BUILTIN_VOCABULARIES = ("glove", "wordfreq", "medical")
 
 
+#: The manual value an "automatic" setting starts from when its box is unticked (:data:`APP_AUTO` settings).
+AUTO_MANUAL_DEFAULTS = {"bandwidth": 0.3, "features": 2000}
+
+
+def config_setting_defaults() -> dict[str, Any]:
+    """The session keys of the settings the app holds as :class:`SamplingConfig` declares them (:data:`APP_PLAIN`,
+    :data:`APP_AUTO`, :data:`APP_ZERO_NONE` in the field metadata), with the config's defaults: a new setting there is
+    a new session key here, with no edit (issue 32 §4)."""
+    d = SamplingConfig()
+    out: dict[str, Any] = {}
+    for name, option in setting_options().items():
+        value = getattr(d, name)
+        if option.app == APP_PLAIN:
+            out[name] = value
+        elif option.app == APP_ZERO_NONE:
+            out[name] = value or 0
+        elif option.app == APP_AUTO:
+            out[f"{name}_auto"] = value is None
+            out[name] = AUTO_MANUAL_DEFAULTS.get(name, value)
+    return out
+
+
+def settings_from_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The :class:`SamplingConfig` fields of the settings the app holds as the config declares them, read from the
+    session's ``state`` and cast to the field's type (the settings the app derives itself — the corpus, the ε split,
+    the cap, the seed — are ``studio.session``'s)."""
+    out: dict[str, Any] = {}
+    for name, option in setting_options().items():
+        cast = setting_value_type(name)
+        if option.app == APP_PLAIN:
+            out[name] = cast(state[name])
+        elif option.app == APP_ZERO_NONE:
+            out[name] = cast(state[name]) or None
+        elif option.app == APP_AUTO:
+            out[name] = None if state[f"{name}_auto"] else cast(state[name])
+    return out
+
+
 def default_settings() -> dict[str, Any]:
-    """Every user choice, as plain session keys (the first visit needs none of them changed)."""
+    """Every user choice, as plain session keys (the first visit needs none of them changed): the config's own
+    settings (:func:`config_setting_defaults`) and the app's."""
     d = SamplingConfig()
     fast = fast_mode()
     return {
+        **config_setting_defaults(),
         # 1 corpus
         "corpus_source": "demo", "demo_spec": "demo:bbc", "text_column": None, "label_column": None,
-        "test_fraction": d.test_fraction,
         # 2 vocabulary & budget
-        "vocabulary": "glove", "remove_stopwords": d.remove_stopwords, "junk_filter": d.junk_filter,
-        "vocab_max_terms": d.vocab_max_terms or 0, "terms_per_doc": d.terms_per_doc, "vocab_size": 200 if fast else d.vocab_size,
-        "selection_rule": d.selection_rule, "embedding_model": DEFAULT_MODEL,
+        "vocabulary": "glove", "vocab_size": 200 if fast else d.vocab_size,
         "eps_total": float(d.eps_voc + d.eps_kde), "eps_voc_share": d.eps_voc / (d.eps_voc + d.eps_kde),
         "cap_enabled": True, "epsilon_cap": DEFAULT_EPSILON_CAP, "paper_settings": False,
-        "seeded_demo": False, "demo_seed": 2024, "noise_sampler": d.noise_sampler,
+        "seeded_demo": False, "demo_seed": 2024,
         "eps_forecast": DEFAULT_FORECAST_EPSILON,  # the DP forecast's ε (studio.review.EPS_FORECAST_KEY)
-        # 4 densities
-        "method": d.method, "density": d.density, "length": d.length,
-        "bandwidth_auto": True, "bandwidth": 0.3, "features_auto": True, "features": 2000,
         # 5 sequences
-        "per_class": 2 if fast else 20, "temperature": d.temperature,
+        "per_class": 2 if fast else 20,
         # 6 LLM
         "backend": "offline", "base_url": "", "llm_model": "gpt-4o-mini", "api_key": "",
         "device": default_device_setting(), "llm_batch_size": DEFAULT_BATCH_SIZE, "local_model_path": "",

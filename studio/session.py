@@ -46,7 +46,7 @@ from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
 from dpkps_core.runfolder import VOCABULARY_FILE, create_run_dir
 from dpkps_core.split import CorpusSplit, split_documents
 from dpkps_core.vocabulary import PublicVocabulary
-from studio import tenancy
+from studio import defaults, tenancy
 from studio.defaults import fill_defaults
 from studio.jobs import Job
 from studio.resources import cached_vocabulary, embedder
@@ -102,20 +102,16 @@ def eps_split() -> tuple[float, float]:
 
 
 def _settings() -> dict[str, Any]:
-    """The session's settings by :class:`SamplingConfig` field name (public parameters only; the ε split apart)."""
+    """The session's settings by :class:`SamplingConfig` field name (public parameters only; the ε split apart): the
+    settings the config declares for the app (``studio.defaults.settings_from_state``) and those the app derives
+    from its own choices — the corpus and its columns, the vocabulary (an upload is a file), the demo seed, the cap
+    switch, the person column."""
     s = ss()
     return dict(
+        defaults.settings_from_state(s),
         corpus=s.get("corpus_spec") or s["demo_spec"], text_column=s.get("loaded_text_column"),
-        label_column=s.get("loaded_label_column"),
-        vocabulary=vocabulary_spec(), remove_stopwords=bool(s["remove_stopwords"]), junk_filter=bool(s["junk_filter"]),
-        vocab_max_terms=int(s["vocab_max_terms"]) or None, method=s["method"],
-        density=s["density"], length=int(s["length"]), per_class=int(s["per_class"]),
-        vocab_size=int(s["vocab_size"]), terms_per_doc=int(s["terms_per_doc"]), selection_rule=s["selection_rule"],
-        features=None if s["features_auto"] else int(s["features"]),
-        bandwidth=None if s["bandwidth_auto"] else float(s["bandwidth"]),
-        temperature=float(s["temperature"]), embedding_model=s["embedding_model"],
-        seed=int(s["demo_seed"]) if s["seeded_demo"] else None, test_fraction=float(s["test_fraction"]),
-        noise_sampler=str(s.get("noise_sampler") or "opendp"),
+        label_column=s.get("loaded_label_column"), vocabulary=vocabulary_spec(),
+        seed=int(s["demo_seed"]) if s["seeded_demo"] else None,
         epsilon_cap=float(s["epsilon_cap"]) if s["cap_enabled"] else None,
         person_column=person_column(), encoding=str(s.get("loaded_encoding") or "utf-8"),
     )

@@ -8,25 +8,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-from dpkps_core.config import FIELD_DEFAULT, SamplingConfig, SettingOption, setting_options
-
-_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "str": str}
-
+from dpkps_core.config import FIELD_DEFAULT, SamplingConfig, SettingOption, setting_options, setting_value_type
 
 def option_flag(name: str, option: SettingOption) -> str:
     """The option's long flag: its own, else ``--`` + the field name with dashes."""
     return option.flag or "--" + name.replace("_", "-")
-
-
-def _value_type(name: str) -> Callable[[str], Any]:
-    """The parser of a field's value, from its annotation (``int | None`` parses as ``int``)."""
-    annotation = str({f.name: f.type for f in dataclasses.fields(SamplingConfig)}[name])
-    for word in ("bool", "int", "float", "str"):
-        if word in annotation.replace(" ", "").split("|"):
-            return _TYPES.get(word, str)
-    raise TypeError(f"SamplingConfig.{name} has no option type for {annotation!r}")
 
 
 def _default(name: str, option: SettingOption) -> Any:
@@ -48,7 +36,7 @@ def add_setting_options(group: Any, names: Iterable[str]) -> None:
         if option.choices:
             kwargs["choices"] = option.choices
         else:
-            kwargs["type"] = _value_type(name)
+            kwargs["type"] = setting_value_type(name)
         group.add_argument(*flags, **kwargs)
 
 
