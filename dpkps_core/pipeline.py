@@ -93,8 +93,7 @@ def _count_terms(chunks: Any, documents: int, chunk_rows: int, vocabulary: Publi
                  by_person: bool, matcher: TermMatcher | None = None, progress: Progress | None = None) -> np.ndarray:
     """The vocabulary pass over ``chunks`` of ``documents`` documents (one chunk: inline, without progress)."""
     several = documents > chunk_rows
-    report = (lambda n: progress(0.05 + 0.7 * n / documents, "matching the training documents against V")) \
-        if progress and several else None
+    report = (lambda n: progress(0.05 + 0.7 * n / documents, "matching the documents against V")) if progress else None
     return vocabulary_pass(chunks, vocabulary.terms, terms_per_doc=terms_per_doc, by_person=by_person,
                            workers=None if several else 1, matcher=matcher or vocabulary.matcher,
                            max_chars=LIMITS["max_chars_per_doc"], progress=report).counts
@@ -105,7 +104,8 @@ def _part_term_counts(part: AdmittedPart, vocabulary: PublicVocabulary, *, terms
     """The admitted documents' term counts over V (:func:`term_counts`; a streamed part: its chunks, the same pass)."""
     by_person = part.groups is not None
     if part.texts is not None:
-        return term_counts(part.texts, vocabulary, terms_per_doc=terms_per_doc, groups=part.groups, progress=progress)
+        more = {"progress": progress} if progress and part.several_chunks else {}  # one chunk: no progress to hear
+        return term_counts(part.texts, vocabulary, terms_per_doc=terms_per_doc, groups=part.groups, **more)
     return _count_terms(part.chunks(), part.documents, part.chunk_rows, vocabulary, terms_per_doc=terms_per_doc,
                         by_person=by_person, progress=progress)
 
