@@ -6,11 +6,10 @@ An administrator also sees every account's runs and ledger totals here, read-onl
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import streamlit as st
 
+from dpkps_core.export import BundleContents
 from dpkps_core.runfolder import read_failures
 from studio import dossier_view, jobs, review, runs, session, tenancy, widgets
 
@@ -62,12 +61,12 @@ else:
     if not run["sequences"]:
         st.info("This run holds no keyphrase sequences yet (only what was released before sampling): reopen it and "
                 "sample them on page 5 (free) to export.", icon=":material/info:")
-    parts: dict[str, bytes] = {}
+    bundle: BundleContents | None = None
     if run["sequences"]:
         with widgets.guard():
-            parts = review.bundle_parts_for(out)
-    if parts:
-        report = json.loads(parts["privacy_report.json"])
+            bundle = BundleContents.of(review.bundle_parts_for(out))
+    if bundle is not None:
+        report = bundle.report
         st.subheader("What is released, at what ε")
         demo = report.get("seed_policy") == "seeded-demo-not-for-release"
         if demo:
@@ -85,8 +84,7 @@ else:
                    "built in this session — re-runs and rebuilds that no longer feed this run's output included — "
                    "counts, because each was a release. That is correct and conservative: the guarantee never "
                    "claims less than what was spent.")
-        docs = [json.loads(line) for line in parts["documents.jsonl"].decode("utf-8").splitlines() if line.strip()]
-        seqs = parts["sequences.jsonl"].decode("utf-8").count("\n")
+        docs, seqs = bundle.documents, bundle.sequences
         st.markdown(
             f"- **{len(docs):,} synthetic documents** and **{seqs:,} keyphrase sequences** "
             f"({report.get('method')}), classes: {', '.join(report.get('classes', []))}\n"
@@ -121,15 +119,13 @@ else:
                 st.download_button("Download the release bundle (ZIP)", data=data,
                                    file_name=f"{run['name']}-bundle.zip", mime="application/zip", type="primary",
                                    icon=":material/download:", key="download.bundle")
-            st.dataframe(pd.DataFrame([{"file": n, "bytes": len(b)} for n, b in sorted(parts.items())]),
+            st.dataframe(pd.DataFrame([{"file": n, "bytes": len(b)} for n, b in sorted(bundle.files.items())]),
                          hide_index=True, key="table.bundle")
-            cols = st.columns(4)
-            for i, (name, mime) in enumerate((("documents.csv", "text/csv"), ("documents.jsonl", "application/jsonl"),
-                                              ("sequences.jsonl", "application/jsonl"),
-                                              ("privacy_report.md", "text/markdown"))):
-                cols[i].download_button(name, data=parts[name], file_name=name, mime=mime, key=f"download.{name}")
+            singles = bundle.single_downloads()
+            for col, (name, data, mime) in zip(st.columns(len(singles)), singles):
+                col.download_button(name, data=data, file_name=name, mime=mime, key=f"download.{name}")
 
-    if parts:
+    if bundle is not None:
         # the dossier of the opened run (issue 34 §1): both editions from the run folder alone, reopened runs too;
         # the internal edition is PRIVATE and the export refuses it (docs/DOSSIER.md)
         st.divider()

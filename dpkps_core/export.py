@@ -92,6 +92,36 @@ class BundleManifest:
         return {"files": [dataclasses.asdict(f) for f in self.files]}
 
 
+#: The bundle's members a user may also download one by one, with their media types (page 8).
+DOCUMENTS_CSV = "documents.csv"
+PRIVACY_REPORT_MARKDOWN = "privacy_report.md"
+SINGLE_DOWNLOADS: tuple[tuple[str, str], ...] = (
+    (DOCUMENTS_CSV, "text/csv"), (DOCUMENTS_FILE, "application/jsonl"), (SEQUENCES_FILE, "application/jsonl"),
+    (PRIVACY_REPORT_MARKDOWN, "text/markdown"))
+
+
+@dataclasses.dataclass(frozen=True)
+class BundleContents:
+    """A collected bundle (:func:`collect_bundle`) read back for display: its files, the released privacy report,
+    the synthetic documents and the number of keyphrase sequences — the one reader of the bundle's members, so no
+    caller parses member names itself."""
+
+    files: Mapping[str, bytes]
+    report: dict[str, Any]
+    documents: tuple[dict[str, Any], ...]
+    sequences: int
+
+    @classmethod
+    def of(cls, files: Mapping[str, bytes]) -> "BundleContents":
+        docs = tuple(json.loads(line) for line in files[DOCUMENTS_FILE].decode("utf-8").splitlines() if line.strip())
+        seqs = sum(1 for line in files[SEQUENCES_FILE].decode("utf-8").splitlines() if line.strip())
+        return cls(files=dict(files), report=json.loads(files[PRIVACY_REPORT_FILE]), documents=docs, sequences=seqs)
+
+    def single_downloads(self) -> list[tuple[str, bytes, str]]:
+        """(name, bytes, media type) of each member offered on its own (:data:`SINGLE_DOWNLOADS`)."""
+        return [(name, self.files[name], mime) for name, mime in SINGLE_DOWNLOADS if name in self.files]
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Allowlist
 
@@ -337,14 +367,14 @@ def collect_bundle(
                  for a in audit_lines]
 
     out: dict[str, bytes] = {}
-    out["documents.csv"] = _documents_csv(docs)
+    out[DOCUMENTS_CSV] = _documents_csv(docs)
     out[DOCUMENTS_FILE] = _jsonl_bytes(docs)
     out["documents.parquet"] = _documents_parquet(docs)
     out[SEQUENCES_FILE] = _jsonl_bytes(sequences)
     report = without_column_names(report)
     report["generation"] = _generation_section(audit, docs, failures, len(sequences))
     out[PRIVACY_REPORT_FILE] = _json_bytes(report)
-    out["privacy_report.md"] = render_report_markdown(report).encode("utf-8")
+    out[PRIVACY_REPORT_MARKDOWN] = render_report_markdown(report).encode("utf-8")
     for name in (RUN_CONFIG_FILE, VOCABULARY_FILE):
         if name in wanted:
             data = _read_json(run, name, required=False)

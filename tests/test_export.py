@@ -219,3 +219,18 @@ def test_export_without_generation(tmp_path: Path) -> None:
     assert files["documents.jsonl"] == b"" and files["documents.csv"].startswith(b"id,text,label,keyphrases,model")
     assert json.loads(files["privacy_report.json"])["generation"]["counts"]["documents"] == 0
     assert "No LLM generation" in files["privacy_report.md"].decode()
+
+
+def test_the_bundle_is_read_back_by_export_alone(tmp_path: Path) -> None:
+    """issue 32 §7: page 8 reads the collected bundle through export.BundleContents (its report, documents, number of
+    sequences and the members offered one by one), never by parsing member names itself."""
+    from dpkps_core.export import SINGLE_DOWNLOADS, BundleContents
+
+    files = {"privacy_report.json": json.dumps({"epsilon_total": 10.0}).encode(),
+             "documents.jsonl": b'{"id": "a", "text": "x"}\n\n{"id": "b", "text": "y"}\n',
+             "sequences.jsonl": b'{"id": "a"}\n{"id": "b"}\n{"id": "c"}\n',
+             "documents.csv": b"id,text\n", "privacy_report.md": b"# report\n"}
+    contents = BundleContents.of(files)
+    assert contents.report == {"epsilon_total": 10.0} and contents.sequences == 3
+    assert [d["id"] for d in contents.documents] == ["a", "b"]
+    assert [name for name, _, _ in contents.single_downloads()] == [name for name, _ in SINGLE_DOWNLOADS]
