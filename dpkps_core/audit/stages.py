@@ -29,7 +29,6 @@ from dpkps_core.audit.neighbours import (
     _CanaryMaker,
     _class_weights,
     _weights,
-    canary_rows,
     declared_classes,
     density_contributions,
     document_keys,
@@ -41,13 +40,13 @@ from dpkps_core.audit.neighbours import (
     rare_public_terms,
     release_unit,
 )
-from dpkps_core.audit.raw import CANARY_PERSON, RawTable
+from dpkps_core.audit.canaries import canary_prefixes, plant_canaries
+from dpkps_core.audit.raw import RawTable
 from dpkps_core.audit.report import format_seconds
 from dpkps_core.audit.settings import AuditSettings, Cancel
 from dpkps_core.audit.trials import _Neighbour, _Release, _Runner
 from dpkps_core.embeddings import MemoEmbedder
 from dpkps_core.config import LIMITS, SamplingConfig
-from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.embeddings import embed_terms
 from dpkps_core.errors import ParameterError
@@ -75,7 +74,6 @@ PAIRS = {
 #: The two neighbours of each pair, in the order (a, b) the events compare them.
 SIDES = {"remove": ("D⁻", "D"), "add": ("D", "D⁺")}
 NEIGHBOURS = ("D", "D⁻", "D⁺", "D+k")
-_CANARY_ATTEMPTS = 6
 #: Rows of the canary person of D⁺ under the person unit (a person with several documents, across classes).
 CANARY_PERSON_ROWS = 3
 
@@ -175,81 +173,6 @@ def _removal_target(ctx: AuditContext, d: _Neighbour) -> tuple[list[int], set[An
     return target_rows, removed_keys, unique_terms, target_texts
 
 
-def _prefix_size(ctx: AuditContext) -> int:
-    """Rare public terms per exposure canary when it has an in-distribution prefix: the setting, else half of S
-    (at least 1), so that the prefix's own terms leave room for the suffix among the S a document contributes."""
-    return ctx.settings.canary_terms or max(1, ctx.config.terms_per_doc // 2)
-
-
-def canary_prefixes(ctx: AuditContext, train: Corpus, k: int) -> list[str]:
-    """One in-distribution prefix per exposure canary ([Canary]): the first ``canary_prefix_words`` words of a
-    randomly drawn training document of the canary's class (its first class, as :func:`_plant` rotates them),
-    shortened word by word until at most S − (the suffix's terms) distinct vocabulary terms match in it. PRIVATE:
-    the prefixes live in the neighbours' rows only, never in the audit's outputs."""
-    words, S = ctx.settings.canary_prefix_words, ctx.config.terms_per_doc
-    room = max(0, S - _prefix_size(ctx))
-    out = []
-    for j in range(k):
-        cls = ctx.classes[j % len(ctx.classes)]
-        pool = [t for t, y in zip(train.texts, train.labels) if y == cls] or list(train.texts)
-        if not pool:
-            out.append("")
-            continue
-        toks = pool[int(ctx.rng.integers(len(pool)))].split()[:words]
-        while toks and len(ctx.vocabulary.matcher.first_distinct([" ".join(toks)], S,
-                                                                  max_chars=LIMITS["max_chars_per_doc"])[0]) > room:
-            toks = toks[:-1]
-        out.append(" ".join(toks))
-    return out
-
-
-def _with_prefix(ctx: AuditContext, prefix: str, docs: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The canary's rows with ``prefix`` before each text, when the matcher still reads every suffix term among
-    the S a document contributes (else, e.g. a prefix word joining a suffix term into a longer term, unchanged)."""
-    if not prefix:
-        return docs
-    S, matcher, cap = ctx.config.terms_per_doc, ctx.vocabulary.matcher, LIMITS["max_chars_per_doc"]
-    out = []
-    for text, label in docs:
-        joined = f"{prefix} {text}"
-        own = set(matcher.first_distinct([text], S, max_chars=cap)[0])  # the suffix's terms
-        if not own <= set(matcher.first_distinct([joined], S, max_chars=cap)[0]):
-            return docs
-        out.append((joined, label))
-    return out
-
-
-def _plant(ctx: AuditContext, maker: _CanaryMaker, name: str, k: int, rows_per_unit: int,
-           prefixes: Sequence[str] | None = None) -> tuple[_Neighbour, list[list[str]], list[bool], set[Any]]:
-    """Append k canary units as raw rows and load them, redrawing those the split holds out (a few attempts;
-    each is a valid trial). ``prefixes`` (one per canary, D+k only): in-distribution prefixes before the rare
-    public terms ([Canary]). Returns the neighbour, the canaries' terms, whether each is in the training part,
-    and the keys of the canaries' loaded documents."""
-    raw, classes = ctx.raw, ctx.classes
-    canary_size = _prefix_size(ctx) if prefixes else (ctx.settings.canary_terms or ctx.config.terms_per_doc)
-    canaries = [maker.draw(canary_size) for _ in range(k)]
-    for attempt in range(_CANARY_ATTEMPTS):
-        rows, unit_keys, prefixed = [], [], 0
-        for j, terms in enumerate(canaries):
-            who = f"{CANARY_PERSON}-{name}-{j}-{attempt}" if raw.person_column else None
-            rotated = list(classes[j % len(classes):]) + list(classes[:j % len(classes)])
-            docs = canary_rows(terms, rotated, rows=rows_per_unit, min_chars=maker.min_chars)
-            if prefixes:
-                plain, docs = docs, _with_prefix(ctx, prefixes[j], docs)
-                prefixed += docs != plain
-            rows += [raw.row(text, label, who) for text, label in docs]
-            unit_keys.append({(text, label, who) for text, label in docs})
-        nb_raw = raw.plus(rows)
-        nb = _Neighbour(name, nb_raw.load_corpus(), raw=nb_raw, prefixed=prefixed)
-        ctx.release(nb)
-        train_keys = set(document_keys(nb.train_corpus))
-        planted = [bool(u) and u <= train_keys for u in unit_keys]
-        if all(planted) or attempt == _CANARY_ATTEMPTS - 1 or ctx.stopped():
-            return nb, canaries, planted, set().union(*unit_keys)
-        canaries = [c if ok else maker.draw(canary_size) for c, ok in zip(canaries, planted)]
-    raise AssertionError("unreachable")
-
-
 def build_neighbours(ctx: AuditContext) -> Neighbours:
     """Round 1: D loaded from its raw rows and run once, then the neighbours it defines (raw rows, then the loader),
     each run once through the release path."""
@@ -268,7 +191,7 @@ def build_neighbours(ctx: AuditContext) -> Neighbours:
                          min_chars=int(raw.load.get("min_chars", 20) or 0))
     rows_per_unit = CANARY_PERSON_ROWS if ctx.by_person else 1
     ctx.report(0.01, f"round 1: D⁺ (one canary {ctx.unit_word})")
-    plus, (add_canary,), (add_planted,), plus_keys = _plant(ctx, maker, "D⁺", 1, rows_per_unit)
+    plus, (add_canary,), (add_planted,), plus_keys = plant_canaries(ctx, maker, "D⁺", 1, rows_per_unit)
     exposure_nb: _Neighbour | None = None
     exposure_canaries: list[list[str]] = []
     exposure_planted: list[bool] = []
@@ -276,7 +199,7 @@ def build_neighbours(ctx: AuditContext) -> Neighbours:
         ctx.report(0.02, f"round 1: D+k ({ctx.settings.canary_documents} exposure canaries)")
         prefixes = (canary_prefixes(ctx, d.train_corpus, ctx.settings.canary_documents)
                     if ctx.settings.canary_prefix_words else None)
-        exposure_nb, exposure_canaries, exposure_planted, _ = _plant(ctx, maker, "D+k", ctx.settings.canary_documents,
+        exposure_nb, exposure_canaries, exposure_planted, _ = plant_canaries(ctx, maker, "D+k", ctx.settings.canary_documents,
                                                                      rows_per_unit, prefixes)
     ctx.report(0.03, f"round 1: D⁻ (without the most influential training {ctx.unit_word})")
     ctx.release(minus)
