@@ -76,8 +76,9 @@ else:
     st.subheader("Prompt")
     c1, c2 = st.columns([3, 2])
     widgets.bound(c1.text_input, "Document type (with its article)", "doc_type", placeholder="a short news article")
-    widgets.bound(c2.checkbox, "Class names in the prompt (declared public on page 1 and released with the data; "
-                  "untick to leave them out)", "include_label")
+    widgets.bound(c2.checkbox, "Class names in the prompt", "include_label",
+                  help="The class names declared public on page 1 (they are released with the data anyway); untick "
+                       "to leave them out of every prompt.")
     few = st.file_uploader("Optional PUBLIC few-shot examples (CSV/JSONL with a 'text' column, or .txt with examples "
                            "separated by blank lines) — never the private corpus", type=["csv", "jsonl", "txt"],
                            key="few_shot_upload")
