@@ -99,9 +99,9 @@ def offline_backend(device: str | None = None) -> Any:
 @st.cache_resource(show_spinner=False)
 def _offline_backend(device: str) -> Any:
     from dpkps_core.llm import make_backend
-    from dpkps_core.llm.local import default_threads
+    from dpkps_core.llm.local import server_threads
 
-    return make_backend("offline", threads=default_threads(), device=device)
+    return make_backend("offline", threads=server_threads(), device=device)  # a core left to the server
 
 
 def local_backend(model_path: str, device: str | None = None) -> Any:
@@ -116,9 +116,9 @@ def local_backend(model_path: str, device: str | None = None) -> Any:
 @st.cache_resource(show_spinner=False)
 def _local_backend(model_path: str, device: str) -> Any:
     from dpkps_core.llm import make_backend
-    from dpkps_core.llm.local import default_threads
+    from dpkps_core.llm.local import server_threads
 
-    return make_backend("local", model_path=model_path, threads=default_threads(),
+    return make_backend("local", model_path=model_path, threads=server_threads(),  # a core left to the server
                         device=device)
 
 

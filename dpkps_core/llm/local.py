@@ -88,6 +88,18 @@ def default_threads(environ: Mapping[str, str] | None = None, *, cpus: int | Non
     return value
 
 
+def server_threads(environ: Mapping[str, str] | None = None, *, cpus: int | None = None) -> int:
+    """CPU threads of a local model that a server shares between sessions (the app): ``$DPKPS_LLM_THREADS``, else
+    one usable CPU fewer than :func:`default_threads` would take (at least 1), so that the server's event loop,
+    which sends every session's pages, keeps a core: a decoding step waits for all its threads, and on 2 cores four
+    sessions wrote within 4.6× of one with 1 thread against 6.6× with 2 (docs/BENCHMARKS.md "Several users")."""
+    raw = (os.environ if environ is None else environ).get(THREADS_ENV, "")
+    if str(raw).strip():
+        return default_threads(environ, cpus=cpus)
+    n = usable_cpus() if cpus is None else int(cpus)
+    return max(1, min(DEFAULT_MAX_THREADS, n - 1))
+
+
 def stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
     """End-of-text tokens: the tokenizer's EOS, the model's generation EOS ids and ``<|im_end|>`` when known."""
     ids: set[int] = set()

@@ -72,3 +72,13 @@ def test_page_6_says_the_place_in_line() -> None:
     assert model_line_note(0) == ""
     note = model_line_note(3)
     assert "3 batch(es)" in note and "4th in line" in note and "did not wait" in note
+
+
+def test_the_app_leaves_a_core_to_the_server() -> None:
+    from dpkps_core.llm.local import default_threads, server_threads
+
+    assert [server_threads({}, cpus=c) for c in (1, 2, 3, 16)] == [1, 1, 2, 2]
+    assert [default_threads({}, cpus=c) for c in (1, 2, 3, 16)] == [1, 2, 2, 2]  # the CLI's, unchanged
+    assert server_threads({"DPKPS_LLM_THREADS": "2"}, cpus=2) == 2  # the deployment's choice wins
+    src = (ROOT / "studio" / "resources.py").read_text(encoding="utf-8")
+    assert src.count("threads=server_threads()") == 2 and "default_threads" not in src
