@@ -15,8 +15,9 @@ temporary folder; the app's default settings, the demo BBC corpus, the offline m
    the same walk; they press "Write documents" together (a barrier: every session writes while the others do).
 
 Per session it prints the seconds page 6 took to show its estimate, the writing time (the click on "Write
-documents" to "N of N documents in the run folder" on the page) and the documents in its run folder's
-documents.jsonl (each id once: none lost, none twice). Then the baseline's writing time, the load's slowest and
+documents" to "… of N documents in the run folder" on the page) and the documents in its run folder's
+documents.jsonl and the items in generation_failures.jsonl (refused by the non-document screen after every retry):
+each item once, none lost, none twice. Then the baseline's writing time, the load's slowest and
 mean, and their ratios to the baseline (the target: four sessions within 5× of one). Other processes on the
 machine load it too: the baseline is measured in the same invocation so that the ratio compares like with like.
 
@@ -155,16 +156,20 @@ class Session:
 
 
 def count_documents(runs_root: Path, run: str | None) -> dict[str, int]:
-    """Lines and distinct ids of the run's documents.jsonl (found under the runs root by the run's name)."""
-    from dpkps_core.runfolder import read_documents
+    """The run's documents (lines of documents.jsonl), their distinct ids, its failed items (generation_failures.jsonl:
+    refused by the non-document screen after every retry) and the distinct ids of both together (found under the
+    runs root by the run's name). Nothing lost and nothing twice: documents = distinct ids, and documents + failures =
+    distinct ids of both = the documents asked for."""
+    from dpkps_core.runfolder import read_documents, read_failures
 
-    if not run:
-        return {"documents": -1, "distinct_ids": -1}
-    folders = [p for p in runs_root.rglob(run) if p.is_dir()]
+    missing = {"documents": -1, "distinct_ids": -1, "failed": -1, "accounted": -1}
+    folders = [p for p in runs_root.rglob(run) if p.is_dir()] if run else []
     if not folders:
-        return {"documents": -1, "distinct_ids": -1}
-    docs = read_documents(folders[0])
-    return {"documents": len(docs), "distinct_ids": len({d["id"] for d in docs})}
+        return missing
+    docs, fails = read_documents(folders[0]), read_failures(folders[0])
+    ids = {d["id"] for d in docs}
+    return {"documents": len(docs), "distinct_ids": len(ids), "failed": len(fails),
+            "accounted": len(ids | {f["id"] for f in fails}) if len(docs) + len(fails) == len(ids | {f["id"] for f in fails}) else -1}
 
 
 async def walk(browser: Any, url: str, n: int, documents: int, timeout_s: float, label: str) -> list[dict[str, Any]]:
@@ -218,7 +223,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         out["ratio_max"] = round(max(load) / base, 2)
         out["ratio_mean"] = round(sum(load) / len(load) / base, 2)
     every = out.get("warm-up", []) + out.get("baseline", []) + out["load"]
-    out["all_documents_ok"] = all(f["documents"] == f["expected"] == f["distinct_ids"] for f in every)
+    out["all_documents_ok"] = all(f["documents"] == f["distinct_ids"] and f["accounted"] == f["expected"]
+                                  for f in every)  # each item written once or failed once: none lost, none twice
     return out
 
 
