@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import pytest
 
@@ -74,3 +75,76 @@ def streamlit_server(env: Mapping[str, str], log_path: Path, *, start_timeout: f
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+#: How long a browser walk waits for the app (ms).
+TIMEOUT_MS = 120_000
+
+
+class AppTab:
+    """One browser tab (one app session) with the moves the browser walks need; screenshots go to
+    ``SHOTS/<prefix>_<name>_<label>.png``."""
+
+    def __init__(self, browser: Any, url: str, name: str, *, prefix: str = "walk") -> None:
+        from playwright.sync_api import expect
+
+        self.page = browser.new_page(viewport={"width": 1400, "height": 1400}, accept_downloads=True)
+        self.page.set_default_timeout(TIMEOUT_MS)
+        expect.set_options(timeout=TIMEOUT_MS)
+        self.expect = expect
+        self.url, self.name, self.prefix = url, name, prefix
+        SHOTS.mkdir(parents=True, exist_ok=True)
+
+    def idle(self) -> None:
+        self.page.wait_for_timeout(300)
+        self.page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
+        self.page.wait_for_timeout(150)
+
+    def open(self, path: str = "") -> None:
+        self.page.goto(self.url + path)
+        self.heading("1 · Corpus" if not path else None)
+
+    def heading(self, text: str | None) -> None:
+        if text:
+            self.expect(self.page.get_by_role("heading", name=text).first).to_be_visible()
+        self.idle()
+
+    def nav(self, title: str) -> None:
+        """Go to a page through the sidebar's navigation (as a user does)."""
+        self.idle()
+        self.page.get_by_test_id("stSidebarNav").get_by_text(title, exact=False).first.click()
+        self.heading(title)
+
+    def click(self, name: str | re.Pattern[str], *, exact: bool = False) -> None:
+        self.idle()
+        self.page.get_by_role("button", name=name, exact=exact).first.click()
+        self.idle()
+
+    def see(self, text: str | re.Pattern[str], timeout: int = TIMEOUT_MS) -> None:
+        self.expect(self.page.get_by_text(text).first).to_be_visible(timeout=timeout)
+
+    def text(self) -> str:
+        return self.page.get_by_test_id("stApp").inner_text()
+
+    def sidebar(self) -> str:
+        return self.page.get_by_test_id("stSidebar").inner_text()
+
+    def shot(self, label: str) -> None:
+        self.idle()
+        self.page.screenshot(path=str(SHOTS / f"{self.prefix}_{self.name}_{label}.png"), full_page=True)
+
+    def build_run(self, *, sequences: bool = True) -> None:
+        """Ṽ, densities and sequences on the demo corpus (fast mode: 10 sequences)."""
+        self.nav("Private vocabulary")
+        self.click("Build Ṽ (spends ε_voc")
+        self.see("Ṽ — the private vocabulary")
+        self.nav("Keyphrase densities")
+        self.click("Build densities (spends ε_kde")
+        self.see("Highest-density terms per class")
+        if sequences:
+            self.nav("Sequences")
+            self.click("Sample 10 sequences (free)")
+            self.see(re.compile(r"^10 sequences$"))
+
+    def close(self) -> None:
+        self.page.close()

@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from browser_server import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, require_chromium, streamlit_server
+from browser_server import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, AppTab, require_chromium, streamlit_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -72,72 +72,7 @@ def cap_history(root: Path) -> list[tuple[float, str]]:
         return [(float(c), str(t)) for c, t in conn.execute("SELECT cap, tool FROM cap_history ORDER BY id")]
 
 
-class Tab:
-    """One browser tab (one app session) with the few moves the walk needs."""
-
-    def __init__(self, browser: Any, url: str, name: str) -> None:
-        from playwright.sync_api import expect
-
-        self.page = browser.new_page(viewport={"width": 1400, "height": 1400}, accept_downloads=True)
-        self.page.set_default_timeout(TIMEOUT_MS)
-        expect.set_options(timeout=TIMEOUT_MS)
-        self.expect = expect
-        self.url, self.name = url, name
-        SHOTS.mkdir(parents=True, exist_ok=True)
-
-    def idle(self) -> None:
-        self.page.wait_for_timeout(300)
-        self.page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
-        self.page.wait_for_timeout(150)
-
-    def open(self, path: str = "") -> None:
-        self.page.goto(self.url + path)
-        self.heading("1 · Corpus" if not path else None)
-
-    def heading(self, text: str | None) -> None:
-        if text:
-            self.expect(self.page.get_by_role("heading", name=text).first).to_be_visible()
-        self.idle()
-
-    def nav(self, title: str) -> None:
-        """Go to a page through the sidebar's navigation (as a user does)."""
-        self.idle()
-        self.page.get_by_test_id("stSidebarNav").get_by_text(title, exact=False).first.click()
-        self.heading(title)
-
-    def click(self, name: str, *, exact: bool = False) -> None:
-        self.idle()
-        self.page.get_by_role("button", name=name, exact=exact).first.click()
-        self.idle()
-
-    def see(self, text: str | re.Pattern[str]) -> None:
-        self.expect(self.page.get_by_text(text).first).to_be_visible()
-
-    def sidebar(self) -> str:
-        return self.page.get_by_test_id("stSidebar").inner_text()
-
-    def shot(self, label: str) -> None:
-        self.idle()
-        self.page.screenshot(path=str(SHOTS / f"walk_{self.name}_{label}.png"), full_page=True)
-
-    def build_run(self, *, sequences: bool = True) -> None:
-        """Ṽ, densities and sequences on the demo corpus (fast mode: 10 sequences)."""
-        self.nav("Private vocabulary")
-        self.click("Build Ṽ (spends ε_voc")
-        self.see("Ṽ — the private vocabulary")
-        self.nav("Keyphrase densities")
-        self.click("Build densities (spends ε_kde")
-        self.see("Highest-density terms per class")
-        if sequences:
-            self.nav("Sequences")
-            self.click("Sample 10 sequences (free)")
-            self.see(re.compile(r"^10 sequences$"))
-
-    def close(self) -> None:
-        self.page.close()
-
-
-def _run(tab: Tab, body) -> None:
+def _run(tab: AppTab, body) -> None:
     try:
         body()
     except Exception:
@@ -148,7 +83,7 @@ def _run(tab: Tab, body) -> None:
 
 
 def test_raising_the_cap_asks_and_is_recorded(server: dict, browser: Any) -> None:
-    tab = Tab(browser, server["url"], "cap")
+    tab = AppTab(browser, server["url"], "cap")
 
     def body() -> None:
         tab.open()
@@ -173,7 +108,7 @@ def test_raising_the_cap_asks_and_is_recorded(server: dict, browser: Any) -> Non
 
 
 def test_a_bad_file_after_a_built_run_keeps_every_result(server: dict, browser: Any) -> None:
-    tab = Tab(browser, server["url"], "badfile")
+    tab = AppTab(browser, server["url"], "badfile")
 
     def body() -> None:
         tab.open()
@@ -202,7 +137,7 @@ def test_a_bad_file_after_a_built_run_keeps_every_result(server: dict, browser: 
 
 def test_a_reload_then_reopening_continues_writing_and_exports_with_no_new_ledger_event(
         server: dict, browser: Any, tmp_path: Path) -> None:
-    tab = Tab(browser, server["url"], "reopen")
+    tab = AppTab(browser, server["url"], "reopen")
 
     def body() -> None:
         tab.open()
@@ -220,7 +155,7 @@ def test_a_reload_then_reopening_continues_writing_and_exports_with_no_new_ledge
         tab.see(re.compile(f"Reopened the run {run}"))
         tab.shot("after_reload")
         # a second tab without the URL: reopen from the list of runs on this machine
-        other = Tab(browser, server["url"], "reopen_list")
+        other = AppTab(browser, server["url"], "reopen_list")
         try:
             other.open()
             other.nav("Export")
@@ -259,7 +194,7 @@ def test_a_reload_then_reopening_continues_writing_and_exports_with_no_new_ledge
 
 
 def test_a_triple_click_spends_once(server: dict, browser: Any) -> None:
-    tab = Tab(browser, server["url"], "triple")
+    tab = AppTab(browser, server["url"], "triple")
 
     def body() -> None:
         tab.open()
@@ -287,7 +222,7 @@ def test_a_triple_click_spends_once(server: dict, browser: Any) -> None:
 
 
 def test_a_slider_change_that_would_discard_v_is_locked_until_start_over(server: dict, browser: Any) -> None:
-    tab = Tab(browser, server["url"], "slider")
+    tab = AppTab(browser, server["url"], "slider")
 
     def body() -> None:
         tab.open()

@@ -24,11 +24,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from browser_server import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, require_chromium, streamlit_server
+from browser_server import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, AppTab, require_chromium, streamlit_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-TIMEOUT_MS = 120_000
 SPECIALTIES = ("cardiology", "oncology", "neurology")
 BOILERPLATE = "Patient seen in clinic today. History reviewed with the patient and family."
 FINDINGS = {
@@ -88,56 +87,14 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
-class Tab:
-    """One browser tab (one app session)."""
-
-    def __init__(self, browser: Any, url: str, name: str) -> None:
-        from playwright.sync_api import expect
-
-        self.page = browser.new_page(viewport={"width": 1400, "height": 1400})
-        self.page.set_default_timeout(TIMEOUT_MS)
-        expect.set_options(timeout=TIMEOUT_MS)
-        self.expect = expect
-        self.url, self.name = url, name
-        SHOTS.mkdir(parents=True, exist_ok=True)
-
-    def idle(self) -> None:
-        self.page.wait_for_timeout(300)
-        self.page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
-        self.page.wait_for_timeout(150)
-
-    def open(self) -> None:
-        self.page.goto(self.url)
-        self.expect(self.page.get_by_role("heading", name="1 · Corpus").first).to_be_visible()
-        self.idle()
-
-    def nav(self, title: str) -> None:
-        self.idle()
-        self.page.get_by_test_id("stSidebarNav").get_by_text(title, exact=False).first.click()
-        self.expect(self.page.get_by_role("heading", name=title).first).to_be_visible()
-        self.idle()
-
-    def click(self, name: str | re.Pattern[str]) -> None:
-        self.idle()
-        self.page.get_by_role("button", name=name).first.click()
-        self.idle()
-
-    def see(self, text: str | re.Pattern[str], timeout: int = TIMEOUT_MS) -> None:
-        self.expect(self.page.get_by_text(text).first).to_be_visible(timeout=timeout)
-
-    def text(self) -> str:
-        return self.page.get_by_test_id("stApp").inner_text()
-
-    def shot(self, label: str) -> None:
-        self.page.screenshot(path=str(SHOTS / f"walk3_{self.name}_{label}.png"), full_page=True)
-
-    def no_absolute_path(self, server: dict[str, Any]) -> None:
-        body = self.text()
-        for root in (str(server["tmp"]), str(ROOT), os.path.expanduser("~")):
-            assert root not in body, f"an absolute path ({root}) is shown on the page"
+def no_absolute_path(tab: AppTab, server: dict[str, Any]) -> None:
+    """No message on the page holds an absolute path of this machine (issue 33 §3)."""
+    body = tab.text()
+    for root in (str(server["tmp"]), str(ROOT), os.path.expanduser("~")):
+        assert root not in body, f"an absolute path ({root}) is shown on the page"
 
 
-def _run(tab: Tab, body) -> None:
+def _run(tab: AppTab, body) -> None:
     try:
         body()
     except Exception:
@@ -150,7 +107,7 @@ def _run(tab: Tab, body) -> None:
 def test_an_uploaded_notes_file_gets_its_person_column_and_an_honest_dp_forecast(server: dict, browser: Any) -> None:
     """§5: patient_id is suggested and kept; §1: a small corpus under the person unit never gets a green verdict
     from the DP forecast at ε_forecast = 0.2 (the noise swamps 87-odd training notes)."""
-    tab = Tab(browser, server["url"], "notes")
+    tab = AppTab(browser, server["url"], "notes", prefix="walk3")
     notes = clinical_notes(server["tmp"] / "clinical_notes.csv")
 
     def body() -> None:
@@ -175,7 +132,7 @@ def test_an_uploaded_notes_file_gets_its_person_column_and_an_honest_dp_forecast
         green = tab.page.locator('[data-testid="stAlertContentSuccess"]')
         if "The verdict holds" not in said:                                      # §1: never green from noise
             assert green.filter(has_text=re.compile("forecast|usable", re.I)).count() == 0, said
-        tab.no_absolute_path(server)
+        no_absolute_path(tab, server)
 
     _run(tab, body)
 
@@ -183,7 +140,7 @@ def test_an_uploaded_notes_file_gets_its_person_column_and_an_honest_dp_forecast
 def test_page_6_is_usable_at_once_and_a_reload_reattaches_to_the_writer(server: dict, browser: Any) -> None:
     """§4: "Write documents" and its estimate appear without a calibration batch; §3: a reload mid-generation shows
     the running job's progress and a Cancel, and no message names an absolute path."""
-    tab = Tab(browser, server["url"], "writer")
+    tab = AppTab(browser, server["url"], "writer", prefix="walk3")
 
     def body() -> None:
         tab.open()
@@ -213,7 +170,7 @@ def test_page_6_is_usable_at_once_and_a_reload_reattaches_to_the_writer(server: 
         tab.expect(running.or_(finished).first).to_be_visible(timeout=60_000)    # reattached (or already done)
         tab.shot("after_reload")
         assert "Another generation is already writing into" not in tab.text()
-        tab.no_absolute_path(server)
+        no_absolute_path(tab, server)
         tab.expect(finished.first).to_be_visible(timeout=300_000)
         tab.shot("finished")
 
