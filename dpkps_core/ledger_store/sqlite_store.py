@@ -49,6 +49,25 @@ CREATE TABLE cap_history (
 
 # ------------------------------------------------------------------------------------------ store
 
+@contextlib.contextmanager
+def folder_lock(root: Path) -> Iterator[None]:
+    """The ledger folder's exclusive lock (flock on its lock file): every writer of the store, and the upgrade,
+    holds it. A lock file that cannot be opened is a :class:`PrivacyBudgetError` that spends nothing."""
+    try:
+        fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise PrivacyBudgetError(f"The privacy ledger's lock file in {root} cannot be opened "
+                                 f"({exc.strerror or type(exc).__name__}); nothing was spent.") from None
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
 class StoreFiles:
     """The SQLite side of :class:`~dpkps_core.ledger_store.store.LedgerStore` (docs in the package docstring): the
     folder's files, the flock + ``BEGIN IMMEDIATE`` transactions, the schema and its checks, and the in-memory index
@@ -106,21 +125,8 @@ class StoreFiles:
                 "of the folder yourself (docs/PRIVACY.md \"Per-document budgets\")."
             )
 
-    @contextlib.contextmanager
-    def _flock(self) -> Iterator[None]:
-        try:
-            fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise PrivacyBudgetError(f"The privacy ledger's lock file in {self.root} cannot be opened "
-                                     f"({exc.strerror or type(exc).__name__}); nothing was spent.") from None
-        try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+    def _flock(self) -> Any:
+        return folder_lock(self.root)
 
     def _connect(self) -> sqlite3.Connection:
         if not self.path.is_file():

@@ -31,15 +31,12 @@ from typing import Any
 import numpy as np
 
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
-from dpkps_core.ledger_store.folder import (CHUNK, FORMAT, KEY_BYTES, LOCK_FILE, STORE_FILE, _UnitHasher,
+from dpkps_core.ledger_store.folder import (CHUNK, FORMAT, KEY_BYTES, STORE_FILE, _UnitHasher,
                                             _read_or_create_key, ledger_root)
 from dpkps_core.ledger_store.rules import DOCUMENT_KIND, UNIT_SEP, ReleaseRows, plain_rows
+from dpkps_core.ledger_store.sqlite_store import folder_lock
 from dpkps_core.ledger_store.store import LedgerStore
 
-try:  # POSIX
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 V1_FOLDER = "ledger-v1"
 _WHAT = "carried over from ledger v1"
@@ -75,22 +72,9 @@ def _version(path: Path) -> str | None:
     return str(meta.get("version")) if meta.get("format") == FORMAT else None
 
 
-@contextlib.contextmanager
-def _flock(root: Path) -> Any:
-    fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
 def _move_v1_aside(root: Path) -> bool:
     """Move a version-1 store (its WAL folded in first) into ``ledger-v1/``; False when there is none to move."""
-    with _flock(root):
+    with folder_lock(root):
         path = root / STORE_FILE
         if _version(path) != "1":
             return False
