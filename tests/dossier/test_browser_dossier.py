@@ -8,7 +8,7 @@ checks that the bundle the page offers holds the release edition and never the i
 internal edition was saved into the run folder.
 
 Screenshots and the downloaded files are saved under ``$DPKPS_TEST_ARTIFACTS/dossier`` (default
-``test-artifacts/dossier``). Chromium missing: skipped locally, FAILS when ``CI`` is set.
+``test-artifacts/dossier``). Chromium missing: the test fails, naming the install.
 """
 
 from __future__ import annotations

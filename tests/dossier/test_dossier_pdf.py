@@ -1,6 +1,6 @@
 """The dossier printed by a real engine (issue 34 §1, "Done when"): headless Chromium's print-to-PDF and a screenshot
-of the release edition's first page, saved under the test's tmp_path. Without Chromium: skipped with the reason
-locally, FAILED when the environment variable CI is set."""
+of the release edition's first page, saved under the test's tmp_path. Without Chromium the test fails, naming the install (scripts/test.sh
+installs it)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dpkps_core.dossier.render import INTERNAL_MARK
 
 
 def _chromium() -> str:
-    return require_chromium()  # skipped locally without Chromium, FAILS under CI
+    return require_chromium()  # fails without Chromium
 
 
 def _squash(text: str) -> str:
