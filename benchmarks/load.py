@@ -33,8 +33,6 @@ import json
 import os
 import platform
 import re
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,49 +40,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from benchmarks.app_server import app_server
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--headless"]
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
-
-
-def free_port() -> int:
-    """A free localhost TCP port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def app_server(env: Mapping[str, str], log_path: Path, *, start_timeout: float = 120.0) -> Iterator[str]:
-    """``streamlit run app.py`` with ``env`` (its output in ``log_path``); yields its URL once ``/_stcore/health``
-    answers ok, then stops it (RuntimeError with the log's tail when it does not start)."""
-    port = free_port()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                                 "--server.headless", "true"], cwd=ROOT, env=dict(env), stdout=log,
-                                stderr=subprocess.STDOUT)
-        url = f"http://localhost:{port}"
-        deadline = time.monotonic() + start_timeout
-        try:
-            while True:
-                try:
-                    with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                        if r.read().strip() == b"ok":
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    raise RuntimeError("streamlit did not start:\n" + log_path.read_text()[-3000:])
-                time.sleep(0.5)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 class Session:

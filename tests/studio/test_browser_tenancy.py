@@ -36,7 +36,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from browser_server import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, free_port, require_chromium, streamlit_server
+from benchmarks.app_server import free_port
+from browser_server import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, require_chromium, streamlit_server
 from oidc_provider import OIDCProvider
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
