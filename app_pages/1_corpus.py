@@ -9,9 +9,9 @@ import streamlit as st
 from dpkps_core.corpus import ENCODINGS, NotUTF8Error, corpus_summary
 from dpkps_core.corpus.columns import ColumnChoiceError, suggest_person_column
 from dpkps_core.corpus.formats import ENCODING_LABELS
-from dpkps_core.config import LIMITS
+from dpkps_core.method.config import LIMITS
 from dpkps_core.errors import DPKPSError
-from dpkps_core.matching import truncated_count
+from dpkps_core.method.matching import truncated_count
 from studio import charts, defaults, session, steps, widgets
 
 widgets.page_header(0, "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dpkps_core.config import LIMITS
-from dpkps_core.sampling import SAMPLING_METHODS
+from dpkps_core.method.config import LIMITS
+from dpkps_core.method.sampling import SAMPLING_METHODS
 from studio import charts, jobs, review, run_view, session, spend, steps, widgets
 
-SAMPLING_METHOD_LABELS = {  # one label per dpkps_core.sampling.SAMPLING_METHODS (a test checks the keys)
+SAMPLING_METHOD_LABELS = {  # one label per dpkps_core.method.sampling.SAMPLING_METHODS (a test checks the keys)
     "independent": "independent — L terms drawn i.i.d. from each class's density (fast, robust)",
     "iterative-linear": "iterative, linear ensemble — one DP-KDE per prefix length (ε_kde / L each)",
     "iterative-log": "iterative, log ensemble — ⌈log₂L⌉+1 DP-KDEs ([DP-KPS] appendix B)",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dpkps_core.config import LIMITS
+from dpkps_core.method.config import LIMITS
 from studio import charts, run_view, session, steps, widgets
 
 widgets.page_header(4, "Sequences are sampled from the DP densities: post-processing, so sampling (and re-sampling) "

@@ -13,8 +13,8 @@ from dpkps_core.device import cuda_available
 from dpkps_core.baselines.compare_settings import GENERATION_METHODS
 from dpkps_core.baselines.compare_settings import joint_cost
 from dpkps_core.baselines.prediction_config import PRIVATE_PROMPT_WARNING
-from dpkps_core.memorisation import memorisation_advice
-from dpkps_core.sampling import SAMPLING_METHODS
+from dpkps_core.evaluation.memorisation import memorisation_advice
+from dpkps_core.method.sampling import SAMPLING_METHODS
 from studio import charts, evaluation_steps, jobs, review, run_view, session, steps, widgets
 
 widgets.page_header(6, "Everything on this page reads the real corpus, runs on this machine for you, and is never "

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dpkps_core.export import BundleContents
-from dpkps_core.runfolder import read_failures
+from dpkps_core.records.export import BundleContents
+from dpkps_core.records.runfolder import read_failures
 from studio import dossier_view, jobs, review, runs, session, tenancy, widgets
 
 widgets.page_header(7, "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
@@ -178,7 +178,7 @@ def admin_view() -> None:
     c = session.corpus()
     if c is None:
         return
-    from dpkps_core.budget import unit_strings
+    from dpkps_core.method.budget import unit_strings
 
     with widgets.guard():
         per, across = tenancy.spend_across_tenants(records, unit_strings(c, by_person=session.person_column()

@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from dpkps_core.config import load_vocabulary_for
+from dpkps_core.method.config import load_vocabulary_for
 from dpkps_core.corpus import load_corpus_spec
 from dpkps_core.embeddings import EmbeddingCache, get_embedder
 from dpkps_core.evaluation import NoLLMEvaluator, run_sweep, sweep_figures, sweep_summary
-from dpkps_core.config import PAPER_SETTINGS, SamplingConfig
+from dpkps_core.method.config import PAPER_SETTINGS, SamplingConfig
 
 SPLITS = ((1.0, 5.0), (5.0, 5.0), (1.0, 10.0), (5.0, 10.0))
 BOTH = ("independent", "iterative-log")

@@ -11,7 +11,7 @@ calibration batch of public prompts through the selected engine, llm/estimate.py
 ratio, the documents written and failed, the replies the non-document screen refused, and the engine's tokens/s.
 
 The app's steps, mirrored here without Streamlit: page 5 samples ``per_class`` sequences per class (the CLI's
-``sample`` runs the same pipeline functions, dpkps_core/pipeline.py); page 6 orders them round-robin over classes
+``sample`` runs the same pipeline functions, dpkps_core/method/pipeline.py); page 6 orders them round-robin over classes
 (``studio.generation_steps.interleave_by_class``), builds the offline backend as ``studio.resources`` does (threads
 from ``llm.local.default_threads``: ``$DPKPS_LLM_THREADS``, else the usable CPUs up to 2; the default device), its generation settings as
 ``studio.generation_steps.generation_settings`` does for a local backend (timeout 120 s, 2 retries, one request

@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dpkps_core.config import load_vocabulary_for
+from dpkps_core.method.config import load_vocabulary_for
 from dpkps_core.corpus import load_corpus_spec
 from dpkps_core.embeddings import EmbeddingCache, get_embedder
 from dpkps_core.errors import DPKPSError
 from dpkps_core.evaluation import NoLLMEvaluator
-from dpkps_core.config import SamplingConfig
-from dpkps_core.split import split_corpus
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.split import split_corpus
 
 SPLITS = ((1.0, 5.0), (5.0, 5.0), (1.0, 10.0), (5.0, 10.0))
 CANDIDATES = (

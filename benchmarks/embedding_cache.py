@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from dpkps_core.embeddings import DEFAULT_MODEL, EmbeddingCache, embed_terms, get_embedder
-from dpkps_core.vocabulary import load_vocabulary
+from dpkps_core.method.vocabulary import load_vocabulary
 
 
 def main() -> None:

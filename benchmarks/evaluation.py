@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     from dpkps_core.cli import main as cli
     from dpkps_core.device import DEVICE_CHOICES, describe_device, resolve_device
     from dpkps_core.evaluation import evaluate_run
-    from dpkps_core.runfolder import RunFolder, write_jsonl
+    from dpkps_core.records.runfolder import RunFolder, write_jsonl
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.evaluation", description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", default="demo:bbc", help="a demo corpus (default %(default)s)")

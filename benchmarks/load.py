@@ -121,7 +121,7 @@ def count_documents(runs_root: Path, run: str | None) -> dict[str, int]:
     refused by the non-document screen after every retry) and the distinct ids of both together (found under the
     runs root by the run's name). Nothing lost and nothing twice: documents = distinct ids, and documents + failures =
     distinct ids of both = the documents asked for."""
-    from dpkps_core.runfolder import read_documents, read_failures
+    from dpkps_core.records.runfolder import read_documents, read_failures
 
     missing = {"documents": -1, "distinct_ids": -1, "failed": -1, "accounted": -1}
     folders = [p for p in runs_root.rglob(run) if p.is_dir()] if run else []

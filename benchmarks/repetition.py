@@ -44,7 +44,7 @@ def sequences(out: Path, *, seed: int, n: int) -> list[Any]:
     from benchmarks.app_path import app_defaults
     from dpkps_core.cli.main import main as cli
     from dpkps_core.llm import read_sequences
-    from dpkps_core.sequences import KeyphraseSequence
+    from dpkps_core.method.sequences import KeyphraseSequence
     from studio.generation_steps import interleave_by_class
 
     run = out / f"bbc_seed{seed}"

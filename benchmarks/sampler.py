@@ -15,7 +15,7 @@ import numpy as np
 
 from dpkps_core.dp.kde import build_rff_density
 from dpkps_core.dp.rng import NoiseSource
-from dpkps_core.sampling import reference_extension_scores, sample_iterative
+from dpkps_core.method.sampling import reference_extension_scores, sample_iterative
 
 
 def _best(fn, repeat: int) -> float:

@@ -6,15 +6,15 @@ synthetic person column: 3 rows per person) — 100,000 and 1,000,000 rows by de
 and times, each in a fresh child process (so its peak RSS is its own), the streaming DP statistics:
 
 1. reading + the vocabulary pass (:class:`dpkps_core.corpus.stream.CorpusStream` chunks → each document's first
-   S = 10 distinct terms of V = GloVe's 50,000 most frequent terms, :func:`dpkps_core.streaming_counts.vocabulary_pass`);
+   S = 10 distinct terms of V = GloVe's 50,000 most frequent terms, :func:`dpkps_core.method.streaming_counts.vocabulary_pass`);
 2. reading again + the keyphrase pass over Ṽ (the 1,000 most counted terms; no noise — a timing, not a release),
-   :func:`dpkps_core.streaming_counts.keyphrase_pass` with M = 10.
+   :func:`dpkps_core.method.streaming_counts.keyphrase_pass` with M = 10.
 
 With ``--sample`` (or ``--sample-only``), ``dpkps sample`` itself on each corpus (:func:`child_sample`: the streamed
 file, the persistent ledger's admissions, both passes, the noise, the sequences, the run folder).
 
 Beside them, at the smallest size, today's in-memory path: :func:`dpkps_core.corpus.load_corpus` then
-:func:`dpkps_core.pipeline.term_counts` and the in-memory keyphrase histograms. Each row prints seconds,
+:func:`dpkps_core.method.pipeline.term_counts` and the in-memory keyphrase histograms. Each row prints seconds,
 documents/s and peak RSS (the driver's, and the driver's plus its pool workers' together, sampled). Prints no document text (the corpora are
 public demo data anyway). The corpora are written to ``--folder`` (default: a folder in the system's temporary
 folder, reused across runs).
@@ -114,7 +114,7 @@ def _classes() -> tuple[str, ...]:
 
 
 def _vocabulary() -> Any:
-    from dpkps_core.config import SamplingConfig, load_vocabulary_for
+    from dpkps_core.method.config import SamplingConfig, load_vocabulary_for
 
     return load_vocabulary_for(SamplingConfig(vocabulary="glove"))
 
@@ -122,7 +122,7 @@ def _vocabulary() -> Any:
 def child_stream(path: Path, *, workers: int | None, chunk_rows: int, by_person: bool) -> dict[str, Any]:
     """The streaming statistics in this process (see the module docstring)."""
     from dpkps_core.corpus.stream import CorpusStream
-    from dpkps_core.streaming_counts import check_workers, keyphrase_pass, vocabulary_pass
+    from dpkps_core.method.streaming_counts import check_workers, keyphrase_pass, vocabulary_pass
 
     vocab, classes = _vocabulary(), _classes()
     person = "patient" if by_person else None
@@ -147,8 +147,8 @@ def child_in_memory(path: Path, *, by_person: bool) -> dict[str, Any]:
     """Today's in-memory path in this process: load_corpus, then the pipeline's in-memory statistics."""
     from dpkps_core.corpus import load_corpus
     from dpkps_core.dp.contributions import class_keyphrase_histograms
-    from dpkps_core.matching import TermMatcher
-    from dpkps_core.pipeline import term_counts
+    from dpkps_core.method.matching import TermMatcher
+    from dpkps_core.method.pipeline import term_counts
 
     vocab, classes = _vocabulary(), _classes()
     with TreeRSS() as tree:
@@ -181,7 +181,7 @@ def child_sample(path: Path, *, workers: int | None, chunk_rows: int, by_person:
     import os
 
     from dpkps_core.cli.main import main as cli_main
-    from dpkps_core.streaming_counts import check_workers
+    from dpkps_core.method.streaming_counts import check_workers
 
     with tempfile.TemporaryDirectory(prefix="dpkps-scale-") as tmp:
         os.environ["DPKPS_LEDGER_DIR"] = str(Path(tmp) / "ledger")

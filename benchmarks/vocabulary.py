@@ -1,6 +1,6 @@
 """Benchmark of vocabulary matching (docs/DESIGN.md §2.1): ``python -m benchmarks.vocabulary [--docs N] [--S S]``.
 
-Builds a :class:`~dpkps_core.matching.TermMatcher` over the full cleaned GloVe vocabulary, then times
+Builds a :class:`~dpkps_core.method.matching.TermMatcher` over the full cleaned GloVe vocabulary, then times
 first-S-distinct extraction + the histogram over all of V for N documents (the BBC demo texts cycled to N),
 and — when ``dpkps_core.dp.vocabulary.privatize_vocabulary`` is available — the noisy histogram / top-N
 selection too. Prints timings only (never document text); the last line is ``docs_per_second: X``.
@@ -14,8 +14,8 @@ import itertools
 import time
 
 from dpkps_core.corpus import load_demo_corpus
-from dpkps_core.matching import TermMatcher
-from dpkps_core.vocabulary import load_vocabulary
+from dpkps_core.method.matching import TermMatcher
+from dpkps_core.method.vocabulary import load_vocabulary
 
 
 def main(argv: list[str] | None = None) -> float:

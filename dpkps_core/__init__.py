@@ -21,9 +21,9 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, privatize_vocabulary
 from dpkps_core.embeddings import EmbeddingCache, embed_terms, embed_texts, get_embedder
 from dpkps_core.errors import DPKPSError
-from dpkps_core.config import PAPER_SETTINGS, SamplingConfig
-from dpkps_core.density_plan import default_bandwidth
-from dpkps_core.pipeline import (
+from dpkps_core.method.config import PAPER_SETTINGS, SamplingConfig
+from dpkps_core.method.density_plan import default_bandwidth
+from dpkps_core.method.pipeline import (
     SamplingRun,
     build_density,
     build_private_vocabulary,
@@ -33,9 +33,9 @@ from dpkps_core.pipeline import (
     term_counts,
     write_run_folder,
 )
-from dpkps_core.split import CorpusSplit, split_corpus
-from dpkps_core.matching import TermMatcher
-from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
+from dpkps_core.method.split import CorpusSplit, split_corpus
+from dpkps_core.method.matching import TermMatcher
+from dpkps_core.method.vocabulary import PublicVocabulary, load_vocabulary
 
 __all__ = [
     "Corpus", "load_corpus", "load_demo_corpus", "PrivacyEvent", "PrivacyLedger", "NoiseSource",

@@ -27,14 +27,14 @@ PROFILES: dict[str, dict[str, list[str]]] = {
     },
     "mechanisms": {
         "only_mutate": ["dpkps_core/baselines/private_prediction.py", "dpkps_core/baselines/augpe.py",
-                        "dpkps_core/pipeline.py", "dpkps_core/budget.py", "dpkps_core/ledger_store/store.py",
+                        "dpkps_core/method/pipeline.py", "dpkps_core/method/budget.py", "dpkps_core/ledger_store/store.py",
                         "dpkps_core/ledger_store/persistent.py"],
         # the app-side tests among them need the app's packages in mutmut's copy
         "also_copy": ["studio/", "app_pages/", "app.py", "assets/", "scripts/", "benchmarks/"],
         "markers": ["not slow and not browser and not model"],
-        "tests": ["tests/dp/", "tests/baselines/", "tests/ledger_store/", "tests/test_budget_units.py",
-                  "tests/test_pipeline.py", "tests/test_charge_first.py",
-                  "tests/test_person_unit.py", "tests/test_neighbours_from_files.py", "tests/test_sampling.py"],
+        "tests": ["tests/dp/", "tests/baselines/", "tests/ledger_store/", "tests/method/test_budget_units.py",
+                  "tests/method/test_pipeline.py", "tests/test_charge_first.py",
+                  "tests/test_person_unit.py", "tests/test_neighbours_from_files.py", "tests/method/test_sampling.py"],
         # the mechanism functions only (a whole module would add its I/O and messages to the score)
         "patterns": [
             *(f"dpkps_core.baselines.private_prediction.x_{f}*" for f in
@@ -42,10 +42,10 @@ PROFILES: dict[str, dict[str, list[str]]] = {
                "batch_key")),
             *(f"dpkps_core.baselines.augpe.x_{f}*" for f in
               ("nn_votes", "noisy_votes", "select", "augpe_event", "_vote_epochs", "prompt_budget")),
-            *(f"dpkps_core.pipeline.x_{f}*" for f in
+            *(f"dpkps_core.method.pipeline.x_{f}*" for f in
               ("build_private_vocabulary", "term_counts", "extract_keyphrases", "build_density", "_admit",
                "vocabulary_step", "density_step")),
-            "dpkps_core.budget.*",
+            "dpkps_core.method.budget.*",
             "dpkps_core.ledger_store.store.xǁLedgerStoreǁadmit*", "dpkps_core.ledger_store.store.xǁLedgerStoreǁkeys*",
             "dpkps_core.ledger_store.persistent.xǁPersistentLedgerǁadmit*",
             "dpkps_core.ledger_store.persistent.xǁPersistentLedgerǁcharge*",

@@ -3,7 +3,7 @@ its report's account derived from them, the DP forecast that steered it, its res
 many training documents (persons) a release would leave out — PRIVATE, local figures for the data owner.
 
 * A release's events are named by the store's ids (taken before and after it, :func:`recorded_event_ids`) in the run
-  folder's ledger record (``dpkps_core.run_record``, written through ``studio.run_writes.record_events``).
+  folder's ledger record (``dpkps_core.records.run_record``, written through ``studio.run_writes.record_events``).
 * :func:`run_account` rebuilds the run's account from that record against the ledger — never from a session's
   memory — and never below what the run's report already states: reopening, re-sampling or rebuilding never lowers
   a run's ε.
@@ -16,13 +16,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from dpkps_core import runfolder
+from dpkps_core.records import runfolder
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.errors import DPKPSError, PrivacyBudgetError
 from dpkps_core.ledger_store import PersistentLedger
-from dpkps_core.run_record import read_ledger_record
-from dpkps_core.runfolder import RunFolder
+from dpkps_core.records.run_record import read_ledger_record
+from dpkps_core.records.runfolder import RunFolder
 from studio.run_writes import record_events
 from studio.session import ledger, person_column, ss, train_part
 
@@ -69,7 +69,7 @@ def would_leave_out(epsilon: float, *, step: str) -> tuple[int, int] | None:
     PRIVATE, local (docs/DESIGN.md §2.0: shown to the data owner before a spend, never exported); ``None`` without a
     persistent ledger. A release that draws on the run's reservation (``step`` "density" after Ṽ) takes the units
     the reservation admitted."""
-    from dpkps_core.budget import release_unit, unit_strings
+    from dpkps_core.method.budget import release_unit, unit_strings
 
     led = ledger()
     if not isinstance(led, PersistentLedger):

@@ -3,7 +3,7 @@ once (the DP-KPS paper's configuration, a new corpus's fresh start).
 
 Pure: no Streamlit import; the functions that change settings take the session's mapping (``st.session_state``),
 so that they are tested without a running app. The settings are PUBLIC choices; the one path from them to a
-:class:`~dpkps_core.config.SamplingConfig` is ``studio.session.current_config`` (docs/ARCHITECTURE.md "One path for
+:class:`~dpkps_core.method.config.SamplingConfig` is ``studio.session.current_config`` (docs/ARCHITECTURE.md "One path for
 a setting").
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, MutableMapping
 
-from dpkps_core.config import (APP_AUTO, APP_PLAIN, APP_ZERO_NONE, DEFAULT_EPSILON_CAP, PAPER_SETTINGS, SamplingConfig,
+from dpkps_core.method.config import (APP_AUTO, APP_PLAIN, APP_ZERO_NONE, DEFAULT_EPSILON_CAP, PAPER_SETTINGS, SamplingConfig,
                                setting_options, setting_value_type)
 from dpkps_core.device import default_device_setting
 from dpkps_core.dp.forecast import DEFAULT_FORECAST_EPSILON
@@ -139,7 +139,7 @@ def reset_corpus_settings(state: MutableMapping[str, Any]) -> list[str]:
 
 
 def apply_paper_settings(state: MutableMapping[str, Any], on: bool) -> None:
-    """Switch the DP-KPS paper's configuration (:data:`dpkps_core.config.PAPER_SETTINGS`) on, or back to the
+    """Switch the DP-KPS paper's configuration (:data:`dpkps_core.method.config.PAPER_SETTINGS`) on, or back to the
     defaults."""
     d = SamplingConfig()
     defaults = default_settings()

@@ -150,7 +150,7 @@ def _claimed_epsilon(run: Any) -> float | None:
     """The run's total ε as its privacy report states it (None before the report exists)."""
     from pathlib import Path
 
-    from dpkps_core import runfolder
+    from dpkps_core.records import runfolder
 
     path = runfolder.RunFolder(Path(run)).privacy_report
     try:

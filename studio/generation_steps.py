@@ -16,7 +16,7 @@ from dpkps_core.errors import ParameterError
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.llm.model_queue import ordinal
 from dpkps_core.llm.repetition import DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY
-from dpkps_core.sampling import SamplingOutcome
+from dpkps_core.method.sampling import SamplingOutcome
 from studio import run_view
 from studio.jobs import Job, running_job_of_run, start_job
 from studio.resources import local_backend, offline_backend, wait_for_warm_up

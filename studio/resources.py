@@ -16,8 +16,8 @@ from dpkps_core.corpus import load_corpus_spec
 from dpkps_core.corpus import Corpus
 from dpkps_core.embeddings import DEFAULT_MODEL, EmbeddingCache, get_embedder
 from dpkps_core.errors import ParameterError
-from dpkps_core.config import SamplingConfig
-from dpkps_core.vocabulary import PublicVocabulary, load_vocabulary
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.vocabulary import PublicVocabulary, load_vocabulary
 
 log = logging.getLogger("dpkps.studio")
 

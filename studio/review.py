@@ -17,7 +17,7 @@ import pandas as pd
 
 from dpkps_core.errors import ParameterError
 from dpkps_core.progress import format_duration
-from dpkps_core.runfolder import RunFolder, iter_jsonl
+from dpkps_core.records.runfolder import RunFolder, iter_jsonl
 from studio import accounting, jobs, resources, run_view, session
 
 #: Human names of the evaluation metrics (docs/ARCHITECTURE.md).
@@ -179,7 +179,7 @@ def method_outlook() -> list[dict[str, Any]]:
     above its noise, or the method is expected near chance.
     Memoised in the session for the current settings."""
     from dpkps_core.evaluation.forecast_exact import forecast
-    from dpkps_core.sampling import SAMPLING_METHODS
+    from dpkps_core.method.sampling import SAMPLING_METHODS
 
     s = session.ss()
     cfg = session.current_config()
@@ -283,7 +283,7 @@ def dp_sweep() -> Any:
 
 def dp_method_outlook() -> list[dict[str, Any]]:
     """:func:`method_outlook` from the DP forecast release (post-processing: covered by ε); [] without one."""
-    from dpkps_core.sampling import SAMPLING_METHODS
+    from dpkps_core.method.sampling import SAMPLING_METHODS
 
     if dp_forecast_release() is None:
         return []
@@ -397,13 +397,13 @@ def delete_run(path: str) -> str:
 
 
 def bundle_parts_for(path: str) -> dict[str, bytes]:
-    from dpkps_core.export import collect_bundle
+    from dpkps_core.records.export import collect_bundle
 
     return collect_bundle(path, secrets=session.generation_secrets())
 
 
 def bundle_for(path: str) -> bytes:
-    from dpkps_core.export import bundle_bytes
+    from dpkps_core.records.export import bundle_bytes
 
     return bundle_bytes(path, secrets=session.generation_secrets())
 
@@ -423,7 +423,7 @@ def non_document_share(documents: Sequence[Any], failures: Sequence[Mapping[str,
 def start_memorisation(*, by_embedding: bool) -> Any:
     """The local memorisation check on this run's documents against the REAL training documents (PRIVATE)."""
     from dpkps_core.embeddings import embed_texts
-    from dpkps_core.memorisation import memorisation_check
+    from dpkps_core.evaluation.memorisation import memorisation_check
 
     docs = session.documents()
     if not docs:

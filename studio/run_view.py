@@ -1,5 +1,5 @@
 """What the session's open run folder holds, read back for the pages: Ṽ, the densities, the sequences and each
-step's public settings (docs/ARCHITECTURE.md "Run folder"; ``dpkps_core.runfolder`` reads the files).
+step's public settings (docs/ARCHITECTURE.md "Run folder"; ``dpkps_core.records.runfolder`` reads the files).
 
 The run folder is the one source of a run's results: the session holds only a pointer to it (``run_dir``, mirrored
 in the URL's ``?run=``), so a reloaded tab that reopens the folder shows the same pages. Reading DP outputs back is
@@ -21,16 +21,16 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from dpkps_core import pipeline
-from dpkps_core.config import SamplingConfig
+from dpkps_core.method import pipeline
+from dpkps_core.method.config import SamplingConfig
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.embeddings import embed_terms
 from dpkps_core.evaluation import EvaluationResult, read_evaluation
-from dpkps_core.runfolder import (DENSITY_FILE, EVALUATION_FILE, PRIVACY_REPORT_FILE, RUN_STATE_FILE, SEQUENCES_FILE,
+from dpkps_core.records.runfolder import (DENSITY_FILE, EVALUATION_FILE, PRIVACY_REPORT_FILE, RUN_STATE_FILE, SEQUENCES_FILE,
                                   VOCABULARY_FILE, open_run)
 from dpkps_core.errors import DPKPSError, ParameterError, VocabularyError
-from dpkps_core.sampling import SamplingOutcome
-from dpkps_core.sequences import KeyphraseSequence
+from dpkps_core.method.sampling import SamplingOutcome
+from dpkps_core.method.sequences import KeyphraseSequence
 from studio import session
 from studio.defaults import BUILTIN_VOCABULARIES
 from studio.resources import embedder, embedding_cache
@@ -77,7 +77,7 @@ def _stamp(folder: Path, names: tuple[str, ...]) -> tuple[Any, ...]:
 
 
 def _read(folder: Path) -> RunView | None:
-    """Parse the run folder (``dpkps_core.runfolder.open_run``); ``None`` when it holds no readable Ṽ."""
+    """Parse the run folder (``dpkps_core.records.runfolder.open_run``); ``None`` when it holds no readable Ṽ."""
     try:
         run = open_run(folder)
     except DPKPSError:

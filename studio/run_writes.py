@@ -5,7 +5,7 @@ post-processing of the ε_kde release), and a fresh folder when a step would ove
 Never the PRIVATE, local figures some steps report to the data owner (documents left out, documents without
 keyphrases, local warnings): they stay in the session (``studio.run_view``).
 
-The run's ledger record (``ledger_record.json``, local: ``dpkps_core.run_record``) names the ledger
+The run's ledger record (``ledger_record.json``, local: ``dpkps_core.records.run_record``) names the ledger
 that admitted the run's units (its random id, never its path) and the ids of the events its outputs carry — the DP
 forecast that steered it, Ṽ's release, the densities' — so that its privacy report is derived from the events recorded
 for it, never from a session's memory (docs/DESIGN.md §2.0; issue 35 part 4). A new folder that keeps an earlier
@@ -20,9 +20,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from dpkps_core import runfolder
-from dpkps_core.run_record import read_ledger_record, write_ledger_record
-from dpkps_core.runfolder import DENSITY_FILE, VOCABULARY_FILE, RunFolder
+from dpkps_core.records import runfolder
+from dpkps_core.records.run_record import read_ledger_record, write_ledger_record
+from dpkps_core.records.runfolder import DENSITY_FILE, VOCABULARY_FILE, RunFolder
 from studio import run_view, session
 from studio.session import corpus, person_column, run_dir, ss
 

@@ -23,7 +23,7 @@ import streamlit as st
 
 from dpkps_core.corpus import DEMO_SPECS
 from dpkps_core.errors import CorpusError, DPKPSError, ParameterError
-from dpkps_core.runfolder import list_runs, open_run, resolve_run_name
+from dpkps_core.records.runfolder import list_runs, open_run, resolve_run_name
 from studio import tenancy
 from studio.defaults import is_user_corpus
 from studio.jobs import Job
@@ -182,7 +182,7 @@ def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
 
 
 def machine_runs() -> list[dict[str, Any]]:
-    """Every run folder of the session's runs root (``dpkps_core.runfolder.list_runs``: on this machine without
+    """Every run folder of the session's runs root (``dpkps_core.records.runfolder.list_runs``: on this machine without
     login, the signed-in tenant's with login), newest first, marked ``current`` (the session's pointer) and
     ``mine`` (made or reopened in this session) — what page 8 lists to reopen or export."""
     s = ss()

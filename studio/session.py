@@ -4,9 +4,9 @@ Rules (docs/ARCHITECTURE.md "studio/"):
 
 * Everything lives in plain ``st.session_state`` keys (widgets only mirror them, see ``studio.widgets``), so a
   page that is not on screen loses nothing. The settings and their defaults are ``studio.defaults``; the one path
-  from them to a :class:`~dpkps_core.config.SamplingConfig` is :func:`current_config`
-  (``dpkps_core.config.build_sampling_config``).
-* The run folder is the state (``dpkps_core.runfolder``): every step writes its DP output there as soon as it is
+  from them to a :class:`~dpkps_core.method.config.SamplingConfig` is :func:`current_config`
+  (``dpkps_core.method.config.build_sampling_config``).
+* The run folder is the state (``dpkps_core.records.runfolder``): every step writes its DP output there as soon as it is
   made; the session holds a pointer to it (``run_dir``, mirrored in the URL's ``?run=`` by ``studio.runs``) and never
   a second copy of what it holds — the pages read Ṽ, the densities and the sequences through ``studio.run_view``, so
   a reloaded tab that reopens the folder shows the same pages, at no new ε (reading DP outputs back is
@@ -35,17 +35,17 @@ from typing import Any, Mapping, MutableMapping, Sequence
 import numpy as np
 import streamlit as st
 
-from dpkps_core import pipeline
-from dpkps_core.config import SamplingConfig, build_sampling_config, effective_max_terms, split_epsilon
+from dpkps_core.method import pipeline
+from dpkps_core.method.config import SamplingConfig, build_sampling_config, effective_max_terms, split_epsilon
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import DEFAULT_MODEL
 from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
 from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
-from dpkps_core.runfolder import VOCABULARY_FILE, create_run_dir
-from dpkps_core.split import CorpusSplit, split_documents
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.records.runfolder import VOCABULARY_FILE, create_run_dir
+from dpkps_core.method.split import CorpusSplit, split_documents
+from dpkps_core.method.vocabulary import PublicVocabulary
 from studio import defaults, tenancy
 from studio.defaults import fill_defaults
 from studio.jobs import Job
@@ -96,7 +96,7 @@ def drop_results() -> None:
 
 
 def eps_split() -> tuple[float, float]:
-    """(ε_voc, ε_kde) of the budget page's total and share (``dpkps_core.config.split_epsilon``)."""
+    """(ε_voc, ε_kde) of the budget page's total and share (``dpkps_core.method.config.split_epsilon``)."""
     s = ss()
     return split_epsilon(float(s["eps_total"]), float(s["eps_voc_share"]))
 
@@ -119,7 +119,7 @@ def _settings() -> dict[str, Any]:
 
 def current_config(**overrides: Any) -> SamplingConfig:
     """The :class:`SamplingConfig` the settings describe, with ``overrides`` (a step's settings as it ran) — built
-    once through ``dpkps_core.config.build_sampling_config``, which checks it (docs/ARCHITECTURE.md "One path for a
+    once through ``dpkps_core.method.config.build_sampling_config``, which checks it (docs/ARCHITECTURE.md "One path for a
     setting"). The ε split is the budget page's total and share unless ε_voc or ε_kde is overridden."""
     settings = {**_settings(), **overrides}
     s = ss()
@@ -428,7 +428,7 @@ def vocabulary_settings_now() -> dict[str, Any]:
 # ============================================================================================ run folder and LLM
 
 #: A PRIVATE file of an app run folder: the content fingerprint of the corpus the run was built on (never exported:
-#: the bundle is an allowlist, ``dpkps_core.runfolder.RELEASABLE_FILES``); reopening compares it (``studio.runs``).
+#: the bundle is an allowlist, ``dpkps_core.records.runfolder.RELEASABLE_FILES``); reopening compares it (``studio.runs``).
 CORPUS_FINGERPRINT_FILE = "corpus_fingerprint.json"
 _CONTENT_DOMAIN = b"dpkps corpus content v1\x00"
 

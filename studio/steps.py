@@ -6,7 +6,7 @@ that depended on the previous output (``session.clear_after``); the ledger is ne
 is in ``studio.generation_steps``, the evaluation jobs (page 7) in ``studio.evaluation_steps``, reopening, exporting
 and deleting runs (page 8) in ``studio.runs``.
 
-The run folder is the state (docs/ARCHITECTURE.md, ``dpkps_core.runfolder``): Ṽ is written to a fresh run folder the
+The run folder is the state (docs/ARCHITECTURE.md, ``dpkps_core.records.runfolder``): Ṽ is written to a fresh run folder the
 moment it is released, the densities and the sequences beside it (a later step that would overwrite what an earlier
 chain holds starts a new folder with a copy of what it builds on, ``studio.run_writes``), and the pages read them
 back through ``studio.run_view`` — the session keeps no second copy (docs/DESIGN.md §2.0: reading DP outputs back is
@@ -22,16 +22,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpkps_core import pipeline, runfolder
+from dpkps_core.method import pipeline
+
+from dpkps_core.records import runfolder
 from dpkps_core.corpus import DEMO_SPECS, Corpus, check_encoding, list_columns, load_corpus, suggest_columns
 from dpkps_core.corpus.data_folder import data_root, list_data_entries, resolve_data_entry
-from dpkps_core.density_plan import density_plan
+from dpkps_core.method.density_plan import density_plan
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, check_vocabulary_settings
 from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
 from dpkps_core.ledger_store import PersistentLedger
-from dpkps_core.runfolder import DENSITY_FILE, DOCUMENTS_FILE, RUN_STATE_FILE, SEQUENCES_FILE, VOCABULARY_FILE, RunFolder
-from dpkps_core.sampling import SamplingOutcome
+from dpkps_core.records.runfolder import DENSITY_FILE, DOCUMENTS_FILE, RUN_STATE_FILE, SEQUENCES_FILE, VOCABULARY_FILE, RunFolder
+from dpkps_core.method.sampling import SamplingOutcome
 from studio import run_view, spend
 from studio.defaults import (DOC_TYPE_FOR_DEMO, MAX_UPLOAD_BYTES, USER_CORPUS_SOURCES, is_user_corpus,
                              reset_corpus_settings)
@@ -317,7 +319,7 @@ def vocabulary_check() -> dict[str, Any]:
 
 def density_preview() -> dict[str, Any]:
     """Public choices the density step would make now (bandwidth, I, expected error), before any ε is spent —
-    the core's :func:`~dpkps_core.density_plan.density_plan`, the same decision the step itself makes."""
+    the core's :func:`~dpkps_core.method.density_plan.density_plan`, the same decision the step itself makes."""
     pv = run_view.private_vocabulary()
     if pv is None:
         raise VocabularyError("Build the private vocabulary first (page 3).")

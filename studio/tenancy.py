@@ -1,7 +1,7 @@
 """Tenancy (docs/DESIGN.md §2.0 "Tenancy"; docs/PRIVACY.md "Tenancy"): whose runs and whose ledger a session sees.
 
 * **Without login** (no ``[auth]`` section in the app's secrets) there is one tenant, the local user: the runs root
-  (:func:`dpkps_core.runfolder.runs_root`) and the ledger folder (:func:`dpkps_core.ledger_store.ledger_root`)
+  (:func:`dpkps_core.records.runfolder.runs_root`) and the ledger folder (:func:`dpkps_core.ledger_store.ledger_root`)
   exactly as they are.
 * **With login** each signed-in identity is a tenant, keyed by its identity provider's *stable subject*
   (``st.user["sub"]``, qualified by the issuer ``iss`` when the provider gives one) — never the display name or the
@@ -35,7 +35,7 @@ import streamlit as st
 
 from dpkps_core.errors import PrivacyBudgetError
 from dpkps_core.ledger_store import STORE_FILE, LedgerStore, ledger_root, unique_keys
-from dpkps_core.runfolder import RunSummary, list_runs, runs_root as base_runs_root
+from dpkps_core.records.runfolder import RunSummary, list_runs, runs_root as base_runs_root
 
 #: The sub-folder of the runs root and of the ledger root that holds one folder per tenant.
 TENANTS_DIR = "tenants"

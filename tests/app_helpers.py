@@ -18,7 +18,7 @@ from typing import Any
 
 from streamlit.testing.v1 import AppTest
 
-from dpkps_core.runfolder import VOCABULARY_FILE, open_run, read_documents, read_failures
+from dpkps_core.records.runfolder import VOCABULARY_FILE, open_run, read_documents, read_failures
 from studio import PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +97,7 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def run_folder(at: AppTest) -> Any:
-    """The session's open run folder read back (``dpkps_core.runfolder.open_run``) — the one source of the run's Ṽ,
+    """The session's open run folder read back (``dpkps_core.records.runfolder.open_run``) — the one source of the run's Ṽ,
     densities and sequences, which the session does not copy (``studio.run_view``); ``None`` without a Ṽ."""
     try:
         rd = at.session_state["run_dir"]

@@ -18,7 +18,7 @@ from dpkps_core.baselines.prediction_config import PrivatePredictionConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.llm.backends import LLMBackend
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 # ------------------------------------------------------------------------------------------- fake model
 

@@ -12,7 +12,7 @@ import pytest
 from eval_toys import POOLS, BowEmbedder, make_toy_corpus, make_toy_vocabulary, toy_config
 
 from dpkps_core import embeddings
-from dpkps_core.pipeline import run_sampling, write_run_folder
+from dpkps_core.method.pipeline import run_sampling, write_run_folder
 
 
 @pytest.fixture

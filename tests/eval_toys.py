@@ -8,10 +8,10 @@ import re
 
 import numpy as np
 
-from dpkps_core.config import SamplingConfig
+from dpkps_core.method.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.embeddings import HashingEmbedder
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 POOLS = {
     "sport": "goal striker league match coach stadium cup referee penalty derby".split(),

@@ -49,7 +49,7 @@ def test_core_never_imports_streamlit_studio_or_a_cli_module(path: Path) -> None
 
 @pytest.mark.parametrize("path", sorted((CORE / "dp").glob("*.py")), ids=lambda p: p.name)
 def test_dp_imports_nothing_of_llm_evaluation_or_baselines(path: Path) -> None:
-    forbidden = ("dpkps_core.llm", "dpkps_core.evaluation", "dpkps_core.baselines", "dpkps_core.pipeline",
+    forbidden = ("dpkps_core.llm", "dpkps_core.evaluation", "dpkps_core.baselines", "dpkps_core.method.pipeline",
                  "dpkps_core.audit")
     bad = {m for m in _imports(path) if m.startswith(forbidden)}
     assert not bad, f"dp/{path.name} imports {sorted(bad)}"
@@ -94,7 +94,7 @@ def test_one_owner_for_parameter_bounds_and_one_meaning_per_method_list() -> Non
     offenders = []
     for path in _project_modules():
         for line in path.read_text(encoding="utf-8").splitlines():
-            if re.match(r"(LIMITS|\w+_LIMITS)\s*=", line) and path != CORE / "config.py":
+            if re.match(r"(LIMITS|\w+_LIMITS)\s*=", line) and path != CORE / "method" / "config.py":
                 offenders.append(f"{path.relative_to(ROOT)}: {line.strip()[:60]}")
             if re.match(r"METHODS\s*=", line):
                 offenders.append(f"{path.relative_to(ROOT)}: {line.strip()[:60]}")
@@ -102,7 +102,7 @@ def test_one_owner_for_parameter_bounds_and_one_meaning_per_method_list() -> Non
 
 
 def test_the_page_labels_every_sampling_method() -> None:
-    from dpkps_core.sampling import SAMPLING_METHODS
+    from dpkps_core.method.sampling import SAMPLING_METHODS
 
     text = (ROOT / "app_pages" / "4_densities.py").read_text(encoding="utf-8")
     block = text[text.index("SAMPLING_METHOD_LABELS = {"):]
@@ -384,7 +384,7 @@ def test_no_core_module_imports_a_name_it_does_not_use(path: Path) -> None:
 def test_the_unused_import_rule_sees_a_planted_re_export(tmp_path: Path) -> None:
     planted = tmp_path / "planted.py"
     planted.write_text("from __future__ import annotations\nfrom typing import TYPE_CHECKING\n"
-                       "from dpkps_core.config import LIMITS, SamplingConfig  # noqa: F401\n"
+                       "from dpkps_core.method.config import LIMITS, SamplingConfig  # noqa: F401\n"
                        "if TYPE_CHECKING:\n    from dpkps_core.corpus import Corpus\n"
                        "def f(c: 'Corpus') -> SamplingConfig:\n    return SamplingConfig()\n", encoding="utf-8")
     assert _project_names_imported_but_unused(planted) == {"LIMITS"}

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pytest
 
-from dpkps_core import pipeline
+from dpkps_core.method import pipeline
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.contributions import class_keyphrase_histograms
 from dpkps_core.dp.histogram import build_smoothed_histogram_density
@@ -27,11 +27,11 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import privatize_vocabulary
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError, VocabularyError
-from dpkps_core.budget import release_unit
-from dpkps_core.config import SamplingConfig
-from dpkps_core.pipeline import run_sampling
-from dpkps_core.split import split_documents
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.budget import release_unit
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.pipeline import run_sampling
+from dpkps_core.method.split import split_documents
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 
 class SamplerCrash(RuntimeError):

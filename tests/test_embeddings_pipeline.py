@@ -6,9 +6,9 @@ import pytest
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import EmbeddingCache, HashingEmbedder, embed_terms, get_embedder
-from dpkps_core.config import SamplingConfig
-from dpkps_core.pipeline import run_sampling, write_run_folder
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.pipeline import run_sampling, write_run_folder
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 
 class CountingEmbedder(HashingEmbedder):

@@ -6,9 +6,9 @@ from dpkps_core.corpus import Corpus, load_corpus
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import CorpusError, ParameterError
-from dpkps_core.config import LIMITS, SamplingConfig
-from dpkps_core.pipeline import run_sampling
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.config import LIMITS, SamplingConfig
+from dpkps_core.method.pipeline import run_sampling
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 
 @pytest.mark.parametrize(
@@ -56,7 +56,7 @@ def test_llm_max_tokens_limit():
 
 
 def test_user_vocabulary_file_size_limit(tmp_path, monkeypatch):
-    import dpkps_core.vocabulary as vocabulary
+    import dpkps_core.method.vocabulary as vocabulary
     from dpkps_core.errors import VocabularyError
 
     monkeypatch.setattr(vocabulary, "MAX_USER_VOCABULARY_BYTES", 100)
@@ -144,7 +144,7 @@ def test_cli_options_reach_the_loader(tmp_path, capsys):
 
 
 def test_config_carries_the_limits(tmp_path):
-    from dpkps_core.config import load_config_corpus, load_limits_of
+    from dpkps_core.method.config import load_config_corpus, load_limits_of
 
     p = _many_rows_csv(tmp_path)
     cfg = SamplingConfig(corpus=str(p), classes=("a", "b"), max_documents=0)
@@ -159,7 +159,7 @@ def test_config_carries_the_limits(tmp_path):
 def test_ledger_command_and_run_config_carry_the_limits(tmp_path, capsys, monkeypatch):
     from dpkps_core.cli import main
     from dpkps_core.cli.generate import _private_texts
-    from dpkps_core.config import load_limits_of
+    from dpkps_core.method.config import load_limits_of
 
     monkeypatch.setenv("DPKPS_LEDGER_DIR", str(tmp_path / "ledgers"))
     p = _many_rows_csv(tmp_path)

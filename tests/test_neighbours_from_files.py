@@ -31,9 +31,9 @@ from dpkps_core.corpus import Corpus, load_corpus
 from dpkps_core.dp.contributions import class_keyphrase_histograms
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.errors import DPKPSError
-from dpkps_core.pipeline import extract_keyphrases, term_counts
-from dpkps_core.split import split_documents
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.pipeline import extract_keyphrases, term_counts
+from dpkps_core.method.split import split_documents
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 CLASSES = ("cardiology", "neurology", "oncology")
 TERMS = ("angina", "arrhythmia", "stent", "murmur", "infarction", "seizure", "migraine", "stroke", "tremor",

@@ -15,11 +15,11 @@ from dpkps_core.dp.kde import rff_feature_sums
 from dpkps_core.dp.rff import RandomFourierFeatures
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
-from dpkps_core.export import collect_bundle
-from dpkps_core.config import SamplingConfig
-from dpkps_core.pipeline import run_sampling, write_run_folder
-from dpkps_core.split import split_documents
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.records.export import collect_bundle
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.pipeline import run_sampling, write_run_folder
+from dpkps_core.method.split import split_documents
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 TERMS = tuple(f"term{i}" for i in range(12)) + ("target",)
 VOCAB = PublicVocabulary("v", TERMS, "test", "test")

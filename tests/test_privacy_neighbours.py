@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
-from dpkps_core.config import SamplingConfig
-from dpkps_core.pipeline import run_sampling, write_run_folder
-from dpkps_core.split import split_corpus
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.pipeline import run_sampling, write_run_folder
+from dpkps_core.method.split import split_corpus
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 # ---- 1. the split --------------------------------------------------------------------------------------
 
@@ -229,10 +229,10 @@ def test_the_run_folder_names_a_user_vocabulary_file_without_its_path(tmp_path, 
     folder; the run folder still serves the LLM step (the corpus hints) and evaluation (the file found again)."""
     import hashlib
 
-    from dpkps_core.config import load_vocabulary_for
+    from dpkps_core.method.config import load_vocabulary_for
     from dpkps_core.errors import VocabularyError
-    from dpkps_core.export import collect_bundle
-    from dpkps_core.runfolder import RunFolder
+    from dpkps_core.records.export import collect_bundle
+    from dpkps_core.records.runfolder import RunFolder
 
     (tmp_path / "data").mkdir()
     (tmp_path / "secret-vocab-folder").mkdir()
@@ -273,7 +273,7 @@ def test_the_run_folder_names_a_user_vocabulary_file_without_its_path(tmp_path, 
 def test_the_apps_seeded_density_step_keeps_its_vocabulary_out_of_the_persistent_cache(tmp_path, monkeypatch, seed):
     """studio.steps.run_density with the "reproducible demo" seed: Ṽ's embeddings stay in memory (the control, an
     OS-entropy run, writes them to the persistent cache)."""
-    from dpkps_core import pipeline
+    from dpkps_core.method import pipeline
     from dpkps_core.dp.ledger import PrivacyLedger
     from dpkps_core.embeddings import EmbeddingCache
     from studio import run_view, steps

@@ -19,7 +19,7 @@ import pytest
 
 from dpkps_core import ledger_store as ls
 from dpkps_core.cli.main import main as cli_main
-from dpkps_core.config import build_sampling_config
+from dpkps_core.method.config import build_sampling_config
 from dpkps_core.dp.count import release_count
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger

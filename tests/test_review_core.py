@@ -7,9 +7,9 @@ import math
 import numpy as np
 
 from dpkps_core import evaluation as ev
-from dpkps_core import pipeline
-from dpkps_core.config import SamplingConfig
-from dpkps_core.split import split_documents
+from dpkps_core.method import pipeline
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.split import split_documents
 
 from eval_toys import BowEmbedder, make_toy_corpus, make_toy_vocabulary, toy_config
 

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from dpkps_core.config import SamplingConfig
+from dpkps_core.method.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
-from dpkps_core.pipeline import run_sampling, write_run_files
-from dpkps_core.runfolder import RunFolder
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.pipeline import run_sampling, write_run_files
+from dpkps_core.records.runfolder import RunFolder
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 _TOPICS = {
     "sport": ("match", "goal", "league", "team", "striker", "coach", "stadium", "cup"),

@@ -11,7 +11,7 @@ What it does (docs/PRIVACY.md, "Empirical audit"):
   (:func:`dpkps_core.corpus.load_corpus`) with the user's loading choices, so a loader that breaks neighbours
   shows; a few cheap *loader probes* (a row whose text occurs under another label removed, a copy of a text under
   another label inserted first) check the same without trials. It runs the exact release path,
-  :func:`dpkps_core.pipeline.run_sampling` (split → Ṽ (ε_voc) → keyphrases → DP density (ε_kde) → sequences, the
+  :func:`dpkps_core.method.pipeline.run_sampling` (split → Ṽ (ε_voc) → keyphrases → DP density (ε_kde) → sequences, the
   same functions and settings as a real run), many times with fresh noise on each neighbour, in three stages
   under one Bonferroni correction: the *vocabulary stage* (``vocabulary_step`` alone: cheap, thousands of
   trials; against ε_voc), the *density stage* (``extract_keyphrases`` → ``build_density`` → ``sample_sequences``

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from dpkps_core.audit.neighbours import _CanaryMaker, canary_rows, document_keys
 from dpkps_core.audit.raw import CANARY_PERSON
 from dpkps_core.audit.trials import _Neighbour
-from dpkps_core.config import LIMITS
+from dpkps_core.method.config import LIMITS
 from dpkps_core.corpus import Corpus
 
 #: The audit's context (:class:`dpkps_core.audit.stages.AuditContext`: settings, config, raw rows, vocabulary, rng,

@@ -5,7 +5,7 @@ neighbours' training parts differ (the statistics' weights and the deterministic
 Under the relation of the release (docs/DESIGN.md §2: add/remove one document, or one person with a person column). The
 neighbours themselves are built on the RAW rows and loaded through the public loader (:mod:`.raw`, docs/DESIGN.md §2.0);
 every difference here is computed with the release path's own contribution functions
-(:func:`dpkps_core.pipeline.term_counts`, :mod:`dpkps_core.dp.contributions`), never a copy of them.
+(:func:`dpkps_core.method.pipeline.term_counts`, :mod:`dpkps_core.dp.contributions`), never a copy of them.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpkps_core.config import LIMITS, SamplingConfig
+from dpkps_core.method.config import LIMITS, SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.contributions import class_keyphrase_histograms, prefix_weights
 from dpkps_core.dp.kde import ensemble_blocks
 from dpkps_core.errors import ParameterError
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 MAX_WEIGHTED_TERMS = 500        # statistics use at most this many terms with the largest |Δ|
 
@@ -54,7 +54,7 @@ def influential_person(train: Corpus, vocabulary: PublicVocabulary, *, terms_per
     """The training person whose removal should move the releases most (the person unit's D⁻, docs/DESIGN.md §2).
 
     A choice of target only (any target gives a valid audit; the statistics' weights come from
-    :func:`dpkps_core.pipeline.term_counts` on the neighbours): the person with the most distinct terms of V, among
+    :func:`dpkps_core.method.pipeline.term_counts` on the neighbours): the person with the most distinct terms of V, among
     their documents' first S, that no other person has; ties go to the person with more documents (a bug that
     counts per document instead of per person shows most there), then to Σ 1/count. Returns (person id, number
     of those unique terms)."""

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from dpkps_core.config import SamplingConfig
+from dpkps_core.method.config import SamplingConfig
 from dpkps_core.corpus import DEMO_SPECS, Corpus, demo_rows, load_corpus, load_demo_corpus, read_rows
 from dpkps_core.corpus.cleaning import as_str
 from dpkps_core.errors import CorpusError, ParameterError

@@ -6,19 +6,19 @@ import dataclasses
 import time
 from typing import Any, Mapping
 
-from dpkps_core import pipeline
-from dpkps_core.density_plan import default_bandwidth
+from dpkps_core.method import pipeline
+from dpkps_core.method.density_plan import default_bandwidth
 from dpkps_core.audit.neighbours import declared_classes, release_unit
 from dpkps_core.audit.raw import RawTable
 from dpkps_core.audit.settings import AuditSettings
 from dpkps_core.audit.trials import _Runner
 from dpkps_core.embeddings import MemoEmbedder
-from dpkps_core.config import SamplingConfig
+from dpkps_core.method.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.embeddings import embed_terms
 from dpkps_core.progress import format_duration
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 AUDIT_NOTE = ("private audit on the real corpus — local only, never part of a release bundle; it charges nothing "
               "to the privacy ledger (every trial runs on a copy with its own throwaway ledger)")

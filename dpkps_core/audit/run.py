@@ -44,11 +44,11 @@ from dpkps_core.audit.statistics import (
 )
 from dpkps_core.audit.trials import _exposure_summary, _Runner
 from dpkps_core.embeddings import MemoEmbedder
-from dpkps_core.config import SamplingConfig
+from dpkps_core.method.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.errors import ParameterError
 from dpkps_core.progress import Progress
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 
 def run_audit(
@@ -66,11 +66,11 @@ def run_audit(
     (:meth:`RawTable.from_corpus`), which still go through the loader.
 
     Three stages share one Bonferroni correction, so every bound holds at the stated confidence together:
-    the *vocabulary stage* (:func:`dpkps_core.pipeline.vocabulary_step` on each neighbour's training part,
-    against ε_voc), the *density stage* (:func:`dpkps_core.pipeline.build_density` + sampling on a fixed Ṽ,
-    against ε_kde) and the *release stage* (the whole :func:`dpkps_core.pipeline.run_sampling`, against ε). Their
+    the *vocabulary stage* (:func:`dpkps_core.method.pipeline.vocabulary_step` on each neighbour's training part,
+    against ε_voc), the *density stage* (:func:`dpkps_core.method.pipeline.build_density` + sampling on a fixed Ṽ,
+    against ε_kde) and the *release stage* (the whole :func:`dpkps_core.method.pipeline.run_sampling`, against ε). Their
     statistics are weighted by the neighbours' differences in the release path's own contributions
-    (:func:`dpkps_core.pipeline.term_counts` and :mod:`dpkps_core.dp.contributions`, per person under the person
+    (:func:`dpkps_core.method.pipeline.term_counts` and :mod:`dpkps_core.dp.contributions`, per person under the person
     unit). Every trial uses a fresh in-memory :class:`~dpkps_core.dp.ledger.PrivacyLedger`.
 
     ``progress(fraction, message)`` is called after every trial; ``cancel.is_set()`` stops after the trial in

@@ -6,7 +6,7 @@ import dataclasses
 import math
 from typing import Protocol
 
-from dpkps_core.config import LIMITS
+from dpkps_core.method.config import LIMITS
 from dpkps_core.dp.validation import check_positive_int
 from dpkps_core.errors import ParameterError
 

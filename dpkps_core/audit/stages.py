@@ -23,8 +23,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpkps_core import pipeline
-from dpkps_core.density_plan import default_bandwidth, density_plan
+from dpkps_core.method import pipeline
+from dpkps_core.method.density_plan import default_bandwidth, density_plan
 from dpkps_core.audit.neighbours import (
     _CanaryMaker,
     _class_weights,
@@ -46,11 +46,11 @@ from dpkps_core.audit.report import format_seconds
 from dpkps_core.audit.settings import AuditSettings, Cancel
 from dpkps_core.audit.trials import _Neighbour, _Release, _Runner
 from dpkps_core.embeddings import MemoEmbedder
-from dpkps_core.config import LIMITS, SamplingConfig
+from dpkps_core.method.config import LIMITS, SamplingConfig
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.embeddings import embed_terms
 from dpkps_core.errors import ParameterError
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 VOCABULARY_STATISTICS = ("vocabulary_score", "vocabulary_members")
 DENSITY_STATISTICS = ("class_sampled_frequency",)

@@ -9,14 +9,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from dpkps_core import pipeline
+from dpkps_core.method import pipeline
 from dpkps_core.audit.settings import AuditSettings
-from dpkps_core.config import SamplingConfig
+from dpkps_core.method.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import MemoEmbedder
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 
 @dataclasses.dataclass(frozen=True)

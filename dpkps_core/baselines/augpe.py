@@ -38,8 +38,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from dpkps_core.budget import admitted_indices, document_units
-from dpkps_core.config import AUGPE_LIMITS
+from dpkps_core.method.budget import admitted_indices, document_units
+from dpkps_core.method.config import AUGPE_LIMITS
 from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import calibrate_sigma, composed_mu, gaussian_epsilon
 from dpkps_core.dp.baseline_events import AugPEVoteEvent
@@ -49,7 +49,7 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.embeddings import Embedder, embed_texts
 from dpkps_core.errors import ParameterError
-from dpkps_core.privacy_report import PrivacyReport
+from dpkps_core.records.privacy_report import PrivacyReport
 from dpkps_core.progress import Progress
 
 ChatMessages = list[dict[str, str]]
@@ -314,7 +314,7 @@ class AugPEResult:
     audit: list[dict[str, Any]]
 
     def privacy_report(self) -> PrivacyReport:
-        """The run's typed privacy report (:class:`~dpkps_core.privacy_report.PrivacyReport`): its one ledger event
+        """The run's typed privacy report (:class:`~dpkps_core.records.privacy_report.PrivacyReport`): its one ledger event
         and public settings, in the JSON layout AugPE+Ṽ has always written."""
         return PrivacyReport(
             method=METHOD, neighbouring=self.event.neighbouring, epsilon_total=self.epsilon, delta_total=self.delta,
@@ -405,7 +405,7 @@ def run_augpe(
         backend: an :class:`~dpkps_core.llm.backends.LLMBackend`.
         noise: randomness (Gaussian noise, word draws, selection).
         ledger: admits the units and is charged ONE event (parallel composition across classes) with δ, up front.
-        units: one unit string per document (:func:`dpkps_core.budget.unit_strings`); default: document units.
+        units: one unit string per document (:func:`dpkps_core.method.budget.unit_strings`); default: document units.
         neighbouring: the neighbouring relation of the guarantee (the corpus's privacy unit).
     """
     config = config.validate()

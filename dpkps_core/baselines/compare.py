@@ -120,7 +120,7 @@ def compare_methods(
 def _split(corpus: Corpus, st: CompareSettings) -> tuple[Corpus, Corpus, Corpus, str]:
     """The comparison's one split (the same for every method): the training part and the held-out test part of
     the declared classes, the training part with one document per person, and the note that says so."""
-    from dpkps_core.split import split_documents
+    from dpkps_core.method.split import split_documents
 
     by_person = corpus.persons is not None  # a corpus loaded with a person column: the unit is the person
     split = split_documents(corpus, test_fraction=st.test_fraction, seed=st.split_seed, by_person=by_person)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dpkps_core.evaluation.metrics import MetricSummary
-from dpkps_core.runfolder import json_default
+from dpkps_core.records.runfolder import json_default
 
 PRIVATE_NOTE = "local evaluation on real data — not for release"
 GUARANTEE_NOTE = ("DP-KPS is pure ε-DP (δ = 0); private prediction and AugPE+Ṽ are (ε, δ)-DP at the same ε "

@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-from dpkps_core.config import SamplingConfig, build_sampling_config
+from dpkps_core.method.config import SamplingConfig, build_sampling_config
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.errors import ParameterError
 
 # The ways to make a synthetic corpus compared side by side (not the sequence samplers of
-# :data:`dpkps_core.sampling.SAMPLING_METHODS`).
+# :data:`dpkps_core.method.sampling.SAMPLING_METHODS`).
 GENERATION_METHODS = ("dpkps", "private-prediction", "augpe")
 METHOD_LABELS = {"dpkps": "DP-KPS", "private-prediction": "Private prediction", "augpe": "AugPE+Ṽ"}
 COMPARE_PP_DEFAULTS = {"batch_size": 16, "max_prompt_tokens": 96, "public_top_k": 20}
@@ -59,9 +59,9 @@ class CompareSettings:
         max_tokens: most tokens per synthetic document (all methods).
         doc_type: the public document type ("a news article").
         temperature: LLM temperature of DP-KPS and AugPE+Ṽ generations.
-        sampling: DP-KPS's :class:`~dpkps_core.config.SamplingConfig` (length, method, vocabulary, …); the
+        sampling: DP-KPS's :class:`~dpkps_core.method.config.SamplingConfig` (length, method, vocabulary, …); the
             comparison fixes its ε split, documents per class, corpus, noise seed and split. A mapping of settings
-            is accepted and built into one (:func:`~dpkps_core.config.build_sampling_config`); None → the defaults.
+            is accepted and built into one (:func:`~dpkps_core.method.config.build_sampling_config`); None → the defaults.
         private_prediction: a :class:`~dpkps_core.baselines.private_prediction.PrivatePredictionConfig` (c is
             calibrated); None → the comparison's defaults.
         augpe_config: an :class:`~dpkps_core.baselines.augpe.AugPEConfig` (population = ``per_class``).

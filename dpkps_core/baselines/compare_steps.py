@@ -15,13 +15,13 @@ from typing import Any
 
 from dpkps_core.baselines.compare_result import MethodRow
 from dpkps_core.baselines.compare_settings import COMPARE_PP_DEFAULTS, METHOD_LABELS, CompareSettings, size_epsilon
-from dpkps_core.config import SamplingConfig, build_sampling_config
+from dpkps_core.method.config import SamplingConfig, build_sampling_config
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.count import release_count
 from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError
-from dpkps_core.privacy_report import PrivacyReport
+from dpkps_core.records.privacy_report import PrivacyReport
 from dpkps_core.progress import Progress
 
 
@@ -43,9 +43,9 @@ def resolve_backend(backend: Any, threads: int) -> Any:
 def sampling_config(*, eps_voc: float, eps_kde: float, per_class: int, sampling: SamplingConfig | None,
                     seed: int | None, test_fraction: float, split_seed: int, corpus_name: str,
                     person_column: str | None = None) -> SamplingConfig:
-    """DP-KPS's :class:`~dpkps_core.config.SamplingConfig` in a comparison: the settings' ``sampling`` config
+    """DP-KPS's :class:`~dpkps_core.method.config.SamplingConfig` in a comparison: the settings' ``sampling`` config
     (:attr:`CompareSettings.sampling`), with the ε split, documents per class, the corpus, the noise seed and the
-    split fixed by the comparison (one builder: :func:`~dpkps_core.config.build_sampling_config`)."""
+    split fixed by the comparison (one builder: :func:`~dpkps_core.method.config.build_sampling_config`)."""
     return build_sampling_config(sampling, corpus=corpus_name, eps_voc=eps_voc, eps_kde=eps_kde, per_class=per_class,
                                  seed=seed, test_fraction=test_fraction, split_seed=split_seed, client_fraction=0.0,
                                  person_column=person_column)
@@ -55,7 +55,7 @@ def vocabulary_for(config: SamplingConfig, vocabulary: Any) -> Any:
     """The public vocabulary V: the one given, else the one ``config`` names."""
     if vocabulary is not None:
         return vocabulary
-    from dpkps_core.vocabulary import load_vocabulary
+    from dpkps_core.method.vocabulary import load_vocabulary
 
     return load_vocabulary(config.vocabulary, remove_stopwords=config.remove_stopwords,
                            junk_filter=config.junk_filter, max_terms=config.effective_vocab_max_terms)
@@ -64,8 +64,8 @@ def vocabulary_for(config: SamplingConfig, vocabulary: Any) -> Any:
 def build_vocabulary(train: Corpus, *, eps_voc: float, vocabulary: Any, sampling: SamplingConfig | None,
                      noise: NoiseSource, ledger: PrivacyLedger, progress: Progress) -> Any:
     """Ṽ (docs/DESIGN.md §2.1) for AugPE+Ṽ when DP-KPS did not build it first."""
-    from dpkps_core.budget import admit
-    from dpkps_core.pipeline import build_private_vocabulary
+    from dpkps_core.method.budget import admit
+    from dpkps_core.method.pipeline import build_private_vocabulary
 
     cfg = sampling_config(eps_voc=eps_voc, eps_kde=1.0, per_class=1, sampling=sampling, seed=None, test_fraction=0.2,
                           split_seed=0, corpus_name=train.name)
@@ -119,8 +119,8 @@ def compare_dpkps(plan: ComparePlan, *, ledger: PrivacyLedger, progress: Progres
     sequence through the comparison's shared generator."""
     from dpkps_core.baselines.augpe import generate_texts
     from dpkps_core.llm.prompts import PromptConfig, render_prompt
-    from dpkps_core.pipeline import run_sampling
-    from dpkps_core.split import split_documents
+    from dpkps_core.method.pipeline import run_sampling
+    from dpkps_core.method.split import split_documents
 
     settings, corpus, backend = plan.settings, plan.corpus, plan.llm
     cfg = sampling_config(eps_voc=settings.eps_voc, eps_kde=settings.eps_total - settings.eps_voc,
@@ -159,7 +159,7 @@ def compare_augpe(plan: ComparePlan, *, ledger: SubLedger, progress: Progress, d
     """AugPE+Ṽ (docs/DESIGN.md §6): Gaussian votes over the private documents, first prompts from Ṽ — shared with DP-KPS
     when it ran first (the same ε_voc release, counted once)."""
     from dpkps_core.baselines.augpe import AugPEConfig, prompt_budget, run_augpe
-    from dpkps_core.budget import unit_strings
+    from dpkps_core.method.budget import unit_strings
 
     st = plan.settings
     t_voc = time.perf_counter()
@@ -211,7 +211,7 @@ def compare_private_prediction(plan: ComparePlan, *, ledger: SubLedger, progress
     from dpkps_core.baselines.prediction_config import (PRIVATE_PROMPT_WARNING, PrivatePredictionConfig, calibrate,
                                                         prediction_event, public_messages, reservation_event)
     from dpkps_core.baselines.private_prediction import buckets_for, load_local_lm, run_private_prediction
-    from dpkps_core.budget import admit
+    from dpkps_core.method.budget import admit
     from dpkps_core.dp.count import count_event
 
     st_ = plan.settings

@@ -15,7 +15,7 @@ import dataclasses
 import math
 from typing import Any
 
-from dpkps_core.config import PRIVATE_PREDICTION_LIMITS
+from dpkps_core.method.config import PRIVATE_PREDICTION_LIMITS
 from dpkps_core.dp.accounting import calibrate_private_prediction, rho_per_batch, zcdp_to_epsilon
 from dpkps_core.dp.baseline_events import PrivatePredictionEvent, PrivatePredictionReservationEvent
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT

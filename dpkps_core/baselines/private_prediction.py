@@ -45,8 +45,8 @@ from dpkps_core.baselines.prediction_config import (
     private_messages,
     public_messages,
 )
-from dpkps_core.budget import admitted_indices, document_units
-from dpkps_core.config import PRIVATE_PREDICTION_LIMITS
+from dpkps_core.method.budget import admitted_indices, document_units
+from dpkps_core.method.config import PRIVATE_PREDICTION_LIMITS
 from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import zcdp_to_epsilon
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent
@@ -56,7 +56,7 @@ from dpkps_core.dp.validation import check_delta, check_positive_int
 from dpkps_core.errors import LLMError, ParameterError
 from dpkps_core.llm.decoder import BatchedDecoder  # noqa: F401 - the lock-step decoder Algorithm 1 drives
 from dpkps_core.llm.local import chat_token_ids, stop_token_ids  # one definition each, shared with the backends
-from dpkps_core.privacy_report import PrivacyReport
+from dpkps_core.records.privacy_report import PrivacyReport
 from dpkps_core.progress import Progress
 
 
@@ -247,7 +247,7 @@ class PrivatePredictionResult:
     warning: str = PRIVATE_PROMPT_WARNING
 
     def privacy_report(self) -> PrivacyReport:
-        """The run's typed privacy report (:class:`~dpkps_core.privacy_report.PrivacyReport`): its ledger event and
+        """The run's typed privacy report (:class:`~dpkps_core.records.privacy_report.PrivacyReport`): its ledger event and
         public settings, in the JSON layout private prediction has always written."""
         return PrivacyReport(
             method=METHOD, epsilon_total=self.epsilon, delta_total=self.delta, neighbouring=self.event.neighbouring,
@@ -287,7 +287,7 @@ def run_private_prediction(
             data-dependent choice steering which batches run).
         noise: randomness (Laplace SVT noise and token sampling).
         ledger: admits the units and is charged ONE event (parallel composition over batches) with δ, up front.
-        units: one unit string per document (:func:`dpkps_core.budget.unit_strings`); default: document units.
+        units: one unit string per document (:func:`dpkps_core.method.budget.unit_strings`); default: document units.
         neighbouring: the neighbouring relation of the guarantee (the corpus's privacy unit).
         charged_event: the caller has ALREADY admitted the units and charged this event (e.g. a
             :func:`reservation_event` charged with a DP count before it); the run checks that its calibrated ε

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dpkps_core import audit
 from dpkps_core.cli import common as cli_common
-from dpkps_core.config import load_config_corpus, load_vocabulary_for
+from dpkps_core.method.config import load_config_corpus, load_vocabulary_for
 from dpkps_core.embeddings import get_embedder
 
 

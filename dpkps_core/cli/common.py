@@ -1,5 +1,5 @@
 """What several commands share: the corpus, privacy and method options of a sampling run, the declared
-public class names, and the :class:`~dpkps_core.config.SamplingConfig` built from them."""
+public class names, and the :class:`~dpkps_core.method.config.SamplingConfig` built from them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dpkps_core.cli.options import add_setting_options, names_in_group, settings_from_args
-from dpkps_core.config import CORPUS, METHOD, PRIVACY, VOCABULARY, SamplingConfig, build_sampling_config
+from dpkps_core.method.config import CORPUS, METHOD, PRIVACY, VOCABULARY, SamplingConfig, build_sampling_config
 from dpkps_core.corpus import ENCODINGS, check_class_names
 from dpkps_core.corpus.limits import (DEFAULT_MAX_BYTES, DEFAULT_MAX_DOCUMENTS, ENV_MAX_BYTES, ENV_MAX_DOCUMENTS,
                                      parse_limit)
@@ -117,7 +117,7 @@ def add_sampling_arguments(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> SamplingConfig:
     """The run's :class:`SamplingConfig` from the sampling options, through the one builder
-    (:func:`~dpkps_core.config.build_sampling_config`; checked once, before anything is loaded or charged)."""
+    (:func:`~dpkps_core.method.config.build_sampling_config`; checked once, before anything is loaded or charged)."""
     return build_sampling_config(
         **settings_from_args(args), text_column=args.text_column, label_column=args.label_column,
         classes=parse_classes(args.classes, args.classes_file), paper_settings=bool(args.paper_settings),
@@ -211,13 +211,13 @@ def os_error_line(exc: OSError) -> str:
 
 def open_streamed_corpus(config: SamplingConfig, progress: Any = None) -> Any:
     """The corpus FILE (or folder of parts) a sampling configuration names, read in chunks and never held whole
-    (issue 31; :class:`~dpkps_core.training_source.StreamedCorpus`): its columns, encoding and limits from
+    (issue 31; :class:`~dpkps_core.method.training_source.StreamedCorpus`): its columns, encoding and limits from
     ``config``, prepared by one pass (split, units, training part of the declared classes). Refuses locally,
     before anything is spent, a missing file or undeclared classes. ``demo:`` corpora are loaded, not streamed."""
-    from dpkps_core.config import load_limits_of
+    from dpkps_core.method.config import load_limits_of
     from dpkps_core.corpus.stream import CorpusStream
     from dpkps_core.errors import CorpusError
-    from dpkps_core.training_source import StreamedCorpus
+    from dpkps_core.method.training_source import StreamedCorpus
 
     if not Path(config.corpus).exists():
         raise CorpusError(f"The corpus file {config.corpus!r} does not exist.")

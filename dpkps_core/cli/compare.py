@@ -12,9 +12,9 @@ import sys
 
 from dpkps_core.baselines.compare_settings import GENERATION_METHODS
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
-from dpkps_core.sampling import SAMPLING_METHODS
+from dpkps_core.method.sampling import SAMPLING_METHODS
 from dpkps_core.cli.common import add_file_arguments
-from dpkps_core.config import DEFAULT_EPSILON_CAP
+from dpkps_core.method.config import DEFAULT_EPSILON_CAP
 
 PP_WARNING_CLI = (
     "WARNING: private prediction puts PRIVATE documents into the prompt of the LOCAL offline model (it needs "

@@ -87,7 +87,7 @@ def _disclosure(args: argparse.Namespace) -> None:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from dpkps_core.cli.common import check_output_dir, config_from_args
-    from dpkps_core.config import load_config_corpus, load_vocabulary_for
+    from dpkps_core.method.config import load_config_corpus, load_vocabulary_for
     from dpkps_core.embeddings import EmbeddingCache, get_embedder
     from dpkps_core.evaluation import PRIVATE_NOTE, run_sweep, sweep_summary, write_sweep_outputs
 
@@ -119,12 +119,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 def _cmd_forecast(args: argparse.Namespace) -> int:
     from dpkps_core.cli.common import check_output_dir, config_from_args
-    from dpkps_core.config import load_config_corpus, load_vocabulary_for
+    from dpkps_core.method.config import load_config_corpus, load_vocabulary_for
     from dpkps_core.embeddings import get_embedder
     from dpkps_core.evaluation.forecast_exact import forecast
     from dpkps_core.evaluation.forecast_outlook import forecast_figure
     from dpkps_core.evaluation.metrics import PRIVATE_NOTE
-    from dpkps_core.split import split_documents
+    from dpkps_core.method.split import split_documents
 
     check_output_dir(args.out, "--out")
     config = config_from_args(args)

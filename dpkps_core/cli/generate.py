@@ -27,7 +27,7 @@ from dpkps_core.llm.repetition import (
     MAX_REPETITION_PENALTY,
 )
 from dpkps_core.llm.settings import DEFAULT_DRAFTS
-from dpkps_core.runfolder import RunFolder
+from dpkps_core.records.runfolder import RunFolder
 
 
 
@@ -155,7 +155,7 @@ def _private_texts(private_corpus: str | None, *run_dirs: Path) -> list[str] | N
     """The private documents few-shot examples are checked against, on this machine (docs/DESIGN.md §2.5): those of
     ``--private-corpus``, else of the corpus the run was sampled from (``run_config.json``: its local path or demo
     spec, with its text and label columns). None when no corpus is known."""
-    from dpkps_core.config import load_limits_of
+    from dpkps_core.method.config import load_limits_of
     from dpkps_core.corpus import load_corpus_spec
     from dpkps_core.errors import DPKPSError
 
@@ -360,7 +360,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the release bundle."""
-    from dpkps_core.export import build_bundle
+    from dpkps_core.records.export import build_bundle
 
     check_input_path(args.run, "--run", kind="folder")
     check_output_file(args.zip, "--zip")

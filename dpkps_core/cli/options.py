@@ -1,5 +1,5 @@
-"""The command line's options for the sampling settings, generated from :class:`~dpkps_core.config.SamplingConfig`'s
-field metadata (:class:`~dpkps_core.config.SettingOption`): flag, help, group, choices and default are written once,
+"""The command line's options for the sampling settings, generated from :class:`~dpkps_core.method.config.SamplingConfig`'s
+field metadata (:class:`~dpkps_core.method.config.SettingOption`): flag, help, group, choices and default are written once,
 beside the field (issue 32 §4). Settings that need their own parsing (the columns, the class names, the encoding and
 the load limits) keep their hand-written options in :mod:`dpkps_core.cli.common`.
 """
@@ -10,7 +10,7 @@ import argparse
 import dataclasses
 from typing import Any, Iterable
 
-from dpkps_core.config import FIELD_DEFAULT, SamplingConfig, SettingOption, setting_options, setting_value_type
+from dpkps_core.method.config import FIELD_DEFAULT, SamplingConfig, SettingOption, setting_options, setting_value_type
 
 def option_flag(name: str, option: SettingOption) -> str:
     """The option's long flag: its own, else ``--`` + the field name with dashes."""
@@ -41,7 +41,7 @@ def add_setting_options(group: Any, names: Iterable[str]) -> None:
 
 
 def names_in_group(group: str) -> list[str]:
-    """The settings of one of :data:`~dpkps_core.config.OPTION_GROUPS`, in help order."""
+    """The settings of one of :data:`~dpkps_core.method.config.OPTION_GROUPS`, in help order."""
     return [name for name, option in setting_options().items() if option.group == group]
 
 

@@ -17,15 +17,15 @@ from pathlib import Path
 from dpkps_core.cli.common import check_input_path, check_output_dir
 from dpkps_core.dossier import INTERNAL_PDF, RELEASE_PDF, build_dossier, find_chromium, to_pdf
 from dpkps_core.errors import ParameterError
-from dpkps_core.runfolder import ensure_private_dir
+from dpkps_core.records.runfolder import ensure_private_dir
 
 
 def _ledger_view(run: Path, corpus_path: str | Path) -> object:
     """The corpus's ledger view for the internal edition: the corpus loaded with the run's own columns, classes,
     person column and encoding (run_config.json), its persistent ledger opened to READ (no admission, no ε)."""
-    from dpkps_core import runfolder
+    from dpkps_core.records import runfolder
     from dpkps_core.cli.ledger import corpus_ledger
-    from dpkps_core.config import SamplingConfig, load_config_corpus
+    from dpkps_core.method.config import SamplingConfig, load_config_corpus
 
     folder = runfolder.RunFolder(run)
     if not folder.config.is_file():

@@ -8,13 +8,13 @@ from typing import Any
 from dpkps_core.cli.common import (add_sampling_arguments, check_output_dir, config_from_args,
                                 open_streamed_corpus)
 from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
-from dpkps_core.config import LIMITS, SamplingConfig, load_config_corpus, load_vocabulary_for
+from dpkps_core.method.config import LIMITS, SamplingConfig, load_config_corpus, load_vocabulary_for
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import EmbeddingCache, get_embedder
 from dpkps_core.errors import ParameterError
-from dpkps_core.pipeline import run_sampling, seeded_embedding_cache, write_run_folder
-from dpkps_core.run_record import record_ledger, with_steering_forecast
+from dpkps_core.method.pipeline import run_sampling, seeded_embedding_cache, write_run_folder
+from dpkps_core.records.run_record import record_ledger, with_steering_forecast
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:

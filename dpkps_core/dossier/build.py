@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from dpkps_core import runfolder
+from dpkps_core.records import runfolder
 from dpkps_core.dossier import internal, release
 from dpkps_core.dossier.policy import Policy, as_policy, decide
 from dpkps_core.dossier.reproduce import command_lines, reproduce_config, reproduce_markdown

@@ -1,6 +1,6 @@
 """The internal edition's extra content: what the run folder holds that was computed on PRIVATE data (issue 34 §1).
 
-Local only — the export refuses the internal edition by name (:data:`dpkps_core.runfolder.INTERNAL_DOSSIER_FILES`):
+Local only — the export refuses the internal edition by name (:data:`dpkps_core.records.runfolder.INTERNAL_DOSSIER_FILES`):
 the corpus fingerprint (``run_config.json``'s ``corpus_sha256`` of the file, or the app's content fingerprint), the
 local evaluation (``evaluation.json``: downstream accuracy with its bootstrap intervals, precision/recall on
 embeddings, per-class recall, docs/DESIGN.md §5), the empirical audit's lower bound beside the claimed ε
@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from dpkps_core import runfolder
+from dpkps_core.records import runfolder
 
 #: What ``dpkps audit --out DIR`` writes (dpkps_core/cli/audit.py); read when DIR is the run folder.
 AUDIT_REPORT_NAME = "audit_report.json"

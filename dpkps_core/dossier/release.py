@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from dpkps_core import runfolder
+from dpkps_core.records import runfolder
 from dpkps_core.dossier.labels import (DEMO_CORPUS_LICENCES, PARAMETER_LABELS, PRIVATE_PARAMETER_KEYS,
                                        SAMPLER_LABELS, SEED_POLICY_LABELS, format_epsilon, format_value,
                                        mechanism_label, parameter_label, step_label)
@@ -210,7 +210,7 @@ def public_inputs(report: Mapping[str, Any], config: Mapping[str, Any]) -> list[
     """The public inputs with their licences (assets/LICENSES.md): the vocabulary, the embedding model, a demo
     corpus when one was used."""
     from dpkps_core.embeddings import EMBEDDING_MODELS
-    from dpkps_core.vocabulary import VOCABULARIES
+    from dpkps_core.method.vocabulary import VOCABULARIES
 
     vocab = str(config.get("vocabulary") or _mapping(report.get("vocabulary")).get("name")
                 or report.get("vocabulary") or "—")

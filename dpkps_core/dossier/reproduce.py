@@ -1,7 +1,7 @@
 """How to re-run a release's DP steps (issue 34 §3): ``reproduce_config.json`` + ``reproduce.md`` for the bundle.
 
-``reproduce_config.json`` is a flat JSON object of :class:`~dpkps_core.config.SamplingConfig`'s public fields, which
-``python -m dpkps_core sample --config FILE`` reads back through :func:`~dpkps_core.config.build_sampling_config`
+``reproduce_config.json`` is a flat JSON object of :class:`~dpkps_core.method.config.SamplingConfig`'s public fields, which
+``python -m dpkps_core sample --config FILE`` reads back through :func:`~dpkps_core.method.config.build_sampling_config`
 (:func:`read_config_file`). The private corpus is a placeholder only (:data:`CORPUS_PLACEHOLDER`): its file name,
 path, column names and fingerprint are private (docs/PRIVACY.md) and are given on the command line by whoever holds
 the corpus. The public inputs are named with their SHA-256 where the run recorded one (a user vocabulary file),
@@ -30,7 +30,7 @@ CONFIG_FORMAT = "dpkps-sampling-config"
 def reproduce_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The run's public sampling settings as ``sample --config`` reads them: every SamplingConfig field except the
     corpus's location and columns; a demo corpus keeps its public name, any other is :data:`CORPUS_PLACEHOLDER`."""
-    from dpkps_core.config import SETTING_NAMES
+    from dpkps_core.method.config import SETTING_NAMES
 
     out: dict[str, Any] = {"format": CONFIG_FORMAT, "version": 1,
                            "note": "Public settings of the release; give your private corpus and its columns on "
@@ -135,10 +135,10 @@ def reproduce_markdown(config: Mapping[str, Any], *, public_inputs: list[Mapping
 
 
 def read_config_file(path: str | Path, **overrides: Any) -> Any:
-    """A :class:`~dpkps_core.config.SamplingConfig` from a config file (``sample --config``): a JSON object of
+    """A :class:`~dpkps_core.method.config.SamplingConfig` from a config file (``sample --config``): a JSON object of
     SamplingConfig fields (:data:`META_KEYS` ignored, an unknown key refused), with ``overrides`` (the corpus
     options given on the command line; None = not given) over it, built by ``build_sampling_config``."""
-    from dpkps_core.config import SETTING_NAMES, build_sampling_config
+    from dpkps_core.method.config import SETTING_NAMES, build_sampling_config
 
     p = Path(path)
     if not p.is_file():

@@ -1,7 +1,7 @@
 """A DP document count: the size of the private training part, released with Laplace noise (docs/DESIGN.md §2.0, §3).
 
 Neighbouring relation: add/remove one document (or, with a person column, one person's documents, when the
-caller counts persons — :func:`dpkps_core.budget.release_unit_count` admits the units and counts the distinct
+caller counts persons — :func:`dpkps_core.method.budget.release_unit_count` admits the units and counts the distinct
 admitted ones). The count changes by at most 1,
 so its L1 sensitivity is 1; the noise is Laplace(1/ε). Anything computed from the released count (e.g. the number
 of hash buckets of private prediction, [PrivPred] Assumption 1) is post-processing and may be published; the true
@@ -56,7 +56,7 @@ def release_count(
     """Release ``true_count`` + Laplace(1/ε) (sensitivity 1 under ``neighbouring``).
 
     With ``ledger`` the count's event is charged BEFORE the noise is drawn (docs/DESIGN.md §2.0 "charge first"). The
-    caller has admitted the counted units already (:func:`dpkps_core.budget.admit`) and counts only the admitted
+    caller has admitted the counted units already (:func:`dpkps_core.method.budget.admit`) and counts only the admitted
     ones, or has charged this event itself as part of a larger release (then it passes no ledger)."""
     epsilon = check_epsilon(epsilon, "ε (count)")
     if ledger is not None:

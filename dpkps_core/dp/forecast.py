@@ -20,7 +20,7 @@ The class sizes change by at most 1 in L1 (one class for a document; a person's 
 u has L1 sensitivity a + (1 − a) = 1, so the release is ε-DP (the Laplace mechanism, Dwork & Roth 2014 Thm 3.6).
 Rescaled (post-processing), that is G + Laplace(S/(a·ε)) per threshold and n + Laplace(1/((1 − a)·ε)) per class.
 
-Order (docs/DESIGN.md §2.0, "charge first"): the caller admits the units (``dpkps_core.budget.admit``), computes the
+Order (docs/DESIGN.md §2.0, "charge first"): the caller admits the units (``dpkps_core.method.budget.admit``), computes the
 statistic on the admitted documents only, then :func:`release_forecast_statistics` charges the frozen
 :class:`~dpkps_core.dp.events.ForecastStatisticsEvent` (step ``"forecast"``) BEFORE it draws any noise.
 """

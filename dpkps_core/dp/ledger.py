@@ -78,7 +78,7 @@ class PrivacyLedger:
         """Individual privacy filter, charge first (docs/DESIGN.md §2.0; Feldman & Zrnic 2021).
 
         ``units`` holds one identifying string per document of the release's input, in order (the documents of
-        one person share the person's string; see ``dpkps_core.budget.unit_strings``). Returns a boolean mask
+        one person share the person's string; see ``dpkps_core.method.budget.unit_strings``). Returns a boolean mask
         over ``units``: the documents that take part in a release of ``epsilon``. The admitted units are charged
         NOW, before the caller computes any statistic or draws noise; the caller then drops the others from the
         release's input and records the release's :class:`PrivacyEvent` with :meth:`charge`, also before noise.

@@ -4,7 +4,7 @@ Everything here reads the REAL corpus and therefore runs locally for the data ow
 forecasts and projections of real documents are *private, not for release* (every result carries
 ``private = True`` and :data:`PRIVATE_NOTE`; ``evaluation.json`` is never put in a release bundle).
 
-* Held-out split (:mod:`dpkps_core.split`): only ``split.train`` feeds a DP step; ``split.test`` is used for
+* Held-out split (:mod:`dpkps_core.method.split`): only ``split.train`` feeds a DP step; ``split.test`` is used for
   evaluation only; ``split.client`` (unlabelled) only for Deep CORAL.
 * Downstream accuracy (docs/DESIGN.md §5): logistic regression (default) or a small torch MLP head on sentence
   embeddings, trained on synthetic documents and tested on the real test part; baseline: the same classifier on

@@ -1,9 +1,9 @@
 """A disclosure test that knows chance from leakage (issue 34 §2; docs/PRIVACY.md "Disclosure test") — PRIVATE, local.
 
-:mod:`dpkps_core.memorisation` compares the synthetic documents with the training documents only, so an ordinary
+:mod:`dpkps_core.evaluation.memorisation` compares the synthetic documents with the training documents only, so an ordinary
 phrase shared by many documents looks like a hit. Here the held-out documents are the control ([Phantoms]): the
 training part and the held-out part are drawn from the same corpus by a keyed hash of each document
-(:mod:`dpkps_core.split`, docs/DESIGN.md §1), so a synthetic document that matches them *by chance* matches both
+(:mod:`dpkps_core.method.split`, docs/DESIGN.md §1), so a synthetic document that matches them *by chance* matches both
 alike, while one that reproduces what it was built from matches the training part more often.
 
 The design, for ``m`` = min(training, held-out) documents of each part (a seeded subsample of the larger one):
@@ -43,7 +43,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from dpkps_core.errors import ParameterError
-from dpkps_core.memorisation import DEFAULT_FLAG_WORDS, tokens
+from dpkps_core.evaluation.memorisation import DEFAULT_FLAG_WORDS, tokens
 
 #: Words in a rare n-gram (shorter runs are ordinary shared phrasing even when rare).
 DEFAULT_NGRAM = 6
@@ -322,7 +322,7 @@ def disclosure_test(synthetic: Sequence[str], training: Sequence[str], holdout: 
 def disclosure_for_run(run: Any, *, settings: DisclosureSettings | None = None) -> DisclosureResult:
     """The disclosure test of a loaded run (:func:`dpkps_core.evaluation.run.load_run`): its synthetic documents
     against its training part and its held-out (test) part, the claimed ε from its privacy report."""
-    from dpkps_core import runfolder
+    from dpkps_core.records import runfolder
 
     docs = [d["text"] for d in run.documents]
     if not docs:

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from dpkps_core import pipeline
-from dpkps_core.budget import admit
-from dpkps_core.config import LIMITS, SamplingConfig
+from dpkps_core.method import pipeline
+from dpkps_core.method.budget import admit
+from dpkps_core.method.config import LIMITS, SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.forecast import (DEFAULT_CURVE_SHARE, DEFAULT_FORECAST_EPSILON, ForecastStatistics,
                                     release_forecast_statistics)
@@ -29,7 +29,7 @@ from dpkps_core.evaluation.forecast_outlook import (Forecast, assemble_forecast,
                                                     vocabulary_outlook)
 from dpkps_core.evaluation.forecast_uncertainty import (DEFAULT_UNCERTAINTY_DRAWS, ForecastQuantities,
                                                         apply_confidence, judge_confidence)
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 #: Shown with a DP forecast: what it is, and that choosing from it stays inside ε.
 DP_FORECAST_NOTE = ("DP forecast: post-processing of the ε_forecast release recorded in the ledger — choosing ε, N "
@@ -44,7 +44,7 @@ def release_forecast(
     curve_share: float = DEFAULT_CURVE_SHARE,
 ) -> ForecastStatistics:
     """The DP forecast's release path (docs/DESIGN.md §2.0 order): admit the training part's units
-    (``dpkps_core.budget.admit``, which charges them) → count on the admitted documents only → charge the frozen
+    (``dpkps_core.method.budget.admit``, which charges them) → count on the admitted documents only → charge the frozen
     event (step ``"forecast"``) → draw the noise (:func:`~dpkps_core.dp.forecast.release_forecast_statistics`).
 
     ``train`` is the training part; documents of undeclared labels enter no DP step. ``terms_per_doc`` is the S

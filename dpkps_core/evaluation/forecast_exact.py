@@ -11,17 +11,17 @@ from typing import Sequence
 
 import numpy as np
 
-from dpkps_core import pipeline
-from dpkps_core.config import LIMITS, SamplingConfig
-from dpkps_core.density_plan import default_bandwidth
+from dpkps_core.method import pipeline
+from dpkps_core.method.config import LIMITS, SamplingConfig
+from dpkps_core.method.density_plan import default_bandwidth
 from dpkps_core.dp.contributions import class_keyphrase_histograms
 from dpkps_core.dp.rff import exact_gaussian_kernel
 from dpkps_core.embeddings import Embedder
 from dpkps_core.errors import ParameterError
 from dpkps_core.evaluation.forecast_outlook import (Forecast, assemble_forecast, density_outlook, forecast_epsilons,
                                                     rff_members, vocabulary_outlook)
-from dpkps_core.matching import TermMatcher
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.matching import TermMatcher
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 
 def _count_curve(counts: np.ndarray, max_points: int = 200) -> list[tuple[int, int]]:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpkps_core.config import SamplingConfig
-from dpkps_core.density_plan import density_plan
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.density_plan import density_plan
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary, noise_floor
 from dpkps_core.errors import ParameterError
@@ -97,7 +97,7 @@ def forecast_epsilons(config: SamplingConfig, eps_voc: float | None) -> tuple[fl
     of a sweep) in place of the config's when given (docs/DESIGN.md §6)."""
     if not isinstance(config, SamplingConfig):
         raise ParameterError("A forecast takes the sampling settings as a SamplingConfig "
-                             "(dpkps_core.config.build_sampling_config builds one).")
+                             "(dpkps_core.method.config.build_sampling_config builds one).")
     return (check_epsilon(config.eps_voc if eps_voc is None else eps_voc, "ε_voc"),
             check_epsilon(config.eps_kde, "ε_kde"))
 
@@ -226,7 +226,7 @@ EPS_KDE_GRID = (0.5, 1, 2, 3, 5, 8, 10, 15, 20, 30, 50, 100, 200)
 
 def rff_error(config: SamplingConfig, *, class_size: float, eps_kde: float, n_classes: int) -> float:
     """The expected error 1/√I + 2√I/(n_c·ε_member) of the RFF DP-KDE at n_c = ``class_size`` — from the one
-    density plan (:func:`~dpkps_core.density_plan.density_plan`; docs/DESIGN.md §2.2, §6)."""
+    density plan (:func:`~dpkps_core.method.density_plan.density_plan`; docs/DESIGN.md §2.2, §6)."""
     cfg = config.replace(density="rff", eps_kde=eps_kde, class_size_estimate=max(float(class_size), 1.0))
     return float(density_plan(cfg, n_classes=n_classes).total_error)
 

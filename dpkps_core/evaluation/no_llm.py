@@ -8,13 +8,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from dpkps_core import pipeline
-from dpkps_core.config import LIMITS
+from dpkps_core.method import pipeline
+from dpkps_core.method.config import LIMITS
 from dpkps_core.dp.validation import check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.errors import ParameterError
-from dpkps_core.matching import TermMatcher
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.matching import TermMatcher
+from dpkps_core.method.vocabulary import PublicVocabulary
 from dpkps_core.evaluation.metrics import Scores, classification_scores
 
 

@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from dpkps_core import pipeline
+from dpkps_core.method import pipeline
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.validation import check_positive_float, check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.embeddings import Embedder, embed_texts
-from dpkps_core import runfolder
-from dpkps_core.runfolder import EVALUATION_FILE, RunFolder
+from dpkps_core.records import runfolder
+from dpkps_core.records.runfolder import EVALUATION_FILE, RunFolder
 from dpkps_core.errors import CorpusError, DPKPSError, ParameterError
-from dpkps_core.config import SamplingConfig
-from dpkps_core.split import CorpusSplit, split_documents
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.split import CorpusSplit, split_documents
+from dpkps_core.method.vocabulary import PublicVocabulary
 from dpkps_core.progress import Progress
 from dpkps_core.evaluation.classifiers import CLASSIFIERS, embedding_accuracy, real_baseline_accuracy
 from dpkps_core.evaluation.distribution import DEFAULT_K, DistributionScore, distribution_score
@@ -77,7 +77,7 @@ def load_run(run_dir: str | Path, *, corpus: Corpus | None = None) -> RunData:
     """Reload a run folder: ``run_config.json`` (the corpus spec is reloaded with ``load_corpus_spec`` unless
     ``corpus`` is given), ``split.json``, ``private_vocabulary.json``, ``sequences.jsonl`` and, when present,
     ``documents.jsonl``."""
-    from dpkps_core.config import load_config_corpus
+    from dpkps_core.method.config import load_config_corpus
 
     folder = RunFolder(run_dir)
     folder.require_sampling()
@@ -98,7 +98,7 @@ def load_run(run_dir: str | Path, *, corpus: Corpus | None = None) -> RunData:
         raise mismatch  # same size but other labels: a different corpus
     pv = PrivateVocabulary.from_dict(runfolder.read_json(folder.vocabulary))
     sequences = folder.read_sequences()
-    from dpkps_core.runfolder import read_documents
+    from dpkps_core.records.runfolder import read_documents
 
     documents = read_documents(run)
     documents = [d for d in documents if isinstance(d.get("label"), str) and d.get("text", "").strip()]
@@ -187,7 +187,7 @@ def _real_keyphrase_baseline(run: Any, *, vocabulary: PublicVocabulary | None, c
     or None and a note saying why it could not be computed (e.g. an uploaded public vocabulary that is gone)."""
     try:
         if vocabulary is None:  # the run's public vocabulary: the baseline is defined over it
-            from dpkps_core.config import load_vocabulary_for
+            from dpkps_core.method.config import load_vocabulary_for
 
             vocabulary = load_vocabulary_for(run.config)
         train = run.train

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 
-from dpkps_core import pipeline
-from dpkps_core.config import LIMITS
+from dpkps_core.method import pipeline
+from dpkps_core.method.config import LIMITS
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
@@ -22,10 +22,10 @@ from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache, embed_terms
 from dpkps_core.errors import ParameterError
-from dpkps_core.config import SamplingConfig
-from dpkps_core.sampling import SAMPLING_METHODS
-from dpkps_core.split import CorpusSplit, split_documents
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.sampling import SAMPLING_METHODS
+from dpkps_core.method.split import CorpusSplit, split_documents
+from dpkps_core.method.vocabulary import PublicVocabulary
 from dpkps_core.progress import Progress
 from dpkps_core.evaluation.metrics import PRIVATE_NOTE, Scores, _noop, chance_accuracy
 from dpkps_core.evaluation.no_llm import keyphrase_sequences, no_llm_check, noise_term_share, real_keyphrase_baseline, vocabulary_recall

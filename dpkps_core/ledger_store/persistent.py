@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpkps_core.config import DEFAULT_EPSILON_CAP
+from dpkps_core.method.config import DEFAULT_EPSILON_CAP
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import MAX_ROW_FACTOR, AdmissionTicket, PrivacyLedger
 from dpkps_core.errors import ParameterError
@@ -283,11 +283,11 @@ class PersistentLedger(PrivacyLedger):
         return out
 
     def charge(self, event: PrivacyEvent) -> PrivacyEvent:
-        """Refused: an event is charged through its admission's ticket (:func:`dpkps_core.budget.admit`), or to
+        """Refused: an event is charged through its admission's ticket (:func:`dpkps_core.method.budget.admit`), or to
         every unit explicitly (:meth:`charge_every_unit`)."""
         raise ParameterError(
             f"{getattr(event, 'step', 'a release')} is charged through its admission's ticket "
-            "(dpkps_core.budget.admit(...).ticket), or to every unit with charge_every_unit; nothing was charged.")
+            "(dpkps_core.method.budget.admit(...).ticket), or to every unit with charge_every_unit; nothing was charged.")
 
     def charge_every_unit(self, event: PrivacyEvent) -> PrivacyEvent:
         """Charge ``event`` to every unit the ledger was opened with (a mechanism that did not filter its input
@@ -377,14 +377,14 @@ def open_corpus_ledger(corpus: Any, *, tool: str, run: str | None = None, cap: f
                        store: LedgerStore | None = None, by_person: bool | None = None,
                        units: Sequence[str] | None = None) -> PersistentLedger:
     """The persistent ledger seen from one run on ``corpus``: a :class:`~dpkps_core.corpus.Corpus` (its units are
-    :func:`dpkps_core.budget.unit_strings`, by person when ``by_person`` — by default when it has a person
+    :func:`dpkps_core.method.budget.unit_strings`, by person when ``by_person`` — by default when it has a person
     column) or a sequence of unit strings; ``units`` overrides both. ``cap`` is the run's cap setting (module
     docstring: it caps the units new to the ledger and this run's own total; it changes no stored cap — use
     :meth:`PersistentLedger.set_unit_cap` for that)."""
     person = bool(by_person)
     if units is None:
         if hasattr(corpus, "texts") and hasattr(corpus, "labels"):
-            from dpkps_core.budget import unit_strings
+            from dpkps_core.method.budget import unit_strings
 
             person = getattr(corpus, "persons", None) is not None if by_person is None else bool(by_person)
             units = unit_strings(corpus, by_person=person)

@@ -1,7 +1,7 @@
 """The ledger's unit rules (docs/DESIGN.md §2.0 "Every key a release could touch is charged, and checked"; docs/PRIVACY.md
 "Units and group privacy"): which keys one release charges, how much, and which rows it leaves out.
 
-A release's input is one *unit string* per row (:func:`dpkps_core.budget.unit_strings`):
+A release's input is one *unit string* per row (:func:`dpkps_core.method.budget.unit_strings`):
 
 * ``document␟<text>`` — a row of a document-unit release; ``document␟<text>␞person␟<id>`` when the corpus has a
   person column (the person is then *known*: the release counts toward that person by group privacy);
@@ -100,7 +100,7 @@ def _split(units: Sequence[str]) -> tuple[str, list[str], list[str] | None]:
     try:
         linked = LINK_SEP in "".join(units)
     except TypeError:
-        raise ParameterError("A privacy unit is identified by a string (dpkps_core.budget.unit_strings).") from None
+        raise ParameterError("A privacy unit is identified by a string (dpkps_core.method.budget.unit_strings).") from None
     documents = sum(map(str.startswith, units, itertools.repeat(DOCUMENT_PREFIX)))
     if 0 < documents < len(units):
         raise ParameterError("One release mixes document-unit and person-unit rows; admit each unit separately.")

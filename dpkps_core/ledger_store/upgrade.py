@@ -160,7 +160,7 @@ def upgrade_v1(corpus: Any, *, root: str | os.PathLike[str] | None = None, by_pe
                tool: str = "cli ledger upgrade", new_cap: float | None = None) -> UpgradeResult:
     """Carry the version-1 spend of ``corpus``'s documents (persons) into a version-2 store in the same ledger folder
     (module docstring). Refused when the folder holds no version-1 store, or this corpus was carried over before."""
-    from dpkps_core.budget import document_units
+    from dpkps_core.method.budget import document_units
 
     folder = ledger_root() if root is None else ledger_root({"DPKPS_LEDGER_DIR": os.fspath(root)})
     moved = _move_v1_aside(folder)

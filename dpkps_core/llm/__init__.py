@@ -23,7 +23,7 @@ from dpkps_core.llm.prompts import (
 from dpkps_core.llm.retry import RetriesExhausted, call_with_retries
 from dpkps_core.llm.runner import run_generation
 from dpkps_core.llm.settings import GenerationSettings, GenerationSummary, Progress
-from dpkps_core.runfolder import (
+from dpkps_core.records.runfolder import (
     AUDIT_FILE,
     DOCUMENTS_FILE,
     FAILURES_FILE,
@@ -31,7 +31,7 @@ from dpkps_core.runfolder import (
     read_failures,
     repair_jsonl_tail,
 )
-from dpkps_core.sequences import KeyphraseSequence
+from dpkps_core.method.sequences import KeyphraseSequence
 
 __all__ = [
     "AUDIT_FILE",

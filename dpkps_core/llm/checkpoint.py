@@ -1,6 +1,6 @@
 """The run folder as one generation run holds it (docs/ARCHITECTURE.md, llm/): the lock that lets one generation
 write into a folder at a time, and the three append-only files a run writes — the audit log, the documents and
-the failures (:mod:`dpkps_core.runfolder` owns their names and the fsynced JSONL writer; docs/DESIGN.md §2.5: every prompt
+the failures (:mod:`dpkps_core.records.runfolder` owns their names and the fsynced JSONL writer; docs/DESIGN.md §2.5: every prompt
 sent is in the audit log, never a key)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from dpkps_core.errors import LLMError
-from dpkps_core.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE, LOCK_FILE, JsonlAppender
+from dpkps_core.records.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE, LOCK_FILE, JsonlAppender
 
 
 def utc_now() -> str:

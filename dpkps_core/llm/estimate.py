@@ -23,7 +23,7 @@ from dpkps_core.llm.prompts import PromptConfig, as_sequence, render_prompt
 from dpkps_core.llm.quality import screen
 from dpkps_core.llm.speed import (MIN_REPLIES, BatchTimes, Measured, engine_tokens_per_second, expected_attempts,
                                   measured)
-from dpkps_core.sequences import KeyphraseSequence
+from dpkps_core.method.sequences import KeyphraseSequence
 
 @dataclasses.dataclass(frozen=True)
 class CostEstimate:

@@ -22,8 +22,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from dpkps_core.matching import tokenize
-from dpkps_core.sequences import KeyphraseSequence
+from dpkps_core.method.matching import tokenize
+from dpkps_core.method.sequences import KeyphraseSequence
 from dpkps_core.errors import ParameterError
 
 ChatMessage = dict[str, str]
@@ -251,7 +251,7 @@ def _window_hashes(ids: np.ndarray, span: int, powers: np.ndarray) -> np.ndarray
 
 
 class PrivateSpanIndex:
-    """The private corpus's ``span``-token shingles (tokens of :func:`dpkps_core.matching.tokenize`: NFKC,
+    """The private corpus's ``span``-token shingles (tokens of :func:`dpkps_core.method.matching.tokenize`: NFKC,
     lower-case), hashed into a sorted array ONCE, so that few-shot examples can be checked against every private
     document cheaply (docs/DESIGN.md §2.5). Local and in memory only; its errors never quote private text.
 

@@ -44,9 +44,9 @@ from dpkps_core.llm.selection import DraftChoice, DraftSelector, request_drafts
 from dpkps_core.llm.retry import RetriesExhausted, call_with_retries, retry_delay
 from dpkps_core.llm.settings import GenerationSettings, GenerationSummary, Progress
 from dpkps_core.llm.speed import RunMeter, measured
-from dpkps_core.runfolder import (DOCUMENTS_FILE, FAILURES_FILE, iter_jsonl, read_documents, repair_jsonl_tail,
+from dpkps_core.records.runfolder import (DOCUMENTS_FILE, FAILURES_FILE, iter_jsonl, read_documents, repair_jsonl_tail,
                                   rewrite_jsonl)
-from dpkps_core.sequences import KeyphraseSequence
+from dpkps_core.method.sequences import KeyphraseSequence
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ import numpy as np
 from dpkps_core.errors import LLMError, ParameterError
 from dpkps_core.llm.backends import GenerationCancelled, TransientLLMError
 from dpkps_core.llm.quality import NonDocumentReply, screen
-from dpkps_core.matching import TermMatcher, canonical_term
-from dpkps_core.sequences import KeyphraseSequence
+from dpkps_core.method.matching import TermMatcher, canonical_term
+from dpkps_core.method.sequences import KeyphraseSequence
 
 #: Most characters of a draft matched against the sequences' terms (a draft is at most a few thousand tokens).
 MAX_DRAFT_CHARS = 50_000

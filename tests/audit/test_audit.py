@@ -27,9 +27,9 @@ from dpkps_core import audit
 from dpkps_core.corpus import Corpus
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
-from dpkps_core.config import SamplingConfig
-from dpkps_core.split import CorpusSplit
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.split import CorpusSplit
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 CLASSES = ("blue", "red")
 
@@ -151,7 +151,7 @@ def test_flags_noise_added_only_to_observed_terms(monkeypatch: pytest.MonkeyPatc
 
 def test_flags_a_split_that_reshuffles_the_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
     """Broken mechanism (b): the split depends on the corpus size, so one document more or less moves many."""
-    import dpkps_core.pipeline as pl
+    import dpkps_core.method.pipeline as pl
 
     def reshuffling_split(first, *args, test_fraction=0.2, client_fraction=0.0, seed=0, **kwargs):
         n = len(first)
@@ -173,7 +173,7 @@ def test_flags_a_density_with_too_little_noise(monkeypatch: pytest.MonkeyPatch) 
     """Broken mechanism (c): the keyphrase density charges ε_kde but adds noise for 1000·ε_kde (a scale bug: the
     noise drawn is 1000× too small; charging 1000·ε_kde instead is refused by the admission ticket); the density
     stage sees the removed document's own term vanish from its class's sequences."""
-    import dpkps_core.pipeline as pl
+    import dpkps_core.method.pipeline as pl
 
     real = pl.build_smoothed_histogram_density
 
@@ -293,7 +293,7 @@ def test_cli_audit_prints_the_bound_and_writes_a_private_report(tmp_path: Path, 
 
 def test_audit_reports_can_never_enter_a_release_bundle() -> None:
     from dpkps_core.errors import ExportError
-    from dpkps_core.export import check_allowed
+    from dpkps_core.records.export import check_allowed
 
     for name in ("audit_report.json", "audit_report.md"):
         with pytest.raises(ExportError):

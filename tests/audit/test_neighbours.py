@@ -22,14 +22,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dpkps_core import audit, pipeline
+from dpkps_core import audit
+from dpkps_core.method import pipeline
 from dpkps_core.audit import raw as raw_mod
 from dpkps_core.audit.raw import RawTable, raw_table_for, read_raw_table
 from dpkps_core.corpus import Corpus, load_corpus
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
-from dpkps_core.config import SamplingConfig
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 CLASSES = ("blue", "red")
 COLUMNS = ("record", "patient", "note_text", "label")

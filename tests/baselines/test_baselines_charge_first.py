@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 import pytest
 
-from dpkps_core import budget
+from dpkps_core.method import budget
 
 from dpkps_core.baselines import augpe
 from dpkps_core.baselines import compare as cmp
@@ -27,7 +27,7 @@ from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import PrivacyBudgetError
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.vocabulary import PublicVocabulary
 from llm_fakes import CrashingRemoteBackend, SimulatedCrash
 from baseline_toys import FakeLM, FakeTokenizer
 

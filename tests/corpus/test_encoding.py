@@ -11,7 +11,7 @@ import pytest
 
 from dpkps_core.cli.common import add_sampling_arguments, config_from_args
 from dpkps_core.cli.main import main
-from dpkps_core.config import SamplingConfig, load_config_corpus
+from dpkps_core.method.config import SamplingConfig, load_config_corpus
 from dpkps_core.corpus import (
     ENCODINGS,
     NotUTF8Error,

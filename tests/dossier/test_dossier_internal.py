@@ -13,8 +13,8 @@ from dpkps_core.dossier import BLOCK, RESTRICT, SHARE, Policy, PolicyError, buil
 from dpkps_core.dossier.internal import APP_FINGERPRINT_NAME
 from dpkps_core.dossier.render import INTERNAL_MARK
 from dpkps_core.errors import ExportError
-from dpkps_core.export import ALLOWED_RUN_FILES, build_bundle, check_allowed, collect_bundle
-from dpkps_core.runfolder import INTERNAL_DOSSIER_FILES
+from dpkps_core.records.export import ALLOWED_RUN_FILES, build_bundle, check_allowed, collect_bundle
+from dpkps_core.records.runfolder import INTERNAL_DOSSIER_FILES
 
 
 def test_internal_edition_reads_evaluation_audit_and_fingerprint(dossier_runs: dict[str, Path]) -> None:

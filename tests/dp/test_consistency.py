@@ -21,10 +21,10 @@ import pytest
 import torch
 
 from dp_stats import RecordingNoise
-from dpkps_core import pipeline
+from dpkps_core.method import pipeline
 from dpkps_core.baselines import augpe
 from dpkps_core.baselines import private_prediction as pp
-from dpkps_core.config import SamplingConfig
+from dpkps_core.method.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.contributions import class_keyphrase_histograms
 from dpkps_core.dp.accounting import calibrate_sigma, gaussian_delta
@@ -35,7 +35,7 @@ from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rff import SQRT2, RandomFourierFeatures
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.llm.backends import LLMBackend
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.vocabulary import PublicVocabulary
 from scripted_lm import PUBLIC_KIND, ScriptedLM, ScriptedTokenizer
 
 # ------------------------------------------------------------------------------ S for counting = S in the noise

@@ -26,7 +26,7 @@ import pytest
 from tests.dp_stats import assert_ratio_within
 
 from dp_stats import PassThroughNoise
-from dpkps_core.config import SamplingConfig
+from dpkps_core.method.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp import count as cnt, forecast as dp_forecast_module, forecast as fc
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
@@ -39,7 +39,7 @@ from dpkps_core.errors import ParameterError, PrivacyBudgetError
 from dpkps_core.evaluation.forecast_dp import (dp_forecast, forecast_from_release, forecast_preview,
                                                reconstructed_counts, release_forecast)
 from dpkps_core.evaluation.forecast_outlook import vocabulary_noise_share
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 
 TERMS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
@@ -90,7 +90,7 @@ def _hits(corpus: Corpus, *, epsilon: float, trials: int, seed: int) -> int:
 
 
 def _true(corpus: Corpus) -> tuple[int, float]:
-    from dpkps_core import pipeline
+    from dpkps_core.method import pipeline
 
     counts = pipeline.term_counts(corpus.texts, VOCAB, terms_per_doc=S)
     return int(count_curve(counts, DEFAULT_THRESHOLDS)[G2]), float(class_sizes(corpus.labels, ("a", "b"))[0])
@@ -124,7 +124,7 @@ def test_the_statistical_test_fails_when_the_noise_is_halved(monkeypatch: pytest
 
 def test_person_unit_sensitivity_holds_for_a_removed_person() -> None:
     """One person with documents in both classes moves the stacked class sizes by 1 and the curve by ≤ S."""
-    from dpkps_core import pipeline
+    from dpkps_core.method import pipeline
 
     texts = BASE_TEXTS + ["alpha beta gamma x", "delta epsilon zeta y"]
     labels = BASE_LABELS + ["a", "b"]
@@ -165,7 +165,7 @@ class OrderNoise(NoiseSource):
 
 
 def test_forecast_admits_then_charges_before_any_noise(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dpkps_core import pipeline
+    from dpkps_core.method import pipeline
 
     log: list[str] = []
     real_counts = pipeline.term_counts
@@ -202,7 +202,7 @@ def test_exact_preview_only_on_request() -> None:
 
 def test_forecast_from_release_is_post_processing_and_close_to_the_truth() -> None:
     """A noise-free release reproduces the exact vocabulary forecast; a release for another S is refused."""
-    from dpkps_core.config import LIMITS
+    from dpkps_core.method.config import LIMITS
     from dpkps_core.evaluation.forecast_exact import forecast
 
     rng = np.random.default_rng(0)

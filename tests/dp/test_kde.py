@@ -35,7 +35,7 @@ from dpkps_core.dp.rff import RandomFourierFeatures, SQRT2, exact_gaussian_kerne
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
-from dpkps_core.sampling import IterativeScorer, reference_extension_scores
+from dpkps_core.method.sampling import IterativeScorer, reference_extension_scores
 
 
 D = 16

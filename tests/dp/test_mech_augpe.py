@@ -28,7 +28,7 @@ import torch
 
 from dp_stats import CONSISTENT, VIOLATION, approx_dp_verdict, scale_noise
 from dpkps_core.baselines import augpe, private_prediction as pp
-from dpkps_core.config import PRIVATE_PREDICTION_LIMITS
+from dpkps_core.method.config import PRIVATE_PREDICTION_LIMITS
 from dpkps_core.dp.accounting import gaussian_delta
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from dp_stats import CONSISTENT, VIOLATION, dp_verdict, scale_noise
-from dpkps_core import budget
+from dpkps_core.method import budget
 from dpkps_core.dp import count as cnt, forecast as fc
 from dpkps_core.dp.count import release_count
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT

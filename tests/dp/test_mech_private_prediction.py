@@ -31,7 +31,7 @@ import torch
 
 from dp_stats import CONSISTENT, VIOLATION, dp_verdict, scale_noise
 from dpkps_core.baselines import augpe, private_prediction as pp
-from dpkps_core.config import PRIVATE_PREDICTION_LIMITS
+from dpkps_core.method.config import PRIVATE_PREDICTION_LIMITS
 from dpkps_core.dp.accounting import rho_per_batch
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource

@@ -160,9 +160,9 @@ def test_cli_and_config_carry_the_sampler_to_the_run() -> None:
     from dpkps_core.cli.common import add_sampling_arguments, config_from_args
     from dpkps_core.corpus import Corpus
     from dpkps_core.embeddings import HashingEmbedder
-    from dpkps_core.config import SamplingConfig
-    from dpkps_core.pipeline import run_sampling
-    from dpkps_core.vocabulary import PublicVocabulary
+    from dpkps_core.method.config import SamplingConfig
+    from dpkps_core.method.pipeline import run_sampling
+    from dpkps_core.method.vocabulary import PublicVocabulary
 
     parser = argparse.ArgumentParser()
     add_sampling_arguments(parser)

@@ -22,7 +22,7 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta
 from dpkps_core.dp.vocabulary import noise_floor, noisy_term_histogram, privatize_vocabulary, select_top_terms
 from dpkps_core.errors import ParameterError, PrivacyBudgetError, VocabularyError
-from dpkps_core.matching import TermMatcher
+from dpkps_core.method.matching import TermMatcher
 
 
 TERMS = ["goal", "match", "bank", "shares", "phone", "chip", "rain", "snow"]

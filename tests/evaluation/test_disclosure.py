@@ -17,7 +17,7 @@ from scipy.stats import binom
 from dpkps_core.errors import ParameterError
 from dpkps_core.evaluation.disclosure import (DisclosureSettings, disclosure_test, hypergeometric_p_value,
                                               one_run_epsilon_lower_bound, read_disclosure, write_disclosure)
-from dpkps_core.memorisation import memorisation_check
+from dpkps_core.evaluation.memorisation import memorisation_check
 
 SEEDS = range(20)
 #: At most this many of the 20 seeds may reject (or exceed) at α = 0.05; a correct implementation fails the test

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from dpkps_core import evaluation as ev
-from dpkps_core import pipeline
+from dpkps_core.method import pipeline
 from dpkps_core.corpus import Corpus
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
-from dpkps_core.config import SamplingConfig
-from dpkps_core.split import split_corpus
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.split import split_corpus
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 from eval_toys import POOLS, BowEmbedder, make_toy_corpus, make_toy_vocabulary, toy_config
 

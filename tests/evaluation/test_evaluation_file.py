@@ -9,7 +9,7 @@ from pathlib import Path
 from dpkps_core.evaluation import EvaluationResult, read_evaluation, write_evaluation
 from dpkps_core.evaluation.distribution import DistributionScore
 from dpkps_core.evaluation.metrics import MetricSummary, Scores
-from dpkps_core.runfolder import EVALUATION_FILE
+from dpkps_core.records.runfolder import EVALUATION_FILE
 
 
 def _result() -> EvaluationResult:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dpkps_core.config import SamplingConfig, build_sampling_config
+from dpkps_core.method.config import SamplingConfig, build_sampling_config
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from eval_toys import make_toy_corpus, make_toy_vocabulary
 
-from dpkps_core import pipeline
-from dpkps_core.config import build_sampling_config
+from dpkps_core.method import pipeline
+from dpkps_core.method.config import build_sampling_config
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError
@@ -22,7 +22,7 @@ from dpkps_core.evaluation.forecast_dp import dp_forecast, forecast_from_release
 from dpkps_core.evaluation.forecast_exact import forecast
 from dpkps_core.evaluation.forecast_uncertainty import (CONFIDENT, TOO_SMALL, UNCERTAIN, ForecastQuantities,
                                                         judge_confidence, noise_only, re_noised)
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 #: A 12-term public vocabulary none of whose terms occurs in the toy documents.
 NO_MATCH = PublicVocabulary(name="no-match", terms=tuple(f"zzword{i}" for i in range(12)), licence="t", source="t")

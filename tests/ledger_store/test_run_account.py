@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from dpkps_core import ledger_store as ls
-from dpkps_core.budget import admit
+from dpkps_core.method.budget import admit
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.events import ForecastStatisticsEvent, PrivacyEvent
 from dpkps_core.errors import PrivacyBudgetError

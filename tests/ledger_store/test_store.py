@@ -23,17 +23,17 @@ import numpy as np
 import pytest
 
 from dpkps_core import ledger_store as ls
-from dpkps_core.budget import unit_strings
+from dpkps_core.method.budget import unit_strings
 from dpkps_core.cli import main
 from dpkps_core.cli.main import build_parser
-from dpkps_core.config import DEFAULT_EPSILON_CAP
+from dpkps_core.method.config import DEFAULT_EPSILON_CAP
 from dpkps_core.corpus import Corpus, load_corpus
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger, _FLOAT_SLACK
 from dpkps_core.embeddings import EmbeddingCache, HashingEmbedder
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
-from dpkps_core.export import bundle_bytes
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.records.export import bundle_bytes
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 
 TOPICS = {

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from dpkps_core import ledger_store as ls
-from dpkps_core.budget import admit, unit_strings
+from dpkps_core.method.budget import admit, unit_strings
 from dpkps_core.corpus import Corpus, load_corpus
-from dpkps_core.budget import release_unit_count
+from dpkps_core.method.budget import release_unit_count
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import PrivacyBudgetError

@@ -19,7 +19,7 @@ from llm_fakes import FakeBackend, FakeBatchBackend, make_sequences, write_jsonl
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm import GenerationSettings, Progress, PromptConfig, estimate_cost, read_documents, run_generation
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
-from dpkps_core.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE
+from dpkps_core.records.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 CFG = PromptConfig(doc_type="a news article")

@@ -23,7 +23,7 @@ from dpkps_core.llm.factory import make_backend  # noqa: E402
 from dpkps_core.llm.prompts import PromptConfig  # noqa: E402
 from dpkps_core.llm.runner import run_generation  # noqa: E402
 from dpkps_core.llm.settings import GenerationSettings  # noqa: E402
-from dpkps_core.runfolder import read_documents, read_failures  # noqa: E402
+from dpkps_core.records.runfolder import read_documents, read_failures  # noqa: E402
 from llm_fakes import build_tiny_model, make_sequences, write_jsonl  # noqa: E402
 
 

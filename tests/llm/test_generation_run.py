@@ -21,7 +21,7 @@ from dpkps_core.llm.quality import NON_DOCUMENT_PREFIX
 from dpkps_core.llm.retry import backoff_delay, call_with_retries, retry_delay
 from dpkps_core.llm.runner import GenerationRun, ItemFailure, QueuedItem, run_generation
 from dpkps_core.llm.settings import GenerationSettings
-from dpkps_core.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE
+from dpkps_core.records.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE
 
 CFG = PromptConfig(doc_type="a news article")
 GOOD = "Document number {i} mentions term{i} and the goal of the market in plain words."

@@ -17,7 +17,7 @@ from dpkps_core.llm.backends import GenerationCancelled
 from dpkps_core.llm.local import LocalModelBackend
 from dpkps_core.llm.model_queue import ModelQueue, model_queue_of, ordinal
 from dpkps_core.llm.speed import engine_tokens_per_second
-from dpkps_core.runfolder import read_documents
+from dpkps_core.records.runfolder import read_documents
 
 
 def wait_until(cond: Callable[[], bool], timeout: float = 10.0) -> None:

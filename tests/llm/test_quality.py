@@ -57,7 +57,7 @@ def test_runner_retries_non_documents_and_counts_final_failures(tmp_path) -> Non
     from dpkps_core.llm.prompts import PromptConfig
     from dpkps_core.llm.runner import run_generation
     from dpkps_core.llm.settings import GenerationSettings
-    from dpkps_core.runfolder import read_documents, read_failures
+    from dpkps_core.records.runfolder import read_documents, read_failures
 
     class Scripted(LLMBackend):
         name, model, max_concurrency = "scripted", "scripted", 1

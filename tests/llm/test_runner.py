@@ -22,7 +22,7 @@ from dpkps_core.llm import (
     run_generation,
 )
 from dpkps_core.llm.retry import backoff_delay
-from dpkps_core.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE
+from dpkps_core.records.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE
 
 CFG = PromptConfig(doc_type="a news article")
 FAST = dict(backoff_base=0.001, backoff_max=0.01, timeout=5.0)

@@ -20,7 +20,7 @@ from dpkps_core.llm.local import LocalModelBackend
 from dpkps_core.llm.prompts import PromptConfig
 from dpkps_core.llm.runner import run_generation
 from dpkps_core.llm.settings import GenerationSettings
-from dpkps_core.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE
+from dpkps_core.records.runfolder import AUDIT_FILE, DOCUMENTS_FILE, FAILURES_FILE
 
 CFG = PromptConfig(doc_type="a news article", include_label=False)  # the prompts the digests were computed with
 

@@ -15,7 +15,7 @@ from dpkps_core.llm.prompts import PromptConfig
 from dpkps_core.llm.quality import (NonDocumentReply, document_problem, immediate_repeats, list_reply, screen)
 from dpkps_core.llm.runner import run_generation
 from dpkps_core.llm.settings import GenerationSettings
-from dpkps_core.runfolder import AUDIT_FILE, read_documents, read_failures
+from dpkps_core.records.runfolder import AUDIT_FILE, read_documents, read_failures
 
 DOCUMENT = ("St. Regina's hospital said on Monday that its new cardiology wing would open in the spring, after the "
             "council approved the plans and a local charity raised the last of the money.")

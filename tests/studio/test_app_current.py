@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from dpkps_core.evaluation import forecast_outlook
-from dpkps_core.export import _generation_section, collect_bundle, public_run_config, without_column_names
-from dpkps_core.report_markdown import LATER_RELEASES_NOTE, render_report_markdown
+from dpkps_core.records.export import _generation_section, collect_bundle, public_run_config, without_column_names
+from dpkps_core.records.report_markdown import LATER_RELEASES_NOTE, render_report_markdown
 from studio import charts, review
 
 # ------------------------------------------------------------------------------------------- charts (§4)
@@ -237,7 +237,7 @@ def test_an_older_run_shows_the_corpus_total_to_date_and_that_later_releases_exi
     at.selectbox(key="_w.export_run").set_value(first_path).run()
     later = [w.value for w in at.warning if "Later releases exist" in w.value]
     assert later and "ε = 10" in later[0] and "ε = **15**" in later[0]
-    from dpkps_core.export import collect_bundle                   # the bundle only says later releases may exist
+    from dpkps_core.records.export import collect_bundle                   # the bundle only says later releases may exist
 
     report = collect_bundle(first_path)["privacy_report.md"].decode()
     assert "Later releases on the same documents may exist" in report and "15" not in report.split("## What")[0]
@@ -264,7 +264,7 @@ def test_the_ledger_credits_each_release_to_the_run_it_made() -> None:
 @pytest.mark.assets
 @pytest.mark.usefixtures("fast_env")
 def test_page6_lets_users_read_a_document_in_full() -> None:
-    from dpkps_core.runfolder import read_documents
+    from dpkps_core.records.runfolder import read_documents
 
     at = new_app()
     walk(at, 5)

@@ -20,7 +20,7 @@ from app_helpers import (assert_clean, click, fake_umap_module, goto, new_app, t
 from app_helpers import fast_env  # noqa: F401 (fixture)
 
 from dpkps_core.evaluation.disclosure import DISCLOSURE_FILE
-from dpkps_core.runfolder import INTERNAL_DOSSIER_FILES
+from dpkps_core.records.runfolder import INTERNAL_DOSSIER_FILES
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fast_env")]
 

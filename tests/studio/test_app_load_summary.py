@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app_helpers import new_app, toy_records, upload_corpus
-from dpkps_core.config import LIMITS
+from dpkps_core.method.config import LIMITS
 
 pytestmark = [pytest.mark.assets]
 

@@ -22,7 +22,7 @@ from streamlit.testing.v1 import AppTest
 from app_helpers import (APP, TIMEOUT, click, fast_env, finish_writing, goto, metrics, new_app,  # noqa: F401
                          private_vocabulary, run_folder, sequences, toy_csv, upload_corpus, walk)
 from dpkps_core.ledger_store import LedgerStore
-from dpkps_core.runfolder import list_runs, open_run, read_documents
+from dpkps_core.records.runfolder import list_runs, open_run, read_documents
 
 def spent(at) -> str:
     """The sidebar's "ε spent / cap" figure (its label names the unit: "Most-used document: ε spent / cap")."""
@@ -331,7 +331,7 @@ def test_the_session_holds_a_pointer_not_a_copy_and_the_pages_read_the_folder() 
     with its memory of the folder dropped (as after a stopped script run), pages 3, 4, 5 and 7 show the same, read
     from the folder alone — and nothing is spent (post-processing, docs/DESIGN.md §2.0)."""
     from dpkps_core.dp.vocabulary import PrivateVocabulary
-    from dpkps_core.sampling import SamplingOutcome
+    from dpkps_core.method.sampling import SamplingOutcome
 
     at = new_app()
     walk(at, 4)

@@ -17,10 +17,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_helpers import APP, TIMEOUT, click, fast_env, goto, new_app, walk  # noqa: F401
-from dpkps_core.export import build_bundle
+from dpkps_core.records.export import build_bundle
 from dpkps_core.ledger_store import LedgerStore
-from dpkps_core.run_record import read_ledger_record
-from dpkps_core.runfolder import LEDGER_RECORD_FILE
+from dpkps_core.records.run_record import read_ledger_record
+from dpkps_core.records.runfolder import LEDGER_RECORD_FILE
 
 pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow, pytest.mark.usefixtures("fast_env")]
 

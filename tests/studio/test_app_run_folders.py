@@ -23,7 +23,7 @@ def folders(root: Path) -> list[Path]:
 
 def test_no_folder_before_something_is_written_and_page_8_hides_empty_ones(fast_env: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from dpkps_core import pipeline
+    from dpkps_core.method import pipeline
 
     at = new_app()                                      # the demo corpus loads
     upload_corpus(at, toy_csv(20), "mine.csv")          # another corpus, classes declared

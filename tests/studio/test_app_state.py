@@ -16,13 +16,13 @@ from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder, embed_terms
 from dpkps_core.errors import ParameterError
-from dpkps_core import pipeline
-from dpkps_core.config import SamplingConfig
-from dpkps_core.pipeline import build_density, build_private_vocabulary, extract_keyphrases, sample_sequences
+from dpkps_core.method import pipeline
+from dpkps_core.method.config import SamplingConfig
+from dpkps_core.method.pipeline import build_density, build_private_vocabulary, extract_keyphrases, sample_sequences
 from dpkps_core.risk import epsilon_explainer
-from dpkps_core.runfolder import create_run_dir, runs_root
-from dpkps_core.split import split_corpus
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.records.runfolder import create_run_dir, runs_root
+from dpkps_core.method.split import split_corpus
+from dpkps_core.method.vocabulary import PublicVocabulary
 from studio import PAGES, charts, generation_steps
 
 
@@ -155,7 +155,7 @@ def test_the_app_steps_release_what_run_sampling_releases(toy_corpus: Corpus) ->
     """The app takes the steps one page at a time (vocabulary_step, density_step, sample_sequences); the CLI's
     run_sampling chains the same functions: with the same seeded noise they release the same Ṽ, densities and
     sequences, and charge the same events."""
-    from dpkps_core.split import split_documents
+    from dpkps_core.method.split import split_documents
 
     vocab = PublicVocabulary("toy", ("goal", "match", "team", "software", "browser", "bank", "profits", "shares",
                                      "network", "league", "rates"), "test", "test")
@@ -178,9 +178,9 @@ def test_the_app_steps_release_what_run_sampling_releases(toy_corpus: Corpus) ->
 
 
 def test_run_folders_are_listed_and_reopened_from_their_files_alone(tmp_path: Path) -> None:
-    """dpkps_core.runfolder: list_runs / open_run read a run back from its folder (DP outputs and public settings);
+    """dpkps_core.records.runfolder: list_runs / open_run read a run back from its folder (DP outputs and public settings);
     a folder without Ṽ is no run; a run is named by its bare folder name, never a path."""
-    from dpkps_core.runfolder import (DENSITY_FILE, RUN_STATE_FILE, VOCABULARY_FILE, list_runs, open_run,
+    from dpkps_core.records.runfolder import (DENSITY_FILE, RUN_STATE_FILE, VOCABULARY_FILE, list_runs, open_run,
                                       resolve_run_name, write_json)
 
     old = create_run_dir(tmp_path, "tok")
@@ -221,7 +221,7 @@ def _fake_session(monkeypatch: pytest.MonkeyPatch) -> dict:
 def test_current_config_is_built_once_through_build_sampling_config(monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/DESIGN.md §2 / docs/ARCHITECTURE.md: the app's settings become a SamplingConfig through the one builder, checked
     once there — the budget page's total and share become ε_voc + ε_kde by split_epsilon."""
-    from dpkps_core import config as core_config
+    from dpkps_core.method import config as core_config
     from studio import session
 
     state = _fake_session(monkeypatch)
@@ -244,7 +244,7 @@ def test_current_config_is_built_once_through_build_sampling_config(monkeypatch:
 
 
 def _write_run(folder: Path, *, seq_meta: bool = True) -> None:
-    from dpkps_core.runfolder import (DENSITY_FILE, PRIVACY_REPORT_FILE, RUN_STATE_FILE, SEQUENCES_FILE,
+    from dpkps_core.records.runfolder import (DENSITY_FILE, PRIVACY_REPORT_FILE, RUN_STATE_FILE, SEQUENCES_FILE,
                                       VOCABULARY_FILE, write_json, write_jsonl)
 
     write_json(folder / VOCABULARY_FILE, {"terms": ["goal", "bank", "match"], "noisy_counts": [9.5, 7.25, 3.0],
@@ -267,7 +267,7 @@ def _write_run(folder: Path, *, seq_meta: bool = True) -> None:
 def test_the_run_view_reads_the_folder_and_follows_its_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """studio.run_view: the session holds a pointer; Ṽ, densities and sequences come from the folder (cached until a
     file changes); the private local figures and the density released in this session live in memory only."""
-    from dpkps_core.runfolder import DENSITY_FILE, SEQUENCES_FILE, write_json, write_jsonl
+    from dpkps_core.records.runfolder import DENSITY_FILE, SEQUENCES_FILE, write_json, write_jsonl
     from studio import run_view
 
     state = _fake_session(monkeypatch)

@@ -23,7 +23,7 @@ from streamlit.testing.v1 import AppTest
 from app_helpers import (APP, TIMEOUT, assert_clean, click, fast_env, goto, metrics, private_vocabulary,  # noqa: F401
                          toy_csv, upload_corpus, walk)
 from dpkps_core.ledger_store import STORE_FILE, ledger_root
-from dpkps_core.runfolder import RELEASABLE_FILES, list_runs
+from dpkps_core.records.runfolder import RELEASABLE_FILES, list_runs
 from studio.tenancy import TENANTS_DIR, tenant_id
 
 pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow, pytest.mark.usefixtures("fast_env")]
@@ -193,7 +193,7 @@ def test_reopening_needs_the_same_content_not_the_same_file_name(fast_env: Path)
     fingerprint in a private file; a different file under the same name is refused, the same content under another
     name is accepted, and the fingerprint never enters the bundle."""
     from app_helpers import new_app
-    from dpkps_core.export import collect_bundle
+    from dpkps_core.records.export import collect_bundle
 
     a = new_app()
     upload_corpus(a, toy_csv(20), "mine.csv")

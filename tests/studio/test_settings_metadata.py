@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from dpkps_core.config import (APP_AUTO, APP_NONE, APP_OWN, APP_PLAIN, APP_ZERO_NONE, SamplingConfig,
+from dpkps_core.method.config import (APP_AUTO, APP_NONE, APP_OWN, APP_PLAIN, APP_ZERO_NONE, SamplingConfig,
                                build_sampling_config, setting_options)
 from studio import defaults
 

@@ -1,4 +1,4 @@
-"""Tests of dpkps_core.vocabulary: normalisation, cleaning, loading and greedy longest matching (§2.1)."""
+"""Tests of dpkps_core.method.vocabulary: normalisation, cleaning, loading and greedy longest matching (§2.1)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dpkps_core.errors import ParameterError, VocabularyError
-from dpkps_core.matching import TermMatcher, canonical_term, normalize_text, tokenize, truncated_count
-from dpkps_core.vocabulary import VOCABULARIES, PublicVocabulary, load_vocabulary
+from dpkps_core.method.matching import TermMatcher, canonical_term, normalize_text, tokenize, truncated_count
+from dpkps_core.method.vocabulary import VOCABULARIES, PublicVocabulary, load_vocabulary
 
 # ---- normalisation ------------------------------------------------------------------------------------
 

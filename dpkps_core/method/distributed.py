@@ -1,10 +1,10 @@
 """The counting passes' maps on a ``dask.distributed`` cluster (issue 31 §6; docs/DESIGN.md §2.1–§2.2; [DP-KPS] §2
 Steps 1–3).
 
-The two statistics of DP-KPS are sums over documents, so :mod:`dpkps_core.streaming_counts` writes them as a map
+The two statistics of DP-KPS are sums over documents, so :mod:`dpkps_core.method.streaming_counts` writes them as a map
 (a chunk of documents → its partial counts, or its compact keyphrase ids) and a reduce (their sum, or
 concatenation, in chunk order). By default the maps run in a process pool on this machine; with a Dask cluster
-they run on its workers instead, through :func:`run_maps_dask`, which :func:`~dpkps_core.streaming_counts.run_maps`
+they run on its workers instead, through :func:`run_maps_dask`, which :func:`~dpkps_core.method.streaming_counts.run_maps`
 calls when it is given a client (``engine=``) or when ``$DPKPS_DASK_SCHEDULER`` names a scheduler
 (:func:`cluster_client`). Everything else stays on the driver (this process): reading the corpus, the split, the
 admission of units and the charge in the ledger, the reduce, and the noise — a worker only ever sees a chunk of
@@ -24,7 +24,7 @@ from collections import deque
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from dpkps_core.errors import ParameterError
-from dpkps_core.matching import TermMatcher
+from dpkps_core.method.matching import TermMatcher
 
 #: The deployment's Dask scheduler (e.g. ``tcp://10.0.0.5:8786``); unset = the maps run on this machine.
 ENV_SCHEDULER = "DPKPS_DASK_SCHEDULER"
@@ -45,7 +45,7 @@ def dask_available() -> bool:
 def cluster_client(address: str | None = None) -> Any:
     """A ``dask.distributed.Client`` of the scheduler at ``address`` (default ``$DPKPS_DASK_SCHEDULER``), made once
     per address in this process. Its workers need this package installed (``pip install`` of the same version) —
-    they import :mod:`dpkps_core.streaming_counts` to run the maps."""
+    they import :mod:`dpkps_core.method.streaming_counts` to run the maps."""
     address = (address or os.environ.get(ENV_SCHEDULER, "")).strip()
     if not address:
         raise ParameterError(f"No Dask scheduler given: set ${ENV_SCHEDULER} to its address (tcp://host:8786).")

@@ -19,7 +19,7 @@ from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError
-from dpkps_core.report_markdown import render_report_summary
+from dpkps_core.records.report_markdown import render_report_summary
 
 #: The keys of the typed fields, as the JSON names them.
 CORE_KEYS = ("method", "guarantee", "neighbouring", "epsilon_total", "delta_total", "epsilon_cap", "epsilon_by_step",
@@ -129,7 +129,7 @@ class PrivacyReport(Mapping[str, Any]):
 
     def to_json(self) -> str:
         """The report as the run folder writes it (2-space indent, UTF-8 text)."""
-        from dpkps_core.runfolder import json_default
+        from dpkps_core.records.runfolder import json_default
 
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=json_default)
 
@@ -152,7 +152,7 @@ class PrivacyReport(Mapping[str, Any]):
     # ---- Markdown
     def to_markdown(self) -> str:
         """The report for a reader: the guarantee, the totals, and what each ε bought (one line per event), rendered
-        by :func:`dpkps_core.report_markdown.render_report_summary` (the one Markdown renderer of a report)."""
+        by :func:`dpkps_core.records.report_markdown.render_report_summary` (the one Markdown renderer of a report)."""
         return render_report_summary({k: self._value(k) for k in CORE_KEYS})
 
     # ---- the read-only mapping over the JSON (code written for the former dictionaries)

@@ -4,7 +4,7 @@ docs/DESIGN.md §2.0–§2.2; [DP-KPS] §2).
 For a small (3 rows) and a large (100,000 rows) chunk size:
 
 - a seeded run on an in-memory corpus writes the same files, byte for byte, as with the default chunk size;
-- a run on a corpus FILE streamed through :class:`~dpkps_core.training_source.StreamedCorpus` writes the same
+- a run on a corpus FILE streamed through :class:`~dpkps_core.method.training_source.StreamedCorpus` writes the same
   files (split included) as a run on the same file loaded whole, for the document and the person unit;
 - charge first holds on the streamed path: admit, charge, then noise, for each release; left-out units take no
   part in either statistic;
@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 import pytest
 
-from dpkps_core.config import SamplingConfig
+from dpkps_core.method.config import SamplingConfig
 from dpkps_core.corpus import Corpus, load_corpus
 from dpkps_core.corpus.stream import CorpusStream
 from dpkps_core.dp.contributions import Keyphrases, class_keyphrase_histograms
@@ -31,9 +31,9 @@ from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
-from dpkps_core.pipeline import density_step, run_sampling, vocabulary_step, write_run_files
-from dpkps_core.training_source import StreamedCorpus
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.pipeline import density_step, run_sampling, vocabulary_step, write_run_files
+from dpkps_core.method.training_source import StreamedCorpus
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 CHUNKS = [3, 100_000]
 CLASSES = ("cardio", "neuro", "onco")
@@ -42,7 +42,7 @@ WORDS = {"cardio": ("angina", "stent", "murmur", "infarction", "arrhythmia"),
          "onco": ("tumour", "biopsy", "chemotherapy", "metastasis", "lymphoma")}
 TERMS = tuple(w for ws in WORDS.values() for w in ws) + ("fever", "dose", "scan", "follow") + tuple(
     f"public{i}" for i in range(20))
-VOCAB = PublicVocabulary("test-v", TERMS, "test", "tests/test_streamed_pipeline.py")
+VOCAB = PublicVocabulary("test-v", TERMS, "test", "tests/method/test_streamed_pipeline.py")
 EMBEDDER = HashingEmbedder(dim=16)
 S = 3
 

@@ -14,17 +14,17 @@ from typing import Any, Sequence
 import numpy as np
 import pytest
 
-from dpkps_core import pipeline
-from dpkps_core.config import LIMITS, SamplingConfig
+from dpkps_core.method import pipeline
+from dpkps_core.method.config import LIMITS, SamplingConfig
 from dpkps_core.corpus import Corpus
-from dpkps_core.density_plan import density_plan
+from dpkps_core.method.density_plan import density_plan
 from dpkps_core.dp.histogram import build_smoothed_histogram_density
 from dpkps_core.dp.kde import build_rff_density
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import EmbeddingCache, HashingEmbedder, embed_terms
 from dpkps_core.errors import ParameterError
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 TERMS = tuple(f"term{i}" for i in range(12))
 VOCAB = PublicVocabulary("v", TERMS, "test", "test")

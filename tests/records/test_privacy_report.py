@@ -1,4 +1,4 @@
-"""The typed privacy report (dpkps_core.privacy_report; docs/DESIGN.md §2): one frozen PrivacyReport that writes the same
+"""The typed privacy report (dpkps_core.records.privacy_report; docs/DESIGN.md §2): one frozen PrivacyReport that writes the same
 ``privacy_report.json`` as the dictionary the pipeline built before, reads old files back byte for byte, and
 renders Markdown."""
 
@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from dpkps_core.config import SamplingConfig
+from dpkps_core.method.config import SamplingConfig
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
-from dpkps_core.pipeline import run_sampling, write_run_files
-from dpkps_core.privacy_report import DPKPS_KEYS, PrivacyReport
-from dpkps_core.runfolder import RunFolder
+from dpkps_core.method.pipeline import run_sampling, write_run_files
+from dpkps_core.records.privacy_report import DPKPS_KEYS, PrivacyReport
+from dpkps_core.records.runfolder import RunFolder
 from canonical import canonical_digest
 from test_seeded_run_files import _corpus, _vocabulary
 

@@ -1,7 +1,7 @@
 """Public vocabularies (docs/DESIGN.md §2.1): the built-in sources, user files, cleaning, and :class:`PublicVocabulary`.
 
 A public vocabulary ``V`` is a list of canonical terms (single words or multi-word phrases); matching documents
-against it lives in :mod:`dpkps_core.matching` (its names stay importable from here).
+against it lives in :mod:`dpkps_core.method.matching` (its names stay importable from here).
 
 Vocabularies are PUBLIC data, so loading them is cached for the life of the process. Nothing in this module
 logs or stores document text.
@@ -28,7 +28,7 @@ from typing import Iterable, Sequence
 
 from dpkps_core.packages import find_package_dir
 from dpkps_core.errors import ParameterError, VocabularyError
-from dpkps_core.matching import _TOKEN_RE, TermMatcher, _check_positive_int, canonical_term
+from dpkps_core.method.matching import _TOKEN_RE, TermMatcher, _check_positive_int, canonical_term
 
 __all__ = ["VOCABULARIES", "PublicVocabulary", "load_vocabulary"]
 

@@ -1,4 +1,4 @@
-"""The privacy report as Markdown (dpkps_core/report_markdown.py): one helper per section, the bundle's report
+"""The privacy report as Markdown (dpkps_core/records/report_markdown.py): one helper per section, the bundle's report
 byte for byte, and the one renderer that PrivacyReport.to_markdown uses too (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import SEED_POLICY_DEMO
-from dpkps_core.privacy_report import PrivacyReport
-from dpkps_core.report_markdown import (
+from dpkps_core.records.privacy_report import PrivacyReport
+from dpkps_core.records.report_markdown import (
     DEMO_HEADING,
     LATER_RELEASES_NOTE,
     NO_EVENTS_LINE,
@@ -28,7 +28,7 @@ from dpkps_core.report_markdown import (
     render_report_summary,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 EVENT = {"step": "vocabulary", "mechanism": "laplace_histogram", "epsilon": 1.0, "delta": 0.0, "sensitivity": 1.0,
          "noise_scale": 1 / 3, "released": "noisy counts | top 200"}
@@ -200,4 +200,4 @@ def test_only_report_markdown_renders_a_report() -> None:
     """One owner for the report as Markdown: no other core module writes the events table's heading."""
     writers = [p.relative_to(ROOT).as_posix() for p in (ROOT / "dpkps_core").rglob("*.py")
                if "What each ε bought" in p.read_text(encoding="utf-8")]
-    assert writers == ["dpkps_core/report_markdown.py"]
+    assert writers == ["dpkps_core/records/report_markdown.py"]

@@ -11,8 +11,8 @@ import pytest
 from dpkps_core.baselines.compare_settings import CompareSettings
 from dpkps_core.baselines.compare_steps import sampling_config
 from dpkps_core.cli.common import add_sampling_arguments, config_from_args
-from dpkps_core.config import PAPER_SETTINGS, SamplingConfig, build_sampling_config, split_epsilon
-from dpkps_core.density_plan import DensityPlan, density_plan
+from dpkps_core.method.config import PAPER_SETTINGS, SamplingConfig, build_sampling_config, split_epsilon
+from dpkps_core.method.density_plan import DensityPlan, density_plan
 from dpkps_core.errors import ParameterError
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dpkps_core.errors import ParameterError
-from dpkps_core.memorisation import longest_shared_run, memorisation_check, tokens
+from dpkps_core.evaluation.memorisation import longest_shared_run, memorisation_check, tokens
 
 REAL = [
     "The central bank raised interest rates by a quarter point on Thursday, citing stubborn inflation in services "
@@ -49,7 +49,7 @@ def test_bad_parameters() -> None:
 
 
 def test_memorisation_advice_says_dropping_flagged_documents_is_outside_epsilon() -> None:
-    from dpkps_core.memorisation import memorisation_advice
+    from dpkps_core.evaluation.memorisation import memorisation_advice
 
     text = memorisation_advice(2, 50)
     assert text.startswith("2 of 50 synthetic document(s) reproduce a run of 12 or more words")

@@ -2,7 +2,7 @@
 §2.2, §2.4, §6).
 
 :func:`density_plan` decides σ, the ensemble members, ε per member, the number of random features I and the
-expected error from a :class:`~dpkps_core.config.SamplingConfig` and public inputs or DP releases only (Ṽ's
+expected error from a :class:`~dpkps_core.method.config.SamplingConfig` and public inputs or DP releases only (Ṽ's
 embeddings, the DP size estimate of the vocabulary release). The pipeline, the app's previews, the forecast and
 the audit all read it from here.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from dpkps_core.config import LIMITS, SamplingConfig
+from dpkps_core.method.config import LIMITS, SamplingConfig
 from dpkps_core.dp.kde import ensemble_blocks
 from dpkps_core.dp.rff import optimal_features, rff_expected_error
 from dpkps_core.dp.vocabulary import PrivateVocabulary, estimate_documents_from_noisy_total

@@ -1,7 +1,7 @@
-"""The unit strings of the individual privacy filter have one owner (dpkps_core.budget; docs/DESIGN.md §2.0 "Every key a
+"""The unit strings of the individual privacy filter have one owner (dpkps_core.method.budget; docs/DESIGN.md §2.0 "Every key a
 release could touch is charged, and checked"; issue 35 parts 3 and 6).
 
-Exact behaviour pinned (mutation testing) for dpkps_core.budget (docs/TESTING.md "Mutation testing").
+Exact behaviour pinned (mutation testing) for dpkps_core.method.budget (docs/TESTING.md "Mutation testing").
 
 The document-unit strings are what the persistent ledger HMACs to recognise a unit across runs (docs/DESIGN.md §2.0):
 their exact form is pinned here, since a change would silently give every stored unit a fresh budget.
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpkps_core import budget
-from dpkps_core.budget import document_units, release_unit, unit_strings
+from dpkps_core.method import budget
+from dpkps_core.method.budget import document_units, release_unit, unit_strings
 from dpkps_core.corpus import Corpus
 from dpkps_core.corpus.cleaning import normalise_document_text
 from dpkps_core.dp.ledger import PrivacyLedger, SubLedger

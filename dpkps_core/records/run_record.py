@@ -1,7 +1,7 @@
 """A run folder's ledger record (``ledger_record.json``; docs/ARCHITECTURE.md "Run folder"): the id of the ledger
 that admitted the run's units (never its path) and the ids of the events its outputs carry, per step — what the run's
 privacy report is derived from (docs/DESIGN.md §2.0: from the events recorded for that run, never from a session's
-memory; issue 35 parts 4 and 7). LOCAL: the file is among :data:`~dpkps_core.runfolder.PRIVATE_FILES`, never
+memory; issue 35 parts 4 and 7). LOCAL: the file is among :data:`~dpkps_core.records.runfolder.PRIVATE_FILES`, never
 exported."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from dpkps_core.errors import ParameterError
-from dpkps_core.runfolder import LEDGER_RECORD_FILE, read_json, write_json
+from dpkps_core.records.runfolder import LEDGER_RECORD_FILE, read_json, write_json
 
 LEDGER_RECORD_FORMAT = "dpkps-run-ledger"
 

@@ -1,4 +1,4 @@
-"""The counting passes' maps on a Dask cluster (issue 31 §6; :mod:`dpkps_core.distributed`): a LocalCluster
+"""The counting passes' maps on a Dask cluster (issue 31 §6; :mod:`dpkps_core.method.distributed`): a LocalCluster
 (threads, ``processes=False``: light) gives the same counts and keyphrases as the local run, the person unit
 included; the terms are sent once; the deployment setting names the scheduler."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpkps_core import distributed, streaming_counts
+from dpkps_core.method import distributed, streaming_counts
 from dpkps_core.errors import ParameterError
-from dpkps_core.streaming_counts import chunked, keyphrase_pass, occurrences_pass, vocabulary_pass
+from dpkps_core.method.streaming_counts import chunked, keyphrase_pass, occurrences_pass, vocabulary_pass
 
 dask_distributed = pytest.importorskip("distributed")
 

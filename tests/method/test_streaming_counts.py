@@ -1,4 +1,4 @@
-"""The counting passes as map/reduce over chunks (issue 31; dpkps_core/streaming_counts.py): the same statistics
+"""The counting passes as map/reduce over chunks (issue 31; dpkps_core/method/streaming_counts.py): the same statistics
 as the in-memory functions — counts exactly, weighted sums within 1e-9 relative — for any chunk size and worker
 count, per document and per person, and the same sensitivities on neighbouring inputs."""
 
@@ -12,13 +12,13 @@ from dpkps_core.corpus.stream import CorpusStream
 from dpkps_core.dp.contributions import class_keyphrase_histograms
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.errors import ParameterError
-from dpkps_core.pipeline import extract_keyphrases, term_counts
-from dpkps_core.streaming_counts import PersonSpill, chunked, keyphrase_pass, vocabulary_pass
-from dpkps_core.vocabulary import PublicVocabulary
+from dpkps_core.method.pipeline import extract_keyphrases, term_counts
+from dpkps_core.method.streaming_counts import PersonSpill, chunked, keyphrase_pass, vocabulary_pass
+from dpkps_core.method.vocabulary import PublicVocabulary
 
 TERMS = ("goal", "match", "league", "cup final", "bank", "shares", "interest rates", "profit", "chip", "network",
          "broadband", "software", "stadium", "market", "fuel", "the cup")
-V = PublicVocabulary("v", TERMS, "test", "tests/test_streaming_counts.py")
+V = PublicVocabulary("v", TERMS, "test", "tests/method/test_streaming_counts.py")
 V_TILDE = TERMS[::2] + ("interest rates",)
 CLASSES = ("sport", "business", "tech")
 S, M = 3, 4
@@ -119,7 +119,7 @@ def test_the_person_spill_holds_no_person_id_and_is_removed():
 
 
 def test_worker_setting(monkeypatch):
-    from dpkps_core.streaming_counts import check_workers, default_workers
+    from dpkps_core.method.streaming_counts import check_workers, default_workers
 
     monkeypatch.setenv("DPKPS_WORKERS", "3")
     assert default_workers() == 3 and check_workers(None) == 3 and check_workers(1) == 1

@@ -3,14 +3,14 @@
 
 A release admits its input's units through the ledger (charge first), then computes its statistic from the
 admitted documents only. Here that input comes from one of two sources, read by the SAME passes
-(:mod:`dpkps_core.streaming_counts`):
+(:mod:`dpkps_core.method.streaming_counts`):
 
 * a :class:`~dpkps_core.corpus.Corpus` in memory (the app, the tests, demo corpora): its admitted documents are cut
-  into chunks of ``$DPKPS_CHUNK_ROWS`` rows (:func:`~dpkps_core.streaming_counts.chunked`); a corpus of fewer rows is
+  into chunks of ``$DPKPS_CHUNK_ROWS`` rows (:func:`~dpkps_core.method.streaming_counts.chunked`); a corpus of fewer rows is
   one chunk, matched inline;
 * a :class:`StreamedCorpus`: a corpus file read chunk by chunk by :class:`~dpkps_core.corpus.stream.CorpusStream`
   and never held whole. One preparing pass decides, per row, what the in-memory path decides: the keyed split
-  position (:func:`~dpkps_core.split.split_positions` of the row's text, or of its person's smallest text), its
+  position (:func:`~dpkps_core.method.split.split_positions` of the row's text, or of its person's smallest text), its
   label, its person and its ledger unit string; each release's pass then re-reads the file and keeps the admitted
   training rows.
 
@@ -19,7 +19,7 @@ Both end in :class:`AdmittedPart`. The documents, their order, the split and the
 on a streamed corpus writes the same files as a run on the loaded one (tested, for small and large chunk sizes).
 
 Memory of a streamed corpus, per document: its ledger unit string (the ledger admits unit strings:
-:func:`dpkps_core.budget.unit_strings`, about the size of the normalised text), 8 bytes of split position, 4 of label
+:func:`dpkps_core.method.budget.unit_strings`, about the size of the normalised text), 8 bytes of split position, 4 of label
 code, 1 of length flag, 8 of person code (person column) and the stream's de-duplication state
 (:mod:`dpkps_core.corpus.stream`); per person (person column), the smallest of their texts (the split's key). The
 keyphrases of the admitted documents are held compactly (4 bytes per document and per keyphrase).
@@ -32,16 +32,16 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from dpkps_core.budget import admit, admitted_indices, unit_strings
-from dpkps_core.config import LIMITS, SamplingConfig
+from dpkps_core.method.budget import admit, admitted_indices, unit_strings
+from dpkps_core.method.config import LIMITS, SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.corpus.model import LoadReport, check_class_names
 from dpkps_core.corpus.stream import CorpusStream, default_chunk_rows
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.ledger import AdmissionTicket, PrivacyLedger
 from dpkps_core.errors import ParameterError
-from dpkps_core.split import CorpusSplit, split_from_positions, split_positions
-from dpkps_core.streaming_counts import Chunk, chunked
+from dpkps_core.method.split import CorpusSplit, split_from_positions, split_positions
+from dpkps_core.method.streaming_counts import Chunk, chunked
 
 
 def person_unit_text(column: str | None) -> str:
@@ -55,7 +55,7 @@ class AdmittedPart:
     and — under the person unit — their persons (ids or integer codes), the declared classes, how many documents
     (persons) were left out for lack of budget (local figures), the release's ticket (charge its event through it),
     the neighbouring relation, and :meth:`chunks`, a fresh pass over the documents (an in-memory part also keeps
-    its ``texts``, which :func:`dpkps_core.pipeline.term_counts` reads in the same chunks)."""
+    its ``texts``, which :func:`dpkps_core.method.pipeline.term_counts` reads in the same chunks)."""
 
     documents: int
     labels: Sequence[str]
@@ -107,7 +107,7 @@ def _by_person(config: SamplingConfig, has_persons: bool) -> bool:
 
 def admit_corpus(train: Corpus, config: SamplingConfig, ledger: PrivacyLedger, epsilon: float,
                  what: str) -> AdmittedPart:
-    """The in-memory training part's units admitted to a release of ``epsilon`` (:func:`dpkps_core.budget.admit`:
+    """The in-memory training part's units admitted to a release of ``epsilon`` (:func:`dpkps_core.method.budget.admit`:
     charged now, before any statistic or noise); its admitted documents as chunks."""
     by_person = _by_person(config, train.persons is not None)
     admission = admit(train, ledger, epsilon, by_person=by_person, what=what)
@@ -133,7 +133,7 @@ def admit_part(train: "Corpus | StreamedCorpus", config: SamplingConfig, ledger:
 
 @dataclasses.dataclass(frozen=True)
 class _Rows:
-    """A chunk's documents where :func:`dpkps_core.budget.unit_strings` reads a corpus (texts, labels, persons)."""
+    """A chunk's documents where :func:`dpkps_core.method.budget.unit_strings` reads a corpus (texts, labels, persons)."""
 
     texts: Sequence[str]
     labels: Sequence[str]
@@ -169,8 +169,8 @@ class StreamedCorpus:
     def open(cls, stream: CorpusStream, config: SamplingConfig,
              progress: Callable[[float, str], None] | None = None) -> "StreamedCorpus":
         """One pass over ``stream`` under ``config``'s public settings: each document's unit string, label, person
-        and split position; then the split (:func:`~dpkps_core.split.split_from_positions`, as
-        :func:`~dpkps_core.split.split_documents` splits the loaded corpus) and the training documents of the
+        and split position; then the split (:func:`~dpkps_core.method.split.split_from_positions`, as
+        :func:`~dpkps_core.method.split.split_documents` splits the loaded corpus) and the training documents of the
         declared classes. Refuses, before anything is charged, a run without declared classes (the labels found
         are listed as a local suggestion) or a person unit without the person column."""
         by_person = _by_person(config, stream.person_column is not None)

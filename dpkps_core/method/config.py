@@ -5,7 +5,7 @@ a setting").
 (``run_config.json``). It is frozen and checks itself on construction, so an invalid configuration cannot exist;
 :func:`build_sampling_config` is the one builder every entry point calls (the CLI's options, the app's settings,
 a comparison's overrides). The density's public choices (σ, members, I) are decided from it in
-:mod:`dpkps_core.density_plan`; the ε cap is the ledger's business (``dpkps_core.dp.ledger``), and each mechanism
+:mod:`dpkps_core.method.density_plan`; the ε cap is the ledger's business (``dpkps_core.dp.ledger``), and each mechanism
 checks its own ε again (docs/DESIGN.md §2).
 """
 
@@ -24,8 +24,8 @@ from dpkps_core.dp.rng import SAMPLERS
 from dpkps_core.dp.validation import check_cap, check_epsilon, check_positive_int
 from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS
 from dpkps_core.errors import ParameterError, VocabularyError
-from dpkps_core.sampling import SAMPLING_METHODS
-from dpkps_core.vocabulary import VOCABULARIES, PublicVocabulary, load_vocabulary
+from dpkps_core.method.sampling import SAMPLING_METHODS
+from dpkps_core.method.vocabulary import VOCABULARIES, PublicVocabulary, load_vocabulary
 
 DENSITIES = ("auto", "histogram", "rff")
 

@@ -16,8 +16,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from dpkps_core.config import LIMITS, SamplingConfig
-from dpkps_core.density_plan import DensityPlan, density_plan
+from dpkps_core.method.config import LIMITS, SamplingConfig
+from dpkps_core.method.density_plan import DensityPlan, density_plan
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.histogram import SmoothedHistogramDensity, build_smoothed_histogram_density
 from dpkps_core.dp.kde import RFFDensity, build_rff_density
@@ -26,18 +26,18 @@ from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, check_vocabulary_settings, privatize_vocabulary
 from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache, cache_dir, embed_terms
-from dpkps_core import runfolder
+from dpkps_core.records import runfolder
 from dpkps_core.errors import ParameterError
-from dpkps_core.runfolder import RunFolder
-from dpkps_core.sampling import SamplingOutcome, sample_independent, sample_iterative
-from dpkps_core.split import CorpusSplit, split_documents
-from dpkps_core.matching import TermMatcher, truncated_count
+from dpkps_core.records.runfolder import RunFolder
+from dpkps_core.method.sampling import SamplingOutcome, sample_independent, sample_iterative
+from dpkps_core.method.split import CorpusSplit, split_documents
+from dpkps_core.method.matching import TermMatcher, truncated_count
 from dpkps_core.corpus.stream import default_chunk_rows
 from dpkps_core.dp.contributions import Keyphrases
-from dpkps_core.streaming_counts import chunked, occurrences_pass, vocabulary_pass
-from dpkps_core.training_source import AdmittedPart, StreamedCorpus, admit_part
-from dpkps_core.vocabulary import PublicVocabulary
-from dpkps_core.privacy_report import DPKPS_GUARANTEE, DPKPS_KEYS, PrivacyReport
+from dpkps_core.method.streaming_counts import chunked, occurrences_pass, vocabulary_pass
+from dpkps_core.method.training_source import AdmittedPart, StreamedCorpus, admit_part
+from dpkps_core.method.vocabulary import PublicVocabulary
+from dpkps_core.records.privacy_report import DPKPS_GUARANTEE, DPKPS_KEYS, PrivacyReport
 from dpkps_core.progress import Progress
 
 
@@ -80,7 +80,7 @@ def term_counts(texts: Sequence[str], vocabulary: PublicVocabulary, *, terms_per
 
     With ``groups`` (a person per document) each PERSON counts the first S distinct terms over all their
     documents in corpus order (docs/DESIGN.md §2, person unit), so one person moves the histogram by at most S in L1.
-    Computed by the streaming vocabulary pass (:func:`~dpkps_core.streaming_counts.vocabulary_pass`: the documents
+    Computed by the streaming vocabulary pass (:func:`~dpkps_core.method.streaming_counts.vocabulary_pass`: the documents
     in chunks of ``$DPKPS_CHUNK_ROWS``, partial counts summed — exact whatever the chunk size); ``progress`` hears
     between chunks when there is more than one."""
     rows = default_chunk_rows()
@@ -119,7 +119,7 @@ def extract_keyphrases(texts: Sequence[str], private_vocabulary: PrivateVocabula
 def keyphrase_occurrences(texts: Sequence[str], private_vocabulary: PrivateVocabulary, *,
                           max_per_doc: int) -> Keyphrases:
     """:func:`extract_keyphrases` held compactly (:class:`~dpkps_core.dp.contributions.Keyphrases`): the
-    documents in chunks of ``$DPKPS_CHUNK_ROWS`` through :func:`~dpkps_core.streaming_counts.occurrences_pass`."""
+    documents in chunks of ``$DPKPS_CHUNK_ROWS`` through :func:`~dpkps_core.method.streaming_counts.occurrences_pass`."""
     rows = default_chunk_rows()
     return occurrences_pass(chunked(texts, size=rows), private_vocabulary.terms, max_per_doc=max_per_doc,
                             workers=1 if len(texts) <= rows else None, max_chars=LIMITS["max_chars_per_doc"])
@@ -132,7 +132,7 @@ def build_density(
     neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> tuple[SmoothedHistogramDensity | RFFDensity, dict[str, Any]]:
     """Step 3 (ε_kde): the per-class DP density for the chosen method; returns it with the public choices made
-    (:func:`~dpkps_core.density_plan.density_plan`: bandwidth, features, expected error). ``groups``: a person per
+    (:func:`~dpkps_core.method.density_plan.density_plan`: bandwidth, features, expected error). ``groups``: a person per
     document (person-level unit, docs/DESIGN.md §2)."""
     plan = density_plan(config, n_classes=len(classes), private_vocabulary=private_vocabulary, embeddings=embeddings)
     if plan.density == "histogram":
@@ -193,7 +193,7 @@ def vocabulary_step(
     """Step 1 (ε_voc, [DP-KPS] §2 Step 1): the public settings are checked (N ≤ |V|…; such a refusal costs
     nothing), the training part's units are admitted (docs/DESIGN.md §2.0: those without budget left are left out, the
     others charged), then the admitted documents' first-S-distinct term counts over V (the streaming vocabulary
-    pass, in memory or over a :class:`~dpkps_core.training_source.StreamedCorpus`), the local advisory checks, and
+    pass, in memory or over a :class:`~dpkps_core.method.training_source.StreamedCorpus`), the local advisory checks, and
     Ṽ (whose mechanism records its event before drawing noise).
 
     ``counts``: the counts already computed for the same part, V and S; used only when no unit was left out."""
@@ -336,7 +336,7 @@ def privacy_report(
 ) -> PrivacyReport:
     """The public privacy report of a sampling run (DP outputs and public parameters only) — from the pieces, so
     the app's step-by-step run and :func:`run_sampling` write the same report (``privacy_report.json``'s layout,
-    :data:`~dpkps_core.privacy_report.DPKPS_KEYS`)."""
+    :data:`~dpkps_core.records.privacy_report.DPKPS_KEYS`)."""
     led = ledger.to_dict()
     by_step = led["epsilon_by_step"]
     details = {
@@ -386,7 +386,7 @@ def _local_warnings(documents: int, classes: Sequence[str], labels: Sequence[str
 def _require_public(ledger: PrivacyLedger, epsilon: float, what: str) -> None:
     """Refuse ``epsilon`` on PUBLIC facts only (docs/DESIGN.md §2.0): this run's own events against this run's own cap,
     up a chain of sub-ledgers. A corpus's history in a persistent ledger is not consulted here: whether a unit
-    still has budget is the individual filter's business (:func:`dpkps_core.budget.admit`), unit by unit."""
+    still has budget is the individual filter's business (:func:`dpkps_core.method.budget.admit`), unit by unit."""
     current: PrivacyLedger | None = ledger
     while current is not None:
         if not PrivacyLedger.can_afford(current, epsilon):
@@ -435,7 +435,7 @@ def run_sampling(
 ) -> SamplingRun:
     """Split → Ṽ (ε_voc) → keyphrases → embeddings of Ṽ → DP density (ε_kde) → sequences.
 
-    ``corpus``: a loaded corpus, or a :class:`~dpkps_core.training_source.StreamedCorpus` (a corpus file read in
+    ``corpus``: a loaded corpus, or a :class:`~dpkps_core.method.training_source.StreamedCorpus` (a corpus file read in
     chunks, prepared under ``config``: its split and training part are already decided) — the same run either way.
 
     Refusals on public input (the settings, N > |V|, this run's cap) come first and cost nothing; each DP step
@@ -480,7 +480,7 @@ def write_run_folder(run: SamplingRun, out_dir: str | Path) -> Path:
 def write_run_files(out_dir: str | Path, *, config: SamplingConfig, split: CorpusSplit,
                     private_vocabulary: PrivateVocabulary, outcome: SamplingOutcome,
                     report: PrivacyReport | Mapping[str, Any]) -> Path:
-    """Write the run folder (owner-only permissions; :mod:`dpkps_core.runfolder` owns its files): sequences,
+    """Write the run folder (owner-only permissions; :mod:`dpkps_core.records.runfolder` owns its files): sequences,
     privacy report (:func:`privacy_report`), Ṽ, config, split (private). The CLI writes a whole run, the app the
     pieces it built one step at a time."""
     folder = RunFolder(runfolder.ensure_private_dir(out_dir))

@@ -1,4 +1,4 @@
-"""A run folder's local ledger record (issue 35 part 7; ``dpkps_core.run_record``): the CLI's ``sample`` records which
+"""A run folder's local ledger record (issue 35 part 7; ``dpkps_core.records.run_record``): the CLI's ``sample`` records which
 ledger admitted the run's units — its random id, never its path — and the ids of the events it charged, per step; the
 record reads back the run's account from the ledger; a damaged record is refused (never read as empty: that would
 lower the run's ε), and the export never carries it."""
@@ -14,10 +14,10 @@ from eval_toys import POOLS
 
 from dpkps_core.cli import main
 from dpkps_core.errors import ExportError, ParameterError
-from dpkps_core.export import collect_bundle
+from dpkps_core.records.export import collect_bundle
 from dpkps_core.ledger_store import LedgerStore, PersistentLedger
-from dpkps_core.run_record import read_ledger_record, write_ledger_record
-from dpkps_core.runfolder import LEDGER_RECORD_FILE
+from dpkps_core.records.run_record import read_ledger_record, write_ledger_record
+from dpkps_core.records.runfolder import LEDGER_RECORD_FILE
 
 
 def test_cli_sample_records_the_admitting_ledger_and_its_events(tmp_path: Path, corpus_files,

@@ -7,7 +7,7 @@ from dpkps_core.dp.histogram import build_smoothed_histogram_density
 from dpkps_core.dp.kde import build_rff_density
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
-from dpkps_core.sampling import draw_rows, sample_independent, sample_iterative, weights_from_scores
+from dpkps_core.method.sampling import draw_rows, sample_independent, sample_iterative, weights_from_scores
 
 TERMS = [f"a{i}" for i in range(10)] + [f"b{i}" for i in range(10)]
 RNG = np.random.default_rng(0)

@@ -2,8 +2,8 @@
 corpora that do not fit in memory (issue 31; docs/DESIGN.md §2.1–§2.2; [DP-KPS] §2 Steps 1 and 3).
 
 - Vocabulary pass (before ε_voc's noise): each document's first S distinct terms of the public V counted once
-  each (:meth:`~dpkps_core.matching.TermMatcher.counts_first_distinct`, the statistic of
-  :func:`dpkps_core.pipeline.term_counts`); L1 sensitivity S.
+  each (:meth:`~dpkps_core.method.matching.TermMatcher.counts_first_distinct`, the statistic of
+  :func:`dpkps_core.method.pipeline.term_counts`); L1 sensitivity S.
 - Keyphrase pass over the released Ṽ (before ε_kde's noise): per declared class, Σ over its documents of 1/m per
   keyphrase occurrence, the first M occurrences in text order
   (:func:`dpkps_core.dp.contributions.class_keyphrase_histograms`); L1 sensitivity 1.
@@ -45,11 +45,11 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from dpkps_core.config import LIMITS
+from dpkps_core.method.config import LIMITS
 from dpkps_core.dp.contributions import Keyphrases, class_keyphrase_histograms
 from dpkps_core.dp.validation import check_positive_int
 from dpkps_core.errors import ParameterError
-from dpkps_core.matching import TermMatcher
+from dpkps_core.method.matching import TermMatcher
 
 #: Temporary files the person unit's grouping spreads its rows over (each is grouped alone in memory).
 DEFAULT_PARTITIONS = 16
@@ -107,7 +107,7 @@ def chunked(texts: Sequence[str], labels: Sequence[str] | None = None, persons: 
 def vocabulary_map(matcher: TermMatcher, texts: Sequence[str], *, terms_per_doc: int,
                    max_chars: int | None) -> tuple[np.ndarray, int]:
     """A chunk's vocabulary partial: (per-term document counts of the first S distinct terms, documents
-    truncated to ``max_chars``) — :func:`dpkps_core.pipeline.term_counts`' statistic on these documents."""
+    truncated to ``max_chars``) — :func:`dpkps_core.method.pipeline.term_counts`' statistic on these documents."""
     counts = matcher.counts_first_distinct(texts, terms_per_doc, max_chars=max_chars)
     return counts, getattr(matcher, "last_truncated_count", 0)
 
@@ -163,10 +163,10 @@ def run_maps(tasks: Iterable[tuple[str, tuple[Any, ...], dict[str, Any]]], *, te
     already built, e.g. a vocabulary's own), else in a local process pool (at most ``2·workers`` tasks in flight, so
     memory holds a few chunks, not the corpus). The pool's workers start from a fresh interpreter (forkserver /
     spawn), safe in a threaded app. ``engine``: a ``dask.distributed`` client (or :func:`default_engine`'s) runs the
-    same tasks on its cluster instead (:mod:`dpkps_core.distributed`); the reduce stays here, on the driver."""
+    same tasks on its cluster instead (:mod:`dpkps_core.method.distributed`); the reduce stays here, on the driver."""
     engine = default_engine() if engine is None else engine
     if engine is not None and engine is not LOCAL:
-        from dpkps_core.distributed import run_maps_dask
+        from dpkps_core.method.distributed import run_maps_dask
 
         yield from run_maps_dask(tasks, terms=terms, client=engine, apply=_apply)
         return
@@ -199,8 +199,8 @@ LOCAL = "local"
 
 def default_engine() -> Any:
     """The deployment's engine for the maps: a ``dask.distributed`` client of the cluster ``$DPKPS_DASK_SCHEDULER``
-    names (:func:`dpkps_core.distributed.cluster_client`), else None (this machine's process pool)."""
-    from dpkps_core.distributed import ENV_SCHEDULER, cluster_client
+    names (:func:`dpkps_core.method.distributed.cluster_client`), else None (this machine's process pool)."""
+    from dpkps_core.method.distributed import ENV_SCHEDULER, cluster_client
 
     return cluster_client() if os.environ.get(ENV_SCHEDULER, "").strip() else None
 
@@ -311,7 +311,7 @@ def vocabulary_pass(chunks: Iterable[Any], terms: Sequence[str], *, terms_per_do
     """Step 1's statistic over a stream of chunks (each with ``texts`` and, for ``by_person``, ``persons``):
     map = a chunk's first-S-distinct counts, reduce = their sum; with ``by_person`` each person's first S distinct
     terms over all their documents in corpus order, grouped by :class:`PersonSpill`. Equal to
-    :func:`dpkps_core.pipeline.term_counts` on the concatenated documents. ``progress`` gets the documents done;
+    :func:`dpkps_core.method.pipeline.term_counts` on the concatenated documents. ``progress`` gets the documents done;
     ``matcher`` (a matcher of ``terms``) and ``engine`` as in :func:`run_maps`."""
     s = check_positive_int(terms_per_doc, "S (terms per document)")
     limit = _max_chars(max_chars)
@@ -415,7 +415,7 @@ def occurrences_pass(chunks: Iterable[Any], terms: Sequence[str], *, max_per_doc
     ``max_per_doc`` matches of Ṽ in text order, repeats kept ([DP-KPS] §2 Step 2; docs/DESIGN.md §2.2) — map = a
     chunk's matches as compact (lengths, ids) arrays, reduce = their concatenation in chunk order, so the result is
     the same for any chunk size and worker count, and equal to
-    :meth:`~dpkps_core.matching.TermMatcher.occurrences` on the concatenated documents. The densities' sums are
+    :meth:`~dpkps_core.method.matching.TermMatcher.occurrences` on the concatenated documents. The densities' sums are
     then taken over these (4 bytes per document and per keyphrase) in one vectorised pass
     (:func:`~dpkps_core.dp.contributions.class_keyphrase_histograms`), whatever the unit of privacy."""
     m = check_positive_int(max_per_doc, "M (keyphrases per document)")

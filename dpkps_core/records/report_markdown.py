@@ -2,8 +2,8 @@
 
 :func:`render_report_markdown` writes the release bundle's ``privacy_report.md`` from the released privacy report
 (with the bundle's ``generation`` section); :func:`render_report_summary` writes the short view that
-:meth:`dpkps_core.privacy_report.PrivacyReport.to_markdown` returns. Both read a plain mapping (the report's JSON,
-or a :class:`~dpkps_core.privacy_report.PrivacyReport`, which is one) and share the section helpers below, one per
+:meth:`dpkps_core.records.privacy_report.PrivacyReport.to_markdown` returns. Both read a plain mapping (the report's JSON,
+or a :class:`~dpkps_core.records.privacy_report.PrivacyReport`, which is one) and share the section helpers below, one per
 section of the report. Only public inputs and DP outputs reach them (docs/DESIGN.md §2: what the bundle holds is the
 ledger's releases and public settings); no private figure is rendered here.
 """
@@ -142,7 +142,7 @@ def mechanisms_section(report: Mapping[str, Any]) -> list[str]:
 
 def parameters_section(report: Mapping[str, Any]) -> list[str]:
     """The run's public parameters as a table (the private file's column names are already left out, see
-    :func:`dpkps_core.export.without_column_names`); a dash when there are none."""
+    :func:`dpkps_core.records.export.without_column_names`); a dash when there are none."""
     params = report.get("parameters")
     lines = ["## Parameters", ""]
     if isinstance(params, Mapping) and params:

@@ -9,7 +9,7 @@ file is checked for secrets (API keys) before anything is written.
 
 Bundle contents: ``documents.csv`` / ``documents.jsonl`` / ``documents.parquet`` (id, text, label, keyphrases,
 model), ``sequences.jsonl``, ``privacy_report.json`` (+ a ``generation`` section), ``privacy_report.md`` (rendered by
-:mod:`dpkps_core.report_markdown`), ``run_config.json``, ``private_vocabulary.json``, ``audit_log.jsonl``,
+:mod:`dpkps_core.records.report_markdown`), ``run_config.json``, ``private_vocabulary.json``, ``audit_log.jsonl``,
 ``generation_failures.jsonl``, the release dossier (``dossier.html`` / ``dossier.json``, ``reproduce.md``,
 ``reproduce_config.json``: :mod:`dpkps_core.dossier`) and ``manifest.json`` (sha256 of every other file). The internal
 dossier is private (``runfolder.INTERNAL_DOSSIER_FILES``) and refused by name.
@@ -30,9 +30,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from dpkps_core.dossier import DossierError, build_dossier
 from dpkps_core.errors import ExportError
-from dpkps_core.report_markdown import render_report_markdown
-from dpkps_core.runfolder import read_documents, read_failures
-from dpkps_core.runfolder import (
+from dpkps_core.records.report_markdown import render_report_markdown
+from dpkps_core.records.runfolder import read_documents, read_failures
+from dpkps_core.records.runfolder import (
     AUDIT_FILE,
     DOCUMENTS_FILE,
     FAILURES_FILE,

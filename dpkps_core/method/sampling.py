@@ -19,7 +19,7 @@ from dpkps_core.dp.kde import RFFDensity, RFFMember
 from dpkps_core.dp.rff import SQRT2
 from dpkps_core.dp.validation import check_positive_float, check_positive_int
 from dpkps_core.errors import ParameterError
-from dpkps_core.sequences import KeyphraseSequence
+from dpkps_core.method.sequences import KeyphraseSequence
 
 # The sequence samplers (docs/DESIGN.md §2.4; [DP-KPS] appendix B). Not to be confused with the generation methods of
 # :data:`dpkps_core.baselines.compare.GENERATION_METHODS`.

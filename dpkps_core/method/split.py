@@ -103,7 +103,7 @@ def check_fractions(test_fraction: float, client_fraction: float) -> None:
 def split_from_positions(u: np.ndarray, *, test_fraction: float, client_fraction: float, seed: int) -> CorpusSplit:
     """The split of documents whose keyed positions (:func:`split_positions`, one per document) are ``u``: below
     ``test_fraction`` held out, the first ``client_fraction`` of that range the client part (docs/DESIGN.md §5).
-    :func:`split_corpus` and the streamed corpus (:mod:`dpkps_core.training_source`) both end here, so a file read
+    :func:`split_corpus` and the streamed corpus (:mod:`dpkps_core.method.training_source`) both end here, so a file read
     in chunks is split exactly as the same file loaded whole."""
     check_fractions(test_fraction, client_fraction)
     u = np.asarray(u, dtype=np.float64)
