@@ -33,11 +33,15 @@ here logs, prints or writes document text.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import hashlib
 import multiprocessing
 import os
 import secrets
+import sys
 import tempfile
+import threading
+import types
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,7 +187,8 @@ def run_maps(tasks: Iterable[tuple[str, tuple[Any, ...], dict[str, Any]]], *, te
         pending: deque[cf.Future[Any]] = deque()
         try:
             for task in tasks:
-                pending.append(pool.submit(_run, task))
+                with _without_host_main():
+                    pending.append(pool.submit(_run, task))
                 if len(pending) >= 2 * n:
                     yield pending.popleft().result()
             while pending:
@@ -191,6 +196,27 @@ def run_maps(tasks: Iterable[tuple[str, tuple[Any, ...], dict[str, Any]]], *, te
         finally:
             for f in pending:
                 f.cancel()
+
+
+#: What the pool's workers see as ``__main__`` while they start: an empty module (no file, no spec).
+_BARE_MAIN = types.ModuleType("__main__")
+_MAIN_SWAP = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_host_main() -> Iterator[None]:
+    """Start pool workers (they start inside ``submit``) without the host's ``__main__``: a forkserver/spawn worker
+    re-runs the parent's main script by path, and under Streamlit that is the page being run (AppTest's even a
+    temporary file since deleted) — a worker would run the page or break the pool. The workers need only this
+    module's functions, so ``__main__`` is an empty module for the instant of the start, then the host's again."""
+    with _MAIN_SWAP:
+        host = sys.modules.get("__main__")
+        sys.modules["__main__"] = _BARE_MAIN
+        try:
+            yield
+        finally:
+            if host is not None:
+                sys.modules["__main__"] = host
 
 
 #: ``engine=LOCAL`` runs the maps on this machine even where ``$DPKPS_DASK_SCHEDULER`` names a cluster.
