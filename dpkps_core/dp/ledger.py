@@ -21,6 +21,28 @@ _FLOAT_SLACK = 1e-9
 MAX_ROW_FACTOR = 2.0  # the most a person-unit release can cost one row of the person (docs/PRIVACY.md)
 
 
+def within_cap(spent: Any, epsilon: Any, cap: Any) -> Any:
+    """THE cap check (docs/DESIGN.md §2.0): whether spending ``epsilon`` on top of ``spent`` stays within ``cap``,
+    up to floating-point slack (ε's are computed, not typed in). ``cap`` None means no cap.
+
+    Every "would this spend exceed the cap" asks it: a run's ledger against its cap, an admission against the ε it
+    reserved, the persistent filter per unit key (``dpkps_core.ledger_store``: arrays of spent ε and caps, one per
+    key). Scalars give a bool; arrays give the element-wise boolean array (a unit whose stored cap is ∞ always fits).
+    """
+    if cap is None:
+        return True
+    out = np.add(spent, epsilon) <= np.add(cap, _FLOAT_SLACK)
+    return bool(out) if np.ndim(out) == 0 else out
+
+
+def _over_cap(what: str, epsilon: float, total: float, cap: float | None,
+              whose: str = "the total") -> PrivacyBudgetError:
+    """The refusal of a spend over a run's (or a part's) cap: nothing was spent."""
+    return PrivacyBudgetError(
+        f"Running {what} would spend ε = {epsilon:g}, taking {whose} to {total + epsilon:g}, over the budget cap "
+        f"of {cap:g}; nothing was spent. Raise the cap or lower ε.")
+
+
 class PrivacyLedger:
     """Accountant for one run: basic composition of :class:`PrivacyEvent` s under an optional ε cap.
 
@@ -58,16 +80,12 @@ class PrivacyLedger:
         return None if self._cap is None else max(self._cap - self.total_epsilon, 0.0)
 
     def can_afford(self, epsilon: float) -> bool:
-        return self._cap is None or self.total_epsilon + epsilon <= self._cap + _FLOAT_SLACK
+        return within_cap(self.total_epsilon, epsilon, self._cap)
 
     def require(self, epsilon: float, what: str = "this step") -> None:
         """Raise :class:`PrivacyBudgetError` if spending ``epsilon`` would exceed the cap."""
         if not self.can_afford(epsilon):
-            raise PrivacyBudgetError(
-                f"Running {what} would spend ε = {epsilon:g}, taking the total to "
-                f"{self.total_epsilon + epsilon:g}, over the budget cap of {self._cap:g}; nothing was spent. "
-                "Raise the cap or lower ε."
-            )
+            raise _over_cap(what, epsilon, self.total_epsilon, self._cap)
 
     def charge(self, event: PrivacyEvent) -> PrivacyEvent:
         self.require(event.epsilon, f"{event.step} ({event.mechanism})")
@@ -149,11 +167,7 @@ class SubLedger(PrivacyLedger):
 
     def _require_own(self, epsilon: float, what: str) -> None:
         if not PrivacyLedger.can_afford(self, epsilon):
-            raise PrivacyBudgetError(
-                f"Running {what} would spend ε = {epsilon:g}, taking its part's total to "
-                f"{self.total_epsilon + epsilon:g}, over the budget cap of {self._cap:g}; nothing was spent. "
-                "Raise the cap or lower ε."
-            )
+            raise _over_cap(what, epsilon, self.total_epsilon, self._cap, "its part's total")
 
     def require(self, epsilon: float, what: str = "this step") -> None:
         self._require_own(epsilon, what)
@@ -236,10 +250,10 @@ class AdmissionTicket(PrivacyLedger):
         raise ParameterError("An admission ticket's cap is its ledger's; change the ledger's cap.")
 
     def can_afford(self, epsilon: float) -> bool:
-        return epsilon <= self._left + _FLOAT_SLACK and self.owner.can_afford(epsilon)
+        return within_cap(0.0, epsilon, self._left) and self.owner.can_afford(epsilon)
 
     def require(self, epsilon: float, what: str = "this step") -> None:
-        if epsilon > self._left + _FLOAT_SLACK:
+        if not within_cap(0.0, epsilon, self._left):
             raise ParameterError(f"{what} charges ε = {epsilon:g}, more than its admission reserved "
                                  f"({self.remaining_epsilon:g}); admit the release's ε first.")
         self.owner.require(epsilon, what)
@@ -249,7 +263,7 @@ class AdmissionTicket(PrivacyLedger):
         if not isinstance(event, PrivacyEvent):
             raise ParameterError("Only a PrivacyEvent can be charged to a ledger.")
         with self._lock:
-            if event.epsilon > self._left + _FLOAT_SLACK:
+            if not within_cap(0.0, event.epsilon, self._left):
                 raise ParameterError(
                     f"{event.step} ({event.mechanism}) charges ε = {event.epsilon:g}, more than its admission "
                     f"reserved ({self.remaining_epsilon:g}); admit the release's ε first.")

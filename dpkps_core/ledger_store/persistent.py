@@ -12,10 +12,11 @@ import numpy as np
 
 from dpkps_core.method.config import DEFAULT_EPSILON_CAP
 from dpkps_core.dp.events import PrivacyEvent
-from dpkps_core.dp.ledger import MAX_ROW_FACTOR, AdmissionTicket, PrivacyLedger
+from dpkps_core.dp.ledger import MAX_ROW_FACTOR, AdmissionTicket, PrivacyLedger, within_cap
 from dpkps_core.errors import ParameterError
 from dpkps_core.ledger_store.records import CorpusView, RecordedEvent, _check_cap, _check_epsilon, _check_label
-from dpkps_core.ledger_store.rules import PERSON_KIND, ReleaseRows, check_row_factor, distinct, keyed_rows
+from dpkps_core.ledger_store.rules import (PERSON_KIND, ReleaseRows, check_row_factor, distinct, is_key_source,
+                                          keyed_rows)
 from dpkps_core.ledger_store.store import LedgerStore
 
 
@@ -92,7 +93,8 @@ class PersistentLedger(PrivacyLedger):
         if isinstance(units, str):
             raise ParameterError("PersistentLedger needs the corpus's unit strings, not one string.")
         self._store = store
-        self._units = list(units)
+        # unit strings, or precomputed keys (a streamed corpus's: 32 bytes per document, issue 31)
+        self._units: Any = units if is_key_source(units) else list(units)
         self._corpus_keys: _CorpusKeys | None = None
         self._view_cache: tuple[Any, CorpusView] | None = None
         self._lock = threading.Lock()
@@ -114,9 +116,10 @@ class PersistentLedger(PrivacyLedger):
         self._run = _check_label(value, "run name", optional=True)
 
     @property
-    def units(self) -> tuple[str, ...]:
-        """The unit strings this ledger was opened with (PRIVATE: only ever HMAC-ed; never log or show them)."""
-        return tuple(self._units)
+    def units(self) -> Any:
+        """The unit strings this ledger was opened with, as a tuple — or the precomputed keys it was opened with
+        (:func:`~dpkps_core.ledger_store.rules.is_key_source`) as they are (PRIVATE: never log or show them)."""
+        return self._units if is_key_source(self._units) else tuple(self._units)
 
     @property
     def store(self) -> LedgerStore:
@@ -179,7 +182,8 @@ class PersistentLedger(PrivacyLedger):
         digest = _digest(keys, rows)
         planned, self._reserve_next = self._reserve_next, None
         for held in reversed(self._reservations if planned is None else ()):  # the newest reservation first
-            if held.digest == digest and epsilon <= held.remaining + _SLACK and row_factor <= held.row_factor + _SLACK:
+            if (held.digest == digest and within_cap(0.0, epsilon, held.remaining)
+                    and row_factor <= held.row_factor + _SLACK):
                 # a later step of the run that reserved its ε: the same units, charged at the reservation
                 held.remaining = max(held.remaining - epsilon, 0.0)
                 return AdmissionTicket(self, held.mask, epsilon, what=what,
@@ -216,7 +220,7 @@ class PersistentLedger(PrivacyLedger):
         rows, keys = keyed_rows(units, self._store.keys)
         digest = _digest(keys, rows)
         for held in reversed(self._reservations):
-            if held.digest == digest and float(epsilon) <= held.remaining + _SLACK:
+            if held.digest == digest and within_cap(0.0, float(epsilon), held.remaining):
                 return held.mask
         return None
 
@@ -378,7 +382,8 @@ def open_corpus_ledger(corpus: Any, *, tool: str, run: str | None = None, cap: f
                        units: Sequence[str] | None = None) -> PersistentLedger:
     """The persistent ledger seen from one run on ``corpus``: a :class:`~dpkps_core.corpus.Corpus` (its units are
     :func:`dpkps_core.method.budget.unit_strings`, by person when ``by_person`` — by default when it has a person
-    column) or a sequence of unit strings; ``units`` overrides both. ``cap`` is the run's cap setting (module
+    column), a sequence of unit strings, or their precomputed keys (a streamed corpus's ``units``:
+    :func:`~dpkps_core.ledger_store.rules.is_key_source`); ``units`` overrides them. ``cap`` is the run's cap setting (module
     docstring: it caps the units new to the ledger and this run's own total; it changes no stored cap — use
     :meth:`PersistentLedger.set_unit_cap` for that)."""
     person = bool(by_person)
@@ -390,6 +395,8 @@ def open_corpus_ledger(corpus: Any, *, tool: str, run: str | None = None, cap: f
             units = unit_strings(corpus, by_person=person)
         elif isinstance(corpus, str):
             raise ParameterError("open_corpus_ledger needs a corpus or its unit strings, not one string.")
+        elif is_key_source(corpus):
+            units = corpus
         else:
             units = list(corpus)
     return PersistentLedger(store or LedgerStore(), units, tool=tool, run=run, cap=cap,

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from dpkps_core.dp.events import PrivacyEvent
-from dpkps_core.dp.ledger import _FLOAT_SLACK, MAX_ROW_FACTOR
+from dpkps_core.dp.ledger import MAX_ROW_FACTOR, within_cap
 from dpkps_core.dp.validation import check_cap, check_epsilon
 from dpkps_core.errors import ParameterError
 from dpkps_core.ledger_store.folder import _NO_CAP
@@ -111,9 +111,9 @@ class CorpusView:
     def left_out(self, epsilon: float, *, row_factor: float = MAX_ROW_FACTOR) -> int:
         """How many of the corpus's units could not take part in a release of ``epsilon`` now (for persons, also
         when a row cannot take ``row_factor`` × ``epsilon``)."""
-        out = self.spent + float(epsilon) > self.caps + _FLOAT_SLACK
+        out = ~within_cap(self.spent, float(epsilon), self.caps)
         if self.row_room is not None:
-            out |= float(row_factor) * float(epsilon) > self.row_room + _FLOAT_SLACK
+            out |= ~within_cap(0.0, float(row_factor) * float(epsilon), self.row_room)
         return int(np.count_nonzero(out))
 
     @property
