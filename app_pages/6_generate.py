@@ -30,16 +30,14 @@ else:
                 "its progress and Cancel are below.", icon=":material/sync:")
     running = isinstance(job, jobs.Job) and job.running
     st.subheader("Backend")
-    widgets.bound(st.radio, "LLM", "backend", options=["offline", "local", "openai"], horizontal=True,
-                  disabled=running,
-                  format_func={"offline": "Offline SmolLM2-135M (default, runs here)",
-                               "local": "My own model folder (runs here)",
-                               "openai": "OpenAI-compatible server"}.get)
-    if s["backend"] == "local":
+    widgets.bound(st.radio, "LLM", "backend", options=generation_steps.backend_options(), horizontal=True,
+                  disabled=running, format_func=generation_steps.backend_label)  # the registry (llm/factory.py)
+    spec = generation_steps.chosen_backend()
+    if "model_path" in spec.settings:
         widgets.bound(st.text_input, "Model folder on this server (a Hugging Face causal-LM folder: config.json, "
                       "safetensors weights, tokenizer; loaded offline, nothing is downloaded)", "local_model_path",
                       placeholder="/models/my-approved-instruct-model", disabled=running)
-    if s["backend"] in ("offline", "local"):
+    if spec.runs_here:
         c1, c2 = st.columns(2)
         widgets.bound(c1.radio, "Device", "device", options=list(DEVICE_CHOICES), horizontal=True, disabled=running,
                       format_func={"auto": "auto (GPU when present)", "cpu": "CPU", "cuda": "CUDA GPU"}.get)
@@ -61,13 +59,16 @@ else:
             st.caption("Against repetition loops, which the non-document screen refuses and retries. The defaults "
                        "were measured on BBC DP sequences (benchmarks/repetition.py); the keyphrases in the prompt "
                        "stay free to appear.")
-    if s["backend"] == "openai":
+    else:
         c1, c2 = st.columns(2)
-        widgets.bound(c1.text_input, "Base URL (empty = api.openai.com)", "base_url",
-                      placeholder="http://127.0.0.1:8000/v1")
-        widgets.bound(c2.text_input, "Model", "llm_model")
-        widgets.bound(c1.text_input, "API key (kept in this session's memory only; never written anywhere)",
-                      "api_key", type="password")
+        if "base_url" in spec.settings:
+            widgets.bound(c1.text_input, "Base URL (empty = api.openai.com)", "base_url",
+                          placeholder="http://127.0.0.1:8000/v1")
+        if "model" in spec.settings:
+            widgets.bound(c2.text_input, "Model", "llm_model")
+        if "api_key" in spec.settings:
+            widgets.bound(c1.text_input, "API key (kept in this session's memory only; never written anywhere)",
+                          "api_key", type="password")
         widgets.bound(c2.number_input, "Requests in flight", "concurrency", min_value=1, max_value=64)
         widgets.bound(c1.number_input, "Price per 1k tokens (optional, for the estimate)", "price_per_1k",
                       min_value=0.0, step=0.001, format="%.4f")

@@ -13,13 +13,15 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from dpkps_core.corpus import Corpus
 from dpkps_core.errors import ParameterError
+from dpkps_core.llm.factory import BackendSpec, backend_kinds, backend_spec, make_backend
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.llm.model_queue import ordinal
 from dpkps_core.llm.repetition import DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY
 from dpkps_core.method.sampling import SamplingOutcome
+from dpkps_core.progress import format_duration
 from studio import run_view
 from studio.jobs import Job, running_job_of_run, start_job
-from studio.resources import local_backend, offline_backend, wait_for_warm_up
+from studio.resources import shared_backend, wait_for_warm_up
 from studio.session import corpus, generation_secrets, run_dir, ss
 from studio.steps import write_run
 
@@ -52,6 +54,21 @@ def check_few_shot_not_private(texts: Iterable[str], corpus: Corpus | None) -> N
 
 # ============================================================================================ 6. LLM
 
+def backend_options() -> list[str]:
+    """The kinds page 6 offers: every registered backend, default first (:mod:`dpkps_core.llm.factory`)."""
+    return list(backend_kinds())
+
+
+def backend_label(kind: str) -> str:
+    """The page's text for one kind (its spec's label)."""
+    return backend_spec(kind).label
+
+
+def chosen_backend() -> BackendSpec:
+    """The spec of the session's chosen backend."""
+    return backend_spec(ss()["backend"])
+
+
 def prompt_config() -> Any:
     from dpkps_core.llm import PromptConfig
 
@@ -73,15 +90,13 @@ def parse_few_shot_upload(data: bytes, filename: str) -> tuple[Any, ...]:
 
 
 def llm_backend() -> Any:
-    """Offline (cached, public weights) or OpenAI-compatible (built per session; the key stays in memory)."""
-    from dpkps_core.llm import make_backend
-
+    """The chosen backend: one that runs here is cached per server (public weights, :func:`studio.resources.
+    shared_backend`); any other is built per session from the fields its spec takes (the key stays in memory)."""
     s = ss()
-    if s["backend"] == "offline":
-        return offline_backend(s.get("device"))
-    if s["backend"] == "local":
-        return local_backend(s.get("local_model_path") or "", s.get("device"))
-    return make_backend("openai", model=(s["llm_model"] or "").strip() or None,
+    spec = chosen_backend()
+    if spec.runs_here:
+        return shared_backend(spec.name, model_path=s.get("local_model_path") or "", device=s.get("device"))
+    return make_backend(spec.name, model=(s["llm_model"] or "").strip() or None,
                         base_url=(s["base_url"] or "").strip() or None, api_key=s["api_key"] or None,
                         concurrency=int(s["concurrency"]))
 
@@ -98,7 +113,7 @@ def generation_settings(limit: int) -> Any:
     from dpkps_core.llm import GenerationSettings
 
     s = ss()
-    offline = s["backend"] in ("offline", "local")
+    offline = chosen_backend().runs_here
     return GenerationSettings(max_tokens=int(s["max_tokens"]), temperature=float(s["llm_temperature"]),
                               timeout=120.0 if offline else 60.0, retries=2 if offline else 4,
                               concurrency=1 if offline else int(s["concurrency"]), limit=int(limit),
@@ -113,7 +128,7 @@ def model_line() -> int:
     models are shared by the server (:mod:`dpkps_core.llm.model_queue`); 0 for a remote backend or an idle model."""
     from dpkps_core.llm.model_queue import model_queue_of
 
-    if ss()["backend"] not in ("offline", "local"):
+    if not chosen_backend().runs_here:
         return 0
     line = model_queue_of(llm_backend())
     return line.length if line is not None else 0
@@ -165,7 +180,7 @@ def start_generation(limit: int) -> Job:
 
     def work(job: Job) -> Any:
         def on_progress(p: Any) -> None:
-            eta = f", about {p.eta_s:.0f} s left" if p.eta_s is not None else ""
+            eta = f", about {format_duration(p.eta_s)} left" if p.eta_s is not None else ""
             if p.in_flight and p.queue_place:  # the model is shared by the server's sessions: batches take turns
                 batch = (f"; the next batch of {p.in_flight} is {ordinal(p.queue_place)} in line for the model "
                          "(shared by everyone on this server; runs take turns batch by batch)")

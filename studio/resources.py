@@ -1,5 +1,6 @@
 """Cached PUBLIC resources of the app (``st.cache_resource``, one per server): the embedding models, the public
-vocabularies, the demo corpora and the local LLM backends, with a background warm-up. Nothing private is cached."""
+vocabularies, the demo corpora and the LLM backends that run here (any registered kind with ``runs_here``), with a
+background warm-up. Nothing private is cached."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from dpkps_core.corpus import load_corpus_spec
 from dpkps_core.corpus import Corpus
 from dpkps_core.embeddings import DEFAULT_MODEL, EmbeddingCache, get_embedder
 from dpkps_core.errors import ParameterError
+from dpkps_core.llm.factory import DEFAULT_BACKEND, backend_spec, make_backend
+from dpkps_core.llm.local import server_threads
 from dpkps_core.method.config import SamplingConfig
 from dpkps_core.method.vocabulary import PublicVocabulary, load_vocabulary
 
@@ -90,35 +93,33 @@ def demo_corpus(spec: str) -> Corpus:
 
 
 def offline_backend(device: str | None = None) -> Any:
-    """The offline SmolLM2 backend on ``device`` (auto/cpu/cuda; public weights; one per server and device)."""
-    from dpkps_core.device import resolve_device
-
-    return _offline_backend(resolve_device(device))
-
-
-@st.cache_resource(show_spinner=False)
-def _offline_backend(device: str) -> Any:
-    from dpkps_core.llm import make_backend
-    from dpkps_core.llm.local import server_threads
-
-    return make_backend("offline", threads=server_threads(), device=device)  # a core left to the server
+    """The default backend (the offline SmolLM2) on ``device`` (auto/cpu/cuda; public weights; one per server and
+    device): the warm-up loads it, the comparison writes with it."""
+    return shared_backend(DEFAULT_BACKEND, device=device)
 
 
 def local_backend(model_path: str, device: str | None = None) -> Any:
     """The user's own Hugging Face model folder (``local`` backend), loaded offline; one per server, folder, device."""
+    return shared_backend("local", model_path=model_path, device=device)
+
+
+def shared_backend(kind: str, *, model_path: str = "", device: str | None = None) -> Any:
+    """The backend of a registered ``kind`` that runs here (:class:`~dpkps_core.llm.factory.BackendSpec`
+    ``runs_here``), one per server, kind, model folder and device: its PUBLIC model is shared by every session."""
     from dpkps_core.device import resolve_device
 
-    if not (model_path or "").strip():
-        raise ParameterError("Give the folder of your local model (a Hugging Face model folder on this server).")
-    return _local_backend(str(Path(model_path.strip()).expanduser().resolve()), resolve_device(device))
+    spec = backend_spec(kind)
+    if not spec.runs_here:
+        raise ParameterError(f"The {spec.label} backend does not run on this server; it is built per session.")
+    folder = ""
+    if "model_path" in spec.settings:
+        if not (model_path or "").strip():
+            raise ParameterError("Give the folder of your local model (a Hugging Face model folder on this server).")
+        folder = str(Path(model_path.strip()).expanduser().resolve())
+    return _shared_backend(spec.name, folder, resolve_device(device))
 
 
 @st.cache_resource(show_spinner=False)
-def _local_backend(model_path: str, device: str) -> Any:
-    from dpkps_core.llm import make_backend
-    from dpkps_core.llm.local import server_threads
-
-    return make_backend("local", model_path=model_path, threads=server_threads(),  # a core left to the server
+def _shared_backend(kind: str, model_path: str, device: str) -> Any:
+    return make_backend(kind, model_path=model_path or None, threads=server_threads(),  # a core left to the server
                         device=device)
-
-

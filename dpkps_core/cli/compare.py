@@ -12,6 +12,7 @@ import sys
 
 from dpkps_core.baselines.compare_settings import GENERATION_METHODS
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
+from dpkps_core.llm.factory import DEFAULT_BACKEND, backend_help, backend_kinds, backend_spec, make_backend
 from dpkps_core.method.sampling import SAMPLING_METHODS
 from dpkps_core.cli.common import add_file_arguments
 from dpkps_core.method.config import DEFAULT_EPSILON_CAP
@@ -80,14 +81,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--no-real-baseline", action="store_true", help="skip the real-documents row")
     g = p.add_argument_group("LLM (DP-KPS and AugPE+Ṽ; private prediction uses the local model: offline, or "
                              "--backend local)")
-    g.add_argument("--backend", choices=("offline", "local", "openai"), default="offline")
+    g.add_argument("--backend", choices=backend_kinds(), default=DEFAULT_BACKEND, help=backend_help())
     g.add_argument("--model-path", metavar="DIR", default=None,
                    help="Hugging Face model folder on disk for --backend local (loaded offline)")
     g.add_argument("--device", choices=DEVICE_CHOICES, default=default_device_setting(),
                    help="where the offline/local model runs: auto = CUDA when torch sees a GPU, else the CPU")
     g.add_argument("--base-url", default=None, help="server base URL for --backend openai")
     g.add_argument("--model", default=None, help="model name for --backend openai")
-    g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    g.add_argument("--api-key-env", default=None,
+                   help="environment variable holding the API key (default: the backend's own)")
     g.add_argument("--concurrency", type=int, default=4, help="requests in flight (openai backend)")
     g.add_argument("--threads", type=int, default=1,
                    help="CPU threads of the offline model (more helps only on an otherwise idle machine; "
@@ -126,7 +128,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from dpkps_core.baselines.compare import compare_methods
     from dpkps_core.baselines.compare_settings import CompareSettings
     from dpkps_core.embeddings import DEFAULT_MODEL, get_embedder
-    from dpkps_core.llm.factory import make_backend
     from dpkps_core.baselines.prediction_config import PrivatePredictionConfig
 
     check_output_dir(args.out, "--out")  # before the corpus, the models or any ε
@@ -157,11 +158,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(PP_WARNING_CLI, file=sys.stderr)
     if args.seed is not None:
         print("WARNING: seeded noise — reproducible demo, NOT FOR RELEASE.", file=sys.stderr)
-    if args.backend == "openai":
-        backend = make_backend("openai", model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
-                               concurrency=args.concurrency)
-    else:
-        backend = make_backend(args.backend, threads=args.threads, device=args.device, model_path=args.model_path)
+    here = backend_spec(args.backend).runs_here  # the registry (llm/factory.py): each factory takes what it uses
+    backend = make_backend(args.backend, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+                           concurrency=args.concurrency, threads=args.threads, device=args.device if here else None,
+                           model_path=args.model_path)
     embedder = get_embedder(model_name)
     with tqdm(total=100, unit="%", desc="compare", leave=False) as bar:
         def progress(frac: float, message: str) -> None:

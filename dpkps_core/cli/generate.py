@@ -19,6 +19,7 @@ from dpkps_core.cli.common import check_input_path, check_output_dir, check_outp
 from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.ct2_convert import ENGINE_CHOICES
+from dpkps_core.llm.factory import DEFAULT_BACKEND, api_key_envs, backend_help, backend_kinds, backend_spec
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE, THREADS_ENV, default_threads
 from dpkps_core.llm.repetition import (
     DEFAULT_NO_REPEAT_NGRAM,
@@ -27,8 +28,14 @@ from dpkps_core.llm.repetition import (
     MAX_REPETITION_PENALTY,
 )
 from dpkps_core.llm.settings import DEFAULT_DRAFTS
+from dpkps_core.progress import format_duration
 from dpkps_core.records.runfolder import RunFolder
 
+
+def _key_envs() -> str:
+    """The registered backends' API-key variables, for the help ("OPENAI_API_KEY for openai")."""
+    specs = [backend_spec(k) for k in backend_kinds()]
+    return ", ".join(f"{s.api_key_env} for {s.name}" for s in specs if s.api_key_env) or "none"
 
 
 def _add_decoding_args(g: argparse.ArgumentParser) -> None:
@@ -63,10 +70,8 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     g.add_argument("--sequences", required=True, metavar="FILE", help="sequences.jsonl written by the sampling step")
-    g.add_argument("--backend", choices=("offline", "local", "openai"), default="offline",
-                   help="offline = bundled SmolLM2-135M-Instruct (no key); local = your own Hugging Face model folder "
-                        "on disk (--model-path), loaded offline; openai = any OpenAI-compatible chat-completions server "
-                        "(OpenAI, vLLM, llama.cpp server, Ollama, LM Studio, Azure)")
+    g.add_argument("--backend", choices=backend_kinds(), default=DEFAULT_BACKEND,  # the registry (llm/factory.py)
+                   help=backend_help())
     g.add_argument("--model-path", metavar="DIR", default=None,
                    help="folder of a Hugging Face causal language model (config.json, safetensors weights, tokenizer) "
                         "for --backend local; nothing is downloaded")
@@ -85,9 +90,9 @@ def register(subparsers: Any) -> None:
                    help="server base URL for --backend openai, e.g. http://127.0.0.1:8000/v1 (default: OpenAI)")
     g.add_argument("--model", metavar="NAME", default=None,
                    help="model name for --backend openai (required with --base-url; default gpt-4o-mini on OpenAI)")
-    g.add_argument("--api-key-env", metavar="VAR", default="OPENAI_API_KEY",
-                   help="environment variable holding the API key (the key is never written or printed; "
-                        "local servers may need none)")
+    g.add_argument("--api-key-env", metavar="VAR", default=None,
+                   help="environment variable holding the API key (default: the backend's own, "
+                        f"{_key_envs()}; the key is never written or printed; local servers may need none)")
     g.add_argument("--doc-type", required=True, metavar="TEXT",
                    help='document type with its article, e.g. "a medical record" or "a news article"')
     g.add_argument("--template", metavar="TEXT", default=None,
@@ -184,14 +189,16 @@ def _generation_settings(args: argparse.Namespace, *, local: bool) -> Any:
     """The run's public generation settings from the command line (refusals on the options come first)."""
     from dpkps_core.llm import GenerationSettings
 
-    if args.model_path and args.backend != "local":
-        raise ParameterError("--model-path is for --backend local.")
-    if args.backend == "local" and not args.model_path:
-        raise ParameterError("--backend local needs --model-path DIR (a Hugging Face model folder on disk).")
+    takes_folder = "model_path" in backend_spec(args.backend).settings
+    if args.model_path and not takes_folder:
+        folders = [k for k in backend_kinds() if "model_path" in backend_spec(k).settings]
+        raise ParameterError(f"--model-path is for --backend {' or '.join(folders)}.")
+    if takes_folder and not args.model_path:
+        raise ParameterError(f"--backend {args.backend} needs --model-path DIR (a Hugging Face model folder on disk).")
     ngram, penalty = args.no_repeat_ngram, args.repetition_penalty
     if not local and (ngram, penalty) != (DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY):
-        print("note: --no-repeat-ngram and --repetition-penalty apply to the offline/local models; --backend openai "
-              "ignores them.", file=sys.stderr)
+        print("note: --no-repeat-ngram and --repetition-penalty apply to the models that run here; --backend "
+              f"{args.backend} ignores them.", file=sys.stderr)
     return GenerationSettings(
         max_tokens=args.max_tokens or (256 if local else 512), temperature=args.temperature, timeout=args.timeout,
         retries=args.retries, concurrency=args.concurrency, backoff_base=args.backoff_base,
@@ -254,7 +261,7 @@ def _progress_bar(total: int, *, quiet: bool) -> tuple[Any, Callable[[Any], None
         if bar is None:
             return
         bar.n = p.done + p.failed
-        left = {"left": f"{p.eta_s:.0f} s"} if p.eta_s is not None else {}
+        left = {"left": format_duration(p.eta_s)} if p.eta_s is not None else {}
         if p.in_flight:
             bar.set_postfix(failed=p.failed, batch=f"{p.in_flight} docs, {p.in_flight_fraction:.0%} of tokens",
                             **left, refresh=False)
@@ -305,7 +312,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     check_input_path(args.private_corpus, "--private-corpus", kind="any")
     check_input_path(args.model_path, "--model-path", kind="folder")
     sequences = read_sequences(seq_path)
-    local = args.backend in ("offline", "local")
+    local = backend_spec(args.backend).runs_here  # the model runs here: device, engine, threads, batches
     if args.threads is None:
         args.threads = default_threads()
     settings = _generation_settings(args, local=local)
@@ -365,7 +372,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     check_input_path(args.run, "--run", kind="folder")
     check_output_file(args.zip, "--zip")
     check_output_dir(args.folder, "--folder")
-    secrets = [os.environ[v] for v in ("OPENAI_API_KEY",) if os.environ.get(v)]
+    secrets = [os.environ[v] for v in api_key_envs() if os.environ.get(v)]  # every registered backend's key
     manifest = build_bundle(args.run, out_zip=args.zip, out_dir=args.folder, secrets=secrets)
     where = args.zip + (f" and {args.folder}" if args.folder else "")
     print(f"wrote {len(manifest.files)} files to {where}", file=sys.stderr)

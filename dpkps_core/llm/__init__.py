@@ -4,7 +4,14 @@ prompts and the runner. This package's ``__init__`` is the only module that re-e
 
 from dpkps_core.llm.backends import LLMBackend, TransientLLMError, cache_root
 from dpkps_core.llm.estimate import CostEstimate, estimate_cost
-from dpkps_core.llm.factory import BACKEND_KINDS, make_backend
+from dpkps_core.llm.factory import (
+    DEFAULT_BACKEND,
+    BackendSpec,
+    backend_kinds,
+    backend_spec,
+    make_backend,
+    register_backend,
+)
 from dpkps_core.llm.local import LocalModelBackend, LocalTransformersBackend, OfflineBackend
 from dpkps_core.llm.offline_weights import ensure_offline_model
 from dpkps_core.llm.openai_client import OpenAICompatibleBackend
@@ -35,8 +42,9 @@ from dpkps_core.method.sequences import KeyphraseSequence
 
 __all__ = [
     "AUDIT_FILE",
-    "BACKEND_KINDS",
+    "BackendSpec",
     "CostEstimate",
+    "DEFAULT_BACKEND",
     "DEFAULT_TEMPLATE",
     "DOCUMENTS_FILE",
     "FAILURES_FILE",
@@ -53,6 +61,8 @@ __all__ = [
     "PromptConfig",
     "RetriesExhausted",
     "TransientLLMError",
+    "backend_kinds",
+    "backend_spec",
     "cache_root",
     "call_with_retries",
     "check_not_private",
@@ -66,6 +76,7 @@ __all__ = [
     "read_documents",
     "read_failures",
     "read_sequences",
+    "register_backend",
     "render_prompt",
     "repair_jsonl_tail",
     "run_generation",

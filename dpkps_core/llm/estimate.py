@@ -24,6 +24,7 @@ from dpkps_core.llm.quality import screen
 from dpkps_core.llm.speed import (MIN_REPLIES, BatchTimes, Measured, engine_tokens_per_second, expected_attempts,
                                   measured)
 from dpkps_core.method.sequences import KeyphraseSequence
+from dpkps_core.progress import format_duration
 
 @dataclasses.dataclass(frozen=True)
 class CostEstimate:
@@ -53,7 +54,7 @@ class CostEstimate:
         """One line for the CLI/app, stating the retry assumption."""
         cost = f", about {self.cost:.4f} at {self.price_per_1k:g} per 1k tokens" if self.cost is not None else ""
         line = (f"{self.prompts} prompts, ~{self.prompt_tokens} prompt + ≤{self.completion_tokens} completion tokens "
-                f"({self.token_method}){cost}, about {_fmt_seconds(self.seconds)}")
+                f"({self.token_method}){cost}, about {format_duration(self.seconds)}")
         if self.retries <= 0:
             return line + " (no retries)"
         if self.rejection_rate is None:
@@ -62,15 +63,6 @@ class CostEstimate:
         return line + (f"; retries included: {self.rejection_rate:.0%} of replies refused by the non-document screen "
                        f"(measured on {self.rejection_source}; attempts taken as independent), up to {self.retries} "
                        f"retries → {self.attempts_per_document:.2f} attempts per document on average")
-
-
-def _fmt_seconds(s: float) -> str:
-    """Seconds as a short duration (s, min or h)."""
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 5400:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.1f} h"
 
 
 def _engine_batch_rate(backend: LLMBackend, batch: int) -> float | None:
