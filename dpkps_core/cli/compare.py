@@ -89,7 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--base-url", default=None, help="server base URL for --backend openai")
     g.add_argument("--model", default=None, help="model name for --backend openai")
     g.add_argument("--api-key-env", default=None,
-                   help="environment variable holding the API key (default: the backend's own)")
+                   help="environment variable holding the API key; None = the backend's own")
     g.add_argument("--concurrency", type=int, default=4, help="requests in flight (openai backend)")
     g.add_argument("--threads", type=int, default=1,
                    help="CPU threads of the offline model (more helps only on an otherwise idle machine; "

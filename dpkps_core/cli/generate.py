@@ -91,8 +91,8 @@ def register(subparsers: Any) -> None:
     g.add_argument("--model", metavar="NAME", default=None,
                    help="model name for --backend openai (required with --base-url; default gpt-4o-mini on OpenAI)")
     g.add_argument("--api-key-env", metavar="VAR", default=None,
-                   help="environment variable holding the API key (default: the backend's own, "
-                        f"{_key_envs()}; the key is never written or printed; local servers may need none)")
+                   help=f"environment variable holding the API key; None = the backend's own ({_key_envs()}). The "
+                        "key is never written or printed; local servers may need none")
     g.add_argument("--doc-type", required=True, metavar="TEXT",
                    help='document type with its article, e.g. "a medical record" or "a news article"')
     g.add_argument("--template", metavar="TEXT", default=None,
