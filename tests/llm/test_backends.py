@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from app_helpers import fast_env  # noqa: F401 (fixture)
+from app_helpers import assert_clean, click, goto, new_app, toy_csv, upload_corpus, wait_job, walk
 from llm_fakes import FakeBackend, make_run_dir
 
 from dpkps_core.cli.main import build_parser, main
@@ -157,3 +159,41 @@ def test_the_registry_refuses_bad_specs_and_unknown_kinds() -> None:
         unregister_backend("nope")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["generate", "--sequences", "s", "--doc-type", "d", "--backend", "nope"])
+
+
+class _CannedBackend(LLMBackend):
+    """A plug-in's remote backend for the page test: one fixed reply (never sees a key)."""
+
+    name = "canned"
+    model = "canned-1"
+
+    def generate(self, messages, *, max_tokens, temperature, timeout):  # type: ignore[no-untyped-def]
+        return "A short report about the weekend match and the weather in the city."
+
+
+@pytest.mark.model
+@pytest.mark.assets
+@pytest.mark.slow
+@pytest.mark.usefixtures("fast_env")
+def test_page6_offers_a_registered_backend_with_only_its_own_fields(tmp_path: Path) -> None:
+    spec = register_backend(BackendSpec(name="canned", label="Canned replies (plug-in)", help="canned replies",
+                                        build=lambda request: _CannedBackend(), runs_here=False, settings=("model",)))
+    try:
+        at = new_app()
+        upload_corpus(at, toy_csv(20), "toy.csv")
+        walk(at, 4)
+        goto(at, 5)
+        radio = at.radio(key="_w.backend")
+        assert list(radio.options) == [backend_spec(k).label for k in backend_kinds()] and spec.name in backend_kinds()
+        radio.set_value("canned").run()
+        assert_clean(at)
+        keys = {w.key for w in at.text_input}
+        assert "_w.llm_model" in keys and not {"_w.base_url", "_w.api_key", "_w.local_model_path"} & keys
+        at.number_input(key="_w.n_documents").set_value(2).run()
+        click(at, "Write documents (2 to go)")
+        job = wait_job(at, "job_generation")
+        assert job.error is None and job.result.written == 2, job.error
+        audit = (Path(at.session_state["run_dir"]) / "audit_log.jsonl").read_text(encoding="utf-8")
+        assert '"backend":"canned"' in audit
+    finally:
+        unregister_backend("canned")
