@@ -19,7 +19,7 @@ from typing import Callable
 
 from dpkps_core.errors import ParameterError
 from dpkps_core.llm.backends import LLMBackend
-from dpkps_core.llm.local import LocalModelBackend, OfflineBackend
+from dpkps_core.llm.local import DecodeEngine, LocalModelBackend, OfflineBackend
 from dpkps_core.llm.offline_weights import OFFLINE_MODEL_NAME
 from dpkps_core.llm.openai_client import DEFAULT_API_KEY_ENV, DEFAULT_OPENAI_MODEL, OpenAICompatibleBackend
 
@@ -171,21 +171,28 @@ def make_backend(
 
 # ------------------------------------------------------------------------------------------ the built-in backends
 
-def _build_here(kind: str, request: BackendRequest) -> LLMBackend:
-    """The offline SmolLM2 or a local model folder, with the engine :func:`~dpkps_core.llm.ct2.choose_engine` picks."""
+def _engine(kind: str, request: BackendRequest) -> tuple[DecodeEngine | None, str | None]:
+    """The decoding engine of a backend that runs here and its one-line note (:func:`~dpkps_core.llm.ct2.choose_engine`)."""
     from dpkps_core.device import resolve_device
     from dpkps_core.llm.ct2 import choose_engine
 
-    if kind == "local" and request.model_path is None:
+    return choose_engine(kind, setting=request.engine, device=resolve_device(request.device), threads=request.threads,
+                         model_path=request.model_path)
+
+
+def _build_offline(request: BackendRequest) -> LLMBackend:
+    decoder, note = _engine("offline", request)
+    backend = OfflineBackend(threads=request.threads, device=request.device, engine=decoder)
+    backend.engine_note = note
+    return backend
+
+
+def _build_local(request: BackendRequest) -> LLMBackend:
+    if request.model_path is None:
         raise ParameterError("The local backend needs the model folder (--model-path DIR).")
-    decoder, note = choose_engine(kind, setting=request.engine, device=resolve_device(request.device),
-                                  threads=request.threads, model_path=request.model_path)
-    backend: OfflineBackend | LocalModelBackend
-    if kind == "offline":
-        backend = OfflineBackend(threads=request.threads, device=request.device, engine=decoder)
-    else:
-        backend = LocalModelBackend(model_path=request.model_path, threads=request.threads, device=request.device,
-                                    engine=decoder)
+    decoder, note = _engine("local", request)
+    backend = LocalModelBackend(model_path=request.model_path, threads=request.threads, device=request.device,
+                                engine=decoder)
     backend.engine_note = note
     return backend
 
@@ -201,11 +208,11 @@ def _build_openai(request: BackendRequest) -> LLMBackend:
 register_backend(BackendSpec(
     name="offline", label="Offline SmolLM2-135M (default, runs here)",
     help="bundled SmolLM2-135M-Instruct (no key)",
-    build=lambda request: _build_here("offline", request), runs_here=True, default_model=OFFLINE_MODEL_NAME))
+    build=_build_offline, runs_here=True, default_model=OFFLINE_MODEL_NAME))
 register_backend(BackendSpec(
     name="local", label="My own model folder (runs here)",
     help="your own Hugging Face model folder on disk (--model-path), loaded offline",
-    build=lambda request: _build_here("local", request), runs_here=True, settings=("model_path",)))
+    build=_build_local, runs_here=True, settings=("model_path",)))
 register_backend(BackendSpec(
     name="openai", label="OpenAI-compatible server",
     help="any OpenAI-compatible chat-completions server (OpenAI, vLLM, llama.cpp server, Ollama, LM Studio, Azure)",
