@@ -63,6 +63,8 @@ releases touched them) is PRIVATE, local information: show it to the data owner,
 The package: :mod:`~dpkps_core.ledger_store.folder` (folder, key, unit keys, participation bitmaps),
 :mod:`~dpkps_core.ledger_store.sqlite_store` (files, flock + SQLite transactions, schema, unit index),
 :mod:`~dpkps_core.ledger_store.rules` (the unit rules: which keys a release charges and which rows it leaves out),
+:mod:`~dpkps_core.ledger_store.unit_keys` (a release's rows as precomputed keys: a streamed corpus admits 32 bytes
+per document, not its unit strings; issue 31),
 :mod:`~dpkps_core.ledger_store.store` (:class:`LedgerStore`: admission, events, caps, views, legacy import),
 :mod:`~dpkps_core.ledger_store.records` (what the views return), :mod:`~dpkps_core.ledger_store.persistent`
 (:class:`PersistentLedger`, :func:`open_corpus_ledger`). Import the names from here.
@@ -73,10 +75,13 @@ from dpkps_core.ledger_store.folder import (CHUNK, FORMAT, KEY_BYTES, KEY_FILE, 
                                             ledger_root, unique_keys)
 from dpkps_core.ledger_store.persistent import PersistentLedger, open_corpus_ledger
 from dpkps_core.ledger_store.records import CapChange, CorpusView, RecordedEvent, Release
+from dpkps_core.ledger_store.rules import is_key_source
 from dpkps_core.ledger_store.store import LedgerStore
+from dpkps_core.ledger_store.unit_keys import KeySource, UnitKeys, UnitKeysBuilder, key_check, primary_keys
 
 __all__ = [
     "CHUNK", "FORMAT", "KEY_BYTES", "KEY_FILE", "LEDGER_DIR_ENV", "LEGACY_FORMAT", "LEGACY_IMPORTED", "LOCK_FILE",
     "STORE_FILE", "VERSION", "_FINGERPRINT_DOMAIN", "ledger_root", "unique_keys", "PersistentLedger",
-    "open_corpus_ledger", "CapChange", "CorpusView", "RecordedEvent", "Release", "LedgerStore",
+    "open_corpus_ledger", "CapChange", "CorpusView", "RecordedEvent", "Release", "LedgerStore", "is_key_source",
+    "KeySource", "UnitKeys", "UnitKeysBuilder", "key_check", "primary_keys",
 ]

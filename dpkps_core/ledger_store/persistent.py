@@ -15,7 +15,8 @@ from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import MAX_ROW_FACTOR, AdmissionTicket, PrivacyLedger, within_cap
 from dpkps_core.errors import ParameterError
 from dpkps_core.ledger_store.records import CorpusView, RecordedEvent, _check_cap, _check_epsilon, _check_label
-from dpkps_core.ledger_store.rules import PERSON_KIND, ReleaseRows, check_row_factor, distinct, keyed_rows
+from dpkps_core.ledger_store.rules import (PERSON_KIND, ReleaseRows, check_row_factor, distinct, is_key_source,
+                                          keyed_rows)
 from dpkps_core.ledger_store.store import LedgerStore
 
 
@@ -92,7 +93,8 @@ class PersistentLedger(PrivacyLedger):
         if isinstance(units, str):
             raise ParameterError("PersistentLedger needs the corpus's unit strings, not one string.")
         self._store = store
-        self._units = list(units)
+        # unit strings, or precomputed keys (a streamed corpus's: 32 bytes per document, issue 31)
+        self._units: Any = units if is_key_source(units) else list(units)
         self._corpus_keys: _CorpusKeys | None = None
         self._view_cache: tuple[Any, CorpusView] | None = None
         self._lock = threading.Lock()
@@ -114,9 +116,10 @@ class PersistentLedger(PrivacyLedger):
         self._run = _check_label(value, "run name", optional=True)
 
     @property
-    def units(self) -> tuple[str, ...]:
-        """The unit strings this ledger was opened with (PRIVATE: only ever HMAC-ed; never log or show them)."""
-        return tuple(self._units)
+    def units(self) -> Any:
+        """The unit strings this ledger was opened with, as a tuple — or the precomputed keys it was opened with
+        (:func:`~dpkps_core.ledger_store.rules.is_key_source`) as they are (PRIVATE: never log or show them)."""
+        return self._units if is_key_source(self._units) else tuple(self._units)
 
     @property
     def store(self) -> LedgerStore:
@@ -379,9 +382,10 @@ def open_corpus_ledger(corpus: Any, *, tool: str, run: str | None = None, cap: f
                        units: Sequence[str] | None = None) -> PersistentLedger:
     """The persistent ledger seen from one run on ``corpus``: a :class:`~dpkps_core.corpus.Corpus` (its units are
     :func:`dpkps_core.method.budget.unit_strings`, by person when ``by_person`` — by default when it has a person
-    column) or a sequence of unit strings; ``units`` overrides both. ``cap`` is the run's cap setting (module
-    docstring: it caps the units new to the ledger and this run's own total; it changes no stored cap — use
-    :meth:`PersistentLedger.set_unit_cap` for that)."""
+    column), a sequence of unit strings, or their precomputed keys (a streamed corpus's ``units``:
+    :func:`~dpkps_core.ledger_store.rules.is_key_source`); ``units`` overrides them. ``cap`` is the run's cap
+    setting (module docstring: it caps the units new to the ledger and this run's own total; it changes no stored
+    cap — use :meth:`PersistentLedger.set_unit_cap` for that)."""
     person = bool(by_person)
     if units is None:
         if hasattr(corpus, "texts") and hasattr(corpus, "labels"):
@@ -391,6 +395,8 @@ def open_corpus_ledger(corpus: Any, *, tool: str, run: str | None = None, cap: f
             units = unit_strings(corpus, by_person=person)
         elif isinstance(corpus, str):
             raise ParameterError("open_corpus_ledger needs a corpus or its unit strings, not one string.")
+        elif is_key_source(corpus):
+            units = corpus
         else:
             units = list(corpus)
     return PersistentLedger(store or LedgerStore(), units, tool=tool, run=run, cap=cap,

@@ -93,15 +93,16 @@ def primary_unit(unit: str) -> str:
     return head if sep and link.startswith(DOCUMENT_PREFIX) else unit
 
 
-def _split(units: Sequence[str]) -> tuple[str, list[str], list[str] | None]:
+def split_units(units: Sequence[str]) -> tuple[str, list[str], list[str] | None]:
     """(kind, each row's unit string, each row's linked string — "" where none; None when no row is linked), at C
-    speed but for a release that mixes linked and plain person rows (then row by row)."""
+    speed but for a release that mixes linked and plain person rows (then row by row). Each string is read where it
+    is: no copy of the whole input is made (a link is looked for string by string)."""
     units = list(units)
     try:
-        linked = LINK_SEP in "".join(units)
+        linked = any(map(operator.contains, units, itertools.repeat(LINK_SEP)))
+        documents = sum(map(str.startswith, units, itertools.repeat(DOCUMENT_PREFIX)))
     except TypeError:
         raise ParameterError("A privacy unit is identified by a string (dpkps_core.method.budget.unit_strings).") from None
-    documents = sum(map(str.startswith, units, itertools.repeat(DOCUMENT_PREFIX)))
     if 0 < documents < len(units):
         raise ParameterError("One release mixes document-unit and person-unit rows; admit each unit separately.")
     kind = DOCUMENT_KIND if documents or not units else PERSON_KIND
@@ -127,7 +128,7 @@ def _rows(kind: str, primary: np.ndarray, other: np.ndarray, strings: tuple[str,
 def parse_rows(units: Sequence[str]) -> ReleaseRows:
     """Parse one unit string per row (module docstring), indexing the distinct key strings in first-seen order. A
     release is all document rows or all person/plain rows; a mix is a programming error (:class:`ParameterError`)."""
-    kind, heads, links = _split(units)
+    kind, heads, links = split_units(units)
     n = len(heads)
     distinct_strings = dict.fromkeys(heads if links is None else itertools.chain(heads, filter(None, links)))
     index_of = dict(zip(distinct_strings, range(len(distinct_strings))))
@@ -138,11 +139,31 @@ def parse_rows(units: Sequence[str]) -> ReleaseRows:
     return _rows(kind, primary, other, tuple(distinct_strings))
 
 
-def keyed_rows(units: Sequence[str], keys_of: Callable[[list[str]], np.ndarray]) -> tuple[ReleaseRows, np.ndarray]:
+def is_key_source(units: object) -> bool:
+    """Whether ``units`` come as precomputed keys (:class:`~dpkps_core.ledger_store.unit_keys.KeySource`: a
+    :class:`~dpkps_core.ledger_store.unit_keys.UnitKeys`, or a streamed corpus's units) rather than unit strings."""
+    return callable(getattr(units, "keys_under", None)) and not isinstance(units, (str, bytes, list, tuple))
+
+
+def keyed_rows(units: Sequence[str] | object, keys_of: Callable[[list[str]], np.ndarray]
+               ) -> tuple[ReleaseRows, np.ndarray]:
     """:func:`parse_rows` for the store: the rows index the distinct KEYS (``keys_of`` of the key strings, sorted;
     the keyed HMAC), hashing each row's strings once and de-duplicating the keys by one sort — no index of the
-    (long, private) strings is built. Returns (rows, distinct keys)."""
-    kind, heads, links = _split(units)
+    (long, private) strings is built. Returns (rows, distinct keys).
+
+    ``units`` may also be precomputed keys (:func:`is_key_source`; issue 31): their keys under ``keys_of`` (refused
+    when made under another ledger key) stand for the strings' — the rows and keys returned are those of the
+    strings they were made from, row for row."""
+    if is_key_source(units):
+        made = units.keys_under(keys_of)  # type: ignore[attr-defined]
+        heads_keys, links_keys = made.row_keys()
+        n = len(heads_keys)
+        if links_keys is None:
+            keys, inverse = unique_keys(heads_keys)
+            return _rows(made.kind, inverse.astype(np.int64), np.full(n, -1, dtype=np.int64)), keys
+        keys, inverse = unique_keys(np.concatenate([heads_keys, links_keys]))
+        return _rows(made.kind, inverse[:n].astype(np.int64), inverse[n:].astype(np.int64)), keys
+    kind, heads, links = split_units(units)  # type: ignore[arg-type]
     n = len(heads)
     if links is None:
         keys, inverse = unique_keys(keys_of(heads))

@@ -18,7 +18,7 @@ row's string names every key the release may charge (the unit rules, :mod:`dpkps
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -31,11 +31,19 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon
 from dpkps_core.ledger_store.rules import LINK_SEP as _LINK
 from dpkps_core.ledger_store.rules import UNIT_SEP as _SEP
-from dpkps_core.ledger_store.rules import primary_unit
+from dpkps_core.ledger_store.rules import is_key_source, primary_unit
+from dpkps_core.ledger_store.unit_keys import KeySource
 
 
-def _document(text: str) -> str:
+def document_key_string(text: str) -> str:
+    """A row's document key string (docs/DESIGN.md §2.0): ``document␟`` and the text as
+    :func:`~dpkps_core.corpus.cleaning.normalise_document_text` reads it (PRIVATE; only ever HMAC-ed by the ledger)."""
     return f"document{_SEP}{normalise_document_text(text)}"
+
+
+def person_key_string(person: str) -> str:
+    """A person's key string: ``person␟`` and the person id (PRIVATE; only ever HMAC-ed by the ledger)."""
+    return f"person{_SEP}{person}"
 
 
 def unit_strings(corpus: Corpus, *, by_person: bool) -> list[str]:
@@ -47,9 +55,9 @@ def unit_strings(corpus: Corpus, *, by_person: bool) -> list[str]:
     if by_person:
         if corpus.persons is None:
             raise ValueError("The privacy unit is a person, but the corpus has no person column.")
-        return [f"person{_SEP}{p}{_LINK}{_document(t)}" for p, t in zip(corpus.persons, corpus.texts)]
+        return [f"{person_key_string(p)}{_LINK}{document_key_string(t)}" for p, t in zip(corpus.persons, corpus.texts)]
     if corpus.persons is not None:
-        return [f"{_document(t)}{_LINK}person{_SEP}{p}" for t, p in zip(corpus.texts, corpus.persons)]
+        return [f"{document_key_string(t)}{_LINK}{person_key_string(p)}" for t, p in zip(corpus.texts, corpus.persons)]
     return document_units(corpus.texts, corpus.labels)
 
 
@@ -59,7 +67,7 @@ def document_units(texts: Sequence[str], labels: Sequence[str]) -> list[str]:
     person column (PRIVATE; only ever HMAC-ed by the ledger)."""
     if len(texts) != len(labels):
         raise ValueError("document_units needs one label per text.")
-    return [_document(t) for t in texts]
+    return [document_key_string(t) for t in texts]
 
 
 def release_unit(unit: str) -> str:
@@ -80,7 +88,7 @@ class Admission:
     ticket: AdmissionTicket
 
 
-def _ticket(ledger: PrivacyLedger, units: list[str], epsilon: float, *, what: str,
+def _ticket(ledger: PrivacyLedger, units: Any, epsilon: float, *, what: str,
             row_factor: float) -> AdmissionTicket:
     if not isinstance(ledger, PrivacyLedger):
         raise ValueError("A release is admitted through a PrivacyLedger.")
@@ -105,11 +113,14 @@ def admit(corpus: Corpus, ledger: PrivacyLedger, epsilon: float, *, by_person: b
     return Admission(corpus.subset(np.flatnonzero(mask).tolist()), int((~mask).sum()), ticket)
 
 
-def admitted_indices(units: Sequence[str], ledger: PrivacyLedger, epsilon: float, *,
+def admitted_indices(units: Sequence[str] | KeySource, ledger: PrivacyLedger, epsilon: float, *,
                      what: str = "this release", row_factor: float = MAX_ROW_FACTOR) -> tuple[np.ndarray, AdmissionTicket]:
     """The admitted positions of ``units`` (for inputs that are not a :class:`Corpus`) and the release's ticket
-    (charge the release's event through it)."""
-    ticket = _ticket(ledger, list(units), epsilon, what=what, row_factor=row_factor)
+    (charge the release's event through it). ``units``: one unit string per row (:func:`unit_strings`), or their
+    precomputed keys (a :class:`~dpkps_core.ledger_store.unit_keys.KeySource`, as a streamed corpus admits its
+    documents: 32 bytes per row instead of the strings; issue 31) — the same rows admitted, the same keys charged."""
+    ticket = _ticket(ledger, units if is_key_source(units) else list(units), epsilon, what=what,
+                     row_factor=row_factor)
     return np.flatnonzero(ticket.mask), ticket
 
 

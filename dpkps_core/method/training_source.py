@@ -11,18 +11,24 @@ admitted documents only. Here that input comes from one of two sources, read by 
 * a :class:`StreamedCorpus`: a corpus file read chunk by chunk by :class:`~dpkps_core.corpus.stream.CorpusStream`
   and never held whole. One preparing pass decides, per row, what the in-memory path decides: the keyed split
   position (:func:`~dpkps_core.method.split.split_positions` of the row's text, or of its person's smallest text), its
-  label, its person and its ledger unit string; each release's pass then re-reads the file and keeps the admitted
-  training rows.
+  label and its person; each release's pass then re-reads the file and keeps the admitted training rows.
 
 Both end in :class:`AdmittedPart`. The documents, their order, the split and the units are those of
 :func:`~dpkps_core.corpus.load_corpus` on the same file (the loader is the same stream read to its end), so a run
 on a streamed corpus writes the same files as a run on the loaded one (tested, for small and large chunk sizes).
 
-Memory of a streamed corpus, per document: its ledger unit string (the ledger admits unit strings:
-:func:`dpkps_core.method.budget.unit_strings`, about the size of the normalised text), 8 bytes of split position, 4 of label
-code, 1 of length flag, 8 of person code (person column) and the stream's de-duplication state
-(:mod:`dpkps_core.corpus.stream`); per person (person column), the smallest of their texts (the split's key). The
-keyphrases of the admitted documents are held compactly (4 bytes per document and per keyphrase).
+The ledger admits a streamed corpus's units as KEYS, never as unit strings (issue 31): each row's document key
+string and each person's key string (:func:`dpkps_core.method.budget.unit_strings`'s parts) are keyed chunk by chunk
+by the ledger's HMAC (:class:`~dpkps_core.ledger_store.unit_keys.UnitKeysBuilder`) and only the 32-byte keys are kept
+— the keys the store would make of the strings, so the same rows are admitted and the same ledger rows written.
+Given the ledger's keying (``keys_of``), :meth:`StreamedCorpus.open` keys during its preparing pass; without it the
+units (:class:`StreamedUnits`) key themselves by one more pass over the file when a ledger first asks.
+
+Memory of a streamed corpus, per document: its 32-byte document key, 8 bytes of split position, 4 of label code,
+1 of length flag, 8 of person code (person column) and the stream's de-duplication state during the first pass
+(:mod:`dpkps_core.corpus.stream`); per person (person column), a 32-byte person key and, during the preparing pass,
+the person id and the smallest of their texts (the split's key). The keyphrases of the admitted documents are held
+compactly (4 bytes per document and per keyphrase). No per-document Python object outlives a chunk.
 """
 
 from __future__ import annotations
@@ -32,14 +38,16 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from dpkps_core.method.budget import admit, admitted_indices, unit_strings
+from dpkps_core.method.budget import admit, admitted_indices, document_key_string, person_key_string
 from dpkps_core.method.config import LIMITS, SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.corpus.model import LoadReport, check_class_names
 from dpkps_core.corpus.stream import CorpusStream, default_chunk_rows
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.ledger import AdmissionTicket, PrivacyLedger
-from dpkps_core.errors import ParameterError
+from dpkps_core.errors import CorpusError, ParameterError
+from dpkps_core.ledger_store.rules import DOCUMENT_KIND, PERSON_KIND
+from dpkps_core.ledger_store.unit_keys import KeysOf, UnitKeys, UnitKeysBuilder, key_check
 from dpkps_core.method.split import CorpusSplit, split_from_positions, split_positions
 from dpkps_core.method.streaming_counts import Chunk, chunked
 
@@ -131,27 +139,112 @@ def admit_part(train: "Corpus | StreamedCorpus", config: SamplingConfig, ledger:
     return admit_corpus(train, config, ledger, epsilon, what)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Rows:
-    """A chunk's documents where :func:`dpkps_core.method.budget.unit_strings` reads a corpus (texts, labels, persons)."""
+def _person_codes(persons: Sequence[str], table: dict[str, int]) -> tuple[np.ndarray, list[str]]:
+    """Each person's code (first-seen order across chunks, kept in ``table``) and the persons first seen here, in
+    code order."""
+    before = len(table)
+    codes = np.fromiter((table.setdefault(p, len(table)) for p in persons), dtype=np.int64, count=len(persons))
+    fresh = np.flatnonzero(codes >= before)
+    _, first = np.unique(codes[fresh], return_index=True)  # the new codes are before, before + 1, …
+    return codes, [persons[i] for i in fresh[first].tolist()]
 
-    texts: Sequence[str]
-    labels: Sequence[str]
-    persons: Sequence[str] | None
+
+class _Keyer:
+    """Keys a pass's chunks as the ledger keys their unit strings (module docstring): one document key per row,
+    one person key per person first seen."""
+
+    def __init__(self, keys_of: KeysOf, *, by_person: bool, with_persons: bool) -> None:
+        self.builder = UnitKeysBuilder(keys_of, kind=PERSON_KIND if by_person else DOCUMENT_KIND,
+                                       with_persons=with_persons)
+
+    def add(self, texts: Sequence[str], new_persons: Sequence[str]) -> None:
+        self.builder.add_documents([document_key_string(t) for t in texts])
+        if self.builder.with_persons:
+            self.builder.add_persons([person_key_string(p) for p in new_persons])
+
+
+class StreamedUnits:
+    """A streamed corpus's units before they are keyed (PRIVATE): as many rows as the corpus has documents; a
+    ledger's :meth:`keys_under` keys them by one pass over the file (kept for that keying; a fresh pass for another)
+    — the keys a :class:`~dpkps_core.ledger_store.unit_keys.UnitKeysBuilder` made during the preparing pass would
+    have been. An in-memory ledger reads only their number."""
+
+    def __init__(self, stream: CorpusStream, *, by_person: bool, documents: int,
+                 person_codes: np.ndarray | None) -> None:
+        self.stream = stream
+        self.by_person = by_person
+        self.documents = documents
+        self.person_codes = person_codes
+        self._keys: UnitKeys | None = None
+
+    def __len__(self) -> int:
+        return self.documents
+
+    def __repr__(self) -> str:  # counts only
+        return f"StreamedUnits(rows={self.documents}, keyed={self._keys is not None})"
+
+    def take(self, index: np.ndarray | Sequence[int]) -> "_TakenUnits":
+        """The rows at ``index``, keyed when a ledger asks."""
+        return _TakenUnits(self, np.asarray(index, dtype=np.int64))
+
+    def keys_under(self, keys_of: KeysOf) -> UnitKeys:
+        """Every row's keys under ``keys_of`` (one pass over the file the first time)."""
+        if self._keys is not None and self._keys.check == key_check(keys_of):
+            return self._keys
+        codes = self.person_codes
+        keyer = _Keyer(keys_of, by_person=self.by_person, with_persons=codes is not None)
+        table: dict[str, int] = {}
+        n = 0
+        for chunk in self.stream.chunks():
+            new: list[str] = []
+            if codes is not None:
+                assert chunk.persons is not None
+                pc, new = _person_codes(chunk.persons, table)
+                if not np.array_equal(pc, codes[n:n + len(chunk)]):
+                    raise CorpusError("The corpus changed on disk while it was being read; load it again once it "
+                                      "is no longer being written.")
+            keyer.add(chunk.texts, new)
+            n += len(chunk)
+        if n != self.documents:
+            raise CorpusError("The corpus changed on disk while it was being read; load it again once it is no "
+                              "longer being written.")
+        self._keys = keyer.builder.build(codes)
+        return self._keys
+
+
+class _TakenUnits:
+    """Some rows of :class:`StreamedUnits` (a release's input), keyed when a ledger asks."""
+
+    def __init__(self, parent: StreamedUnits, index: np.ndarray) -> None:
+        self.parent, self.index = parent, index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __repr__(self) -> str:  # counts only
+        return f"StreamedUnits(rows={len(self.index)} of {len(self.parent)})"
+
+    def take(self, index: np.ndarray | Sequence[int]) -> "_TakenUnits":
+        return _TakenUnits(self.parent, self.index[np.asarray(index, dtype=np.int64)])
+
+    def keys_under(self, keys_of: KeysOf) -> UnitKeys:
+        return self.parent.keys_under(keys_of).take(self.index)
 
 
 class StreamedCorpus:
     """The training part of a corpus file under one run's settings, read pass by pass (see the module docstring).
 
-    :meth:`open` makes the preparing pass; :attr:`units` (every document's ledger unit string, for
+    :meth:`open` makes the preparing pass; :attr:`units` (every document's ledger units as keys — a
+    :class:`~dpkps_core.ledger_store.unit_keys.UnitKeys`, or :class:`StreamedUnits` keyed when a ledger asks — for
     :func:`dpkps_core.cli.ledger.corpus_ledger`), :attr:`split`, :attr:`classes`, :attr:`report` and the local
     figures (:attr:`undeclared`, :attr:`truncated`) are then known, and :meth:`admit` gives each release its
     admitted documents. Nothing here logs or keeps document text beyond the chunk being read (and the person
     unit's smallest text per person during the preparing pass)."""
 
-    def __init__(self, stream: CorpusStream, *, classes: tuple[str, ...], by_person: bool, units: list[str],
-                 split: CorpusSplit, train_index: np.ndarray, label_codes: np.ndarray, label_names: list[str],
-                 person_codes: np.ndarray | None, truncated: int, undeclared: int) -> None:
+    def __init__(self, stream: CorpusStream, *, classes: tuple[str, ...], by_person: bool,
+                 units: UnitKeys | StreamedUnits, split: CorpusSplit, train_index: np.ndarray,
+                 label_codes: np.ndarray, label_names: list[str], person_codes: np.ndarray | None, truncated: int,
+                 undeclared: int) -> None:
         self.stream = stream
         self.classes = classes
         self.by_person = by_person
@@ -167,16 +260,18 @@ class StreamedCorpus:
     # ---- the preparing pass
     @classmethod
     def open(cls, stream: CorpusStream, config: SamplingConfig,
-             progress: Callable[[float, str], None] | None = None) -> "StreamedCorpus":
-        """One pass over ``stream`` under ``config``'s public settings: each document's unit string, label, person
-        and split position; then the split (:func:`~dpkps_core.method.split.split_from_positions`, as
+             progress: Callable[[float, str], None] | None = None, *,
+             keys_of: KeysOf | None = None) -> "StreamedCorpus":
+        """One pass over ``stream`` under ``config``'s public settings: each document's label, person and split
+        position — and, given the ledger's keying ``keys_of`` (a :class:`~dpkps_core.ledger_store.LedgerStore`'s
+        ``keys``), its unit keys —; then the split (:func:`~dpkps_core.method.split.split_from_positions`, as
         :func:`~dpkps_core.method.split.split_documents` splits the loaded corpus) and the training documents of the
         declared classes. Refuses, before anything is charged, a run without declared classes (the labels found
         are listed as a local suggestion) or a person unit without the person column."""
         by_person = _by_person(config, stream.person_column is not None)
         declared = None if config.classes is None else check_class_names(config.classes)
         has_persons = stream.person_column is not None
-        units: list[str] = []
+        keyer = None if keys_of is None else _Keyer(keys_of, by_person=by_person, with_persons=has_persons)
         labels: dict[str, int] = {}
         codes: list[np.ndarray] = []
         long: list[np.ndarray] = []
@@ -186,16 +281,14 @@ class StreamedCorpus:
         smallest: list[str] = []  # per person code: the smallest of their texts (the split's key)
         limit = LIMITS["max_chars_per_doc"]
         for chunk in stream.chunks():
-            units.extend(unit_strings(_Rows(chunk.texts, chunk.labels, chunk.persons),  # type: ignore[arg-type]
-                                      by_person=has_persons))
             codes.append(np.fromiter((labels.setdefault(y, len(labels)) for y in chunk.labels), dtype=np.int32,
                                      count=len(chunk)))
             long.append(np.fromiter((len(t) > limit for t in chunk.texts), dtype=bool, count=len(chunk))
                         if limit is not None else np.zeros(len(chunk), dtype=bool))
+            new: list[str] = []
             if has_persons:
                 assert chunk.persons is not None
-                pc = np.fromiter((persons.setdefault(p, len(persons)) for p in chunk.persons), dtype=np.int64,
-                                 count=len(chunk))
+                pc, new = _person_codes(chunk.persons, persons)
                 person_codes.append(pc)
                 if by_person:
                     for code, text in zip(pc.tolist(), chunk.texts):
@@ -203,10 +296,13 @@ class StreamedCorpus:
                             smallest.append(text)
                         elif text < smallest[code]:
                             smallest[code] = text
+            if keyer is not None:
+                keyer.add(chunk.texts, new)
             if not by_person:
                 positions.append(split_positions(chunk.texts, seed=config.split_seed))
             if progress:
                 progress(stream.fraction_read, "reading the corpus: split and units")
+        persons.clear()
         label_codes = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)
         pcodes = (np.concatenate(person_codes) if person_codes else np.zeros(0, dtype=np.int64)) if has_persons \
             else None
@@ -231,6 +327,9 @@ class StreamedCorpus:
         keep = is_declared[label_codes[train]] if len(train) else np.zeros(0, dtype=bool)
         train_index = train[keep]
         truncated = int(np.concatenate(long)[train_index].sum()) if long else 0
+        units: UnitKeys | StreamedUnits = (
+            keyer.builder.build(pcodes) if keyer is not None
+            else StreamedUnits(stream, by_person=by_person, documents=len(label_codes), person_codes=pcodes))
         return cls(stream, classes=declared, by_person=by_person, units=units, split=split,
                    train_index=train_index, label_codes=label_codes, label_names=names, person_codes=pcodes,
                    truncated=truncated, undeclared=int(len(train) - len(train_index)))
@@ -273,8 +372,9 @@ class StreamedCorpus:
         a pass over the file."""
         if _by_person(config, self.stream.person_column is not None) != self.by_person:
             raise ParameterError("This streamed corpus was prepared for another unit of privacy; open it again.")
-        units = self.units
-        idx, ticket = admitted_indices([units[i] for i in self.train_index.tolist()], ledger, epsilon, what=what)
+        # the training rows' keys (32 bytes each), never their unit strings: the same rows admitted, the same keys
+        # charged as the strings would be (issue 31)
+        idx, ticket = admitted_indices(self.units.take(self.train_index), ledger, epsilon, what=what)
         selected = self.train_index[idx]
         left_out = len(self.train_index) - len(selected)
         gone = None
