@@ -13,14 +13,17 @@ What it does (docs/PRIVACY.md, "Empirical audit"):
   another label inserted first) check the same without trials. It runs the exact release path,
   :func:`dpkps_core.method.pipeline.run_sampling` (split → Ṽ (ε_voc) → keyphrases → DP density (ε_kde) → sequences, the
   same functions and settings as a real run), many times with fresh noise on each neighbour, in three stages
-  under one Bonferroni correction: the *vocabulary stage* (``vocabulary_step`` alone: cheap, thousands of
+  under one Bonferroni correction: the *vocabulary stage* (step 1's mechanism,
+  ``build_private_vocabulary``, on each neighbour's counts: cheap, thousands of
   trials; against ε_voc), the *density stage* (``extract_keyphrases`` → ``build_density`` → ``sample_sequences``
   on one fixed Ṽ, no new embeddings; against ε_kde) and the *release stage* (the whole ``run_sampling``; against
   ε_voc + ε_kde). Per trial it computes a few
   statistics of the *released* outputs only (Ṽ with its noisy counts, the sequences), weighted by how the
   neighbours' training contributions differ — computed with the release path's own functions
   (``pipeline.term_counts`` and ``dp.contributions.class_keyphrase_histograms`` / ``prefix_weights``, per person
-  under the person unit), never a copy of them: a censored, likelihood-ratio-like sum of
+  under the person unit), never a copy of them; D's training part is read once and each neighbour's statistics
+  are D's minus or plus its changed units' contributions (:mod:`.sums`: the statistics are sums over units, so
+  this is exactly what recounting gives, and the trials never re-read the corpus): a censored, likelihood-ratio-like sum of
   noisy counts, the number of those terms in Ṽ, and their (per-class) sampled frequency. Each statistic's
   event {s ≥ τ} (or its complement, in either direction) is chosen on a separate
   *selection* set of trials; on the remaining *evaluation* trials the standard construction gives
@@ -45,7 +48,7 @@ An audit can show that an implementation leaks more than claimed; it can never p
 
 Modules: statistics (Clopper–Pearson, ε lower bounds, event choice, verdict) · raw (the corpus as raw rows:
 RawTable, read_raw_table, raw_table_for) · neighbours (targets, canaries, the neighbours' differences, loader
-probes) · settings (AuditSettings) · trials (one run of the release path, canary
+probes) · sums (the neighbours' statistics as D's ± the changed units' contributions) · settings (AuditSettings) · trials (one run of the release path, canary
 exposure) · stages (round 1 and the three stages, one function each) · run (run_audit: the stages chained, the
 events and the verdict) · report (AuditResult, estimate_audit_time,
 render_markdown). Every public name is importable from ``dpkps_core.audit``.

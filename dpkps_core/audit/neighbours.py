@@ -174,7 +174,14 @@ def _class_weights(b: np.ndarray, a: np.ndarray, classes: Sequence[str], terms: 
                    ) -> dict[tuple[str, str], float]:
     """(class, term) → B's keyphrase weight − A's (stacked class histograms, :func:`density_contributions`),
     where they differ (largest |Δ| first, at most :data:`MAX_WEIGHTED_TERMS`)."""
-    delta = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    return _class_weights_of(np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64), classes, terms)
+
+
+def _class_weights_of(delta: np.ndarray, classes: Sequence[str], terms: Sequence[str]
+                      ) -> dict[tuple[str, str], float]:
+    """(class, term) → Δ of the stacked (C, |Ṽ|) keyphrase weights where it is not 0 (largest |Δ| first, at most
+    :data:`MAX_WEIGHTED_TERMS`)."""
+    delta = np.asarray(delta, dtype=np.float64)
     flat = delta.ravel()
     nz = np.flatnonzero(np.abs(flat) > 1e-12)
     if nz.size > MAX_WEIGHTED_TERMS:

@@ -15,6 +15,7 @@ from dpkps_core.audit.trials import _Runner
 from dpkps_core.embeddings import MemoEmbedder
 from dpkps_core.method.config import SamplingConfig
 from dpkps_core.corpus import Corpus
+from dpkps_core.dp.contributions import Keyphrases
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.embeddings import embed_terms
 from dpkps_core.progress import format_duration
@@ -113,15 +114,18 @@ def estimate_audit_time(
     groups, unit = release_unit(train, config)  # the release path's unit: per person with a person column
     counts = pipeline.term_counts(train.texts, vocabulary, terms_per_doc=config.terms_per_doc, groups=groups)
     t2 = time.perf_counter()
-    for _ in range(3):
-        pipeline.vocabulary_step(train, vocabulary, config, noise=runner.noise(), ledger=PrivacyLedger(), counts=counts)
+    for _ in range(3):  # a vocabulary-stage trial: step 1's mechanism on counts computed once
+        pipeline.build_private_vocabulary((), vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
+                                          vocab_size=config.vocab_size, noise=runner.noise(), ledger=PrivacyLedger(),
+                                          selection_rule=config.selection_rule, counts=counts, neighbouring=unit)
     t_voc = (time.perf_counter() - t2) / 3
     pv = runner.last_vocabulary
     emb = embed_terms(pv.terms, runner.embedder)
     config_d = config
     if config_d.bandwidth is None:
         config_d = dataclasses.replace(config, bandwidth=default_bandwidth(emb))
-    kps = pipeline.extract_keyphrases(train.texts, pv, max_per_doc=config.max_keyphrases_per_doc or config.length)
+    kps = Keyphrases.from_lists(pipeline.extract_keyphrases(train.texts, pv, max_per_doc=config.max_keyphrases_per_doc
+                                                            or config.length))  # held compactly, as the audit does
     t3 = time.perf_counter()
     noise = runner.noise()
     density, _ = pipeline.build_density(kps, train.labels, classes=classes, embeddings=emb, config=config_d,

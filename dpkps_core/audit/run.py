@@ -29,9 +29,9 @@ from dpkps_core.audit.stages import (
     loading_differences,
     release_stage,
     sensitivity_check,
-    training_contributions,
     vocabulary_stage,
 )
+from dpkps_core.audit.sums import Contributions, training_contributions
 from dpkps_core.audit.statistics import (
     VIOLATION,
     _event_hits,
@@ -66,12 +66,14 @@ def run_audit(
     (:meth:`RawTable.from_corpus`), which still go through the loader.
 
     Three stages share one Bonferroni correction, so every bound holds at the stated confidence together:
-    the *vocabulary stage* (:func:`dpkps_core.method.pipeline.vocabulary_step` on each neighbour's training part,
-    against ε_voc), the *density stage* (:func:`dpkps_core.method.pipeline.build_density` + sampling on a fixed Ṽ,
+    the *vocabulary stage* (step 1's mechanism, :func:`dpkps_core.method.pipeline.build_private_vocabulary`, on each
+    neighbour's training counts, against ε_voc), the *density stage* (:func:`dpkps_core.method.pipeline.build_density` + sampling on a fixed Ṽ,
     against ε_kde) and the *release stage* (the whole :func:`dpkps_core.method.pipeline.run_sampling`, against ε). Their
     statistics are weighted by the neighbours' differences in the release path's own contributions
     (:func:`dpkps_core.method.pipeline.term_counts` and :mod:`dpkps_core.dp.contributions`, per person under the person
-    unit). Every trial uses a fresh in-memory :class:`~dpkps_core.dp.ledger.PrivacyLedger`.
+    unit): D's training part is read once, each neighbour's statistics are D's minus or plus its changed units'
+    contributions (:mod:`dpkps_core.audit.sums`). Every trial uses a fresh in-memory
+    :class:`~dpkps_core.dp.ledger.PrivacyLedger`.
 
     ``progress(fraction, message)`` is called after every trial; ``cancel.is_set()`` stops after the trial in
     flight (finished rounds are analysed when there are at least 4); ``on_plan`` receives the measured time per
@@ -89,18 +91,18 @@ def run_audit(
                        np.random.default_rng(settings.seed), progress or (lambda f, m: None), cancel, started)
     nbs = build_neighbours(ctx)
     moved, changed, probes = loading_differences(ctx, nbs)
-    units, counts, weights = training_contributions(ctx, nbs)
+    contributions = training_contributions(ctx, nbs)
     t_round0 = time.perf_counter() - started
-    voc = vocabulary_stage(ctx, nbs, counts)
+    voc = vocabulary_stage(ctx, nbs, contributions)
     t_vocab = time.perf_counter() - started - t_round0
-    dens = density_stage(ctx, nbs, units)
+    dens = density_stage(ctx, nbs, contributions)
     t_density = time.perf_counter() - started - t_round0 - t_vocab
-    sensitivity, exceeded = sensitivity_check(ctx, counts, voc, dens)
+    sensitivity, exceeded = sensitivity_check(ctx, contributions.counts, voc, dens)
     rel = release_stage(ctx, nbs, vocabulary_trials=voc.planned, on_plan=on_plan)
     timings = {"round_1": round(t_round0, 1), "vocabulary_stage": round(t_vocab, 1),
                "density_stage": round(t_density, 1),
                "release_stage": round(time.perf_counter() - started - t_round0 - t_vocab - t_density, 1)}
-    analysis = _analyse(ctx, nbs, voc, dens, weights)
+    analysis = _analyse(ctx, nbs, voc, dens, contributions.weights)
     violation, verdict = _verdict(analysis, probes, changed, exceeded, settings.confidence)
     exposure = None
     if nbs.exposure is not None:
@@ -113,13 +115,25 @@ def run_audit(
         # [Canary]: how many canaries read like the corpus (an in-distribution prefix, never reported itself)
         exposure.update(prefix_words=settings.canary_prefix_words, canaries_with_prefix=nbs.exposure.prefixed)
     info = _info(ctx, nbs, dens, rel, analysis, timings=timings,
-                 checks={"sensitivity_check": sensitivity, "loader_probes": probes}, moved=moved, changed=changed)
+                 checks={"sensitivity_check": sensitivity, "loader_probes": probes,
+                         "neighbour_statistics": _statistics_note(contributions)}, moved=moved, changed=changed)
     warnings = _warnings(ctx, nbs, moved, changed)
     if warnings:
         info["warnings"] = warnings
     kind = VIOLATION if violation else verdict_kind(analysis.lower, analysis.claimed, analysis.certifiable)
     return AuditResult(analysis.claimed, analysis.lower, settings.confidence, violation, verdict, analysis.events,
                        exposure, info, kind=kind)
+
+
+def _statistics_note(contributions: Contributions) -> dict[str, Any]:
+    """How the neighbours' statistics were computed (issue 31 §4): D's training part read once, each neighbour's
+    statistics D's minus or plus the contributions of the documents of its changed units (their number here)."""
+    return {"method": "D's training part counted and matched once; each neighbour's vocabulary histogram, "
+                      "keyphrases and keyphrase weights are D's minus or plus its changed units' own (every "
+                      "statistic is a sum over units), each by the release path's own function; the trials run the "
+                      "release's noise steps on them",
+            "documents_of_changed_units": {name: change.documents for name, change in contributions.changes.items()
+                                           if name != "D"}}
 
 
 @dataclasses.dataclass

@@ -4,10 +4,12 @@
 1. :func:`build_neighbours` — round 1: D loaded from its raw rows, D⁻ (its most influential training unit's rows
    removed), D⁺ (a canary unit's rows added) and optionally D+k, each loaded through the public loader (docs/DESIGN.md §2.0)
    and run once through the release path;
-2. :func:`loading_differences` and :func:`training_contributions` — how the loaded neighbours differ, with the
-   release path's own contribution functions;
-3. :func:`vocabulary_stage` — ``pipeline.vocabulary_step`` alone, many trials (against ε_voc);
-4. :func:`density_stage` — keyphrases → DP density → sequences on one fixed Ṽ (against ε_kde);
+2. :func:`loading_differences` and :func:`~dpkps_core.audit.sums.training_contributions` — how the loaded
+   neighbours differ, with the release path's own contribution functions: D's training part read once, each neighbour's statistics D's minus
+   or plus its changed units' contributions (:mod:`.sums`; every audited statistic is a sum over units);
+3. :func:`vocabulary_stage` — the release's step-1 mechanism (``pipeline.build_private_vocabulary``) on those
+   counts, many trials (against ε_voc);
+4. :func:`density_stage` — keyphrases (matched once) → DP density → sequences on one fixed Ṽ (against ε_kde);
 5. :func:`sensitivity_check` — deterministic: how far the neighbours' statistics moved vs the sensitivity;
 6. :func:`release_stage` — the whole ``pipeline.run_sampling`` on D, D⁻ and D⁺ (against ε).
 
@@ -27,8 +29,7 @@ from dpkps_core.method import pipeline
 from dpkps_core.method.density_plan import default_bandwidth, density_plan
 from dpkps_core.audit.neighbours import (
     _CanaryMaker,
-    _class_weights,
-    _weights,
+    _class_weights_of,
     declared_classes,
     density_contributions,
     document_keys,
@@ -38,15 +39,21 @@ from dpkps_core.audit.neighbours import (
     loading_changes,
     member_weight_distance,
     rare_public_terms,
-    release_unit,
 )
 from dpkps_core.audit.canaries import canary_prefixes, plant_canaries
+from dpkps_core.audit.sums import (
+    Contributions,
+    compact_keyphrases,
+    neighbour_density_contributions,
+    neighbour_keyphrases,
+)
 from dpkps_core.audit.raw import RawTable
 from dpkps_core.audit.report import format_seconds
 from dpkps_core.audit.settings import AuditSettings, Cancel
 from dpkps_core.audit.trials import _Neighbour, _Release, _Runner
 from dpkps_core.embeddings import MemoEmbedder
 from dpkps_core.method.config import LIMITS, SamplingConfig
+from dpkps_core.dp.contributions import Keyphrases
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.embeddings import embed_terms
 from dpkps_core.errors import ParameterError
@@ -56,7 +63,8 @@ VOCABULARY_STATISTICS = ("vocabulary_score", "vocabulary_members")
 DENSITY_STATISTICS = ("class_sampled_frequency",)
 STATISTICS = ("sampled_frequency",)
 STAGES = {  # stage -> (statistics, what it runs, which ε it is bounded against)
-    "vocabulary": (VOCABULARY_STATISTICS, "pipeline.vocabulary_step alone", "ε_voc"),
+    "vocabulary": (VOCABULARY_STATISTICS, "pipeline.build_private_vocabulary (step 1's mechanism) on each "
+                   "neighbour's counts", "ε_voc"),
     "density": (DENSITY_STATISTICS, "pipeline.extract_keyphrases + build_density + sample_sequences on a fixed Ṽ",
                 "ε_kde"),
     "release": (STATISTICS, "pipeline.run_sampling, the whole release path", "ε"),
@@ -222,19 +230,6 @@ def loading_differences(ctx: AuditContext, nbs: Neighbours
     return moved, changed, probes
 
 
-def training_contributions(ctx: AuditContext, nbs: Neighbours
-                           ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, dict[str, float]]]:
-    """Each neighbour's training unit grouping and term counts, with the release path's own functions and unit,
-    and the vocabulary statistics' weights per pair."""
-    units = {nb.name: release_unit(nb.train_corpus, ctx.config) for nb in nbs.cheap}
-    counts = {nb.name: pipeline.term_counts(nb.train_corpus.texts, ctx.vocabulary,
-                                            terms_per_doc=ctx.config.terms_per_doc, groups=units[nb.name][0])
-              for nb in nbs.cheap}
-    weights = {"remove": _weights(counts["D"] - counts["D⁻"], ctx.vocabulary),
-               "add": _weights(counts["D⁺"] - counts["D"], ctx.vocabulary)}
-    return units, counts, weights
-
-
 def _stage_trials(trial: Callable[[str], None], names: Sequence[str], *, trials: int | None, time_budget: float,
                   minimum: int, maximum: int, stopped: Callable[[], bool], every: int,
                   progress: Callable[[int, int], None]) -> int:
@@ -265,19 +260,28 @@ class VocabularyStage:
     planned: int
 
 
-def vocabulary_stage(ctx: AuditContext, nbs: Neighbours, counts: dict[str, np.ndarray]) -> VocabularyStage:
-    """The release path's vocabulary step alone, many trials on each neighbour's training part (against ε_voc)."""
+def vocabulary_stage(ctx: AuditContext, nbs: Neighbours, contributions: Contributions) -> VocabularyStage:
+    """The release path's vocabulary mechanism alone, many trials on each neighbour's vocabulary histogram
+    (against ε_voc).
+
+    Each trial runs :func:`dpkps_core.method.pipeline.build_private_vocabulary` — the release's own step 1: its
+    event, its Laplace(S/ε_voc) on every term of V with the release's sampler, its cut — on the neighbour's counts
+    (:func:`~dpkps_core.audit.sums.training_contributions`, computed once), with a fresh noise source and a
+    throwaway ledger; the training part is not read again per trial (its admission and counting ran in round 1's
+    release-path runs, and run again in the release stage)."""
     releases: dict[str, list[_Release]] = {nb.name: [] for nb in nbs.cheap}
-    train_of = {nb.name: nb.train_corpus for nb in nbs.cheap}
+    config, counts, units = ctx.config, contributions.counts, contributions.units
     events: list[Any] = []
 
     def trial(name: str) -> None:
         ledger = PrivacyLedger()
-        step = pipeline.vocabulary_step(train_of[name], ctx.vocabulary, ctx.config, noise=ctx.runner.noise(),
-                                        ledger=ledger, counts=counts[name])
+        pv = pipeline.build_private_vocabulary(
+            (), ctx.vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
+            vocab_size=config.vocab_size, noise=ctx.runner.noise(), ledger=ledger,
+            selection_rule=config.selection_rule, counts=counts[name], neighbouring=units[name][1])
         if not events:
             events.extend(e for e in ledger.events if e.step == "vocabulary")
-        releases[name].append(_Release.of_vocabulary(step.private_vocabulary))
+        releases[name].append(_Release.of_vocabulary(pv))
 
     s = ctx.settings
     planned = _stage_trials(trial, list(releases), trials=s.vocabulary_trials, time_budget=s.vocabulary_time_budget,
@@ -303,23 +307,29 @@ def _audit_vocabulary(pv: Any, extra_terms: Sequence[str]) -> Any:
 @dataclasses.dataclass
 class DensityStage:
     """The density stage on one fixed Ṽ: its vocabulary, embeddings, config and plan, each neighbour's keyphrase
-    input and contributions, the statistics' weights per pair, and the trials' statistics and exposure."""
+    input, contributions and their difference from D's, the statistics' weights per pair, and the trials'
+    statistics and exposure."""
 
     vocabulary: Any
     embeddings: np.ndarray
     config: SamplingConfig
     plan: Any
-    inputs: dict[str, tuple[list[list[int]], tuple[str, ...], Any, list[Any]]]
+    inputs: dict[str, tuple[Keyphrases, tuple[str, ...], Any, list[Any]]]
     contributions: dict[str, np.ndarray]
     weights: dict[str, dict[Any, float]]
     values: dict[str, list[dict[str, float]]]
     exposure: dict[str, list[dict[str, Any]]]
+    deltas: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
-def _density_setup(ctx: AuditContext, nbs: Neighbours, units: dict[str, Any]) -> DensityStage:
+def _density_setup(ctx: AuditContext, nbs: Neighbours, contributions: Contributions) -> DensityStage:
     """One fixed Ṽ (D's first Ṽ plus the audit terms, so that the removed unit's and the canaries' terms can
-    show), embedded once, and each neighbour's keyphrases and contributions on it."""
-    config, classes = ctx.config, ctx.classes
+    show), embedded once, and each neighbour's keyphrases and contributions on it.
+
+    D's training part is matched once (the release's own extraction, held compactly); a neighbour's keyphrases are
+    D's rows for the texts D has and the canaries' own, and its keyphrase weights D's minus or plus its changed
+    units' (:mod:`.sums`) — no neighbour's training part is read again."""
+    config, classes, units = ctx.config, ctx.classes, contributions.units
     pv_audit = _audit_vocabulary(nbs.first_vocabulary, list(nbs.add_canary) + nbs.target_terms
                                  + [t for c in nbs.exposure_canaries for t in c])
     emb_audit = embed_terms(pv_audit.terms, ctx.memory)
@@ -327,25 +337,34 @@ def _density_setup(ctx: AuditContext, nbs: Neighbours, units: dict[str, Any]) ->
     if config_d.bandwidth is None:  # what build_density would compute from these embeddings, once
         config_d = dataclasses.replace(config, bandwidth=default_bandwidth(emb_audit))
     plan = density_plan(config_d, n_classes=len(classes), private_vocabulary=pv_audit, embeddings=emb_audit)
-    inputs: dict[str, tuple[list[list[int]], tuple[str, ...], Any, list[Any]]] = {}
-    contributions: dict[str, np.ndarray] = {}
+    M, size, base = plan.max_keyphrases_per_doc, len(pv_audit), nbs.d.train_corpus
+    kps_d = compact_keyphrases(base, pv_audit, max_per_doc=M)
+    hist_d = density_contributions(kps_d, base.labels, classes, size, kind=plan.kind, max_per_doc=M,
+                                   groups=units["D"][0])
+    inputs: dict[str, tuple[Keyphrases, tuple[str, ...], Any, list[Any]]] = {}
+    hists: dict[str, np.ndarray] = {"D": hist_d}
+    deltas: dict[str, np.ndarray] = {"D": np.zeros_like(hist_d)}
     for nb in nbs.cheap:
         train = nb.train_corpus
-        kps = pipeline.extract_keyphrases(train.texts, pv_audit, max_per_doc=plan.max_keyphrases_per_doc)
-        groups = units[nb.name][0]
-        inputs[nb.name] = (kps, train.labels, groups, document_keys(train))
-        contributions[nb.name] = density_contributions(kps, train.labels, classes, len(pv_audit), kind=plan.kind,
-                                                       max_per_doc=plan.max_keyphrases_per_doc, groups=groups)
-    weights = {"remove": _class_weights(contributions["D"], contributions["D⁻"], classes, pv_audit.terms),
-               "add": _class_weights(contributions["D⁺"], contributions["D"], classes, pv_audit.terms)}
-    return DensityStage(pv_audit, emb_audit, config_d, plan, inputs, contributions, weights,
-                        {nb.name: [] for nb in nbs.cheap}, {"D": [], "D+k": []})
+        if nb.name == "D":
+            kps = kps_d
+        else:
+            kps = neighbour_keyphrases(kps_d, base, train, pv_audit, max_per_doc=M)
+            hists[nb.name], deltas[nb.name] = neighbour_density_contributions(
+                hist_d, kps_d, base, kps, train, contributions.changes[nb.name], classes, size, kind=plan.kind,
+                max_per_doc=M, by_person=ctx.by_person)
+        inputs[nb.name] = (kps, train.labels, units[nb.name][0], document_keys(train))
+    weights = {"remove": _class_weights_of(-deltas["D⁻"], classes, pv_audit.terms),
+               "add": _class_weights_of(deltas["D⁺"], classes, pv_audit.terms)}
+    return DensityStage(pv_audit, emb_audit, config_d, plan, inputs, hists, weights,
+                        {nb.name: [] for nb in nbs.cheap}, {"D": [], "D+k": []}, deltas)
 
 
-def density_stage(ctx: AuditContext, nbs: Neighbours, units: dict[str, Any]) -> DensityStage:
+def density_stage(ctx: AuditContext, nbs: Neighbours, contributions: Contributions) -> DensityStage:
     """Keyphrases → DP density → sequences on ONE fixed Ṽ, many trials (against ε_kde); no new embeddings per
-    trial."""
-    st = _density_setup(ctx, nbs, units)
+    trial, and no text matched per trial (the keyphrases are computed once, :func:`_density_setup`)."""
+    st = _density_setup(ctx, nbs, contributions)
+    units = contributions.units
     first_position = st.plan.kind != "independent"  # iterative: the first member scores the first position
 
     def trial(name: str) -> None:
@@ -387,7 +406,7 @@ def sensitivity_check(ctx: AuditContext, counts: dict[str, np.ndarray], voc: Voc
                                              kind=plan.kind, length=ctx.config.length,
                                              max_per_doc=plan.max_keyphrases_per_doc)
         else:
-            dens_l1 = float(np.abs(dens.contributions[b_name] - dens.contributions[a_name]).sum())
+            dens_l1 = float(np.abs(dens.deltas[b_name] - dens.deltas[a_name]).sum())
         sensitivity[pair] = {
             "vocabulary": {"l1_change": voc_l1, "sensitivity": voc_bound, "exceeded": voc_l1 > voc_bound + 1e-9},
             "density": {"l1_change": dens_l1, "sensitivity": 1.0, "exceeded": dens_l1 > 1.0 + 1e-9},
