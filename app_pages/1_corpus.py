@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
 import streamlit as st
 
-from dpkps_core.corpus import ENCODINGS, NotUTF8Error, corpus_summary
+from dpkps_core.corpus import ENCODINGS, NotUTF8Error
 from dpkps_core.corpus.columns import ColumnChoiceError, suggest_person_column
 from dpkps_core.corpus.formats import ENCODING_LABELS
 from dpkps_core.method.config import LIMITS
@@ -183,8 +184,18 @@ else:
                               format_func={e.name: e.label for e in entries}.get)
         encoding = encoding_choice()
         if chosen is not None:
+            def load_server(**cols: Any) -> Any:
+                """Load with a progress bar: a streamed corpus's preparing pass reports documents, rows/s, ETA."""
+                bar = st.progress(0.0, text="Reading the corpus…")
+                try:
+                    return steps.load_server(chosen, encoding=encoding,
+                                             progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m),
+                                             **cols)
+                finally:
+                    bar.empty()
+
             file_source(chosen, read_columns=lambda: steps.server_columns(chosen, encoding=encoding),
-                        load=lambda **cols: steps.load_server(chosen, encoding=encoding, **cols))
+                        load=load_server)
 
 corpus = session.corpus()
 if s["corpus_source"] != "demo" and (corpus is None or not defaults.is_user_corpus(s.get("corpus_id"))):
@@ -199,10 +210,15 @@ if corpus is not None:
     st.divider()
     st.subheader(f"Summary of “{corpus.name}”")
     st.markdown(widgets.PRIVATE_BADGE)
-    info = corpus_summary(corpus)
+    streamed = session.is_streamed()
+    if streamed:
+        st.info(f"{session.STREAMED_NOTE} Each DP step shows its progress (documents, rows/s, time left) and a "
+                "Cancel that stops it between chunks.", icon=":material/stream:")
+    info = steps.corpus_summary_of(corpus)  # computed once per corpus (session memory, PRIVATE)
     if corpus.persons is not None:
+        persons = int(np.unique(corpus.persons).size) if streamed else len(set(corpus.persons))
         st.info(f"Unit of privacy: **one person** (column “{corpus.person_column}”) — every guarantee is stated for "
-                f"adding or removing all documents of one person. {len(set(corpus.persons)):,} persons (private count).",
+                f"adding or removing all documents of one person. {persons:,} persons (private count).",
                 icon=":material/group:")
     m = st.columns(4)
     m[0].metric("Documents", f"{info['documents']:,}")
@@ -217,7 +233,7 @@ if corpus is not None:
     # a private, local figure (README "Limits"; docs/DESIGN.md §2.1: the matcher reads the first max_chars_per_doc
     # characters of each document, the same rule for every document, so no count leaves the session)
     limit = LIMITS["max_chars_per_doc"]
-    n_long = truncated_count(corpus.texts, limit)
+    n_long = int(corpus.long.sum()) if streamed else truncated_count(corpus.texts, limit)
     st.caption(f"{widgets.PRIVATE_BADGE} Long documents: {widgets.plural(n_long, 'document')} "
                f"{'is' if n_long == 1 else 'are'} longer than {limit:,} characters"
                + (f"; only the first {limit:,} characters of each are read for term extraction." if n_long else
@@ -225,7 +241,11 @@ if corpus is not None:
     left, right = st.columns(2)
     colours = widgets.class_colours()  # one colour per class on every page
     left.plotly_chart(charts.class_counts_bar(info["class_counts"], colours=colours), key="chart.class_counts")
-    right.plotly_chart(charts.length_histogram(info["words"], corpus.labels, colours=colours), key="chart.lengths")
+    right.plotly_chart(charts.length_histogram(info["words"], info.get("word_labels") or corpus.labels,
+                                               colours=colours), key="chart.lengths")
+    if streamed:
+        right.caption(f"Lengths of every {steps.SAMPLE_EVERY}th document (a regular sample: the same shape, a "
+                      "lighter page).")
     st.dataframe({"class": list(info["class_counts"]), "documents": list(info["class_counts"].values())},
                  hide_index=True, key="table.class_counts")
 
@@ -263,11 +283,11 @@ if corpus is not None:
             st.caption(f"{widgets.PRIVATE_BADGE} {note}")
 
     st.subheader("Held-out part for evaluation")
-    locked = session.has_results()
+    locked = session.has_results() or widgets.step_running()
     widgets.bound(st.slider, "Test fraction (held out; never touched by a DP step)", "test_fraction",
                   min_value=0.0, max_value=0.5, step=0.05, disabled=locked,
                   help="Locked while Ṽ and what followed exist: they were built on this training part." if locked
-                  else None)
+                  else ("A streamed corpus is read once more to apply another fraction." if streamed else None))
     sp = session.split()
     st.caption(f"{len(sp.train):,} training documents feed the DP steps; {len(sp.test):,} are held out for the "
                "local evaluation (page 7). Each document is assigned on its own by a keyed hash of its text, so "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from studio import accounting, charts, review, run_view, session, spend, steps, widgets
+from studio import accounting, charts, jobs, review, run_view, session, spend, steps, widgets
 
 widgets.page_header(2, "Each training document counts its first S distinct terms of V; Laplace noise is added to "
                        "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
@@ -13,6 +13,7 @@ s = st.session_state
 
 with widgets.guard():
     steps.ensure_corpus()
+    steps.finish_step_jobs()  # a streamed step that ended since the last run: the session learns its release
 if session.corpus() is None:
     st.info("Load a corpus first.")
     widgets.go_to(0)
@@ -44,14 +45,19 @@ else:
                    "them out.")
     widgets.before_spend_note(eps_voc + (session.eps_split()[1] if accounting.reserve_plan() else 0.0), "vocabulary")
     # one intent, one release (studio.spend): a re-run asks first; stale repeated clicks are ignored
+    stepping = widgets.step_running()
     if spend.button("vocabulary", label=f"Build Ṽ (spends ε_voc = {widgets.eps(eps_voc)})", epsilon=eps_voc, done=already,
-                    again="Re-run Ṽ", what="ε_voc", icon=":material/casino:"):
+                    again="Re-run Ṽ", what="ε_voc", icon=":material/casino:", disabled=stepping):
         with widgets.guard(), spend.releasing("vocabulary"), \
                 st.status("Building the private vocabulary…", expanded=True) as status:
-            st.write("Counting each training document's first S distinct terms of V (private, in memory)…")
+            st.write("Counting each training document's first S distinct terms of V (private"
+                     + (", read from the file chunk by chunk)…" if session.is_streamed() else ", in memory)…"))
             pv = steps.run_private_vocabulary()
-            status.update(label=f"Ṽ built: {len(pv):,} terms (ε_voc = {widgets.eps(pv.epsilon)} charged)", state="complete")
+            if not isinstance(pv, jobs.Job):  # a streamed corpus's step runs on below, with its progress
+                status.update(label=f"Ṽ built: {len(pv):,} terms (ε_voc = {widgets.eps(pv.epsilon)} charged)",
+                              state="complete")
             st.rerun()
+    widgets.step_monitor("vocabulary")
 
     pv, meta = run_view.private_vocabulary(), run_view.vocabulary_meta()
     if pv is not None and meta is not None:

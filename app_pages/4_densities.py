@@ -21,6 +21,8 @@ widgets.page_header(3, "Each class gets a DP density over Ṽ built from its tra
                        "matches of Ṽ). Classes use disjoint documents, so ε_kde is spent once, not per class.")
 s = st.session_state
 
+with widgets.guard():
+    steps.finish_step_jobs()  # a streamed step that ended since the last run: the session learns its release
 if s.get("corpus") is None:  # say the first missing step, not a later one
     st.info("Load a corpus first.")
     widgets.go_to(0)
@@ -78,7 +80,10 @@ else:
             st.markdown(widgets.DP_BADGE)
             st.markdown("**DP forecast** (post-processing of the forecast release on the ledger):\n"
                         + "\n".join(f"- {review.outlook_sentence(r)}" for r in outlook))
-        if widgets.exact_previews_switch("densities"):
+        if session.is_streamed():
+            st.caption(f"The exact forecast and the no-LLM check of every method are not available for this "
+                       f"corpus. {session.STREAMED_NOTE}")
+        elif widgets.exact_previews_switch("densities"):
             exact = []
             with widgets.guard():
                 exact = review.method_outlook()
@@ -120,15 +125,18 @@ else:
                 "time; changing the method or L needs a rebuild)." if built else "."))
     widgets.before_spend_note(eps_kde, "density")
     # one intent, one release (studio.spend): a rebuild asks first; stale repeated clicks are ignored
+    stepping = widgets.step_running()
     if spend.button("density", label=f"Build densities (spends ε_kde = {widgets.eps(eps_kde)})", epsilon=eps_kde, done=built,
-                    again="Rebuild the densities", what="ε_kde", icon=":material/blur_on:"):
+                    again="Rebuild the densities", what="ε_kde", icon=":material/blur_on:", disabled=stepping):
         with widgets.guard(), spend.releasing("density"), \
                 st.status("Building the per-class DP densities…", expanded=True) as status:
-            st.write("Extracting each training document's keyphrases (private, in memory)…")
+            st.write("Extracting each training document's keyphrases (private"
+                     + (", read from the file chunk by chunk)…" if session.is_streamed() else ", in memory)…"))
             st.write("Embedding Ṽ with the public model (cached on disk: Ṽ is a DP output)…")
-            steps.run_density()
-            status.update(label="Densities built", state="complete")
+            if not isinstance(steps.run_density(), jobs.Job):  # a streamed corpus's step runs on below
+                status.update(label="Densities built", state="complete")
             st.rerun()
+    widgets.step_monitor("density")
 
     meta, info, pv = run_view.density_meta(), run_view.density_info(), run_view.private_vocabulary()
     if meta is not None and info is not None and pv is not None:

@@ -12,6 +12,8 @@ widgets.page_header(4, "Sequences are sampled from the DP densities: post-proces
                        "costs no privacy. They are written to the run folder with the privacy report.")
 s = st.session_state
 
+with widgets.guard():
+    steps.finish_step_jobs()  # a streamed step that ended since the last run: the session learns its release
 meta = run_view.density_meta()
 if meta is None:
     st.info("Build the keyphrase densities first — or reopen an earlier run from its folder on page 8 (no new ε).")
@@ -55,7 +57,10 @@ else:
         st.caption("A TF-IDF classifier trained on the DP sequences classifies the held-out documents' own keyphrase "
                    "sequences (paper Table 5). Compare methods here before writing documents; rebuilding densities "
                    "for another method charges ε_kde again.")
-        if st.button("Run the no-LLM check", icon=":material/fact_check:"):
+        if session.is_streamed():
+            st.caption(f"Not available for this corpus: it classifies the held-out documents in memory. "
+                       f"{session.STREAMED_NOTE}")
+        elif st.button("Run the no-LLM check", icon=":material/fact_check:"):
             with widgets.guard(), st.spinner("Classifying held-out documents (private, local)…"):
                 steps.no_llm_check()
         res = s.get("no_llm")

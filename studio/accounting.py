@@ -24,7 +24,7 @@ from dpkps_core.ledger_store import PersistentLedger
 from dpkps_core.records.run_record import read_ledger_record
 from dpkps_core.records.runfolder import RunFolder
 from studio.run_writes import record_events
-from studio.session import ledger, person_column, ss, train_part
+from studio.session import is_streamed, ledger, person_column, ss, train_part
 
 
 def recorded_event_ids(led: PrivacyLedger) -> tuple[int, ...]:
@@ -72,7 +72,7 @@ def would_leave_out(epsilon: float, *, step: str) -> tuple[int, int] | None:
     from dpkps_core.method.budget import release_unit, unit_strings
 
     led = ledger()
-    if not isinstance(led, PersistentLedger):
+    if not isinstance(led, PersistentLedger) or is_streamed():  # a streamed corpus's units are keys: no estimate
         return None
     s = ss()
     key = (s.get("corpus_id"), s.get("split_key"), person_column(), id(led.store))

@@ -10,11 +10,12 @@ import time
 import traceback
 import weakref
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import streamlit as st
 
 from dpkps_core.errors import DPKPSError, ParameterError
+from dpkps_core.progress import format_duration
 
 log = logging.getLogger("dpkps.studio")
 
@@ -32,6 +33,10 @@ class Job:
     result: Any = None
     partial: list[Any] = dataclasses.field(default_factory=list)
     thread: threading.Thread | None = None
+    #: what the session does with the result once the job ended, in a script run (:func:`finish`); called once
+    on_finish: Callable[["Job"], None] | None = None
+    finished_seen: bool = False
+    meter: "ChunkMeter | None" = None
 
     @property
     def running(self) -> bool:
@@ -44,6 +49,69 @@ class Job:
     def report(self, fraction: float, message: str) -> None:
         self.fraction = float(min(max(fraction, 0.0), 1.0))
         self.message = message
+
+
+class StepCancelled(DPKPSError):
+    """A DP step's pass stopped between two chunks at the user's Cancel (docs/DESIGN.md §2.0: the ε it admitted
+    before its first chunk stays charged; nothing was released)."""
+
+
+@dataclasses.dataclass
+class ChunkMeter:
+    """Per-chunk progress of a streamed pass for a :class:`Job` — documents done, rows per second and an ETA — and
+    its Cancel, checked between chunks (:meth:`wrap` raises :class:`StepCancelled` before the next chunk is read).
+
+    ``chunks`` counts the chunks handed to the pass (a test reads it); messages carry counts only, never text."""
+
+    job: Job
+    chunks: int = 0
+    in_pass: bool = False
+
+    def wrap(self, chunks: Iterator[Any], total: int, what: str) -> Iterator[Any]:
+        """``chunks`` (a pass over ``total`` training documents) with a progress report after each chunk and the
+        Cancel checked before each next one."""
+        start = time.monotonic()
+        done = 0
+        self.in_pass = True
+        self.job.report(0.0, f"{what}: starting the pass over {total:,} training documents")
+        try:
+            for chunk in chunks:
+                if self.job.cancelled:
+                    raise StepCancelled(f"Cancelled between chunks after {done:,} of {total:,} training documents: "
+                                        "nothing was released, and the ε this step admitted before its first chunk "
+                                        "stays charged (docs/PRIVACY.md: a cancelled release is not refunded).")
+                yield chunk
+                self.chunks += 1
+                done += len(chunk.texts)
+                self.job.report(done / max(total, 1), rate_text(what, done, total, time.monotonic() - start))
+        finally:
+            self.in_pass = False
+
+    def phase(self, fraction: float, message: str) -> None:
+        """The core's own progress (``dpkps_core.progress.Progress``): its step names between the passes."""
+        if not self.in_pass:
+            self.job.report(self.job.fraction, message)
+
+
+def rate_text(what: str, done: int, total: int, seconds: float) -> str:
+    """``what``'s progress as shown: documents done of total, rows per second and the time left at that rate."""
+    rate = done / seconds if seconds > 0 else 0.0
+    left = (total - done) / rate if rate > 0 else float("nan")
+    eta = format_duration(left, approximate=True) + " left" if rate > 0 else "time left: measuring"
+    return f"{what}: {done:,} of {total:,} training documents · {rate:,.0f} rows/s · {eta}"
+
+
+def finish(key: str) -> Job | None:
+    """In a script run: the session's job under ``key`` once it ended, its :attr:`Job.on_finish` run once (the
+    session learns its result); ``None`` while it runs or without one."""
+    job = st.session_state.get(key)
+    if not isinstance(job, Job) or job.running:
+        return None
+    if not job.finished_seen:
+        job.finished_seen = True
+        if job.on_finish is not None:
+            job.on_finish(job)
+    return job
 
 
 #: Every job started in this server process (weak: a finished job is forgotten with its session), for
@@ -106,9 +174,11 @@ def running_job_of_run(kind: str, run: str | Path) -> Job | None:
         return _RUN_JOBS.get(_run_key(kind, run))
 
 
-def start_job(key: str, kind: str, work: Callable[[Job], Any], *, run: str | Path | None = None) -> Job:
+def start_job(key: str, kind: str, work: Callable[[Job], Any], *, run: str | Path | None = None,
+              on_finish: Callable[[Job], None] | None = None, meter: bool = False) -> Job:
     """Run ``work(job)`` in a daemon thread; the Job is stored under ``st.session_state[key]`` and, with ``run``
-    (the run folder it writes into), registered so that a reloaded session can reattach to it."""
+    (the run folder it writes into), registered so that a reloaded session can reattach to it. ``on_finish``: what
+    a later script run does once it ended (:func:`finish`); ``meter``: give the job a :class:`ChunkMeter`."""
     s = st.session_state
     old = s.get(key)
     if isinstance(old, Job) and old.running:
@@ -116,7 +186,9 @@ def start_job(key: str, kind: str, work: Callable[[Job], Any], *, run: str | Pat
     if run is not None and running_job_of_run(kind, run) is not None:
         raise ParameterError("This run is already being written by another tab or session; it is shown here — "
                              "wait for it or cancel it.")
-    job = Job(kind=kind)
+    job = Job(kind=kind, on_finish=on_finish)
+    if meter:
+        job.meter = ChunkMeter(job)
 
     def target() -> None:
         try:

@@ -8,6 +8,10 @@ reached: a name is a bare entry name (no separator, no ``..``, no absolute path)
 (:func:`dpkps_core.corpus.load_corpus`, the streaming reader) with the deployment's limits (:mod:`.limits`), not the
 browser's upload cap.
 
+A corpus of the folder larger than ``$DPKPS_STREAM_ABOVE_BYTES`` (default: the browser upload cap, 200 MB) is
+streamed by the app — read chunk by chunk for each release and never held whole, like ``dpkps sample`` on a file —
+instead of loaded into the session's memory (:func:`streams`).
+
 Only names and sizes are listed; no file is read to list it. The names of the files are the deployment's: they are
 shown to signed-in users of the app, so the folder should hold only corpora those users may load.
 """
@@ -27,6 +31,13 @@ DATA_DIR_ENV = "DPKPS_DATA_DIR"
 CORPUS_SUFFIXES = (".csv", ".tsv", ".tab", ".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".zip")
 #: Suffixes of the parts a folder entry may hold (a folder of parts is one corpus).
 PART_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".parquet", ".pq")
+#: The deployment setting above which (in bytes on disk) the app streams a data-folder corpus; 0 streams them all.
+STREAM_ABOVE_ENV = "DPKPS_STREAM_ABOVE_BYTES"
+#: Its default: the browser upload cap (Streamlit's ``server.maxUploadSize``, the loader's default size limit). A
+#: corpus an upload could hold costs the session about what an upload costs and keeps every in-memory feature (the
+#: exact previews, the no-LLM check, the evaluation); above it, holding the corpus whole costs gigabytes (1,000,000
+#: rows of ~670 characters: 3.1 GB at page 1 alone, docs/OPERATIONS.md), so it is streamed.
+DEFAULT_STREAM_ABOVE_BYTES = 200 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,3 +123,29 @@ def resolve_data_entry(root: Path, name: str) -> Path:
     if not any(e.name == name for e in list_data_entries(root)):
         raise refused
     return real
+
+
+def stream_above_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """``$DPKPS_STREAM_ABOVE_BYTES`` (a whole number of bytes ≥ 0; 0 streams every data-folder corpus), else
+    :data:`DEFAULT_STREAM_ABOVE_BYTES`."""
+    value = (os.environ if environ is None else environ).get(STREAM_ABOVE_ENV, "").strip()
+    if not value:
+        return DEFAULT_STREAM_ABOVE_BYTES
+    if not value.isdigit():
+        raise ParameterError(f"${STREAM_ABOVE_ENV} must be a whole number of bytes ≥ 0 (0 streams every corpus of "
+                             f"the data folder), got {value!r}; ask whoever runs the server to fix the setting.")
+    return int(value)
+
+
+def entry_bytes(path: Path) -> int:
+    """The size on disk of a data-folder entry: a file's bytes, or the sum of a folder's parts."""
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in _parts(path))
+
+
+def streams(path: Path, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the app streams the data-folder entry at ``path`` (its size above :func:`stream_above_bytes`)
+    rather than loading it whole (docs/OPERATIONS.md "Server-side data folder")."""
+    return entry_bytes(path) > stream_above_bytes(environ) or stream_above_bytes(environ) == 0
