@@ -11,7 +11,10 @@ and times, each in a fresh child process (so its peak RSS is its own), the strea
    :func:`dpkps_core.method.streaming_counts.keyphrase_pass` with M = 10.
 
 With ``--sample`` (or ``--sample-only``), ``dpkps sample`` itself on each corpus (:func:`child_sample`: the streamed
-file, the persistent ledger's admissions, both passes, the noise, the sequences, the run folder).
+file, the persistent ledger's admissions, both passes, the noise, the sequences, the run folder). With ``--ledger``
+(or ``--ledger-only``), the ledger's side alone (:func:`child_ledger`): the preparing pass, the keying of every
+document's units (32-byte keyed digests, chunk by chunk), the admission of every document and of the training part,
+with the process's RSS after each.
 
 Beside them, at the smallest size, today's in-memory path: :func:`dpkps_core.corpus.load_corpus` then
 :func:`dpkps_core.method.pipeline.term_counts` and the in-memory keyphrase histograms. Each row prints seconds,
@@ -207,6 +210,81 @@ def child_sample(path: Path, *, workers: int | None, chunk_rows: int, by_person:
             "digests": documents, "hist_total": float("nan")}
 
 
+def _rss_mb() -> float:
+    """This process's resident memory now (MB; Linux ``/proc/self/statm``)."""
+    with open("/proc/self/statm", encoding="ascii") as fh:
+        return int(fh.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def child_ledger(path: Path, *, chunk_rows: int, by_person: bool) -> dict[str, Any]:
+    """The ledger's side of ``dpkps sample`` in this process (issue 31), no model loaded: the preparing pass
+    (:class:`~dpkps_core.method.training_source.StreamedCorpus`), the keying of its units by one pass (what the first
+    admission of a run does), an admission of EVERY document's units into a throwaway persistent ledger, then two
+    admissions of the training part (the run's ε_voc and ε_kde releases); seconds and RSS (MB) after each."""
+    import os
+
+    from dpkps_core.corpus.stream import CorpusStream
+    from dpkps_core.ledger_store import LedgerStore, open_corpus_ledger
+    from dpkps_core.method.budget import admitted_indices
+    from dpkps_core.method.config import SamplingConfig
+    from dpkps_core.method.training_source import StreamedCorpus
+
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="dpkps-scale-") as tmp:
+        os.environ["DPKPS_LEDGER_DIR"] = str(Path(tmp) / "ledger")
+        config = SamplingConfig(corpus=str(path), classes=_classes(),
+                                person_column="patient" if by_person else None).validate()
+        with TreeRSS() as tree:
+            t0 = time.perf_counter()
+            stream = CorpusStream(path, person_column="patient" if by_person else None, max_bytes=0,
+                                  max_documents=0, chunk_rows=chunk_rows)
+            corpus = StreamedCorpus.open(stream, config)
+            t1 = time.perf_counter()
+            out["prepare"] = (t1 - t0, _rss_mb())
+            store = LedgerStore()
+            keys = corpus.units.keys_under(store.keys)
+            t2 = time.perf_counter()
+            out["keying"] = (t2 - t1, _rss_mb())
+            ledger = open_corpus_ledger(corpus.units, tool="benchmark", cap=20.0, store=store)
+            idx, _ = admitted_indices(corpus.units, ledger, 1.0, what="every document")
+            t3 = time.perf_counter()
+            out["admit every document"] = (t3 - t2, _rss_mb())
+            for name, eps in (("admit the training part (1)", 1.0), ("admit the training part (2)", 1.0)):
+                t = time.perf_counter()
+                admitted_indices(corpus.units.take(corpus.train_index), ledger, eps, what=name)
+                out[name] = (time.perf_counter() - t, _rss_mb())
+            t4 = time.perf_counter()
+        key_bytes = keys.documents.nbytes + (0 if keys.persons is None else keys.persons.nbytes)
+        documents, admitted, training = corpus.documents, len(idx), len(corpus.train_index)
+    own, kids = _peak_mb(tree)
+    return {"mode": "ledger" + (" (person unit)" if by_person else ""), "documents": documents,
+            "read_vocabulary_s": float("nan"), "read_keyphrases_s": float("nan"), "total_s": t4 - t0,
+            "peak_rss_mb": own, "tree_peak_rss_mb": kids, "workers": 1, "digests": documents,
+            "hist_total": float("nan"), "stages": out, "admitted": admitted, "training": training,
+            "key_bytes_per_document": key_bytes / max(documents, 1)}
+
+
+def ledger_key_bytes_per_document(n: int = 30_000, *, rows_per_person: int = ROWS_PER_PERSON) -> tuple[float, float]:
+    """Memory of the ledger's keys per document, measured on ``n`` synthetic rows keyed by a throwaway key: (the
+    document unit without a person column, with one: the person keys and each row's person code too)."""
+    import os
+
+    from dpkps_core.ledger_store import UnitKeysBuilder
+    from dpkps_core.ledger_store.folder import _UnitHasher
+
+    keys_of = _UnitHasher(os.urandom(32)).keys
+    out = []
+    for with_persons in (False, True):
+        builder = UnitKeysBuilder(keys_of, kind="document", with_persons=with_persons)
+        builder.add_documents([f"document\x1fnote {i}" for i in range(n)])
+        persons = -(-n // rows_per_person)
+        builder.add_persons([f"person\x1fP{i:08d}" for i in range(persons)])
+        keys = builder.build(np.arange(n, dtype=np.int64) // rows_per_person if with_persons else None)
+        size = keys.documents.nbytes + (0 if keys.persons is None else keys.persons.nbytes + keys.person_of.nbytes)
+        out.append(size / n)
+    return out[0], out[1]
+
+
 def _run_child(args: list[str]) -> dict[str, Any]:
     out = subprocess.run([sys.executable, "-m", "benchmarks.scale", "--child", *args], capture_output=True,
                          text=True, check=False)
@@ -245,6 +323,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--skip-in-memory", action="store_true", help="do not time the in-memory path")
     p.add_argument("--sample", action="store_true", help="also time `dpkps sample` itself on each corpus")
     p.add_argument("--sample-only", action="store_true", help="time only `dpkps sample` (implies --skip-in-memory)")
+    p.add_argument("--ledger", action="store_true", help="also time the ledger's side alone: preparing pass, keying, "
+                   "admissions of every document and of the training part (no model loaded)")
+    p.add_argument("--ledger-only", action="store_true", help="time only the ledger's side (implies --skip-in-memory)")
     p.add_argument("--folder", type=Path, default=Path(tempfile.gettempdir()) / "dpkps-scale",
                    help="where the corpora are written (reused when present)")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
@@ -252,6 +333,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     if args.child:
         mode, path = args.child[0], Path(args.child[1])
         child = {"in-memory": lambda: child_in_memory(path, by_person=args.by_person),
+                 "ledger": lambda: child_ledger(path, chunk_rows=args.chunk_rows, by_person=args.by_person),
                  "sample": lambda: child_sample(path, workers=args.workers, chunk_rows=args.chunk_rows,
                                                 by_person=args.by_person),
                  "stream": lambda: child_stream(path, workers=args.workers, chunk_rows=args.chunk_rows,
@@ -273,19 +355,29 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             t = time.perf_counter()
             build_corpus(path, size)
             print(f"(built {path.name}: {path.stat().st_size / 2**20:,.0f} MB in {time.perf_counter() - t:.0f} s)")
-        for mode in (["stream"] if not args.sample_only else []) + (["sample"] if args.sample or args.sample_only
-                                                                    else []):
+        only = args.sample_only or args.ledger_only
+        modes = (["stream"] if not only else []) + (["sample"] if args.sample or args.sample_only else []) + (
+            ["ledger"] if args.ledger or args.ledger_only else [])
+        for mode in modes:
             result = _run_child([mode, str(path), *extra])
             result["rows"] = size
             rows.append(result)
             print(_row(size, result), flush=True)
-        if size == sizes[0] and not (args.skip_in_memory or args.sample_only):
+            if mode == "ledger":
+                stages = "; ".join(f"{name} {sec:.1f} s, RSS {mb:,.0f} MB"
+                                   for name, (sec, mb) in result["stages"].items())
+                print(f"  ledger stages ({result['documents']:,} documents, {result['training']:,} training): "
+                      f"{stages}; keys {result['key_bytes_per_document']:.0f} bytes per document", flush=True)
+        if size == sizes[0] and not (args.skip_in_memory or only):
             mem = _run_child(["in-memory", str(path), *extra])
             mem["rows"] = size
             rows.append(mem)
             print(_row(size, mem), flush=True)
     print(f"de-duplication state: {digest_bytes_per_document():.0f} bytes per kept document (a set of 16-byte "
           "digests)")
+    plain, with_persons = ledger_key_bytes_per_document()
+    print(f"ledger keys: {plain:.0f} bytes per document (keyed digests), {with_persons:.1f} with a person column "
+          f"({ROWS_PER_PERSON} rows per person: its key and each row's person code)")
     return rows
 
 

@@ -38,3 +38,18 @@ def test_scale_benchmark_times_dpkps_sample_itself(tmp_path, capsys):
     assert sample["mode"] == "dpkps sample" and 550 < sample["documents"] <= 600  # every kept row, all parts
     assert sample["total_s"] > 0 and sample["peak_rss_mb"] > 0
     assert "| 600 | dpkps sample | 1 | – | – |" in out
+
+
+@pytest.mark.assets
+def test_scale_benchmark_times_the_ledger_side_and_states_its_bytes_per_document(tmp_path, capsys):
+    rows = scale.main(["--sizes", "1500", "--ledger-only", "--folder", str(tmp_path), "--chunk-rows", "400"])
+    out = capsys.readouterr().out
+    (ledger,) = rows
+    assert ledger["mode"] == "ledger" and 1400 < ledger["documents"] <= 1500
+    assert ledger["admitted"] == ledger["documents"] > ledger["training"] > 0  # a fresh ledger admits every unit
+    assert list(ledger["stages"]) == ["prepare", "keying", "admit every document", "admit the training part (1)",
+                                      "admit the training part (2)"]
+    assert all(seconds >= 0 and mb > 0 for seconds, mb in ledger["stages"].values())
+    assert ledger["key_bytes_per_document"] == 32.0  # one keyed digest per document, no string kept
+    assert "| 1,500 | ledger | 1 |" in out and "keys 32 bytes per document" in out
+    assert "ledger keys: 32 bytes per document" in out and "50.7 with a person column" in out
