@@ -56,7 +56,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         if args.disclosure_only:
             return 0
     result = evaluate_run(args.run, seeds=args.seeds, classifier=args.classifier, coral=args.coral,
-                          coral_weight=args.coral_weight, progress=_stderr_progress("evaluate"), device=args.device)
+                          coral_weight=args.coral_weight, progress=_stderr_progress("evaluate"), device=args.device,
+                          max_test_documents=args.max_test_documents or None)
     path = write_evaluation(result, args.run)
     for line in result.summary_lines():
         print(line)
@@ -187,6 +188,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from dpkps_core.dp.forecast import DEFAULT_FORECAST_EPSILON
     from dpkps_core.evaluation import (CLASSIFIERS, DEFAULT_EPS_KDE_GRID, DEFAULT_EPS_VOC_GRID, DEFAULT_SWEEP_METHODS,
                                        DEFAULT_SWEEP_PER_CLASS)
+    from dpkps_core.evaluation.held_out import DEFAULT_MAX_TEST_DOCUMENTS
 
     p = subparsers.add_parser(
         "evaluate", help="local utility evaluation of a run (PRIVATE results)",
@@ -208,6 +210,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--no-coral", dest="coral", action="store_false",
                    help="skip Deep CORAL (default: run it when the split has client documents)")
     p.add_argument("--coral-weight", type=float, default=1.0, help="λ of the CORAL term (default %(default)s)")
+    p.add_argument("--max-test-documents", type=int, default=DEFAULT_MAX_TEST_DOCUMENTS,
+                   help="score on at most this many held-out documents (and Deep CORAL's client documents): a "
+                        "uniform sample with a public seed when the part is larger, stated in the output; the split "
+                        "and the DP steps are untouched; 0 = all (default %(default)s)")
     p.add_argument("--device", choices=DEVICE_CHOICES, default=None,
                    help="where the embedding model runs: auto = CUDA when torch sees a GPU, else the CPU "
                         "(default: $DPKPS_DEVICE, else auto)")

@@ -27,6 +27,7 @@ from dpkps_core.method.vocabulary import PublicVocabulary
 from dpkps_core.progress import Progress
 from dpkps_core.evaluation.classifiers import CLASSIFIERS, embedding_accuracy, real_baseline_accuracy
 from dpkps_core.evaluation.distribution import DEFAULT_K, DistributionScore, distribution_score
+from dpkps_core.evaluation.held_out import DEFAULT_MAX_TEST_DOCUMENTS, held_out_sample
 from dpkps_core.evaluation.metrics import (Interval, MetricSummary, PRIVATE_NOTE, Scores, _noop, chance_accuracy,
                                           ratio_interval)
 from dpkps_core.evaluation.no_llm import keyphrase_sequences, no_llm_check, real_keyphrase_baseline
@@ -167,6 +168,9 @@ class EvaluationResult:
     def summary_lines(self) -> list[str]:
         lines = [f"Evaluation ({PRIVATE_NOTE}); test documents: {self.info.get('n_test', 0):,}, "
                  f"chance (majority class): {self.info.get('chance_accuracy', float('nan')):.3f}"]
+        held_out = self.info.get("n_test_held_out")
+        if isinstance(held_out, int) and held_out > self.info.get("n_test", 0):
+            lines.append(f"  scored on {self.info.get('held_out_sample', 'a sample of the held-out documents')}")
         for name, m in self.metrics.items():
             ci = (f", {m.interval.level_text} interval over the test documents {m.interval.low:.3f}–"
                   f"{m.interval.high:.3f}" if m.interval is not None else "")
@@ -181,8 +185,8 @@ class EvaluationResult:
         return lines
 
 
-def _real_keyphrase_baseline(run: Any, *, vocabulary: PublicVocabulary | None, counts: np.ndarray | None
-                             ) -> tuple[Scores | None, str]:
+def _real_keyphrase_baseline(run: Any, test: Corpus, *, vocabulary: PublicVocabulary | None,
+                             counts: np.ndarray | None) -> tuple[Scores | None, str]:
     """The real keyphrase baseline over the run's public vocabulary (docs/DESIGN.md §5; the noise-free top-N terms of V),
     or None and a note saying why it could not be computed (e.g. an uploaded public vocabulary that is gone)."""
     try:
@@ -194,22 +198,22 @@ def _real_keyphrase_baseline(run: Any, *, vocabulary: PublicVocabulary | None, c
         if counts is None:
             counts = pipeline.term_counts(train.texts, vocabulary, terms_per_doc=run.config.terms_per_doc,
                                           groups=train.persons if run.config.person_column else None)
-        return real_keyphrase_baseline(train.texts, train.labels, run.test.texts, run.test.labels,
+        return real_keyphrase_baseline(train.texts, train.labels, test.texts, test.labels,
                                        vocabulary=vocabulary, counts=counts, vocab_size=run.config.vocab_size,
                                        length=run.config.length), ""
     except DPKPSError as exc:  # say so, evaluate the rest
         return None, f"No real keyphrase baseline: {exc}"
 
 
-def _document_metrics(run: Any, embedder: Embedder, *, classifier: str, seeds: list[int], coral: bool | None,
-                      coral_weight: float, report: Progress
+def _document_metrics(run: Any, test: Corpus, embedder: Embedder, *, classifier: str, seeds: list[int],
+                      coral: bool | None, coral_weight: float, report: Progress, client: Corpus
                       ) -> tuple[dict[str, MetricSummary], DistributionScore | None]:
     """Downstream accuracy of the synthetic documents and the real-document baseline (same classifier, same
     number of documents per class), and the Deep CORAL variants when asked for (or, with ``coral`` None, when
     the split has client documents); precision/recall of the synthetic against the real test documents on the
     same embeddings (None when either side has k documents or fewer). Real documents are embedded in memory only,
     once each."""
-    train, test, seed_list = run.train, run.test, seeds
+    train, seed_list = run.train, seeds
     metrics: dict[str, MetricSummary] = {}
     report(0.15, f"embedding {len(test):,} real test documents (in memory only)")
     test_emb = embed_texts(test.texts, embedder, progress=lambda f, m: report(0.15 + 0.25 * f, m))
@@ -229,8 +233,8 @@ def _document_metrics(run: Any, embedder: Embedder, *, classifier: str, seeds: l
         classifier=classifier, seeds=seed_list, progress=lambda f, m: report(0.6 + 0.2 * f, m))
     want_coral = len(run.split.client) >= 2 if coral is None else coral
     if want_coral:
-        report(0.8, f"Deep CORAL against {len(run.split.client):,} unlabelled client documents")
-        client_emb = embed_texts(run.client.texts, embedder)
+        report(0.8, f"Deep CORAL against {len(client):,} unlabelled client documents")
+        client_emb = embed_texts(client.texts, embedder)
         metrics["synthetic_accuracy_no_coral"] = embedding_accuracy(
             syn_emb, doc_labels, test_emb, test.labels, classifier=classifier, seeds=seed_list, torch_head=True,
             name="synthetic_accuracy_no_coral", note="torch head, cross-entropy only (the CORAL comparison's control)")
@@ -245,13 +249,18 @@ def evaluate_run(
     run_dir: str | Path, *, seeds: int | Sequence[int] = 3, classifier: str = "logreg", coral: bool | None = None,
     coral_weight: float = 1.0, embedder: Embedder | None = None, corpus: Corpus | None = None,
     progress: Progress | None = None, device: str | None = None, vocabulary: PublicVocabulary | None = None,
-    counts: np.ndarray | None = None,
+    counts: np.ndarray | None = None, max_test_documents: int | None = DEFAULT_MAX_TEST_DOCUMENTS,
 ) -> EvaluationResult:
     """Evaluate a run folder locally (docs/DESIGN.md §5): the no-LLM check and its real keyphrase baseline always; with
     ``documents.jsonl``, downstream accuracy of the synthetic documents and the real-document baseline; Deep CORAL
     variants (with and without the CORAL term) when ``coral`` is True, or when None and the split has client
     documents. ``embedder`` defaults to the run's embedding model on ``device`` (auto/cpu/cuda, None =
-    ``$DPKPS_DEVICE`` or auto); each real document is embedded once per evaluation, whatever the seeds."""
+    ``$DPKPS_DEVICE`` or auto); each real document is embedded once per evaluation, whatever the seeds.
+
+    ``max_test_documents``: the held-out documents scored on, at most (:mod:`~dpkps_core.evaluation.held_out`: a
+    uniform sample with a public seed when the held-out part is larger, ``None`` = all; the client part of Deep
+    CORAL is bounded alike). The result's ``info`` says how many were used of how many (``n_test``,
+    ``n_test_held_out``, ``held_out_sample``). The split, the training part and the DP steps are untouched."""
     from dpkps_core.embeddings import get_embedder
 
     report = progress or _noop
@@ -264,7 +273,8 @@ def evaluate_run(
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     run = load_run(run_dir, corpus=corpus)
-    train, test = run.train, run.test
+    sample = held_out_sample(run.test, max_documents=max_test_documents)
+    train, test = run.train, sample.corpus
     if len(test) == 0:
         raise ParameterError("The run has no held-out test documents; sample again with --test-fraction above 0.")
     if not run.sequences:
@@ -280,7 +290,7 @@ def evaluate_run(
     test_seqs = keyphrase_sequences(test.texts, run.private_vocabulary, length=length)
     no_llm = no_llm_check(run.sequences, test.texts, test.labels, private_vocabulary=run.private_vocabulary,
                           length=length, test_sequences=test_seqs)
-    real_kp, baseline_note = _real_keyphrase_baseline(run, vocabulary=vocabulary, counts=counts)
+    real_kp, baseline_note = _real_keyphrase_baseline(run, test, vocabulary=vocabulary, counts=counts)
     det = "deterministic classifier on the run's one DP draw: the same value for every seed"
     metrics["no_llm_accuracy"] = MetricSummary("no_llm_accuracy", tuple(seed_list), (no_llm,) * len(seed_list),
                                                len(run.sequences), det)
@@ -292,7 +302,9 @@ def evaluate_run(
     timings["no_llm"] = time.perf_counter() - t0
     info: dict[str, Any] = {
         "run": run.run_dir.name, "classifier": classifier, "seeds": seed_list,
-        "n_train": len(train), "n_test": len(test), "n_client": len(run.split.client),
+        "n_train": len(train), "n_test": len(test), "n_test_held_out": sample.held_out,
+        "held_out_sample": sample.note(), "max_test_documents": max_test_documents,
+        "n_client": len(run.split.client),
         "n_sequences": len(run.sequences), "n_documents": len(run.documents),
         "chance_accuracy": chance_accuracy(test.labels),
         "embedding_model": run.config.embedding_model,
@@ -305,8 +317,12 @@ def evaluate_run(
         if embedder is None:
             name = run.config.embedding_model
             embedder = get_embedder(name) if device is None else get_embedder(name, device=device)
-        doc_metrics, distribution = _document_metrics(run, embedder, classifier=classifier, seeds=seed_list,
-                                                      coral=coral, coral_weight=coral_weight, report=report)
+        client = held_out_sample(run.client, max_documents=max_test_documents)
+        if client.sampled:
+            info["client_sample"] = client.note().replace("held-out documents", "client documents")
+        doc_metrics, distribution = _document_metrics(run, test, embedder, classifier=classifier, seeds=seed_list,
+                                                      coral=coral, coral_weight=coral_weight, report=report,
+                                                      client=client.corpus)
         metrics.update(doc_metrics)
         if distribution is None:
             info["distribution_note"] = (f"Precision/recall on embeddings needs more than {DEFAULT_K} synthetic and "

@@ -27,6 +27,7 @@ from dpkps_core.method.sampling import SAMPLING_METHODS
 from dpkps_core.method.split import CorpusSplit, split_documents
 from dpkps_core.method.vocabulary import PublicVocabulary
 from dpkps_core.progress import Progress
+from dpkps_core.evaluation.held_out import DEFAULT_MAX_TEST_DOCUMENTS, held_out_sample
 from dpkps_core.evaluation.metrics import PRIVATE_NOTE, Scores, _noop, chance_accuracy
 from dpkps_core.evaluation.no_llm import keyphrase_sequences, no_llm_check, noise_term_share, real_keyphrase_baseline, vocabulary_recall
 
@@ -53,14 +54,16 @@ class NoLLMEvaluator:
     """The no-LLM check for many configurations of one corpus and public vocabulary (the ε sweep's engine).
 
     Prepared once (private, in memory): the split, the training part's term counts over V (independent of ε),
-    the true top terms and the test labels. Each :meth:`evaluate` call re-runs only what depends on ε and the
+    the true top terms and the test labels — on at most ``max_test_documents`` held-out documents
+    (:mod:`~dpkps_core.evaluation.held_out`; :attr:`held_out` says how many of how many). Each :meth:`evaluate` call re-runs only what depends on ε and the
     method, in the same order and with the same noise draws as :func:`pipeline.run_sampling` with that seed:
     noise + top-N selection, keyphrase extraction (memoised per Ṽ), embeddings of Ṽ (in memory only), the DP
     density and sequence sampling; then scores the sequences. Only ``split.train`` reaches a DP step.
     """
 
     def __init__(self, corpus: Corpus, *, config: SamplingConfig, vocabulary: PublicVocabulary, embedder: Embedder,
-                 cache: EmbeddingCache | None = None, split: CorpusSplit | None = None, memo_size: int = 24) -> None:
+                 cache: EmbeddingCache | None = None, split: CorpusSplit | None = None, memo_size: int = 24,
+                 max_test_documents: int | None = DEFAULT_MAX_TEST_DOCUMENTS) -> None:
         self.config = dataclasses.replace(config).validate()
         self.vocabulary = vocabulary
         self.embedder = embedder
@@ -74,7 +77,10 @@ class NoLLMEvaluator:
                                               client_fraction=config.client_fraction, seed=config.split_seed,
                                               by_person=bool(config.person_column))
         self.train = corpus.subset(self.split.train).declared_only()
-        self.test = corpus.subset(self.split.test).declared_only()
+        # evaluation only: at most max_test_documents held-out documents (a public-seed sample; held_out.py)
+        self.held_out = held_out_sample(corpus.subset(self.split.test).declared_only(),
+                                        max_documents=max_test_documents)
+        self.test = self.held_out.corpus
         if len(self.test) == 0:
             raise ParameterError("The no-LLM check needs held-out test documents; set a test fraction above 0.")
         self.groups = self.train.persons if config.person_column else None  # person unit (docs/DESIGN.md §2, person unit)
@@ -203,7 +209,8 @@ def run_sweep(
         report((k + 1) / len(cells), f"cell {k + 1}/{len(cells)}: {method}, ε_voc={e_voc:g}, ε_kde={e_kde:g}, seed {seed}")
     df = pd.DataFrame(list(rows))
     df.attrs.update(private=True, note=PRIVATE_NOTE, corpus=base.corpus, vocabulary=vocabulary.name,
-                    chance_accuracy=ev.chance, covered_by_epsilon=False, badge="private, local — not covered by ε")
+                    chance_accuracy=ev.chance, covered_by_epsilon=False, badge="private, local — not covered by ε",
+                    held_out=ev.held_out.note())
     return df
 
 
