@@ -6,6 +6,10 @@ makes it visible. For each synthetic document it finds (1) the nearest real trai
 longest run of words the two have in common (exact: consecutive shared n-grams at consecutive positions in
 both). A synthetic document is *flagged* when that run reaches ``flag_words`` words.
 
+At scale (issue 31 §4) it is exact over every real training document and linear in their number: only the
+synthetic documents' n-grams are indexed and the real texts are read once against them; nearest embeddings are
+found ``EMBEDDING_BLOCK`` real vectors at a time — never a |synthetic| × |real| matrix or an index of the real corpus.
+
 Pure Python + NumPy; the real texts and everything derived from them stay in memory and are for the data owner
 only (never part of a release).
 """
@@ -41,6 +45,8 @@ class MemorisationRow:
     shared_ngram_share: float
     flagged: bool
     shared_text: str = ""
+    #: how many real training documents it was compared with (all of them: the check is exact)
+    reference_documents: int = 0
 
 
 def tokens(text: str) -> list[str]:
@@ -69,35 +75,74 @@ def longest_shared_run(a: Sequence[str], b: Sequence[str], *, n: int = DEFAULT_N
     return (best + n - 1, start) if best else (0, 0)
 
 
+#: Real embeddings compared per block (the similarity matrix held at once is |synthetic| × this, float32).
+EMBEDDING_BLOCK = 8192
+
+
+def _nearest_by_embedding(synthetic: np.ndarray, real: np.ndarray, *, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """(index, cosine) of each synthetic vector's nearest real vector, over blocks of ``block`` real rows (the first
+    of equal maxima, as one argmax over the whole matrix gives)."""
+    s = np.asarray(synthetic, dtype=np.float32)
+    s = s / np.maximum(np.linalg.norm(s, axis=1, keepdims=True), 1e-12)
+    best = np.full(s.shape[0], -1, dtype=np.int64)
+    sim = np.full(s.shape[0], -np.inf, dtype=np.float32)
+    for start in range(0, real.shape[0], block):
+        r = np.asarray(real[start:start + block], dtype=np.float32)
+        r = r / np.maximum(np.linalg.norm(r, axis=1, keepdims=True), 1e-12)
+        sims = s @ r.T
+        arg = np.argmax(sims, axis=1)
+        top = sims[np.arange(s.shape[0]), arg]
+        better = top > sim
+        best[better], sim[better] = arg[better] + start, top[better]
+    return best, sim
+
+
+def _postings(real_texts: Sequence[str], wanted: set[tuple[str, ...]], n: int) -> dict[tuple[str, ...], set[int]]:
+    """For each n-gram of ``wanted`` (the synthetic documents'), the real documents that contain it — one pass over
+    the real texts, each tokenised once and dropped (only n-grams starting with a word that starts a wanted one are
+    built)."""
+    firsts = {g[0] for g in wanted}
+    index: dict[tuple[str, ...], set[int]] = defaultdict(set)
+    for k, text in enumerate(real_texts):
+        toks = tokens(text)
+        for j in range(len(toks) - n + 1):
+            if toks[j] in firsts:
+                g = tuple(toks[j:j + n])
+                if g in wanted:
+                    index[g].add(k)
+    return index
+
+
 def memorisation_check(
     synthetic_texts: Sequence[str], real_texts: Sequence[str], *,
     synthetic_embeddings: np.ndarray | None = None, real_embeddings: np.ndarray | None = None,
-    n: int = DEFAULT_NGRAM, flag_words: int = DEFAULT_FLAG_WORDS,
+    n: int = DEFAULT_NGRAM, flag_words: int = DEFAULT_FLAG_WORDS, embedding_block: int = EMBEDDING_BLOCK,
 ) -> list[MemorisationRow]:
     """For each synthetic document: its nearest real document by embedding (when both embedding arrays are given)
-    and by shared ``n``-word n-grams, the longest run of words they share, and whether it reaches ``flag_words``."""
+    and by shared ``n``-word n-grams, the longest run of words they share, and whether it reaches ``flag_words``.
+
+    Exact over every real document, and linear in the real corpus (issue 31 §4): the n-gram search indexes only the
+    synthetic documents' n-grams and reads the real texts once, keeping for each such n-gram the real documents
+    that contain it (never the real corpus's own n-grams); the longest runs are then computed on the few real
+    documents sharing the most n-grams, tokenised again. The embedding search compares ``embedding_block`` real
+    vectors at a time, so it holds a |synthetic| × ``embedding_block`` similarity matrix, never |synthetic| × |real|.
+    Each row says how many real documents it was compared with (``reference_documents``)."""
     if n < 2:
         raise ParameterError("The memorisation check needs n-grams of at least 2 words.")
     if flag_words < n:
         raise ParameterError(f"The flag threshold ({flag_words} words) must be at least the n-gram length ({n}).")
-    sims = None
+    if embedding_block < 1:
+        raise ParameterError("The memorisation check compares at least one real embedding per block.")
+    nearest = None
     if synthetic_embeddings is not None and real_embeddings is not None and len(real_texts):
-        s = np.asarray(synthetic_embeddings, dtype=np.float32)
-        r = np.asarray(real_embeddings, dtype=np.float32)
-        if s.shape[0] != len(synthetic_texts) or r.shape[0] != len(real_texts):
+        if np.shape(synthetic_embeddings)[0] != len(synthetic_texts) or np.shape(real_embeddings)[0] != len(real_texts):
             raise ParameterError("Give one embedding per synthetic and per real document.")
-        s = s / np.maximum(np.linalg.norm(s, axis=1, keepdims=True), 1e-12)
-        r = r / np.maximum(np.linalg.norm(r, axis=1, keepdims=True), 1e-12)
-        sims = s @ r.T
-    real_tokens = [tokens(t) for t in real_texts]
-    index: dict[tuple[str, ...], set[int]] = defaultdict(set)
-    for k, toks in enumerate(real_tokens):
-        for g in _ngrams(toks, n):
-            index[g].add(k)
+        nearest = _nearest_by_embedding(synthetic_embeddings, real_embeddings, block=embedding_block)
+    syn_tokens = [tokens(t) for t in synthetic_texts]
+    syn_grams = [_ngrams(toks, n) for toks in syn_tokens]
+    index = _postings(real_texts, {g for grams in syn_grams for g in grams}, n)
     rows = []
-    for i, text in enumerate(synthetic_texts):
-        toks = tokens(text)
-        grams = _ngrams(toks, n)
+    for i, (toks, grams) in enumerate(zip(syn_tokens, syn_grams)):
         hits: Counter[int] = Counter()
         shared = 0
         for g in grams:
@@ -107,16 +152,16 @@ def memorisation_check(
                 hits.update(docs)
         best_doc, run, start = None, 0, 0
         for k, _ in hits.most_common(5):  # the run is exact for the few documents sharing the most n-grams
-            length, at = longest_shared_run(toks, real_tokens[k], n=n)
+            length, at = longest_shared_run(toks, tokens(real_texts[k]), n=n)
             if length > run:
                 best_doc, run, start = k, length, at
-        near = int(np.argmax(sims[i])) if sims is not None else None
+        near = int(nearest[0][i]) if nearest is not None else None
         rows.append(MemorisationRow(
             synthetic_index=i, nearest_by_embedding=near,
-            similarity=float(sims[i, near]) if sims is not None else None,
+            similarity=float(nearest[1][i]) if nearest is not None else None,
             nearest_by_overlap=best_doc, longest_shared_words=run,
             shared_ngram_share=shared / len(grams) if grams else 0.0, flagged=run >= flag_words,
-            shared_text=" ".join(toks[start:start + run]) if run else ""))
+            shared_text=" ".join(toks[start:start + run]) if run else "", reference_documents=len(real_texts)))
     return rows
 
 
