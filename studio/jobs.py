@@ -94,11 +94,12 @@ class ChunkMeter:
 
 
 def rate_text(what: str, done: int, total: int, seconds: float) -> str:
-    """``what``'s progress as shown: documents done of total, rows per second and the time left at that rate."""
+    """``what``'s progress as shown: documents read of total (handed to the pass, whose last chunks may still be
+    counted), rows per second and the time left at that rate."""
     rate = done / seconds if seconds > 0 else 0.0
     left = (total - done) / rate if rate > 0 else float("nan")
     eta = format_duration(left, approximate=True) + " left" if rate > 0 else "time left: measuring"
-    return f"{what}: {done:,} of {total:,} training documents · {rate:,.0f} rows/s · {eta}"
+    return f"{what}: {done:,} of {total:,} training documents read · {rate:,.0f} rows/s · {eta}"
 
 
 def finish(key: str) -> Job | None:

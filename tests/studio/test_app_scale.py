@@ -21,6 +21,7 @@ from app_helpers import (assert_clean, click, declare_classes, goto, new_app, pr
                          toy_records, wait_job)
 from dpkps_core.records.runfolder import DENSITY_FILE, VOCABULARY_FILE
 from studio import jobs
+from studio.session import CORPUS_FINGERPRINT_FILE
 
 pytestmark = [pytest.mark.assets]
 
@@ -79,7 +80,9 @@ def _walk(at: Any) -> dict[str, Any]:
     run = Path(at.session_state["run_dir"])
     return {"terms": list(pv.terms), "noisy": [round(float(c), 9) for c in pv.noisy_counts],
             "densities": json.loads((run / DENSITY_FILE).read_text()),
-            "sequences": [(q["label"], q["keyphrases"]) for q in sequences(at)]}
+            "sequences": [(q["label"], q["keyphrases"]) for q in sequences(at)],
+            # the content fingerprint a reopened run is checked against: the same documents, the same digest
+            "fingerprint": json.loads((run / CORPUS_FINGERPRINT_FILE).read_text())["content_sha256"]}
 
 
 def test_streamed_pages_2_to_5_give_the_in_memory_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
