@@ -34,6 +34,10 @@ from dpkps_core.method.vocabulary import PublicVocabulary
 #: Shown with a DP forecast: what it is, and that choosing from it stays inside ε.
 DP_FORECAST_NOTE = ("DP forecast: post-processing of the ε_forecast release recorded in the ledger — choosing ε, N "
                     "or a method from it is covered by ε (docs/PRIVACY.md).")
+#: What a DP forecast read (issue 31 §4): its cost does not grow with the corpus once the release is drawn.
+DP_FORECAST_SCOPE = ("post-processing of the ε_forecast release (the noisy count curve over V and the noisy class "
+                     "sizes: a fixed size, whatever the corpus); the release counted every admitted training document "
+                     "in one streamed pass over chunks of rows (memory: one chunk and one count per term of V)")
 #: Shown with an exact preview (the badge's words).
 EXACT_PREVIEW_NOTE = "private, local — not covered by ε"
 
@@ -154,7 +158,7 @@ def forecast_from_release(
         terms_in_corpus=int(round(curve[0])) if curve.size else 0,
         count_curve=[(int(c), int(round(g))) for c, g in zip(stats.thresholds, curve) if round(g) >= 1],
         private=False, note=DP_FORECAST_NOTE, disclosure_note=DP_FORECAST_NOTE, dp=True,
-        epsilon_forecast=stats.epsilon)
+        epsilon_forecast=stats.epsilon, computed_over=DP_FORECAST_SCOPE)
 
     def quantities_of(release: ForecastStatistics, draw: int) -> ForecastQuantities:
         """The verdict's two quantities for a simulated release (one noise-share simulation of 2 repetitions)."""

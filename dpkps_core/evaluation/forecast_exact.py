@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
+from dpkps_core.corpus.stream import default_chunk_rows
 from dpkps_core.method import pipeline
 from dpkps_core.method.config import LIMITS, SamplingConfig
 from dpkps_core.method.density_plan import default_bandwidth
@@ -36,6 +37,24 @@ def _count_curve(counts: np.ndarray, max_points: int = 200) -> list[tuple[int, i
     return [(int(v), int(g)) for v, g in zip(values, ge)]
 
 
+def _class_histograms(matcher: TermMatcher, texts: Sequence[str], labels: Sequence[str], classes: list[str],
+                      size: int, *, length: int) -> tuple[np.ndarray, dict[str, int]]:
+    """The (C, |stand-in|) keyphrase histograms of the documents and each class's number of documents with a
+    keyphrase, read :func:`~dpkps_core.corpus.stream.default_chunk_rows` documents at a time (issue 31 §4: memory is
+    one chunk's keyphrases, whatever the corpus size; one chunk gives exactly the unchunked sums)."""
+    rows = default_chunk_rows()
+    hist = np.zeros((len(classes), size))
+    contributing = dict.fromkeys(classes, 0)
+    for start in range(0, len(texts), rows):
+        part, part_labels = texts[start:start + rows], labels[start:start + rows]
+        kp = matcher.occurrences(part, length, max_chars=LIMITS["max_chars_per_doc"])
+        hist += class_keyphrase_histograms(kp, part_labels, classes, size, max_per_doc=length)
+        for k_, y in zip(kp, part_labels):
+            if k_ and y in contributing:
+                contributing[y] += 1
+    return hist, contributing
+
+
 def _exact_density(config: SamplingConfig, texts: Sequence[str], labels: Sequence[str], classes: list[str],
                    stand_in: list[str], *, eps_kde: float, embedder: Embedder | None
                    ) -> tuple[dict[str, dict[str, float]], str, float | None]:
@@ -43,9 +62,8 @@ def _exact_density(config: SamplingConfig, texts: Sequence[str], labels: Sequenc
     scores over the stand-in — the keyphrase histogram (histogram), or the normalised exact KDE (RFF; with an
     ``embedder``: the stand-in terms come from private counts and are embedded in memory, never cached; without
     one the normalised histogram is the proxy) — against the expected error (:func:`density_outlook`)."""
-    kp = TermMatcher(stand_in).occurrences(texts, config.length, max_chars=LIMITS["max_chars_per_doc"])
-    hist = class_keyphrase_histograms(kp, labels, classes, len(stand_in), max_per_doc=config.length)
-    contributing = {c: int(sum(1 for k_, y in zip(kp, labels) if y == c and k_)) for c in classes}
+    hist, contributing = _class_histograms(TermMatcher(stand_in), texts, labels, classes, len(stand_in),
+                                           length=config.length)
     if config.density_kind == "histogram":
         kind = "Laplace sd √2/ε_kde vs sd of the class's keyphrase histogram over Ṽ (before smoothing)"
         scores = hist
@@ -104,4 +122,7 @@ def forecast(
         config, vocab, kde, eps_voc=eps_voc, eps_kde=eps_kde, kde_error_kind=kde_kind, suggested_eps_kde=suggested_kde,
         max_noise_share=max_noise_share, n_documents=len(labels),
         class_sizes={c: int(sum(1 for y in labels if y == c)) for c in classes},
-        terms_in_corpus=int((counts > 0).sum()), count_curve=_count_curve(counts))
+        terms_in_corpus=int((counts > 0).sum()), count_curve=_count_curve(counts),
+        computed_over=(f"every training document ({len(labels):,}), read {default_chunk_rows():,} at a time: the term "
+                       "counts by the streaming vocabulary pass, the keyphrase histograms chunk by chunk (memory: one "
+                       "chunk's keyphrases and the per-class sums over the top-N terms)"))

@@ -74,6 +74,9 @@ class Forecast:
     #: of the forecast's own noise (DP forecast only).
     real_terms_interval: tuple[float, float] | None = None
     snr_interval: tuple[float, float] | None = None
+    #: What the forecast read and how, so its cost at scale is stated (issue 31 §4): the exact preview reads every
+    #: training document in chunks; the DP forecast is post-processing of its release (no document read).
+    computed_over: str = ""
 
     @property
     def covered_by_epsilon(self) -> bool:

@@ -407,3 +407,26 @@ def test_opendp_release_keeps_integer_statistics_whole() -> None:
                                              thresholds=[1, 2], groups=["p", "p", "q"], neighbouring=PERSON)
     assert persons.class_counts.shape == (2,) and np.isfinite(persons.class_counts).all()
     assert all(float(v).is_integer() for v in persons.curve)
+
+
+def test_the_exact_preview_reads_the_corpus_in_chunks_and_says_what_it_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31 §4: the exact preview's keyphrase histograms are read a chunk at a time (memory: one chunk), with
+    the same result as one pass (float sums within 1e-9); both forecasts say what they read. The DP forecast's
+    statement names no private count (it is shown as a DP output)."""
+    rng = np.random.default_rng(2)
+    texts = [" ".join(rng.choice(list(TERMS) + ["word"] * 4, size=int(rng.integers(2, 9)))) for _ in range(60)]
+    corpus = _corpus(texts, ["a" if i % 3 else "b" for i in range(60)])
+    cfg = SamplingConfig(eps_voc=5.0, eps_kde=5.0, vocab_size=6, terms_per_doc=S, length=3)
+    monkeypatch.delenv("DPKPS_CHUNK_ROWS", raising=False)
+    whole = forecast_preview(corpus, VOCAB, cfg, exact=True, reps=1)
+    monkeypatch.setenv("DPKPS_CHUNK_ROWS", "7")
+    chunked = forecast_preview(corpus, VOCAB, cfg, exact=True, reps=1)
+    assert chunked.kde.keys() == whole.kde.keys() and chunked.class_sizes == whole.class_sizes
+    for c in whole.kde:
+        for key, value in whole.kde[c].items():
+            assert chunked.kde[c][key] == pytest.approx(value, rel=1e-9, abs=1e-12), (c, key)
+    assert chunked.verdict == whole.verdict and chunked.count_curve == whole.count_curve
+    assert "every training document (60), read 7 at a time" in chunked.computed_over
+    assert "every training document (60), read 20,000 at a time" in whole.computed_over
+    dp = forecast_preview(corpus, VOCAB, cfg, ledger=PrivacyLedger(), noise=NoiseSource(3), reps=1)
+    assert dp.computed_over.startswith("post-processing of the ε_forecast release") and "60" not in dp.computed_over

@@ -35,8 +35,8 @@ def _digest(f: Forecast) -> str:
 
 
 #: Fields added since the snapshots were taken: the DP forecast's judgement of its own verdict
-#: (dpkps_core.evaluation.forecast_uncertainty).
-ADDED = ("confidence", "real_terms_interval", "snr_interval")
+#: (dpkps_core.evaluation.forecast_uncertainty), and what each forecast read (issue 31 §4).
+ADDED = ("confidence", "real_terms_interval", "snr_interval", "computed_over")
 #: What that judgement may change in a DP forecast: the verdict (qualified) and the usable flags (lowered).
 JUDGED = ("verdict", "usable", "vocabulary_usable", "kde_usable")
 
