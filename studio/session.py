@@ -276,9 +276,9 @@ def noise() -> NoiseSource:
 #: What a streamed corpus cannot do, and why (shown where such a feature would be).
 STREAMED_NOTE = ("This corpus is streamed from the server's data folder: it is read chunk by chunk for each DP step "
                  "(pages 3–5, the same passes as `dpkps sample`) and never held whole in memory. What reads every "
-                 "document in memory is therefore not available for it: the DP forecast and the exact previews "
-                 "(pages 2–4), the no-LLM check (page 5), the evaluation (page 7) and the few-shot check against "
-                 "the corpus (page 6).")
+                 "document in memory is therefore not available for it: the DP forecast and the exact previews of "
+                 "pages 2 and 4 (page 3's comes from Ṽ's own pass), the no-LLM check (page 5), the evaluation "
+                 "(page 7) and the few-shot check against the corpus (page 6).")
 
 #: Placeholder classes of a streamed corpus prepared before its public classes are declared (it admits no
 #: document: no label matches; :meth:`StreamedView.with_classes` re-declares without reading the file again).

@@ -39,17 +39,21 @@ def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("DPKPS_WORKERS", "1")  # the passes inline: one chunk at a time, no pool on a shared machine
     root = tmp_path / "data"
     root.mkdir()
-    pd.DataFrame(toy_records(20, seed=3)).to_csv(root / "toy.csv", index=False)
+    rows = pd.DataFrame(toy_records(20, seed=3))
+    rows.to_csv(root / "toy.csv", index=False)
+    rows.assign(patient=[f"P{i // 2:03d}" for i in range(len(rows))]).to_csv(root / "people.csv", index=False)
     monkeypatch.setenv("DPKPS_DATA_DIR", str(root))
     return root
 
 
-def _load(monkeypatch: pytest.MonkeyPatch, *, streamed: bool) -> Any:
-    """A seeded session (no cap: every document admitted) with the data folder's corpus loaded and declared."""
+def _load(monkeypatch: pytest.MonkeyPatch, *, streamed: bool, file: str = "toy.csv") -> Any:
+    """A seeded session (no cap: every document admitted) with the data folder's corpus loaded and declared (with
+    ``people.csv``, its ``patient`` column as the person: the unit of privacy is a person)."""
     monkeypatch.setenv("DPKPS_STREAM_ABOVE_BYTES", "0" if streamed else str(10**12))
     at = new_app(seeded_demo=True, demo_seed=SEED, cap_enabled=False)
     at.radio(key="_w.corpus_source").set_value("server").run()
-    at.selectbox(key="server_entry").set_value("toy.csv").run()
+    at.selectbox(key="server_entry").set_value(file).run()
+    at.selectbox(key="upload_person_col").set_value("patient" if file == "people.csv" else None).run()
     click(at, "Load this corpus", clean=False)
     declare_classes(at)
     assert_clean(at)
@@ -85,10 +89,14 @@ def _walk(at: Any) -> dict[str, Any]:
             "fingerprint": json.loads((run / CORPUS_FINGERPRINT_FILE).read_text())["content_sha256"]}
 
 
-def test_streamed_pages_2_to_5_give_the_in_memory_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
-    at = _load(monkeypatch, streamed=True)
+@pytest.mark.parametrize("file", ["toy.csv", "people.csv"])
+def test_streamed_pages_2_to_5_give_the_in_memory_numbers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                          file: str) -> None:
+    at = _load(monkeypatch, streamed=True, file=file)
     c = at.session_state["corpus"]
     assert getattr(c, "streamed", False) and len(c) == 60
+    assert (c.person_column, c.privacy_unit.startswith("add/remove all documents of one person")) == (
+        ("patient", True) if file == "people.csv" else (None, False))
     assert any("Streamed from the server" in i.value or "streamed from the server" in i.value for i in at.info)
     goto(at, 1)  # page 2: the DP forecast reads the corpus in memory — off, and said
     forecast = [b for b in at.button if b.label.startswith("DP forecast")]
@@ -99,7 +107,10 @@ def test_streamed_pages_2_to_5_give_the_in_memory_numbers(monkeypatch: pytest.Mo
     assert any("Not available for this corpus" in cap.value for cap in at.caption)  # page 5's no-LLM check
     assert not [b for b in at.button if b.label.startswith("Run the no-LLM check")]
 
-    loaded = _walk(_load(monkeypatch, streamed=False))  # the same file, loaded whole, another ledger-free run
+    # the same file loaded whole, on a ledger of its own (the person unit charges a row up to 2ε per release, so the
+    # streamed run's spend would leave rows out under the default cap)
+    monkeypatch.setenv("DPKPS_LEDGER_DIR", str(tmp_path / "ledger-loaded"))
+    loaded = _walk(_load(monkeypatch, streamed=False, file=file))
     assert streamed == loaded
 
 
