@@ -17,6 +17,7 @@ import streamlit as st
 
 from dpkps_core import audit
 from dpkps_core.errors import CorpusError
+from dpkps_core.progress import format_duration
 from studio import charts, fast_mode, jobs, resources, session, steps, widgets
 
 JOB_KEY = "job_audit"
@@ -209,7 +210,7 @@ def show_result(result: audit.AuditResult) -> None:
                 help="With these trials no bound could exceed this: only leaks larger than it can show.")
     st.caption(f"{r['trials_per_neighbour']} release-path, {r['density_trials_per_neighbour']} density-stage and "
                f"{r['vocabulary_trials_per_neighbour']} vocabulary-stage trials per neighbour, "
-               f"{r['runs_of_release_path']} runs of the release path in {r['seconds']:g} s"
+               f"{r['runs_of_release_path']} runs of the release path in {format_duration(r['seconds'])}"
                + (" (cancelled: the finished rounds were analysed)" if r["cancelled"] else "")
                + f". {r['ledger'][0].upper() + r['ledger'][1:]}. {audit.LIMITATION_NOTE} {r['noise_sampler_note']}")
     for warning in r.get("warnings", []):

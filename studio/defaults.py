@@ -17,8 +17,10 @@ from dpkps_core.device import default_device_setting
 from dpkps_core.dp.forecast import DEFAULT_FORECAST_EPSILON
 from dpkps_core.embeddings import DEFAULT_MODEL
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
+from dpkps_core.llm.factory import DEFAULT_BACKEND
 from dpkps_core.llm.prompts import DEFAULT_INCLUDE_LABEL
 from dpkps_core.llm.repetition import DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY
+from dpkps_core.llm.openai_client import DEFAULT_OPENAI_MODEL
 from dpkps_core.llm.settings import DEFAULT_DRAFTS
 from studio import fast_mode
 
@@ -94,7 +96,7 @@ def default_settings() -> dict[str, Any]:
         # 5 sequences
         "per_class": 2 if fast else 20,
         # 6 LLM
-        "backend": "offline", "base_url": "", "llm_model": "gpt-4o-mini", "api_key": "",
+        "backend": DEFAULT_BACKEND, "base_url": "", "llm_model": DEFAULT_OPENAI_MODEL, "api_key": "",
         "device": default_device_setting(), "llm_batch_size": DEFAULT_BATCH_SIZE, "local_model_path": "",
         "doc_type": "", "include_label": DEFAULT_INCLUDE_LABEL, "llm_drafts": DEFAULT_DRAFTS,
         "llm_no_repeat_ngram": DEFAULT_NO_REPEAT_NGRAM, "llm_repetition_penalty": DEFAULT_REPETITION_PENALTY, "max_tokens": 16 if fast else 200, "llm_temperature": 0.7,

@@ -13,9 +13,10 @@ import numpy as np
 from dpkps_core.embeddings import DEFAULT_MODEL, embed_texts
 from dpkps_core.errors import CorpusError, ParameterError
 from dpkps_core.ledger_store import PersistentLedger
+from dpkps_core.llm.factory import DEFAULT_BACKEND, backend_spec
 from studio import run_view
 from studio.jobs import Job, start_job
-from studio.resources import embedder, embedding_cache, local_backend, offline_backend
+from studio.resources import embedder, embedding_cache, offline_backend, shared_backend
 from studio.session import (corpus, current_config, documents, ledger, memo_embedder, public_vocabulary, run_dir,
                             split, ss, term_counts, test_part, train_part)
 from studio.tenancy import runs_root
@@ -75,9 +76,11 @@ def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per
         led = led.for_run(out.name, tool="app compare", in_session=True)
     emb = memo_embedder(DEFAULT_MODEL, s.get("device"))
     vocab = public_vocabulary()
-    # a local model (the user's own folder when chosen on page 6, else SmolLM2) on the device setting
-    backend = (local_backend(s.get("local_model_path") or "", s.get("device")) if s.get("backend") == "local"
-               else offline_backend(s.get("device")))
+    # the model chosen on page 6 when it runs here (the user's own folder, SmolLM2…), else SmolLM2, on the device
+    kind = str(s.get("backend") or DEFAULT_BACKEND)
+    runs_here = kind != DEFAULT_BACKEND and backend_spec(kind).runs_here
+    backend = (shared_backend(kind, model_path=s.get("local_model_path") or "", device=s.get("device"))
+               if runs_here else offline_backend(s.get("device")))
 
     def work(job: Job) -> Any:
         return compare.compare_methods(c, settings, backend=backend, embedder=emb, vocabulary=vocab, out_dir=out,

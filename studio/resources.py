@@ -98,11 +98,6 @@ def offline_backend(device: str | None = None) -> Any:
     return shared_backend(DEFAULT_BACKEND, device=device)
 
 
-def local_backend(model_path: str, device: str | None = None) -> Any:
-    """The user's own Hugging Face model folder (``local`` backend), loaded offline; one per server, folder, device."""
-    return shared_backend("local", model_path=model_path, device=device)
-
-
 def shared_backend(kind: str, *, model_path: str = "", device: str | None = None) -> Any:
     """The backend of a registered ``kind`` that runs here (:class:`~dpkps_core.llm.factory.BackendSpec`
     ``runs_here``), one per server, kind, model folder and device: its PUBLIC model is shared by every session."""

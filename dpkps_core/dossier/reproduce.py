@@ -44,8 +44,6 @@ def reproduce_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-#: The backends ``generate`` offers (dpkps_core/cli/generate.py).
-CLI_BACKENDS = ("offline", "local", "openai")
 _OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 
 
@@ -53,19 +51,22 @@ def generate_command(generation: Mapping[str, Any]) -> str:
     """The ``generate`` command line with the LLM settings the run's prompts were sent with (audit log): backend,
     model, document type, template, class names, few-shot file (a placeholder), decoding settings. Post-processing:
     it costs no ε, but the documents differ from run to run wherever the temperature is above 0."""
+    from dpkps_core.llm.factory import backend_kinds, backend_spec
     from dpkps_core.llm.prompts import DEFAULT_TEMPLATE
 
     backend = str(generation.get("backend") or "")
-    if backend not in CLI_BACKENDS:
+    if backend not in backend_kinds():  # `generate --backend` offers the registered kinds
         return (f"# the documents were written by the backend {backend!r}, which `generate` does not offer: "
                 "write them again with it, with the prompt shown in the dossier")
+    spec = backend_spec(backend)
     q = shlex.quote
     parts = ["python -m dpkps_core generate --sequences <NEW_RUN_FOLDER>/sequences.jsonl --backend", backend]
     models = list(generation.get("models") or [])
-    if backend == "local":
-        parts += ["--model-path", "<MODEL_FOLDER>"]  # a local folder: the dossier names the model
-    if backend == "openai":
+    if "model_path" in spec.settings:
+        parts += ["--model-path", "<MODEL_FOLDER>"]  # a folder on the writer's machine: the dossier names the model
+    if "model" in spec.settings:
         parts += ["--model", q(models[-1])] if models else []
+    if "base_url" in spec.settings:
         url = str(generation.get("base_url") or "")
         parts += ["--base-url", q(url)] if url and url != _OPENAI_DEFAULT_URL else []
     parts += ["--doc-type", q(str(generation.get("document_type") or "a document"))]
@@ -76,7 +77,7 @@ def generate_command(generation: Mapping[str, Any]) -> str:
     if int(generation.get("few_shot_examples") or 0) > 0:
         parts += ["--few-shot", "<PUBLIC_FEW_SHOT_FILE>", "--few-shot-count", str(generation["few_shot_examples"])]
     params = dict(generation.get("parameters") or {})
-    if backend != "openai":  # repetition control is the local models'; absent from the log = it was off
+    if spec.runs_here:  # repetition control is the local models'; absent from the log = it was off
         params.setdefault("no_repeat_ngram", 0)
         params.setdefault("repetition_penalty", 1.0)
     else:
