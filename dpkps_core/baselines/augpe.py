@@ -38,13 +38,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from dpkps_core.method.budget import admitted_indices, document_units
+from dpkps_core.method.budget import document_units
 from dpkps_core.method.config import AUGPE_LIMITS
 from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import calibrate_sigma, composed_mu, gaussian_epsilon
 from dpkps_core.dp.baseline_events import AugPEVoteEvent
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import AdmittedUnits, admit_units, release
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.embeddings import Embedder, embed_texts
@@ -428,13 +429,6 @@ def run_augpe(
     sigma = calibrate_sigma(epsilon=eps, delta=delta, epochs=config.epochs)
     event = augpe_event(config, sigma=sigma, delta=delta, neighbouring=neighbouring)
     eps_reported = event.epsilon
-    # ---- charge first: admit the units (charged at once), record the event; only then read the documents
-    if ledger is not None:
-        keep, ticket = admitted_indices(list(units) if units is not None else document_units(texts, labels),
-                                        ledger, eps_reported, what="AugPE+Ṽ")
-        if len(keep) < len(texts):  # the left-out count is private: it goes nowhere
-            texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
-        ticket.charge(event)
     k, n_epochs = config.population, config.epochs
     audit: list[dict[str, Any]] = []
     gen = GenerationStats()
@@ -447,21 +441,33 @@ def run_augpe(
         gen.add(st)
         return out
 
-    # private side: embeddings per class, in memory only (how many: private, local — not in the message)
-    report(0.01, "AugPE+Ṽ: embedding the private documents (in memory only)")
-    label_arr = np.asarray(labels)
-    priv_emb = embed_texts(list(texts), embedder)
-    by_class = {c: priv_emb[label_arr == c] for c in classes}
-    del priv_emb
-    # 1. random API: class-agnostic prompts with random words of Ṽ
-    n_words = min(config.words_per_prompt, len(pool))
-    first = [random_api_messages([pool[i] for i in rng.choice(len(pool), size=n_words, replace=False)], config)
-             for _ in range(len(classes) * k)]
-    replies = generate(first, "random API (Ṽ words)", 0.05, 0.05 + 0.9 / n_epochs)
-    population = {c: [r or "" for r in replies[i * k:(i + 1) * k]] for i, c in enumerate(classes)}
-    population, fallbacks, vote_log = _vote_epochs(population, by_class, classes=classes, config=config,
-                                                   embedder=embedder, noise=noise, rng=rng, sigma=sigma,
-                                                   generate=generate, report=report, cancel=cancel)
+    def evolve(_: AdmittedUnits, docs: tuple[Sequence[str], Sequence[str]]) -> tuple[dict[str, list[str]], int, Any]:
+        """The admitted documents embedded per class (in memory only; how many: private, local — not in the
+        message), the random API, then the T noisy vote epochs (the release's noise)."""
+        report(0.01, "AugPE+Ṽ: embedding the private documents (in memory only)")
+        label_arr = np.asarray(docs[1])
+        priv_emb = embed_texts(list(docs[0]), embedder)
+        by_class = {c: priv_emb[label_arr == c] for c in classes}
+        del priv_emb
+        # 1. random API: class-agnostic prompts with random words of Ṽ
+        n_words = min(config.words_per_prompt, len(pool))
+        first = [random_api_messages([pool[i] for i in rng.choice(len(pool), size=n_words, replace=False)], config)
+                 for _ in range(len(classes) * k)]
+        replies = generate(first, "random API (Ṽ words)", 0.05, 0.05 + 0.9 / n_epochs)
+        population = {c: [r or "" for r in replies[i * k:(i + 1) * k]] for i, c in enumerate(classes)}
+        return _vote_epochs(population, by_class, classes=classes, config=config, embedder=embedder, noise=noise,
+                            rng=rng, sigma=sigma, generate=generate, report=report, cancel=cancel)
+
+    # charge first (docs/DESIGN.md §2.0; the order is dpkps_core.dp.release's): the units admitted (charged at once),
+    # the admitted documents only (the left-out count is private: it goes nowhere), the event for all T epochs
+    # charged; only then are the documents embedded and the first prompt sent
+    done = release(
+        lambda: AdmittedUnits.every(len(texts)) if ledger is None else admit_units(
+            ledger, units if units is not None else document_units(texts, labels), epsilon=eps_reported,
+            what="AugPE+Ṽ"),
+        statistic=lambda admitted: admitted.rows(texts, labels),
+        event=event, draw=evolve)
+    population, fallbacks, vote_log = done.value
     name = model_name or getattr(backend, "model", "")
     documents = [{"id": f"augpe-{n + 1:06d}", "label": c, "text": t, "model": name, "method": METHOD}
                  for n, (c, t) in enumerate((c, t) for c in classes for t in population[c])]

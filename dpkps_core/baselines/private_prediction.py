@@ -45,12 +45,13 @@ from dpkps_core.baselines.prediction_config import (
     private_messages,
     public_messages,
 )
-from dpkps_core.method.budget import admitted_indices, document_units
+from dpkps_core.method.budget import document_units
 from dpkps_core.method.config import PRIVATE_PREDICTION_LIMITS
 from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import zcdp_to_epsilon
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import AdmittedUnits, admit_units, release
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_positive_int
 from dpkps_core.errors import LLMError, ParameterError
@@ -308,26 +309,32 @@ def run_private_prediction(
     planned_docs = sum(max(n, 1) for _, _, n in plan)
     report = progress or (lambda f, m: None)
     stops = stop_token_ids(model, tokenizer)
-    # ---- charge first: admit the units, record the event; only then read the documents into prompts
-    if charged_event is not None:
+    if charged_event is not None:  # the caller admitted the units and charged this event: nothing more here
         if eps > charged_event.epsilon * (1 + 1e-9) or delta > charged_event.delta * (1 + 1e-9):
             raise ParameterError(f"Private prediction would spend ε = {eps:g}, δ = {delta:g}, more than the "
                                  f"ε = {charged_event.epsilon:g}, δ = {charged_event.delta:g} charged for it.")
-        event = charged_event
+        event, accountant = charged_event, None
     else:
         event = prediction_event(config, delta=delta, conversion=conversion, num_buckets=num_buckets,
                                  batches=len(plan), documents=planned_docs, neighbouring=neighbouring)
-        if ledger is not None:
-            keep, ticket = admitted_indices(list(units) if units is not None else document_units(texts, labels),
-                                            ledger, eps, what="private prediction")
-            if len(keep) < len(texts):  # the left-out count is private: it goes nowhere
-                texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
-            ticket.charge(event)
-    t0 = time.perf_counter()
-    outcomes, documents = _decode_plan(plan, texts, labels, model=model, tokenizer=tokenizer, config=config,
-                                       num_buckets=num_buckets, noise=noise, stops=stops, model_name=model_name,
-                                       report=report, cancel=cancel)
-    elapsed = time.perf_counter() - t0
+        accountant = ledger
+
+    def decode(_: AdmittedUnits, docs: tuple[Sequence[str], Sequence[str]]) -> tuple[Any, list[dict[str, Any]], float]:
+        t0 = time.perf_counter()
+        outcomes, documents = _decode_plan(plan, *docs, model=model, tokenizer=tokenizer, config=config,
+                                           num_buckets=num_buckets, noise=noise, stops=stops, model_name=model_name,
+                                           report=report, cancel=cancel)
+        return outcomes, documents, time.perf_counter() - t0
+
+    # charge first (docs/DESIGN.md §2.0; the order is dpkps_core.dp.release's): the units admitted, the admitted
+    # documents only (the left-out count is private: it goes nowhere), the event charged; only then prompts are built
+    done = release(
+        lambda: AdmittedUnits.every(len(texts)) if accountant is None else admit_units(
+            accountant, units if units is not None else document_units(texts, labels), epsilon=eps,
+            what="private prediction"),
+        statistic=lambda admitted: admitted.rows(texts, labels),
+        event=event, draw=decode)
+    outcomes, documents, elapsed = done.value
     report(1.0, f"private prediction: {len(documents)} documents")
     return PrivatePredictionResult(documents, config, eps, delta, rho, conversion, event,
                                    _local_stats(outcomes, documents, batches=len(plan), elapsed=elapsed))

@@ -60,6 +60,30 @@ def smoothing_kernel(embeddings: np.ndarray, bandwidth: float) -> np.ndarray | N
     return exact_gaussian_kernel(embeddings, embeddings, bandwidth)
 
 
+def histogram_event(*, epsilon: float, bandwidth: float, classes: int, private_vocabulary_size: int,
+                    max_per_doc: int | None = None,
+                    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT) -> SmoothedHistogramEvent:
+    """The ε_kde release's event for the smoothed histogram density, from public quantities only (ε, sensitivity 1,
+    |Ṽ|, σ, M, the number of classes), so it is recorded before the histograms are noised (docs/DESIGN.md §2.0).
+    Refuses an invalid ε or σ (before anything is charged)."""
+    epsilon = check_epsilon(epsilon, "ε_kde")
+    bandwidth = check_positive_float(bandwidth, "σ (bandwidth)", allow_zero=True)
+    return SmoothedHistogramEvent(
+        mechanism=MECHANISM,
+        step="kde",
+        epsilon=epsilon,
+        neighbouring=neighbouring,
+        sensitivity=1.0,
+        noise_scale=1.0 / epsilon,
+        released=(
+            f"Laplace-noised keyphrase histograms over all {private_vocabulary_size} terms of Ṽ, one per class "
+            f"({classes} classes, parallel composition)"
+        ),
+        classes=classes, private_vocabulary_size=private_vocabulary_size, bandwidth=bandwidth,
+        max_keyphrases_per_doc=max_per_doc,
+    )
+
+
 def build_smoothed_histogram_density(
     keyphrases: Sequence[Sequence[int]],
     labels: Sequence[str],
@@ -97,22 +121,9 @@ def build_smoothed_histogram_density(
                                       groups=groups)
     scale = 1.0 / epsilon
     if ledger is not None:  # charge first (docs/DESIGN.md §2.0): the event holds public quantities only
-        ledger.charge(
-            SmoothedHistogramEvent(
-                mechanism=MECHANISM,
-                step="kde",
-                epsilon=epsilon,
-                neighbouring=neighbouring,
-                sensitivity=1.0,
-                noise_scale=scale,
-                released=(
-                    f"Laplace-noised keyphrase histograms over all {vocab_size} terms of Ṽ, one per class "
-                    f"({len(classes)} classes, parallel composition)"
-                ),
-                classes=len(classes), private_vocabulary_size=vocab_size, bandwidth=bandwidth,
-                max_keyphrases_per_doc=max_per_doc,
-            )
-        )
+        ledger.charge(histogram_event(epsilon=epsilon, bandwidth=bandwidth, classes=len(classes),
+                                      private_vocabulary_size=vocab_size, max_per_doc=max_per_doc,
+                                      neighbouring=neighbouring))
     noisy = noise.add_laplace(hist, scale=scale)  # the statistic goes through the (OpenDP) sampler
     return SmoothedHistogramDensity(
         classes=classes,

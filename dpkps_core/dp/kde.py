@@ -135,6 +135,33 @@ def rff_feature_sums(
     return np.stack(out)
 
 
+def rff_event(*, kind: str, epsilon: float, bandwidth: float, features: int, length: int, classes: int,
+              max_per_doc: int | None = None, neighbouring: str = ADD_REMOVE_ONE_DOCUMENT) -> RFFKDEEvent:
+    """The ε_kde release's one event for the whole RFF ensemble of ``kind``, from public quantities only (ε, I, σ,
+    L, M, the members J, the number of classes), so it is recorded before any member's noise is drawn
+    (docs/DESIGN.md §2.0). Refuses invalid settings (before anything is charged); ``max_per_doc`` None means L."""
+    epsilon = check_epsilon(epsilon, "ε_kde")
+    bandwidth = check_positive_float(bandwidth, "σ (bandwidth)")
+    features = check_positive_int(features, "I (random features)")
+    length = check_positive_int(length, "L (sequence length)")
+    max_per_doc = length if max_per_doc is None else check_positive_int(max_per_doc, "M (keyphrases per document)")
+    layout = ensemble_blocks(kind, length)
+    return RFFKDEEvent(
+        mechanism=MECHANISM,
+        step="kde",
+        epsilon=epsilon,
+        neighbouring=neighbouring,
+        sensitivity=SQRT2 * features * len(layout),
+        noise_scale=SQRT2 * features / (epsilon / len(layout)),
+        released=(
+            f"Laplace-noised sums of {features} random Fourier features per class "
+            f"({classes} classes, parallel composition), {len(layout)} ensemble member(s) ({kind})"
+        ),
+        kind=kind, features=features, bandwidth=bandwidth, member_blocks=tuple(b for b, _ in layout),
+        length=length, max_keyphrases_per_doc=max_per_doc, classes=classes,
+    )
+
+
 def build_rff_density(
     keyphrases: Sequence[Sequence[int]],
     labels: Sequence[str],
@@ -177,23 +204,9 @@ def build_rff_density(
     layout = ensemble_blocks(kind, length)
     eps_member = epsilon / len(layout)
     scale = SQRT2 * features / eps_member
-    if ledger is not None:  # charge first (docs/DESIGN.md §2.0): every field below is public (ε, I, σ, L, M, J)
-        ledger.charge(
-            RFFKDEEvent(
-                mechanism=MECHANISM,
-                step="kde",
-                epsilon=epsilon,
-                neighbouring=neighbouring,
-                sensitivity=SQRT2 * features * len(layout),
-                noise_scale=scale,
-                released=(
-                    f"Laplace-noised sums of {features} random Fourier features per class "
-                    f"({len(classes)} classes, parallel composition), {len(layout)} ensemble member(s) ({kind})"
-                ),
-                kind=kind, features=features, bandwidth=bandwidth, member_blocks=tuple(b for b, _ in layout),
-                length=length, max_keyphrases_per_doc=max_per_doc, classes=len(classes),
-            )
-        )
+    if ledger is not None:  # charge first (docs/DESIGN.md §2.0): every field is public (ε, I, σ, L, M, J)
+        ledger.charge(rff_event(kind=kind, epsilon=epsilon, bandwidth=bandwidth, features=features, length=length,
+                                classes=len(classes), max_per_doc=max_per_doc, neighbouring=neighbouring))
     rng = noise.child()
     members = []
     for j, (blocks, block_scale) in enumerate(layout):

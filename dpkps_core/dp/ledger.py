@@ -213,6 +213,18 @@ class SubLedger(PrivacyLedger):
         return event
 
 
+def require_public(ledger: PrivacyLedger, epsilon: float, what: str) -> None:
+    """Refuse ``epsilon`` on PUBLIC facts only (docs/DESIGN.md §2.0): each ledger's own events against its own cap,
+    up a chain of sub-ledgers (:class:`SubLedger`'s ``parent``). A corpus's history in a persistent ledger is not
+    consulted here: whether a unit still has budget is the individual filter's business (admission), unit by unit.
+    Raises :class:`PrivacyBudgetError` (nothing spent) where :func:`within_cap` says no."""
+    current: PrivacyLedger | None = ledger
+    while current is not None:
+        if not PrivacyLedger.can_afford(current, epsilon):
+            PrivacyLedger.require(current, epsilon, what)
+        current = getattr(current, "parent", None)
+
+
 class AdmissionTicket(PrivacyLedger):
     """One admission to one release (docs/DESIGN.md §2.0; issue 35 part 7): which input positions take part (``mask``),
     for how much ε, and the only way to charge the release's events — an event belongs to its admission by

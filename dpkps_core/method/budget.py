@@ -27,6 +27,7 @@ from dpkps_core.corpus.cleaning import normalise_document_text
 from dpkps_core.dp import count as dp_count
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.ledger import MAX_ROW_FACTOR, AdmissionTicket, PrivacyLedger
+from dpkps_core.dp.release import admit_units, release
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon
 from dpkps_core.ledger_store.rules import LINK_SEP as _LINK
@@ -141,13 +142,10 @@ def release_unit_count(
     (a PRIVATE, local figure)."""
     epsilon = check_epsilon(epsilon, "ε (count)")
     units = list(units)
-    ticket: AdmissionTicket | None = None
-    if ledger is not None:
-        keep, ticket = admitted_indices(units, ledger, epsilon, what=f"the DP count of {what}", row_factor=1.0)
-        left_out = len(units) - len(keep)
-        units = [units[i] for i in keep]
-    else:
-        left_out = 0
-    released = dp_count.release_count(len({release_unit(u) for u in units}), epsilon=epsilon, noise=noise, ledger=ticket,
-                             what=what, step=step, neighbouring=neighbouring)
-    return released, left_out
+    done = release(  # admit → count the admitted → charge → noise (dpkps_core.dp.release owns the order)
+        lambda: admit_units(ledger, units, epsilon=epsilon, what=f"the DP count of {what}", row_factor=1.0),
+        statistic=lambda admitted: len({release_unit(u) for u in admitted.take(units)}),
+        event=dp_count.count_event(epsilon=epsilon, what=what, step=step, neighbouring=neighbouring),
+        draw=lambda _, n: dp_count.release_count(n, epsilon=epsilon, noise=noise, what=what, step=step,
+                                                 neighbouring=neighbouring))
+    return done.value, done.admitted.left_out

@@ -15,7 +15,10 @@ from typing import Any
 import numpy as np
 
 from dpkps_core.method.config import LIMITS, SamplingConfig
-from dpkps_core.dp.kde import ensemble_blocks
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent
+from dpkps_core.dp.histogram import histogram_event
+from dpkps_core.dp.kde import ensemble_blocks, rff_event
+from dpkps_core.errors import ParameterError
 from dpkps_core.dp.rff import optimal_features, rff_expected_error
 from dpkps_core.dp.vocabulary import PrivateVocabulary, estimate_documents_from_noisy_total
 
@@ -84,6 +87,23 @@ class DensityPlan:
                     "ensemble_members": self.members, "rff_error": self.rff_error, "noise_error": self.noise_error,
                     "total_error": self.total_error})
         return out
+
+    def event(self, config: SamplingConfig, *, classes: int, private_vocabulary_size: int,
+              neighbouring: str = ADD_REMOVE_ONE_DOCUMENT) -> PrivacyEvent:
+        """The ε_kde release's event under this plan (public quantities only), as the density's mechanism records
+        it. Built before any unit is admitted (docs/DESIGN.md §2.0), it also refuses a density the public settings
+        cannot build (an RFF σ or I that is not > 0) at no cost."""
+        if self.density == "histogram":
+            return histogram_event(epsilon=config.eps_kde, bandwidth=self.bandwidth, classes=classes,
+                                   private_vocabulary_size=private_vocabulary_size,
+                                   max_per_doc=self.max_keyphrases_per_doc, neighbouring=neighbouring)
+        if not self.bandwidth:
+            raise ParameterError("The RFF DP-KDE needs a bandwidth σ > 0.")
+        if not self.features:
+            raise ParameterError("The RFF DP-KDE needs a number of random features I ≥ 1.")
+        return rff_event(kind=self.kind, epsilon=config.eps_kde, bandwidth=self.bandwidth, features=self.features,
+                         length=config.length, classes=classes, max_per_doc=self.max_keyphrases_per_doc,
+                         neighbouring=neighbouring)
 
 
 def density_plan(

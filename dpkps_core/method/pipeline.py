@@ -17,14 +17,16 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from dpkps_core.method.config import LIMITS, SamplingConfig
-from dpkps_core.method.density_plan import DensityPlan, density_plan
+from dpkps_core.method.density_plan import density_plan
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.histogram import SmoothedHistogramDensity, build_smoothed_histogram_density
 from dpkps_core.dp.kde import RFFDensity, build_rff_density
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
-from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.ledger import PrivacyLedger, require_public
+from dpkps_core.dp.release import release
 from dpkps_core.dp.rng import NoiseSource
-from dpkps_core.dp.vocabulary import PrivateVocabulary, check_vocabulary_settings, privatize_vocabulary
+from dpkps_core.dp.vocabulary import (PrivateVocabulary, check_vocabulary_settings, privatize_vocabulary,
+                                      vocabulary_event)
 from dpkps_core.embeddings import Embedder, EmbeddingCache, MemoryEmbeddingCache, cache_dir, embed_terms
 from dpkps_core.records import runfolder
 from dpkps_core.errors import ParameterError
@@ -54,21 +56,19 @@ def build_private_vocabulary(
     ``counts`` may be passed when already computed (:func:`term_counts`; they do not depend on ε), e.g. by an
     ε sweep that re-runs only the noise. ``groups`` (a person per document): each person's first S distinct
     terms over all their documents (docs/DESIGN.md §2, person unit)."""
+    report = progress or (lambda f, m: None)
     if counts is None:
-        if progress:
-            progress(0.05, f"matching the training documents against {len(vocabulary):,} public terms")
+        report(0.05, f"matching the training documents against {len(vocabulary):,} public terms")
         counts = term_counts(texts, vocabulary, terms_per_doc=terms_per_doc, matcher=matcher, groups=groups)
     # No refusal on private data here (docs/DESIGN.md §2): a corpus without any term of V still gets its (noise-only)
     # release, so that whether Ṽ is released never depends on one document. run_sampling warns locally.
-    if progress:
-        progress(0.8, "adding Laplace noise to every term of the public vocabulary")
+    report(0.8, "adding Laplace noise to every term of the public vocabulary")
     result = privatize_vocabulary(
         counts, vocabulary.terms, epsilon=eps_voc, terms_per_doc=terms_per_doc, size=vocab_size,
         vocabulary_name=vocabulary.name, noise=noise, ledger=ledger, selection_rule=selection_rule,
         neighbouring=neighbouring,
     )
-    if progress:
-        progress(1.0, f"private vocabulary of {len(result)} terms")
+    report(1.0, f"private vocabulary of {len(result)} terms")
     return result
 
 
@@ -100,8 +100,11 @@ def _count_terms(chunks: Any, documents: int, chunk_rows: int, vocabulary: Publi
 
 
 def _part_term_counts(part: AdmittedPart, vocabulary: PublicVocabulary, *, terms_per_doc: int,
-                      progress: Progress | None = None) -> np.ndarray:
-    """The admitted documents' term counts over V (:func:`term_counts`; a streamed part: its chunks, the same pass)."""
+                      progress: Progress | None = None, given: np.ndarray | None = None) -> np.ndarray:
+    """The admitted documents' term counts over V (:func:`term_counts`; a streamed part: its chunks, the same pass).
+    ``given``: the counts of the whole part, already computed — used when no document was left out."""
+    if given is not None and not part.left_out:
+        return given
     by_person = part.groups is not None
     if part.texts is not None:
         more = {"progress": progress} if progress and part.several_chunks else {}  # one chunk: no progress to hear
@@ -133,23 +136,19 @@ def build_density(
 ) -> tuple[SmoothedHistogramDensity | RFFDensity, dict[str, Any]]:
     """Step 3 (ε_kde): the per-class DP density for the chosen method; returns it with the public choices made
     (:func:`~dpkps_core.method.density_plan.density_plan`: bandwidth, features, expected error). ``groups``: a person per
-    document (person-level unit, docs/DESIGN.md §2)."""
+    document (person-level unit, docs/DESIGN.md §2). With ``ledger``, the plan's event is charged before the noise
+    (docs/DESIGN.md §2.0); the mechanism itself then runs without a ledger."""
     plan = density_plan(config, n_classes=len(classes), private_vocabulary=private_vocabulary, embeddings=embeddings)
+    event = plan.event(config, classes=len(classes), private_vocabulary_size=int(embeddings.shape[0]),
+                       neighbouring=neighbouring)
+    if ledger is not None:
+        ledger.charge(event)
+    args = dict(classes=classes, embeddings=embeddings, epsilon=config.eps_kde, bandwidth=plan.bandwidth, noise=noise,
+                max_per_doc=plan.max_keyphrases_per_doc, groups=groups, neighbouring=neighbouring)
     if plan.density == "histogram":
-        density = build_smoothed_histogram_density(
-            keyphrases, labels, classes=classes, embeddings=embeddings, epsilon=config.eps_kde,
-            bandwidth=plan.bandwidth, noise=noise, ledger=ledger, max_per_doc=plan.max_keyphrases_per_doc,
-            groups=groups, neighbouring=neighbouring,
-        )
-        return density, plan.info()
-    if plan.bandwidth == 0:
-        raise ParameterError("The RFF DP-KDE needs a bandwidth σ > 0.")
-    density = build_rff_density(
-        keyphrases, labels, classes=classes, embeddings=embeddings, kind=plan.kind, epsilon=config.eps_kde,
-        bandwidth=plan.bandwidth, features=plan.features, length=config.length, noise=noise, ledger=ledger,
-        max_per_doc=plan.max_keyphrases_per_doc, progress=progress, groups=groups, neighbouring=neighbouring,
-    )
-    return density, plan.info()
+        return build_smoothed_histogram_density(keyphrases, labels, **args), plan.info()
+    return build_rff_density(keyphrases, labels, kind=plan.kind, features=plan.features, length=config.length,
+                             progress=progress, **args), plan.info()
 
 
 def sample_sequences(
@@ -191,32 +190,39 @@ def vocabulary_step(
     ledger: PrivacyLedger, counts: np.ndarray | None = None, progress: Progress | None = None,
 ) -> VocabularyStep:
     """Step 1 (ε_voc, [DP-KPS] §2 Step 1): the public settings are checked (N ≤ |V|…; such a refusal costs
-    nothing), the training part's units are admitted (docs/DESIGN.md §2.0: those without budget left are left out, the
-    others charged), then the admitted documents' first-S-distinct term counts over V (the streaming vocabulary
-    pass, in memory or over a :class:`~dpkps_core.method.training_source.StreamedCorpus`), the local advisory checks, and
-    Ṽ (whose mechanism records its event before drawing noise).
+    nothing), then :func:`~dpkps_core.dp.release.release` (docs/DESIGN.md §2.0): the training part's units admitted
+    (those without budget left are left out), the admitted documents' first-S-distinct term counts over V (the
+    streaming vocabulary pass, in memory or over a :class:`~dpkps_core.method.training_source.StreamedCorpus`),
+    Ṽ's event charged, then its noise. The local advisory checks describe the counts the release saw.
 
     ``counts``: the counts already computed for the same part, V and S; used only when no unit was left out."""
-    check_vocabulary_settings(epsilon=config.eps_voc, terms_per_doc=config.terms_per_doc, size=config.vocab_size,
-                              vocabulary_size=len(vocabulary), selection_rule=config.selection_rule)
+    epsilon, terms_per_doc, size = check_vocabulary_settings(
+        epsilon=config.eps_voc, terms_per_doc=config.terms_per_doc, size=config.vocab_size,
+        vocabulary_size=len(vocabulary), selection_rule=config.selection_rule)
     if counts is not None and np.shape(counts) != (len(vocabulary),):
         raise ParameterError(f"counts has shape {np.shape(counts)}, expected ({len(vocabulary)},) — one per "
                              "term of V.")
-    part = admit_part(train, config, ledger, config.eps_voc, "the private vocabulary step")
-    if counts is None or part.left_out:
-        counts = _part_term_counts(part, vocabulary, terms_per_doc=config.terms_per_doc, progress=progress)
+    unit = _unit(train, config)
+    done = release(
+        lambda: admit_part(train, config, ledger, epsilon, "the private vocabulary step"),
+        statistic=lambda part: _part_term_counts(part, vocabulary, terms_per_doc=terms_per_doc, progress=progress,
+                                                 given=counts),
+        event=vocabulary_event(epsilon=epsilon, terms_per_doc=terms_per_doc, size=size, vocabulary_name=vocabulary.name,
+                               vocabulary_size=len(vocabulary), selection_rule=config.selection_rule,
+                               sampler=noise.sampler, neighbouring=unit),
+        draw=lambda part, counts: build_private_vocabulary(  # no ledger: release() charged the event
+            (), vocabulary, eps_voc=epsilon, terms_per_doc=terms_per_doc, vocab_size=size, noise=noise,
+            ledger=None, selection_rule=config.selection_rule, progress=progress, counts=counts,
+            neighbouring=unit),
+    )
+    part, counts = done.admitted, done.statistic
     # the data checks describe what the release saw; when every document was left out, the note below says why
     warnings = (list(_local_warnings(part.documents, part.classes, part.labels, counts,
                                      vocabulary_name=vocabulary.name)) if part.documents or not len(train) else [])
     note = part.left_out_note("the private vocabulary (ε_voc)")
     if note:
         warnings.insert(0, note)
-    pv = build_private_vocabulary(
-        (), vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
-        vocab_size=config.vocab_size, noise=noise, ledger=part.ticket, selection_rule=config.selection_rule,
-        progress=progress, counts=counts, neighbouring=part.neighbouring,
-    )
-    return VocabularyStep(pv, counts, tuple(warnings), part.left_out)
+    return VocabularyStep(done.value, counts, tuple(warnings), part.left_out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,24 +250,15 @@ def seeded_embedding_cache(persistent: EmbeddingCache | None = None) -> MemoryEm
     return MemoryEmbeddingCache(read_from=persistent)
 
 
-def _check_density_plan(plan: DensityPlan) -> None:
-    """Refuse a density the public settings cannot build, before any unit is admitted (docs/DESIGN.md §2.0)."""
-    if plan.density == "rff":
-        if not plan.bandwidth:
-            raise ParameterError("The RFF DP-KDE needs a bandwidth σ > 0.")
-        if not plan.features:
-            raise ParameterError("The RFF DP-KDE needs a number of random features I ≥ 1.")
-
-
 def density_step(
     train: Corpus | StreamedCorpus, private_vocabulary: PrivateVocabulary, config: SamplingConfig, *,
     classes: Sequence[str], embedder: Embedder, cache: EmbeddingCache | MemoryEmbeddingCache | None = None,
     noise: NoiseSource, ledger: PrivacyLedger, progress: Progress | None = None,
 ) -> DensityStep:
-    """Steps 2–3 (ε_kde, [DP-KPS] §2): the embeddings of Ṽ (public model, DP terms) and the density's public
-    plan, then the admission of the training part's units (docs/DESIGN.md §2.0), the admitted documents' keyphrases
-    (the streaming keyphrase pass, held compactly), and the per-class DP density of ``config``'s method
-    (:func:`build_density`, which charges before its noise).
+    """Steps 2–3 (ε_kde, [DP-KPS] §2): the embeddings of Ṽ (public model, DP terms), the density's public plan and
+    event, then :func:`~dpkps_core.dp.release.release` (docs/DESIGN.md §2.0): the training part's units admitted,
+    the admitted documents' keyphrases (the streaming keyphrase pass, held compactly), the event charged, and the
+    per-class DP density of ``config``'s method (:func:`build_density` without a ledger: its noise).
 
     A seeded (demo) noise source embeds Ṽ in memory only: a seeded Ṽ is not a release, so its terms must not
     reach the persistent embedding cache (docs/PRIVACY.md; the cache is then only read)."""
@@ -273,24 +270,34 @@ def density_step(
     embeddings = embed_terms(private_vocabulary.terms, embedder, cache=cache,
                              progress=lambda f, m: report(0.6 * f, m))
     timings["embeddings"] = time.perf_counter() - t
-    _check_density_plan(density_plan(config, n_classes=len(classes), private_vocabulary=private_vocabulary,
-                                             embeddings=embeddings))
-    part = admit_part(train, config, ledger, config.eps_kde, "the keyphrase density step")
-    t = time.perf_counter()
-    total = max(part.documents, 1)
-    keyphrases = occurrences_pass(part.chunks(), private_vocabulary.terms,
-                                  max_per_doc=config.max_keyphrases_per_doc or config.length, workers=part.workers,
-                                  max_chars=LIMITS["max_chars_per_doc"],
-                                  progress=(lambda n: report(0.6, f"matched Ṽ in {n / total:.0%} of the training "
-                                                                   "documents")) if part.several_chunks else None)
-    timings["keyphrases"] = time.perf_counter() - t
-    t = time.perf_counter()
-    report(0.6, "building the per-class DP densities")
-    density, info = build_density(keyphrases, part.labels, classes=classes, embeddings=embeddings, config=config,
-                                  private_vocabulary=private_vocabulary, noise=noise, ledger=part.ticket,
-                                  progress=lambda f, m: report(0.6 + 0.4 * f, m), groups=part.groups,
-                                  neighbouring=part.neighbouring)
-    timings["density"] = time.perf_counter() - t
+    plan = density_plan(config, n_classes=len(classes), private_vocabulary=private_vocabulary, embeddings=embeddings)
+    unit = _unit(train, config)
+    event = plan.event(config, classes=len(classes), private_vocabulary_size=int(embeddings.shape[0]),
+                       neighbouring=unit)
+
+    def keyphrase_pass(part: AdmittedPart) -> Keyphrases:
+        t = time.perf_counter()
+        total = max(part.documents, 1)
+        out = occurrences_pass(part.chunks(), private_vocabulary.terms,
+                               max_per_doc=config.max_keyphrases_per_doc or config.length, workers=part.workers,
+                               max_chars=LIMITS["max_chars_per_doc"],
+                               progress=(lambda n: report(0.6, f"matched Ṽ in {n / total:.0%} of the training "
+                                                                "documents")) if part.several_chunks else None)
+        timings["keyphrases"] = time.perf_counter() - t
+        return out
+
+    def noised_density(part: AdmittedPart, keyphrases: Keyphrases) -> tuple[Any, dict[str, Any]]:
+        t = time.perf_counter()
+        report(0.6, "building the per-class DP densities")
+        out = build_density(keyphrases, part.labels, classes=classes, embeddings=embeddings, config=config,
+                            private_vocabulary=private_vocabulary, noise=noise, ledger=None,  # charged in release()
+                            progress=lambda f, m: report(0.6 + 0.4 * f, m), groups=part.groups, neighbouring=unit)
+        timings["density"] = time.perf_counter() - t
+        return out
+
+    done = release(lambda: admit_part(train, config, ledger, config.eps_kde, "the keyphrase density step"),
+                   statistic=keyphrase_pass, event=event, draw=noised_density)
+    part, keyphrases, (density, info) = done.admitted, done.statistic, done.value
     note = part.left_out_note("the keyphrase densities (ε_kde)")
     return DensityStep(keyphrases, embeddings, density, info, timings, part.left_out, (note,) if note else ())
 
@@ -383,17 +390,6 @@ def _local_warnings(documents: int, classes: Sequence[str], labels: Sequence[str
     return out
 
 
-def _require_public(ledger: PrivacyLedger, epsilon: float, what: str) -> None:
-    """Refuse ``epsilon`` on PUBLIC facts only (docs/DESIGN.md §2.0): this run's own events against this run's own cap,
-    up a chain of sub-ledgers. A corpus's history in a persistent ledger is not consulted here: whether a unit
-    still has budget is the individual filter's business (:func:`dpkps_core.method.budget.admit`), unit by unit."""
-    current: PrivacyLedger | None = ledger
-    while current is not None:
-        if not PrivacyLedger.can_afford(current, epsilon):
-            PrivacyLedger.require(current, epsilon, what)
-        current = getattr(current, "parent", None)
-
-
 def training_part(corpus: Corpus, config: SamplingConfig) -> Corpus:
     """The documents that feed the DP steps of a run of ``config`` on ``corpus``, as :func:`run_sampling` takes
     them (docs/DESIGN.md §2): the declared classes (``config.classes``, else the corpus's), the training part of the keyed
@@ -403,6 +399,11 @@ def training_part(corpus: Corpus, config: SamplingConfig) -> Corpus:
     split = split_documents(corpus, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
                             seed=config.split_seed, by_person=bool(config.person_column))
     return corpus.subset(split.train).declared_only()
+
+
+def _unit(train: Corpus | StreamedCorpus, config: SamplingConfig) -> str:
+    """The neighbouring relation of ``config``'s releases on ``train`` (public: the unit setting and the column)."""
+    return train.privacy_unit if isinstance(train, StreamedCorpus) or config.person_column else ADD_REMOVE_ONE_DOCUMENT
 
 
 def _training(corpus: Corpus | StreamedCorpus, config: SamplingConfig
@@ -418,8 +419,7 @@ def _training(corpus: Corpus | StreamedCorpus, config: SamplingConfig
     if config.person_column and corpus.persons is None:
         raise ParameterError(f"The unit of privacy is a person (column '{config.person_column}'), but the corpus was "
                              "loaded without that column; load it with the person column.")
-    by_person = bool(config.person_column)
-    unit = corpus.privacy_unit if by_person else ADD_REMOVE_ONE_DOCUMENT
+    unit, by_person = _unit(corpus, config), bool(config.person_column)
     split = split_documents(corpus, test_fraction=config.test_fraction, client_fraction=config.client_fraction,
                             seed=config.split_seed, by_person=by_person)
     train_all = corpus.subset(split.train)
@@ -444,7 +444,7 @@ def run_sampling(
     vocabulary step checks N against |V| before its admission."""
     noise = noise or NoiseSource(config.seed, sampler=config.noise_sampler)
     ledger = ledger if ledger is not None else PrivacyLedger(config.epsilon_cap)
-    _require_public(ledger, config.eps_voc + config.eps_kde, "this sampling run")
+    require_public(ledger, config.eps_voc + config.eps_kde, "this sampling run")
     report = progress or (lambda f, m: None)
     timings: dict[str, float] = {}
     t = time.perf_counter()
