@@ -63,20 +63,16 @@ def vocabulary_for(config: SamplingConfig, vocabulary: Any) -> Any:
 
 def build_vocabulary(train: Corpus, *, eps_voc: float, vocabulary: Any, sampling: SamplingConfig | None,
                      noise: NoiseSource, ledger: PrivacyLedger, progress: Progress) -> Any:
-    """Ṽ (docs/DESIGN.md §2.1) for AugPE+Ṽ when DP-KPS did not build it first."""
-    from dpkps_core.method.budget import admit
-    from dpkps_core.method.pipeline import build_private_vocabulary
+    """Ṽ (docs/DESIGN.md §2.1) for AugPE+Ṽ when DP-KPS did not build it first: DP-KPS's own vocabulary step on the
+    training part (its units — persons when the corpus has a person column — admitted, their counts read, the event
+    charged, then the noise: :func:`dpkps_core.dp.release.release`'s order, docs/DESIGN.md §2.0)."""
+    from dpkps_core.method.pipeline import vocabulary_step
 
     cfg = sampling_config(eps_voc=eps_voc, eps_kde=1.0, per_class=1, sampling=sampling, seed=None, test_fraction=0.2,
-                          split_seed=0, corpus_name=train.name)
-    vocabulary = vocabulary_for(cfg, vocabulary)
-    # charge first (docs/DESIGN.md §2.0): the units are admitted (and charged) before their counts are read
-    adm = admit(train, ledger, eps_voc, by_person=train.persons is not None, what="the private vocabulary step")
-    train = adm.corpus
-    return build_private_vocabulary(train.texts, vocabulary_for(cfg, vocabulary), eps_voc=eps_voc,
-                                    terms_per_doc=cfg.terms_per_doc, vocab_size=cfg.vocab_size, noise=noise,
-                                    ledger=adm.ticket, selection_rule=cfg.selection_rule, progress=progress,
-                                    groups=train.persons, neighbouring=train.privacy_unit)
+                          split_seed=0, corpus_name=train.name,
+                          person_column=(train.person_column or "person") if train.persons is not None else None)
+    return vocabulary_step(train, vocabulary_for(cfg, vocabulary), cfg, noise=noise, ledger=ledger,
+                           progress=progress).private_vocabulary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,16 +199,16 @@ def compare_private_prediction(plan: ComparePlan, *, ledger: SubLedger, progress
     """Private prediction ([PrivPred], Algorithm 1) on a local model's logits, hash buckets from public input or a
     DP count ([PrivPred] Assumption 1).
 
-    Charge first (docs/DESIGN.md §2.0), the whole method up front: after every public step (calibration, loading the
-    model), the units are admitted once for the method's whole ε (the DP count's and the generation's), and both
-    events are charged — the count's, and the generation's (exact when the buckets are public, else a
-    reservation of its ε that the calibrated run never exceeds) — before the count's noise is drawn and before
-    the first private prompt reaches the model."""
+    Charge first (docs/DESIGN.md §2.0; :func:`dpkps_core.dp.release.release`), the whole method up front: after every
+    public step (calibration, loading the model), the units are admitted once for the method's whole ε, and both
+    events are charged — the count's, and the generation's (exact when the buckets are public, else a reservation
+    of its ε that the calibrated run never exceeds) — before the count's noise and the first private prompt."""
     from dpkps_core.baselines.prediction_config import (PRIVATE_PROMPT_WARNING, PrivatePredictionConfig, calibrate,
                                                         prediction_event, public_messages, reservation_event)
     from dpkps_core.baselines.private_prediction import buckets_for, load_local_lm, run_private_prediction
     from dpkps_core.method.budget import admit
     from dpkps_core.dp.count import count_event
+    from dpkps_core.dp.release import release
 
     st_ = plan.settings
     pcfg = dataclasses.replace(st_.private_prediction or PrivatePredictionConfig(**COMPARE_PP_DEFAULTS),
@@ -242,35 +238,42 @@ def compare_private_prediction(plan: ComparePlan, *, ledger: SubLedger, progress
         return dataclasses.replace(cfg, examples_per_batch=more,
                                    private_tokens=math.ceil(cfg.private_tokens * more / cfg.examples_per_batch)), note
 
-    # ---- charge first: admit the units for the whole method's ε, then charge every event of the method
-    adm = admit(plan.whole, ledger, eps_size + eps_pp, by_person=plan.whole.persons is not None,
-                what="private prediction")
-    train = adm.corpus  # the admitted documents only (adm.left_out is private, local: it goes nowhere)
+    # the events (public input only): the generation's with public buckets, else the count's and a reservation
     if st_.class_size_estimate is not None:
         buckets = buckets_for(float(st_.class_size_estimate), pcfg.batch_size)
         pcfg, note_b = fit_buckets(buckets, pcfg)
         pcfg = calibrate(pcfg, epsilon=eps_pp, delta=st_.delta)
-        need = math.ceil(per_class / pcfg.examples_per_batch)
-        charged = adm.ticket.charge(prediction_event(pcfg, delta=st_.delta, num_buckets=buckets,
-                                                     batches=need * n_classes, documents=planned_docs,
-                                                     neighbouring=unit))
+        events = (prediction_event(pcfg, delta=st_.delta, num_buckets=buckets, documents=planned_docs,
+                                   batches=math.ceil(per_class / pcfg.examples_per_batch) * n_classes,
+                                   neighbouring=unit),)
         note_n = "hash buckets from the public class-size estimate" + note_b
-        released = None
     else:
-        counted = "persons in the training part" if train.persons is not None else "documents in the training part"
-        adm.ticket.charge(count_event(epsilon=eps_size, what=counted, neighbouring=unit))
-        charged = adm.ticket.charge(reservation_event(pcfg, epsilon=eps_pp, delta=st_.delta,
-                                                      documents=planned_docs, neighbouring=unit))
-        released = release_count(len(train), epsilon=eps_size, noise=plan.noise)  # event charged above
-        buckets = buckets_for(released.clamped / n_classes, pcfg.batch_size)
-        pcfg, note_b = fit_buckets(buckets, pcfg)
-        note_n = (f"hash buckets from a DP count of the training part (ε = {eps_size:g}, Laplace "
-                  f"{released.noise_scale:g}: {released.value:g}); give a public class-size estimate to spend all "
-                  f"of ε on text" + note_b)
-    res = run_private_prediction(train.texts, train.labels, model=model, tokenizer=tok, config=pcfg,
-                                 epsilon=eps_pp, delta=st_.delta, per_class=per_class, num_buckets=buckets,
-                                 classes=plan.classes, noise=plan.noise, model_name=name, progress=progress,
-                                 cancel=plan.cancel, neighbouring=unit, charged_event=charged)
+        counted = f"{'persons' if plan.whole.persons is not None else 'documents'} in the training part"
+        events = (count_event(epsilon=eps_size, what=counted, neighbouring=unit),
+                  reservation_event(pcfg, epsilon=eps_pp, delta=st_.delta, documents=planned_docs, neighbouring=unit))
+        buckets, note_n = 0, ""
+
+    def generate(_: Any, train: Corpus) -> tuple[Any, int, Any, str]:
+        """The noise: the DP count's (when it sizes the buckets), then the generation on the admitted documents."""
+        cfg, n_buckets, released, note = pcfg, buckets, None, note_n
+        if st_.class_size_estimate is None:
+            released = release_count(len(train), epsilon=eps_size, noise=plan.noise)  # its event charged first
+            n_buckets = buckets_for(released.clamped / n_classes, pcfg.batch_size)
+            cfg, note_b = fit_buckets(n_buckets, pcfg)
+            note = (f"hash buckets from a DP count of the training part (ε = {eps_size:g}, Laplace "
+                    f"{released.noise_scale:g}: {released.value:g}); give a public class-size estimate to spend all "
+                    f"of ε on text" + note_b)
+        res = run_private_prediction(train.texts, train.labels, model=model, tokenizer=tok, config=cfg,
+                                     epsilon=eps_pp, delta=st_.delta, per_class=per_class, num_buckets=n_buckets,
+                                     classes=plan.classes, noise=plan.noise, model_name=name, progress=progress,
+                                     cancel=plan.cancel, neighbouring=unit, charged_event=events[-1])
+        return res, n_buckets, released, note
+
+    # charge first (dpkps_core.dp.release's order): the units admitted once for the method's whole ε, the admitted
+    # documents only (how many were left out is private, local: it goes nowhere), every event charged, then noise
+    res, buckets, released, note_n = release(
+        lambda: admit(plan.whole, ledger, eps_size + eps_pp, by_person=plan.whole.persons is not None,
+                      what="private prediction"), statistic=lambda adm: adm.corpus, event=events, draw=generate).value
     docs, st, c = res.documents, res.stats, res.config
     # the audit log holds the public prompt only: no private prompt and no private count (how many prompts)
     aud = [{"purpose": "public prompt p_public (the private prompts hold private documents and are never logged)",

@@ -106,31 +106,35 @@ def admit_units(ledger: PrivacyLedger | None, units: Sequence[str], *, epsilon: 
 @dataclasses.dataclass(frozen=True)
 class Release(Generic[_A, _S, _R]):
     """A release's outcome: what was admitted and the statistic computed on it (both PRIVATE, local: never shown,
-    logged or written), the event charged for it (None when nothing was charged here) and the drawn value (the DP
+    logged or written), the events charged for it (none when nothing was charged here) and the drawn value (the DP
     output)."""
 
     admitted: _A
     statistic: _S
-    event: PrivacyEvent | None
+    events: tuple[PrivacyEvent, ...]
     value: _R
 
 
-def release(admit: Callable[[], _A], *, statistic: Callable[[_A], _S], event: PrivacyEvent,
+def release(admit: Callable[[], _A], *, statistic: Callable[[_A], _S], event: PrivacyEvent | Sequence[PrivacyEvent],
             draw: Callable[[_A, _S], _R]) -> Release[_A, _S, _R]:
     """Run one release in the order of docs/DESIGN.md §2.0 (module docstring): ``admit()``; ``statistic(admitted)``
-    on the admitted rows only; ``event`` charged through ``admitted.ticket``; then ``draw(admitted, statistic)``,
-    the noise. ``event`` is built by the caller from public input only, before anything is admitted (a malformed
-    one is refused here before the admission, at no cost).
+    on the admitted rows only; ``event`` charged through ``admitted.ticket`` (several events — e.g. a DP count and
+    the generation it sizes, admitted once for their sum — in order); then ``draw(admitted, statistic)``, the noise.
+    The events are built by the caller from public input only, before anything is admitted (a malformed one is
+    refused here before the admission, at no cost).
 
     ``draw`` runs the mechanism WITHOUT a ledger: the event is already charged, and charging it again would count
     the release twice."""
-    if not isinstance(event, PrivacyEvent):
-        raise ParameterError("A release charges a PrivacyEvent.")
+    events = (event,) if isinstance(event, PrivacyEvent) else tuple(event)
+    if not events or not all(isinstance(e, PrivacyEvent) for e in events):
+        raise ParameterError("A release charges one PrivacyEvent or more.")
     admitted = admit()
     ticket = admitted.ticket
     if ticket is not None and not isinstance(ticket, AdmissionTicket):
-        raise ParameterError("A release charges its event through its admission's ticket.")
+        raise ParameterError("A release charges its events through its admission's ticket.")
     value = statistic(admitted)
-    if ticket is not None:
-        ticket.charge(event)
-    return Release(admitted, value, event if ticket is not None else None, draw(admitted, value))
+    if ticket is None:
+        events = ()
+    for e in events:
+        ticket.charge(e)  # type: ignore[union-attr]
+    return Release(admitted, value, events, draw(admitted, value))

@@ -81,7 +81,7 @@ def test_the_helper_admits_computes_on_the_admitted_charges_then_draws() -> None
                    event=EVENT, draw=draw)
     assert log == ["admit", "statistic", "charge", "noise"]
     assert seen == [[u for i, u in enumerate(UNITS) if i != 2]]  # the left-out position never reaches the statistic
-    assert done.statistic == 5 and done.admitted.left_out == 1 and done.event is EVENT
+    assert done.statistic == 5 and done.admitted.left_out == 1 and done.events == (EVENT,)
     assert ledger.events == (EVENT,) and done.admitted.ticket.events == (EVENT,)
 
 
@@ -130,7 +130,7 @@ def test_without_a_ledger_everyone_takes_part_and_nothing_is_charged() -> None:
     statistic, draw = _count(log, [], RecordingNoise(log))
     done = release(lambda: admit_units(None, UNITS, epsilon=0.5, what="a count"), statistic=statistic, event=EVENT,
                    draw=draw)
-    assert log == ["statistic", "noise"] and done.event is None and done.admitted.everyone
+    assert log == ["statistic", "noise"] and done.events == () and done.admitted.everyone
     assert AdmittedUnits.every(3).index.tolist() == [0, 1, 2]
 
 
@@ -156,11 +156,25 @@ def test_rows_keeps_the_columns_uncopied_when_nobody_is_left_out() -> None:
     assert some.rows(texts, labels) == ([UNITS[1], UNITS[4]], ["b", "a"]) and some.left_out == 4
 
 
+def test_several_events_are_charged_in_order_from_one_admission_before_the_noise() -> None:
+    log: list[str] = []
+    ledger = RecordingLedger(log)
+    second = count_event(epsilon=0.25, step="size again")
+    statistic, draw = _count(log, [], RecordingNoise(log))
+    done = release(lambda: admit_units(ledger, UNITS, epsilon=0.75, what="a count and more"), statistic=statistic,
+                   event=(EVENT, second), draw=draw)
+    assert log == ["admit", "statistic", "charge", "charge", "noise"]
+    assert ledger.events == (EVENT, second) == done.events and done.admitted.ticket.remaining_epsilon == 0
+
+
 def test_a_malformed_event_is_refused_before_anything_is_admitted() -> None:
     log: list[str] = []
-    with pytest.raises(ParameterError, match="charges a PrivacyEvent"):
+    with pytest.raises(ParameterError, match="charges one PrivacyEvent or more"):
         release(lambda: admit_units(RecordingLedger(log), UNITS, epsilon=0.5, what="a count"),
                 statistic=lambda a: 0, event=EVENT.to_dict(), draw=lambda a, n: n)  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="charges one PrivacyEvent or more"):
+        release(lambda: admit_units(RecordingLedger(log), UNITS, epsilon=0.5, what="a count"),
+                statistic=lambda a: 0, event=(), draw=lambda a, n: n)
     assert log == []
 
 
