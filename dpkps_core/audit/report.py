@@ -149,6 +149,15 @@ def estimate_audit_time(
             "vocabulary_trials": n_voc, "density_trials": n_dens, "estimated_seconds": estimated}
 
 
+def _statistics_lines(note: Any) -> list[str]:
+    """How the neighbours' statistics were computed (issue 31 §4), for the Markdown section; none for an older
+    result that does not say."""
+    if not isinstance(note, Mapping):
+        return []
+    docs = ", ".join(f"{name} {n:,}" for name, n in note.get("documents_of_changed_units", {}).items())
+    return ["", f"Neighbour statistics: {note.get('method', '')} (documents of the changed units: {docs})."]
+
+
 def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
     """The audit section of a PRIVATE report (Markdown; never part of the release bundle)."""
     r = result.to_dict() if isinstance(result, AuditResult) else dict(result)
@@ -192,6 +201,7 @@ def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
                   f"{nb['D⁻']['documents_changed_by_loading']} (remove), {nb['D⁺']['documents_changed_by_loading']} "
                   f"(add); training documents that changed side of the split besides them: "
                   f"{nb['D⁻']['training_documents_moved']} (remove), {nb['D⁺']['training_documents_moved']} (add).",
+              *_statistics_lines(r.get("neighbour_statistics")),
               "", "| pair | statistic | L1 change between the neighbours | sensitivity the noise assumes |",
               "|---|---|---|---|"]
     for pair, parts in r.get("sensitivity_check", {}).items():

@@ -146,3 +146,14 @@ def test_halving_the_vocabulary_noise_is_flagged(monkeypatch: pytest.MonkeyPatch
     r = result.to_dict()
     assert result.violation and result.verdict.startswith("VIOLATION")
     assert r["vocabulary_stage_lower_bound"] > config.eps_voc and r["stages"]["vocabulary"]["violation"]
+
+
+def test_the_markdown_says_how_the_neighbour_statistics_were_computed() -> None:
+    corpus, vocab, config = synthetic(40)
+    result = audit.run_audit(corpus, config, vocabulary=vocab, embedder=HashingEmbedder(dim=16),
+                             settings=settings(trials=4, vocabulary_trials=20, density_trials=4))
+    md = audit.render_markdown(result)
+    assert "Neighbour statistics: D's training part counted and matched once" in md
+    assert "(documents of the changed units: D⁻ 1, D⁺ 1)" in md
+    older = {k: v for k, v in result.to_dict().items() if k != "neighbour_statistics"}
+    assert "Neighbour statistics" not in audit.render_markdown(older)
