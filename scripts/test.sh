@@ -11,4 +11,6 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-exec .venv/bin/python -m pytest "$@"
+# Two workers (pytest-xdist), a test file per worker at a time: the suite's time halves on a 2-core machine (CI);
+# DPKPS_TEST_WORKERS=0 runs it in one process (e.g. to debug a failure).
+exec .venv/bin/python -m pytest -n "${DPKPS_TEST_WORKERS:-2}" --dist loadfile "$@"
