@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
@@ -10,6 +11,7 @@ import streamlit as st
 from dpkps_core.evaluation import DISCLOSURE_NOTE, PRIVATE_NOTE, sweep_figures, sweep_summary
 from dpkps_core.baselines.augpe import AugPEConfig
 from dpkps_core.device import cuda_available
+from dpkps_core.errors import DPKPSError
 from dpkps_core.baselines.compare_settings import GENERATION_METHODS
 from dpkps_core.baselines.compare_settings import joint_cost
 from dpkps_core.baselines.prediction_config import PRIVATE_PROMPT_WARNING
@@ -213,12 +215,20 @@ with tab_compare:
                                         eps_voc=float(s["compare_eps"]) / 2, delta=float(s["compare_delta"]))
     st.markdown(f"**Joint cost of the selected methods on this corpus: ε = {joint_eps:g}, δ = {joint_delta:g}** — "
                 "charged to the corpus's ledger when you start.")
-    cap = float(s["epsilon_cap"]) if s.get("cap_enabled") else None
-    over_cap = cap is not None and joint_eps > cap + 1e-9
-    if over_cap:  # a public decision (the settings and the cap): refused before anything is read or spent
-        st.warning(f"The joint cost ε = {joint_eps:g} is above the cap of {cap:g} per document: no document could "
-                   "take part. Lower ε per method or pick fewer methods (page 2 sets the cap).",
-                   icon=":material/block:")
+    try:
+        led = session.ledger()
+    except DPKPSError as e:  # an unusable ledger folder: said here, nothing can be spent
+        st.error(str(e), icon=":material/error:")
+        led = None
+    over_cap = led is None or (led.cap is not None and not led.can_afford(joint_eps))
+    if led is not None and over_cap:  # a public decision (this session's own releases, the settings and the cap): said before any click
+        room = max(float(led.cap) - led.total_epsilon, 0.0)
+        fits = float(s["compare_eps"]) * room / joint_eps if joint_eps > 0 else 0.0  # the joint cost scales with ε
+        st.warning(f"The joint cost ε = {joint_eps:g} would take this session's ε on this corpus from "
+                   f"{led.total_epsilon:g} to {led.total_epsilon + joint_eps:g}, over the cap of {float(led.cap):g}"
+                   + (f": lower ε per method to at most {math.floor(fits * 100) / 100:g}" if fits >= 0.01 else
+                      ": no ε is left under this cap")
+                   + ", pick fewer methods, or raise the cap on page 2.", icon=":material/block:")
     job = s.get("job_compare")
     if not (isinstance(job, jobs.Job) and job.running):
         if st.button("Compare at this privacy level", icon=":material/compare:", disabled=over_cap):

@@ -364,7 +364,8 @@ def test_page7_compare_methods_section() -> None:
     assert any("Joint cost of the selected methods on this corpus: ε = 15," in md.value for md in at.markdown)
     assert not button(at, "Compare at this privacy level").disabled
     at.number_input(key="_w.compare_eps").set_value(10.0).run()
-    assert any("joint cost ε = 25 is above the cap of 20" in w.value for w in at.warning)
+    assert any("joint cost ε = 25 would take this session's ε on this corpus from 0 to 25, over the cap of 20: "
+               "lower ε per method to at most 8," in w.value for w in at.warning)
     assert button(at, "Compare at this privacy level").disabled
     at.number_input(key="_w.compare_eps").set_value(6.0).run()
     captions = " ".join(c.value for c in at.caption)
@@ -381,3 +382,7 @@ def test_page7_compare_methods_section() -> None:
     # issue 11 §4: the comparison's documents are DP releases: its joint cost is shown and charged
     assert any("Joint cost of the selected methods" in md.value for md in at.markdown)
     assert ledger_total(at) == pytest.approx(float(at.session_state["compare_eps"]), rel=1e-6)
+    # walk 3 §6: what this session already spent counts before the click (6 + 15 > 20), with the ε that fits
+    at.multiselect(key="_w.compare_methods").set_value(["dpkps", "private-prediction", "augpe"]).run()
+    assert any("from 6 to 21, over the cap of 20: lower ε per method to at most 5.6," in w.value for w in at.warning)
+    assert button(at, "Compare at this privacy level").disabled
