@@ -101,8 +101,10 @@ def _postings(real_texts: Sequence[str], wanted: set[tuple[str, ...]], n: int) -
     """For each n-gram of ``wanted`` (the synthetic documents'), the real documents that contain it — one pass over
     the real texts, each tokenised once and dropped (only n-grams starting with a word that starts a wanted one are
     built)."""
-    firsts = {g[0] for g in wanted}
     index: dict[tuple[str, ...], set[int]] = defaultdict(set)
+    if not wanted:  # no synthetic document has n words: nothing to look for
+        return index
+    firsts = {g[0] for g in wanted}
     for k, text in enumerate(real_texts):
         toks = tokens(text)
         for j in range(len(toks) - n + 1):
