@@ -9,7 +9,8 @@ import streamlit as st
 from dpkps_core.embeddings import EMBEDDING_MODELS
 from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
 from dpkps_core.risk import epsilon_explainer, risk_sentences
-from dpkps_core.method.config import DEFAULT_EPSILON_CAP, LIMITS
+from dpkps_core.dp.ledger import DEFAULT_EPSILON_CAP
+from dpkps_core.method.config import LIMITS
 from dpkps_core.method.vocabulary import VOCABULARIES
 from studio import charts, current, defaults, review, run_view, session, spend, steps, tenancy, widgets
 

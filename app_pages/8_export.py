@@ -178,7 +178,7 @@ def admin_view() -> None:
     c = session.corpus()
     if c is None:
         return
-    from dpkps_core.method.budget import unit_strings
+    from dpkps_core.ledger_store.units import unit_strings
 
     with widgets.guard():
         per, across = tenancy.spend_across_tenants(records, unit_strings(c, by_person=session.person_column()

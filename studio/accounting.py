@@ -24,7 +24,8 @@ from dpkps_core.ledger_store import PersistentLedger
 from dpkps_core.records.run_record import read_ledger_record
 from dpkps_core.records.runfolder import RunFolder
 from studio.run_writes import record_events
-from studio.session import is_streamed, ledger, person_column, ss, train_part
+from studio.session import ledger, person_column, ss, train_part
+from studio.streamed import is_streamed
 
 
 def recorded_event_ids(led: PrivacyLedger) -> tuple[int, ...]:
@@ -69,7 +70,7 @@ def would_leave_out(epsilon: float, *, step: str) -> tuple[int, int] | None:
     PRIVATE, local (docs/DESIGN.md §2.0: shown to the data owner before a spend, never exported); ``None`` without a
     persistent ledger. A release that draws on the run's reservation (``step`` "density" after Ṽ) takes the units
     the reservation admitted."""
-    from dpkps_core.method.budget import release_unit, unit_strings
+    from dpkps_core.ledger_store.units import release_unit, unit_strings
 
     led = ledger()
     if not isinstance(led, PersistentLedger) or is_streamed():  # a streamed corpus's units are keys: no estimate

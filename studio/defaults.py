@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, MutableMapping
 
-from dpkps_core.method.config import (APP_AUTO, APP_PLAIN, APP_ZERO_NONE, DEFAULT_EPSILON_CAP, PAPER_SETTINGS, SamplingConfig,
+from dpkps_core.method.config import (APP_AUTO, APP_PLAIN, APP_ZERO_NONE, PAPER_SETTINGS, SamplingConfig,
                                setting_options, setting_value_type)
+from dpkps_core.dp.ledger import DEFAULT_EPSILON_CAP
 from dpkps_core.device import default_device_setting
 from dpkps_core.dp.forecast import DEFAULT_FORECAST_EPSILON
 from dpkps_core.embeddings import DEFAULT_MODEL

@@ -27,7 +27,7 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import privatize_vocabulary
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError, VocabularyError
-from dpkps_core.method.budget import release_unit
+from dpkps_core.ledger_store.units import release_unit
 from dpkps_core.method.config import SamplingConfig
 from dpkps_core.method.pipeline import run_sampling
 from dpkps_core.method.split import split_documents

@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from dpkps_core.method.budget import document_units
+from dpkps_core.ledger_store.units import document_units
 from dpkps_core.method.config import AUGPE_LIMITS
 from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import calibrate_sigma, composed_mu, gaussian_epsilon
@@ -406,7 +406,7 @@ def run_augpe(
         backend: an :class:`~dpkps_core.llm.backends.LLMBackend`.
         noise: randomness (Gaussian noise, word draws, selection).
         ledger: admits the units and is charged ONE event (parallel composition across classes) with δ, up front.
-        units: one unit string per document (:func:`dpkps_core.method.budget.unit_strings`); default: document units.
+        units: one unit string per document (:func:`dpkps_core.ledger_store.units.unit_strings`); default: document units.
         neighbouring: the neighbouring relation of the guarantee (the corpus's privacy unit).
     """
     config = config.validate()

@@ -155,7 +155,7 @@ def compare_augpe(plan: ComparePlan, *, ledger: SubLedger, progress: Progress, d
     """AugPE+Ṽ (docs/DESIGN.md §6): Gaussian votes over the private documents, first prompts from Ṽ — shared with DP-KPS
     when it ran first (the same ε_voc release, counted once)."""
     from dpkps_core.baselines.augpe import AugPEConfig, prompt_budget, run_augpe
-    from dpkps_core.method.budget import unit_strings
+    from dpkps_core.ledger_store.units import unit_strings
 
     st = plan.settings
     t_voc = time.perf_counter()

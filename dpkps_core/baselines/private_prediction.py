@@ -45,7 +45,7 @@ from dpkps_core.baselines.prediction_config import (
     private_messages,
     public_messages,
 )
-from dpkps_core.method.budget import document_units
+from dpkps_core.ledger_store.units import document_units
 from dpkps_core.method.config import PRIVATE_PREDICTION_LIMITS
 from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import zcdp_to_epsilon
@@ -288,7 +288,7 @@ def run_private_prediction(
             data-dependent choice steering which batches run).
         noise: randomness (Laplace SVT noise and token sampling).
         ledger: admits the units and is charged ONE event (parallel composition over batches) with δ, up front.
-        units: one unit string per document (:func:`dpkps_core.method.budget.unit_strings`); default: document units.
+        units: one unit string per document (:func:`dpkps_core.ledger_store.units.unit_strings`); default: document units.
         neighbouring: the neighbouring relation of the guarantee (the corpus's privacy unit).
         charged_event: the caller has ALREADY admitted the units and charged this event (e.g. a
             :func:`reservation_event` charged with a DP count before it); the run checks that its calibrated ε

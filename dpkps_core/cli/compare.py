@@ -15,7 +15,7 @@ from dpkps_core.device import DEVICE_CHOICES, default_device_setting
 from dpkps_core.llm.factory import DEFAULT_BACKEND, backend_help, backend_kinds, backend_spec, make_backend
 from dpkps_core.method.sampling import SAMPLING_METHODS
 from dpkps_core.cli.common import add_file_arguments
-from dpkps_core.method.config import DEFAULT_EPSILON_CAP
+from dpkps_core.dp.ledger import DEFAULT_EPSILON_CAP
 
 PP_WARNING_CLI = (
     "WARNING: private prediction puts PRIVATE documents into the prompt of the LOCAL offline model (it needs "

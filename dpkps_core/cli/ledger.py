@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dpkps_core.cli.common import add_encoding_argument, add_limit_arguments, limits_from_args
-from dpkps_core.method.config import DEFAULT_EPSILON_CAP
+from dpkps_core.dp.ledger import DEFAULT_EPSILON_CAP
 from dpkps_core.ledger_store import CorpusView, LedgerStore, PersistentLedger, open_corpus_ledger
 
 
@@ -138,7 +138,7 @@ def _cmd_upgrade(corpus: Any, *, person: bool) -> int:
 
 
 def _cmd_ledger(args: argparse.Namespace) -> int:
-    from dpkps_core.method.budget import unit_strings
+    from dpkps_core.ledger_store.units import unit_strings
     from dpkps_core.corpus import load_corpus_spec
 
     corpus = load_corpus_spec(args.corpus, text_column=args.text_column, label_column=args.label_column,

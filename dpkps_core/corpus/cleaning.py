@@ -40,7 +40,7 @@ def normalise_document_text(text: str) -> str:
     the document key"): Unicode NFKC (the form every statistic reads a text in, §2.1 step 1), then every run of
     whitespace collapsed to one space and the ends stripped. Case is kept. Two rows whose texts normalise alike are
     the same text to the loader (they collapse when label and person agree too) and to the privacy ledger (one
-    document key, :func:`dpkps_core.method.budget.unit_strings`)."""
+    document key, :func:`dpkps_core.ledger_store.units.unit_strings`)."""
     return " ".join(unicodedata.normalize("NFKC", str(text)).split())
 
 

@@ -18,6 +18,11 @@ from dpkps_core.dp.validation import check_cap
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 
 _FLOAT_SLACK = 1e-9
+#: The one default cap on the ε any one document (or person, with a person column) may spend over all releases, app
+#: and CLI (docs/DESIGN.md §2.0: the persistent ledger is an individual privacy filter). The app's cap field and the CLI's
+#: --epsilon-cap start from it; 20 covers a few runs at the paper's totals of 6–15 (docs/PRIVACY.md "Per-document
+#: budgets").
+DEFAULT_EPSILON_CAP = 20.0
 MAX_ROW_FACTOR = 2.0  # the most a person-unit release can cost one row of the person (docs/PRIVACY.md)
 
 
@@ -96,7 +101,7 @@ class PrivacyLedger:
         """Individual privacy filter, charge first (docs/DESIGN.md §2.0; Feldman & Zrnic 2021).
 
         ``units`` holds one identifying string per document of the release's input, in order (the documents of
-        one person share the person's string; see ``dpkps_core.method.budget.unit_strings``). Returns a boolean mask
+        one person share the person's string; see ``dpkps_core.ledger_store.units.unit_strings``). Returns a boolean mask
         over ``units``: the documents that take part in a release of ``epsilon``. The admitted units are charged
         NOW, before the caller computes any statistic or draws noise; the caller then drops the others from the
         release's input and records the release's :class:`PrivacyEvent` with :meth:`charge`, also before noise.

@@ -14,7 +14,7 @@ also the person key, and a person's loss counts the document-unit releases of th
   closed:** an unusable folder, a missing or damaged key, or an unreadable, truncated or malformed store is a
   :class:`~dpkps_core.errors.PrivacyBudgetError` that spends nothing; there is no fallback to another folder.
 * **Which unit.** A key is the HMAC-SHA256, under the local key, of a key string
-  (:func:`dpkps_core.method.budget.unit_strings`: a document's normalised text — never its label — or a person id). Only
+  (:func:`dpkps_core.ledger_store.units.unit_strings`: a document's normalised text — never its label — or a person id). Only
   these keys are stored — never a text, person id, corpus path or file name — and they never leave the folder
   (a hash of private data is not DP): no run folder, report, bundle or log holds them.
 * **What.** SQLite (stdlib ``sqlite3``, WAL journal). The units are append-only arrays in fixed-size chunks —
@@ -32,7 +32,7 @@ also the person key, and a person's loss counts the document-unit releases of th
   about to change. A failed transaction rolls back: nothing is charged.
 
 **Caps.** A unit's cap is kept with the unit. A unit never seen before gets the cap setting of the run that first
-sees it (the app's cap field or the CLI's ``--epsilon-cap``; :data:`~dpkps_core.method.config.DEFAULT_EPSILON_CAP` when
+sees it (the app's cap field or the CLI's ``--epsilon-cap``; :data:`~dpkps_core.dp.ledger.DEFAULT_EPSILON_CAP` when
 the run has none). Afterwards only an explicit change moves it: :meth:`LedgerStore.set_cap` (``ledger --corpus …
 --epsilon-cap``, or changing the app's cap field while a corpus is loaded) sets the cap of *that corpus's* units
 and is recorded in ``cap_history``. A run's cap setting also bounds the run itself: a release whose ε would take

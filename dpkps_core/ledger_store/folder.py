@@ -137,7 +137,7 @@ class _UnitHasher:
                 o.update(h.digest())
                 append(o.digest())
         except AttributeError:
-            raise ParameterError("A privacy unit is identified by a string (dpkps_core.method.budget.unit_strings).") from None
+            raise ParameterError("A privacy unit is identified by a string (dpkps_core.ledger_store.units.unit_strings).") from None
         return np.frombuffer(b"".join(out), dtype=f"S{KEY_BYTES}")
 
 

@@ -10,14 +10,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpkps_core.method.config import DEFAULT_EPSILON_CAP
 from dpkps_core.dp.events import PrivacyEvent
-from dpkps_core.dp.ledger import MAX_ROW_FACTOR, AdmissionTicket, PrivacyLedger, within_cap
+from dpkps_core.dp.ledger import DEFAULT_EPSILON_CAP, MAX_ROW_FACTOR, AdmissionTicket, PrivacyLedger, within_cap
 from dpkps_core.errors import ParameterError
 from dpkps_core.ledger_store.records import CorpusView, RecordedEvent, _check_cap, _check_epsilon, _check_label
 from dpkps_core.ledger_store.rules import (PERSON_KIND, ReleaseRows, check_row_factor, distinct, is_key_source,
                                           keyed_rows)
 from dpkps_core.ledger_store.store import LedgerStore
+from dpkps_core.ledger_store.units import unit_strings
 
 
 # ------------------------------------------------------------------------------------------ ledger
@@ -381,7 +381,7 @@ def open_corpus_ledger(corpus: Any, *, tool: str, run: str | None = None, cap: f
                        store: LedgerStore | None = None, by_person: bool | None = None,
                        units: Sequence[str] | None = None) -> PersistentLedger:
     """The persistent ledger seen from one run on ``corpus``: a :class:`~dpkps_core.corpus.Corpus` (its units are
-    :func:`dpkps_core.method.budget.unit_strings`, by person when ``by_person`` — by default when it has a person
+    :func:`dpkps_core.ledger_store.units.unit_strings`, by person when ``by_person`` — by default when it has a person
     column), a sequence of unit strings, or their precomputed keys (a streamed corpus's ``units``:
     :func:`~dpkps_core.ledger_store.rules.is_key_source`); ``units`` overrides them. ``cap`` is the run's cap
     setting (module docstring: it caps the units new to the ledger and this run's own total; it changes no stored
@@ -389,8 +389,6 @@ def open_corpus_ledger(corpus: Any, *, tool: str, run: str | None = None, cap: f
     person = bool(by_person)
     if units is None:
         if hasattr(corpus, "texts") and hasattr(corpus, "labels"):
-            from dpkps_core.method.budget import unit_strings
-
             person = getattr(corpus, "persons", None) is not None if by_person is None else bool(by_person)
             units = unit_strings(corpus, by_person=person)
         elif isinstance(corpus, str):

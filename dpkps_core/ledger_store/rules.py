@@ -1,7 +1,7 @@
 """The ledger's unit rules (docs/DESIGN.md §2.0 "Every key a release could touch is charged, and checked"; docs/PRIVACY.md
 "Units and group privacy"): which keys one release charges, how much, and which rows it leaves out.
 
-A release's input is one *unit string* per row (:func:`dpkps_core.method.budget.unit_strings`):
+A release's input is one *unit string* per row (:func:`dpkps_core.ledger_store.units.unit_strings`):
 
 * ``document␟<text>`` — a row of a document-unit release; ``document␟<text>␞person␟<id>`` when the corpus has a
   person column (the person is then *known*: the release counts toward that person by group privacy);
@@ -102,7 +102,7 @@ def split_units(units: Sequence[str]) -> tuple[str, list[str], list[str] | None]
         linked = any(map(operator.contains, units, itertools.repeat(LINK_SEP)))
         documents = sum(map(str.startswith, units, itertools.repeat(DOCUMENT_PREFIX)))
     except TypeError:
-        raise ParameterError("A privacy unit is identified by a string (dpkps_core.method.budget.unit_strings).") from None
+        raise ParameterError("A privacy unit is identified by a string (dpkps_core.ledger_store.units.unit_strings).") from None
     if 0 < documents < len(units):
         raise ParameterError("One release mixes document-unit and person-unit rows; admit each unit separately.")
     kind = DOCUMENT_KIND if documents or not units else PERSON_KIND

@@ -51,7 +51,7 @@ class UnitKeys:
 
     ``kind``: ``"document"`` (each row is its document key, linked to its person's key when ``persons`` is given) or
     ``"person"`` (each row counts as its person, linked to its document key) — the rows that
-    :func:`dpkps_core.method.budget.unit_strings` writes as ``document␟t[␞person␟p]`` and
+    :func:`dpkps_core.ledger_store.units.unit_strings` writes as ``document␟t[␞person␟p]`` and
     ``person␟p␞document␟t``.
     ``documents``: per row, the key of its document key string (``S32``); ``persons``: per person code, the key of
     its person key string; ``person_of``: per row, its person code (``int64``); ``check``: :func:`key_check` of the

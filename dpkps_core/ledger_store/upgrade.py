@@ -36,6 +36,7 @@ from dpkps_core.ledger_store.folder import (CHUNK, FORMAT, KEY_BYTES, STORE_FILE
 from dpkps_core.ledger_store.rules import DOCUMENT_KIND, UNIT_SEP, ReleaseRows, plain_rows
 from dpkps_core.ledger_store.sqlite_store import folder_lock
 from dpkps_core.ledger_store.store import LedgerStore
+from dpkps_core.ledger_store.units import document_units
 
 
 V1_FOLDER = "ledger-v1"
@@ -160,8 +161,6 @@ def upgrade_v1(corpus: Any, *, root: str | os.PathLike[str] | None = None, by_pe
                tool: str = "cli ledger upgrade", new_cap: float | None = None) -> UpgradeResult:
     """Carry the version-1 spend of ``corpus``'s documents (persons) into a version-2 store in the same ledger folder
     (module docstring). Refused when the folder holds no version-1 store, or this corpus was carried over before."""
-    from dpkps_core.method.budget import document_units
-
     folder = ledger_root() if root is None else ledger_root({"DPKPS_LEDGER_DIR": os.fspath(root)})
     moved = _move_v1_aside(folder)
     v1_path = folder / V1_FOLDER / STORE_FILE

@@ -26,14 +26,10 @@ from dpkps_core.embeddings import DEFAULT_MODEL, EMBEDDING_MODELS
 from dpkps_core.errors import ParameterError, VocabularyError
 from dpkps_core.method.sampling import SAMPLING_METHODS
 from dpkps_core.method.vocabulary import VOCABULARIES, PublicVocabulary, load_vocabulary
+from dpkps_core.dp.ledger import DEFAULT_EPSILON_CAP  # the ledger's default cap (the settings start from it)
 
 DENSITIES = ("auto", "histogram", "rff")
 
-#: The one default cap on the ε any one document (or person, with a person column) may spend over all releases, app
-#: and CLI (docs/DESIGN.md §2.0: the persistent ledger is an individual privacy filter). The app's cap field and the CLI's
-#: --epsilon-cap start from it; 20 covers a few runs at the paper's totals of 6–15 (docs/PRIVACY.md "Per-document
-#: budgets").
-DEFAULT_EPSILON_CAP = 20.0
 
 # Documented limits (docs/ARCHITECTURE.md): keep a user from running the server out of memory by accident. The one place every
 # parameter bound lives: DP-KPS sampling (LIMITS), private prediction and AugPE (their config classes validate

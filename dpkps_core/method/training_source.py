@@ -18,7 +18,7 @@ Both end in :class:`AdmittedPart`. The documents, their order, the split and the
 on a streamed corpus writes the same files as a run on the loaded one (tested, for small and large chunk sizes).
 
 The ledger admits a streamed corpus's units as KEYS, never as unit strings (issue 31): each row's document key
-string and each person's key string (:func:`dpkps_core.method.budget.unit_strings`'s parts) are keyed chunk by chunk
+string and each person's key string (:func:`dpkps_core.ledger_store.units.unit_strings`'s parts) are keyed chunk by chunk
 by the ledger's HMAC (:class:`~dpkps_core.ledger_store.unit_keys.UnitKeysBuilder`) and only the 32-byte keys are kept
 — the keys the store would make of the strings, so the same rows are admitted and the same ledger rows written.
 Given the ledger's keying (``keys_of``), :meth:`StreamedCorpus.open` keys during its preparing pass; without it the
@@ -38,7 +38,9 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from dpkps_core.method.budget import admit, admitted_indices, document_key_string, person_key_string
+from dpkps_core.method.budget import admit, admitted_indices
+
+from dpkps_core.ledger_store.units import document_key_string, person_key_string
 from dpkps_core.method.config import LIMITS, SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.corpus.model import LoadReport, check_class_names

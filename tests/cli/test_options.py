@@ -12,7 +12,8 @@ import pytest
 from dpkps_core.cli.common import add_sampling_arguments, config_from_args
 from dpkps_core.cli.main import build_parser
 from dpkps_core.cli.options import option_flag
-from dpkps_core.method.config import DEFAULT_EPSILON_CAP, SamplingConfig, setting_options
+from dpkps_core.dp.ledger import DEFAULT_EPSILON_CAP
+from dpkps_core.method.config import SamplingConfig, setting_options
 
 # One value per option, different from the default, valid together.
 VALUES = {

@@ -18,7 +18,7 @@ from dpkps_core.dp.ledger import PrivacyLedger, require_public, within_cap, SubL
 from dpkps_core.dp.release import AdmittedUnits, admit_units, release
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
-from dpkps_core.method.budget import document_units
+from dpkps_core.ledger_store.units import document_units
 
 UNITS = document_units([f"note {i} about the river" for i in range(6)], ["a"] * 6)
 EVENT = count_event(epsilon=0.5)

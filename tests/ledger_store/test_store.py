@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 
 from dpkps_core import ledger_store as ls
-from dpkps_core.method.budget import unit_strings
+from dpkps_core.ledger_store.units import unit_strings
 from dpkps_core.cli import main
 from dpkps_core.cli.main import build_parser
-from dpkps_core.method.config import DEFAULT_EPSILON_CAP
+from dpkps_core.dp.ledger import DEFAULT_EPSILON_CAP
 from dpkps_core.corpus import Corpus, load_corpus
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger, _FLOAT_SLACK

@@ -2,7 +2,7 @@
 strings (issue 31; docs/DESIGN.md §2.0 "Every key a release could touch is charged, and checked").
 
 - The same corpus file, admitted release after release through unit strings (the loaded corpus,
-  :func:`~dpkps_core.method.budget.unit_strings`) and through the keys a :class:`StreamedCorpus` computes chunk by
+  :func:`~dpkps_core.ledger_store.units.unit_strings`) and through the keys a :class:`StreamedCorpus` computes chunk by
   chunk — during its preparing pass, or by its own pass when a ledger first asks — under the same ledger key: the
   same admitted indices at every release and the same ledger rows (unit keys, spend, direct spend, caps, release
   records), for the document unit (with and without a person column) and the person unit.
@@ -29,7 +29,8 @@ from dpkps_core.corpus.stream import CorpusStream
 from dpkps_core.errors import ParameterError
 from dpkps_core.ledger_store import UnitKeys, UnitKeysBuilder, key_check
 from dpkps_core.method import budget
-from dpkps_core.method.budget import admitted_indices, unit_strings
+from dpkps_core.method.budget import admitted_indices
+from dpkps_core.ledger_store.units import unit_strings
 from dpkps_core.method.config import SamplingConfig
 from dpkps_core.method.training_source import StreamedCorpus, StreamedUnits
 

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from dpkps_core import ledger_store as ls
-from dpkps_core.method.budget import admit, unit_strings
+from dpkps_core.method.budget import admit
+from dpkps_core.ledger_store.units import unit_strings
 from dpkps_core.corpus import Corpus, load_corpus
 from dpkps_core.method.budget import release_unit_count
 from dpkps_core.dp.events import PrivacyEvent

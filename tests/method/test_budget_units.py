@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from dpkps_core.method import budget
-from dpkps_core.method.budget import document_units, release_unit, unit_strings
+from dpkps_core.ledger_store.units import document_units, release_unit, unit_strings
+from dpkps_core.ledger_store import units as ledger_units
 from dpkps_core.corpus import Corpus
 from dpkps_core.corpus.cleaning import normalise_document_text
 from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
@@ -53,13 +54,13 @@ def test_person_rows_link_their_document_keys_and_count_as_their_person() -> Non
 
 
 def test_document_unit_strings_are_the_normalised_text_only() -> None:
-    units = budget.document_units(["  a\u0301  b\n", "x", "\ufb01 x"], ["pos", "neg", "neg"])
+    units = ledger_units.document_units(["  a\u0301  b\n", "x", "\ufb01 x"], ["pos", "neg", "neg"])
     assert units == ["document\x1f\u00e1 b", "document\x1fx", "document\x1ffi x"]  # NFKC, no label (issue 35)
 
 
 def test_document_units_need_one_label_per_text() -> None:
     with pytest.raises(ValueError, match=r"^document_units needs one label per text\.$"):
-        budget.document_units(["a", "b"], ["pos"])
+        ledger_units.document_units(["a", "b"], ["pos"])
 
 
 def test_admitted_indices_follow_the_ledger_and_name_the_release() -> None:
@@ -77,10 +78,10 @@ def _corpus(persons: tuple[str, ...] | None = None) -> Corpus:
 
 
 def test_person_units_need_a_person_column() -> None:
-    units = budget.unit_strings(_corpus(("p1", "p2", "p1")), by_person=True)
-    assert [budget.release_unit(u) for u in units] == ["person\x1fp1", "person\x1fp2", "person\x1fp1"]
+    units = ledger_units.unit_strings(_corpus(("p1", "p2", "p1")), by_person=True)
+    assert [ledger_units.release_unit(u) for u in units] == ["person\x1fp1", "person\x1fp2", "person\x1fp1"]
     with pytest.raises(ValueError, match=r"^The privacy unit is a person, but the corpus has no person column\.$"):
-        budget.unit_strings(_corpus(), by_person=True)
+        ledger_units.unit_strings(_corpus(), by_person=True)
 
 
 def test_admit_names_this_release_by_default() -> None:
