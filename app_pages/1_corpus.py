@@ -13,13 +13,13 @@ from dpkps_core.corpus.formats import ENCODING_LABELS
 from dpkps_core.method.config import LIMITS
 from dpkps_core.errors import DPKPSError
 from dpkps_core.method.matching import truncated_count
-from studio import charts, defaults, session, steps, widgets
+from studio import charts, corpus_files, defaults, session, step_progress, steps, streamed, widgets
 
 widgets.page_header(0, "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
                        "memory on this machine; only DP outputs ever leave it.")
 s = st.session_state
 
-data_dir = steps.server_data_dir()  # the deployment's data folder ($DPKPS_DATA_DIR), if any
+data_dir = corpus_files.server_data_dir()  # the deployment's data folder ($DPKPS_DATA_DIR), if any
 if s["corpus_source"] == "server" and data_dir is None:
     s["corpus_source"] = "upload"
 widgets.bound(st.radio, "Corpus", "corpus_source", options=["demo", "upload"] + (["server"] if data_dir else []),
@@ -169,13 +169,13 @@ elif s["corpus_source"] == "upload":
     encoding = encoding_choice()
     if upload is not None:
         data = upload.getvalue()
-        file_source(upload.name, read_columns=lambda: steps.upload_columns(data, upload.name, encoding=encoding),
-                    load=lambda **cols: steps.load_upload(data, upload.name, encoding=encoding, **cols))
+        file_source(upload.name, read_columns=lambda: corpus_files.upload_columns(data, upload.name, encoding=encoding),
+                    load=lambda **cols: corpus_files.load_upload(data, upload.name, encoding=encoding, **cols))
 else:
     st.markdown("Corpora the deployment put in the server's data folder — files too large for a browser upload, "
                 "or folders of Parquet / CSV / JSONL parts as a data platform exports them. They are read in chunks "
                 "under the deployment's limits, and stay on the server.")
-    entries = steps.server_entries()
+    entries = corpus_files.server_entries()
     if not entries:
         st.info("The server's data folder holds no corpus file or folder of parts yet.")
     else:
@@ -188,13 +188,13 @@ else:
                 """Load with a progress bar: a streamed corpus's preparing pass reports documents, rows/s, ETA."""
                 bar = st.progress(0.0, text="Reading the corpus…")
                 try:
-                    return steps.load_server(chosen, encoding=encoding,
+                    return corpus_files.load_server(chosen, encoding=encoding,
                                              progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m),
                                              **cols)
                 finally:
                     bar.empty()
 
-            file_source(chosen, read_columns=lambda: steps.server_columns(chosen, encoding=encoding),
+            file_source(chosen, read_columns=lambda: corpus_files.server_columns(chosen, encoding=encoding),
                         load=load_server)
 
 corpus = session.corpus()
@@ -210,13 +210,13 @@ if corpus is not None:
     st.divider()
     st.subheader(f"Summary of “{corpus.name}”")
     st.markdown(widgets.PRIVATE_BADGE)
-    streamed = session.is_streamed()
-    if streamed:
-        st.info(f"{session.STREAMED_NOTE} Each DP step shows its progress (documents, rows/s, time left) and a "
+    is_streamed = streamed.is_streamed()
+    if is_streamed:
+        st.info(f"{streamed.STREAMED_NOTE} Each DP step shows its progress (documents, rows/s, time left) and a "
                 "Cancel that stops it between chunks.", icon=":material/stream:")
-    info = steps.corpus_summary_of(corpus)  # computed once per corpus (session memory, PRIVATE)
+    info = corpus_files.corpus_summary_of(corpus)  # computed once per corpus (session memory, PRIVATE)
     if corpus.persons is not None:
-        persons = int(np.unique(corpus.persons).size) if streamed else len(set(corpus.persons))
+        persons = int(np.unique(corpus.persons).size) if is_streamed else len(set(corpus.persons))
         st.info(f"Unit of privacy: **one person** (column “{corpus.person_column}”) — every guarantee is stated for "
                 f"adding or removing all documents of one person. {persons:,} persons (private count).",
                 icon=":material/group:")
@@ -233,7 +233,7 @@ if corpus is not None:
     # a private, local figure (README "Limits"; docs/DESIGN.md §2.1: the matcher reads the first max_chars_per_doc
     # characters of each document, the same rule for every document, so no count leaves the session)
     limit = LIMITS["max_chars_per_doc"]
-    n_long = int(corpus.long.sum()) if streamed else truncated_count(corpus.texts, limit)
+    n_long = int(corpus.long.sum()) if is_streamed else truncated_count(corpus.texts, limit)
     st.caption(f"{widgets.PRIVATE_BADGE} Long documents: {widgets.plural(n_long, 'document')} "
                f"{'is' if n_long == 1 else 'are'} longer than {limit:,} characters"
                + (f"; only the first {limit:,} characters of each are read for term extraction." if n_long else
@@ -243,8 +243,8 @@ if corpus is not None:
     left.plotly_chart(charts.class_counts_bar(info["class_counts"], colours=colours), key="chart.class_counts")
     right.plotly_chart(charts.length_histogram(info["words"], info.get("word_labels") or corpus.labels,
                                                colours=colours), key="chart.lengths")
-    if streamed:
-        right.caption(f"Lengths of every {steps.SAMPLE_EVERY}th document (a regular sample: the same shape, a "
+    if is_streamed:
+        right.caption(f"Lengths of every {streamed.SAMPLE_EVERY}th document (a regular sample: the same shape, a "
                       "lighter page).")
     st.dataframe({"class": list(info["class_counts"]), "documents": list(info["class_counts"].values())},
                  hide_index=True, key="table.class_counts")
@@ -283,11 +283,11 @@ if corpus is not None:
             st.caption(f"{widgets.PRIVATE_BADGE} {note}")
 
     st.subheader("Held-out part for evaluation")
-    locked = session.has_results() or widgets.step_running()
+    locked = session.has_results() or step_progress.step_running()
     widgets.bound(st.slider, "Test fraction (held out; never touched by a DP step)", "test_fraction",
                   min_value=0.0, max_value=0.5, step=0.05, disabled=locked,
                   help="Locked while Ṽ and what followed exist: they were built on this training part." if locked
-                  else ("A streamed corpus is read once more to apply another fraction." if streamed else None))
+                  else ("A streamed corpus is read once more to apply another fraction." if is_streamed else None))
     sp = session.split()
     st.caption(f"{len(sp.train):,} training documents feed the DP steps; {len(sp.test):,} are held out for the "
                "local evaluation (page 7). Each document is assigned on its own by a keyed hash of its text, so "

@@ -12,7 +12,7 @@ from dpkps_core.risk import epsilon_explainer, risk_sentences
 from dpkps_core.dp.ledger import DEFAULT_EPSILON_CAP
 from dpkps_core.method.config import LIMITS
 from dpkps_core.method.vocabulary import VOCABULARIES
-from studio import charts, current, defaults, review, run_view, session, spend, steps, tenancy, widgets
+from studio import charts, current, defaults, review, run_view, session, spend, steps, streamed, tenancy, widgets
 
 widgets.page_header(1, "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
                        "each document may contribute, and how the privacy budget ε is split.")
@@ -288,14 +288,14 @@ widgets.bound(c1.number_input, "ε_forecast", review.EPS_FORECAST_KEY, step=0.05
 range_error(review.EPS_FORECAST_KEY, c1)
 stats = review.dp_forecast_release()
 widgets.before_spend_note(review.eps_forecast(), "forecast")  # documents without budget left (private, local)
-streamed = session.is_streamed()
+is_streamed = streamed.is_streamed()
 with c2:
     go = spend.button("forecast", label=f"DP forecast (spends ε_forecast = {widgets.eps(review.eps_forecast())})",
                       epsilon=review.eps_forecast(), done=stats is not None, what="ε_forecast",
-                      again="Forecast again with a new release", icon=":material/query_stats:", disabled=streamed,
-                      help="Not available for a streamed corpus (below)." if streamed else None)
-if streamed:  # the forecast's release counts the training part in memory (nothing is spent: the button is off)
-    st.info(f"**The DP forecast is not available for this corpus.** {session.STREAMED_NOTE}", icon=":material/stream:")
+                      again="Forecast again with a new release", icon=":material/query_stats:", disabled=is_streamed,
+                      help="Not available for a streamed corpus (below)." if is_streamed else None)
+if is_streamed:  # the forecast's release counts the training part in memory (nothing is spent: the button is off)
+    st.info(f"**The DP forecast is not available for this corpus.** {streamed.STREAMED_NOTE}", icon=":material/stream:")
 if go:
     with widgets.guard(), spend.releasing("forecast"), \
             st.spinner("Counting terms of the training part (in memory) and releasing the DP forecast…"):
@@ -312,8 +312,8 @@ with widgets.guard():
         show_forecast(f_dp, "chart.forecast_dp")
 
 with st.expander("Exact previews (private, local — not covered by ε)", expanded=widgets.exact_previews_on()):
-    if streamed:
-        st.caption(f"Not available for this corpus. {session.STREAMED_NOTE}")
+    if is_streamed:
+        st.caption(f"Not available for this corpus. {streamed.STREAMED_NOTE}")
     elif widgets.exact_previews_switch("budget"):
         st.caption(DISCLOSURE_NOTE)
         if st.button("Exact forecast on the true counts (charges nothing, not covered by ε)",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from studio import accounting, charts, jobs, review, run_view, session, spend, steps, widgets
+from studio import (accounting, charts, jobs, review, run_view, session, spend, step_progress, steps, streamed,
+                   widgets)
 
 widgets.page_header(2, "Each training document counts its first S distinct terms of V; Laplace noise is added to "
                        "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
@@ -45,19 +46,19 @@ else:
                    "them out.")
     widgets.before_spend_note(eps_voc + (session.eps_split()[1] if accounting.reserve_plan() else 0.0), "vocabulary")
     # one intent, one release (studio.spend): a re-run asks first; stale repeated clicks are ignored
-    stepping = widgets.step_running()
+    stepping = step_progress.step_running()
     if spend.button("vocabulary", label=f"Build Ṽ (spends ε_voc = {widgets.eps(eps_voc)})", epsilon=eps_voc, done=already,
                     again="Re-run Ṽ", what="ε_voc", icon=":material/casino:", disabled=stepping):
         with widgets.guard(), spend.releasing("vocabulary"), \
                 st.status("Building the private vocabulary…", expanded=True) as status:
             st.write("Counting each training document's first S distinct terms of V (private"
-                     + (", read from the file chunk by chunk)…" if session.is_streamed() else ", in memory)…"))
+                     + (", read from the file chunk by chunk)…" if streamed.is_streamed() else ", in memory)…"))
             pv = steps.run_private_vocabulary()
             if not isinstance(pv, jobs.Job):  # a streamed corpus's step runs on below, with its progress
                 status.update(label=f"Ṽ built: {len(pv):,} terms (ε_voc = {widgets.eps(pv.epsilon)} charged)",
                               state="complete")
             st.rerun()
-    widgets.step_monitor("vocabulary")
+    step_progress.step_monitor("vocabulary")
 
     pv, meta = run_view.private_vocabulary(), run_view.vocabulary_meta()
     if pv is not None and meta is not None:

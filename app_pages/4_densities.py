@@ -7,7 +7,7 @@ import streamlit as st
 
 from dpkps_core.method.config import LIMITS
 from dpkps_core.method.sampling import SAMPLING_METHODS
-from studio import charts, jobs, review, run_view, session, spend, steps, widgets
+from studio import (charts, jobs, review, run_view, session, spend, step_progress, steps, streamed, widgets)
 
 SAMPLING_METHOD_LABELS = {  # one label per dpkps_core.method.sampling.SAMPLING_METHODS (a test checks the keys)
     "independent": "independent — L terms drawn i.i.d. from each class's density (fast, robust)",
@@ -80,9 +80,9 @@ else:
             st.markdown(widgets.DP_BADGE)
             st.markdown("**DP forecast** (post-processing of the forecast release on the ledger):\n"
                         + "\n".join(f"- {review.outlook_sentence(r)}" for r in outlook))
-        if session.is_streamed():
+        if streamed.is_streamed():
             st.caption(f"The exact forecast and the no-LLM check of every method are not available for this "
-                       f"corpus. {session.STREAMED_NOTE}")
+                       f"corpus. {streamed.STREAMED_NOTE}")
         elif widgets.exact_previews_switch("densities"):
             exact = []
             with widgets.guard():
@@ -125,18 +125,18 @@ else:
                 "time; changing the method or L needs a rebuild)." if built else "."))
     widgets.before_spend_note(eps_kde, "density")
     # one intent, one release (studio.spend): a rebuild asks first; stale repeated clicks are ignored
-    stepping = widgets.step_running()
+    stepping = step_progress.step_running()
     if spend.button("density", label=f"Build densities (spends ε_kde = {widgets.eps(eps_kde)})", epsilon=eps_kde, done=built,
                     again="Rebuild the densities", what="ε_kde", icon=":material/blur_on:", disabled=stepping):
         with widgets.guard(), spend.releasing("density"), \
                 st.status("Building the per-class DP densities…", expanded=True) as status:
             st.write("Extracting each training document's keyphrases (private"
-                     + (", read from the file chunk by chunk)…" if session.is_streamed() else ", in memory)…"))
+                     + (", read from the file chunk by chunk)…" if streamed.is_streamed() else ", in memory)…"))
             st.write("Embedding Ṽ with the public model (cached on disk: Ṽ is a DP output)…")
             if not isinstance(steps.run_density(), jobs.Job):  # a streamed corpus's step runs on below
                 status.update(label="Densities built", state="complete")
             st.rerun()
-    widgets.step_monitor("density")
+    step_progress.step_monitor("density")
 
     meta, info, pv = run_view.density_meta(), run_view.density_info(), run_view.private_vocabulary()
     if meta is not None and info is not None and pv is not None:

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.method.config import LIMITS
-from studio import charts, run_view, session, steps, widgets
+from studio import charts, run_view, session, steps, streamed, widgets
 
 widgets.page_header(4, "Sequences are sampled from the DP densities: post-processing, so sampling (and re-sampling) "
                        "costs no privacy. They are written to the run folder with the privacy report.")
@@ -57,9 +57,9 @@ else:
         st.caption("A TF-IDF classifier trained on the DP sequences classifies the held-out documents' own keyphrase "
                    "sequences (paper Table 5). Compare methods here before writing documents; rebuilding densities "
                    "for another method charges ε_kde again.")
-        if session.is_streamed():
+        if streamed.is_streamed():
             st.caption(f"Not available for this corpus: it classifies the held-out documents in memory. "
-                       f"{session.STREAMED_NOTE}")
+                       f"{streamed.STREAMED_NOTE}")
         elif st.button("Run the no-LLM check", icon=":material/fact_check:"):
             with widgets.guard(), st.spinner("Classifying held-out documents (private, local)…"):
                 steps.no_llm_check()

@@ -24,7 +24,6 @@ The actions that call the core (load a corpus, the DP steps, the background jobs
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import secrets
@@ -42,7 +41,7 @@ from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import DEFAULT_MODEL
 from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
-from dpkps_core.ledger_store import LedgerStore, PersistentLedger, open_corpus_ledger
+from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
 from dpkps_core.records.runfolder import VOCABULARY_FILE, create_run_dir
 from dpkps_core.method.split import CorpusSplit, split_documents
 from dpkps_core.method.training_source import StreamedCorpus
@@ -51,6 +50,7 @@ from studio import defaults, tenancy
 from studio.defaults import fill_defaults
 from studio.jobs import Job
 from studio.resources import cached_vocabulary, embedder
+from studio.streamed import STREAMED_NOTE, StreamedView, content_fingerprint, is_streamed, term_counts_key
 
 STEPS = ("corpus", "vocabulary", "density", "sequences", "documents", "evaluation")
 
@@ -58,8 +58,7 @@ STEPS = ("corpus", "vocabulary", "density", "sequences", "documents", "evaluatio
 # the run folder, not here. Private ones are marked.
 _RESULT_KEYS: dict[str, tuple[str, ...]] = {
     "corpus": ("split", "split_key", "term_counts", "forecast", "no_llm_history", "real_keyphrase_baseline",
-               "method_outlook", "job_method_preview", "compare_rows", "_embedding_memo",
-               "_corpus_summary"),  # all PRIVATE
+               "method_outlook", "job_method_preview", "compare_rows", "_embedding_memo"),  # all PRIVATE
     "vocabulary": ("vocab_check",),                             # PRIVATE
     "density": ("umap_map",),
     "sequences": ("no_llm",),                                   # PRIVATE
@@ -188,11 +187,9 @@ def ledger() -> PrivacyLedger:
     cap = float(s["epsilon_cap"]) if s.get("cap_enabled") else None
     if cid not in ledgers:
         c = s.get("corpus")
-        # a streamed corpus's units come from its preparing pass (the same strings, without its texts in memory)
-        units = c.prepared.units if isinstance(c, StreamedView) else None
-        ledgers[cid] = (open_corpus_ledger(c if units is None else units, tool="app", cap=cap,
-                                           by_person=person_column() is not None, store=tenancy.ledger_store(),
-                                           units=units)
+        units = c.prepared.units if isinstance(c, StreamedView) else None  # a streamed corpus's: its pass's keys
+        ledgers[cid] = (open_corpus_ledger(c, tool="app", cap=cap, by_person=person_column() is not None,
+                                           store=tenancy.ledger_store(), units=units)
                         if c is not None and s.get("corpus_id") else PrivacyLedger(cap))
         new_ledger_notice(ledgers[cid])
     led = ledgers[cid]
@@ -273,154 +270,6 @@ def noise() -> NoiseSource:
 
 # ============================================================================================ 1. corpus
 
-#: What a streamed corpus cannot do, and why (shown where such a feature would be).
-STREAMED_NOTE = ("This corpus is streamed from the server's data folder: it is read chunk by chunk for each DP step "
-                 "(pages 3–5, the same passes as `dpkps sample`) and never held whole in memory. What reads every "
-                 "document in memory is therefore not available for it: the DP forecast and the exact previews of "
-                 "pages 2 and 4 (page 3's comes from Ṽ's own pass), the no-LLM check (page 5), the evaluation "
-                 "(page 7) and the few-shot check against the corpus (page 6).")
-
-#: Placeholder classes of a streamed corpus prepared before its public classes are declared (it admits no
-#: document: no label matches; :meth:`StreamedView.with_classes` re-declares without reading the file again).
-UNDECLARED_CLASSES = ("\x00undeclared-1", "\x00undeclared-2")
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class StreamedView:
-    """A data-folder corpus the session streams (``dpkps_core.corpus.data_folder.streams``): what the pages read of
-    a :class:`~dpkps_core.corpus.Corpus` — its name, columns, declared classes, labels, persons, load report — over
-    the core's :class:`~dpkps_core.method.training_source.StreamedCorpus` (``prepared``: split, units and training
-    part, decided by one preparing pass), plus page 1's private summary from that same pass. It holds no document
-    text: :attr:`texts` refuses with :data:`STREAMED_NOTE` (a clear error in the UI, not a traceback).
-
-    ``long``: per document, whether it is longer than the matcher reads (the truncated count of a training part);
-    ``summary``: counts and word lengths (PRIVATE, local); ``content_sha256``: the content fingerprint
-    (:func:`corpus_content_fingerprint`'s digest of the same documents)."""
-
-    prepared: StreamedCorpus
-    name: str
-    source: str
-    summary: Mapping[str, Any]
-    long: np.ndarray
-    content_sha256: str
-    test_fraction: float
-    public_classes: tuple[str, ...] | None = None
-    person_column: str | None = None
-    text_column: str | None = None
-    label_column: str | None = None
-
-    streamed = True
-
-    def __len__(self) -> int:
-        return self.prepared.documents
-
-    def __repr__(self) -> str:  # counts only
-        return f"StreamedView(name={self.name!r}, documents={len(self)})"
-
-    @property
-    def texts(self) -> Sequence[str]:
-        raise CorpusError(STREAMED_NOTE)
-
-    @property
-    def report(self) -> Any:
-        return self.prepared.report
-
-    @property
-    def declared(self) -> bool:
-        return self.public_classes is not None
-
-    @property
-    def classes(self) -> list[str]:
-        """The declared public classes (the same refusal as :attr:`Corpus.classes` before a declaration)."""
-        return Corpus((), (), name=self.name, source=self.source, public_classes=self.public_classes).classes
-
-    @property
-    def labels(self) -> list[str]:
-        """Each document's label (PRIVATE), from the preparing pass's label codes."""
-        names = self.prepared.label_names
-        return [names[i] for i in self.prepared.label_codes.tolist()]
-
-    @property
-    def persons(self) -> np.ndarray | None:
-        """Each document's person as an integer code (PRIVATE), or None without a person column."""
-        return self.prepared.person_codes
-
-    @property
-    def class_counts(self) -> dict[str, int]:
-        return dict(self.summary["class_counts"])
-
-    @property
-    def observed_classes(self) -> list[str]:
-        return sorted(self.summary["class_counts"])
-
-    @property
-    def undeclared_count(self) -> int:
-        if self.public_classes is None:
-            return 0
-        declared = set(self.public_classes)
-        return sum(n for y, n in self.summary["class_counts"].items() if y not in declared)
-
-    @property
-    def privacy_unit(self) -> str:
-        return self.prepared.privacy_unit
-
-    def with_classes(self, classes: Sequence[str] | None) -> "StreamedView":
-        """The same corpus with ``classes`` declared public; its training part is re-decided from the preparing
-        pass's split and label codes (as :meth:`StreamedCorpus.open` decides it), without reading the file."""
-        from dpkps_core.corpus.model import check_class_names
-
-        declared = None if classes is None else check_class_names(classes)
-        return dataclasses.replace(self, public_classes=declared,
-                                   prepared=_declare(self.prepared, declared or UNDECLARED_CLASSES, self.long))
-
-    def resplit(self, test_fraction: float) -> "StreamedView":
-        """The same corpus under another held-out fraction: one more pass over the file (the split positions are
-        keyed hashes of each document's text, which the session does not keep)."""
-        cfg = build_sampling_config(classes=self.public_classes or UNDECLARED_CLASSES, test_fraction=test_fraction,
-                                    person_column=self.person_column if self.prepared.by_person else None)
-        return dataclasses.replace(self, prepared=open_streamed(self.prepared.stream, cfg),
-                                   test_fraction=float(test_fraction))
-
-
-def open_streamed(stream: Any, config: SamplingConfig, progress: Any = None) -> StreamedCorpus:
-    """The core's preparing pass (:meth:`StreamedCorpus.open`); where the core can key the units for the ledger
-    during that pass (``keys_of``: the tenant's ledger store's keying), it does, so the ledger never needs a pass
-    of its own."""
-    import inspect
-
-    extra = {}
-    if "keys_of" in inspect.signature(StreamedCorpus.open).parameters:
-        extra["keys_of"] = (tenancy.ledger_store() or LedgerStore()).keys  # the tenant's store, else the default
-    return StreamedCorpus.open(stream, config, progress, **extra)
-
-
-def _declare(prepared: StreamedCorpus, classes: Sequence[str], long: np.ndarray) -> StreamedCorpus:
-    """``prepared`` with its training part re-decided for ``classes``: the training documents of the split whose
-    label is declared — the tail of :meth:`StreamedCorpus.open` on the pass's split and label codes."""
-    train = np.asarray(prepared.split.train, dtype=np.int64)
-    names = prepared.label_names
-    wanted = set(classes)
-    is_declared = np.array([n in wanted for n in names] + [False], dtype=bool)
-    keep = is_declared[prepared.label_codes[train]] if len(train) else np.zeros(0, dtype=bool)
-    train_index = train[keep]
-    return StreamedCorpus(prepared.stream, classes=tuple(classes), by_person=prepared.by_person,
-                          units=prepared.units, split=prepared.split, train_index=train_index,
-                          label_codes=prepared.label_codes, label_names=names, person_codes=prepared.person_codes,
-                          truncated=int(long[train_index].sum()) if len(long) else 0,
-                          undeclared=int(len(train) - len(train_index)))
-
-
-def is_streamed() -> bool:
-    """Whether the session's corpus is streamed from the data folder (:class:`StreamedView`)."""
-    return isinstance(corpus(), StreamedView)
-
-
-def require_in_memory(what: str) -> None:
-    """Refuse ``what`` (a feature that reads every document in memory) for a streamed corpus, saying why."""
-    if is_streamed():
-        raise CorpusError(f"{what} is not available for this corpus. {STREAMED_NOTE}")
-
-
 def person_column() -> str | None:
     """The person column when the unit of privacy is a person (docs/DESIGN.md §2, person unit), else ``None`` (one document)."""
     c = corpus()
@@ -438,8 +287,7 @@ def person_groups(part: Corpus) -> Sequence[str] | None:
 
 
 def split() -> CorpusSplit | None:
-    """The held-out split of the current corpus; only ``split.train`` feeds DP steps. A streamed corpus's split is
-    its preparing pass's (the same keyed split, decided row by row); another fraction reads the file once more."""
+    """The held-out split of the current corpus; only ``split.train`` feeds DP steps (a streamed corpus's: its pass's)."""
     s = ss()
     c = corpus()
     if c is None:
@@ -452,10 +300,7 @@ def split() -> CorpusSplit | None:
             s["test_fraction"] = s["split_key"][1]
             return s["split"]
         if isinstance(c, StreamedView):
-            if c.test_fraction != key[1]:
-                with st.spinner("Reading the corpus again for the new held-out fraction (it is streamed)…"):
-                    c = c.resplit(key[1])
-                s["corpus"] = c
+            s["corpus"] = c = c.resplit(key[1])  # another fraction reads the file once more
             new = c.prepared.split
         else:
             new = split_documents(c, test_fraction=float(s["test_fraction"]), seed=0,
@@ -477,8 +322,7 @@ def start_over() -> None:
 
 
 def train_part() -> Corpus | StreamedCorpus:
-    """The training part of the declared classes, as the DP steps take it: a :class:`Corpus` in memory, or — for a
-    streamed corpus — the core's :class:`StreamedCorpus` (read chunk by chunk for each release, like the CLI's)."""
+    """The training part of the declared classes as the DP steps take it (a streamed corpus's: the core's, as the CLI's)."""
     c = corpus()
     sp = split()
     if c is None or sp is None:
@@ -494,7 +338,6 @@ def test_part() -> Corpus:
     sp = split()
     if c is None or sp is None:
         raise CorpusError("Load a corpus first (page 1).")
-    require_in_memory("Reading the held-out documents")
     part = c.subset(sp.test)
     return part.declared_only() if part.declared else part
 
@@ -569,30 +412,14 @@ def term_counts(vocab: PublicVocabulary, terms_per_doc: int) -> np.ndarray:
     cache = s.get("term_counts")
     key = term_counts_key(vocab, terms_per_doc)
     if not cache or cache[0] != key:
-        # a streamed corpus's counts come from its Ṽ release's pass (:func:`remember_term_counts`), never from a
-        # pass of their own: the exact previews wait for Ṽ there
-        if is_streamed():
-            raise CorpusError("The exact counts of a streamed corpus are known once its private vocabulary is "
-                              "built (page 3), from that release's own pass over the file, when every training "
-                              f"document took part; they are not available now. {STREAMED_NOTE}")
+        if is_streamed():  # its counts come from its Ṽ release's own pass (studio.streamed.remember_term_counts)
+            raise CorpusError("The exact counts of a streamed corpus come from its private vocabulary's own pass "
+                              f"(page 3) when every training document took part. {STREAMED_NOTE}")
         train = train_part()
         counts = pipeline.term_counts(train.texts, vocab, terms_per_doc=terms_per_doc, groups=person_groups(train))
         s["term_counts"] = (key, counts)
         cache = s["term_counts"]
     return cache[1]
-
-
-def term_counts_key(vocab: PublicVocabulary, terms_per_doc: int) -> tuple[Any, ...]:
-    """What the session's term counts depend on: the corpus, split and classes, V and S."""
-    s = ss()
-    c = corpus()
-    return (s.get("corpus_id"), s.get("split_key"), c.public_classes if c is not None else None, vocab.name,
-            vocab.source, len(vocab), vocab.terms[:5], vocab.terms[-5:], int(terms_per_doc))
-
-
-def remember_term_counts(vocab: PublicVocabulary, terms_per_doc: int, counts: np.ndarray) -> None:
-    """Keep the PRIVATE term counts a release's own pass made over the whole training part (session only)."""
-    ss()["term_counts"] = (term_counts_key(vocab, terms_per_doc), counts)
 
 
 def settings_changed_since(meta: Mapping[str, Any] | None, keys: Mapping[str, Any]) -> list[str]:
@@ -615,7 +442,6 @@ def vocabulary_settings_now() -> dict[str, Any]:
 #: A PRIVATE file of an app run folder: the content fingerprint of the corpus the run was built on (never exported:
 #: the bundle is an allowlist, ``dpkps_core.records.runfolder.RELEASABLE_FILES``); reopening compares it (``studio.runs``).
 CORPUS_FINGERPRINT_FILE = "corpus_fingerprint.json"
-_CONTENT_DOMAIN = b"dpkps corpus content v1\x00"
 
 
 def corpus_content_fingerprint() -> str | None:
@@ -629,27 +455,8 @@ def corpus_content_fingerprint() -> str | None:
     memo = s.get("_corpus_content_fp")
     if memo and memo[0] == s.get("corpus_id"):
         return memo[1]
-    if isinstance(c, StreamedView):  # digested by its preparing pass, document by document, the same way
-        return c.content_sha256
-    h = content_digest()
-    update_content_digest(h, c.texts, c.labels, c.persons)
-    s["_corpus_content_fp"] = (s.get("corpus_id"), h.hexdigest())
-    return h.hexdigest()
-
-
-def content_digest() -> Any:
-    """A fresh SHA-256 of :func:`corpus_content_fingerprint` (its domain prefix given)."""
-    return hashlib.sha256(_CONTENT_DOMAIN)
-
-
-def update_content_digest(h: Any, texts: Sequence[str], labels: Sequence[str],
-                          persons: Sequence[str] | None) -> None:
-    """Feed documents, in order, to the content digest ``h`` (each field length-prefixed; a missing person is one
-    0xFF byte) — the loaded corpus at once, or a streamed one chunk by chunk: the same digest."""
-    for fields in zip(texts, labels, persons if persons is not None else (None,) * len(texts)):
-        for value in fields:
-            data = b"\xff" if value is None else value.encode("utf-8", "surrogatepass")
-            h.update(len(data).to_bytes(8, "little") + data)
+    s["_corpus_content_fp"] = (s.get("corpus_id"), content_fingerprint(c))
+    return s["_corpus_content_fp"][1]
 
 
 def run_dir(*, create: bool = True) -> Path | None:

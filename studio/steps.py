@@ -15,24 +15,16 @@ post-processing).
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import time
-from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from dpkps_core.method import pipeline
 
 from dpkps_core.records import runfolder
-from dpkps_core.corpus import DEMO_SPECS, Corpus, check_encoding, list_columns, load_corpus, suggest_columns
-from dpkps_core.corpus.data_folder import data_root, list_data_entries, resolve_data_entry, streams
-from dpkps_core.corpus.stream import CorpusStream
-from dpkps_core.method.config import LIMITS, build_sampling_config
-from dpkps_core.method.training_source import StreamedCorpus
-from dpkps_core.progress import format_duration
+from dpkps_core.corpus import DEMO_SPECS, Corpus
 from dpkps_core.method.density_plan import density_plan
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, check_vocabulary_settings
@@ -41,16 +33,14 @@ from dpkps_core.ledger_store import PersistentLedger
 from dpkps_core.records.runfolder import DENSITY_FILE, DOCUMENTS_FILE, RUN_STATE_FILE, SEQUENCES_FILE, VOCABULARY_FILE, RunFolder
 from dpkps_core.method.sampling import SamplingOutcome
 from studio import run_view, spend
-from studio.defaults import (DOC_TYPE_FOR_DEMO, MAX_UPLOAD_BYTES, USER_CORPUS_SOURCES, is_user_corpus,
-                             reset_corpus_settings)
-from studio.jobs import ChunkMeter, Job, start_job
+from studio.defaults import DOC_TYPE_FOR_DEMO, USER_CORPUS_SOURCES, is_user_corpus, reset_corpus_settings
+from studio.jobs import Job, start_job
 from studio.resources import cached_vocabulary, demo_corpus, embedder, embedding_cache
 from studio.accounting import forecast_event_ids, record_step, recorded_event_ids, reserve_plan, run_account
 from studio.run_writes import abandon_run_dir, new_run_dir, run_state_base, save_densities, write_run_state
-from studio.session import (UNDECLARED_CLASSES, StreamedView, clear_after, content_digest, corpus, current_config,
-                            is_streamed, ledger, noise, notice, open_streamed, privacy_unit, public_vocabulary,
-                            remember_term_counts, run_dir, ss, term_counts, test_part, train_part,
-                            update_content_digest)
+from studio.session import (clear_after, corpus, current_config, ledger, noise, notice, privacy_unit,
+                            public_vocabulary, run_dir, ss, term_counts, test_part, train_part)
+from studio.streamed import Metered, StreamedView, is_streamed, remember_term_counts
 
 # ============================================================================================ 1. corpus
 
@@ -65,211 +55,16 @@ def ensure_corpus() -> Corpus | None:
 def load_demo(spec: str) -> Corpus:
     if spec not in DEMO_SPECS:
         raise CorpusError(f"Unknown demo corpus {spec!r}.")
-    _refuse_while_stepping()
+    refuse_while_stepping()
     c = demo_corpus(spec)
-    _set_corpus(c, cid=spec, spec=spec, fingerprint=None, text_column=None, label_column=None, filename=None)
+    set_corpus(c, cid=spec, spec=spec, fingerprint=None, text_column=None, label_column=None, filename=None)
     ss()["loaded_encoding"] = "utf-8"
     if not ss().get("doc_type"):
         ss()["doc_type"] = DOC_TYPE_FOR_DEMO.get(spec, "a document")
     return c
 
 
-def upload_columns(data: bytes, filename: str, *, encoding: str = "utf-8"
-                   ) -> tuple[list[str], str | None, str | None]:
-    """Columns of an uploaded table and the loader's guesses; ([], None, None) for a ZIP of .txt files.
-    ``encoding``: the user's choice on page 1 (the whole file is decoded with it; docs/DESIGN.md §1)."""
-    if filename.lower().endswith(".zip") or data[:4] == b"PK\x03\x04":
-        return [], None, None
-    cols = list_columns(data, filename=filename, max_bytes=MAX_UPLOAD_BYTES, encoding=encoding)
-    text, label = suggest_columns(data, filename=filename, encoding=encoding)
-    return cols, text, label
-
-
-def load_upload(data: bytes, filename: str, *, text_column: str | None, label_column: str | None,
-                person_column: str | None = None, encoding: str = "utf-8") -> Corpus:
-    """Load and validate an uploaded PRIVATE corpus (kept in this session's memory only). With
-    ``person_column`` the unit of privacy is the person (docs/DESIGN.md §2); ``encoding`` is the user's choice on page 1."""
-    _refuse_while_stepping()
-    c = load_corpus(data, filename=filename, text_column=text_column, label_column=label_column,
-                    max_bytes=MAX_UPLOAD_BYTES, person_column=person_column or None, encoding=encoding)
-    _set_file_corpus(c, "upload", Path(filename).name, hashlib.sha256(data).hexdigest(), text_column=text_column,
-                     label_column=label_column, person_column=person_column, encoding=encoding)
-    return c
-
-
-def server_data_dir() -> Path | None:
-    """The deployment's data folder (``$DPKPS_DATA_DIR``), or None when this server has none."""
-    return data_root()
-
-
-def server_entries() -> list[Any]:
-    """The corpora of the server's data folder (names, kinds, sizes; nothing is read)."""
-    root = data_root()
-    return list_data_entries(root) if root is not None else []
-
-
-def server_entry(name: str) -> Path:
-    """The entry ``name`` of the deployment's data folder (``$DPKPS_DATA_DIR``; names only, no traversal)."""
-    root = data_root()
-    if root is None:
-        raise ParameterError("This server has no data folder (the deployment sets $DPKPS_DATA_DIR).")
-    return resolve_data_entry(root, name)
-
-
-def server_columns(name: str, *, encoding: str = "utf-8") -> tuple[list[str], str | None, str | None]:
-    """Columns of a corpus in the server's data folder and the loader's guesses (names only); ([], None, None) for
-    a ZIP of .txt files."""
-    path = server_entry(name)
-    if path.is_file() and path.suffix.lower() == ".zip":
-        return [], None, None
-    text, label = suggest_columns(path, encoding=encoding)
-    return list_columns(path, encoding=encoding), text, label
-
-
-def load_server(name: str, *, text_column: str | None, label_column: str | None, person_column: str | None = None,
-                encoding: str = "utf-8", progress: Callable[[float, str], None] | None = None
-                ) -> Corpus | StreamedView:
-    """Load a PRIVATE corpus from the server's data folder through the one (streaming) loader, under the
-    deployment's limits ($DPKPS_MAX_CORPUS_BYTES / $DPKPS_MAX_DOCUMENTS), not the browser's upload cap. A corpus
-    above ``$DPKPS_STREAM_ABOVE_BYTES`` (``dpkps_core.corpus.data_folder.streams``) is not held whole: one
-    preparing pass (``progress`` hears it) decides its split, units and summary, and each DP step reads it again
-    in chunks (:func:`load_streamed`)."""
-    _refuse_while_stepping()
-    path = server_entry(name)
-    if streams(path):
-        return load_streamed(path, name, text_column=text_column, label_column=label_column,
-                             person_column=person_column, encoding=encoding, progress=progress)
-    c = load_corpus(path, text_column=text_column, label_column=label_column, person_column=person_column or None,
-                    encoding=encoding)
-    _set_file_corpus(c, "server", name, _content_sha256(path), text_column=text_column, label_column=label_column,
-                     person_column=person_column, encoding=encoding)
-    return c
-
-
-def _content_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes, or of a folder's parts in name order (read in 1 MiB blocks; PRIVATE)."""
-    h = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
-    for f in files:
-        h.update(str(f.relative_to(path) if f != path else f.name).encode("utf-8", "surrogatepass") + b"\x00")
-        with f.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
-
-
-class _SummarisingStream(CorpusStream):
-    """A :class:`CorpusStream` whose FIRST pass also gathers page 1's private summary of a streamed corpus — labels
-    counted, words and over-long flags per document, the content digest (``session.update_content_digest``) — so
-    that the preparing pass (:meth:`StreamedCorpus.open`) is the only read at load. Later passes are the plain
-    stream's. Holds counts and flags only, never text (PRIVATE, session memory)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.summarised = False
-        self.rows = 0
-        self.labels: Counter[str] = Counter()
-        self._words: list[np.ndarray] = []
-        self._long: list[np.ndarray] = []
-        self._sample_labels: list[str] = []
-        self.digest = content_digest()
-
-    def chunks(self) -> Iterator[Any]:
-        if self.summarised:
-            yield from super().chunks()
-            return
-        limit = LIMITS["max_chars_per_doc"]
-        for chunk in super().chunks():
-            n = len(chunk.texts)
-            self._words.append(np.fromiter((len(t.split()) for t in chunk.texts), dtype=np.int32, count=n))
-            self._long.append(np.fromiter((limit is not None and len(t) > limit for t in chunk.texts), dtype=bool,
-                                          count=n))
-            self.labels.update(chunk.labels)
-            self._sample_labels.extend(chunk.labels[i] for i in range(-self.rows % SAMPLE_EVERY, n, SAMPLE_EVERY))
-            update_content_digest(self.digest, chunk.texts, chunk.labels, chunk.persons)
-            self.rows += n
-            yield chunk
-        self.summarised = True
-
-    def summary(self) -> dict[str, Any]:
-        """Page 1's figures (``dpkps_core.corpus.corpus_summary``'s keys); ``words``/``word_labels``: every
-        :data:`SAMPLE_EVERY`-th document's length and label, for the length chart."""
-        words = np.concatenate(self._words) if self._words else np.zeros(0, dtype=np.int32)
-        return {"documents": int(words.size), "classes": len(self.labels),
-                "class_counts": {c: self.labels[c] for c in sorted(self.labels)},
-                "words_median": float(np.median(words)) if words.size else 0.0,
-                "words_max": int(words.max()) if words.size else 0,
-                "words": words[::SAMPLE_EVERY].copy(), "word_labels": list(self._sample_labels)}
-
-    def long_flags(self) -> np.ndarray:
-        return np.concatenate(self._long) if self._long else np.zeros(0, dtype=bool)
-
-
-#: Every how many documents page 1's length chart of a streamed corpus takes one (a chart of a million points
-#: would be a page of tens of megabytes; a regular sample of about 50,000 shows the same shape).
-SAMPLE_EVERY = 20
-
-
-def load_streamed(path: Path, name: str, *, text_column: str | None, label_column: str | None,
-                  person_column: str | None = None, encoding: str = "utf-8",
-                  progress: Callable[[float, str], None] | None = None) -> StreamedView:
-    """A data-folder corpus as a :class:`~studio.session.StreamedView`: one pass — the core's preparing pass
-    (:meth:`StreamedCorpus.open`: split, units, labels) with page 1's summary gathered on the way — and no document
-    text kept. Its public classes are declared afterwards (:func:`declare_classes`, no new read)."""
-    fp = _content_sha256(path)
-    cid = _corpus_id("server", fp, text_column, label_column, person_column, encoding)
-    s = ss()
-    if s.get("corpus_id") == cid and isinstance(s.get("corpus"), StreamedView):
-        return s["corpus"]
-    person = person_column or None
-    stream = _SummarisingStream(path, text_column=text_column, label_column=label_column, person_column=person,
-                                encoding=encoding)
-    tf = float(s["test_fraction"])
-    cfg = build_sampling_config(classes=UNDECLARED_CLASSES, test_fraction=tf, person_column=person)
-    start = time.monotonic()
-
-    def report(fraction: float, message: str) -> None:  # documents, rows/s and the time left at that rate
-        if progress is None:
-            return
-        seconds = time.monotonic() - start
-        rate = stream.rows / seconds if seconds > 0 else 0.0
-        left = seconds * (1 - fraction) / fraction if fraction > 0 else float("nan")
-        progress(fraction, f"Reading the corpus (split, units, summary): {stream.rows:,} documents · "
-                           f"{rate:,.0f} rows/s · " + (format_duration(left, approximate=True) + " left"
-                                                        if fraction > 0 else "time left: measuring"))
-
-    prepared = open_streamed(stream, cfg, report)
-    view = StreamedView(prepared=prepared, name=Path(stream.display).stem or "corpus", source=stream.display,
-                        summary=stream.summary(), long=stream.long_flags(), content_sha256=stream.digest.hexdigest(),
-                        test_fraction=tf, person_column=person,
-                        text_column=stream.text_column if stream.tabular else None,
-                        label_column=stream.label_column if stream.tabular else None)
-    _set_file_corpus(view, "server", name, fp, text_column=text_column, label_column=label_column,
-                     person_column=person_column, encoding=encoding)
-    return view
-
-
-def _corpus_id(source: str, fp: str, text_column: str | None, label_column: str | None,
-               person_column: str | None, encoding: str) -> str:
-    """A file corpus's id: its content (SHA-256), the columns and the decoding."""
-    cid = f"{source}:{fp[:16]}:{text_column}:{label_column}:{person_column or ''}"
-    if check_encoding(encoding) != "utf-8":  # another decoding is another corpus (UTF-8 ids stay as they were)
-        cid += f":{check_encoding(encoding)}"
-    return cid
-
-
-def _set_file_corpus(c: Corpus | StreamedView, source: str, name: str, fp: str, *, text_column: str | None,
-                     label_column: str | None, person_column: str | None, encoding: str) -> None:
-    """The session's corpus from a file: its id names the content (SHA-256), the columns and the decoding."""
-    cid = _corpus_id(source, fp, text_column, label_column, person_column, encoding)
-    _set_corpus(c, cid=cid, spec=f"{source}:{name}", fingerprint=fp, text_column=text_column,
-                label_column=label_column, filename=name)
-    ss()["loaded_encoding"] = check_encoding(encoding)
-    if not ss().get("doc_type"):
-        ss()["doc_type"] = "a document"
-
-
-def _set_corpus(c: Corpus | StreamedView, *, cid: str, spec: str, fingerprint: str | None, text_column: str | None,
+def set_corpus(c: Corpus | StreamedView, *, cid: str, spec: str, fingerprint: str | None, text_column: str | None,
                 label_column: str | None, filename: str | None) -> None:
     s = ss()
     if s.get("corpus_id") == cid and s.get("corpus") is not None:
@@ -285,21 +80,6 @@ def _set_corpus(c: Corpus | StreamedView, *, cid: str, spec: str, fingerprint: s
                "folder and ledger are kept."
                + (" Its settings (method, ε split, vocabulary, N, S…) are back to their defaults: choose them for "
                   "this corpus on page 2." if reset else ""))
-
-
-def corpus_summary_of(c: Corpus | StreamedView) -> dict[str, Any]:
-    """Page 1's PRIVATE summary of ``c`` (``dpkps_core.corpus.corpus_summary``; a streamed corpus's from its
-    preparing pass), computed once per corpus and kept in the session — a page-1 rerun of a large corpus would
-    otherwise count every document's words again."""
-    from dpkps_core.corpus import corpus_summary
-
-    s = ss()
-    memo = s.get("_corpus_summary")
-    key = (s.get("corpus_id"), len(c))  # the declared classes do not change it
-    if not memo or memo[0] != key:
-        info = dict(c.summary) if isinstance(c, StreamedView) else corpus_summary(c)
-        s["_corpus_summary"] = memo = (key, info)
-    return memo[1]
 
 
 def require_selected_corpus() -> Corpus:
@@ -325,7 +105,7 @@ def declare_classes(names: Sequence[str]) -> Corpus:
     c = corpus()
     if c is None:
         raise CorpusError("Load a corpus first (page 1).")
-    _refuse_while_stepping()
+    refuse_while_stepping()
     declared = c.with_classes(list(names))  # validates: ≥ 2 distinct non-empty names
     if declared.public_classes != c.public_classes:
         if run_view.private_vocabulary() is not None:
@@ -360,26 +140,7 @@ def run_forecast() -> Any:
 STEP_JOBS = {"vocabulary": "job_vocabulary", "density": "job_density"}
 
 
-class _Metered(StreamedCorpus):
-    """A streamed training part whose every admitted pass goes through a :class:`~studio.jobs.ChunkMeter`: progress
-    (documents, rows/s, ETA) after each chunk and the user's Cancel before each next one (docs/DESIGN.md §2.0: the
-    admission charged before the first chunk; a cancelled pass releases nothing and stays charged). The core's
-    steps take it as the :class:`StreamedCorpus` it is — the same functions as ``dpkps sample``."""
-
-    _LABELS = {"the private vocabulary step": "Counting the terms of V",
-               "the keyphrase density step": "Matching Ṽ (keyphrases)"}
-
-    def __init__(self, base: StreamedCorpus, meter: ChunkMeter) -> None:  # noqa: D107 - a view of ``base``
-        self.__dict__.update(vars(base))
-        self._meter = meter
-
-    def admit(self, config: Any, ledger: Any, epsilon: float, what: str) -> Any:
-        part = super().admit(config, ledger, epsilon, what)
-        label = self._LABELS.get(what, what)
-        return dataclasses.replace(part, read=lambda: self._meter.wrap(part.read(), part.documents, label))
-
-
-def _refuse_while_stepping() -> None:
+def refuse_while_stepping() -> None:
     """One DP step at a time per session: a streamed step still reading the corpus blocks the next."""
     for key in STEP_JOBS.values():
         job = ss().get(key)
@@ -414,7 +175,7 @@ def run_private_vocabulary() -> PrivateVocabulary | Job:
     # a streamed corpus counts its terms in the release's own pass, after its admission (no pass of its own here)
     counts = None if streamed else term_counts(vocab, cfg.terms_per_doc)
     _refuse_while_writing()
-    _refuse_while_stepping()
+    refuse_while_stepping()
     new, old = new_run_dir()  # a new Ṽ is a new run: its folder is named in the ledger's record of the release
     led = None
     try:
@@ -461,7 +222,7 @@ def run_private_vocabulary() -> PrivateVocabulary | Job:
         if streamed:
             def work(job: Job) -> pipeline.VocabularyStep:
                 assert job.meter is not None
-                step = pipeline.vocabulary_step(_Metered(train, job.meter), vocab, cfg, noise=nz, ledger=led,
+                step = pipeline.vocabulary_step(Metered(train, job.meter), vocab, cfg, noise=nz, ledger=led,
                                                 progress=job.meter.phase)
                 write(step)
                 return step
@@ -552,7 +313,7 @@ def run_density() -> Any:
     c = require_selected_corpus()
     cfg = current_config()
     _refuse_while_writing()
-    _refuse_while_stepping()
+    refuse_while_stepping()
     out = run_dir()
     if (out / DENSITY_FILE).exists() or (out / SEQUENCES_FILE).exists():
         out, _ = new_run_dir(keep=(VOCABULARY_FILE, RUN_STATE_FILE))  # the earlier chain's folder stays as it is
@@ -595,7 +356,7 @@ def run_density() -> Any:
     if is_streamed():
         def work(job: Job) -> tuple[pipeline.DensityStep, dict[str, Any]]:
             assert job.meter is not None
-            step = pipeline.density_step(_Metered(train, job.meter), pv, cfg, classes=tuple(c.classes),
+            step = pipeline.density_step(Metered(train, job.meter), pv, cfg, classes=tuple(c.classes),
                                          embedder=emb, cache=cache, noise=nz, ledger=led, progress=job.meter.phase)
             return step, write(step)
 

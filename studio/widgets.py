@@ -487,30 +487,3 @@ def job_monitor(key: str, *, body: Callable[[jobs.Job], None] | None = None, can
 
     panel()
 
-
-#: The session keys of the DP steps' background jobs on a streamed corpus (``studio.steps.STEP_JOBS``).
-STEP_JOB_KEYS = {"vocabulary": "job_vocabulary", "density": "job_density"}
-
-
-def step_running() -> bool:
-    """Whether a DP step of this session is still reading a streamed corpus (its spend buttons wait for it)."""
-    return any(isinstance(j := st.session_state.get(k), jobs.Job) and j.running for k in STEP_JOB_KEYS.values())
-
-
-def step_monitor(step: str) -> None:
-    """The progress of a DP step on a streamed corpus (``step``: "vocabulary" or "density"): per chunk, the training
-    documents read, rows per second and the time left (``studio.jobs.ChunkMeter``), with a Cancel that takes effect
-    between chunks; once it ended, how (a cancelled or failed step released nothing and stays charged)."""
-    key = STEP_JOB_KEYS[step]
-
-    def ended(j: jobs.Job) -> None:
-        if j.running:
-            st.caption("Cancel stops the step between two chunks: nothing is released, and the ε it admitted "
-                       "before its first chunk stays charged (docs/PRIVACY.md). Once the last chunk is read, the "
-                       "release completes.")
-        elif isinstance(j.error, str) and j.error.startswith("Cancelled"):
-            st.warning(j.error, icon=":material/stop_circle:")
-        elif j.error:
-            st.error(f"{j.error} What this step admitted before it failed stays charged.", icon=":material/error:")
-
-    job_monitor(key, body=ended, cancel_label="Cancel (between chunks; the ε stays charged)")
