@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dpkps_core.records.export import BundleContents
+from dpkps_core.dossier.export import BundleContents
 from dpkps_core.records.runfolder import read_failures
 from studio import dossier_view, jobs, review, runs, session, tenancy, widgets
 

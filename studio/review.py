@@ -397,13 +397,13 @@ def delete_run(path: str) -> str:
 
 
 def bundle_parts_for(path: str) -> dict[str, bytes]:
-    from dpkps_core.records.export import collect_bundle
+    from dpkps_core.dossier.export import collect_bundle
 
     return collect_bundle(path, secrets=session.generation_secrets())
 
 
 def bundle_for(path: str) -> bytes:
-    from dpkps_core.records.export import bundle_bytes
+    from dpkps_core.dossier.export import bundle_bytes
 
     return bundle_bytes(path, secrets=session.generation_secrets())
 

@@ -65,6 +65,47 @@ def test_dp_is_the_floor_no_import_runs_back_up(path: Path) -> None:
     assert not bad, f"dp/{path.name} imports {sorted(bad)}"
 
 
+#: The core's floors, ground first (docs/ARCHITECTURE.md "dpkps_core/"): a room imports only rooms on LOWER floors
+#: (and its own folder). Two rooms on one floor never import each other, so no arrow runs back up and no folder
+#: circle can form (issue 32 §2).
+CORE_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("errors", "progress", "packages"),
+    ("device", "corpus", "dp"),
+    ("embeddings", "risk", "ledger_store", "records"),
+    ("method",),
+    ("llm", "audit"),
+    ("evaluation",),
+    ("baselines", "dossier"),
+    ("cli", "__init__", "__main__"),
+)
+
+
+def _room(module: str) -> str | None:
+    """The core room of a dotted module name (``dpkps_core.method.pipeline`` → ``method``), None outside the core."""
+    parts = module.split(".")
+    if parts[0] != "dpkps_core":
+        return None
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _floor(room: str) -> int:
+    for i, rooms in enumerate(CORE_FLOORS):
+        if room in rooms:
+            return i
+    raise AssertionError(f"dpkps_core/{room} is on no floor of CORE_FLOORS: give it one (tests/test_architecture.py)")
+
+
+@pytest.mark.parametrize("path", _core_modules(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_import_runs_back_up_a_floor_of_the_core(path: Path) -> None:
+    """Every import of a core module goes down a floor or stays in its own room (issue 32 §2: ledger_store no longer
+    reads the method's config or unit strings; the bundle, which carries the dossier, sits with the dossier)."""
+    own = path.relative_to(CORE).parts[0].removesuffix(".py")
+    up = sorted(m for m in _imports(path) - {"dpkps_core"}
+                if (room := _room(m)) and room != own and _floor(room) >= _floor(own)
+                and not (own in ("__init__", "__main__") and room in ("cli", "__init__", "__main__")))
+    assert not up, f"{path.relative_to(ROOT)} (floor {_floor(own) + 1}) imports {up}"
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "app_pages").glob("*.py")) + sorted((ROOT / "studio").glob("*.py")),
                          ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_app_side_holds_no_dp_mechanism(path: Path) -> None:

@@ -15,7 +15,7 @@ from dpkps_core.dp.kde import rff_feature_sums
 from dpkps_core.dp.rff import RandomFourierFeatures
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
-from dpkps_core.records.export import collect_bundle
+from dpkps_core.dossier.export import collect_bundle
 from dpkps_core.method.config import SamplingConfig
 from dpkps_core.method.pipeline import run_sampling, write_run_folder
 from dpkps_core.method.split import split_documents

@@ -231,7 +231,7 @@ def test_the_run_folder_names_a_user_vocabulary_file_without_its_path(tmp_path, 
 
     from dpkps_core.method.config import load_vocabulary_for
     from dpkps_core.errors import VocabularyError
-    from dpkps_core.records.export import collect_bundle
+    from dpkps_core.dossier.export import collect_bundle
     from dpkps_core.records.runfolder import RunFolder
 
     (tmp_path / "data").mkdir()

@@ -367,7 +367,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the release bundle."""
-    from dpkps_core.records.export import build_bundle
+    from dpkps_core.dossier.export import build_bundle
 
     check_input_path(args.run, "--run", kind="folder")
     check_output_file(args.zip, "--zip")

@@ -1,7 +1,8 @@
 """The release dossier of a run (issue 34 §1, §3; docs/DOSSIER.md): one self-contained HTML file + a versioned JSON,
 in a release edition (DP outputs and public inputs only; it goes into the bundle with ``reproduce.md`` and
 ``reproduce_config.json``) and an internal edition (local only: private findings and a share decision from a
-policy file; the export refuses it by name), and a PDF printed by headless Chromium.
+policy file; the export refuses it by name), and a PDF printed by headless Chromium. The release bundle that
+carries the release edition is :mod:`dpkps_core.dossier.export` (the allowlist, the manifest, the ZIP).
 
 >>> from dpkps_core.dossier import build_dossier
 >>> d = build_dossier("runs/run-…", edition="release")

@@ -142,7 +142,7 @@ def mechanisms_section(report: Mapping[str, Any]) -> list[str]:
 
 def parameters_section(report: Mapping[str, Any]) -> list[str]:
     """The run's public parameters as a table (the private file's column names are already left out, see
-    :func:`dpkps_core.records.export.without_column_names`); a dash when there are none."""
+    :func:`dpkps_core.dossier.export.without_column_names`); a dash when there are none."""
     params = report.get("parameters")
     lines = ["## Parameters", ""]
     if isinstance(params, Mapping) and params:

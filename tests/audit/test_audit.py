@@ -293,7 +293,7 @@ def test_cli_audit_prints_the_bound_and_writes_a_private_report(tmp_path: Path, 
 
 def test_audit_reports_can_never_enter_a_release_bundle() -> None:
     from dpkps_core.errors import ExportError
-    from dpkps_core.records.export import check_allowed
+    from dpkps_core.dossier.export import check_allowed
 
     for name in ("audit_report.json", "audit_report.md"):
         with pytest.raises(ExportError):

@@ -176,11 +176,11 @@ def test_missing_or_wrong_inputs(paths, capsys, args, needle):
 
 def test_an_unforeseen_os_error_is_one_line(paths, capsys, monkeypatch):
     """cli/main.py turns any OSError a command did not check for into one line, exit status 2."""
-    import dpkps_core.records.export
+    import dpkps_core.dossier.export
 
     def refuse(*_a, **_k):
         raise PermissionError(13, "Permission denied", str(paths["tmp"] / "b.zip"))
 
-    monkeypatch.setattr(dpkps_core.records.export, "build_bundle", refuse)
+    monkeypatch.setattr(dpkps_core.dossier.export, "build_bundle", refuse)
     assert main(["export", "--run", str(paths["run"]), "--zip", str(paths["tmp"] / "b.zip")]) == 2
     _one_line_error(capsys, "Permission denied", "b.zip")

@@ -80,7 +80,7 @@ def test_both_editions_from_page_8_in_chromium(served: dict, tmp_path: Path) -> 
     from playwright.sync_api import expect, sync_playwright
 
     from dpkps_core.errors import ExportError
-    from dpkps_core.records.export import check_allowed
+    from dpkps_core.dossier.export import check_allowed
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     canary: Path = served["canary"]

@@ -13,7 +13,7 @@ import pytest
 from dossier_helpers import CANARIES
 
 from dpkps_core.dossier import DossierError, build_dossier
-from dpkps_core.records.export import collect_bundle
+from dpkps_core.dossier.export import collect_bundle
 
 
 def _private_strings(run: Path) -> list[str]:

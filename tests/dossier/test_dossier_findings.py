@@ -15,7 +15,7 @@ from dpkps_core.dossier import BLOCK, RESTRICT, SHARE, Policy, PolicyError, buil
 from dpkps_core.dossier.internal import PROJECTION_FILE
 from dpkps_core.evaluation.disclosure import DISCLOSURE_FILE, disclosure_for_run, write_disclosure
 from dpkps_core.evaluation.run import load_run
-from dpkps_core.records.export import build_bundle, check_allowed, collect_bundle
+from dpkps_core.dossier.export import build_bundle, check_allowed, collect_bundle
 from dpkps_core.errors import ExportError
 
 

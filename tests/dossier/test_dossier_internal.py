@@ -13,7 +13,7 @@ from dpkps_core.dossier import BLOCK, RESTRICT, SHARE, Policy, PolicyError, buil
 from dpkps_core.dossier.internal import APP_FINGERPRINT_NAME
 from dpkps_core.dossier.render import INTERNAL_MARK
 from dpkps_core.errors import ExportError
-from dpkps_core.records.export import ALLOWED_RUN_FILES, build_bundle, check_allowed, collect_bundle
+from dpkps_core.dossier.export import ALLOWED_RUN_FILES, build_bundle, check_allowed, collect_bundle
 from dpkps_core.records.runfolder import INTERNAL_DOSSIER_FILES
 
 

@@ -32,7 +32,7 @@ from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger, _FLOAT_SLACK
 from dpkps_core.embeddings import EmbeddingCache, HashingEmbedder
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
-from dpkps_core.records.export import bundle_bytes
+from dpkps_core.dossier.export import bundle_bytes
 from dpkps_core.method.vocabulary import PublicVocabulary
 
 

@@ -212,7 +212,7 @@ def test_cli_generate_takes_drafts_and_the_class_name_opt_out(tmp_path: Path, ca
 def test_the_bundle_counts_prompts_not_draft_records_and_keeps_the_drafts(tmp_path: Path) -> None:
     from llm_fakes import make_run_dir
 
-    from dpkps_core.records.export import collect_bundle
+    from dpkps_core.dossier.export import collect_bundle
 
     run = make_run_dir(tmp_path, 4)
     run_generation(read_sequences(run / "sequences.jsonl"), backend=_TwoDrafts(batched=True),

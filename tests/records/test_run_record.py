@@ -14,7 +14,7 @@ from eval_toys import POOLS
 
 from dpkps_core.cli import main
 from dpkps_core.errors import ExportError, ParameterError
-from dpkps_core.records.export import collect_bundle
+from dpkps_core.dossier.export import collect_bundle
 from dpkps_core.ledger_store import LedgerStore, PersistentLedger
 from dpkps_core.records.run_record import read_ledger_record, write_ledger_record
 from dpkps_core.records.runfolder import LEDGER_RECORD_FILE

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from dpkps_core.evaluation import forecast_outlook
-from dpkps_core.records.export import _generation_section, collect_bundle, public_run_config, without_column_names
+from dpkps_core.dossier.export import _generation_section, collect_bundle, public_run_config, without_column_names
 from dpkps_core.records.report_markdown import LATER_RELEASES_NOTE, render_report_markdown
 from studio import charts, review
 
@@ -237,7 +237,7 @@ def test_an_older_run_shows_the_corpus_total_to_date_and_that_later_releases_exi
     at.selectbox(key="_w.export_run").set_value(first_path).run()
     later = [w.value for w in at.warning if "Later releases exist" in w.value]
     assert later and "ε = 10" in later[0] and "ε = **15**" in later[0]
-    from dpkps_core.records.export import collect_bundle                   # the bundle only says later releases may exist
+    from dpkps_core.dossier.export import collect_bundle                   # the bundle only says later releases may exist
 
     report = collect_bundle(first_path)["privacy_report.md"].decode()
     assert "Later releases on the same documents may exist" in report and "15" not in report.split("## What")[0]

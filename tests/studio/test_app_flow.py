@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dpkps_core.records.export import bundle_bytes
+from dpkps_core.dossier.export import bundle_bytes
 from app_helpers import (assert_clean, click, finish_writing, goto, ledger_total, metrics, new_app, table, toy_csv,
                          private_vocabulary, sequences, upload_corpus, wait_job, walk)
 

@@ -17,7 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_helpers import APP, TIMEOUT, click, fast_env, goto, new_app, walk  # noqa: F401
-from dpkps_core.records.export import build_bundle
+from dpkps_core.dossier.export import build_bundle
 from dpkps_core.ledger_store import LedgerStore
 from dpkps_core.records.run_record import read_ledger_record
 from dpkps_core.records.runfolder import LEDGER_RECORD_FILE

@@ -193,7 +193,7 @@ def test_reopening_needs_the_same_content_not_the_same_file_name(fast_env: Path)
     fingerprint in a private file; a different file under the same name is refused, the same content under another
     name is accepted, and the fingerprint never enters the bundle."""
     from app_helpers import new_app
-    from dpkps_core.records.export import collect_bundle
+    from dpkps_core.dossier.export import collect_bundle
 
     a = new_app()
     upload_corpus(a, toy_csv(20), "mine.csv")

@@ -13,7 +13,7 @@ import pytest
 from llm_fakes import FakeBackend, make_run_dir
 
 from dpkps_core.errors import ExportError
-from dpkps_core.records.export import (
+from dpkps_core.dossier.export import (
     ALLOWED_RUN_FILES,
     PRIVATE_CORPUS_PLACEHOLDER,
     build_bundle,
@@ -224,7 +224,7 @@ def test_export_without_generation(tmp_path: Path) -> None:
 def test_the_bundle_is_read_back_by_export_alone(tmp_path: Path) -> None:
     """issue 32 §7: page 8 reads the collected bundle through export.BundleContents (its report, documents, number of
     sequences and the members offered one by one), never by parsing member names itself."""
-    from dpkps_core.records.export import SINGLE_DOWNLOADS, BundleContents
+    from dpkps_core.dossier.export import SINGLE_DOWNLOADS, BundleContents
 
     files = {"privacy_report.json": json.dumps({"epsilon_total": 10.0}).encode(),
              "documents.jsonl": b'{"id": "a", "text": "x"}\n\n{"id": "b", "text": "y"}\n',

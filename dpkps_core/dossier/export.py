@@ -28,7 +28,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping, Sequence
 
-from dpkps_core.dossier import DossierError, build_dossier
+from dpkps_core.dossier.build import DossierError, build_dossier
 from dpkps_core.errors import ExportError
 from dpkps_core.records.report_markdown import render_report_markdown
 from dpkps_core.records.runfolder import read_documents, read_failures
