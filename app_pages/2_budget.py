@@ -9,7 +9,6 @@ import streamlit as st
 from dpkps_core.embeddings import EMBEDDING_MODELS
 from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
 from dpkps_core.risk import epsilon_explainer, risk_sentences
-from dpkps_core.dp.ledger import DEFAULT_EPSILON_CAP
 from dpkps_core.method.config import LIMITS
 from dpkps_core.method.vocabulary import VOCABULARIES
 from studio import charts, current, defaults, review, run_view, session, spend, steps, streamed, tenancy, widgets
@@ -139,7 +138,7 @@ c3.checkbox("Budget cap", key="cap_draft_enabled",
             help=f"A cap on {covers}. A {unit} whose spend plus a step's ε would exceed it is left out of that step; "
                  "a step whose own ε would take this session over it is refused before anything is spent.")
 if s["cap_draft_enabled"]:
-    c3.number_input(f"Cap on {covers} (default {DEFAULT_EPSILON_CAP:g})", key="cap_draft_value", step=1.0,
+    c3.number_input(f"Cap on {covers} (default {defaults.default_settings()['epsilon_cap']:g})", key="cap_draft_value", step=1.0,
                     on_change=lambda: checked("cap_draft_value", *CAP_RANGE, "The cap", float(s["epsilon_cap"])),
                     help=f"{unit.capitalize()}s new to the ledger get this cap; changing it while a corpus is loaded "
                          f"sets the cap of that corpus's {unit}s, recorded in the ledger with who and when.")

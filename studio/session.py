@@ -24,6 +24,7 @@ The actions that call the core (load a corpus, the DP steps, the background jobs
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import secrets
