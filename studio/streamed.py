@@ -242,13 +242,13 @@ class SummarisingStream(CorpusStream):
                 "words": words[::SAMPLE_EVERY].copy(), "word_labels": list(self._sample_labels)}
 
     def long_flags(self) -> np.ndarray:
+        """Per document, whether it is longer than the matcher reads (``LIMITS["max_chars_per_doc"]``)."""
         return np.concatenate(self._long) if self._long else np.zeros(0, dtype=bool)
 
 
 #: Every how many documents page 1's length chart of a streamed corpus takes one (a chart of a million points
 #: would be a page of tens of megabytes; a regular sample of about 50,000 shows the same shape).
 SAMPLE_EVERY = 20
-
 
 
 class Metered(StreamedCorpus):
@@ -265,6 +265,7 @@ class Metered(StreamedCorpus):
         self._meter = meter
 
     def admit(self, config: Any, ledger: Any, epsilon: float, what: str) -> Any:
+        """The core's admission (charged now, before any chunk is read), its pass wrapped by the meter."""
         part = super().admit(config, ledger, epsilon, what)
         label = self._LABELS.get(what, what)
         return dataclasses.replace(part, read=lambda: self._meter.wrap(part.read(), part.documents, label))
