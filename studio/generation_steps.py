@@ -198,7 +198,9 @@ def start_generation(limit: int) -> Job:
         return run_generation(seqs, backend=backend, prompt_config=pconf, run_dir=out, settings=settings,
                               progress=on_progress, cancel=job.cancel, secrets=mask)
 
-    return start_job("job_generation", "generation", work, run=out)
+    job = start_job("job_generation", "generation", work, run=out)
+    job.target = int(limit)
+    return job
 
 
 def reattach_generation() -> Job | None:
@@ -213,6 +215,8 @@ def reattach_generation() -> Job | None:
     if other is not None:
         s["job_generation"] = other
         s[REATTACHED_KEY] = other  # page 6 says so while it runs
+        if other.target is not None:  # the box "write documents for the first … sequences" shows what it writes
+            s["n_documents"] = other.target
     return other
 
 

@@ -37,6 +37,9 @@ class Job:
     on_finish: Callable[["Job"], None] | None = None
     finished_seen: bool = False
     meter: "ChunkMeter | None" = None
+    #: how far the job was asked to go, in the page's own unit (a generation: write documents for the first
+    #: ``target`` sequences) — a session that reattaches after a reload shows the running job's setting, not its own
+    target: int | None = None
 
     @property
     def running(self) -> bool:

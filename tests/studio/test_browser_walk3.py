@@ -169,6 +169,9 @@ def test_page_6_is_usable_at_once_and_a_reload_reattaches_to_the_writer(server: 
         finished = tab.page.get_by_text(re.compile(r"of 6 documents in the run folder"))
         tab.expect(running.or_(finished).first).to_be_visible(timeout=60_000)    # reattached (or already done)
         tab.shot("after_reload")
+        if running.count():  # reattached while it writes: the box shows the running job's 6, not the default
+            box = tab.page.get_by_label(re.compile("Write documents for the first")).first
+            assert box.input_value() == "6", box.input_value()
         assert "Another generation is already writing into" not in tab.text()
         no_absolute_path(tab, server)
         tab.expect(finished.first).to_be_visible(timeout=300_000)
