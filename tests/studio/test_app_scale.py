@@ -160,3 +160,18 @@ def test_cancel_stops_between_chunks_and_the_release_stays_charged(monkeypatch: 
     eps_voc = at.session_state["ledgers"][at.session_state["corpus_id"]].view().largest_spend
     assert eps_voc > 0  # the admission before the first chunk stays charged
     assert any(b.label.startswith("Build Ṽ") and not b.disabled for b in at.button)  # the step may run again
+
+
+def test_the_streaming_threshold_is_a_deployment_setting(_env: Path) -> None:
+    """``$DPKPS_STREAM_ABOVE_BYTES``: unset, only corpora above the upload cap stream; 0 streams every corpus; a bad
+    value is a clear error naming the setting."""
+    from dpkps_core.corpus.data_folder import DEFAULT_STREAM_ABOVE_BYTES, stream_above_bytes, streams
+    from dpkps_core.errors import ParameterError
+
+    toy = _env / "toy.csv"
+    assert stream_above_bytes({}) == DEFAULT_STREAM_ABOVE_BYTES == 200 * 1024 * 1024
+    assert not streams(toy, {}) and streams(toy, {"DPKPS_STREAM_ABOVE_BYTES": "0"})
+    assert streams(toy, {"DPKPS_STREAM_ABOVE_BYTES": str(toy.stat().st_size - 1)})
+    assert not streams(toy, {"DPKPS_STREAM_ABOVE_BYTES": str(toy.stat().st_size)})
+    with pytest.raises(ParameterError, match=r"\$DPKPS_STREAM_ABOVE_BYTES must be a whole number"):
+        stream_above_bytes({"DPKPS_STREAM_ABOVE_BYTES": "200MB"})
