@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import textwrap
 from typing import Any, Callable
 
 import pandas as pd
@@ -144,12 +145,13 @@ def histogram_figure(event: dict[str, Any]) -> go.Figure:
     if event.get("threshold") is not None:
         fig.add_vline(x=event["threshold"], line_dash="dash", line_color="#333",
                       annotation_text=f"event: {event['side']} {event['threshold']:.3g}")
-    stage = {"vocabulary": "vocabulary stage", "density": "density stage"}.get(event["stage"], "whole release")
-    fig.update_layout(barmode="overlay", height=320, margin={"t": 50, "b": 40},
-                      title=f"{event['statistic']} — {event['neighbour_a']} vs {event['neighbour_b']} ({stage})"
-                            "<br><sup>private — local only</sup>",
-                      xaxis_title=event["statistic_label"], yaxis_title="trials")
-    return charts.tidy(fig, width=50)  # wrapped below the toolbar: these sit in half-width columns
+    stage = {"vocabulary": "Vocabulary stage", "density": "Density stage"}.get(event["stage"], "Whole release")
+    name = audit.STATISTIC_NAMES.get(event["statistic"], event["statistic"])
+    fig.update_layout(barmode="overlay", height=340, margin={"t": 50, "b": 70},
+                      title=f"{stage}: {event['neighbour_a']} vs {event['neighbour_b']}<br><sup>{name} · private — "
+                            "local only</sup>",
+                      xaxis_title="<br>".join(textwrap.wrap(event["statistic_label"], 38)), yaxis_title="trials")
+    return charts.tidy(fig, width=30)  # wrapped below the toolbar: these sit in third-width columns
 
 
 def _share(p: Any, ci: Any) -> str:
@@ -165,8 +167,10 @@ def events_table(result: audit.AuditResult) -> pd.DataFrame:
     at a laptop's width (walk 3 §6: the ten-column table was cut at the right)."""
     rows = []
     for e in result.events:
+        event = ("—" if e.get("threshold") is None
+                 else f"value {e['side']} {e['threshold']:.3g}")  # the statistic's own name is internal
         rows.append({"stage": e["stage"], "pair": f"{e['neighbour_a']} vs {e['neighbour_b']}",
-                     "statistic": e["statistic"], "event": e.get("event", "—"),
+                     "statistic": audit.STATISTIC_NAMES.get(e["statistic"], e["statistic"]), "event": event,
                      "p(A) [CP]": _share(e.get("p_a"), e.get("ci_a")), "p(B) [CP]": _share(e.get("p_b"), e.get("ci_b")),
                      "ε lower bound (point est.)": f"{e['epsilon_lower_bound']:.3f} ({e['point_estimate']:.2f})"})
     return pd.DataFrame(rows)
@@ -241,7 +245,8 @@ def show_result(result: audit.AuditResult) -> None:
             {"measure": "sequences with a canary pair per trial", "with canaries": w["canary_pair_sequences_per_trial"],
              "without": o["canary_pair_sequences_per_trial"]},
         ]).round(4), hide_index=True, key="table.audit_exposure")
-        st.caption(f"{ex['canaries']} canary documents of {ex['terms_per_canary']} rare public terms "
+        plural = "" if ex["canaries"] == 1 else "s"
+        st.caption(f"{ex['canaries']} canary document{plural} of {ex['terms_per_canary']} rare public terms "
                    f"({ex['planted_in_training_part']} in the training part). {ex['reading']}")
     c1, c2 = st.columns(2)
     c1.download_button("Download the private audit report (Markdown)", audit.render_markdown(result),

@@ -88,6 +88,7 @@ from dpkps_core.audit.stages import (
     PAIRS,
     STAGES,
     STATISTIC_LABELS,
+    STATISTIC_NAMES,
     STATISTICS,
     VOCABULARY_STATISTICS,
 )

@@ -211,8 +211,9 @@ def render_markdown(result: AuditResult | Mapping[str, Any]) -> str:
     ex = r.get("exposure")
     if ex:
         w, o = ex["with_canaries"], ex["without_canaries"]
+        plural = "" if ex["canaries"] == 1 else "s"
         lines += ["", "### Canary exposure", "",
-                  f"{ex['canaries']} canary documents of {ex['terms_per_canary']} rare public terms "
+                  f"{ex['canaries']} canary document{plural} of {ex['terms_per_canary']} rare public terms "
                   f"({ex['planted_in_training_part']} in the training part), {ex['vocabulary_trials']} vocabulary-stage "
                   f"and {ex['sequence_trials']} density-stage trials each way."
                   + (f" {ex['canaries_with_prefix']} of them begin with an in-distribution prefix of up to "

@@ -75,6 +75,13 @@ STATISTIC_LABELS = {
     "sampled_frequency": "Σ Δ·(occurrences in the sampled sequences)",
     "class_sampled_frequency": "Σ Δ_class·(occurrences in that class's sampled sequences)",
 }
+#: Each statistic in a few plain words, for titles and tables (the labels above say how it is computed).
+STATISTIC_NAMES = {
+    "vocabulary_score": "Ṽ's noisy counts",
+    "vocabulary_members": "terms in Ṽ",
+    "sampled_frequency": "terms in the sequences",
+    "class_sampled_frequency": "terms in each class's sequences",
+}
 PAIRS = {
     "remove": ("D⁻", "D", "D vs D without its most influential training unit (raw rows removed before loading)"),
     "add": ("D", "D⁺", "D vs D plus one canary unit of rare public terms (raw rows added before loading)"),
