@@ -462,9 +462,8 @@ def run_augpe(
     # the admitted documents only (the left-out count is private: it goes nowhere), the event for all T epochs
     # charged; only then are the documents embedded and the first prompt sent
     done = release(
-        lambda: AdmittedUnits.every(len(texts)) if ledger is None else admit_units(
-            ledger, units if units is not None else document_units(texts, labels), epsilon=eps_reported,
-            what="AugPE+Ṽ"),
+        lambda: admit_units(ledger, units if units is not None else document_units(texts, labels),
+                            epsilon=eps_reported, what="AugPE+Ṽ"),  # no ledger: everyone, nothing charged here
         statistic=lambda admitted: admitted.rows(texts, labels),
         event=event, draw=evolve)
     population, fallbacks, vote_log = done.value

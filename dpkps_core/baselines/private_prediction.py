@@ -329,9 +329,8 @@ def run_private_prediction(
     # charge first (docs/DESIGN.md §2.0; the order is dpkps_core.dp.release's): the units admitted, the admitted
     # documents only (the left-out count is private: it goes nowhere), the event charged; only then prompts are built
     done = release(
-        lambda: AdmittedUnits.every(len(texts)) if accountant is None else admit_units(
-            accountant, units if units is not None else document_units(texts, labels), epsilon=eps,
-            what="private prediction"),
+        lambda: admit_units(accountant, units if units is not None else document_units(texts, labels),
+                            epsilon=eps, what="private prediction"),  # no ledger: everyone, nothing charged here
         statistic=lambda admitted: admitted.rows(texts, labels),
         event=event, draw=decode)
     outcomes, documents, elapsed = done.value
