@@ -258,15 +258,17 @@ class Metered(StreamedCorpus):
     steps take it as the :class:`StreamedCorpus` it is — the same functions as ``dpkps sample``."""
 
     _LABELS = {"the private vocabulary step": "Counting the terms of V",
-               "the keyphrase density step": "Matching Ṽ (keyphrases)"}
+               "the keyphrase density step": "Matching Ṽ (keyphrases)",
+               "the DP forecast": "Counting the terms of V (DP forecast)"}
 
     def __init__(self, base: StreamedCorpus, meter: ChunkMeter) -> None:  # noqa: D107 - a view of ``base``
         self.__dict__.update(vars(base))
         self._meter = meter
 
-    def admit(self, config: Any, ledger: Any, epsilon: float, what: str) -> Any:
-        """The core's admission (charged now, before any chunk is read), its pass wrapped by the meter."""
-        part = super().admit(config, ledger, epsilon, what)
+    def admit_training_rows(self, ledger: Any, epsilon: float, what: str) -> Any:
+        """The core's admission (charged now, before any chunk is read; every release's, through ``admit`` or not),
+        its pass wrapped by the meter."""
+        part = super().admit_training_rows(ledger, epsilon, what)
         label = self._LABELS.get(what, what)
         return dataclasses.replace(part, read=lambda: self._meter.wrap(part.read(), part.documents, label))
 

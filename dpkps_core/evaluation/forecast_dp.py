@@ -15,6 +15,7 @@ import numpy as np
 from dpkps_core.method import pipeline
 from dpkps_core.method.budget import admit
 from dpkps_core.method.config import LIMITS, SamplingConfig
+from dpkps_core.method.training_source import StreamedCorpus
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.forecast import (DEFAULT_CURVE_SHARE, DEFAULT_FORECAST_EPSILON, ForecastStatistics,
                                     release_forecast_statistics)
@@ -23,6 +24,7 @@ from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.embeddings import Embedder
 from dpkps_core.errors import ParameterError
+from dpkps_core.progress import Progress
 from dpkps_core.evaluation.forecast_exact import forecast
 from dpkps_core.evaluation.forecast_outlook import (Forecast, assemble_forecast, density_outlook,
                                                     expected_noise_share, forecast_epsilons, rff_members,
@@ -43,18 +45,30 @@ EXACT_PREVIEW_NOTE = "private, local — not covered by ε"
 
 
 def release_forecast(
-    train: Corpus, vocabulary: PublicVocabulary, *, ledger: PrivacyLedger, noise: NoiseSource,
+    train: Corpus | StreamedCorpus, vocabulary: PublicVocabulary, *, ledger: PrivacyLedger, noise: NoiseSource,
     epsilon: float = DEFAULT_FORECAST_EPSILON, terms_per_doc: int = 10, by_person: bool = False,
-    curve_share: float = DEFAULT_CURVE_SHARE,
+    curve_share: float = DEFAULT_CURVE_SHARE, progress: Progress | None = None,
 ) -> ForecastStatistics:
     """The DP forecast's release path (docs/DESIGN.md §2.0 order): admit the training part's units
     (``dpkps_core.method.budget.admit``, which charges them) → count on the admitted documents only → charge the frozen
     event (step ``"forecast"``) → draw the noise (:func:`~dpkps_core.dp.forecast.release_forecast_statistics`).
 
-    ``train`` is the training part; documents of undeclared labels enter no DP step. ``terms_per_doc`` is the S
-    the release counts (a release serves forecasts of that S only)."""
+    ``train`` is the training part, in memory or streamed from its file
+    (:class:`~dpkps_core.method.training_source.StreamedCorpus`: its admitted rows counted chunk by chunk by the
+    vocabulary pass, ``progress`` told after each chunk — the same counts, so the same release, issue 31 §4);
+    documents of undeclared labels enter no DP step. ``terms_per_doc`` is the S the release counts (a release serves
+    forecasts of that S only)."""
     epsilon = check_epsilon(epsilon, "ε_forecast")
     terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)", maximum=LIMITS["terms_per_doc"])
+    if isinstance(train, StreamedCorpus):
+        if bool(by_person) != train.by_person:
+            raise ParameterError("This streamed corpus was prepared for another unit of privacy; open it again.")
+        part = train.admit_training_rows(ledger, epsilon, "the DP forecast")  # charged now, before any chunk
+        counts = pipeline.admitted_term_counts(part, vocabulary, terms_per_doc=terms_per_doc, progress=progress)
+        return release_forecast_statistics(
+            counts, part.labels, classes=part.classes, epsilon=epsilon, terms_per_doc=terms_per_doc, noise=noise,
+            ledger=part.ticket, public_vocabulary=vocabulary.name, groups=part.groups, curve_share=curve_share,
+            neighbouring=part.neighbouring)
     train = train.declared_only() if train.public_classes is not None else train
     classes = tuple(train.classes)
     if by_person and train.persons is None:

@@ -99,7 +99,7 @@ def _count_terms(chunks: Any, documents: int, chunk_rows: int, vocabulary: Publi
                            max_chars=LIMITS["max_chars_per_doc"], progress=report).counts
 
 
-def _part_term_counts(part: AdmittedPart, vocabulary: PublicVocabulary, *, terms_per_doc: int,
+def admitted_term_counts(part: AdmittedPart, vocabulary: PublicVocabulary, *, terms_per_doc: int,
                       progress: Progress | None = None, given: np.ndarray | None = None) -> np.ndarray:
     """The admitted documents' term counts over V (:func:`term_counts`; a streamed part: its chunks, the same pass).
     ``given``: the counts of the whole part, already computed — used when no document was left out."""
@@ -205,7 +205,7 @@ def vocabulary_step(
     unit = _unit(train, config)
     done = release(
         lambda: admit_part(train, config, ledger, epsilon, "the private vocabulary step"),
-        statistic=lambda part: _part_term_counts(part, vocabulary, terms_per_doc=terms_per_doc, progress=progress,
+        statistic=lambda part: admitted_term_counts(part, vocabulary, terms_per_doc=terms_per_doc, progress=progress,
                                                  given=counts),
         event=vocabulary_event(epsilon=epsilon, terms_per_doc=terms_per_doc, size=size, vocabulary_name=vocabulary.name,
                                vocabulary_size=len(vocabulary), selection_rule=config.selection_rule,

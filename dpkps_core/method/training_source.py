@@ -374,6 +374,11 @@ class StreamedCorpus:
         a pass over the file."""
         if _by_person(config, self.stream.person_column is not None) != self.by_person:
             raise ParameterError("This streamed corpus was prepared for another unit of privacy; open it again.")
+        return self.admit_training_rows(ledger, epsilon, what)
+
+    def admit_training_rows(self, ledger: PrivacyLedger, epsilon: float, what: str) -> AdmittedPart:
+        """:meth:`admit` in the unit this corpus was prepared for (a release that takes no config, e.g. the DP
+        forecast): the training rows' units admitted to a release of ``epsilon``, charged now."""
         # the training rows' keys (32 bytes each), never their unit strings: the same rows admitted, the same keys
         # charged as the strings would be (issue 31)
         idx, ticket = admitted_indices(self.units.take(self.train_index), ledger, epsilon, what=what)

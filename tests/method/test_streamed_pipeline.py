@@ -31,6 +31,7 @@ from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
+from dpkps_core.errors import ParameterError
 from dpkps_core.ledger_store import primary_keys
 from dpkps_core.ledger_store.folder import _UnitHasher
 from dpkps_core.method.pipeline import density_step, run_sampling, vocabulary_step, write_run_files
@@ -264,3 +265,33 @@ def test_compact_keyphrases_give_the_histograms_of_the_lists():
     assert "Keyphrases(documents=200" in repr(kp)
     with pytest.raises(ValueError):
         Keyphrases(np.array([2, 1]), np.array([1, 2]))
+
+
+# ---- the DP forecast over a streamed file (issue 31 §4) ------------------------------------------------------
+
+@pytest.mark.parametrize("chunk_rows", CHUNKS)
+@pytest.mark.parametrize("person", [False, True])
+def test_the_dp_forecast_of_a_streamed_file_is_the_loaded_files(tmp_path, chunk_rows, person):
+    """The same release — counts, class sizes, event — from the file streamed in chunks as from the file loaded
+    whole (seeded noise), charged before any chunk is read, with progress after each chunk."""
+    from dpkps_core.evaluation.forecast_dp import release_forecast
+    from dpkps_core.method.pipeline import _training
+
+    path = _write(tmp_path / "corpus.csv", _rows())
+    config = _config(person_column="patient" if person else None)
+    loaded = load_corpus(path, classes=CLASSES, person_column="patient" if person else None)
+    train = _training(loaded, config)[0]
+    expected_ledger, ledger = PrivacyLedger(), PrivacyLedger()
+    expected = release_forecast(train, VOCAB, ledger=expected_ledger, noise=NoiseSource(5, sampler="numpy"),
+                                epsilon=0.5, terms_per_doc=S, by_person=person)
+    heard: list[str] = []
+    streamed = _streamed(path, config, chunk_rows)
+    got = release_forecast(streamed, VOCAB, ledger=ledger, noise=NoiseSource(5, sampler="numpy"), epsilon=0.5,
+                           terms_per_doc=S, by_person=person, progress=lambda f, m: heard.append(m))
+    assert got.to_dict() == expected.to_dict()
+    assert [e.to_dict() | {"timestamp": ""} for e in ledger.events] == [
+        e.to_dict() | {"timestamp": ""} for e in expected_ledger.events]
+    assert (len(heard) >= 2) == (chunk_rows < len(train))     # told between chunks when there are several
+    with pytest.raises(ParameterError, match="another unit of privacy"):
+        release_forecast(streamed, VOCAB, ledger=PrivacyLedger(), noise=NoiseSource(5, sampler="numpy"),
+                         epsilon=0.5, terms_per_doc=S, by_person=not person)
