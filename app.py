@@ -16,7 +16,7 @@ import streamlit as st
 
 from dpkps_core.errors import DPKPSError
 from dpkps_core.risk import format_probability, posterior_bound
-from studio import PAGES, generation_steps, resources, runs, session, tenancy, widgets
+from studio import PAGES, generation_steps, page_ref, resources, runs, session, tenancy, widgets
 
 def other_corpora_released_on() -> int:
     """How many corpora OTHER than the loaded one this session released on (its in-session ledgers). Their ε is
@@ -41,7 +41,8 @@ def ledger_sidebar() -> None:
     others = other_corpora_released_on()
     if session.corpus() is None:
         st.info("No corpus is loaded, so there is no spend to show: the ledger keeps ε per document (per person) "
-                "of a corpus, and its figures appear here once one is loaded (page 1).", icon=":material/info:")
+                f"of a corpus, and its figures appear here once one is loaded ({page_ref('corpus')}).",
+                icon=":material/info:")
         if others:
             st.markdown(f"This session released on {_corpora(others)} loaded before; their documents keep that "
                         "spend in the ledger, shown here when a corpus is loaded again.")
@@ -81,7 +82,7 @@ def ledger_sidebar() -> None:
         bounds = [format_probability(posterior_bound(largest, p)) for p in (0.01, 0.5)]
         bounds = [b if b.startswith("more than") else f"at most {b}" for b in bounds]
         st.caption(f"At ε = {eps(largest)}, an attacker 1 % or 50 % sure beforehand that any one {unit} was used can "
-                   f"become {bounds[0]} or {bounds[1]} sure (page 2 explains).")
+                   f"become {bounds[0]} or {bounds[1]} sure ({page_ref('budget')} explains).")
     # what this session's releases charged (a release that left every unit out charged no one; issue 35 part 5)
     by = led.charged_by_step() if hasattr(led, "charged_by_step") else led.by_step()
     lines = [f"- {widgets.step_name(k)}: **{eps(v)}**" for k, v in by.items()]
@@ -93,7 +94,7 @@ def ledger_sidebar() -> None:
         st.markdown(f"This session has released nothing on this corpus yet; earlier releases ("
                     + ("your other sessions" if mine else "other sessions, the command line")
                     + f", other files holding these {unit}s) took the most-used {unit} to ε = "
-                    f"**{eps(largest)}** (page 2 lists them).")
+                    f"**{eps(largest)}** ({page_ref('budget')} lists them).")
     else:
         st.markdown(f"No release has used this corpus's {unit}s yet.")
     if led.total_epsilon > status.session + 1e-9:
@@ -117,8 +118,8 @@ if widgets.require_login():
     runs.follow_url()
     generation_steps.reattach_generation()  # a reload while its run is written: the writer's progress and Cancel
     resources.start_warm_up()
-    page = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path, default=(i == 0))
-                          for i, p in enumerate(PAGES)])
+    page = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path, default=(p is PAGES[0]))
+                          for p in PAGES])
     ledger_slot = st.sidebar.container()
     try:
         page.run()

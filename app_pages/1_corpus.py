@@ -13,10 +13,11 @@ from dpkps_core.corpus.formats import ENCODING_LABELS
 from dpkps_core.method.config import LIMITS
 from dpkps_core.errors import DPKPSError
 from dpkps_core.method.matching import truncated_count
-from studio import charts, corpus_files, defaults, session, step_progress, steps, streamed, widgets
+from studio import charts, corpus_files, defaults, page_ref, session, step_progress, steps, streamed, widgets
 
-widgets.page_header(0, "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
-                       "memory on this machine; only DP outputs ever leave it.")
+widgets.page_header("corpus",
+                    "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
+                    "memory on this machine; only DP outputs ever leave it.")
 s = st.session_state
 
 data_dir = corpus_files.server_data_dir()  # the deployment's data folder ($DPKPS_DATA_DIR), if any
@@ -31,7 +32,7 @@ def replace_notice(what: str) -> str:
     loaded = session.corpus()
     return (f"Loading {what} replaces the current corpus “{loaded.name if loaded else '?'}”: its Ṽ, densities and "
             "sequences are put aside. Nothing is deleted — their run folder stays on disk and can be reopened on "
-            "page 8 (Export) — and the ε they spent stays on the ledger.")
+            f"{page_ref('export', titled=True)} — and the ε they spent stays on the ledger.")
 
 
 def _in_app_words(exc: DPKPSError) -> DPKPSError:
@@ -205,7 +206,7 @@ if s["corpus_source"] != "demo" and (corpus is None or not defaults.is_user_corp
                    icon=":material/block:")
     else:
         st.info("No corpus of yours is loaded yet: choose a file above and press “Load this corpus”.")
-    widgets.next_button(0, enabled=False, help="Load a corpus of yours first.")
+    widgets.next_button("corpus", enabled=False, help="Load a corpus of yours first.")
 if corpus is not None:
     st.divider()
     st.subheader(f"Summary of “{corpus.name}”")
@@ -290,14 +291,14 @@ if corpus is not None:
                   else ("A streamed corpus is read once more to apply another fraction." if is_streamed else None))
     sp = session.split()
     st.caption(f"{len(sp.train):,} training documents feed the DP steps; {len(sp.test):,} are held out for the "
-               "local evaluation (page 7). Each document is assigned on its own by a keyed hash of its text, so "
-               "adding or removing one document moves no other; the classes' shares are therefore only "
+               f"local evaluation ({page_ref('evaluate')}). Each document is assigned on its own by a keyed hash of "
+               "its text, so adding or removing one document moves no other; the classes' shares are therefore only "
                "approximately equal.")
     if locked:
         st.info("**Locked:** the held-out fraction and the class list are what Ṽ (and what followed) were built on, "
                 "and changing them would discard results that cost ε. To change them, start over: the results are "
-                "put aside (their run folder stays on disk and can be reopened on page 8; the ε spent stays on the "
-                "ledger).", icon=":material/lock:")
+                f"put aside (their run folder stays on disk and can be reopened on {page_ref('export')}; the ε spent "
+                "stays on the ledger).", icon=":material/lock:")
         c1, c2 = st.columns([2, 1])
         sure = c1.checkbox("Yes, put the current results aside and start over", key="confirm_start_over")
         if c2.button("Start over", disabled=not sure, icon=":material/restart_alt:", key="start_over"):
@@ -305,6 +306,7 @@ if corpus is not None:
                 session.start_over()
                 session.notice("Started over: the previous results are put aside (their run folder stays on disk).")
                 st.rerun()
-    widgets.next_button(0, enabled=corpus.declared, help=None if corpus.declared else "Declare the public class names first.")
+    widgets.next_button("corpus", enabled=corpus.declared,
+                        help=None if corpus.declared else "Declare the public class names first.")
 elif s["corpus_source"] == "demo":
     st.info("Load a corpus to continue.")

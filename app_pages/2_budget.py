@@ -13,8 +13,9 @@ from dpkps_core.method.config import LIMITS
 from dpkps_core.method.vocabulary import VOCABULARIES
 from studio import charts, current, defaults, review, run_view, session, spend, steps, streamed, tenancy, widgets
 
-widgets.page_header(1, "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
-                       "each document may contribute, and how the privacy budget ε is split.")
+widgets.page_header("budget",
+                    "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
+                    "each document may contribute, and how the privacy budget ε is split.")
 s = st.session_state
 EPS_TOTAL_RANGE = (0.0, 100.0)      # ε = ε_voc + ε_kde: above 0, at most 100 (the app's bound)
 EPS_FORECAST_RANGE = (0.0, 2.0)
@@ -324,4 +325,4 @@ with st.expander("Exact previews (private, local — not covered by ε)", expand
         if f is not None:
             show_forecast(f, "chart.forecast")
 
-widgets.next_button(1)
+widgets.next_button("budget")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from studio import (accounting, charts, jobs, review, run_view, session, spend, step_progress, steps, streamed,
-                   widgets)
+from studio import (accounting, charts, jobs, page_ref, review, run_view, session, spend, step_progress, steps,
+                    streamed, widgets)
 
-widgets.page_header(2, "Each training document counts its first S distinct terms of V; Laplace noise is added to "
-                       "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
+widgets.page_header("private-vocabulary",
+                    "Each training document counts its first S distinct terms of V; Laplace noise is added to "
+                    "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
 s = st.session_state
 
 with widgets.guard():
@@ -17,7 +18,7 @@ with widgets.guard():
     steps.finish_step_jobs()  # a streamed step that ended since the last run: the session learns its release
 if session.corpus() is None:
     st.info("Load a corpus first.")
-    widgets.go_to(0)
+    widgets.go_to("corpus")
 else:
     eps_voc, _ = session.eps_split()
     cfg = session.current_config()
@@ -35,15 +36,15 @@ else:
     widgets.bound(st.checkbox, f"Reserve ε_kde = {widgets.eps(eps_kde_plan)} for this run's densities now",
                   accounting.RESERVE_PLAN_KEY,
                   help="Charged with Ṽ to the same documents, so that other sessions or command-line runs on this "
-                       "ledger cannot use up their budget before this run's densities (page 4) draw on it. A "
-                       "reservation never drawn on stays charged.")
+                       f"ledger cannot use up their budget before this run's densities ({page_ref('densities')}) "
+                       "draw on it. A reservation never drawn on stays charged.")
     if accounting.reserve_plan():
         st.caption(f"Ṽ charges **ε_voc + ε_kde = {widgets.eps(eps_voc + eps_kde_plan)}** to each document now: "
                    f"ε_kde = {widgets.eps(eps_kde_plan)} of it is reserved for the densities of this run.")
     else:
         st.caption(f":material/warning: Without a reservation, another session or a command-line run on the same "
-                   f"documents may use up their budget before page 4, and this run's densities would then leave "
-                   "them out.")
+                   f"documents may use up their budget before {page_ref('densities')}, and this run's densities "
+                   "would then leave them out.")
     widgets.before_spend_note(eps_voc + (session.eps_split()[1] if accounting.reserve_plan() else 0.0), "vocabulary")
     # one intent, one release (studio.spend): a re-run asks first; stale repeated clicks are ignored
     stepping = step_progress.step_running()
@@ -109,4 +110,4 @@ else:
                 m[1].metric("Share of Ṽ that is pure noise", f"{chk['noise_share']:.0%}",
                             help="Terms of Ṽ that never occur in the training documents (selected by noise alone).")
                 m[2].metric("Terms of V that occur in the corpus", f"{chk['terms_in_corpus']:,}")
-        widgets.next_button(2)
+        widgets.next_button("private-vocabulary")

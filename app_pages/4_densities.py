@@ -7,7 +7,7 @@ import streamlit as st
 
 from dpkps_core.method.config import LIMITS
 from dpkps_core.method.sampling import SAMPLING_METHODS
-from studio import (charts, jobs, review, run_view, session, spend, step_progress, steps, streamed, widgets)
+from studio import (charts, jobs, page_ref, review, run_view, session, spend, step_progress, steps, streamed, widgets)
 
 SAMPLING_METHOD_LABELS = {  # one label per dpkps_core.method.sampling.SAMPLING_METHODS (a test checks the keys)
     "independent": "independent — L terms drawn i.i.d. from each class's density (fast, robust)",
@@ -17,18 +17,19 @@ SAMPLING_METHOD_LABELS = {  # one label per dpkps_core.method.sampling.SAMPLING_
 DENSITIES = {"auto": "auto (histogram for independent, RFF for iterative)",
              "histogram": "exact smoothed DP histogram (independent only)", "rff": "RFF DP-KDE (the paper's)"}
 
-widgets.page_header(3, "Each class gets a DP density over Ṽ built from its training documents' keyphrases (their "
-                       "matches of Ṽ). Classes use disjoint documents, so ε_kde is spent once, not per class.")
+widgets.page_header("densities",
+                    "Each class gets a DP density over Ṽ built from its training documents' keyphrases (their "
+                    "matches of Ṽ). Classes use disjoint documents, so ε_kde is spent once, not per class.")
 s = st.session_state
 
 with widgets.guard():
     steps.finish_step_jobs()  # a streamed step that ended since the last run: the session learns its release
 if s.get("corpus") is None:  # say the first missing step, not a later one
     st.info("Load a corpus first.")
-    widgets.go_to(0)
+    widgets.go_to("corpus")
 elif run_view.private_vocabulary() is None:
     st.info("Build the private vocabulary first.")
-    widgets.go_to(2)
+    widgets.go_to("private-vocabulary")
 else:
     st.subheader("Sampling method (chosen now: the density depends on it)")
     widgets.bound(st.selectbox, "Method", "method", options=list(SAMPLING_METHODS), format_func=SAMPLING_METHOD_LABELS.get)
@@ -70,8 +71,8 @@ else:
                    "(below 1, the density is mostly noise and the sequences near chance). It assumes the classes "
                    "share one vocabulary, so it errs on the cautious side.")
     elif not outlook:
-        st.caption("Run the DP forecast on page 2 (a small charged ε) to see which methods are expected near chance "
-                   "at this corpus size and ε_kde.")
+        st.caption(f"Run the DP forecast on {page_ref('budget')} (a small charged ε) to see which methods are "
+                   "expected near chance at this corpus size and ε_kde.")
     if chosen is not None and chosen["near_chance"]:
         st.warning(review.outlook_sentence(chosen) + " Compare the methods from the DP forecast below before "
                    "spending ε_kde.", icon=":material/trending_down:")
@@ -176,4 +177,4 @@ else:
             cls = st.selectbox("Colour by the density of class", c.classes, key="umap_class")
             i = c.classes.index(cls)
             st.plotly_chart(charts.umap_density_map(s["umap_map"], pv.terms, scores[i], cls), key="chart.umap")
-        widgets.next_button(3)
+        widgets.next_button("densities")

@@ -6,22 +6,25 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.method.config import LIMITS
-from studio import charts, run_view, session, steps, streamed, widgets
+from studio import charts, page_ref, run_view, session, steps, streamed, widgets
 
-widgets.page_header(4, "Sequences are sampled from the DP densities: post-processing, so sampling (and re-sampling) "
-                       "costs no privacy. They are written to the run folder with the privacy report.")
+widgets.page_header("sequences",
+                    "Sequences are sampled from the DP densities: post-processing, so sampling (and re-sampling) "
+                    "costs no privacy. They are written to the run folder with the privacy report.")
 s = st.session_state
 
 with widgets.guard():
     steps.finish_step_jobs()  # a streamed step that ended since the last run: the session learns its release
 meta = run_view.density_meta()
 if meta is None:
-    st.info("Build the keyphrase densities first — or reopen an earlier run from its folder on page 8 (no new ε).")
-    widgets.go_to(3)
+    st.info("Build the keyphrase densities first — or reopen an earlier run from its folder on "
+            f"{page_ref('export')} (no new ε).")
+    widgets.go_to("densities")
 else:
     st.markdown(f"**Method:** {meta['method']} · **L** = {meta['length']} · density {meta['density_kind']} "
-                "(chosen on page 4; changing them means rebuilding the densities, which charges ε_kde again).")
-    widgets.go_to(3, "Change the method or L on page 4")
+                f"(chosen on {page_ref('densities')}; changing them means rebuilding the densities, which charges "
+                "ε_kde again).")
+    widgets.go_to("densities", f"Change the method or L on {page_ref('densities')}")
     c1, c2 = st.columns(2)
     widgets.bound(c1.number_input, "Sequences per class", "per_class", min_value=1, max_value=LIMITS["per_class"])
     widgets.bound(c2.slider, "Temperature T (1 = sample from the density; → 0 = most likely terms only)",
@@ -68,8 +71,8 @@ else:
             m = st.columns(3)
             m[0].metric("No-LLM accuracy", f"{res['no_llm_accuracy']:.3g}")  # 3 significant digits everywhere
             m[1].metric("Real keyphrase baseline", f"{res['real_keyphrase_baseline']:.3g}",
-                        help="The same value on page 7 and on the sweep chart: the real training documents' "
-                             "keyphrases over the noise-free top-N terms of V; it does not depend on ε.")
+                        help=f"The same value on {page_ref('evaluate')} and on the sweep chart: the real training "
+                             "documents' keyphrases over the noise-free top-N terms of V; it does not depend on ε.")
             m[2].metric("Chance (majority class)", f"{res['chance']:.3g}")
             st.plotly_chart(charts.no_llm_bars(s.get("no_llm_history", [])), key="chart.no_llm")
-        widgets.next_button(4)
+        widgets.next_button("sequences")

@@ -10,19 +10,21 @@ from dpkps_core.llm import preview
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.llm.repetition import MAX_NO_REPEAT_NGRAM, MAX_REPETITION_PENALTY
 from dpkps_core.llm.settings import MAX_DRAFTS
-from studio import generation_steps, jobs, review, run_view, session, widgets
+from studio import generation_steps, jobs, page_ref, review, run_view, session, widgets
 
-widgets.page_header(5, "Each prompt holds only a public template, the document type, one DP keyphrase sequence and "
-                       "(optionally) PUBLIC examples — never the private corpus. Every prompt sent is logged in the "
-                       "run's audit log.")
+widgets.page_header("generate",
+                    "Each prompt holds only a public template, the document type, one DP keyphrase sequence and "
+                    "(optionally) PUBLIC examples — never the private corpus. Every prompt sent is logged in the "
+                    "run's audit log.")
 s = st.session_state
 
 outcome = run_view.outcome()
 if outcome is None:
-    st.info("Sample keyphrase sequences first — or, after a reload, reopen an earlier run from its folder on page 8 "
-            "(Export): its documents are kept and “Continue writing” resumes it, at no new ε.")
-    widgets.go_to(4)
-    widgets.go_to(7, "Reopen a run (page 8)")
+    st.info("Sample keyphrase sequences first — or, after a reload, reopen an earlier run from its folder on "
+            f"{page_ref('export', titled=True)}: its documents are kept and “Continue writing” resumes it, at no "
+            "new ε.")
+    widgets.go_to("sequences")
+    widgets.go_to("export", f"Reopen a run ({page_ref('export')})")
 else:
     job = s.get("job_generation")
     if isinstance(job, jobs.Job) and job.running and s.get(generation_steps.REATTACHED_KEY) is job:  # app.py
@@ -78,8 +80,8 @@ else:
     c1, c2 = st.columns([3, 2])
     widgets.bound(c1.text_input, "Document type (with its article)", "doc_type", placeholder="a short news article")
     widgets.bound(c2.checkbox, "Class names in the prompt", "include_label",
-                  help="The class names declared public on page 1 (they are released with the data anyway); untick "
-                       "to leave them out of every prompt.")
+                  help=f"The class names declared public on {page_ref('corpus')} (they are released with the data "
+                       "anyway); untick to leave them out of every prompt.")
     few = st.file_uploader("Optional PUBLIC few-shot examples (CSV/JSONL with a 'text' column, or .txt with examples "
                            "separated by blank lines) — never the private corpus", type=["csv", "jsonl", "txt"],
                            key="few_shot_upload")
@@ -168,4 +170,4 @@ else:
                          hide_index=True, key="table.documents")
             widgets.document_reader(docs, key="read.documents")
         show_non_documents(docs, session.failures())
-    widgets.next_button(5)
+    widgets.next_button("generate")

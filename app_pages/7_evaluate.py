@@ -17,10 +17,11 @@ from dpkps_core.baselines.compare_settings import joint_cost
 from dpkps_core.baselines.prediction_config import PRIVATE_PROMPT_WARNING
 from dpkps_core.evaluation.memorisation import memorisation_advice
 from dpkps_core.method.sampling import SAMPLING_METHODS
-from studio import charts, evaluation_steps, jobs, review, run_view, session, steps, widgets
+from studio import charts, evaluation_steps, jobs, page_ref, review, run_view, session, steps, widgets
 
-widgets.page_header(6, "Everything on this page reads the real corpus, runs on this machine for you, and is never "
-                       f"part of the release bundle ({PRIVATE_NOTE}).")
+widgets.page_header("evaluate",
+                    "Everything on this page reads the real corpus, runs on this machine for you, and is never "
+                    f"part of the release bundle ({PRIVATE_NOTE}).")
 st.markdown(widgets.PRIVATE_BADGE)
 s = st.session_state
 
@@ -31,7 +32,7 @@ tab_acc, tab_map, tab_sweep, tab_compare, tab_memo, tab_disc = st.tabs(["Downstr
 
 with tab_acc:
     if run_view.outcome() is None:
-        st.info("Sample keyphrase sequences first (page 5).")
+        st.info(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
     else:
         n_docs = len(session.documents())
         n_test = len(s["split"].test) if s.get("split") is not None else 0
@@ -64,8 +65,8 @@ with tab_acc:
             small = [review.METRIC_NAMES.get(k, k) for k, m in res.metrics.items()
                      if review.judge_note(m.n_train, n_classes)]
             if small:
-                st.warning(review.too_few_sentence(", ".join(small)) + " Write more documents on page 6 "
-                           "before drawing conclusions.", icon=":material/warning:")
+                st.warning(review.too_few_sentence(", ".join(small)) + " Write more documents on "
+                           f"{page_ref('generate')} before drawing conclusions.", icon=":material/warning:")
             with st.expander("What each row is"):
                 st.markdown("\n".join(f"- **{review.METRIC_NAMES.get(k, k)}**: {m.note}"
                                        for k, m in res.metrics.items() if m.note))
@@ -97,7 +98,7 @@ with tab_acc:
 
 with tab_map:
     if not session.documents():
-        st.info("Write some synthetic documents first (page 6).")
+        st.info(f"Write some synthetic documents first ({page_ref('generate')}).")
     else:
         widgets.bound(st.columns(3)[0].number_input, "Real held-out documents to embed (a sample, for speed)",
                       "projection_points", min_value=10, max_value=2000, step=50)
@@ -125,15 +126,15 @@ with tab_map:
 with tab_sweep:
     st.caption("The ε sweep re-runs the no-LLM check on the EXACT training part and scores it on the real held-out "
                "part: choosing ε or a method from it is a use of the private data that ε does not cover. The DP "
-               "alternative is the DP forecast on page 2: its release re-forecasts any ε_voc, ε_kde or method for "
-               "free, covered by ε.")
+               f"alternative is the DP forecast on {page_ref('budget')}: its release re-forecasts any ε_voc, ε_kde "
+               "or method for free, covered by ε.")
     with widgets.guard():
         dp_grid = review.dp_sweep()
         if dp_grid is not None:
             st.markdown(widgets.DP_BADGE)
             st.dataframe(dp_grid, hide_index=True, key="table.dp_sweep")
         else:
-            st.caption("Run the DP forecast on page 2 to see the DP sweep over ε here.")
+            st.caption(f"Run the DP forecast on {page_ref('budget')} to see the DP sweep over ε here.")
     if widgets.exact_previews_switch("sweep"):
         st.caption("No-LLM accuracy and vocabulary recall over a grid of ε_voc × ε_kde, without spending ε on the "
                    "real release: each cell is a local, seeded experiment on the training part, scored on the held-out "
@@ -228,7 +229,7 @@ with tab_compare:
                    f"{led.total_epsilon:g} to {led.total_epsilon + joint_eps:g}, over the cap of {float(led.cap):g}"
                    + (f": lower ε per method to at most {math.floor(fits * 100) / 100:g}" if fits >= 0.01 else
                       ": no ε is left under this cap")
-                   + ", pick fewer methods, or raise the cap on page 2.", icon=":material/block:")
+                   + f", pick fewer methods, or raise the cap on {page_ref('budget')}.", icon=":material/block:")
     job = s.get("job_compare")
     if not (isinstance(job, jobs.Job) and job.running):
         if st.button("Compare at this privacy level", icon=":material/compare:", disabled=over_cap):
@@ -266,7 +267,7 @@ with tab_memo:
                "unlikely; this check makes it visible. It reads the real training documents on this machine: the "
                "results and excerpts are for you only and never part of the bundle.")
     if not session.documents():
-        st.info("Write some synthetic documents first (page 6).")
+        st.info(f"Write some synthetic documents first ({page_ref('generate')}).")
     else:
         n_train = len(s["split"].train) if s.get("split") is not None else 0
         by_emb = st.checkbox(f"Also find the nearest by embedding (embeds the {n_train:,} training documents once "
@@ -298,9 +299,9 @@ with tab_disc:
                "step saw: chance matches hit both alike, leakage hits the training part more. A one-sided test "
                "says whether it does (a p-value), and an empirical ε lower bound per document stands beside the "
                "claimed ε. Local and private: the result is kept in the run folder for the internal dossier "
-               "(page 8), never in the bundle; the identifiers are not written anywhere.")
+               f"({page_ref('export')}), never in the bundle; the identifiers are not written anywhere.")
     if not session.documents():
-        st.info("Write some synthetic documents first (page 6).")
+        st.info(f"Write some synthetic documents first ({page_ref('generate')}).")
     else:
         ids = st.text_area("Identifiers to look for (optional: one per line — names, MRNs)", key="disclosure_ids",
                            help="Each is looked for as whole words, case-insensitively, in the synthetic documents "
@@ -349,4 +350,4 @@ with tab_disc:
                 st.caption("The last disclosure test of this run (kept in its folder, PRIVATE):")
                 show_disclosure_result(stored)
 
-widgets.next_button(6)
+widgets.next_button("evaluate")

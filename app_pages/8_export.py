@@ -11,17 +11,18 @@ import streamlit as st
 
 from dpkps_core.dossier.export import BundleContents
 from dpkps_core.records.runfolder import read_failures
-from studio import dossier_view, jobs, review, runs, session, tenancy, widgets
+from studio import dossier_view, jobs, page_ref, review, runs, session, tenancy, widgets
 
-widgets.page_header(7, "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
-                       "sequences, Ṽ, the privacy report and the audit log of every prompt. The private corpus, the "
-                       "held-out split and every evaluation stay here.")
+widgets.page_header("export",
+                    "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
+                    "sequences, Ṽ, the privacy report and the audit log of every prompt. The private corpus, the "
+                    "held-out split and every evaluation stay here.")
 s = st.session_state
 
 listed = runs.machine_runs()
 if not listed:
     st.info("Nothing to export yet: sample keyphrase sequences first.")
-    widgets.go_to(4)
+    widgets.go_to("sequences")
 else:
     # ------------------------------------------------------------------------------- runs on this machine
     # The run folder is the state (docs/ARCHITECTURE.md): every run on this machine is listed, whatever session or
@@ -49,7 +50,8 @@ else:
     job = s.get("job_generation")
     if not run["current"]:
         st.caption("Reopening puts this run's Ṽ, densities, sequences and documents back into the app: continue "
-                   "writing on page 6, evaluate on page 7, export here. **No new ε** — nothing is released again.")
+                   f"writing on {page_ref('generate')}, evaluate on {page_ref('evaluate')}, export here. "
+                   "**No new ε** — nothing is released again.")
         if st.button("Reopen this run in the app (no new ε)", icon=":material/folder_open:", key="reopen_run",
                      disabled=isinstance(job, jobs.Job) and job.running):
             with widgets.guard():
@@ -60,7 +62,7 @@ else:
                    icon=":material/hourglass_top:")
     if not run["sequences"]:
         st.info("This run holds no keyphrase sequences yet (only what was released before sampling): reopen it and "
-                "sample them on page 5 (free) to export.", icon=":material/info:")
+                f"sample them on {page_ref('sequences')} (free) to export.", icon=":material/info:")
     bundle: BundleContents | None = None
     if run["sequences"]:
         with widgets.guard():
@@ -96,7 +98,7 @@ else:
         bad, attempted = review.non_document_share(docs, read_failures(out))
         if bad:
             st.caption(f"{bad:,} of {attempted:,} items ({bad / attempted:.0%}) were never written: the model replied "
-                       "with something that was not a document after every retry (page 6).")
+                       f"with something that was not a document after every retry ({page_ref('generate')}).")
         with st.expander("Ledger events in the report"):
             st.dataframe(pd.DataFrame([{"time (UTC)": str(e.get("timestamp", "")).replace("T", " ")[:19],
                                         "step": e["step"], "ε": e["epsilon"], "mechanism": e["mechanism"],
@@ -107,7 +109,7 @@ else:
         if not docs:  # never offer an empty bundle without saying so
             other = [r for r in listed if r["documents"] and r["path"] != out]
             st.warning("This run holds **no synthetic documents** (its sequences were sampled after the last "
-                       "documents were written, or none were written yet). Write them on page 6"
+                       f"documents were written, or none were written yet). Write them on {page_ref('generate')}"
                        + (f", or open an earlier run with documents above ({other[0]['name']}: "
                           f"{other[0]['documents']:,} documents)" if other else "")
                        + ". You can still export the keyphrase sequences alone.", icon=":material/warning:")

@@ -5,14 +5,15 @@ from __future__ import annotations
 import streamlit as st
 
 from dpkps_core.audit import coverage_sentence, format_seconds
-from studio import audit_view, jobs, session, steps, widgets
+from studio import audit_view, jobs, page_ref, pages_ref, session, steps, widgets
 
-widgets.page_header(8, "Tests the implementation, not just the maths: the exact release path runs many times with fresh "
-                       "noise on neighbouring copies of your corpus, built on its raw rows and loaded as page 1 loads "
-                       "them (one influential document — or, with a person column, every row of one person — removed; "
-                       "a canary of rare public terms added), and the outputs are compared. The result is an "
-                       "empirical LOWER bound on ε with a confidence level, next to the ε you chose — it can reveal a "
-                       "leak, never prove there is none.")
+widgets.page_header("audit",
+                    "Tests the implementation, not just the maths: the exact release path runs many times with fresh "
+                    "noise on neighbouring copies of your corpus, built on its raw rows and loaded as "
+                    f"{page_ref('corpus')} loads them (one influential document — or, with a person column, every "
+                    "row of one person — removed; a canary of rare public terms added), and the outputs are "
+                    "compared. The result is an empirical LOWER bound on ε with a confidence level, next to the ε "
+                    "you chose — it can reveal a leak, never prove there is none.")
 st.markdown(widgets.PRIVATE_BADGE)
 st.caption("Runs on in-memory copies with throwaway ledgers: it charges nothing to the privacy ledger, writes nothing "
            "to the run folder, and nothing of it enters the release bundle. Embeddings of the trials' vocabularies "
@@ -26,7 +27,7 @@ with widgets.guard():
     cfg = session.current_config()
     st.markdown(f"**Audited settings:** ε_voc {cfg.eps_voc:g} + ε_kde {cfg.eps_kde:g}, method {cfg.method}, "
                 f"S = {cfg.terms_per_doc}, N = {cfg.vocab_size}, L = {cfg.length}, {cfg.per_class} sequences per "
-                "class (pages 2–5).")
+                f"class ({pages_ref('budget', 'sequences')}).")
     audit_view.settings_widgets()
     audit_view.rows_widget()
 

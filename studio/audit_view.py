@@ -19,7 +19,7 @@ import streamlit as st
 from dpkps_core import audit
 from dpkps_core.errors import CorpusError
 from dpkps_core.progress import format_duration
-from studio import charts, fast_mode, jobs, resources, session, steps, widgets
+from studio import charts, fast_mode, jobs, page_ref, resources, session, steps, widgets
 
 JOB_KEY = "job_audit"
 UPLOAD_KEY = "audit_corpus_file"
@@ -57,7 +57,7 @@ def _inputs() -> tuple[Any, Any, Any, Any]:
     """Corpus, sampling config, public vocabulary and embedder of the current settings (read on this thread)."""
     corpus = steps.ensure_corpus()
     if corpus is None:
-        raise CorpusError("Load a corpus first (page 1).")
+        raise CorpusError(f"Load a corpus first ({page_ref('corpus')}).")
     config = session.current_config()
     return corpus, config, session.public_vocabulary(), resources.embedder(config.embedding_model)
 
@@ -101,10 +101,11 @@ def rows_widget() -> None:
                      key=UPLOAD_KEY)
     kind, _, _ = rows_source()
     if kind == "file":
-        st.caption("Neighbours will be built on this file's raw rows (it is the file you loaded on page 1).")
+        st.caption("Neighbours will be built on this file's raw rows (it is the file you loaded on "
+                   f"{page_ref('corpus')}).")
     elif st.session_state.get(UPLOAD_KEY) is not None:
-        st.warning("This is not the file loaded on page 1 (its SHA-256 differs): the audit uses the loaded documents "
-                   "as rows instead.", icon=":material/warning:")
+        st.warning(f"This is not the file loaded on {page_ref('corpus')} (its SHA-256 differs): the audit uses the "
+                   "loaded documents as rows instead.", icon=":material/warning:")
     else:
         st.caption("Without the file, the neighbours are built on the loaded documents as rows: they still go "
                    "through the loader, but a row the loader already dropped or collapsed cannot show.")

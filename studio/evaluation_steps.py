@@ -14,7 +14,7 @@ from dpkps_core.embeddings import DEFAULT_MODEL, embed_texts
 from dpkps_core.errors import CorpusError, ParameterError
 from dpkps_core.ledger_store import PersistentLedger
 from dpkps_core.llm.factory import DEFAULT_BACKEND, backend_spec
-from studio import run_view
+from studio import page_ref, run_view
 from studio.jobs import Job, start_job
 from studio.resources import embedder, embedding_cache, offline_backend, shared_backend
 from studio.session import (corpus, current_config, documents, ledger, memo_embedder, public_vocabulary, run_dir,
@@ -34,7 +34,7 @@ def start_evaluation(seeds: int) -> Job:
 
     out = run_dir(create=False)
     if out is None or run_view.outcome() is None:
-        raise ParameterError("Sample keyphrase sequences first (page 5).")
+        raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
     c = corpus()
     emb = memo_embedder(_embedding_model(), ss().get("device"))
     vocab = public_vocabulary()
@@ -95,10 +95,11 @@ def start_projection(max_real: int) -> Job:
 
     docs = documents()
     if len(docs) < 2:
-        raise ParameterError("Write at least two synthetic documents first (page 6).")
+        raise ParameterError(f"Write at least two synthetic documents first ({page_ref('generate')}).")
     test = test_part()
     if len(test) == 0:
-        raise ParameterError("The overlay needs held-out real documents; set a test fraction above 0 on page 1.")
+        raise ParameterError("The overlay needs held-out real documents; set a test fraction above 0 on "
+                             f"{page_ref('corpus')}.")
     idx = evaluation.subsample(len(test), int(max_real), np.random.default_rng(0))
     real_texts = [test.texts[i] for i in idx]
     real_labels = [test.labels[i] for i in idx]
@@ -173,14 +174,14 @@ def start_disclosure(*, identifiers: Sequence[str] = (), confidence: float = 0.9
 
     docs = documents()
     if not docs:
-        raise ParameterError("Write some synthetic documents first (page 6).")
+        raise ParameterError(f"Write some synthetic documents first ({page_ref('generate')}).")
     out = run_dir(create=False)
     if out is None:
-        raise ParameterError("Sample keyphrase sequences first (page 5).")
+        raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
     train, test = train_part(), test_part()
     if len(test) == 0:
         raise ParameterError("The disclosure test needs held-out documents as its control; set a test fraction "
-                             "above 0 on page 1.")
+                             f"above 0 on {page_ref('corpus')}.")
     settings = DisclosureSettings(identifiers=tuple(identifiers), confidence=float(confidence))
     claimed = _claimed_epsilon(out)
     synthetic = [d["text"] for d in docs]
@@ -206,7 +207,7 @@ def start_sweep(*, eps_voc: Sequence[float], eps_kde: Sequence[float], methods: 
         raise ParameterError("Choose at least one ε_voc, one ε_kde and one method for the sweep.")
     c = corpus()
     if c is None:
-        raise CorpusError("Load a corpus first (page 1).")
+        raise CorpusError(f"Load a corpus first ({page_ref('corpus')}).")
     base = current_config(epsilon_cap=None, seed=None)
     vocab = public_vocabulary()
     emb = embedder(base.embedding_model)

@@ -19,7 +19,7 @@ from dpkps_core.llm.model_queue import ordinal
 from dpkps_core.llm.repetition import DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY
 from dpkps_core.method.sampling import SamplingOutcome
 from dpkps_core.progress import format_duration
-from studio import run_view
+from studio import page_ref, run_view
 from studio.jobs import Job, running_job_of_run, start_job
 from studio.resources import shared_backend, wait_for_warm_up
 from studio.session import corpus, generation_secrets, run_dir, ss
@@ -105,7 +105,7 @@ def job_sequences() -> list[dict[str, Any]]:
     """All sequences, round-robin over classes (the first k cover every class)."""
     outcome: SamplingOutcome | None = run_view.outcome()
     if outcome is None:
-        raise ParameterError("Sample keyphrase sequences first (page 5).")
+        raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
     return interleave_by_class([q.to_dict() for q in outcome.sequences])
 
 
@@ -170,7 +170,7 @@ def start_generation(limit: int) -> Job:
     from dpkps_core.llm import run_generation
 
     if run_view.outcome() is None:
-        raise ParameterError("Sample keyphrase sequences first (page 5).")
+        raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
     seqs = job_sequences()
     backend = llm_backend()
     pconf = prompt_config()

@@ -18,7 +18,7 @@ import pandas as pd
 from dpkps_core.errors import ParameterError
 from dpkps_core.progress import format_duration
 from dpkps_core.records.runfolder import RunFolder, iter_jsonl
-from studio import accounting, jobs, resources, run_view, session
+from studio import accounting, jobs, page_ref, resources, run_view, session
 
 #: Human names of the evaluation metrics (docs/ARCHITECTURE.md).
 METRIC_NAMES = {
@@ -305,7 +305,7 @@ def dp_vocabulary_noise_share() -> dict[str, float]:
 
     pv = run_view.private_vocabulary()
     if pv is None:
-        raise ParameterError("Build the private vocabulary first (page 3).")
+        raise ParameterError(f"Build the private vocabulary first ({page_ref('private-vocabulary')}).")
     stats = dp_forecast_release()
     zero = None
     if stats is not None and stats.terms_per_doc == pv.terms_per_doc \
@@ -335,7 +335,7 @@ def start_method_preview(methods: Sequence[str], per_class: int) -> Any:
         raise ParameterError("Pick at least one method to compare.")
     c = session.corpus()
     if c is None:
-        raise ParameterError("Load a corpus first (page 1).")
+        raise ParameterError(f"Load a corpus first ({page_ref('corpus')}).")
     base = session.current_config(epsilon_cap=None, seed=None)
     vocab = session.public_vocabulary()
     emb = resources.embedder(base.embedding_model)
@@ -385,7 +385,8 @@ def delete_run(path: str) -> str:
         raise ParameterError("That run folder is not one of this session's runs.")
     job = s.get("job_generation")
     if str(path) == str(s.get("run_dir")) and isinstance(job, jobs.Job) and job.running:
-        raise ParameterError("The LLM is still writing into this run folder; cancel it first (page 6).")
+        raise ParameterError("The LLM is still writing into this run folder; cancel it first "
+                             f"({page_ref('generate')}).")
     p = Path(path)
     if p.is_dir():
         shutil.rmtree(p, ignore_errors=True)
@@ -427,7 +428,7 @@ def start_memorisation(*, by_embedding: bool) -> Any:
 
     docs = session.documents()
     if not docs:
-        raise ParameterError("Write some synthetic documents first (page 6).")
+        raise ParameterError(f"Write some synthetic documents first ({page_ref('generate')}).")
     train = session.train_part()
     if len(train) == 0:
         raise ParameterError("There are no training documents to compare with.")

@@ -31,7 +31,7 @@ from dpkps_core.records.runfolder import (DENSITY_FILE, EVALUATION_FILE, PRIVACY
 from dpkps_core.errors import DPKPSError, ParameterError, VocabularyError
 from dpkps_core.method.sampling import SamplingOutcome
 from dpkps_core.method.sequences import KeyphraseSequence
-from studio import session
+from studio import page_ref, session
 from studio.defaults import BUILTIN_VOCABULARIES
 from studio.resources import embedder, embedding_cache
 
@@ -256,7 +256,7 @@ def embeddings() -> np.ndarray:
     OS-entropy run — a seeded demo's Ṽ is no DP release and stays in memory, docs/PRIVACY.md)."""
     v = view()
     if v is None:
-        raise VocabularyError("Build the private vocabulary first (page 3).")
+        raise VocabularyError(f"Build the private vocabulary first ({page_ref('private-vocabulary')}).")
     s = session.ss()
     meta = v.density_meta or {}
     model = str(meta.get("embedding_model") or s["embedding_model"])
@@ -274,7 +274,7 @@ def density_scores() -> np.ndarray:
     """(C, |Ṽ|) per-class DP density scores over Ṽ (post-processing of the DP release)."""
     d = density()
     if d is None:
-        raise ParameterError("Build the keyphrase densities first (page 4).")
+        raise ParameterError(f"Build the keyphrase densities first ({page_ref('densities')}).")
     if hasattr(d, "scores"):
         return np.asarray(d.scores())
     return np.asarray(d.single_term_scores(embeddings()))
@@ -288,7 +288,7 @@ def sampling_config_used(sequences: Mapping[str, Any] | None = None) -> Sampling
     pv_meta, d_meta = vocabulary_meta(), density_meta()
     q_meta = dict(sequences) if sequences is not None else sequences_meta()
     if v is None or pv_meta is None or d_meta is None or q_meta is None:
-        raise ParameterError("Sample keyphrase sequences first (page 5).")
+        raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
     s = session.ss()
     builtin = pv_meta["vocabulary_spec"] in BUILTIN_VOCABULARIES
     upload_name = v.state.get("vocab_upload_name") or s.get("vocab_upload_name") or "vocabulary"

@@ -24,7 +24,7 @@ import streamlit as st
 from dpkps_core.corpus import DEMO_SPECS
 from dpkps_core.errors import CorpusError, DPKPSError, ParameterError
 from dpkps_core.records.runfolder import list_runs, open_run, resolve_run_name
-from studio import tenancy
+from studio import page_ref, tenancy
 from studio.defaults import is_user_corpus
 from studio.jobs import Job
 from studio.session import (CORPUS_FINGERPRINT_FILE, corpus, corpus_content_fingerprint, drop_results, notice,
@@ -138,7 +138,8 @@ def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
     s = ss()
     job = s.get("job_generation")
     if isinstance(job, Job) and job.running:
-        raise ParameterError("The LLM is still writing into the current run folder; cancel it first (page 6).")
+        raise ParameterError("The LLM is still writing into the current run folder; cancel it first "
+                             f"({page_ref('generate')}).")
     run = open_run(own_run(path))
     state = run.state
     spec = state.get("corpus_spec") or run.config.get("corpus")
@@ -155,7 +156,8 @@ def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
             raise CorpusError(f"The run {run.name} was built on the corpus “{name}”"
                               + (" — the loaded corpus's content is not that corpus's, whatever its name" if differs
                                  else "")
-                              + f": load that file on page 1 (with the text column “{state.get('text_column')}” "
+                              + f": load that file on {page_ref('corpus')} (with the text column "
+                              f"“{state.get('text_column')}” "
                               f"and the label column “{state.get('label_column')}”), then reopen the run.")
     c = corpus()
     source = str(spec).split(":", 1)[0]
@@ -199,7 +201,7 @@ def delete_runs() -> list[str]:
     s = ss()
     job = s.get("job_generation")
     if isinstance(job, Job) and job.running:
-        raise ParameterError("The LLM is still writing into the run folder; cancel it first (page 6).")
+        raise ParameterError(f"The LLM is still writing into the run folder; cancel it first ({page_ref('generate')}).")
     deleted = []
     root = tenancy.runs_root()
     for path in list(s["run_dirs"]):

@@ -47,7 +47,7 @@ from dpkps_core.records.runfolder import VOCABULARY_FILE, create_run_dir
 from dpkps_core.method.split import CorpusSplit, split_documents
 from dpkps_core.method.training_source import StreamedCorpus
 from dpkps_core.method.vocabulary import PublicVocabulary
-from studio import defaults, tenancy
+from studio import defaults, page_ref, tenancy
 from studio.defaults import fill_defaults
 from studio.jobs import Job
 from studio.resources import cached_vocabulary, embedder
@@ -317,7 +317,7 @@ def start_over() -> None:
     s = ss()
     job = s.get("job_generation")
     if isinstance(job, Job) and job.running:
-        raise ParameterError("The LLM is still writing into the run folder; cancel it first (page 6).")
+        raise ParameterError(f"The LLM is still writing into the run folder; cancel it first ({page_ref('generate')}).")
     drop_results()
     s.pop("reopened_run", None)
 
@@ -327,7 +327,7 @@ def train_part() -> Corpus | StreamedCorpus:
     c = corpus()
     sp = split()
     if c is None or sp is None:
-        raise CorpusError("Load a corpus first (page 1).")
+        raise CorpusError(f"Load a corpus first ({page_ref('corpus')}).")
     if isinstance(c, StreamedView):
         c.classes  # noqa: B018 - refuses before the public classes are declared
         return c.prepared
@@ -338,7 +338,7 @@ def test_part() -> Corpus:
     c = corpus()
     sp = split()
     if c is None or sp is None:
-        raise CorpusError("Load a corpus first (page 1).")
+        raise CorpusError(f"Load a corpus first ({page_ref('corpus')}).")
     part = c.subset(sp.test)
     return part.declared_only() if part.declared else part
 
@@ -415,7 +415,7 @@ def term_counts(vocab: PublicVocabulary, terms_per_doc: int) -> np.ndarray:
     if not cache or cache[0] != key:
         if is_streamed():  # its counts come from its Ṽ release's own pass (studio.streamed.remember_term_counts)
             raise CorpusError("The exact counts of a streamed corpus come from its private vocabulary's own pass "
-                              f"(page 3) when every training document took part. {STREAMED_NOTE}")
+                              f"({page_ref('private-vocabulary')}) when every training document took part. {STREAMED_NOTE}")
         train = train_part()
         counts = pipeline.term_counts(train.texts, vocab, terms_per_doc=terms_per_doc, groups=person_groups(train))
         s["term_counts"] = (key, counts)

@@ -32,7 +32,7 @@ from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
 from dpkps_core.ledger_store import PersistentLedger
 from dpkps_core.records.runfolder import DENSITY_FILE, DOCUMENTS_FILE, RUN_STATE_FILE, SEQUENCES_FILE, VOCABULARY_FILE, RunFolder
 from dpkps_core.method.sampling import SamplingOutcome
-from studio import run_view, spend
+from studio import page_ref, run_view, spend
 from studio.defaults import DOC_TYPE_FOR_DEMO, USER_CORPUS_SOURCES, is_user_corpus, reset_corpus_settings
 from studio.jobs import Job, start_job
 from studio.resources import cached_vocabulary, demo_corpus, embedder, embedding_cache
@@ -79,7 +79,7 @@ def set_corpus(c: Corpus | StreamedView, *, cid: str, spec: str, fingerprint: st
         notice("A new corpus starts a new run with its own privacy ledger and run folder; the previous run's "
                "folder and ledger are kept."
                + (" Its settings (method, ε split, vocabulary, N, S…) are back to their defaults: choose them for "
-                  "this corpus on page 2." if reset else ""))
+                  f"this corpus on {page_ref('budget')}." if reset else ""))
 
 
 def require_selected_corpus() -> Corpus:
@@ -89,10 +89,11 @@ def require_selected_corpus() -> Corpus:
     s = ss()
     c = corpus()
     if c is None:
-        raise CorpusError("Load a corpus first (page 1).")
+        raise CorpusError(f"Load a corpus first ({page_ref('corpus')}).")
     if s.get("corpus_source") in USER_CORPUS_SOURCES and not is_user_corpus(s.get("corpus_id")):
         raise CorpusError(f"Your file is not loaded: the loaded corpus is the demo “{c.name}”. Load your file on "
-                          "page 1 (“Load this corpus”), or select the demo corpus there. Nothing was spent.")
+                          f"{page_ref('corpus')} (“Load this corpus”), or select the demo corpus there. Nothing "
+                          "was spent.")
     return c
 
 
@@ -104,7 +105,7 @@ def declare_classes(names: Sequence[str]) -> Corpus:
     s = ss()
     c = corpus()
     if c is None:
-        raise CorpusError("Load a corpus first (page 1).")
+        raise CorpusError(f"Load a corpus first ({page_ref('corpus')}).")
     refuse_while_stepping()
     declared = c.with_classes(list(names))  # validates: ≥ 2 distinct non-empty names
     if declared.public_classes != c.public_classes:
@@ -252,7 +253,8 @@ def run_private_vocabulary() -> PrivateVocabulary | Job:
 def _refuse_while_writing() -> None:
     job = ss().get("job_generation")
     if isinstance(job, Job) and job.running:
-        raise ParameterError("The LLM is still writing documents for the current sequences; cancel it first (page 6).")
+        raise ParameterError("The LLM is still writing documents for the current sequences; cancel it first "
+                             f"({page_ref('generate')}).")
 
 
 def vocabulary_noise_floor(pv: PrivateVocabulary) -> float:
@@ -269,7 +271,7 @@ def vocabulary_check() -> dict[str, Any]:
     s = ss()
     pv, meta = run_view.private_vocabulary(), run_view.vocabulary_meta()
     if pv is None or meta is None:
-        raise VocabularyError("Build the private vocabulary first (page 3).")
+        raise VocabularyError(f"Build the private vocabulary first ({page_ref('private-vocabulary')}).")
     vocab = cached_vocabulary(meta["vocabulary_spec"], meta["remove_stopwords"], meta["junk_filter"],
                               meta["vocab_max_terms"])
     counts = term_counts(vocab, meta["terms_per_doc"])
@@ -291,7 +293,7 @@ def density_preview() -> dict[str, Any]:
     the core's :func:`~dpkps_core.method.density_plan.density_plan`, the same decision the step itself makes."""
     pv = run_view.private_vocabulary()
     if pv is None:
-        raise VocabularyError("Build the private vocabulary first (page 3).")
+        raise VocabularyError(f"Build the private vocabulary first ({page_ref('private-vocabulary')}).")
     cfg = current_config()
     plan = density_plan(cfg, n_classes=len(corpus().classes) if corpus() else 1, private_vocabulary=pv)
     out: dict[str, Any] = {"density": plan.density, "method": cfg.method, "eps_kde": cfg.eps_kde}
@@ -309,7 +311,7 @@ def run_density() -> Any:
     runs the same core step in a background job (see :func:`run_private_vocabulary`) and returns the :class:`Job`."""
     pv = run_view.private_vocabulary()
     if pv is None:
-        raise VocabularyError("Build the private vocabulary first (page 3).")
+        raise VocabularyError(f"Build the private vocabulary first ({page_ref('private-vocabulary')}).")
     c = require_selected_corpus()
     cfg = current_config()
     _refuse_while_writing()
@@ -387,11 +389,12 @@ def run_sequences() -> SamplingOutcome:
     """Sample keyphrase sequences (post-processing: no ε), then write the run folder."""
     dens, meta, pv = run_view.density(), run_view.density_meta(), run_view.private_vocabulary()
     if dens is None or meta is None or pv is None:
-        raise ParameterError("Build the keyphrase densities first (page 4).")
+        raise ParameterError(f"Build the keyphrase densities first ({page_ref('densities')}).")
     if meta.get("reopened") and meta["method"] != "independent":
         raise ParameterError(f"This reopened run's densities ({meta['method']}) were read back as per-term scores, "
                              "which sample independent sequences only; its sequences are kept. Rebuild the "
-                             "densities on page 4 (spends ε_kde) to sample iterative sequences again.")
+                             f"densities on {page_ref('densities')} (spends ε_kde) to sample iterative sequences "
+                             "again.")
     _refuse_while_writing()
     cfg = current_config(method=meta["method"], density=meta["density"], length=meta["length"])
     nz = noise()
@@ -414,7 +417,7 @@ def write_run(outcome: SamplingOutcome | None = None, seq_meta: dict[str, Any] |
         outcome, seq_meta = run_view.outcome(), run_view.sequences_meta()
     pv, info, dens = run_view.private_vocabulary(), run_view.density_info(), run_view.density()
     if outcome is None or seq_meta is None or pv is None or info is None:
-        raise ParameterError("Sample keyphrase sequences first (page 5).")
+        raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
     out = run_dir()
     if (out / DOCUMENTS_FILE).exists():
         old = out
@@ -442,11 +445,12 @@ def no_llm_check() -> dict[str, Any]:
     s = ss()
     outcome, pv, meta = run_view.outcome(), run_view.private_vocabulary(), run_view.density_meta()
     if outcome is None or pv is None or meta is None:
-        raise ParameterError("Sample keyphrase sequences first (page 5).")
+        raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
     length = int(meta["length"])
     test = test_part()
     if len(test) == 0:
-        raise ParameterError("The no-LLM check needs held-out test documents; set a test fraction above 0 on page 1.")
+        raise ParameterError("The no-LLM check needs held-out test documents; set a test fraction above 0 on "
+                             f"{page_ref('corpus')}.")
     syn = evaluation.no_llm_check(outcome.sequences, test.texts, test.labels, private_vocabulary=pv, length=length)
     real = real_keyphrase_baseline(length)
     out = {"method": meta["method"], "no_llm_accuracy": syn.accuracy, "no_llm_macro_f1": syn.macro_f1,

@@ -26,7 +26,7 @@ from dpkps_core.ledger_store import LedgerStore
 from dpkps_core.method.config import LIMITS, SamplingConfig, build_sampling_config
 from dpkps_core.method.training_source import StreamedCorpus
 from dpkps_core.method.vocabulary import PublicVocabulary
-from studio import tenancy
+from studio import page, page_ref, pages_ref, tenancy
 from studio.jobs import ChunkMeter
 
 _CONTENT_DOMAIN = b"dpkps corpus content v1\x00"
@@ -34,10 +34,12 @@ _CONTENT_DOMAIN = b"dpkps corpus content v1\x00"
 
 #: What a streamed corpus cannot do, and why (shown where such a feature would be).
 STREAMED_NOTE = ("This corpus is streamed from the server's data folder: it is read chunk by chunk for each DP step "
-                 "(pages 3–5, the same passes as `dpkps sample`) and never held whole in memory. What reads every "
-                 "document in memory is therefore not available for it: the DP forecast and the exact previews of "
-                 "pages 2 and 4 (page 3's comes from Ṽ's own pass), the no-LLM check (page 5), the evaluation "
-                 "(page 7) and the few-shot check against the corpus (page 6).")
+                 f"({pages_ref('private-vocabulary', 'sequences')}, the same passes as `dpkps sample`) and never held "
+                 "whole in memory. What reads every document in memory is therefore not available for it: the DP "
+                 f"forecast and the exact previews of pages {page('budget').number} and {page('densities').number} "
+                 f"({page_ref('private-vocabulary')}'s comes from Ṽ's own pass), the no-LLM check "
+                 f"({page_ref('sequences')}), the evaluation ({page_ref('evaluate')}) and the few-shot check against "
+                 f"the corpus ({page_ref('generate')}).")
 
 #: Placeholder classes of a streamed corpus prepared before its public classes are declared (it admits no
 #: document: no label matches; :meth:`StreamedView.with_classes` re-declares without reading the file again).

@@ -14,7 +14,7 @@ import streamlit as st
 
 from dpkps_core.dossier.labels import format_epsilon, humanize_key, parameter_label, step_label
 from dpkps_core.errors import DPKPSError
-from studio import PAGES, fast_mode, jobs, run_view, session, tenancy
+from studio import fast_mode, jobs, next_page, page, page_ref, run_view, session, tenancy
 
 log = logging.getLogger("dpkps.studio")
 
@@ -159,8 +159,8 @@ def require_login() -> bool:
 def user_box() -> None:
     if auth_configured() and st.user.get("is_logged_in", False):
         who = st.user.get("email") or st.user.get("name") or "signed in"
-        st.caption(f"Signed in as {who}" + (" · administrator (page 8 shows every account's runs, read-only)"
-                                             if tenancy.current().admin else ""))
+        admin = f" · administrator ({page_ref('export')} shows every account's runs, read-only)"
+        st.caption(f"Signed in as {who}" + (admin if tenancy.current().admin else ""))
         if st.button("Log out", key="logout"):
             st.logout()
 
@@ -177,9 +177,9 @@ def corpus_line() -> str:
     cid = str(s.get("corpus_id") or "")
     line = f"Corpus: {c.name} ({plural(len(c), 'document')})"
     if s.get("corpus_source") == "upload" and cid.startswith("demo:"):
-        line += " — still loaded: your file is not loaded yet (page 1, “Load this corpus”)"
+        line += f" — still loaded: your file is not loaded yet ({page_ref('corpus')}, “Load this corpus”)"
     elif s.get("corpus_source") == "demo" and cid != s.get("demo_spec"):
-        line += " — still loaded: switching to the chosen demo waits for your confirmation (page 1)"
+        line += f" — still loaded: switching to the chosen demo waits for your confirmation ({page_ref('corpus')})"
     if c.persons is not None:
         line += "; unit of privacy: one person"
     return line
@@ -211,7 +211,7 @@ def sidebar() -> None:
                           f"{text}" for ok, text in items))
     rd = s.get("run_dir")
     if rd:
-        st.caption(f"Run folder: `{Path(rd).name}` (owner-only; page 8 lists "
+        st.caption(f"Run folder: `{Path(rd).name}` (owner-only; {page_ref('export')} lists "
                    + ("your runs)" if tenancy.current().signed_in else "the runs on this machine)"))
     if fast_mode():
         st.caption("Test fast mode (DPKPS_TEST_FAST=1).")
@@ -272,8 +272,8 @@ def before_spend_note(epsilon: float, step: str) -> None:
             f"no budget left for ε = {eps(epsilon)} under their cap (a private, local count, never exported).")
     if total and out >= NOISE_ONLY_SHARE * total:
         st.warning(text + " With all or nearly all of them left out, the output would be **noise that carries "
-                   "nothing of the corpus** — but the release is still charged to the rest. Raise the cap (page 2) "
-                   "or use another corpus before spending.", icon=":material/block:")
+                   "nothing of the corpus** — but the release is still charged to the rest. Raise the cap "
+                   f"({page_ref('budget')}) or use another corpus before spending.", icon=":material/block:")
     else:
         st.info(text, icon=":material/lock:")
 
@@ -421,25 +421,26 @@ def run_total_note(run_epsilon: float | None, *, run_name: str | None = None) ->
 
 # ------------------------------------------------------------------------------------------- flow
 
-def page_header(index: int, intro: str) -> None:
-    spec = PAGES[index]
+def page_header(name: str, intro: str) -> None:
+    """The title of the page called ``name`` (its number, icon and label), its intro, then the pending notices."""
+    spec = page(name)
     st.title(f"{spec.icon} {spec.title}")
     st.caption(intro)
     show_notices()
 
 
-def next_button(index: int, *, enabled: bool = True, help: str | None = None) -> None:
-    """Go to the next step."""
-    if index + 1 >= len(PAGES):
+def next_button(name: str, *, enabled: bool = True, help: str | None = None) -> None:
+    """The button to the step after the page called ``name`` (nothing after the last page)."""
+    nxt = next_page(name)
+    if nxt is None:
         return
-    nxt = PAGES[index + 1]
-    if st.button(f"Next: {nxt.title.split('·', 1)[-1].strip()} →", type="primary", disabled=not enabled,
-                 help=help, key=f"next.{index}"):
+    if st.button(f"Next: {nxt.label} →", type="primary", disabled=not enabled, help=help, key=f"next.{name}"):
         st.switch_page(nxt.path)
 
 
-def go_to(index: int, label: str | None = None) -> None:
-    spec = PAGES[index]
+def go_to(name: str, label: str | None = None) -> None:
+    """A link to the page called ``name`` (``label`` or "Go to <its title>")."""
+    spec = page(name)
     st.page_link(spec.path, label=label or f"Go to {spec.title}", icon=spec.icon)
 
 

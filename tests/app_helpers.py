@@ -19,7 +19,7 @@ from typing import Any
 from streamlit.testing.v1 import AppTest
 
 from dpkps_core.records.runfolder import VOCABULARY_FILE, open_run, read_documents, read_failures
-from studio import PAGES
+from studio import page
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -76,8 +76,10 @@ def new_app(**session: Any) -> AppTest:
     return assert_clean(at)
 
 
-def goto(at: AppTest, index: int, *, clean: bool = True) -> AppTest:
-    at.switch_page(PAGES[index].path).run()
+def goto(at: AppTest, name: str, *, clean: bool = True) -> AppTest:
+    """Switch ``at`` to the page called ``name`` (``studio.page``: "corpus", "densities", …) and run it; with
+    ``clean``, assert that it shows no error or exception."""
+    at.switch_page(page(name).path).run()
     return assert_clean(at) if clean else at
 
 
@@ -130,7 +132,7 @@ def upload_corpus(at: AppTest, data: bytes, filename: str = "private.csv", *, lo
                   declare: bool = True) -> AppTest:
     """Page 1: switch to "upload", give the file and press "Load this corpus"; then (``declare``) confirm the
     suggested class names as public."""
-    goto(at, 0)
+    goto(at, "corpus")
     at.radio(key="_w.corpus_source").set_value("upload").run()
     at.file_uploader(key="corpus_upload").set_value((filename, data, "text/csv")).run()
     if load and [b for b in at.button if b.label.startswith("Load this corpus")]:
@@ -160,19 +162,22 @@ def wait_job(at: AppTest, key: str, timeout: float = 180.0) -> Any:
     return job
 
 
-def walk(at: AppTest, upto: int) -> AppTest:
-    """Run the default flow's actions up to page index ``upto`` (2 = Ṽ, 3 = densities, 4 = sequences, 5 = LLM)."""
-    if upto >= 2:
-        goto(at, 2)
+def walk(at: AppTest, upto: str) -> AppTest:
+    """Run the default flow's actions on each page up to and including the page called ``upto``
+    ("private-vocabulary": Ṽ, "densities", "sequences", "generate": the LLM writes 2 documents); pages
+    before "private-vocabulary" have no action to run."""
+    last = page(upto).number
+    if last >= page("private-vocabulary").number:
+        goto(at, "private-vocabulary")
         click(at, "Build Ṽ")
-    if upto >= 3:
-        goto(at, 3)
+    if last >= page("densities").number:
+        goto(at, "densities")
         click(at, "Build densities")
-    if upto >= 4:
-        goto(at, 4)
+    if last >= page("sequences").number:
+        goto(at, "sequences")
         click(at, "Sample")
-    if upto >= 5:
-        goto(at, 5)
+    if last >= page("generate").number:
+        goto(at, "generate")
         click(at, "Write documents")
         finish_writing(at)
     return at
@@ -203,7 +208,7 @@ def table(at: AppTest, column: str) -> Any:
             return value
     raise AssertionError(f"no table with column {column!r}")
 
-PAGES_SPECS_FIRST_TITLE = PAGES[0].title
+PAGES_SPECS_FIRST_TITLE = page("corpus").title
 
 
 class FakeUMAP:
@@ -247,8 +252,8 @@ def local_model_page(tmp_path: Path) -> AppTest:
     folder = build_tiny_model(tmp_path / "my-model")
     at = new_app()
     upload_corpus(at, toy_csv(20), "toy.csv")
-    walk(at, 4)
-    goto(at, 5)
+    walk(at, "sequences")
+    goto(at, "generate")
     at.radio(key="_w.backend").set_value("local").run()
     assert any("Give the folder of your local model" in e.value for e in at.error)
     at.text_input(key="_w.local_model_path").input(str(folder)).run()

@@ -165,7 +165,7 @@ def test_app_person_column_on_page_1(tmp_path, monkeypatch):
     rows = ["text,label,patient"] + [f'"note {i} about the striker and the goal in the match {i}",{"sport" if i % 2 else "tech"},P{i // 3}'
                                      for i in range(60)]
     at = new_app()
-    goto(at, 0)
+    goto(at, "corpus")
     at.radio(key="_w.corpus_source").set_value("upload").run()
     at.file_uploader(key="corpus_upload").set_value(("notes.csv", ("\n".join(rows) + "\n").encode(), "text/csv")).run()
     at.selectbox(key="upload_person_col").set_value("patient").run()
@@ -176,6 +176,6 @@ def test_app_person_column_on_page_1(tmp_path, monkeypatch):
     c = at.session_state["corpus"]
     train_people, test_people = {c.persons[i] for i in split.train}, {c.persons[i] for i in split.test}
     assert not train_people & test_people  # whole persons
-    walk(at, 2)
+    walk(at, "private-vocabulary")
     events = at.session_state["ledgers"][at.session_state["corpus_id"]].events
     assert events and all("one person" in e.neighbouring for e in events)

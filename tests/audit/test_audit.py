@@ -310,7 +310,7 @@ def test_app_audit_page_estimates_runs_in_the_background_and_charges_nothing(fas
 
     at = new_app()
     spent = ledger_total(at)
-    goto(at, 8)
+    goto(at, "audit")
     assert any("charges nothing to the privacy ledger" in c for c in at.caption.values)
     assert any("private — local only" in md.value for md in at.markdown)
     click(at, "Estimate the time")

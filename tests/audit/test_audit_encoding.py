@@ -65,7 +65,7 @@ def test_cli_audit_takes_encoding_and_says_what_it_covers(tmp_path: Path, capsys
 def test_page_9_says_what_the_audit_covers(fast_env: Path) -> None:
     from app_helpers import goto, new_app
 
-    at = goto(new_app(), 8)
+    at = goto(new_app(), "audit")
     found = [i.value for i in at.info if "What this audit covers" in i.value]
     assert found and "per-unit privacy filter" in found[0] and "DP forecast" in found[0]
     assert "baselines" in found[0]

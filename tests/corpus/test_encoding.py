@@ -170,7 +170,7 @@ def test_app_a_latin1_file_loads_after_choosing_latin1(monkeypatch: pytest.Monke
     monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
     data = _csv("latin-1", header="text,label", n=12)
     at = new_app()
-    goto(at, 0)
+    goto(at, "corpus")
     at.radio(key="_w.corpus_source").set_value("upload").run()
     at.file_uploader(key="corpus_upload").set_value(("latin.csv", data, "text/csv")).run()
     errors = [e.value for e in at.error]

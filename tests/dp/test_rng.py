@@ -198,7 +198,7 @@ def test_budget_page_offers_the_sampler_choice(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("DPKPS_TEST_FAST", "1")
     monkeypatch.setenv("DPKPS_WARMUP", "0")
     monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
-    at = goto(new_app(), 1)
+    at = goto(new_app(), "budget")
     radio = at.radio(key="_w.noise_sampler")
     assert at.session_state["noise_sampler"] == radio.value == "opendp" and list(radio.options) == [
         "OpenDP (vetted samplers, default)", "NumPy (faster, floating-point)"]

@@ -405,7 +405,7 @@ def test_app_sidebar_follows_the_documents_across_sessions_files_and_the_cli(mon
     upload_corpus(a, toy_csv(20), "mine.csv")
     assert metrics(a)["Most-used document: ε spent / cap"] == f"0 / {DEFAULT_EPSILON_CAP:g}"
     assert any("No release has used this corpus's documents yet" in m.value for m in a.sidebar.markdown)
-    goto(a, 2)
+    goto(a, "private-vocabulary")
     click(a, "Build Ṽ")
     assert metrics(a)["Most-used document: ε spent / cap"] == "5 / 20"
     # a new session on the same documents under another file name and other column names: the same budgets

@@ -181,8 +181,8 @@ def test_page6_offers_a_registered_backend_with_only_its_own_fields(tmp_path: Pa
     try:
         at = new_app()
         upload_corpus(at, toy_csv(20), "toy.csv")
-        walk(at, 4)
-        goto(at, 5)
+        walk(at, "sequences")
+        goto(at, "generate")
         radio = at.radio(key="_w.backend")
         assert list(radio.options) == [backend_spec(k).label for k in backend_kinds()] and spec.name in backend_kinds()
         radio.set_value("canned").run()

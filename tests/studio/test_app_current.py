@@ -170,7 +170,7 @@ def test_sidebar_names_the_corpus_loaded_and_its_spend_per_person() -> None:
     assert "still loaded: your file is not loaded yet" in side       # not taken for the upload that was chosen
     rows = toy_csv(20).decode().splitlines()
     data = "\n".join([rows[0] + ",patient"] + [f"{r},p{i % 7}" for i, r in enumerate(rows[1:])]).encode()
-    goto(at, 0)
+    goto(at, "corpus")
     at.file_uploader(key="corpus_upload").set_value(("notes.csv", data, "text/csv")).run()
     at.selectbox(key="upload_person_col").set_value("patient").run()
     click(at, "Load this corpus", clean=False)
@@ -178,7 +178,7 @@ def test_sidebar_names_the_corpus_loaded_and_its_spend_per_person() -> None:
     click(at, "Declare these classes public", clean=False)
     side = _sidebar(at)
     assert "Most-used person: ε spent / cap" in side and "unit of privacy: one person" in side
-    walk(at, 2)
+    walk(at, "private-vocabulary")
     side = _sidebar(at)
     assert "This session, on this corpus: ε = " in side and "nothing spent" not in side and "No release" not in side
     assert "any one person" in side and "any one document" not in side
@@ -203,7 +203,7 @@ def test_settings_do_not_carry_over_from_the_demo_to_a_new_corpus() -> None:
 @pytest.mark.usefixtures("fast_env")
 def test_an_exact_forecast_for_other_settings_is_marked_stale() -> None:
     at = new_app()
-    goto(at, 1)
+    goto(at, "budget")
     at.toggle(key="_w.exact_previews.budget").set_value(True).run()
     click(at, "Exact forecast on the true counts")
     assert not [w for w in at.warning if w.value.startswith("**STALE**")]
@@ -223,16 +223,16 @@ def test_an_exact_forecast_for_other_settings_is_marked_stale() -> None:
 @pytest.mark.usefixtures("fast_env")
 def test_an_older_run_shows_the_corpus_total_to_date_and_that_later_releases_exist() -> None:
     at = new_app()
-    walk(at, 4)                                                    # run A: Ṽ + densities + sequences (ε = 10)
+    walk(at, "sequences")                                          # run A: Ṽ + densities + sequences (ε = 10)
     first = Path(at.session_state["run_dir"]).name
-    goto(at, 7)
+    goto(at, "export")
     assert not [w for w in at.warning if "Later releases exist" in w.value]
     assert any("Corpus total to date" in c.value for c in at.caption)
-    goto(at, 2)
+    goto(at, "private-vocabulary")
     click(at, "Re-run Ṽ")                                          # asks first (one intent, one release)
     click(at, "Yes, spend ε_voc")                                  # a later release, in a new run folder
     assert Path(at.session_state["run_dir"]).name != first
-    goto(at, 7)
+    goto(at, "export")
     first_path = next(r for r in at.session_state["run_dirs"] if Path(r).name == first)
     at.selectbox(key="_w.export_run").set_value(first_path).run()
     later = [w.value for w in at.warning if "Later releases exist" in w.value]
@@ -248,9 +248,9 @@ def test_an_older_run_shows_the_corpus_total_to_date_and_that_later_releases_exi
 @pytest.mark.usefixtures("fast_env")
 def test_the_ledger_credits_each_release_to_the_run_it_made() -> None:
     at = new_app()
-    walk(at, 4)                                                    # Ṽ, densities and sequences: run A
+    walk(at, "sequences")                                          # Ṽ, densities and sequences: run A
     run_a = Path(at.session_state["run_dir"]).name
-    goto(at, 3)
+    goto(at, "densities")
     click(at, "Rebuild the densities")
     click(at, "Yes, spend ε_kde")                                  # a rebuild after sequences: a new run folder B
     run_b = Path(at.session_state["run_dir"]).name
@@ -267,7 +267,7 @@ def test_page6_lets_users_read_a_document_in_full() -> None:
     from dpkps_core.records.runfolder import read_documents
 
     at = new_app()
-    walk(at, 5)
+    walk(at, "generate")
     docs = read_documents(at.session_state["run_dir"])
     at.run()
     texts = {d["text"] for d in docs}

@@ -38,7 +38,7 @@ def test_disclosure_on_page_7_and_both_dossier_editions_on_page_8(tmp_path: Path
     monkeypatch.setitem(sys.modules, "umap", fake_umap_module())
     at = new_app()
     upload_corpus(at, toy_csv(20), "ward_notes.csv")
-    walk(at, 4)
+    walk(at, "sequences")
     s = at.session_state
     run = Path(s["run_dir"])
     corpus, split = s["corpus"], s["split"]
@@ -53,7 +53,7 @@ def test_disclosure_on_page_7_and_both_dossier_editions_on_page_8(tmp_path: Path
     at.run()
 
     # ---- page 7: the disclosure test (private, local) finds the copies beyond chance
-    goto(at, 6)
+    goto(at, "evaluate")
     at.text_area(key="disclosure_ids").input(IDENTIFIER).run()
     click(at, "Run the disclosure test")
     job = wait_job(at, "job_disclosure")
@@ -74,7 +74,7 @@ def test_disclosure_on_page_7_and_both_dossier_editions_on_page_8(tmp_path: Path
     assert {p["source"] for p in points} == {"real", "synthetic"}
 
     # ---- page 8: both editions, the internal one private and never in the bundle
-    goto(at, 7)
+    goto(at, "export")
     assert_clean(at)
     labels = list(_downloads(at))
     for label in ("Download: Release dossier (HTML)", "Download: Release dossier (JSON)",
@@ -108,7 +108,7 @@ def test_disclosure_on_page_7_and_both_dossier_editions_on_page_8(tmp_path: Path
 
     # ---- the same run reopened in a fresh session (no corpus loaded): the dossier comes from the folder alone
     at2 = new_app()
-    goto(at2, 7)
+    goto(at2, "export")
     at2.selectbox(key="_w.export_run").set_value(str(run)).run()
     assert_clean(at2)
     assert "Download: Internal dossier (HTML)" in _downloads(at2)

@@ -52,7 +52,7 @@ def test_unreadable_files(filename: str, data: bytes, fragment: str) -> None:
     assert [b.disabled for b in at.button if b.label.startswith("Next")] == [True]
     at.run()                                                          # still said after any rerun
     assert any("could not be loaded" in w.value and fragment in w.value for w in at.warning)
-    goto(at, 2)                                                       # and no DP step runs on the hidden demo
+    goto(at, "private-vocabulary")                                    # and no DP step runs on the hidden demo
     click(at, "Build Ṽ", clean=False)
     assert any("Your file is not loaded" in e.value for e in at.error)
     assert private_vocabulary(at) is None and not at.session_state["ledgers"]["demo:bbc"].events
@@ -101,13 +101,13 @@ def test_zero_vocabulary_matches_release_noise_and_warn_locally() -> None:
     release goes ahead (noise only) and the data owner sees a private warning."""
     at = new_app()
     upload_corpus(at, toy_csv(10), "toy.csv")
-    goto(at, 1)
+    goto(at, "budget")
     at.selectbox(key="_w.vocabulary").set_value("upload").run()
     # letters-only nonsense terms, more of them than N (N > |V| is refused before anything is spent)
     odd = "\n".join("zzq" + a + b + c for a in "vwxy" for b in "bcdfgh" for c in "jklmnpqrst")
     at.file_uploader(key="vocab_upload").set_value(("odd.txt", odd.encode(), "text/plain")).run()
     assert not problems(at)
-    goto(at, 2)
+    goto(at, "private-vocabulary")
     click(at, "Build Ṽ", clean=False)
     visible(at, "No training document contains any term")
     assert ledger_total(at) > 0 and private_vocabulary(at) is not None

@@ -91,10 +91,10 @@ def test_two_sessions_never_see_each_other(fast_env: Path) -> None:
     upload_corpus(a, toy_csv(20), "mine.csv")
     assert_clean(a)
     assert metrics(a)["Documents"] == "60"
-    walk(a, 4)
+    walk(a, "sequences")
     assert ledger_total(a) == pytest.approx(10.0)
     # B still sees only the demo corpus, an empty ledger and no outputs
-    goto(b, 2)
+    goto(b, "private-vocabulary")
     assert b.session_state["corpus_id"] == "demo:bbc"
     assert spent(b) == "0 / 20"
     assert private_vocabulary(b) is None and sequences(b) is None
@@ -102,7 +102,7 @@ def test_two_sessions_never_see_each_other(fast_env: Path) -> None:
     click(b, "Build Ṽ")
     assert spent(b) == "5 / 20"
     # A's ledger did not move; the two sessions hold different Ṽ and different run folders
-    goto(a, 2)
+    goto(a, "private-vocabulary")
     assert spent(a) == "10 / 20"
     assert private_vocabulary(a).terms != private_vocabulary(b).terms
     mine = "upload:" + a.session_state["corpus_fingerprint"][:16] + ":text:label:"  # no person column
@@ -110,7 +110,7 @@ def test_two_sessions_never_see_each_other(fast_env: Path) -> None:
     assert a.session_state["ledgers"]["demo:bbc"].total_epsilon == 0      # A saw the demo first, spent nothing on it
     assert set(b.session_state["ledgers"]) == {"demo:bbc"}
     assert a.session_state["session_token"] != b.session_state["session_token"]
-    goto(b, 7)
+    goto(b, "export")
     # page 8 lists the run folders on this machine (a reloaded tab reopens its run from there), but B holds none of
     # A's outputs until it reopens one, and cannot delete a run it did not make or reopen
     runs = table(b, "run")

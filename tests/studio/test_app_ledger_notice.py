@@ -37,7 +37,7 @@ def test_progress_of_a_job_that_reads_private_data_is_badged() -> None:
 @pytest.mark.usefixtures("fast_env")
 def test_a_new_ledger_says_so_once_with_its_id_and_never_its_path() -> None:
     at = new_app()                                    # the demo corpus loads: the sidebar opens the ledger
-    goto(at, 1)
+    goto(at, "budget")
     said = [n for n in at.session_state["notices"]] + [str(i.value) for i in at.info] + \
         [str(c.value) for c in at.caption] + [str(m.value) for m in at.markdown]
     shown = "\n".join(said)
@@ -45,7 +45,7 @@ def test_a_new_ledger_says_so_once_with_its_id_and_never_its_path() -> None:
     assert "A new, empty privacy ledger was created" in shown and ledger_id in shown
     assert str(ledger_root()) not in shown
     other = new_app()                                 # the ledger exists now: no notice
-    goto(other, 1)
+    goto(other, "budget")
     later = "\n".join([str(i.value) for i in other.info] + [str(m.value) for m in other.markdown])
     assert "A new, empty privacy ledger was created" not in later
 
@@ -56,7 +56,7 @@ def test_a_new_ledger_says_so_once_with_its_id_and_never_its_path() -> None:
 @pytest.mark.usefixtures("fast_env")
 def test_the_sidebar_names_steps_and_formats_epsilon_once() -> None:
     at = new_app()
-    goto(at, 2)
+    goto(at, "private-vocabulary")
     click(at, "Build Ṽ")
     side = "\n".join(str(m.value) for m in at.sidebar.markdown)
     assert "Private vocabulary Ṽ (ε_voc): **5**" in side
@@ -74,7 +74,7 @@ def test_settings_are_named_as_a_reader_knows_them() -> None:
 @pytest.mark.usefixtures("fast_env")
 def test_a_stale_vocabulary_names_the_changed_setting_not_its_key() -> None:
     at = new_app()
-    goto(at, 2)
+    goto(at, "private-vocabulary")
     click(at, "Build Ṽ")
     at.session_state["eps_total"] = 12.0          # ε_voc moves with the total
     at.run()

@@ -76,7 +76,7 @@ def test_page1_zip_of_txt_folders() -> None:
 
 def test_page2_budget_split_cap_paper_settings_seed_and_forecast() -> None:
     at = new_app()
-    goto(at, 1)
+    goto(at, "budget")
     assert any("50,000 public terms" in c for c in at.caption.values)  # GloVe, 50k most frequent (the default)
     at.number_input(key="_w.eps_total").set_value(6.0).run()
     at.slider(key="_w.eps_voc_share").set_value(0.25).run()
@@ -126,7 +126,7 @@ def test_page2_budget_split_cap_paper_settings_seed_and_forecast() -> None:
 
 def test_page3_builds_rebuilds_charges_and_respects_the_cap() -> None:
     at = toy_app()
-    goto(at, 2)
+    goto(at, "private-vocabulary")
     assert "spends **ε_voc = 5** from the ledger." in at.markdown[0].value or any(
         "spends **ε_voc = 5**" in md.value for md in at.markdown)
     click(at, "Build Ṽ (spends ε_voc = 5)")
@@ -147,9 +147,9 @@ def test_page3_builds_rebuilds_charges_and_respects_the_cap() -> None:
     assert ledger_total(at) == pytest.approx(10.0)
     assert len(at.session_state["ledgers"][at.session_state["corpus_id"]].events) == 2
     # the cap refuses a third run before anything is spent
-    goto(at, 1)
+    goto(at, "budget")
     at.number_input(key="cap_draft_value").set_value(12.0).run()
-    goto(at, 2)
+    goto(at, "private-vocabulary")
     click(at, "Re-run Ṽ")
     click(at, "Yes, spend ε_voc", clean=False)
     assert any("over the budget cap of 12" in e for e in problems(at))
@@ -160,8 +160,8 @@ def test_page3_builds_rebuilds_charges_and_respects_the_cap() -> None:
 
 def test_page4_histogram_then_iterative_rff_and_umap_map(fake_umap: None) -> None:
     at = toy_app()
-    walk(at, 2)
-    goto(at, 3)
+    walk(at, "private-vocabulary")
+    goto(at, "densities")
     assert any("Laplace(1/ε_kde)" in c for c in at.caption.values)
     click(at, "Build densities (spends ε_kde = 5)")
     m = metrics(at)
@@ -199,8 +199,8 @@ def test_page4_histogram_then_iterative_rff_and_umap_map(fake_umap: None) -> Non
 
 def test_page5_sequences_resample_free_and_no_llm_check() -> None:
     at = toy_app()
-    walk(at, 3)
-    goto(at, 4)
+    walk(at, "densities")
+    goto(at, "sequences")
     assert "**Method:** independent" in at.markdown[0].value or any("**Method:** independent" in md.value
                                                                     for md in at.markdown)
     at.number_input(key="_w.per_class").set_value(4).run()
@@ -227,8 +227,8 @@ def test_page5_sequences_resample_free_and_no_llm_check() -> None:
 
 def test_page6_prompt_preview_few_shot_refusal_generation_and_cancel() -> None:
     at = toy_app()
-    walk(at, 4)
-    goto(at, 5)
+    walk(at, "sequences")
+    goto(at, "generate")
     first = sequences(at)[0]
     assert ", ".join(first["keyphrases"]) in at.code[0].value
     assert "Estimate for the 2 document(s) to go: 2 prompts" in " ".join(at.caption.values)
@@ -266,8 +266,8 @@ def test_page6_prompt_preview_few_shot_refusal_generation_and_cancel() -> None:
 
 def test_page6_openai_key_stays_in_the_session() -> None:
     at = toy_app()
-    walk(at, 4)
-    goto(at, 5)
+    walk(at, "sequences")
+    goto(at, "generate")
     at.radio(key="_w.backend").set_value("openai").run()
     at.text_input(key="_w.base_url").input("http://127.0.0.1:9/v1").run()
     at.text_input(key="_w.llm_model").input("tiny").run()
@@ -285,8 +285,8 @@ def test_page6_openai_key_stays_in_the_session() -> None:
 
 def test_page7_evaluation_overlays_and_sweep(fake_umap: None) -> None:
     at = toy_app()
-    walk(at, 5)
-    goto(at, 6)
+    walk(at, "generate")
+    goto(at, "evaluate")
     click(at, "Evaluate this run")
     job = wait_job(at, "job_evaluation")
     assert job.error is None, job.error
@@ -321,8 +321,8 @@ def test_page7_evaluation_overlays_and_sweep(fake_umap: None) -> None:
 
 def test_page8_bundle_summary_and_delete(fast_env: Path) -> None:
     at = toy_app()
-    walk(at, 5)
-    goto(at, 7)
+    walk(at, "generate")
+    goto(at, "export")
     m = metrics(at)
     assert (m["Total ε (pure DP)"], m["ε_voc (vocabulary)"], m["ε_kde (densities)"]) == ("10", "5", "5")
     files = set(table(at, "file")["file"])
@@ -345,10 +345,10 @@ def test_page8_bundle_summary_and_delete(fast_env: Path) -> None:
 def test_seeded_demo_is_marked_not_for_release_everywhere() -> None:
     at = new_app()
     upload_corpus(at, toy_csv(20), "toy.csv")
-    goto(at, 1)
+    goto(at, "budget")
     at.checkbox(key="_w.seeded_demo").check().run()
-    walk(at, 4)
-    goto(at, 7, clean=False)
+    walk(at, "sequences")
+    goto(at, "export", clean=False)
     assert metrics(at)["Noise"] == "seeded demo"
     assert any("NOT FOR RELEASE" in e.value for e in at.error)
     report = json.loads((Path(at.session_state["run_dir"]) / "privacy_report.json").read_text())
@@ -357,8 +357,8 @@ def test_seeded_demo_is_marked_not_for_release_everywhere() -> None:
 
 def test_page7_compare_methods_section() -> None:
     at = toy_app()
-    walk(at, 1)
-    goto(at, 6)
+    walk(at, "budget")
+    goto(at, "evaluate")
     assert any("PRIVATE documents into the language model's prompt" in w.value for w in at.warning)
     # the defaults can run: all three methods' joint cost fits the default cap (it was 25 > 20)
     assert any("Joint cost of the selected methods on this corpus: ε = 15," in md.value for md in at.markdown)

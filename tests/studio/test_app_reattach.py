@@ -41,8 +41,8 @@ def test_a_reloaded_tab_reattaches_to_the_running_writer_and_can_cancel_it(monke
     writer = _SlowWriter()
     monkeypatch.setattr(llm, "run_generation", writer)
     a = new_app()
-    walk(a, 4)
-    goto(a, 5)
+    walk(a, "sequences")
+    goto(a, "generate")
     click(a, "Write documents")
     assert writer.started.wait(30)
     run = Path(a.session_state["run_dir"])
@@ -53,7 +53,7 @@ def test_a_reloaded_tab_reattaches_to_the_running_writer_and_can_cancel_it(monke
     b.query_params["run"] = run.name
     b.run()
     assert b.session_state["run_dir"] == str(run)
-    goto(b, 5)
+    goto(b, "generate")
     assert b.session_state["job_generation"] is job  # the same writer, not a new one
     assert any("still being written" in i.value for i in b.info)
     assert any("3/" in p.proto.text and "documents written" in p.proto.text and "42 s left" in p.proto.text

@@ -23,6 +23,7 @@ from app_helpers import (APP, TIMEOUT, click, fast_env, finish_writing, goto, me
                          private_vocabulary, run_folder, sequences, toy_csv, upload_corpus, walk)
 from dpkps_core.ledger_store import LedgerStore
 from dpkps_core.records.runfolder import list_runs, open_run, read_documents
+from studio import page_ref
 
 def spent(at) -> str:
     """The sidebar's "ε spent / cap" figure (its label names the unit: "Most-used document: ε spent / cap")."""
@@ -60,11 +61,11 @@ def buttons(at) -> list[str]:
 def test_a_bad_file_keeps_the_corpus_and_every_result() -> None:
     at = new_app()
     upload_corpus(at, toy_csv(20), "mine.csv")
-    walk(at, 4)
+    walk(at, "sequences")
     cid, run = at.session_state["corpus_id"], at.session_state["run_dir"]
     pv, seqs = private_vocabulary(at), sequences(at)
     events = ledger_events()
-    goto(at, 0)
+    goto(at, "corpus")
     for name, data in BAD_FILES.items():
         at.file_uploader(key="corpus_upload").set_value((name, data, "text/csv")).run()
         if not at.error:  # readable columns (a header-only file): the failure comes with "Load", after asking
@@ -83,9 +84,9 @@ def test_a_bad_file_keeps_the_corpus_and_every_result() -> None:
 def test_loading_another_valid_file_over_results_asks_first() -> None:
     at = new_app()
     upload_corpus(at, toy_csv(20), "mine.csv")
-    walk(at, 2)
+    walk(at, "private-vocabulary")
     pv = private_vocabulary(at)
-    goto(at, 0)
+    goto(at, "corpus")
     at.file_uploader(key="corpus_upload").set_value(("other.csv", toy_csv(10, seed=3), "text/csv")).run()
     load = next(b for b in at.button if b.label == "Load this corpus")
     assert load.disabled and "replaces the current corpus" in texts(at)
@@ -97,8 +98,8 @@ def test_loading_another_valid_file_over_results_asks_first() -> None:
 
 def test_switching_demo_over_results_asks_first() -> None:
     at = new_app()
-    walk(at, 2)
-    goto(at, 0)
+    walk(at, "private-vocabulary")
+    goto(at, "corpus")
     at.selectbox(key="_w.demo_spec").set_value("demo:drugs").run()
     assert at.session_state["corpus_id"] == "demo:bbc" and private_vocabulary(at) is not None
     assert "replaces the current corpus" in texts(at)
@@ -108,7 +109,7 @@ def test_switching_demo_over_results_asks_first() -> None:
 
 def test_reopen_in_a_new_session_continues_and_exports_with_no_ledger_event(fast_env: Path) -> None:
     a = new_app()
-    walk(a, 5)                                    # Ṽ, densities, sequences, 2 documents
+    walk(a, "generate")                           # Ṽ, densities, sequences, 2 documents
     run = Path(a.session_state["run_dir"])
     assert {"private_vocabulary.json", "densities.json", "run_state.json", "sequences.jsonl"} <= \
         {p.name for p in run.iterdir()}
@@ -117,21 +118,21 @@ def test_reopen_in_a_new_session_continues_and_exports_with_no_ledger_event(fast
     events = ledger_events()
 
     b = new_app()                                 # a reload: a new session that knows nothing of the run
-    goto(b, 7)
+    goto(b, "export")
     assert any(r.path == run for r in list_runs(fast_env))
     b.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(b, "Reopen this run in the app")
     assert b.session_state["run_dir"] == str(run)
     assert private_vocabulary(b).terms == private_vocabulary(a).terms
     assert sequences(b) == sequences(a) and run_folder(b).densities == run_folder(a).densities
-    goto(b, 3)                                    # the densities are shown from the folder
+    goto(b, "densities")                          # the densities are shown from the folder
     assert metrics(b)["Density"] == "histogram"
-    goto(b, 5)                                    # continue writing: 2 more documents in the same folder
+    goto(b, "generate")                           # continue writing: 2 more documents in the same folder
     b.number_input(key="_w.n_documents").set_value(4).run()
     click(b, "Continue writing")
     finish_writing(b, documents=4)
     assert len(read_documents(run)) == 4
-    goto(b, 7)
+    goto(b, "export")
     assert "Download the release bundle (ZIP)" in [d.proto.label for d in b.get("download_button")]
     assert ledger_events() == events            # reopening, writing and exporting released nothing new
     assert open_run(run).documents and b.session_state["reopened_run"] == run.name
@@ -139,11 +140,11 @@ def test_reopen_in_a_new_session_continues_and_exports_with_no_ledger_event(fast
 
 def test_the_url_names_the_run_and_a_reload_reopens_it() -> None:
     a = new_app()
-    walk(a, 4)
+    walk(a, "sequences")
     run = Path(a.session_state["run_dir"])
     assert a.query_params.get("run") in (run.name, [run.name])
     events = ledger_events()
-    pages = (2, 3, 4, 6)
+    pages = ("private-vocabulary", "densities", "sequences", "evaluate")
     before = {i: shown(a, i) for i in pages}
     b = AppTest.from_file(APP, default_timeout=TIMEOUT)   # a reloaded tab: a new session, the URL names the run
     b.query_params["run"] = run.name
@@ -156,8 +157,8 @@ def test_the_url_names_the_run_and_a_reload_reopens_it() -> None:
 
 def test_the_test_fraction_is_locked_while_results_exist_until_start_over() -> None:
     at = new_app()
-    walk(at, 2)
-    goto(at, 0)
+    walk(at, "private-vocabulary")
+    goto(at, "corpus")
     slider = at.slider(key="_w.test_fraction")
     assert slider.disabled
     before = at.session_state["test_fraction"]
@@ -172,7 +173,7 @@ def test_the_test_fraction_is_locked_while_results_exist_until_start_over() -> N
 
 def test_a_rerun_asks_first() -> None:
     at = new_app()
-    goto(at, 2)
+    goto(at, "private-vocabulary")
     click(at, "Build Ṽ (spends ε_voc = 5)")
     assert spent(at) == "5 / 20"
     assert not [b for b in buttons(at) if b.startswith("Re-run (spends")]   # no spending button in the same spot
@@ -262,7 +263,7 @@ def test_two_overlapping_runs_of_one_click_release_once(monkeypatch: pytest.Monk
 
 def test_raising_the_cap_asks_and_is_recorded_lowering_applies() -> None:
     at = new_app()
-    goto(at, 1)
+    goto(at, "budget")
     at.number_input(key="cap_draft_value").set_value(60.0).run()
     assert "Raise the cap from 20 to 60?" in texts(at)
     assert at.session_state["epsilon_cap"] == 20                          # not yet
@@ -281,7 +282,7 @@ def test_raising_the_cap_asks_and_is_recorded_lowering_applies() -> None:
 @pytest.mark.parametrize("value", [0.0, -3.0, 1_000_000.0])
 def test_out_of_range_epsilon_is_said_on_the_page(value: float) -> None:
     at = new_app()
-    goto(at, 1)
+    goto(at, "budget")
     at.number_input(key="_w.eps_total").set_value(value).run()
     assert any("out of range" in e.value for e in at.error), texts(at)
     assert at.session_state["eps_total"] == 10.0
@@ -289,7 +290,7 @@ def test_out_of_range_epsilon_is_said_on_the_page(value: float) -> None:
 
 def test_large_epsilon_warns_in_scientific_notation() -> None:
     at = new_app()
-    goto(at, 1)
+    goto(at, "budget")
     at.number_input(key="_w.eps_total").set_value(100.0).run()
     page = texts(at)
     assert "2.7e43" in page and "weak guarantee" in page
@@ -298,7 +299,7 @@ def test_large_epsilon_warns_in_scientific_notation() -> None:
 
 def test_n_larger_than_v_is_said_and_refused_before_anything_is_spent() -> None:
     at = new_app()
-    goto(at, 1)
+    goto(at, "budget")
     at.selectbox(key="_w.vocabulary").set_value("upload").run()
     words = "football goal league striker coach software computer internet network browser bank shares profits market "
     terms = "\n".join(words.split()).encode()                     # |V| = 14 public terms
@@ -307,7 +308,7 @@ def test_n_larger_than_v_is_said_and_refused_before_anything_is_spent() -> None:
     at.run()
     assert any("larger than the public vocabulary" in e.value for e in at.error), texts(at)
     events = ledger_events()
-    goto(at, 2, clean=False)
+    goto(at, "private-vocabulary", clean=False)
     click(at, "Build Ṽ", clean=False)
     assert any("Nothing was spent" in e.value for e in at.error), [e.value for e in at.error]
     assert ledger_events() == events and private_vocabulary(at) is None
@@ -318,9 +319,9 @@ def test_n_larger_than_v_is_said_and_refused_before_anything_is_spent() -> None:
 RUN_VIEW_MEMORY = ("_run_view_cache", "_run_view_live", "_run_view_embeddings")
 
 
-def shown(at, index: int) -> tuple:
-    """What page ``index`` shows of the run: its main-area metrics, its sequence table and page 7's summary line."""
-    goto(at, index)
+def shown(at, name: str) -> tuple:
+    """What page ``name`` shows of the run: its main-area metrics, its sequence table and page 7's summary line."""
+    goto(at, name)
     tables = [df.value.to_dict("list") for df in at.main.dataframe if "keyphrases" in df.value.columns]
     summary = [c for c in at.caption.values if "held-out real documents" in c]
     return {m.label: m.value for m in at.main.metric}, tables, summary
@@ -334,10 +335,11 @@ def test_the_session_holds_a_pointer_not_a_copy_and_the_pages_read_the_folder() 
     from dpkps_core.method.sampling import SamplingOutcome
 
     at = new_app()
-    walk(at, 4)
-    pages = (2, 3, 4, 6)
+    walk(at, "sequences")
+    pages = ("private-vocabulary", "densities", "sequences", "evaluate")
     before = {i: shown(at, i) for i in pages}
-    assert before[2][0]["Terms in Ṽ"] and before[3][0]["Density"] == "histogram" and before[4][1]
+    assert before["private-vocabulary"][0]["Terms in Ṽ"] and before["densities"][0]["Density"] == "histogram" \
+        and before["sequences"][1]
     copies = [k for k in at.session_state.keys() if k not in RUN_VIEW_MEMORY
               and isinstance(at.session_state[k], (PrivateVocabulary, SamplingOutcome))]
     assert not copies and not {"pv", "pv_meta", "dp_density", "density_meta", "outcome", "seq_meta",
@@ -356,20 +358,20 @@ def test_a_reopened_upload_run_needs_its_corpus_then_evaluates_with_no_ledger_ev
 
     a = new_app()
     upload_corpus(a, toy_csv(20), "mine.csv")
-    walk(a, 5)
+    walk(a, "generate")
     run = Path(a.session_state["run_dir"])
     events = ledger_events()
     b = new_app()                                       # a reload: the uploaded corpus is gone with the session
-    goto(b, 7)
+    goto(b, "export")
     b.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(b, "Reopen this run in the app", clean=False)
-    assert any("load that file on page 1" in e.value for e in b.error) and private_vocabulary(b) is None
+    assert any(f"load that file on {page_ref('corpus')}" in e.value for e in b.error) and private_vocabulary(b) is None
     upload_corpus(b, toy_csv(20), "mine.csv")           # the same file, the same columns and classes
-    goto(b, 7)
+    goto(b, "export")
     b.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(b, "Reopen this run in the app")
     assert sequences(b) is not None and b.session_state["run_dir"] == str(run)
-    goto(b, 6)
+    goto(b, "evaluate")
     click(b, "Evaluate this run")
     job = wait_job(b, "job_evaluation")
     assert job.error is None, job.error
@@ -378,10 +380,10 @@ def test_a_reopened_upload_run_needs_its_corpus_then_evaluates_with_no_ledger_ev
     assert (run / "evaluation.json").is_file()          # kept in the run folder (PRIVATE, owner-only)
     c = new_app()                                       # another reload: reopen the run with its corpus
     upload_corpus(c, toy_csv(20), "mine.csv")
-    goto(c, 7)
+    goto(c, "export")
     c.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(c, "Reopen this run in the app")
-    goto(c, 6)
+    goto(c, "evaluate")
     assert "job_evaluation" not in c.session_state       # nothing evaluated in this session...
     assert any("last evaluation of this run" in x.value for x in c.caption)
     assert table(c, "Classifier trained on").equals(shown_then)  # ...and the page shows the same table

@@ -27,11 +27,11 @@ def texts(at) -> str:
 def two_runs(reserve: bool):
     a = new_app(reserve_plan=reserve, epsilon_cap=CAP)
     b = new_app(reserve_plan=reserve, epsilon_cap=CAP)
-    goto(a, 2)
+    goto(a, "private-vocabulary")
     click(a, "Build Ṽ")                             # run A's first release
-    goto(b, 2)
+    goto(b, "private-vocabulary")
     click(b, "Build Ṽ")                             # another session's run, meanwhile
-    goto(a, 3)
+    goto(a, "densities")
     return a, b
 
 

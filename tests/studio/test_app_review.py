@@ -45,7 +45,7 @@ def texts(at) -> str:
 
 def test_forecast_chart_risk_ledger_times_and_why_names_are_in_v() -> None:
     at = toy_app()
-    goto(at, 1)
+    goto(at, "budget")
     # §10: ε as risk in plain words, next to e^ε (default ε = 10)
     explainer = texts(at)
     assert "an attacker 1% sure beforehand" in explainer and "posterior ≤ e^ε·p / (e^ε·p + 1 − p)" in explainer
@@ -67,7 +67,7 @@ def test_forecast_chart_risk_ledger_times_and_why_names_are_in_v() -> None:
     label = [t for tr in fig["data"] if tr.get("mode") == "text" for t in tr["text"]]
     assert any(t.startswith("noise floor") for t in label)
     # page 3 says why a name is in Ṽ, with the expected share of noise terms computed from Ṽ's DP counts only
-    goto(at, 2)
+    goto(at, "private-vocabulary")
     click(at, "Build Ṽ")
     from dpkps_core.evaluation.forecast_outlook import vocabulary_noise_share
 
@@ -87,12 +87,12 @@ def test_forecast_chart_risk_ledger_times_and_why_names_are_in_v() -> None:
 
 def test_page4_says_near_chance_and_offers_the_free_comparison_before_spending() -> None:
     at = toy_app()
-    goto(at, 1)
+    goto(at, "budget")
     at.number_input(key="_w.eps_total").set_value(0.2).run()          # ε_kde = 0.1: every density drowns in noise
     click(at, "DP forecast")
-    walk(at, 2)
+    walk(at, "private-vocabulary")
     spent = ledger_total(at)
-    goto(at, 3)
+    goto(at, "densities")
     at.selectbox(key="_w.method").set_value("iterative-log").run()
     assert_clean(at)
     near = [w.value for w in at.warning if "near chance" in w.value]
@@ -121,11 +121,11 @@ def fake_umap(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_umap: None) -> None:
     at = toy_app()
-    walk(at, 5)
+    walk(at, "generate")
     s = at.session_state
     run1 = Path(s["run_dir"])
     # §7: the no-LLM check's baseline on page 5 ...
-    goto(at, 4)
+    goto(at, "sequences")
     click(at, "Run the no-LLM check")
     base = s["no_llm"]["real_keyphrase_baseline"]
     # §5: a reply that never became a document is counted and its share shown
@@ -133,11 +133,11 @@ def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_uma
         fh.write(json.dumps({"id": "x-1", "label": "tech", "keyphrases": [], "attempts": 5, "retryable": True,
                              "error": "Not a document: the reply asks for input or declines instead of writing the "
                                       "document."}) + "\n")
-    goto(at, 5)
+    goto(at, "generate")
     share = [w.value for w in at.warning if w.value.startswith("Non-documents:")]
     assert share and "1 of 3 items (33%)" in share[0]
     # §6: human names, 3 significant digits, training documents beside each accuracy, a warning when too few
-    goto(at, 6)
+    goto(at, "evaluate")
     click(at, "Evaluate this run")
     assert wait_job(at, "job_evaluation").error is None
     ev = table(at, "Classifier trained on")
@@ -191,12 +191,12 @@ def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_uma
     assert list(flagged["Synthetic id"]) == ["copy-1"] and len(memo) == 3
     assert any("1 of 3 synthetic document(s) reproduce" in w.value for w in at.warning)
     # §4: sampling again starts a new run without documents: the export warns and the earlier run stays reachable
-    goto(at, 7)
+    goto(at, "export")
     assert not any("no synthetic documents" in w.value for w in at.warning)
-    goto(at, 4)
+    goto(at, "sequences")
     click(at, "Sample again (free)")
     assert Path(s["run_dir"]) != run1
-    goto(at, 7)
+    goto(at, "export")
     assert len(table(at, "documents")) == 2                          # the run history lists both runs
     assert any("no synthetic documents" in w.value for w in at.warning)
     assert not [b for b in at.get("download_button") if b.proto.label.startswith("Download the release bundle")]

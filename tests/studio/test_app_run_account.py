@@ -38,9 +38,9 @@ def by_step(rep: dict) -> dict[str, float]:
 
 def test_reopen_resample_rebuild_and_export_never_lower_a_runs_epsilon(tmp_path: Path) -> None:
     a = new_app()
-    goto(a, 1)
+    goto(a, "budget")
     click(a, "DP forecast")                        # ε_forecast 0.2, before the run exists
-    walk(a, 4)                                     # Ṽ (ε_voc 5), densities (ε_kde 5), sequences
+    walk(a, "sequences")                           # Ṽ (ε_voc 5), densities (ε_kde 5), sequences
     run = Path(a.session_state["run_dir"])
     first = report(run)
     assert by_step(first) == {"forecast": 0.2, "vocabulary": 5.0, "kde": 5.0}
@@ -53,18 +53,18 @@ def test_reopen_resample_rebuild_and_export_never_lower_a_runs_epsilon(tmp_path:
     b.query_params["run"] = run.name
     b.run()
     assert b.session_state["run_dir"] == str(run)
-    goto(b, 4)
+    goto(b, "sequences")
     click(b, "Sample again (free)")
     assert Path(b.session_state["run_dir"]) == run
     again = report(run)
     assert by_step(again) == by_step(first) and again["epsilon_total"] == pytest.approx(10.2)  # was 0 before
 
-    goto(b, 3)
+    goto(b, "densities")
     click(b, "Rebuild the densities")
     click(b, "Yes, spend ε_kde")
     rebuilt = Path(b.session_state["run_dir"])
     assert rebuilt != run                          # the earlier chain's folder stays as it is
-    goto(b, 4)
+    goto(b, "sequences")
     click(b, "Sample")
     new = report(rebuilt)
     # the new run carries the Ṽ (ε_voc 5) and the forecast that steered it (0.2) besides its own ε_kde 5
@@ -86,9 +86,9 @@ def test_a_comparisons_releases_are_filed_under_the_comparison_not_the_open_run(
 
     at = new_app()
     upload_corpus(at, toy_csv(20), "toy.csv")
-    walk(at, 4)                                    # a run is open: Ṽ and densities filed under its folder's name
+    walk(at, "sequences")                          # a run is open: Ṽ and densities filed under its folder's name
     run = Path(at.session_state["run_dir"]).name
-    goto(at, 6)
+    goto(at, "evaluate")
     at.number_input(key="_w.compare_eps").set_value(6.0).run()
     at.multiselect(key="_w.compare_methods").set_value(["dpkps"]).run()
     click(at, "Compare at this privacy level")
@@ -103,10 +103,10 @@ def test_a_comparisons_releases_are_filed_under_the_comparison_not_the_open_run(
 
 def test_a_forecast_made_in_another_session_is_in_the_runs_total() -> None:
     other = new_app()
-    goto(other, 1)
+    goto(other, "budget")
     click(other, "DP forecast")                    # another session (or the CLI) steered the settings
     at = new_app()
-    walk(at, 4)
+    walk(at, "sequences")
     rep = report(Path(at.session_state["run_dir"]))
     assert by_step(rep) == {"forecast": 0.2, "vocabulary": 5.0, "kde": 5.0}
     assert rep["epsilon_total"] == pytest.approx(10.2)

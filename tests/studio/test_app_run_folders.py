@@ -27,7 +27,7 @@ def test_no_folder_before_something_is_written_and_page_8_hides_empty_ones(fast_
 
     at = new_app()                                      # the demo corpus loads
     upload_corpus(at, toy_csv(20), "mine.csv")          # another corpus, classes declared
-    goto(at, 1)
+    goto(at, "budget")
     click(at, "DP forecast")
     assert folders(fast_env) == []
 
@@ -36,15 +36,15 @@ def test_no_folder_before_something_is_written_and_page_8_hides_empty_ones(fast_
 
     with monkeypatch.context() as patched:
         patched.setattr(pipeline, "vocabulary_step", broken)
-        goto(at, 2)
+        goto(at, "private-vocabulary")
         click(at, "Build Ṽ", clean=False)
     assert any("failed (test)" in e.value for e in at.error)
     assert folders(fast_env) == []                      # the failed release's folder is gone
 
-    goto(at, 2)                                         # the page drawn again after the failure
+    goto(at, "private-vocabulary")                      # the page drawn again after the failure
     click(at, "Build Ṽ")
     assert len(folders(fast_env)) == 1                 # written: Ṽ is in it
     (fast_env / "run-20260101-000000-deadbeef-000000").mkdir()   # a folder holding no run
-    goto(at, 7)
+    goto(at, "export")
     listed = "\n".join(str(df.value) for df in at.dataframe)
     assert "deadbeef" not in listed and Path(at.session_state["run_dir"]).name in listed

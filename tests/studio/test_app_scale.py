@@ -60,7 +60,7 @@ def _load(monkeypatch: pytest.MonkeyPatch, *, streamed: bool, file: str = "toy.c
     return at
 
 
-def _build(at: Any, step: str, button: str, page: int) -> Any:
+def _build(at: Any, step: str, button: str, page: str) -> Any:
     """Press a DP step's button on its page; a streamed corpus's step is a job: wait for it, as the page's poll does."""
     goto(at, page)
     click(at, button)
@@ -76,9 +76,9 @@ def _build(at: Any, step: str, button: str, page: int) -> Any:
 
 def _walk(at: Any) -> dict[str, Any]:
     """Pages 3–5 (Ṽ, densities, sequences); what the run folder holds."""
-    _build(at, "vocabulary", "Build Ṽ", 2)
-    _build(at, "density", "Build densities", 3)
-    goto(at, 4)
+    _build(at, "vocabulary", "Build Ṽ", "private-vocabulary")
+    _build(at, "density", "Build densities", "densities")
+    goto(at, "sequences")
     click(at, "Sample")
     pv = private_vocabulary(at)
     run = Path(at.session_state["run_dir"])
@@ -98,7 +98,7 @@ def test_streamed_pages_2_to_5_give_the_in_memory_numbers(monkeypatch: pytest.Mo
     assert (c.person_column, c.privacy_unit.startswith("add/remove all documents of one person")) == (
         ("patient", True) if file == "people.csv" else (None, False))
     assert any("Streamed from the server" in i.value or "streamed from the server" in i.value for i in at.info)
-    goto(at, 1)  # page 2: the DP forecast reads the corpus in memory — off, and said
+    goto(at, "budget")  # page 2: the DP forecast reads the corpus in memory — off, and said
     forecast = [b for b in at.button if b.label.startswith("DP forecast")]
     assert forecast and forecast[0].disabled
     assert any("DP forecast is not available" in i.value for i in at.info)
@@ -126,7 +126,7 @@ def test_progress_is_reported_per_chunk_with_rate_and_eta(monkeypatch: pytest.Mo
     at = _load(monkeypatch, streamed=True)
     prepared = at.session_state["corpus"].prepared
     train = len(prepared)
-    job = _build(at, "vocabulary", "Build Ṽ", 2)
+    job = _build(at, "vocabulary", "Build Ṽ", "private-vocabulary")
     assert job is not None and job.error is None and (Path(at.session_state["run_dir"]) / VOCABULARY_FILE).is_file()
     per_chunk = [m for _, m in reports if "rows/s" in m]
     chunks = len(np.unique(prepared.train_index // CHUNK))  # the file's chunks of 7 rows that hold training rows
@@ -150,7 +150,7 @@ def test_cancel_stops_between_chunks_and_the_release_stays_charged(monkeypatch: 
     assert led.view().largest_spend == 0.0
     monkeypatch.setattr(jobs.Job, "report", cancel_after_first_chunk)
     before = at.session_state["run_dir"]
-    job = _build(at, "vocabulary", "Build Ṽ", 2)
+    job = _build(at, "vocabulary", "Build Ṽ", "private-vocabulary")
     train = len(at.session_state["corpus"].prepared)
     assert job.meter.chunks == 1 and job.error.startswith("Cancelled between chunks after ")
     done = int(job.error.split(" after ")[1].split(" of ")[0])

@@ -17,8 +17,8 @@ def _sidebar_text(at) -> str:
 
 def test_the_sidebar_never_sums_epsilon_over_corpora() -> None:
     at = new_app()
-    walk(at, 2)                                   # Ṽ on BBC: ε_voc spent on BBC's documents
-    goto(at, 0)
+    walk(at, "private-vocabulary")                # Ṽ on BBC: ε_voc spent on BBC's documents
+    goto(at, "corpus")
     at.selectbox(key="_w.demo_spec").set_value("demo:drugs").run()
     buttons = [b for b in at.button if b.label.startswith("Switch corpus")]
     assert buttons, [b.label for b in at.button]

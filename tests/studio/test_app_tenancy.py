@@ -89,13 +89,13 @@ def test_tenant_ids_are_one_way_digests_of_issuer_and_subject() -> None:
 
 def test_another_account_cannot_list_reopen_download_or_delete_a_run(fast_env: Path) -> None:
     alice = signed_in(ALICE)
-    walk(alice, 4)                                            # Ṽ, densities, sequences
+    walk(alice, "sequences")                                  # Ṽ, densities, sequences
     run = Path(alice.session_state["run_dir"])
-    goto(alice, 7)
+    goto(alice, "export")
     assert run.name in shown_tables(alice) and "Download the release bundle (ZIP)" in downloads(alice)
 
     bob = signed_in(BOB)                                      # another account, on the same server
-    goto(bob, 7)
+    goto(bob, "export")
     assert run.name not in shown_tables(bob) + texts(bob)
     assert not downloads(bob) and not [b for b in bob.button if b.label.startswith(("Reopen", "Delete"))]
     assert "Nothing to export yet" in texts(bob)
@@ -109,11 +109,11 @@ def test_another_account_cannot_list_reopen_download_or_delete_a_run(fast_env: P
     said_missing = [i.value for i in missing.info if NO_SUCH_RUN in i.value]
     assert said and "does not exist" in said[0]
     assert [m.replace(run.name, "X") for m in said] == [m.replace(NO_SUCH_RUN, "X") for m in said_missing]
-    goto(by_url, 7)
+    goto(by_url, "export")
     assert run.name not in shown_tables(by_url) + texts(by_url) and not downloads(by_url)
     assert run.is_dir() and (run / "sequences.jsonl").is_file()   # nothing of alice's was deleted
 
-    goto(alice, 7)                                            # alice still has her run, with its bundle
+    goto(alice, "export")                                     # alice still has her run, with its bundle
     assert run.name in shown_tables(alice) and "Download the release bundle (ZIP)" in downloads(alice)
     # alice's run is under her own folder, named by a digest of issuer and subject — never the subject or email
     assert run.parent == fast_env / TENANTS_DIR / tenant_id(ALICE["sub"], ISSUER)
@@ -122,7 +122,7 @@ def test_another_account_cannot_list_reopen_download_or_delete_a_run(fast_env: P
 
 def test_ledger_figures_and_caps_are_per_account() -> None:
     alice = signed_in(ALICE)
-    goto(alice, 2)
+    goto(alice, "private-vocabulary")
     click(alice, "Build Ṽ (spends ε_voc = 5)")
     assert spent(alice) == "10 / 20"  # ε_voc 5 + ε_kde 5 reserved with it (login: issue 35 part 8)
 
@@ -130,7 +130,7 @@ def test_ledger_figures_and_caps_are_per_account() -> None:
     assert bob.session_state["corpus_id"] == alice.session_state["corpus_id"]
     assert spent(bob) == "0 / 20"
     assert "No release has used this corpus's documents yet." in texts(bob)
-    goto(bob, 1)                                              # page 2: the release list and the cap history
+    goto(bob, "budget")                                       # page 2: the release list and the cap history
     assert [e.label for e in bob.expander if e.label.startswith("Every release that touched")] == [
         "Every release that touched this corpus's documents (0) — the persistent ledger"]
     assert "Nothing has been released from this corpus yet." in texts(bob)
@@ -145,7 +145,7 @@ def test_ledger_figures_and_caps_are_per_account() -> None:
     assert spent(bob) == "0 / 60"
     again = signed_in(ALICE)                                  # a new session of alice
     assert spent(again) == "10 / 20"
-    goto(again, 1)
+    goto(again, "budget")
     assert not [e for e in again.expander if e.label.startswith("Cap changes")]
     assert [e.label for e in again.expander if e.label.startswith("Every release that touched")] == [
         "Every release that touched this corpus's documents (1) — the persistent ledger"]
@@ -161,12 +161,12 @@ def test_an_administrator_sees_every_account_read_only() -> None:
     runs = {}
     for user in (ALICE, BOB):
         at = signed_in(user)
-        walk(at, 2)                                           # Ṽ on the demo corpus (ε_voc = 5)
+        walk(at, "private-vocabulary")                        # Ṽ on the demo corpus (ε_voc = 5)
         runs[user["sub"]] = Path(at.session_state["run_dir"]).name
     officer = signed_in(OFFICER)
     assert any("administrator" in c.value for c in officer.sidebar.caption)
     assert spent(officer) == "0 / 20"                         # the officer's own ledger: nothing of theirs
-    goto(officer, 7)
+    goto(officer, "export")
     assert "Every account (administrator, read-only)" in [s.value for s in officer.subheader]
     every = table(officer, "tenant", "run")
     assert set(every["run"]) == set(runs.values())
@@ -183,7 +183,7 @@ def test_an_administrator_sees_every_account_read_only() -> None:
     assert not downloads(officer)
     assert spent(signed_in(ALICE)) == "10 / 20"
     bob = signed_in(BOB)                                      # not an administrator: no such section
-    goto(bob, 7)
+    goto(bob, "export")
     assert "Every account" not in texts(bob) + " ".join(s.value for s in bob.subheader)
     assert runs[ALICE["sub"]] not in shown_tables(bob)
 
@@ -197,12 +197,12 @@ def test_reopening_needs_the_same_content_not_the_same_file_name(fast_env: Path)
 
     a = new_app()
     upload_corpus(a, toy_csv(20), "mine.csv")
-    walk(a, 4)
+    walk(a, "sequences")
     run = Path(a.session_state["run_dir"])
 
     b = new_app()                                             # another file, the same name and columns
     upload_corpus(b, toy_csv(20, seed=5), "mine.csv")
-    goto(b, 7)
+    goto(b, "export")
     b.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(b, "Reopen this run in the app", clean=False)
     assert any("content is not that corpus's" in e.value for e in b.error), texts(b)
@@ -210,7 +210,7 @@ def test_reopening_needs_the_same_content_not_the_same_file_name(fast_env: Path)
 
     c = new_app()                                             # the same content under another name
     upload_corpus(c, toy_csv(20), "renamed-copy.csv")
-    goto(c, 7)
+    goto(c, "export")
     c.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(c, "Reopen this run in the app")
     assert c.session_state["run_dir"] == str(run) and private_vocabulary(c).terms == private_vocabulary(a).terms
@@ -227,7 +227,7 @@ def test_reopening_needs_the_same_content_not_the_same_file_name(fast_env: Path)
 
 def test_a_session_whose_account_changes_starts_afresh() -> None:
     at = signed_in(ALICE)
-    goto(at, 2)
+    goto(at, "private-vocabulary")
     click(at, "Build Ṽ (spends ε_voc = 5)")
     run = at.session_state["run_dir"]
     assert run and spent(at) == "10 / 20"  # ε_voc 5 + ε_kde 5 reserved with it (login: issue 35 part 8)

@@ -11,7 +11,7 @@ pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow, pytest.ma
 
 def test_a_vocabulary_under_ten_terms_can_be_used_with_the_n_the_page_advises() -> None:
     at = new_app()
-    goto(at, 1)
+    goto(at, "budget")
     at.selectbox(key="_w.vocabulary").set_value("upload").run()
     terms = "\n".join("football goal league software bank".split()).encode()      # |V| = 5 public terms
     at.file_uploader(key="vocab_upload").set_value(("five.txt", terms, "text/plain")).run()
@@ -26,11 +26,11 @@ def test_the_plan_warning_counts_only_what_the_run_still_has_to_spend() -> None:
     from app_helpers import click
 
     at = new_app(epsilon_cap=8.0, cap_enabled=True, eps_total=8.0, eps_voc_share=0.5)
-    goto(at, 1)
+    goto(at, "budget")
     warnings = lambda: [w.value for w in at.warning if "needs ε" in w.value]  # noqa: E731
-    goto(at, 2)
+    goto(at, "private-vocabulary")
     click(at, "Build Ṽ")                                  # ε_voc = 4 spent: 4 left under the cap of 8
-    goto(at, 1)
+    goto(at, "budget")
     assert at.session_state["epsilon_cap"] == 8.0
     assert not warnings(), warnings()                     # the rest of the plan (ε_kde = 4) fits
     at.session_state["eps_voc_share"] = 0.25              # ε_kde = 6 > the 4 left: said, with what is counted
@@ -44,7 +44,7 @@ def test_an_id_like_column_is_suggested_as_the_person_and_kept_for_a_corrected_f
     rows = toy_csv(20).decode().splitlines()
     with_ids = "\n".join([rows[0] + ",patient_id"] + [f"{r},p{i % 7}" for i, r in enumerate(rows[1:])]).encode()
     at = new_app()
-    goto(at, 0)
+    goto(at, "corpus")
     at.radio(key="_w.corpus_source").set_value("upload").run()
     at.file_uploader(key="corpus_upload").set_value(("notes.csv", with_ids, "text/csv")).run()
     assert at.selectbox(key="upload_person_col").value == "patient_id"          # suggested from its name
@@ -86,7 +86,7 @@ def test_page1_loads_a_corpus_from_the_servers_data_folder(tmp_path, monkeypatch
     declare_classes(at)
     c = at.session_state["corpus"]
     assert len(c) == 60 and str(at.session_state["corpus_id"]).startswith("server:")
-    walk(at, 2)                                               # the DP steps run on it like on an upload
+    walk(at, "private-vocabulary")                            # the DP steps run on it like on an upload
     assert at.session_state["run_dir"]
     monkeypatch.delenv("DPKPS_DATA_DIR")                     # no data folder: no such choice
     without = new_app()

@@ -35,7 +35,7 @@ def test_the_run_folder_names_the_uploaded_vocabulary_as_the_user_knows_it(
     monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
     at = new_app()
     upload_corpus(at, toy_csv(10), "toy.csv")
-    goto(at, 1)
+    goto(at, "budget")
     at.selectbox(key="_w.vocabulary").set_value("upload").run()
     first = _terms("football match goal league striker coach team season")
     at.file_uploader(key="vocab_upload").set_value(("clinical terms.txt", first, "text/plain")).run()
@@ -49,7 +49,7 @@ def test_the_run_folder_names_the_uploaded_vocabulary_as_the_user_knows_it(
     at.file_uploader(key="vocab_upload").set_value(("clinical terms.txt", second, "text/plain")).run()
     path = Path(at.session_state["vocab_upload_path"])
     assert path.name == "clinical_terms-2.txt" and path.read_bytes() == second
-    walk(at, 4)  # Ṽ, densities and sequences: the run folder is written
+    walk(at, "sequences")  # Ṽ, densities and sequences: the run folder is written
     run_dir = Path(at.session_state["run_dir"])
     text = (run_dir / "run_config.json").read_text(encoding="utf-8")
     config = json.loads(text)
