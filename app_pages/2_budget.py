@@ -11,12 +11,15 @@ from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
 from dpkps_core.risk import epsilon_explainer, risk_sentences
 from dpkps_core.method.config import LIMITS
 from dpkps_core.method.vocabulary import VOCABULARIES
-from studio import charts, current, defaults, review, run_view, session, spend, steps, streamed, tenancy, widgets
+from studio import (charts, current, defaults, review, run_view, session, spend, step_progress, steps, streamed,
+                    tenancy, widgets)
 
 widgets.page_header("budget",
                     "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
                     "each document may contribute, and how the privacy budget ε is split.")
 s = st.session_state
+with widgets.guard():
+    steps.finish_step_jobs()  # a streamed DP forecast that ended since the last run: the session keeps its release
 EPS_TOTAL_RANGE = (0.0, 100.0)      # ε = ε_voc + ε_kde: above 0, at most 100 (the app's bound)
 EPS_FORECAST_RANGE = (0.0, 2.0)
 CAP_RANGE = (0.0, 1000.0)
@@ -289,22 +292,25 @@ range_error(review.EPS_FORECAST_KEY, c1)
 stats = review.dp_forecast_release()
 widgets.before_spend_note(review.eps_forecast(), "forecast")  # documents without budget left (private, local)
 is_streamed = streamed.is_streamed()
+stepping = step_progress.step_running()  # one DP release at a time on a streamed corpus
 with c2:
     go = spend.button("forecast", label=f"DP forecast (spends ε_forecast = {widgets.eps(review.eps_forecast())})",
                       epsilon=review.eps_forecast(), done=stats is not None, what="ε_forecast",
-                      again="Forecast again with a new release", icon=":material/query_stats:", disabled=is_streamed,
-                      help="Not available for a streamed corpus (below)." if is_streamed else None)
-if is_streamed:  # the forecast's release counts the training part in memory (nothing is spent: the button is off)
-    st.info(f"**The DP forecast is not available for this corpus.** {streamed.STREAMED_NOTE}", icon=":material/stream:")
+                      again="Forecast again with a new release", icon=":material/query_stats:", disabled=stepping)
+if is_streamed:
+    st.caption("This corpus is streamed: the forecast's release reads the file chunk by chunk in the background, "
+               "with its progress and a Cancel below (the ε it admitted stays charged if cancelled).")
 if go:
+    where = "read from the file chunk by chunk" if is_streamed else "in memory"
     with widgets.guard(), spend.releasing("forecast"), \
-            st.spinner("Counting terms of the training part (in memory) and releasing the DP forecast…"):
+            st.spinner(f"Counting terms of the training part ({where}) and releasing the DP forecast…"):
         steps.ensure_corpus()
         steps.require_selected_corpus()
         session.train_part(), session.public_vocabulary()  # read before the release (cached): no stop inside it
         spend.started()
-        review.run_dp_forecast()
+        review.run_dp_forecast()  # a streamed corpus: a background job, its progress just below
         st.rerun()
+step_progress.step_monitor("forecast")
 with widgets.guard():
     f_dp = review.dp_forecast()
     if f_dp is not None:

@@ -229,18 +229,40 @@ def _forecast_key() -> tuple:
 
 def run_dp_forecast() -> Any:
     """The default "Will this work?": releases the forecast statistics with ε_forecast, charged to the corpus's
-    ledger before any noise (``dpkps_core.evaluation.forecast_dp.release_forecast``), and keeps the release."""
-    from dpkps_core.evaluation.forecast_dp import release_forecast
+    ledger before any noise (``dpkps_core.evaluation.forecast_dp.release_forecast``), and keeps the release.
 
+    A streamed corpus releases through the same core function in a background job (its pass over the file takes
+    minutes): returns the :class:`~studio.jobs.Job` — per-chunk progress and a Cancel on page 2, the release kept
+    once the job ended (``studio.steps.finish_step_jobs``)."""
+    from dpkps_core.evaluation.forecast_dp import release_forecast
+    from studio.steps import STEP_JOBS, refuse_while_stepping
+    from studio.streamed import Metered, is_streamed
+
+    refuse_while_stepping()  # one DP step at a time: a streamed step still reading the corpus blocks this one
     cfg = session.current_config()  # built and checked once (build_sampling_config)
     led = session.ledger()
     before = accounting.recorded_event_ids(led)
-    stats = release_forecast(session.train_part(), session.public_vocabulary(), ledger=led,
-                             noise=session.noise(), epsilon=eps_forecast(), terms_per_doc=cfg.terms_per_doc,
-                             by_person=bool(session.person_column()))
-    accounting.remember_forecast_events(led, before)  # its ε goes into the total of the run it steers (issue 35 §4)
-    session.ss()[DP_FORECAST_KEY] = (_forecast_key(), stats)
-    return stats
+    train, vocab, nz, eps = session.train_part(), session.public_vocabulary(), session.noise(), eps_forecast()
+    by_person, key = bool(session.person_column()), _forecast_key()
+
+    def keep(stats: Any) -> Any:
+        accounting.remember_forecast_events(led, before)  # its ε goes into the total of the run it steers (§4)
+        session.ss()[DP_FORECAST_KEY] = (key, stats)
+        return stats
+
+    if is_streamed():
+        def work(job: jobs.Job) -> Any:
+            assert job.meter is not None
+            return release_forecast(Metered(train, job.meter), vocab, ledger=led, noise=nz, epsilon=eps,
+                                    terms_per_doc=cfg.terms_per_doc, by_person=by_person, progress=job.meter.phase)
+
+        def finished(job: jobs.Job) -> None:  # in a script run: a cancelled or failed release stays charged
+            if job.result is not None and session.ss().get("corpus_id") == key[0]:
+                keep(job.result)
+
+        return jobs.start_job(STEP_JOBS["forecast"], "DP forecast", work, on_finish=finished, meter=True)
+    return keep(release_forecast(train, vocab, ledger=led, noise=nz, epsilon=eps, terms_per_doc=cfg.terms_per_doc,
+                                 by_person=by_person))
 
 
 def dp_forecast_release() -> Any:

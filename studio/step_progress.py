@@ -1,29 +1,27 @@
-"""The progress of a DP step on a streamed corpus (pages 3 and 4; issue 31 §4): per chunk, the training documents
-read, rows per second and the time left (``studio.jobs.ChunkMeter``), and a Cancel that takes effect between chunks
-(docs/DESIGN.md §2.0: what the step admitted before its first chunk stays charged)."""
+"""The progress of a DP release on a streamed corpus (the DP forecast, pages 3 and 4; issue 31 §4): per chunk, the
+training documents read, rows per second and the time left (``studio.jobs.ChunkMeter``), and a Cancel that takes
+effect between chunks (docs/DESIGN.md §2.0: what the step admitted before its first chunk stays charged)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from studio import jobs
+from studio.steps import STEP_JOBS
 from studio.widgets import job_monitor
-
-
-#: The session keys of the DP steps' background jobs on a streamed corpus (``studio.steps.STEP_JOBS``).
-STEP_JOB_KEYS = {"vocabulary": "job_vocabulary", "density": "job_density"}
 
 
 def step_running() -> bool:
     """Whether a DP step of this session is still reading a streamed corpus (its spend buttons wait for it)."""
-    return any(isinstance(j := st.session_state.get(k), jobs.Job) and j.running for k in STEP_JOB_KEYS.values())
+    return any(isinstance(j := st.session_state.get(k), jobs.Job) and j.running for k in STEP_JOBS.values())
 
 
 def step_monitor(step: str) -> None:
-    """The progress of a DP step on a streamed corpus (``step``: "vocabulary" or "density"): per chunk, the training
-    documents read, rows per second and the time left (``studio.jobs.ChunkMeter``), with a Cancel that takes effect
-    between chunks; once it ended, how (a cancelled or failed step released nothing and stays charged)."""
-    key = STEP_JOB_KEYS[step]
+    """The progress of a DP release on a streamed corpus (``step``: "forecast", "vocabulary" or "density"): per
+    chunk, the training documents read, rows per second and the time left (``studio.jobs.ChunkMeter``), with a
+    Cancel that takes effect between chunks; once it ended, how (a cancelled or failed step released nothing and
+    stays charged)."""
+    key = STEP_JOBS[step]
 
     def ended(j: jobs.Job) -> None:
         if j.running:

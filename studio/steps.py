@@ -137,8 +137,8 @@ def run_forecast() -> Any:
 
 # ============================================================================================ 3. private vocabulary
 
-#: The session keys of the DP steps' background jobs on a streamed corpus (pages 3 and 4).
-STEP_JOBS = {"vocabulary": "job_vocabulary", "density": "job_density"}
+#: The session keys of the DP releases' background jobs on a streamed corpus (the forecast, pages 3 and 4).
+STEP_JOBS = {"forecast": "job_forecast", "vocabulary": "job_vocabulary", "density": "job_density"}
 
 
 def refuse_while_stepping() -> None:

@@ -33,10 +33,11 @@ _CONTENT_DOMAIN = b"dpkps corpus content v1\x00"
 
 
 #: What a streamed corpus cannot do, and why (shown where such a feature would be).
-STREAMED_NOTE = ("This corpus is streamed from the server's data folder: it is read chunk by chunk for each DP step "
-                 f"({pages_ref('private-vocabulary', 'sequences')}, the same passes as `dpkps sample`) and never held "
-                 "whole in memory. What reads every document in memory is therefore not available for it: the DP "
-                 f"forecast and the exact previews of pages {page('budget').number} and {page('densities').number} "
+STREAMED_NOTE = ("This corpus is streamed from the server's data folder: it is read chunk by chunk for each DP release "
+                 f"(the DP forecast, {pages_ref('private-vocabulary', 'sequences')}: the same passes as `dpkps "
+                 "sample`) and never held whole in memory. What reads every document in memory is therefore not "
+                 f"available for it: the exact previews of pages {page('budget').number} and "
+                 f"{page('densities').number} "
                  f"({page_ref('private-vocabulary')}'s comes from Ṽ's own pass), the no-LLM check "
                  f"({page_ref('sequences')}), the evaluation ({page_ref('evaluate')}) and the few-shot check against "
                  f"the corpus ({page_ref('generate')}).")

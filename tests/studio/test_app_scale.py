@@ -1,7 +1,7 @@
 """AppTest: a data-folder corpus on the streamed path (issue 31 §4; docs/OPERATIONS.md "Server-side data folder").
 
 A small corpus is forced onto the streamed path (``$DPKPS_STREAM_ABOVE_BYTES=0``) and read in chunks of 7 rows, so
-each DP step of pages 3–4 runs as a background job over several chunks — the same core steps as ``dpkps sample``
+each DP release of pages 2–4 (the DP forecast, Ṽ, the densities) runs as a background job over several chunks — the same core steps as ``dpkps sample``
 (``dpkps_core.method.pipeline.vocabulary_step`` / ``density_step`` over a ``StreamedCorpus``). The tests check that
 it gives the same Ṽ, densities and sequences as the same file loaded whole (seeded), that progress is reported
 chunk by chunk with rows/s and the time left, and that Cancel stops a step between chunks with its ε still charged
@@ -21,6 +21,7 @@ from app_helpers import (assert_clean, click, declare_classes, goto, new_app, pr
                          toy_records, wait_job)
 from dpkps_core.records.runfolder import DENSITY_FILE, VOCABULARY_FILE
 from studio import jobs
+from studio.review import DP_FORECAST_KEY
 from studio.session import CORPUS_FINGERPRINT_FILE
 
 pytestmark = [pytest.mark.assets]
@@ -75,14 +76,16 @@ def _build(at: Any, step: str, button: str, page: str) -> Any:
 
 
 def _walk(at: Any) -> dict[str, Any]:
-    """Pages 3–5 (Ṽ, densities, sequences); what the run folder holds."""
+    """Pages 2–5 (the DP forecast, Ṽ, densities, sequences); the forecast's release and what the run folder holds."""
+    _build(at, "forecast", "DP forecast", "budget")
+    forecast = at.session_state[DP_FORECAST_KEY][1].to_dict()
     _build(at, "vocabulary", "Build Ṽ", "private-vocabulary")
     _build(at, "density", "Build densities", "densities")
     goto(at, "sequences")
     click(at, "Sample")
     pv = private_vocabulary(at)
     run = Path(at.session_state["run_dir"])
-    return {"terms": list(pv.terms), "noisy": [round(float(c), 9) for c in pv.noisy_counts],
+    return {"forecast": forecast, "terms": list(pv.terms), "noisy": [round(float(c), 9) for c in pv.noisy_counts],
             "densities": json.loads((run / DENSITY_FILE).read_text()),
             "sequences": [(q["label"], q["keyphrases"]) for q in sequences(at)],
             # the content fingerprint a reopened run is checked against: the same documents, the same digest
@@ -98,11 +101,8 @@ def test_streamed_pages_2_to_5_give_the_in_memory_numbers(monkeypatch: pytest.Mo
     assert (c.person_column, c.privacy_unit.startswith("add/remove all documents of one person")) == (
         ("patient", True) if file == "people.csv" else (None, False))
     assert any("Streamed from the server" in i.value or "streamed from the server" in i.value for i in at.info)
-    goto(at, "budget")  # page 2: the DP forecast reads the corpus in memory — off, and said
-    forecast = [b for b in at.button if b.label.startswith("DP forecast")]
-    assert forecast and forecast[0].disabled
-    assert any("DP forecast is not available" in i.value for i in at.info)
-    streamed = _walk(at)
+    streamed = _walk(at)  # page 2's DP forecast too: a job over the chunks, the same release as loaded whole
+    assert isinstance(at.session_state["job_forecast"], jobs.Job) and at.session_state["job_forecast"].meter.chunks > 1
     assert len({q[0] for q in streamed["sequences"]}) == 3
     assert any("Not available for this corpus" in cap.value for cap in at.caption)  # page 5's no-LLM check
     assert not [b for b in at.button if b.label.startswith("Run the no-LLM check")]
