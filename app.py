@@ -16,7 +16,7 @@ import streamlit as st
 
 from dpkps_core.errors import DPKPSError
 from dpkps_core.risk import format_probability, posterior_bound
-from studio import PAGES, generation_steps, page_ref, resources, runs, session, tenancy, widgets
+from studio import PAGES, generation_steps, ledger_view, page_ref, resources, runs, session, tenancy, widgets
 
 def other_corpora_released_on() -> int:
     """How many corpora OTHER than the loaded one this session released on (its in-session ledgers). Their ε is
@@ -48,8 +48,8 @@ def ledger_sidebar() -> None:
                         "spend in the ledger, shown here when a corpus is loaded again.")
         return
     try:
-        status = session.ledger_status()
-        led = session.ledger()
+        status = ledger_view.ledger_status()
+        led = ledger_view.ledger()
     except DPKPSError as exc:  # e.g. the ledger folder or store cannot be used: say so, spend nothing
         st.error(str(exc), icon=":material/error:")
         return

@@ -11,8 +11,8 @@ from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
 from dpkps_core.risk import epsilon_explainer, risk_sentences
 from dpkps_core.method.config import LIMITS
 from dpkps_core.method.vocabulary import VOCABULARIES
-from studio import (charts, current, defaults, review, run_view, session, spend, step_progress, steps, streamed,
-                    tenancy, widgets)
+from studio import (charts, current, defaults, ledger_view, review, run_view, session, spend, step_progress, steps,
+                    streamed, tenancy, uploads, widgets)
 
 widgets.page_header("budget",
                     "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
@@ -62,7 +62,7 @@ if s["vocabulary"] == "upload":
     up = st.file_uploader("Public vocabulary file (UTF-8, one term per line)", type=["txt", "csv", "tsv"],
                           key="vocab_upload")
     if up is not None:
-        session.save_vocabulary_upload(up.getvalue(), up.name)
+        uploads.save_vocabulary_upload(up.getvalue(), up.name)
     if s.get("vocab_upload_name"):
         st.caption(f"Using {s['vocab_upload_name']} (public; kept in a session temp folder).")
 else:
@@ -162,7 +162,7 @@ if cap_draft != cap_now:
     else:  # lowering protects more: applied at once (and recorded)
         apply_cap_draft()
         cap_now = cap_draft
-led = session.ledger()
+led = ledger_view.ledger()
 spent = getattr(led, "corpus_epsilon", led.total_epsilon)  # the most-used document's spend, app and CLI (private)
 eps_fc = review.eps_forecast() if review.dp_forecast_release() is None else 0.0  # still to spend, if planned
 st.plotly_chart(charts.budget_split_bar(eps_voc, eps_kde, spent, led.cap, eps_forecast=eps_fc), key="chart.budget")

@@ -17,7 +17,7 @@ from dpkps_core.baselines.compare_settings import joint_cost
 from dpkps_core.baselines.prediction_config import PRIVATE_PROMPT_WARNING
 from dpkps_core.evaluation.memorisation import memorisation_advice
 from dpkps_core.method.sampling import SAMPLING_METHODS
-from studio import charts, evaluation_steps, jobs, page_ref, review, run_view, session, steps, widgets
+from studio import charts, evaluation_steps, jobs, ledger_view, page_ref, review, run_view, session, steps, widgets
 
 widgets.page_header("evaluate",
                     "Everything on this page reads the real corpus, runs on this machine for you, and is never "
@@ -217,7 +217,7 @@ with tab_compare:
     st.markdown(f"**Joint cost of the selected methods on this corpus: ε = {joint_eps:g}, δ = {joint_delta:g}** — "
                 "charged to the corpus's ledger when you start.")
     try:
-        led = session.ledger()
+        led = ledger_view.ledger()
     except DPKPSError as e:  # an unusable ledger folder: said here, nothing can be spent
         st.error(str(e), icon=":material/error:")
         led = None

@@ -24,7 +24,8 @@ from dpkps_core.ledger_store import PersistentLedger
 from dpkps_core.records.run_record import read_ledger_record
 from dpkps_core.records.runfolder import RunFolder
 from studio.run_writes import record_events
-from studio.session import ledger, person_column, ss, train_part
+from studio.session import person_column, ss, train_part
+from studio.ledger_view import ledger
 from studio.streamed import is_streamed
 
 
@@ -126,7 +127,7 @@ def run_account(out: Path, led: PrivacyLedger) -> PrivacyLedger:
     """The run's account, derived from the events recorded for it — its folder's ledger record read against the
     ledger (any session, the app or the CLI), never a session's memory — and never below what its report already
     states (docs/DESIGN.md §2.0; issue 35 part 4: no action lowers a run's ε). A folder made before the record existed
-    takes the events the ledger recorded under its name. ``led``: the corpus's ledger (``studio.session.ledger``)."""
+    takes the events the ledger recorded under its name. ``led``: the corpus's ledger (``studio.ledger_view.ledger``)."""
     if isinstance(led, PersistentLedger):
         record = read_ledger_record(out)
         if record is None:

@@ -99,12 +99,12 @@ def ledger_view_for(run_name: str) -> object | None:
     on its units — the internal edition's left-out counts and ε to date per unit; None otherwise (no corpus loaded,
     an in-memory ledger, or a run of another corpus: nothing is claimed about it)."""
     from dpkps_core.ledger_store import PersistentLedger
-    from studio import session
+    from studio import ledger_view, session
 
     if session.corpus() is None:
         return None
     try:
-        led = session.ledger()
+        led = ledger_view.ledger()
         if not isinstance(led, PersistentLedger):
             return None
         view = led.view()

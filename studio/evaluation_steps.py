@@ -17,8 +17,8 @@ from dpkps_core.llm.factory import DEFAULT_BACKEND, backend_spec
 from studio import page_ref, run_view
 from studio.jobs import Job, start_job
 from studio.resources import embedder, embedding_cache, offline_backend, shared_backend
-from studio.session import (corpus, current_config, documents, ledger, memo_embedder, public_vocabulary, run_dir,
-                            split, ss, term_counts, test_part, train_part)
+from studio.session import corpus, current_config, documents, memo_embedder, public_vocabulary, run_dir, split, ss, term_counts, test_part, train_part
+from studio.ledger_view import ledger
 from studio.tenancy import runs_root
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 from dpkps_core.errors import ParameterError
 from dpkps_core.progress import format_duration
 from dpkps_core.records.runfolder import RunFolder, iter_jsonl
-from studio import accounting, jobs, page_ref, resources, run_view, session
+from studio import accounting, jobs, ledger_view, page_ref, resources, run_view, session
 
 #: Human names of the evaluation metrics (docs/ARCHITECTURE.md).
 METRIC_NAMES = {
@@ -240,7 +240,7 @@ def run_dp_forecast() -> Any:
 
     refuse_while_stepping()  # one DP step at a time: a streamed step still reading the corpus blocks this one
     cfg = session.current_config()  # built and checked once (build_sampling_config)
-    led = session.ledger()
+    led = ledger_view.ledger()
     before = accounting.recorded_event_ids(led)
     train, vocab, nz, eps = session.train_part(), session.public_vocabulary(), session.noise(), eps_forecast()
     by_person, key = bool(session.person_column()), _forecast_key()

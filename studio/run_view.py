@@ -31,7 +31,7 @@ from dpkps_core.records.runfolder import (DENSITY_FILE, EVALUATION_FILE, PRIVACY
 from dpkps_core.errors import DPKPSError, ParameterError, VocabularyError
 from dpkps_core.method.sampling import SamplingOutcome
 from dpkps_core.method.sequences import KeyphraseSequence
-from studio import page_ref, session
+from studio import ledger_view, page_ref, session
 from studio.defaults import BUILTIN_VOCABULARIES
 from studio.resources import embedder, embedding_cache
 
@@ -307,5 +307,5 @@ def sampling_config_used(sequences: Mapping[str, Any] | None = None) -> Sampling
         per_class=q_meta["per_class"], temperature=q_meta["temperature"],
         seed=int(s["demo_seed"]) if seeded else None,
         test_fraction=float(split.test_fraction if split is not None else s["test_fraction"]),
-        epsilon_cap=session.ledger().cap,
+        epsilon_cap=ledger_view.ledger().cap,
     )

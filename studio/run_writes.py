@@ -23,7 +23,7 @@ import numpy as np
 from dpkps_core.records import runfolder
 from dpkps_core.records.run_record import read_ledger_record, write_ledger_record
 from dpkps_core.records.runfolder import DENSITY_FILE, VOCABULARY_FILE, RunFolder
-from studio import run_view, session
+from studio import ledger_view, run_view, session
 from studio.session import corpus, person_column, run_dir, ss
 
 #: which steps' events a kept file carries into a new folder (the forecast steered the Ṽ it keeps)
@@ -132,7 +132,7 @@ def new_run_dir(keep: Sequence[str] = ()) -> tuple[Path, str | None]:
             if src.is_file() and not src.is_symlink():
                 shutil.copyfile(src, new / name)
         if keep:
-            carry_record(Path(old), new, keep, session.ledger())
+            carry_record(Path(old), new, keep, ledger_view.ledger())
             run_view.carry_over(old, new)
     return new, old
 

@@ -18,17 +18,15 @@ Rules (docs/ARCHITECTURE.md "studio/"):
   built on (the held-out fraction, the declared classes, the corpus) are locked or ask first (:func:`has_results`).
 
 The actions that call the core (load a corpus, the DP steps, the background jobs) are in ``studio.steps``,
-``studio.generation_steps`` and ``studio.evaluation_steps``; reopening a run in ``studio.runs``.
+``studio.generation_steps`` and ``studio.evaluation_steps``; reopening a run in ``studio.runs``; the ledger of the
+loaded corpus and the sidebar's figures in ``studio.ledger_view``; the session's public uploads in ``studio.uploads``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import os
 import secrets
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping, MutableMapping, Sequence
 
@@ -38,11 +36,9 @@ import streamlit as st
 from dpkps_core.method import pipeline
 from dpkps_core.method.config import SamplingConfig, build_sampling_config, effective_max_terms, split_epsilon
 from dpkps_core.corpus import Corpus
-from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import DEFAULT_MODEL
 from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
-from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
 from dpkps_core.records.runfolder import VOCABULARY_FILE, create_run_dir
 from dpkps_core.method.split import CorpusSplit, split_documents
 from dpkps_core.method.training_source import StreamedCorpus
@@ -171,92 +167,6 @@ def corpus_id() -> str | None:
     return ss().get("corpus_id")
 
 
-def ledger() -> PrivacyLedger:
-    """The privacy ledger of the current corpus: the persistent unit ledger (``dpkps_core.ledger_store``; docs/DESIGN.md
-    §2.0), opened with the corpus's unit strings — its documents, or its persons when a person column is chosen —
-    and shared with every session and CLI run on the same documents, whatever the file. With login, the store is
-    the signed-in tenant's own (``studio.tenancy``: its own folder, key and caps), shared with that tenant's
-    sessions only. ``events`` are this session's releases; :func:`ledger_status` reads the corpus's units
-    (PRIVATE, local).
-
-    The session's cap field is this run's cap setting (public): the cap of documents new to the ledger and the bound
-    on this session's own ε. Changing it while a corpus is loaded sets the cap of that corpus's documents (persons)
-    in the ledger, recorded with who and when."""
-    s = ss()
-    cid = s.get("corpus_id") or "(no corpus)"
-    ledgers: dict[str, PrivacyLedger] = s["ledgers"]
-    cap = float(s["epsilon_cap"]) if s.get("cap_enabled") else None
-    if cid not in ledgers:
-        c = s.get("corpus")
-        units = c.prepared.units if isinstance(c, StreamedView) else None  # a streamed corpus's: its pass's keys
-        ledgers[cid] = (open_corpus_ledger(c, tool="app", cap=cap, by_person=person_column() is not None,
-                                           store=tenancy.ledger_store(), units=units)
-                        if c is not None and s.get("corpus_id") else PrivacyLedger(cap))
-        new_ledger_notice(ledgers[cid])
-    led = ledgers[cid]
-    if led.cap != cap:
-        led.cap = cap
-    if not isinstance(led, PersistentLedger):
-        return led
-    rd = s.get("run_dir")
-    led.run = Path(rd).name if rd else f"session {s.get('session_token', '?')}"
-    seen: dict[str, float | None] = s.setdefault("ledger_caps", {})
-    if cid not in seen:
-        seen[cid] = cap                     # opened under this setting: it applies to documents new to the ledger
-    elif seen[cid] != cap:
-        led.set_unit_cap(cap)               # changed while this corpus is loaded: its documents' cap (recorded)
-        seen[cid] = cap
-    return led
-
-
-def new_ledger_notice(led: PrivacyLedger) -> None:
-    """On first use of a new ledger folder (a new ``$DPKPS_LEDGER_DIR``, or a new account's ledger): say that a new,
-    empty ledger was created, which knows no earlier release, with its id — never its path (issue 35 part 7)."""
-    if isinstance(led, PersistentLedger) and led.created and not ss().get("_ledger_created_said"):
-        ss()["_ledger_created_said"] = True
-        notice(f"A new, empty privacy ledger was created (ledger id {led.ledger_id}): it knows no release made "
-               "before. If these documents were released under another ledger, point $DPKPS_LEDGER_DIR at that "
-               "ledger's folder instead before spending anything here.")
-
-
-@dataclasses.dataclass(frozen=True)
-class LedgerStatus:
-    """What the sidebar shows about the ledger (the corpus's figures are PRIVATE, local: never exported).
-
-    ``largest``: the largest ε spent by one document (person) of the corpus over every release, app and CLI;
-    ``cap_low``/``cap_high``: the caps of its documents already in the ledger (``None``: no cap); ``cap_setting``:
-    this session's cap field; ``session``: ε spent by this session's releases."""
-
-    unit: str
-    largest: float
-    cap_low: float | None
-    cap_high: float | None
-    cap_setting: float | None
-    session: float
-    releases: int
-    persistent: bool
-
-    @property
-    def cap_text(self) -> str:
-        fmt = lambda c: "no cap" if c is None else f"{c:g}"  # noqa: E731
-        if self.cap_low == self.cap_high:
-            return fmt(self.cap_low)
-        return f"{fmt(self.cap_low)}–{fmt(self.cap_high)}"
-
-
-def ledger_status() -> LedgerStatus:
-    """The ledger figures of the sidebar (raises :class:`~dpkps_core.errors.PrivacyBudgetError` when the ledger
-    cannot be used: shown as an error, nothing spent)."""
-    led = ledger()
-    unit = "person" if person_column() else "document"
-    if not isinstance(led, PersistentLedger):
-        return LedgerStatus(unit, led.total_epsilon, led.cap, led.cap, led.cap, led.total_epsilon, len(led.events), False)
-    view = led.view()
-    low, high = view.cap_range
-    charged = float(sum(led.charged_by_step().values()))  # a release that left every unit out charged no one
-    return LedgerStatus(unit, view.largest_spend, low, high, led.cap, charged, len(view.releases), True)
-
-
 def noise() -> NoiseSource:
     """OS entropy by default; seeded only when "reproducible demo (NOT FOR RELEASE)" is ticked."""
     s = ss()
@@ -353,51 +263,6 @@ def vocabulary_spec() -> str:
             raise VocabularyError("Upload a vocabulary file (one term per line) or choose a built-in vocabulary.")
         return str(path)
     return str(s["vocabulary"])
-
-
-def session_tmp() -> Path:
-    """A private temp folder of this session (owner-only) for PUBLIC uploads such as a vocabulary file.
-
-    It is a ``tempfile.TemporaryDirectory`` held only by this session's state: when the session ends, Streamlit
-    drops the state, the object is garbage-collected and its finalizer deletes the folder (also at exit)."""
-    s = ss()
-    holder = s.get("session_tmp")
-    if not isinstance(holder, tempfile.TemporaryDirectory) or not Path(holder.name).is_dir():
-        holder = tempfile.TemporaryDirectory(prefix="dpkps-session-")
-        os.chmod(holder.name, 0o700)
-        s["session_tmp"] = holder
-    return Path(holder.name)
-
-
-def vocabulary_file_name(filename: str) -> str:
-    """A PUBLIC vocabulary upload's own file name, made safe to save: letters, digits, ``-``, ``_`` and ``.`` only
-    (no folders), the extension kept (``.txt`` when it has none), at most 80 characters."""
-    base = Path(str(filename).replace("\\", "/")).name
-    keep = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in base).strip("._") or "vocabulary"
-    stem, dot, ext = keep.rpartition(".")
-    if not dot or not stem or not ext.isalnum() or len(ext) > 8:
-        stem, ext = keep, "txt"
-    return f"{stem[:70]}.{ext.lower()}"
-
-
-def save_vocabulary_upload(data: bytes, filename: str) -> Path:
-    """Save a PUBLIC vocabulary upload in this session's temp folder under its own (sanitised) file name, so that
-    the run folder and the bundle name it as the user knows it — ``to_run_dict`` writes the file name and its
-    SHA-256, never the path (docs/PRIVACY.md). Another file of the same name gets a short ``-2``, ``-3``… suffix;
-    the same bytes again reuse their file."""
-    name = vocabulary_file_name(filename)
-    folder = session_tmp()
-    stem, ext = name.rsplit(".", 1)
-    path, n = folder / name, 1
-    while path.exists() and path.read_bytes() != data:
-        n += 1
-        path = folder / f"{stem}-{n}.{ext}"
-    path.write_bytes(data)
-    s = ss()
-    s["vocab_upload_path"] = str(path)
-    s["vocab_upload_name"] = path.name
-    s["vocab_upload_sha256"] = hashlib.sha256(data).hexdigest()
-    return path
 
 
 def public_vocabulary() -> PublicVocabulary:

@@ -38,8 +38,8 @@ from studio.jobs import Job, start_job
 from studio.resources import cached_vocabulary, demo_corpus, embedder, embedding_cache
 from studio.accounting import forecast_event_ids, record_step, recorded_event_ids, reserve_plan, run_account
 from studio.run_writes import abandon_run_dir, new_run_dir, run_state_base, save_densities, write_run_state
-from studio.session import (clear_after, corpus, current_config, ledger, noise, notice, privacy_unit,
-                            public_vocabulary, run_dir, ss, term_counts, test_part, train_part)
+from studio.session import clear_after, corpus, current_config, noise, notice, privacy_unit, public_vocabulary, run_dir, ss, term_counts, test_part, train_part
+from studio.ledger_view import ledger
 from studio.streamed import Metered, StreamedView, is_streamed, remember_term_counts
 
 # ============================================================================================ 1. corpus

@@ -14,7 +14,7 @@ import streamlit as st
 
 from dpkps_core.dossier.labels import format_epsilon, humanize_key, parameter_label, step_label
 from dpkps_core.errors import DPKPSError
-from studio import fast_mode, jobs, next_page, page, page_ref, run_view, session, tenancy
+from studio import fast_mode, jobs, ledger_view, next_page, page, page_ref, run_view, session, tenancy
 
 log = logging.getLogger("dpkps.studio")
 
@@ -304,7 +304,7 @@ def unit_word() -> str:
 
 
 #: The uploaded vocabulary's saved name is ``<stem>-<12 hex digits of its SHA-256>.txt`` in a session temp folder
-#: (``studio.session.save_vocabulary_upload``); neither the folder nor the digest means anything to a user.
+#: (``studio.uploads.save_vocabulary_upload``); neither the folder nor the digest means anything to a user.
 _HASHED_STEM = re.compile(r"^(?P<stem>.*)-[0-9a-f]{12}$")
 
 
@@ -381,7 +381,7 @@ def later_releases(run_name: str | None) -> tuple[float, int] | None:
 
     if session.corpus() is None:
         return None
-    led = session.ledger()
+    led = ledger_view.ledger()
     if not isinstance(led, PersistentLedger):
         return None
     view = led.view()

@@ -139,11 +139,11 @@ def test_charts_are_plotly_figures() -> None:
 def test_session_upload_folder_is_removed_when_the_session_state_goes(monkeypatch) -> None:
     import gc
 
-    from studio import session
+    from studio import uploads
 
     fake_session: dict = {}
-    monkeypatch.setattr(session, "ss", lambda: fake_session)
-    path = session.save_vocabulary_upload(b"goal\nmatch\n", "my vocab.txt")
+    monkeypatch.setattr(uploads, "ss", lambda: fake_session)
+    path = uploads.save_vocabulary_upload(b"goal\nmatch\n", "my vocab.txt")
     folder = path.parent
     assert path.read_bytes() == b"goal\nmatch\n" and oct(folder.stat().st_mode)[-3:] == "700"
     fake_session.clear()  # what Streamlit does with a session's state when the session ends

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app_helpers import goto, new_app, toy_csv, upload_corpus, walk
-from studio.session import vocabulary_file_name
+from studio.uploads import vocabulary_file_name
 
 pytestmark = [pytest.mark.assets]
 
