@@ -140,17 +140,34 @@ class ForecastStatistics:
                 "neighbouring": self.neighbouring}
 
 
+def forecast_event(*, epsilon: float, terms_per_doc: int, curve_share: float, thresholds: int, classes: int,
+                   public_vocabulary_size: int, neighbouring: str = ADD_REMOVE_ONE_DOCUMENT) -> ForecastStatisticsEvent:
+    """The forecast release's frozen event, from public input only (ε, S, the share a, how many thresholds and
+    classes, |V|): built before anything is admitted (``dpkps_core.dp.release.release``)."""
+    b_curve, b_class = noise_scales(epsilon, terms_per_doc, float(curve_share))
+    return ForecastStatisticsEvent(
+        mechanism=MECHANISM, step=STEP, epsilon=epsilon, sensitivity=1.0, noise_scale=1.0 / epsilon,
+        neighbouring=neighbouring,
+        released=(f"Laplace-noised count curve of V's term counts at {thresholds} public thresholds (sensitivity S = "
+                  f"{terms_per_doc}, share {float(curve_share):g} of ε) and per-class document counts (sensitivity "
+                  "1), as one vector of L1 sensitivity 1"),
+        thresholds=int(thresholds), terms_per_doc=terms_per_doc, curve_share=float(curve_share),
+        curve_noise_scale=b_curve, class_noise_scale=b_class, classes=int(classes),
+        public_vocabulary_size=int(public_vocabulary_size))
+
+
 def release_forecast_statistics(
     counts: np.ndarray, labels: Sequence[str], *, classes: Sequence[str], epsilon: float, terms_per_doc: int,
-    noise: NoiseSource, ledger: PrivacyLedger, public_vocabulary: str = "", groups: Sequence[str] | None = None,
-    thresholds: Sequence[int] = DEFAULT_THRESHOLDS, curve_share: float = DEFAULT_CURVE_SHARE,
-    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
+    noise: NoiseSource, ledger: PrivacyLedger | None, public_vocabulary: str = "",
+    groups: Sequence[str] | None = None, thresholds: Sequence[int] = DEFAULT_THRESHOLDS,
+    curve_share: float = DEFAULT_CURVE_SHARE, neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> ForecastStatistics:
     """ε-DP release of the count curve of ``counts`` (per-term first-S-distinct counts over ALL of V, computed on
     the ADMITTED documents) and of the class sizes of ``labels`` (see the module docstring for the relation,
     the sensitivity 1 of the rescaled vector and the noise Laplace(1/ε)).
 
-    Charges ``ledger`` with the frozen event first, then draws the noise."""
+    Charges ``ledger`` with the frozen event (:func:`forecast_event`) first, then draws the noise; ``ledger=None``:
+    the caller has charged that event already (``dpkps_core.dp.release.release``)."""
     epsilon = check_epsilon(epsilon, "ε_forecast")
     terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)")
     if not 0.0 < float(curve_share) < 1.0:
@@ -161,21 +178,16 @@ def release_forecast_statistics(
     counts = np.asarray(counts)
     curve = count_curve(counts, t)
     sizes = class_sizes(labels, classes, groups)
-    b_curve, b_class = noise_scales(epsilon, terms_per_doc, float(curve_share))
-    ledger.charge(ForecastStatisticsEvent(  # charge first: before any noise is drawn (docs/DESIGN.md §2.0)
-        mechanism=MECHANISM, step=STEP, epsilon=epsilon, sensitivity=1.0, noise_scale=1.0 / epsilon,
-        neighbouring=neighbouring,
-        released=(f"Laplace-noised count curve of V's term counts at {t.size} public thresholds (sensitivity S = "
-                  f"{terms_per_doc}, share {float(curve_share):g} of ε) and per-class document counts (sensitivity "
-                  "1), as one vector of L1 sensitivity 1"),
-        thresholds=int(t.size), terms_per_doc=terms_per_doc, curve_share=float(curve_share),
-        curve_noise_scale=b_curve, class_noise_scale=b_class, classes=len(classes),
-        public_vocabulary_size=int(counts.size)))
-    noisy_curve = noise.add_laplace(curve, scale=b_curve, integer_valued=True)
-    noisy_sizes = noise.add_laplace(sizes, scale=b_class, integer_valued=groups is None)
+    event = forecast_event(epsilon=epsilon, terms_per_doc=terms_per_doc, curve_share=float(curve_share),
+                           thresholds=int(t.size), classes=len(classes), public_vocabulary_size=int(counts.size),
+                           neighbouring=neighbouring)
+    if ledger is not None:
+        ledger.charge(event)  # charge first: before any noise is drawn (docs/DESIGN.md §2.0)
+    noisy_curve = noise.add_laplace(curve, scale=event.curve_noise_scale, integer_valued=True)
+    noisy_sizes = noise.add_laplace(sizes, scale=event.class_noise_scale, integer_valued=groups is None)
     return ForecastStatistics(
         thresholds=tuple(int(x) for x in t), curve=np.asarray(noisy_curve, dtype=np.float64),
         classes=tuple(str(c) for c in classes), class_counts=np.asarray(noisy_sizes, dtype=np.float64),
         public_vocabulary=public_vocabulary, public_vocabulary_size=int(counts.size), terms_per_doc=terms_per_doc,
-        epsilon=epsilon, curve_share=float(curve_share), curve_noise_scale=b_curve, class_noise_scale=b_class,
-        neighbouring=neighbouring)
+        epsilon=epsilon, curve_share=float(curve_share), curve_noise_scale=event.curve_noise_scale,
+        class_noise_scale=event.class_noise_scale, neighbouring=neighbouring)

@@ -17,9 +17,11 @@ from dpkps_core.method.budget import admit
 from dpkps_core.method.config import LIMITS, SamplingConfig
 from dpkps_core.method.training_source import StreamedCorpus
 from dpkps_core.corpus import Corpus
-from dpkps_core.dp.forecast import (DEFAULT_CURVE_SHARE, DEFAULT_FORECAST_EPSILON, ForecastStatistics,
-                                    release_forecast_statistics)
+from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
+from dpkps_core.dp.forecast import (DEFAULT_CURVE_SHARE, DEFAULT_FORECAST_EPSILON, DEFAULT_THRESHOLDS,
+                                    ForecastStatistics, forecast_event, release_forecast_statistics)
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import release
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.embeddings import Embedder
@@ -49,9 +51,10 @@ def release_forecast(
     epsilon: float = DEFAULT_FORECAST_EPSILON, terms_per_doc: int = 10, by_person: bool = False,
     curve_share: float = DEFAULT_CURVE_SHARE, progress: Progress | None = None,
 ) -> ForecastStatistics:
-    """The DP forecast's release path (docs/DESIGN.md §2.0 order): admit the training part's units
-    (``dpkps_core.method.budget.admit``, which charges them) → count on the admitted documents only → charge the frozen
-    event (step ``"forecast"``) → draw the noise (:func:`~dpkps_core.dp.forecast.release_forecast_statistics`).
+    """The DP forecast's release, in the one order of :func:`dpkps_core.dp.release.release` (docs/DESIGN.md §2.0):
+    admit the training part's units (charged at once) → count on the admitted documents only → charge the frozen
+    event (:func:`~dpkps_core.dp.forecast.forecast_event`, step ``"forecast"``) → draw the noise
+    (:func:`~dpkps_core.dp.forecast.release_forecast_statistics`).
 
     ``train`` is the training part, in memory or streamed from its file
     (:class:`~dpkps_core.method.training_source.StreamedCorpus`: its admitted rows counted chunk by chunk by the
@@ -60,27 +63,38 @@ def release_forecast(
     forecasts of that S only)."""
     epsilon = check_epsilon(epsilon, "ε_forecast")
     terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)", maximum=LIMITS["terms_per_doc"])
+    if not 0.0 < float(curve_share) < 1.0:  # refusals on public input come before anything is admitted
+        raise ParameterError("The forecast's curve share must lie strictly between 0 and 1.")
     if isinstance(train, StreamedCorpus):
         if bool(by_person) != train.by_person:
             raise ParameterError("This streamed corpus was prepared for another unit of privacy; open it again.")
-        part = train.admit_training_rows(ledger, epsilon, "the DP forecast")  # charged now, before any chunk
-        counts = pipeline.admitted_term_counts(part, vocabulary, terms_per_doc=terms_per_doc, progress=progress)
-        return release_forecast_statistics(
-            counts, part.labels, classes=part.classes, epsilon=epsilon, terms_per_doc=terms_per_doc, noise=noise,
-            ledger=part.ticket, public_vocabulary=vocabulary.name, groups=part.groups, curve_share=curve_share,
-            neighbouring=part.neighbouring)
-    train = train.declared_only() if train.public_classes is not None else train
-    classes = tuple(train.classes)
-    if by_person and train.persons is None:
-        raise ParameterError("The privacy unit is a person, but the corpus has no person column.")
-    admission = admit(train, ledger, epsilon, by_person=by_person, what="the DP forecast")
-    admitted = admission.corpus
-    groups = admitted.persons if by_person else None
-    counts = pipeline.term_counts(admitted.texts, vocabulary, terms_per_doc=terms_per_doc, groups=groups)
-    return release_forecast_statistics(
-        counts, admitted.labels, classes=classes, epsilon=epsilon, terms_per_doc=terms_per_doc, noise=noise,
-        ledger=admission.ticket, public_vocabulary=vocabulary.name, groups=groups, curve_share=curve_share,
-        neighbouring=admitted.privacy_unit if by_person else "add/remove one document")
+        classes, unit = tuple(train.classes), train.privacy_unit
+        admit_rows: Any = lambda: train.admit_training_rows(ledger, epsilon, "the DP forecast")  # noqa: E731
+        statistic: Any = lambda part: (  # noqa: E731 - its rows chunk by chunk (the vocabulary pass)
+            pipeline.admitted_term_counts(part, vocabulary, terms_per_doc=terms_per_doc, progress=progress),
+            part.labels, part.groups)
+    else:
+        train = train.declared_only() if train.public_classes is not None else train
+        classes = tuple(train.classes)
+        if by_person and train.persons is None:
+            raise ParameterError("The privacy unit is a person, but the corpus has no person column.")
+        unit = train.privacy_unit if by_person else ADD_REMOVE_ONE_DOCUMENT
+        admit_rows = lambda: admit(train, ledger, epsilon, by_person=by_person, what="the DP forecast")  # noqa: E731
+
+        def statistic(admission: Any) -> tuple[np.ndarray, Any, Any]:
+            docs = admission.corpus
+            groups = docs.persons if by_person else None
+            return (pipeline.term_counts(docs.texts, vocabulary, terms_per_doc=terms_per_doc, groups=groups),
+                    docs.labels, groups)
+    if not classes:
+        raise ParameterError("The forecast needs the declared class names.")
+    event = forecast_event(epsilon=epsilon, terms_per_doc=terms_per_doc, curve_share=float(curve_share),
+                           thresholds=len(DEFAULT_THRESHOLDS), classes=len(classes),
+                           public_vocabulary_size=len(vocabulary), neighbouring=unit)
+    # the one release order (dpkps_core.dp.release): admit → count the admitted → charge the event → draw the noise
+    return release(admit_rows, statistic=statistic, event=event, draw=lambda _, stat: release_forecast_statistics(
+        stat[0], stat[1], classes=classes, epsilon=epsilon, terms_per_doc=terms_per_doc, noise=noise, ledger=None,
+        public_vocabulary=vocabulary.name, groups=stat[2], curve_share=curve_share, neighbouring=unit)).value
 
 
 def dp_forecast(
