@@ -17,12 +17,14 @@ import streamlit as st
 from dpkps_core.errors import DPKPSError
 from dpkps_core.risk import format_probability, posterior_bound
 from studio import PAGES, generation_steps, ledger_view, page_ref, resources, runs, session, tenancy, widgets
+from studio.state import session_state
 
 def other_corpora_released_on() -> int:
     """How many corpora OTHER than the loaded one this session released on (its in-session ledgers). Their ε is
     not summed: a total over different corpora is nobody's loss (each document's budget is its own, docs/DESIGN.md §2.0)."""
-    current = st.session_state.get("corpus_id") if session.corpus() is not None else None
-    return sum(1 for cid, led in (st.session_state.get("ledgers") or {}).items()
+    state = session_state()
+    current = state.loaded.corpus_id if session.corpus() is not None else None
+    return sum(1 for cid, led in (state.ledgers or {}).items()
                if cid != current and led.total_epsilon > 0)
 
 

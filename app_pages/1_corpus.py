@@ -14,15 +14,15 @@ from dpkps_core.method.config import LIMITS
 from dpkps_core.errors import DPKPSError
 from dpkps_core.method.matching import truncated_count
 from studio import charts, corpus_files, defaults, page_ref, session, step_progress, steps, streamed, widgets
+from studio.state import session_state
 
 widgets.page_header("corpus",
                     "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
                     "memory on this machine; only DP outputs ever leave it.")
-s = st.session_state
-
+state = session_state()
 data_dir = corpus_files.server_data_dir()  # the deployment's data folder ($DPKPS_DATA_DIR), if any
-if s["corpus_source"] == "server" and data_dir is None:
-    s["corpus_source"] = "upload"
+if state.settings.corpus_source == "server" and data_dir is None:
+    state.settings.corpus_source = "upload"
 widgets.bound(st.radio, "Corpus", "corpus_source", options=["demo", "upload"] + (["server"] if data_dir else []),
               horizontal=True, format_func={"demo": "Demo corpus (preselected)", "upload": "Upload my corpus",
                                             "server": "A corpus in the server's data folder"}.get)
@@ -55,15 +55,15 @@ def file_source(name: str, *, read_columns: Callable[[], tuple[list[str], str | 
     """The column pickers, the replace confirmation and the Load button for one file — an upload or a corpus of
     the server's data folder; ``read_columns()`` gives its columns and the name rule's guesses, ``load(...)`` loads
     it with the chosen columns."""
-    if s.get("upload_error_file") not in (None, name):
-        s.pop("upload_error", None)  # a new file: the previous file's error no longer applies
+    if state.loaded.upload_error_file not in (None, name):
+        state.loaded.upload_error = None  # a new file: the previous file's error no longer applies
     columns = None
     try:
         columns, guess_text, guess_label = read_columns()
     except DPKPSError as exc:
         exc = _in_app_words(exc)
         # a file that cannot be read changes nothing: the corpus loaded before and every result stay in place
-        s["upload_error"], s["upload_error_file"] = f"{name}: {exc}", name
+        state.loaded.upload_error, state.loaded.upload_error_file = f"{name}: {exc}", name
         st.error(f"**{name} cannot be loaded** — {exc} Nothing changed: the corpus loaded before and "
                  "every result built on it stay as they are.", icon=":material/block:")
     if columns is not None:
@@ -73,14 +73,14 @@ def file_source(name: str, *, read_columns: Callable[[], tuple[list[str], str | 
                 # one row switch the column); when no name or several names fit, the user picks. Once this file
                 # is loaded, the pickers start from the columns the loaded corpus was actually read from.
                 loaded = session.corpus()
-                if (loaded is not None and defaults.is_user_corpus(s.get("corpus_id"))
-                        and s.get("corpus_filename") == name):
+                if (loaded is not None and defaults.is_user_corpus(state.loaded.corpus_id)
+                        and state.loaded.corpus_filename == name):
                     guess_text = loaded.text_column or guess_text
                     guess_label = loaded.label_column or guess_label
                 # the person column: the loaded upload's when this file has it too (a corrected file keeps the
                 # unit of privacy), else a column whose NAME says it identifies a person (patient_id, mrn…)
                 kept_person = (loaded.person_column if loaded is not None
-                               and defaults.is_user_corpus(s.get("corpus_id")) else None)
+                               and defaults.is_user_corpus(state.loaded.corpus_id) else None)
                 guess_person = (kept_person if kept_person in columns else
                                 suggest_person_column(columns, exclude=(guess_text, guess_label)))
                 if guess_text is None:
@@ -116,7 +116,7 @@ def file_source(name: str, *, read_columns: Callable[[], tuple[list[str], str | 
             else:
                 text_col = label_col = person_col = None
                 st.caption("ZIP of .txt files: each file is a document, labelled by the folder that holds it.")
-            replacing = session.has_results() and s.get("corpus_id") is not None
+            replacing = session.has_results() and state.loaded.corpus_id is not None
             sure = True
             if replacing:
                 st.warning(replace_notice(f"“{name}”"), icon=":material/warning:")
@@ -127,41 +127,41 @@ def file_source(name: str, *, read_columns: Callable[[], tuple[list[str], str | 
                     c = load(text_column=text_col, label_column=label_col, person_column=person_col)
                 except DPKPSError as exc:  # refused before anything was replaced: the loaded corpus stays
                     exc = _in_app_words(exc)
-                    s["upload_error"], s["upload_error_file"] = f"{name}: {exc}", name
+                    state.loaded.upload_error, state.loaded.upload_error_file = f"{name}: {exc}", name
                     st.error(f"**{name} cannot be loaded** — {exc} Nothing changed: the corpus loaded "
                              "before and every result built on it stay as they are.", icon=":material/block:")
                 else:
-                    s.pop("upload_error", None)
+                    state.loaded.upload_error = None
                     st.success(f"Loaded {widgets.plural(len(c), 'document')} with "
                                f"{widgets.plural(len(c.observed_classes), 'distinct label')}.")
 
 
-if s["corpus_source"] == "demo":
+if state.settings.corpus_source == "demo":
     widgets.bound(st.selectbox, "Demo corpus", "demo_spec", options=list(defaults.DEMO_CHOICES),
                   format_func=defaults.DEMO_CHOICES.get)
-    s.pop("upload_error", None)
+    state.loaded.upload_error = None
     with widgets.guard():
-        if s.get("corpus_id") != s["demo_spec"]:
-            if session.has_results() and s.get("corpus_id"):
+        if state.loaded.corpus_id != state.settings.demo_spec:
+            if session.has_results() and state.loaded.corpus_id:
                 # never discard paid-for results as a side effect of a selection: ask first
-                st.warning(replace_notice(f"the demo corpus “{defaults.DEMO_CHOICES[s['demo_spec']]}”"),
+                st.warning(replace_notice(f"the demo corpus “{defaults.DEMO_CHOICES[state.settings.demo_spec]}”"),
                            icon=":material/warning:")
                 c1, c2 = st.columns(2)
                 if c1.button("Switch corpus (results put aside)", key="confirm_switch_demo", icon=":material/swap_horiz:"):
                     with st.spinner("Loading the demo corpus…"):
-                        steps.load_demo(s["demo_spec"])
+                        steps.load_demo(state.settings.demo_spec)
                     st.rerun()
                 if c2.button("Keep the current corpus and its results", key="keep_corpus", type="primary"):
-                    cid = str(s.get("corpus_id") or "")
+                    cid = str(state.loaded.corpus_id or "")
                     if cid.startswith("demo:"):
-                        s["demo_spec"] = cid
+                        state.settings.demo_spec = cid
                     else:
-                        s["corpus_source"] = "upload"
+                        state.settings.corpus_source = "upload"
                     st.rerun()
             else:
                 with st.spinner("Loading the demo corpus…"):
-                    steps.load_demo(s["demo_spec"])
-elif s["corpus_source"] == "upload":
+                    steps.load_demo(state.settings.demo_spec)
+elif state.settings.corpus_source == "upload":
     st.markdown("CSV, TSV, JSONL, Parquet (one document per row, a text and a label column) or a ZIP of `.txt` "
                 "files in one folder per class. Up to 200 MB through the browser"
                 + (" — larger corpora from the server's data folder (the third choice above)." if data_dir else "."))
@@ -199,10 +199,10 @@ else:
                         load=load_server)
 
 corpus = session.corpus()
-if s["corpus_source"] != "demo" and (corpus is None or not defaults.is_user_corpus(s.get("corpus_id"))):
+if state.settings.corpus_source != "demo" and (corpus is None or not defaults.is_user_corpus(state.loaded.corpus_id)):
     corpus = None  # the demo corpus loaded before is not the user's: say so instead of showing it under "upload"
-    if s.get("upload_error"):
-        st.warning(f"**No corpus of yours is loaded.** The last file could not be loaded — {s['upload_error']}",
+    if state.loaded.upload_error:
+        st.warning(f"**No corpus of yours is loaded.** The last file could not be loaded — {state.loaded.upload_error}",
                    icon=":material/block:")
     else:
         st.info("No corpus of yours is loaded yet: choose a file above and press “Load this corpus”.")
@@ -251,7 +251,7 @@ if corpus is not None:
                  hide_index=True, key="table.class_counts")
 
     st.subheader("Public class names")
-    if s.get("corpus_source") == "demo":
+    if state.settings.corpus_source == "demo":
         st.markdown(f"The demo corpus is public, and so is its class list: **{', '.join(corpus.classes)}**.")
     else:
         st.markdown("The class names are **released** with the synthetic corpus (its labels, the privacy report), "
@@ -261,9 +261,9 @@ if corpus is not None:
         suggested = list(corpus.public_classes or corpus.observed_classes)
         names = st.multiselect("Public class names (add your own by typing)",
                                options=list(dict.fromkeys(corpus.observed_classes + suggested)),
-                               default=suggested, accept_new_options=True, key=f"class_names:{s['corpus_id']}")
+                               default=suggested, accept_new_options=True, key=f"class_names:{state.loaded.corpus_id}")
         confirmed = st.checkbox("I confirm these class names are public",
-                                key=f"class_names_confirmed:{s['corpus_id']}")
+                                key=f"class_names_confirmed:{state.loaded.corpus_id}")
         locked = session.has_results() and corpus.declared
         if locked:
             st.caption(":material/lock: The declared classes are locked while Ṽ and what followed exist (they were "
@@ -308,5 +308,5 @@ if corpus is not None:
                 st.rerun()
     widgets.next_button("corpus", enabled=corpus.declared,
                         help=None if corpus.declared else "Declare the public class names first.")
-elif s["corpus_source"] == "demo":
+elif state.settings.corpus_source == "demo":
     st.info("Load a corpus to continue.")

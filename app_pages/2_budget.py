@@ -13,11 +13,12 @@ from dpkps_core.method.config import LIMITS
 from dpkps_core.method.vocabulary import VOCABULARIES
 from studio import (charts, current, defaults, ledger_view, review, run_view, session, spend, step_progress, steps,
                     streamed, tenancy, uploads, widgets)
+from studio.state import session_state
 
 widgets.page_header("budget",
                     "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
                     "each document may contribute, and how the privacy budget ε is split.")
-s = st.session_state
+state = session_state()
 with widgets.guard():
     steps.finish_step_jobs()  # a streamed DP forecast that ended since the last run: the session keeps its release
 EPS_TOTAL_RANGE = (0.0, 100.0)      # ε = ε_voc + ε_kde: above 0, at most 100 (the app's bound)
@@ -34,39 +35,39 @@ def times(x: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def checked(key: str, low: float, high: float, what: str, default: float) -> None:
-    """on_change of a number box without browser-side bounds: an out-of-range value is said ON the page (not only
-    in a tooltip) and the last valid value is kept."""
-    value = s.get(key)
-    ok_key, err_key = f"_{key}.ok", f"_{key}.error"
+def checked(name: str, low: float, high: float, what: str, default: float) -> None:
+    """on_change of a number box without browser-side bounds (bound to setting ``name``): an out-of-range value is
+    said ON the page (not only in a tooltip) and the last valid value is kept."""
+    value = getattr(state.settings, name)
+    checks = state.range_checks
     if value is None or not (low < float(value) <= high):
         shown = "empty" if value is None else f"{float(value):,.6g}"
-        kept = float(s.get(ok_key, default))
-        s[err_key] = (f"{what} = {shown} is out of range: it must be above {low:g} and at most {high:g}. "
-                      f"Kept {what} = {kept:g}; nothing was spent.")
-        s[key] = kept
+        kept = float(checks.last_valid.get(name, default))
+        checks.errors[name] = (f"{what} = {shown} is out of range: it must be above {low:g} and at most {high:g}. "
+                               f"Kept {what} = {kept:g}; nothing was spent.")
+        setattr(state.settings, name, kept)
     else:
-        s[ok_key] = float(value)
-        s.pop(err_key, None)
+        checks.last_valid[name] = float(value)
+        checks.errors.pop(name, None)
 
 
-def range_error(key: str, where) -> None:
-    if s.get(f"_{key}.error"):
-        where.error(s[f"_{key}.error"], icon=":material/error:")
+def range_error(name: str, where) -> None:
+    if state.range_checks.errors.get(name):
+        where.error(state.range_checks.errors[name], icon=":material/error:")
 
 # ------------------------------------------------------------------------------------------- vocabulary
 st.subheader("Public vocabulary")
 names = {**{k: k for k in defaults.BUILTIN_VOCABULARIES}, "upload": "upload my own (one term per line)"}
 widgets.bound(st.selectbox, "Vocabulary V", "vocabulary", options=list(names), format_func=names.get)
-if s["vocabulary"] == "upload":
+if state.settings.vocabulary == "upload":
     up = st.file_uploader("Public vocabulary file (UTF-8, one term per line)", type=["txt", "csv", "tsv"],
                           key="vocab_upload")
     if up is not None:
         uploads.save_vocabulary_upload(up.getvalue(), up.name)
-    if s.get("vocab_upload_name"):
-        st.caption(f"Using {s['vocab_upload_name']} (public; kept in a session temp folder).")
+    if state.uploads.vocab_upload_name:
+        st.caption(f"Using {state.uploads.vocab_upload_name} (public; kept in a session temp folder).")
 else:
-    meta = VOCABULARIES[s["vocabulary"]]
+    meta = VOCABULARIES[state.settings.vocabulary]
     st.caption(f"{meta['description']} Licence: {meta['licence']}")
 c1, c2, c3 = st.columns(3)
 widgets.bound(c1.checkbox, "Remove English stop words", "remove_stopwords")
@@ -88,8 +89,8 @@ widgets.bound(c2.number_input, "N — private vocabulary size", "vocab_size", mi
               max_value=LIMITS["vocab_size"], step=100)
 widgets.bound(c3.selectbox, "How Ṽ is cut from the noisy counts", "selection_rule", options=["top-n", "noise-floor"],
               format_func={"top-n": "top N (paper)", "noise-floor": "top N above the noise floor"}.get)
-if vocab is not None and int(s["vocab_size"]) > len(vocab):
-    st.error(f"N = {int(s['vocab_size']):,} is larger than the public vocabulary (|V| = {len(vocab):,} terms): Ṽ "
+if vocab is not None and int(state.settings.vocab_size) > len(vocab):
+    st.error(f"N = {int(state.settings.vocab_size):,} is larger than the public vocabulary (|V| = {len(vocab):,} terms): Ṽ "
              f"cannot have more terms than V. Choose N ≤ {len(vocab):,} — the private vocabulary step refuses this "
              "before anything is spent.", icon=":material/error:")
 widgets.bound(st.selectbox, "Embedding model (public)", "embedding_model", options=list(EMBEDDING_MODELS),
@@ -119,35 +120,36 @@ unit = "person" if session.person_column() else "document"
 mine = tenancy.current().signed_in  # with login: this account's own ledger (studio.tenancy)
 covers = (f"each {unit}'s total ε over every release of this corpus"
           + (" from your account (your own ledger)" if mine else ", in the app and on the command line"))
-cap_now = float(s["epsilon_cap"]) if s["cap_enabled"] else None
+cap_now = float(state.settings.epsilon_cap) if state.settings.cap_enabled else None
 
 
 def reset_cap_draft() -> None:
-    s["cap_draft_enabled"] = bool(s["cap_enabled"])
-    s["cap_draft_value"] = float(s["epsilon_cap"])
-    s.pop("_cap_draft_value.error", None)
+    state.settings.cap_draft_enabled = bool(state.settings.cap_enabled)
+    state.settings.cap_draft_value = float(state.settings.epsilon_cap)
+    state.range_checks.errors.pop("cap_draft_value", None)
 
 
 def apply_cap_draft() -> None:
-    s["cap_enabled"] = bool(s["cap_draft_enabled"])
-    if s["cap_enabled"]:
-        s["epsilon_cap"] = float(s["cap_draft_value"])
-    session.notice("Cap changed: " + (f"{widgets.eps(s['epsilon_cap'])}" if s["cap_enabled"] else "no cap") + f" on {covers}"
+    state.settings.cap_enabled = bool(state.settings.cap_draft_enabled)
+    if state.settings.cap_enabled:
+        state.settings.epsilon_cap = float(state.settings.cap_draft_value)
+    session.notice("Cap changed: " + (f"{widgets.eps(state.settings.epsilon_cap)}" if state.settings.cap_enabled else "no cap") + f" on {covers}"
                    + (" (recorded in the ledger's cap history)." if session.corpus() is not None else "."))
 
 
-if "cap_draft_enabled" not in s or "cap_draft_value" not in s:
+if state.settings.cap_draft_enabled is None or state.settings.cap_draft_value is None:
     reset_cap_draft()
-c3.checkbox("Budget cap", key="cap_draft_enabled",
-            help=f"A cap on {covers}. A {unit} whose spend plus a step's ε would exceed it is left out of that step; "
+widgets.bound(c3.checkbox, "Budget cap", "cap_draft_enabled",
+              help=f"A cap on {covers}. A {unit} whose spend plus a step's ε would exceed it is left out of that step; "
                  "a step whose own ε would take this session over it is refused before anything is spent.")
-if s["cap_draft_enabled"]:
-    c3.number_input(f"Cap on {covers} (default {defaults.default_settings()['epsilon_cap']:g})", key="cap_draft_value", step=1.0,
-                    on_change=lambda: checked("cap_draft_value", *CAP_RANGE, "The cap", float(s["epsilon_cap"])),
+if state.settings.cap_draft_enabled:
+    widgets.bound(c3.number_input, f"Cap on {covers} (default {defaults.default_settings()['epsilon_cap']:g})",
+                  "cap_draft_value", step=1.0,
+                  on_change=lambda: checked("cap_draft_value", *CAP_RANGE, "The cap", float(state.settings.epsilon_cap)),
                     help=f"{unit.capitalize()}s new to the ledger get this cap; changing it while a corpus is loaded "
                          f"sets the cap of that corpus's {unit}s, recorded in the ledger with who and when.")
     range_error("cap_draft_value", c3)
-cap_draft = float(s["cap_draft_value"]) if s["cap_draft_enabled"] else None
+cap_draft = float(state.settings.cap_draft_value) if state.settings.cap_draft_enabled else None
 if cap_draft != cap_now:
     fmt = lambda c: "no cap" if c is None else f"{c:g}"  # noqa: E731
     if cap_draft is None or (cap_now is not None and cap_draft > cap_now):
@@ -241,11 +243,12 @@ with st.expander("What does ε mean here?", expanded=True):
 # ------------------------------------------------------------------------------------------- presets
 st.subheader("Presets and noise source")
 widgets.bound(st.toggle, "Paper settings (RFF DP-KDE, σ = 1, I = 2000, no junk filter) instead of the defaults",
-              "paper_settings", on_change=lambda: defaults.apply_paper_settings(s, bool(s["paper_settings"])))
+              "paper_settings", on_change=lambda: defaults.apply_paper_settings(state.settings,
+                                                                                bool(state.settings.paper_settings)))
 widgets.bound(st.checkbox, "Reproducible demo (seeded noise, NOT FOR RELEASE)", "seeded_demo",
               help="Unticked (default): noise comes from the operating system's entropy. Ticked: a fixed seed, so "
                    "the same clicks give the same output; the report and bundle then say NOT FOR RELEASE.")
-if s["seeded_demo"]:
+if state.settings.seeded_demo:
     widgets.bound(st.number_input, "Demo seed", "demo_seed", min_value=0, max_value=2**31 - 1)
     st.warning("Seeded noise is predictable: outputs of this mode are a demo, NOT FOR RELEASE.",
                icon=":material/warning:")
@@ -257,7 +260,7 @@ with st.expander("Advanced: noise sampler"):
                        "(about 0.5 s per 50,000 vocabulary terms). NumPy: faster floating-point samplers. A "
                        "reproducible demo seed always uses NumPy, since OpenDP's samplers cannot be seeded. The "
                        "privacy report records the sampler of every release.")
-    if s["seeded_demo"] and s["noise_sampler"] == "opendp":
+    if state.settings.seeded_demo and state.settings.noise_sampler == "opendp":
         st.caption("With the demo seed ticked, the seeded NumPy sampler is used (OpenDP cannot be seeded).")
 
 # ------------------------------------------------------------------------------------------- forecast
@@ -283,12 +286,11 @@ st.caption("The DP forecast releases, with a small ε_forecast charged to this c
            "computed from that release alone. Choosing ε, N or a method from it stays inside ε; changing ε, N or the "
            "method re-forecasts for free (a new S or vocabulary needs a new release).")
 c1, c2 = st.columns([1, 2])
-s.setdefault(review.EPS_FORECAST_KEY, review.eps_forecast())
-widgets.bound(c1.number_input, "ε_forecast", review.EPS_FORECAST_KEY, step=0.05,
-              on_change=lambda: checked(review.EPS_FORECAST_KEY, *EPS_FORECAST_RANGE, "ε_forecast",
-                                        defaults.default_settings()[review.EPS_FORECAST_KEY]),
+widgets.bound(c1.number_input, "ε_forecast", "eps_forecast", step=0.05,
+              on_change=lambda: checked("eps_forecast", *EPS_FORECAST_RANGE, "ε_forecast",
+                                        defaults.default_settings()["eps_forecast"]),
               help="Spent once per corpus, S and vocabulary; shown in the plan above.")
-range_error(review.EPS_FORECAST_KEY, c1)
+range_error("eps_forecast", c1)
 stats = review.dp_forecast_release()
 widgets.before_spend_note(review.eps_forecast(), "forecast")  # documents without budget left (private, local)
 is_streamed = streamed.is_streamed()
@@ -327,7 +329,7 @@ with st.expander("Exact previews (private, local — not covered by ε)", expand
             with widgets.guard(), st.spinner("Counting terms of the training part (private, once) and simulating…"):
                 steps.ensure_corpus()
                 current.run_exact_forecast()
-        f = s.get("forecast")
+        f = state.results.forecast
         if f is not None:
             show_forecast(f, "chart.forecast")
 

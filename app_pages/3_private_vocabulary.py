@@ -7,12 +7,12 @@ import streamlit as st
 
 from studio import (accounting, charts, jobs, page_ref, review, run_view, session, spend, step_progress, steps,
                     streamed, widgets)
+from studio.state import session_state
 
 widgets.page_header("private-vocabulary",
                     "Each training document counts its first S distinct terms of V; Laplace noise is added to "
                     "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
-s = st.session_state
-
+state = session_state()
 with widgets.guard():
     steps.ensure_corpus()
     steps.finish_step_jobs()  # a streamed step that ended since the last run: the session learns its release
@@ -34,7 +34,7 @@ else:
     accounting.reserve_plan()
     eps_kde_plan = session.eps_split()[1]
     widgets.bound(st.checkbox, f"Reserve ε_kde = {widgets.eps(eps_kde_plan)} for this run's densities now",
-                  accounting.RESERVE_PLAN_KEY,
+                  "reserve_plan",
                   help="Charged with Ṽ to the same documents, so that other sessions or command-line runs on this "
                        f"ledger cannot use up their budget before this run's densities ({page_ref('densities')}) "
                        "draw on it. A reservation never drawn on stays charged.")
@@ -104,7 +104,7 @@ else:
             st.caption("Computed locally from the TRUE counts; for you only — it is not DP, never exported, and a "
                        "choice made from it (say, re-running Ṽ) is not covered by ε.")
             with widgets.guard():
-                chk = s.get("vocab_check") or steps.vocabulary_check()
+                chk = state.results.vocab_check or steps.vocabulary_check()
                 m = st.columns(3)
                 m[0].metric(f"Recall of the true top {chk['top']:,}", f"{chk['recall']:.0%}")
                 m[1].metric("Share of Ṽ that is pure noise", f"{chk['noise_share']:.0%}",

@@ -8,6 +8,7 @@ import streamlit as st
 from dpkps_core.method.config import LIMITS
 from dpkps_core.method.sampling import SAMPLING_METHODS
 from studio import (charts, jobs, page_ref, review, run_view, session, spend, step_progress, steps, streamed, widgets)
+from studio.state import session_state
 
 SAMPLING_METHOD_LABELS = {  # one label per dpkps_core.method.sampling.SAMPLING_METHODS (a test checks the keys)
     "independent": "independent — L terms drawn i.i.d. from each class's density (fast, robust)",
@@ -20,11 +21,10 @@ DENSITIES = {"auto": "auto (histogram for independent, RFF for iterative)",
 widgets.page_header("densities",
                     "Each class gets a DP density over Ṽ built from its training documents' keyphrases (their "
                     "matches of Ṽ). Classes use disjoint documents, so ε_kde is spent once, not per class.")
-s = st.session_state
-
+state = session_state()
 with widgets.guard():
     steps.finish_step_jobs()  # a streamed step that ended since the last run: the session learns its release
-if s.get("corpus") is None:  # say the first missing step, not a later one
+if state.loaded.corpus is None:  # say the first missing step, not a later one
     st.info("Load a corpus first.")
     widgets.go_to("corpus")
 elif run_view.private_vocabulary() is None:
@@ -38,12 +38,12 @@ else:
     widgets.bound(c2.selectbox, "Density", "density", options=list(DENSITIES), format_func=DENSITIES.get)
     c1, c2 = st.columns(2)
     widgets.bound(c1.checkbox, "Bandwidth σ: automatic (¼ × median distance among Ṽ's embeddings)", "bandwidth_auto")
-    if not s["bandwidth_auto"]:
+    if not state.settings.bandwidth_auto:
         widgets.bound(c1.number_input, "σ", "bandwidth", min_value=0.0, max_value=10.0, step=0.05)
     cfg = session.current_config()
     if cfg.density_kind == "rff":
         widgets.bound(c2.checkbox, "Random features I: automatic (≈ n_c·ε/2)", "features_auto")
-        if not s["features_auto"]:
+        if not state.settings.features_auto:
             widgets.bound(c2.number_input, "I", "features", min_value=16, max_value=LIMITS["features"], step=100)
 
     with widgets.guard():
@@ -64,7 +64,7 @@ else:
     outlook = []
     with widgets.guard():
         outlook = review.dp_method_outlook()
-    chosen = next((r for r in outlook if r["method"] == s["method"]), None)
+    chosen = next((r for r in outlook if r["method"] == state.settings.method), None)
     if chosen is not None:
         st.caption(f"{widgets.DP_BADGE} An error is small or large only against the signal it blurs: the DP "
                    f"forecast puts the weakest class's signal/noise at **{chosen['worst_snr']:.2f}** for this method "
@@ -94,12 +94,12 @@ else:
                        "noise: a local experiment, not a release) and classifies the held-out documents' keyphrase "
                        "sequences. Nothing is charged to the ledger and nothing leaves this machine — and a method "
                        "chosen from it is chosen from private data that ε does not cover.")
-            preview = s.get("job_method_preview")
+            preview = state.jobs.method_preview
             if not (isinstance(preview, jobs.Job) and preview.running):
                 if st.button("Run the no-LLM check of every method at this ε (exact, not covered by ε)",
                              icon=":material/science:"):
                     with widgets.guard():
-                        review.start_method_preview(list(SAMPLING_METHODS), per_class=max(int(s["per_class"]), 10))
+                        review.start_method_preview(list(SAMPLING_METHODS), per_class=max(int(state.settings.per_class), 10))
                         st.rerun()
 
             def show_preview(j: jobs.Job) -> None:
@@ -118,7 +118,7 @@ else:
                         st.warning(f"Near chance at this ε: {', '.join(near)} (within 0.1 of chance {chance:.2f}).",
                                    icon=":material/trending_down:")
 
-            widgets.job_monitor("job_method_preview", body=show_preview)
+            widgets.job_monitor("method_preview", body=show_preview)
 
     _, eps_kde = session.eps_split()
     built = run_view.density() is not None
@@ -141,7 +141,7 @@ else:
 
     meta, info, pv = run_view.density_meta(), run_view.density_info(), run_view.private_vocabulary()
     if meta is not None and info is not None and pv is not None:
-        if (meta["method"], meta["length"], meta["density"]) != (s["method"], int(s["length"]), s["density"]):
+        if (meta["method"], meta["length"], meta["density"]) != (state.settings.method, int(state.settings.length), state.settings.density):
             st.warning("The method, L or density changed since the densities were built; rebuild to apply "
                        f"(spends ε_kde again). Built with: {meta['method']}, L = {meta['length']}.",
                        icon=":material/sync_problem:")
@@ -168,7 +168,7 @@ else:
                         key="chart.density_bars")
 
         st.subheader("Map of Ṽ coloured by each class's density")
-        if s.get("umap_map") is None:
+        if state.results.umap_map is None:
             if st.button("Draw the UMAP map", icon=":material/scatter_plot:"):
                 with widgets.guard(), st.spinner("UMAP of Ṽ's embeddings (first time in a server: ~20 s)…"):
                     steps.umap_map()
@@ -176,5 +176,5 @@ else:
         else:
             cls = st.selectbox("Colour by the density of class", c.classes, key="umap_class")
             i = c.classes.index(cls)
-            st.plotly_chart(charts.umap_density_map(s["umap_map"], pv.terms, scores[i], cls), key="chart.umap")
+            st.plotly_chart(charts.umap_density_map(state.results.umap_map, pv.terms, scores[i], cls), key="chart.umap")
         widgets.next_button("densities")

@@ -7,12 +7,12 @@ import streamlit as st
 
 from dpkps_core.method.config import LIMITS
 from studio import charts, page_ref, run_view, session, steps, streamed, widgets
+from studio.state import session_state
 
 widgets.page_header("sequences",
                     "Sequences are sampled from the DP densities: post-processing, so sampling (and re-sampling) "
                     "costs no privacy. They are written to the run folder with the privacy report.")
-s = st.session_state
-
+state = session_state()
 with widgets.guard():
     steps.finish_step_jobs()  # a streamed step that ended since the last run: the session learns its release
 meta = run_view.density_meta()
@@ -35,7 +35,7 @@ else:
     if meta.get("reopened") and meta["method"] != "independent":
         st.caption("Reopened run: its densities were read back as per-term scores, which sample independent "
                    "sequences only; its sequences below are kept.")
-    label = "Sample again (free)" if sampled else f"Sample {int(s['per_class']) * n_classes:,} sequences (free)"
+    label = "Sample again (free)" if sampled else f"Sample {int(state.settings.per_class) * n_classes:,} sequences (free)"
     if st.button(label, type="secondary" if sampled else "primary", icon=":material/shuffle:"):
         with widgets.guard(), st.spinner("Sampling…"):
             steps.run_sequences()
@@ -53,7 +53,7 @@ else:
             rows += [{"id": q.id, "class": q.label, "keyphrases": ", ".join(q.keyphrases)}
                      for q in [q for q in outcome.sequences if q.label == cls][:5]]
         st.dataframe(pd.DataFrame(rows), hide_index=True, key="table.sequences")
-        st.caption(f"Written to the run folder with the privacy report: `{s.get('run_dir')}`.")
+        st.caption(f"Written to the run folder with the privacy report: `{state.run.run_dir}`.")
 
         st.subheader("No-LLM check: are these sequences useful before spending LLM calls?")
         st.markdown(widgets.PRIVATE_BADGE)
@@ -66,7 +66,7 @@ else:
         elif st.button("Run the no-LLM check", icon=":material/fact_check:"):
             with widgets.guard(), st.spinner("Classifying held-out documents (private, local)…"):
                 steps.no_llm_check()
-        res = s.get("no_llm")
+        res = state.results.no_llm
         if res is not None:
             m = st.columns(3)
             m[0].metric("No-LLM accuracy", f"{res['no_llm_accuracy']:.3g}")  # 3 significant digits everywhere
@@ -74,5 +74,5 @@ else:
                         help=f"The same value on {page_ref('evaluate')} and on the sweep chart: the real training "
                              "documents' keyphrases over the noise-free top-N terms of V; it does not depend on ε.")
             m[2].metric("Chance (majority class)", f"{res['chance']:.3g}")
-            st.plotly_chart(charts.no_llm_bars(s.get("no_llm_history", [])), key="chart.no_llm")
+            st.plotly_chart(charts.no_llm_bars(state.results.no_llm_history), key="chart.no_llm")
         widgets.next_button("sequences")

@@ -11,13 +11,13 @@ from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.llm.repetition import MAX_NO_REPEAT_NGRAM, MAX_REPETITION_PENALTY
 from dpkps_core.llm.settings import MAX_DRAFTS
 from studio import generation_steps, jobs, page_ref, review, run_view, session, widgets
+from studio.state import session_state
 
 widgets.page_header("generate",
                     "Each prompt holds only a public template, the document type, one DP keyphrase sequence and "
                     "(optionally) PUBLIC examples — never the private corpus. Every prompt sent is logged in the "
                     "run's audit log.")
-s = st.session_state
-
+state = session_state()
 outcome = run_view.outcome()
 if outcome is None:
     st.info("Sample keyphrase sequences first — or, after a reload, reopen an earlier run from its folder on "
@@ -26,8 +26,8 @@ if outcome is None:
     widgets.go_to("sequences")
     widgets.go_to("export", f"Reopen a run ({page_ref('export')})")
 else:
-    job = s.get("job_generation")
-    if isinstance(job, jobs.Job) and job.running and s.get(generation_steps.REATTACHED_KEY) is job:  # app.py
+    job = state.jobs.generation
+    if isinstance(job, jobs.Job) and job.running and state.jobs.reattached_generation is job:  # app.py
         st.info("This run's documents are still being written (started before the reload or in another tab): "
                 "its progress and Cancel are below.", icon=":material/sync:")
     running = isinstance(job, jobs.Job) and job.running
@@ -50,7 +50,7 @@ else:
                    f". The device also runs the embedding of real documents in the evaluation. A batch of "
                    f"{DEFAULT_BATCH_SIZE} wrote documents 3.7× faster than one at a time on 2 CPU cores "
                    "(benchmarks/generation.py); every finished document is still saved at once.")
-        if s["device"] == "cuda" and not has_gpu:
+        if state.settings.device == "cuda" and not has_gpu:
             st.warning("No CUDA GPU is visible here: choose auto or CPU.", icon=":material/warning:")
         with st.expander("Advanced: repetition control"):
             r1, r2 = st.columns(2)  # dpkps_core/llm/repetition.py: the generated tokens only, never the prompt
@@ -85,14 +85,14 @@ else:
     few = st.file_uploader("Optional PUBLIC few-shot examples (CSV/JSONL with a 'text' column, or .txt with examples "
                            "separated by blank lines) — never the private corpus", type=["csv", "jsonl", "txt"],
                            key="few_shot_upload")
-    if few is not None and few.name != s.get("few_shot_name"):
+    if few is not None and few.name != state.settings.few_shot_name:
         with widgets.guard():
             ex = generation_steps.parse_few_shot_upload(few.getvalue(), few.name)
             st.success(f"{len(ex)} public example(s) loaded from {few.name}.")
-    if s.get("few_shot"):
-        st.caption(f"Using {len(s['few_shot'])} public example(s) from {s['few_shot_name']}.")
+    if state.settings.few_shot:
+        st.caption(f"Using {len(state.settings.few_shot)} public example(s) from {state.settings.few_shot_name}.")
         if st.button("Remove the few-shot examples"):
-            s["few_shot"], s["few_shot_name"] = (), ""
+            state.settings.few_shot, state.settings.few_shot_name = (), ""
             st.rerun()
     widgets.bound(c2.number_input, "Drafts per sequence (the best is kept: it passes the non-document screen, a "
                   "classifier trained only on the DP sequences assigns it to its class, it uses the most keyphrases; "
@@ -102,8 +102,8 @@ else:
     widgets.bound(c1.number_input, "Max tokens per document", "max_tokens", min_value=8, max_value=4096, step=16)
     widgets.bound(c2.slider, "LLM temperature", "llm_temperature", min_value=0.0, max_value=1.5, step=0.05)
     total = len(outcome.sequences)
-    if int(s["n_documents"]) > total:
-        s["n_documents"] = total
+    if int(state.settings.n_documents) > total:
+        state.settings.n_documents = total
     widgets.bound(c3.number_input, f"Write documents for the first … sequences (of {total:,}; round-robin over "
                   "classes; finished ones are skipped)", "n_documents", min_value=1, max_value=total)
 
@@ -114,11 +114,11 @@ else:
         st.code(preview(seqs[0], pconf), language="text", wrap_lines=True)
         done = session.documents()
         written = {d["id"] for d in done}
-        remaining = max(int(s["n_documents"]) - len([q for q in seqs[: int(s["n_documents"])]
+        remaining = max(int(state.settings.n_documents) - len([q for q in seqs[: int(state.settings.n_documents)]
                                                      if q["id"] in written]), 0)
         busy = generation_steps.model_line()  # other sessions' batches on the shared model (issue 35 §8)
         with st.spinner("Estimating from the speed measured at these settings…", show_time=True):
-            est = generation_steps.estimate_generation(int(s["n_documents"]), written=written)
+            est = generation_steps.estimate_generation(int(state.settings.n_documents), written=written)
         st.caption(f"Estimate for the {remaining:,} document(s) to go: {est.summary()}."
                    + ("" if est.rejection_rate is not None or not est.retries else
                       " The first batch written measures the speed and the retries; later estimates use it."))
@@ -128,7 +128,7 @@ else:
         label = "Continue writing" if done else "Write documents"
         if not running and st.button(f"{label} ({remaining:,} to go)", type="primary", icon=":material/edit_note:",
                                      disabled=remaining == 0):
-            generation_steps.start_generation(int(s["n_documents"]))
+            generation_steps.start_generation(int(state.settings.n_documents))
             st.rerun()
 
     def show_non_documents(docs: list, fails: list) -> None:
@@ -161,7 +161,7 @@ else:
         show_non_documents(docs, fails)
 
     if isinstance(job, jobs.Job):
-        widgets.job_monitor("job_generation", body=show_documents, cancel_label="Cancel (keeps finished documents)")
+        widgets.job_monitor("generation", body=show_documents, cancel_label="Cancel (keeps finished documents)")
     else:
         docs = session.documents()
         if docs:

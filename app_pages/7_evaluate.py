@@ -18,13 +18,13 @@ from dpkps_core.baselines.prediction_config import PRIVATE_PROMPT_WARNING
 from dpkps_core.evaluation.memorisation import memorisation_advice
 from dpkps_core.method.sampling import SAMPLING_METHODS
 from studio import charts, evaluation_steps, jobs, ledger_view, page_ref, review, run_view, session, steps, widgets
+from studio.state import session_state
 
 widgets.page_header("evaluate",
                     "Everything on this page reads the real corpus, runs on this machine for you, and is never "
                     f"part of the release bundle ({PRIVATE_NOTE}).")
 st.markdown(widgets.PRIVATE_BADGE)
-s = st.session_state
-
+state = session_state()
 tab_acc, tab_map, tab_sweep, tab_compare, tab_memo, tab_disc = st.tabs(["Downstream accuracy",
                                                                         "Real vs synthetic map", "ε sweep explorer",
                                                                         "Compare methods", "Memorisation check",
@@ -35,21 +35,21 @@ with tab_acc:
         st.info(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
     else:
         n_docs = len(session.documents())
-        n_test = len(s["split"].test) if s.get("split") is not None else 0
+        n_test = len(state.loaded.split.test) if state.loaded.split is not None else 0
         st.caption(f"Trains a classifier on the synthetic documents ({n_docs:,} so far) and tests it on the {n_test:,} "
                    "held-out real documents, next to the same classifier on as many real documents, plus the no-LLM "
                    "check. Every held-out document is embedded in memory: a few hundred documents take a few minutes "
                    "on a small CPU (it runs in the background; you can leave this page).")
         widgets.bound(st.columns(3)[0].number_input, "Seeds (repetitions)", "eval_seeds", min_value=1, max_value=10)
-        job = s.get("job_evaluation")
+        job = state.jobs.evaluation
         if not (isinstance(job, jobs.Job) and job.running):
             if st.button("Evaluate this run", icon=":material/analytics:"):
                 with widgets.guard():
-                    evaluation_steps.start_evaluation(int(s["eval_seeds"]))
+                    evaluation_steps.start_evaluation(int(state.settings.eval_seeds))
                     st.rerun()
 
         def show_result(res: Any) -> None:
-            n_classes = len(s["corpus"].classes) if s.get("corpus") is not None else 1
+            n_classes = len(state.loaded.corpus.classes) if state.loaded.corpus is not None else 1
             st.dataframe(review.evaluation_table(res.metrics, n_classes), hide_index=True,
                          key="table.evaluation")
             if getattr(res, "synthetic_to_real", None) is not None:
@@ -86,9 +86,9 @@ with tab_acc:
             elif not j.running and j.result is not None:
                 show_result(j.result)
 
-        widgets.job_monitor("job_evaluation", body=show_evaluation)
+        widgets.job_monitor("evaluation", body=show_evaluation)
         stored = run_view.evaluation()  # the run folder's evaluation.json: shown after a reload or reopening the run
-        job = s.get("job_evaluation")  # a failed job wrote nothing: the last good evaluation stays in view under it
+        job = state.jobs.evaluation  # a failed job wrote nothing: the last good evaluation stays in view under it
         if stored is not None and (not isinstance(job, jobs.Job) or (not job.running and job.error)):
             then = int(stored.info.get("n_documents") or 0)
             st.caption(f"The last evaluation of this run (kept in its folder, PRIVATE): {then:,} synthetic documents"
@@ -102,11 +102,11 @@ with tab_map:
     else:
         widgets.bound(st.columns(3)[0].number_input, "Real held-out documents to embed (a sample, for speed)",
                       "projection_points", min_value=10, max_value=2000, step=50)
-        job = s.get("job_projection")
+        job = state.jobs.projection
         if not (isinstance(job, jobs.Job) and job.running):
             if st.button("Draw t-SNE and UMAP overlays", icon=":material/scatter_plot:"):
                 with widgets.guard():
-                    evaluation_steps.start_projection(int(s["projection_points"]))
+                    evaluation_steps.start_projection(int(state.settings.projection_points))
                     st.rerun()
 
         def show_projection(j: jobs.Job) -> None:
@@ -121,7 +121,7 @@ with tab_map:
                     right.plotly_chart(charts.projection_by(df, color="source", method=method, colours=colours),
                                        key=f"chart.{method}.s")
 
-        widgets.job_monitor("job_projection", body=show_projection)
+        widgets.job_monitor("projection", body=show_projection)
 
 with tab_sweep:
     st.caption("The ε sweep re-runs the no-LLM check on the EXACT training part and scores it on the real held-out "
@@ -147,15 +147,15 @@ with tab_sweep:
         widgets.bound(c1.multiselect, "Methods", "sweep_methods", options=list(SAMPLING_METHODS))
         widgets.bound(c2.number_input, "Seeds", "sweep_seeds", min_value=1, max_value=10)
         widgets.bound(c3.number_input, "Sequences per class", "sweep_per_class", min_value=5, max_value=2000, step=10)
-        cells = len(s["sweep_eps_voc"]) * len(s["sweep_eps_kde"]) * len(s["sweep_methods"]) * int(s["sweep_seeds"])
-        job = s.get("job_sweep")
+        cells = len(state.settings.sweep_eps_voc) * len(state.settings.sweep_eps_kde) * len(state.settings.sweep_methods) * int(state.settings.sweep_seeds)
+        job = state.jobs.sweep
         if not (isinstance(job, jobs.Job) and job.running):
             if st.button(f"Run the sweep ({cells} cells)", icon=":material/grid_on:", disabled=cells == 0):
                 with widgets.guard():
                     steps.ensure_corpus()
-                    evaluation_steps.start_sweep(eps_voc=s["sweep_eps_voc"], eps_kde=s["sweep_eps_kde"],
-                                                 methods=s["sweep_methods"], seeds=int(s["sweep_seeds"]),
-                                                 per_class=int(s["sweep_per_class"]))
+                    evaluation_steps.start_sweep(eps_voc=state.settings.sweep_eps_voc, eps_kde=state.settings.sweep_eps_kde,
+                                                 methods=state.settings.sweep_methods, seeds=int(state.settings.sweep_seeds),
+                                                 per_class=int(state.settings.sweep_per_class))
                     st.rerun()
 
         def show_sweep(j: jobs.Job) -> None:
@@ -184,7 +184,7 @@ with tab_sweep:
             st.caption(f"Real keyphrase baseline (the same on every page; it does not depend on ε): "
                        f"{float(df['real_keyphrase_baseline_accuracy'].iloc[0]):.2f}.")
 
-        widgets.job_monitor("job_sweep", body=show_sweep, cancel_label="Cancel (keeps finished cells)")
+        widgets.job_monitor("sweep", body=show_sweep, cancel_label="Cancel (keeps finished cells)")
 
 with tab_compare:
     st.caption("DP-KPS next to the two other methods of the field — private prediction (clipped logits + sparse "
@@ -202,9 +202,9 @@ with tab_compare:
     widgets.bound(c3.number_input, "Documents per class", "compare_per_class", min_value=1, max_value=50)
     widgets.bound(c4.number_input, "Max tokens per document", "compare_max_tokens", min_value=8, max_value=512, step=8)
     widgets.bound(st.multiselect, "Methods", "compare_methods", options=list(GENERATION_METHODS))
-    n_classes = len(s["corpus"].classes) if s.get("corpus") is not None else 0
-    plan = review.compare_plan(tuple(s["compare_methods"]), n_classes=n_classes, per_class=int(s["compare_per_class"]),
-                               max_tokens=int(s["compare_max_tokens"]), epochs=AugPEConfig().epochs,
+    n_classes = len(state.loaded.corpus.classes) if state.loaded.corpus is not None else 0
+    plan = review.compare_plan(tuple(state.settings.compare_methods), n_classes=n_classes, per_class=int(state.settings.compare_per_class),
+                               max_tokens=int(state.settings.compare_max_tokens), epochs=AugPEConfig().epochs,
                                gpu=cuda_available())
     if len(plan):
         st.dataframe(plan, hide_index=True, key="table.compare_plan")
@@ -212,8 +212,8 @@ with tab_compare:
                    "this machine (plus embedding the held-out documents once per session). AugPE+Ṽ sends "
                    f"{AugPEConfig().epochs} prompts per synthetic document, DP-KPS one ({AugPEConfig().epochs}× per "
                    "synthetic document).")
-    joint_eps, joint_delta = joint_cost(tuple(s["compare_methods"]), eps_total=float(s["compare_eps"]),
-                                        eps_voc=float(s["compare_eps"]) / 2, delta=float(s["compare_delta"]))
+    joint_eps, joint_delta = joint_cost(tuple(state.settings.compare_methods), eps_total=float(state.settings.compare_eps),
+                                        eps_voc=float(state.settings.compare_eps) / 2, delta=float(state.settings.compare_delta))
     st.markdown(f"**Joint cost of the selected methods on this corpus: ε = {joint_eps:g}, δ = {joint_delta:g}** — "
                 "charged to the corpus's ledger when you start.")
     try:
@@ -224,28 +224,28 @@ with tab_compare:
     over_cap = led is None or (led.cap is not None and not led.can_afford(joint_eps))
     if led is not None and over_cap:  # a public decision (this session's own releases, the settings and the cap): said before any click
         room = max(float(led.cap) - led.total_epsilon, 0.0)
-        fits = float(s["compare_eps"]) * room / joint_eps if joint_eps > 0 else 0.0  # the joint cost scales with ε
+        fits = float(state.settings.compare_eps) * room / joint_eps if joint_eps > 0 else 0.0  # the joint cost scales with ε
         st.warning(f"The joint cost ε = {joint_eps:g} would take this session's ε on this corpus from "
                    f"{led.total_epsilon:g} to {led.total_epsilon + joint_eps:g}, over the cap of {float(led.cap):g}"
                    + (f": lower ε per method to at most {math.floor(fits * 100) / 100:g}" if fits >= 0.01 else
                       ": no ε is left under this cap")
                    + f", pick fewer methods, or raise the cap on {page_ref('budget')}.", icon=":material/block:")
-    job = s.get("job_compare")
+    job = state.jobs.compare
     if not (isinstance(job, jobs.Job) and job.running):
         if st.button("Compare at this privacy level", icon=":material/compare:", disabled=over_cap):
             with widgets.guard():
                 steps.ensure_corpus()
-                evaluation_steps.start_compare(methods=s["compare_methods"], eps_total=float(s["compare_eps"]),
-                                               delta=float(s["compare_delta"]), per_class=int(s["compare_per_class"]),
-                                               max_tokens=int(s["compare_max_tokens"]))
+                evaluation_steps.start_compare(methods=state.settings.compare_methods, eps_total=float(state.settings.compare_eps),
+                                               delta=float(state.settings.compare_delta), per_class=int(state.settings.compare_per_class),
+                                               max_tokens=int(state.settings.compare_max_tokens))
                 st.rerun()
 
     def show_compare(j: jobs.Job) -> None:
         if j.error:
             st.error(j.error, icon=":material/error:")
 
-    widgets.job_monitor("job_compare", body=show_compare)
-    job = s.get("job_compare")
+    widgets.job_monitor("compare", body=show_compare)
+    job = state.jobs.compare
     rows = review.keep_compare_rows(job if isinstance(job, jobs.Job) and not job.running else None)
     if rows:  # every row of this session: running one method at a time keeps the earlier ones
         table_df, notes = review.compare_table(rows, n_classes)
@@ -256,7 +256,7 @@ with tab_compare:
         with st.expander("Notes per method"):
             st.markdown("\n".join(f"- {n}" for n in notes) or "No notes.")
         if st.button("Clear the comparison rows", icon=":material/clear_all:"):
-            s["compare_rows"] = []
+            state.results.compare_rows = []
             st.rerun()
 
 with tab_memo:
@@ -269,10 +269,10 @@ with tab_memo:
     if not session.documents():
         st.info(f"Write some synthetic documents first ({page_ref('generate')}).")
     else:
-        n_train = len(s["split"].train) if s.get("split") is not None else 0
+        n_train = len(state.loaded.split.train) if state.loaded.split is not None else 0
         by_emb = st.checkbox(f"Also find the nearest by embedding (embeds the {n_train:,} training documents once "
                              "per session, in memory: minutes on a small CPU)", key="memo_by_embedding")
-        job = s.get("job_memorisation")
+        job = state.jobs.memorisation
         if not (isinstance(job, jobs.Job) and job.running):
             if st.button("Run the memorisation check", icon=":material/content_copy:"):
                 with widgets.guard():
@@ -289,7 +289,7 @@ with tab_memo:
                                                         icon=":material/content_copy:")
                 st.dataframe(df, hide_index=True, key="table.memorisation")
 
-        widgets.job_monitor("job_memorisation", body=show_memorisation)
+        widgets.job_monitor("memorisation", body=show_memorisation)
 
 with tab_disc:
     st.markdown(widgets.PRIVATE_BADGE)
@@ -307,7 +307,7 @@ with tab_disc:
                            help="Each is looked for as whole words, case-insensitively, in the synthetic documents "
                                 "and in the training and held-out documents. Kept in this session only.")
         conf = st.select_slider("Confidence", options=[0.9, 0.95, 0.99], value=0.95, key="disclosure_confidence")
-        job = s.get("job_disclosure")
+        job = state.jobs.disclosure
         if not (isinstance(job, jobs.Job) and job.running):
             if st.button("Run the disclosure test", icon=":material/policy:", key="run_disclosure"):
                 with widgets.guard():
@@ -339,9 +339,9 @@ with tab_disc:
                                        for k, t in d.get("tiers", {}).items()]),
                          hide_index=True, key="table.disclosure")
 
-        job = s.get("job_disclosure")
+        job = state.jobs.disclosure
         if isinstance(job, jobs.Job):
-            widgets.job_monitor("job_disclosure", body=show_disclosure)
+            widgets.job_monitor("disclosure", body=show_disclosure)
         else:
             from dpkps_core.evaluation.disclosure import read_disclosure
 

@@ -12,13 +12,13 @@ import streamlit as st
 from dpkps_core.dossier.export import BundleContents
 from dpkps_core.records.runfolder import read_failures
 from studio import dossier_view, jobs, page_ref, review, runs, session, tenancy, widgets
+from studio.state import session_state
 
 widgets.page_header("export",
                     "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
                     "sequences, Ṽ, the privacy report and the audit log of every prompt. The private corpus, the "
                     "held-out split and every evaluation stay here.")
-s = st.session_state
-
+state = session_state()
 listed = runs.machine_runs()
 if not listed:
     st.info("Nothing to export yet: sample keyphrase sequences first.")
@@ -37,17 +37,17 @@ else:
     paths = [r["path"] for r in listed]
     by_path = {r["path"]: r for r in listed}
     current = next((r["path"] for r in listed if r["current"]), paths[0])
-    if s.get("export_run") not in paths or s.get("export_run_current") != current:
-        s["export_run"] = current  # a new current run (sampled again) is what the page opens first
-        s["export_run_current"] = current
+    if state.settings.export_run not in paths or state.run.export_current != current:
+        state.settings.export_run = current  # a new current run (sampled again) is what the page opens first
+        state.run.export_current = current
     widgets.bound(st.selectbox, "Open a run", "export_run", options=paths,
                   format_func=lambda p: f"{by_path[p]['name']}{' (current)' if by_path[p]['current'] else ''} — "
                                         f"{by_path[p]['corpus']}, {by_path[p]['documents']:,} documents, "
                                         f"{by_path[p]['sequences']:,} sequences")
-    chosen = s["export_run"]
+    chosen = state.settings.export_run
     run = by_path[chosen]
     out = chosen
-    job = s.get("job_generation")
+    job = state.jobs.generation
     if not run["current"]:
         st.caption("Reopening puts this run's Ṽ, densities, sequences and documents back into the app: continue "
                    f"writing on {page_ref('generate')}, evaluate on {page_ref('evaluate')}, export here. "
@@ -142,14 +142,14 @@ else:
     if st.button("Delete this run", disabled=not (sure and run["mine"]), icon=":material/delete:"):
         with widgets.guard():
             gone = review.delete_run(out)
-            s.pop("export_run", None)
+            state.settings.export_run = None
             session.notice(f"Deleted the run folder {gone}.")
             st.rerun()
     sure_all = st.checkbox("Yes, delete every run folder of this session", key="confirm_delete")
     if st.button("Delete all runs of this session", disabled=not sure_all, icon=":material/delete_forever:"):
         with widgets.guard():
             gone = runs.delete_runs()
-            s.pop("export_run", None)
+            state.settings.export_run = None
             session.notice(f"Deleted {len(gone)} run folder(s): {', '.join(gone)}.")
             st.rerun()
 

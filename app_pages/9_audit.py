@@ -6,6 +6,7 @@ import streamlit as st
 
 from dpkps_core.audit import coverage_sentence, format_seconds
 from studio import audit_view, jobs, page_ref, pages_ref, session, steps, widgets
+from studio.state import session_state
 
 widgets.page_header("audit",
                     "Tests the implementation, not just the maths: the exact release path runs many times with fresh "
@@ -19,9 +20,7 @@ st.caption("Runs on in-memory copies with throwaway ledgers: it charges nothing 
            "to the run folder, and nothing of it enters the release bundle. Embeddings of the trials' vocabularies "
            "stay in memory (never in the persistent cache).")
 st.info("**What this audit covers and what it does not.** " + coverage_sentence(), icon=":material/rule:")
-audit_view.init()
-s = st.session_state
-
+state = session_state()
 with widgets.guard():
     steps.ensure_corpus()
     cfg = session.current_config()
@@ -31,13 +30,13 @@ with widgets.guard():
     audit_view.settings_widgets()
     audit_view.rows_widget()
 
-job = s.get(audit_view.JOB_KEY)
+job = state.jobs.audit
 running = isinstance(job, jobs.Job) and job.running
 c1, c2 = st.columns(2)
 if c1.button("Estimate the time", icon=":material/timer:", disabled=running):
     with widgets.guard(), st.spinner("Measuring one trial of the release path…"):
         audit_view.estimate()
-est = s.get("audit_estimate")
+est = state.results.audit_estimate
 if est and est.get("corpus_id") == session.corpus_id():
     st.caption(f"Measured {est['seconds_per_trial']:.2f} s per trial (the first, which also embeds Ṽ, took "
                f"{est['first_trial_seconds']:.2f} s): {est['trials']} trials on each of {est['neighbours']} "
@@ -48,4 +47,4 @@ if not running and c2.button("Run the audit", type="primary", icon=":material/po
         audit_view.start()
         st.rerun()
 
-widgets.job_monitor(audit_view.JOB_KEY, body=audit_view.show_job, cancel_label="Cancel (analyses the finished rounds)")
+widgets.job_monitor("audit", body=audit_view.show_job, cancel_label="Cancel (analyses the finished rounds)")

@@ -24,9 +24,10 @@ from dpkps_core.ledger_store import PersistentLedger
 from dpkps_core.records.run_record import read_ledger_record
 from dpkps_core.records.runfolder import RunFolder
 from studio.run_writes import record_events
-from studio.session import person_column, ss, train_part
+from studio.session import person_column, train_part
 from studio.ledger_view import ledger
 from studio.streamed import is_streamed
+from studio.state import session_state
 
 
 def recorded_event_ids(led: PrivacyLedger) -> tuple[int, ...]:
@@ -35,16 +36,14 @@ def recorded_event_ids(led: PrivacyLedger) -> tuple[int, ...]:
     return led.recorded_event_ids if isinstance(led, PersistentLedger) else ()
 
 
-#: Session key of the DP forecast's event ids: (corpus id, ledger id, event ids) — the forecast that steers this
-#: session's next run (its ε belongs in that run's total, docs/PRIVACY.md "Previews that steer choices").
-FORECAST_EVENTS_KEY = "dp_forecast_events"
-
-
 def remember_forecast_events(led: PrivacyLedger, before: Sequence[int]) -> None:
-    """Keep the ids of the events the DP forecast just recorded (those of ``led`` not in ``before``)."""
+    """Keep the ids of the events the DP forecast just recorded (those of ``led`` not in ``before``): the forecast that
+    steers this session's next run (its ε belongs in that run's total, docs/PRIVACY.md "Previews that steer
+    choices"), as (corpus id, ledger id, event ids) in ``Results.dp_forecast_events``."""
+    state = session_state()
     if isinstance(led, PersistentLedger):
         new = [i for i in led.recorded_event_ids if i not in set(before)]
-        ss()[FORECAST_EVENTS_KEY] = (ss().get("corpus_id"), led.ledger_id, tuple(new))
+        state.results.dp_forecast_events = (state.loaded.corpus_id, led.ledger_id, tuple(new))
 
 
 def forecast_event_ids(led: PrivacyLedger, *, terms_per_doc: int, public_vocabulary_size: int,
@@ -53,17 +52,15 @@ def forecast_event_ids(led: PrivacyLedger, *, terms_per_doc: int, public_vocabul
     forecast on this corpus, else the latest forecast in this account's ledger for the same public settings (made
     with the CLI or in another session; chosen from public facts only, ``PersistentLedger.steering_forecast``). []
     without one, or without a persistent ledger."""
+    state = session_state()
     if not isinstance(led, PersistentLedger):
         return []
-    kept = ss().get(FORECAST_EVENTS_KEY)
-    if kept and kept[0] == ss().get("corpus_id") and kept[1] == led.ledger_id and kept[2]:
+    kept = state.results.dp_forecast_events
+    if kept and kept[0] == state.loaded.corpus_id and kept[1] == led.ledger_id and kept[2]:
         return list(kept[2])
     found = led.steering_forecast(terms_per_doc=terms_per_doc, public_vocabulary_size=public_vocabulary_size,
                                   classes=classes)
     return [] if found is None else [found]
-
-
-_TRAIN_LEDGER_KEY = "_train_ledger"  # (corpus, split, unit, store) → a ledger over the training part's units (PRIVATE)
 
 
 def would_leave_out(epsilon: float, *, step: str) -> tuple[int, int] | None:
@@ -76,14 +73,14 @@ def would_leave_out(epsilon: float, *, step: str) -> tuple[int, int] | None:
     led = ledger()
     if not isinstance(led, PersistentLedger) or is_streamed():  # a streamed corpus's units are keys: no estimate
         return None
-    s = ss()
-    key = (s.get("corpus_id"), s.get("split_key"), person_column(), id(led.store))
-    held = s.get(_TRAIN_LEDGER_KEY)
+    state = session_state()
+    key = (state.loaded.corpus_id, state.loaded.split_key, person_column(), id(led.store))
+    held = state.results.train_ledger  # (corpus, split, unit, store) → a ledger over the training part's units (PRIVATE)
     if not held or held[0] != key:  # the training part's units, keyed once per corpus and split (session memory)
         units = unit_strings(train_part(), by_person=person_column() is not None)
         held = (key, PersistentLedger(led.store, units, tool="app", cap=led.cap),
                 len({release_unit(u) for u in units}))
-        s[_TRAIN_LEDGER_KEY] = held
+        state.results.train_ledger = held
     _, train_ledger, distinct = held
     train_ledger.cap = led.cap
     if step == "density":
@@ -95,10 +92,6 @@ def would_leave_out(epsilon: float, *, step: str) -> tuple[int, int] | None:
     return train_ledger.view().left_out(epsilon), distinct  # cached until the store changes
 
 
-#: Session key of page 3's switch: does a run reserve its planned ε (ε_voc + ε_kde) at its first release?
-RESERVE_PLAN_KEY = "reserve_plan"
-
-
 def reserve_plan() -> bool:
     """Does the next Ṽ reserve the run's planned ε (ε_voc + ε_kde) for its units (docs/DESIGN.md §2.0; issue 35 part 8;
     page 3's switch)? On by default with login (a shared server: an account's sessions share its ledger and run at
@@ -106,10 +99,10 @@ def reserve_plan() -> bool:
     same documents could take the room the densities need)."""
     from studio import tenancy
 
-    s = ss()
-    if RESERVE_PLAN_KEY not in s:
-        s[RESERVE_PLAN_KEY] = bool(tenancy.current().signed_in)
-    return bool(s[RESERVE_PLAN_KEY])
+    state = session_state()
+    if state.settings.reserve_plan is None:
+        state.settings.reserve_plan = bool(tenancy.current().signed_in)
+    return bool(state.settings.reserve_plan)
 
 
 def record_step(out: Path, led: Any, before: Sequence[int], step: str, steering: Sequence[int] = ()) -> None:

@@ -19,37 +19,20 @@ import streamlit as st
 from dpkps_core import audit
 from dpkps_core.errors import CorpusError
 from dpkps_core.progress import format_duration
-from studio import charts, fast_mode, jobs, page_ref, resources, session, steps, widgets
+from studio import charts, jobs, page_ref, resources, session, steps, widgets
+from studio.state import session_state, widget_value
 
-JOB_KEY = "job_audit"
 UPLOAD_KEY = "audit_corpus_file"
 
 
-def defaults() -> dict[str, Any]:
-    """The page's settings (fast mode: a handful of trials so an AppTest takes seconds)."""
-    d = audit.AuditSettings()
-    fast = fast_mode()
-    return {"audit_trials_auto": not fast, "audit_trials": 4 if fast else 60, "audit_time_budget": d.time_budget,
-            "audit_vocabulary_trials": 40 if fast else 1000, "audit_density_trials": 8 if fast else 100,
-            "audit_confidence": d.confidence,
-            "audit_canaries": 1 if fast else d.canary_documents, "audit_canary_prefix_words": d.canary_prefix_words}
-
-
-def init() -> None:
-    s = st.session_state
-    for k, v in defaults().items():
-        if k not in s:
-            s[k] = v
-
-
 def current_settings() -> audit.AuditSettings:
-    s = st.session_state
+    state = session_state()
     return audit.AuditSettings(
-        trials=None if s["audit_trials_auto"] else int(s["audit_trials"]), time_budget=float(s["audit_time_budget"]),
-        vocabulary_trials=None if s["audit_trials_auto"] else int(s["audit_vocabulary_trials"]),
-        density_trials=None if s["audit_trials_auto"] else int(s["audit_density_trials"]),
-        confidence=float(s["audit_confidence"]), canary_documents=int(s["audit_canaries"]),
-        canary_prefix_words=int(s["audit_canary_prefix_words"]),
+        trials=None if state.settings.audit_trials_auto else int(state.settings.audit_trials), time_budget=float(state.settings.audit_time_budget),
+        vocabulary_trials=None if state.settings.audit_trials_auto else int(state.settings.audit_vocabulary_trials),
+        density_trials=None if state.settings.audit_trials_auto else int(state.settings.audit_density_trials),
+        confidence=float(state.settings.audit_confidence), canary_documents=int(state.settings.audit_canaries),
+        canary_prefix_words=int(state.settings.audit_canary_prefix_words),
     ).validate()
 
 
@@ -66,14 +49,14 @@ def rows_source() -> tuple[str, bytes | None, str | None]:
     """Where the audit's raw rows come from (docs/PRIVACY.md "Empirical audit"): ``("demo", …)`` for a demo
     corpus (its public records), ``("file", data, name)`` when the file given on this page is the uploaded one
     (same SHA-256), else ``("loaded", None, None)`` — the loaded documents as rows, a weaker fallback."""
-    s = st.session_state
+    state = session_state()
     spec = str(session.current_config().corpus)
     if spec.startswith("demo:"):
         return "demo", None, None
-    given = s.get(UPLOAD_KEY)
+    given = widget_value(UPLOAD_KEY)
     if given is not None:
         data = given.getvalue()
-        if hashlib.sha256(data).hexdigest() == s.get("corpus_fingerprint"):
+        if hashlib.sha256(data).hexdigest() == state.loaded.corpus_fingerprint:
             return "file", data, given.name
     return "loaded", None, None
 
@@ -103,7 +86,7 @@ def rows_widget() -> None:
     if kind == "file":
         st.caption("Neighbours will be built on this file's raw rows (it is the file you loaded on "
                    f"{page_ref('corpus')}).")
-    elif st.session_state.get(UPLOAD_KEY) is not None:
+    elif widget_value(UPLOAD_KEY) is not None:
         st.warning(f"This is not the file loaded on {page_ref('corpus')} (its SHA-256 differs): the audit uses the "
                    "loaded documents as rows instead.", icon=":material/warning:")
     else:
@@ -113,10 +96,11 @@ def rows_widget() -> None:
 
 def estimate() -> dict[str, Any]:
     """Measure one trial of the release path and extrapolate (kept in the session)."""
+    state = session_state()
     corpus, config, vocab, emb = _inputs()
     rows = _rows_builder(corpus, config)()
     est = audit.estimate_audit_time(rows, config, vocabulary=vocab, embedder=emb, settings=current_settings())
-    st.session_state["audit_estimate"] = {**est, "corpus_id": session.corpus_id()}
+    state.results.audit_estimate = {**est, "corpus_id": session.corpus_id()}
     return est
 
 
@@ -132,7 +116,7 @@ def start() -> jobs.Job:
                                  progress=job.report, cancel=job.cancel, on_plan=job.partial.append)
         return {"result": result, "corpus_id": cid}
 
-    return jobs.start_job(JOB_KEY, "privacy audit", work)
+    return jobs.start_job("audit", "privacy audit", work)
 
 
 # ------------------------------------------------------------------------------------------------ figures
@@ -259,12 +243,12 @@ def show_result(result: audit.AuditResult) -> None:
 
 
 def settings_widgets() -> None:
-    s = st.session_state
+    state = session_state()
     c1, c2, c3 = st.columns(3)
     widgets.bound(c1.toggle, "Trials from a time budget", "audit_trials_auto",  # short: a third of the page wide
                   help="On: the audit measures one trial and runs as many as fit in the time budget. Off: choose the "
                        "number of trials of each stage yourself.")
-    if s["audit_trials_auto"]:
+    if state.settings.audit_trials_auto:
         widgets.bound(c2.number_input, "Time budget (seconds)", "audit_time_budget", min_value=10.0,
                       max_value=3600.0, step=30.0)
     else:

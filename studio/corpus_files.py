@@ -17,9 +17,9 @@ from dpkps_core.errors import ParameterError
 from dpkps_core.method.config import build_sampling_config
 from dpkps_core.progress import format_duration
 from studio.defaults import MAX_UPLOAD_BYTES
-from studio.session import ss
 from studio.steps import refuse_while_stepping, set_corpus
 from studio.streamed import UNDECLARED_CLASSES, StreamedView, SummarisingStream, open_streamed
+from studio.state import session_state
 
 
 def upload_columns(data: bytes, filename: str, *, encoding: str = "utf-8"
@@ -114,13 +114,13 @@ def load_streamed(path: Path, name: str, *, text_column: str | None, label_colum
     text kept. Its public classes are declared afterwards (:func:`declare_classes`, no new read)."""
     fp = _content_sha256(path)
     cid = _corpus_id("server", fp, text_column, label_column, person_column, encoding)
-    s = ss()
-    if s.get("corpus_id") == cid and isinstance(s.get("corpus"), StreamedView):
-        return s["corpus"]
+    state = session_state()
+    if state.loaded.corpus_id == cid and isinstance(state.loaded.corpus, StreamedView):
+        return state.loaded.corpus
     person = person_column or None
     stream = SummarisingStream(path, text_column=text_column, label_column=label_column, person_column=person,
                                 encoding=encoding)
-    tf = float(s["test_fraction"])
+    tf = float(state.settings.test_fraction)
     cfg = build_sampling_config(classes=UNDECLARED_CLASSES, test_fraction=tf, person_column=person)
     start = time.monotonic()
 
@@ -157,12 +157,13 @@ def _corpus_id(source: str, fp: str, text_column: str | None, label_column: str 
 def _set_file_corpus(c: Corpus | StreamedView, source: str, name: str, fp: str, *, text_column: str | None,
                      label_column: str | None, person_column: str | None, encoding: str) -> None:
     """The session's corpus from a file: its id names the content (SHA-256), the columns and the decoding."""
+    state = session_state()
     cid = _corpus_id(source, fp, text_column, label_column, person_column, encoding)
     set_corpus(c, cid=cid, spec=f"{source}:{name}", fingerprint=fp, text_column=text_column,
                 label_column=label_column, filename=name)
-    ss()["loaded_encoding"] = check_encoding(encoding)
-    if not ss().get("doc_type"):
-        ss()["doc_type"] = "a document"
+    state.loaded.encoding = check_encoding(encoding)
+    if not state.settings.doc_type:
+        state.settings.doc_type = "a document"
 
 
 def corpus_summary_of(c: Corpus | StreamedView) -> dict[str, Any]:
@@ -171,10 +172,10 @@ def corpus_summary_of(c: Corpus | StreamedView) -> dict[str, Any]:
     otherwise count every document's words again."""
     from dpkps_core.corpus import corpus_summary
 
-    s = ss()
-    memo = s.get("_corpus_summary")
-    key = (s.get("corpus_id"), len(c))  # the declared classes do not change it
+    state = session_state()
+    memo = state.loaded.summary
+    key = (state.loaded.corpus_id, len(c))  # the declared classes do not change it
     if not memo or memo[0] != key:
         info = dict(c.summary) if isinstance(c, StreamedView) else corpus_summary(c)
-        s["_corpus_summary"] = memo = (key, info)
+        state.loaded.summary = memo = (key, info)
     return memo[1]

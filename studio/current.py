@@ -13,10 +13,8 @@ from typing import Any
 
 from dpkps_core.errors import DPKPSError
 from studio import session
+from studio.state import session_state
 
-#: Session key of the settings the exact forecast was made for, with the forecast's ``id`` (so that a forecast
-#: computed by any other path is never matched to another's stamp).
-FORECAST_STAMP_KEY = "forecast_settings"
 #: Display order and names of the settings a forecast depends on (public choices only).
 FORECAST_SETTINGS = ("V", "N", "S", "ε_voc", "ε_kde", "method")
 
@@ -24,18 +22,19 @@ FORECAST_SETTINGS = ("V", "N", "S", "ε_voc", "ε_kde", "method")
 def forecast_settings() -> dict[str, Any]:
     """The current public settings a forecast depends on: V (which vocabulary and how it is cleaned), N, S, the
     ε split and the sampling method (docs/DESIGN.md §2.1, §2.2)."""
-    s = session.ss()
+    state = session_state()
     cfg = session.current_config()
-    vocabulary = (str(s.get("vocabulary")), str(s.get("vocab_upload_path") or "") if s.get("vocabulary") == "upload"
-                  else "", int(s.get("vocab_max_terms") or 0), bool(s.get("remove_stopwords")),
-                  bool(s.get("junk_filter")))
+    vocabulary = (str(state.settings.vocabulary), str(state.uploads.vocab_upload_path or "") if state.settings.vocabulary == "upload"
+                  else "", int(state.settings.vocab_max_terms or 0), bool(state.settings.remove_stopwords),
+                  bool(state.settings.junk_filter))
     return {"V": vocabulary, "N": int(cfg.vocab_size), "S": int(cfg.terms_per_doc), "ε_voc": float(cfg.eps_voc),
             "ε_kde": float(cfg.eps_kde), "method": str(cfg.method)}
 
 
 def stamp_forecast(forecast: Any) -> None:
     """Remember the settings ``forecast`` was just computed for (call right after computing it)."""
-    session.ss()[FORECAST_STAMP_KEY] = (id(forecast), forecast_settings())
+    # with the forecast's ``id``, so that a forecast computed by any other path is never matched to another's stamp
+    session_state().results.forecast_stamp = (id(forecast), forecast_settings())
 
 
 def run_exact_forecast() -> Any:
@@ -56,7 +55,7 @@ def forecast_changes(forecast: Any) -> list[str]:
     made: dict[str, Any] = {"N": int(forecast.vocab_size), "S": int(forecast.terms_per_doc),
                             "ε_voc": float(forecast.eps_voc), "ε_kde": float(forecast.eps_kde),
                             "method": str(forecast.method)}
-    stamp = session.ss().get(FORECAST_STAMP_KEY)
+    stamp = session_state().results.forecast_stamp
     if stamp and stamp[0] == id(forecast):
         made["V"] = stamp[1]["V"]
     changed = [k for k in FORECAST_SETTINGS if k in made and made[k] != now[k]]

@@ -1,16 +1,17 @@
-"""The app's settings: every user choice as a plain session key, its default, and the switches that set several at
-once (the DP-KPS paper's configuration, a new corpus's fresh start).
+"""The app's settings' defaults, and the switches that set several at once (the DP-KPS paper's configuration, a new
+corpus's fresh start). Their types and the object that holds them are ``studio.state.Settings``.
 
-Pure: no Streamlit import; the functions that change settings take the session's mapping (``st.session_state``),
-so that they are tested without a running app. The settings are PUBLIC choices; the one path from them to a
+Pure: no Streamlit import; the functions that change settings take the session's settings object, so that they are
+tested without a running app. The settings are PUBLIC choices; the one path from them to a
 :class:`~dpkps_core.method.config.SamplingConfig` is ``studio.session.current_config`` (docs/ARCHITECTURE.md "One path for
 a setting").
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, MutableMapping
+from typing import Any, Mapping
 
+from dpkps_core import audit
 from dpkps_core.method.config import (APP_AUTO, APP_PLAIN, APP_ZERO_NONE, PAPER_SETTINGS, SamplingConfig,
                                setting_options, setting_value_type)
 from dpkps_core.dp.ledger import DEFAULT_EPSILON_CAP
@@ -65,7 +66,7 @@ def config_setting_defaults() -> dict[str, Any]:
 
 def settings_from_state(state: Mapping[str, Any]) -> dict[str, Any]:
     """The :class:`SamplingConfig` fields of the settings the app holds as the config declares them, read from the
-    session's ``state`` and cast to the field's type (the settings the app derives itself — the corpus, the ε split,
+    session's settings ``state`` (by name: ``studio.state.settings_dict``) and cast to the field's type (the settings the app derives itself — the corpus, the ε split,
     the cap, the seed — are ``studio.session``'s)."""
     out: dict[str, Any] = {}
     for name, option in setting_options().items():
@@ -93,7 +94,7 @@ def default_settings() -> dict[str, Any]:
         "eps_total": float(d.eps_voc + d.eps_kde), "eps_voc_share": d.eps_voc / (d.eps_voc + d.eps_kde),
         "cap_enabled": True, "epsilon_cap": DEFAULT_EPSILON_CAP, "paper_settings": False,
         "seeded_demo": False, "demo_seed": 2024,
-        "eps_forecast": DEFAULT_FORECAST_EPSILON,  # the DP forecast's ε (studio.review.EPS_FORECAST_KEY)
+        "eps_forecast": DEFAULT_FORECAST_EPSILON,  # the DP forecast's ε (studio.review.eps_forecast)
         # 5 sequences
         "per_class": 2 if fast else 20,
         # 6 LLM
@@ -113,6 +114,23 @@ def default_settings() -> dict[str, Any]:
     }
 
 
+def audit_defaults() -> dict[str, Any]:
+    """Page 9's settings (fast mode: a handful of trials so an AppTest takes seconds)."""
+    d = audit.AuditSettings()
+    fast = fast_mode()
+    return {"audit_trials_auto": not fast, "audit_trials": 4 if fast else 60, "audit_time_budget": d.time_budget,
+            "audit_vocabulary_trials": 40 if fast else 1000, "audit_density_trials": 8 if fast else 100,
+            "audit_confidence": d.confidence,
+            "audit_canaries": 1 if fast else d.canary_documents, "audit_canary_prefix_words": d.canary_prefix_words}
+
+
+#: The app's choices that have no default of their own: the exact previews' switch (off), the cap's draft on page 2
+#: (None: the cap itself), whether a run reserves its planned ε (None: decided at first use from the tenant,
+#: ``studio.accounting.reserve_plan``) and the run page 8 shows (None: the current one).
+UI_SETTINGS: dict[str, Any] = {"exact_previews": False, "cap_draft_enabled": None, "cap_draft_value": None,
+                               "reserve_plan": None, "export_run": None}
+
+
 #: The per-corpus choices a new corpus starts from their defaults (:func:`default_settings`): the method and ε split
 #: chosen for one corpus (say the demo) are no choice for the next one. The cap, the noise source and the LLM's
 #: connection settings are the user's, not the corpus's, and carry over.
@@ -122,28 +140,20 @@ CORPUS_SETTINGS = ("eps_total", "eps_voc_share", "paper_settings", "vocabulary",
                    "doc_type", "include_label", "few_shot", "few_shot_name")
 
 
-def fill_defaults(state: MutableMapping[str, Any]) -> None:
-    """Fill the settings missing from ``state`` (first visit, or keys a newer version added); never overwrites a
-    choice."""
-    for k, v in default_settings().items():
-        if k not in state:
-            state[k] = v
-
-
-def reset_corpus_settings(state: MutableMapping[str, Any]) -> list[str]:
-    """Put the per-corpus choices (:data:`CORPUS_SETTINGS`) back to their defaults when another corpus is loaded;
-    returns the names of those that had been changed (for a notice)."""
+def reset_corpus_settings(settings: Any) -> list[str]:
+    """Put the per-corpus choices (:data:`CORPUS_SETTINGS`) of ``settings`` (``studio.state.Settings``) back to their
+    defaults when another corpus is loaded; returns the names of those that had been changed (for a notice)."""
     defaults = default_settings()
-    changed = [k for k in CORPUS_SETTINGS if k in defaults and state.get(k) != defaults[k]]
+    changed = [k for k in CORPUS_SETTINGS if k in defaults and getattr(settings, k) != defaults[k]]
     for k in CORPUS_SETTINGS:
         if k in defaults:
-            state[k] = defaults[k]
+            setattr(settings, k, defaults[k])
     return changed
 
 
-def apply_paper_settings(state: MutableMapping[str, Any], on: bool) -> None:
-    """Switch the DP-KPS paper's configuration (:data:`dpkps_core.method.config.PAPER_SETTINGS`) on, or back to the
-    defaults."""
+def apply_paper_settings(settings: Any, on: bool) -> None:
+    """Switch the DP-KPS paper's configuration (:data:`dpkps_core.method.config.PAPER_SETTINGS`) of ``settings``
+    (``studio.state.Settings``) on, or back to the defaults."""
     d = SamplingConfig()
     defaults = default_settings()
     mapping = {
@@ -153,16 +163,17 @@ def apply_paper_settings(state: MutableMapping[str, Any], on: bool) -> None:
         "terms_per_doc": PAPER_SETTINGS["terms_per_doc"],
     }
     if on:
-        state.update(mapping)
-        state["bandwidth_auto"], state["bandwidth"] = False, float(PAPER_SETTINGS["bandwidth"])
-        state["features_auto"], state["features"] = False, int(PAPER_SETTINGS["features"])
+        for k, v in mapping.items():
+            setattr(settings, k, v)
+        settings.bandwidth_auto, settings.bandwidth = False, float(PAPER_SETTINGS["bandwidth"])
+        settings.features_auto, settings.features = False, int(PAPER_SETTINGS["features"])
     else:
         for k in mapping:
-            state[k] = defaults[k]
-        state["bandwidth_auto"], state["features_auto"] = True, True
-        state["bandwidth"], state["features"] = defaults["bandwidth"], defaults["features"]
-        state["density"] = d.density
-    state["paper_settings"] = on
+            setattr(settings, k, defaults[k])
+        settings.bandwidth_auto, settings.features_auto = True, True
+        settings.bandwidth, settings.features = defaults["bandwidth"], defaults["features"]
+        settings.density = d.density
+    settings.paper_settings = on
 
 
 #: Corpus ids of the user's own corpora: an upload, or a file of the server's data folder (``studio.steps``).

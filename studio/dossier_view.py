@@ -23,6 +23,7 @@ from dpkps_core.dossier import (INTERNAL_HTML, INTERNAL_JSON, INTERNAL_PDF, RELE
 from dpkps_core.dossier.policy import parse_policy
 from dpkps_core.errors import DPKPSError
 from studio.widgets import DP_BADGE, PRIVATE_BADGE
+from studio.state import session_state
 
 _MIME = {".html": "text/html", ".json": "application/json", ".pdf": "application/pdf"}
 
@@ -133,11 +134,11 @@ def _buttons(offers: list[DossierOffer], run_name: str) -> None:
     for col, offer in zip(cols, offers):
         key = f"dossier.{run_name}.{offer.file_name}"
         if offer.is_pdf:  # made on demand, then offered for download
-            ready = st.session_state.get(key)
+            ready = session_state().results.downloads.get(key)
             if ready is None:
                 if col.button(f"Make: {offer.label}", key=f"{key}.make", icon=":material/picture_as_pdf:"):
                     with st.spinner("Printing with headless Chromium…"):
-                        st.session_state[key] = offer.make()
+                        session_state().results.downloads[key] = offer.make()
                     st.rerun()
                 continue
             data = ready
@@ -185,10 +186,10 @@ def show_dossier_panel(run_dir: Path, *, ledger_view: object | None = None, run_
     offers = offers_for(release, internal)
     # a PDF made once is kept for these editions' content only (the run folder, the policy, the private findings
     # and the ledger's figures: any change makes a new one; the generation time is left out)
-    state = hashlib.sha256(json.dumps([{k: v for k, v in d.content.items() if k != "generated"}
+    digest = hashlib.sha256(json.dumps([{k: v for k, v in d.content.items() if k != "generated"}
                                        for d in (release, internal)], sort_keys=True, default=str).encode()
                            ).hexdigest()
-    key_name = f"{Path(run_dir).name}.{state[:12]}"
+    key_name = f"{Path(run_dir).name}.{digest[:12]}"
     _buttons([o for o in offers if not o.private], key_name)
     if st.toggle("View the release dossier here", key=f"dossier.view.release.{Path(run_dir).name}"):
         _view(release.to_html(), private=False)

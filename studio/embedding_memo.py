@@ -1,7 +1,7 @@
 """Embed each document once per session: an in-memory memo around the embedding model.
 
 Evaluate, the real-vs-synthetic map and every Compare embed the same held-out documents; with this wrapper the
-second and later uses read the vectors from the session's memory. The memo lives in ``st.session_state`` only
+second and later uses read the vectors from the session's memory. The memo lives in the session's state only (``studio.state.Results``)
 (never on disk, never in a global cache: the held-out documents are private) and is dropped when the corpus
 changes. Keys are SHA-256 digests of the text, so the memo holds no text.
 """
@@ -24,10 +24,11 @@ def session_embedder(inner: Any, store: MutableMapping[bytes, np.ndarray]) -> Me
     return MemoEmbedder(inner, store, max_entries=MAX_ENTRIES)
 
 
-def session_memo(session: MutableMapping[str, Any], corpus_id: str | None, model: str) -> dict[bytes, np.ndarray]:
-    """This session's memo for ``corpus_id`` and ``model``; memos of other corpora are dropped."""
-    memo = session.get("_embedding_memo")
+def session_memo(results: Any, corpus_id: str | None, model: str) -> dict[bytes, np.ndarray]:
+    """This session's memo for ``corpus_id`` and ``model`` (kept in ``results.embedding_memo``,
+    ``studio.state.Results``); memos of other corpora are dropped."""
+    memo = results.embedding_memo
     if not isinstance(memo, dict) or memo.get("corpus_id") != corpus_id:
         memo = {"corpus_id": corpus_id, "models": {}}
-        session["_embedding_memo"] = memo
+        results.embedding_memo = memo
     return memo["models"].setdefault(model, {})

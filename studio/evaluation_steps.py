@@ -17,26 +17,29 @@ from dpkps_core.llm.factory import DEFAULT_BACKEND, backend_spec
 from studio import page_ref, run_view
 from studio.jobs import Job, start_job
 from studio.resources import embedder, embedding_cache, offline_backend, shared_backend
-from studio.session import corpus, current_config, documents, memo_embedder, public_vocabulary, run_dir, split, ss, term_counts, test_part, train_part
+from studio.session import corpus, current_config, documents, memo_embedder, public_vocabulary, run_dir, split, term_counts, test_part, train_part
 from studio.ledger_view import ledger
 from studio.tenancy import runs_root
+from studio.state import session_state
 
 
 def _embedding_model() -> str:
     """The public embedding model of the open run's densities (the session's setting before they exist)."""
-    return str((run_view.density_meta() or {}).get("embedding_model") or ss()["embedding_model"])
+    state = session_state()
+    return str((run_view.density_meta() or {}).get("embedding_model") or state.settings.embedding_model)
 
 
 def start_evaluation(seeds: int) -> Job:
     """Downstream accuracy + no-LLM check of the run folder (dpkps_core.evaluation.evaluate_run) — PRIVATE; the
     result goes into the run folder's ``evaluation.json`` as the CLI's ``evaluate`` writes it (never exported)."""
+    state = session_state()
     from dpkps_core import evaluation
 
     out = run_dir(create=False)
     if out is None or run_view.outcome() is None:
         raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
     c = corpus()
-    emb = memo_embedder(_embedding_model(), ss().get("device"))
+    emb = memo_embedder(_embedding_model(), state.settings.device)
     vocab = public_vocabulary()
     counts = term_counts(vocab, int(current_config().terms_per_doc))
 
@@ -46,7 +49,7 @@ def start_evaluation(seeds: int) -> Job:
         evaluation.write_evaluation(result, out)  # PRIVATE, owner-only; page 7 reads it back after a reload
         return result
 
-    return start_job("job_evaluation", "evaluation", work)
+    return start_job("evaluation", "evaluation", work)
 
 
 def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per_class: int, max_tokens: int) -> Job:
@@ -63,30 +66,30 @@ def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per
     if not methods:
         raise ParameterError("Pick at least one method to compare.")
     c = corpus()
-    s = ss()
+    state = session_state()
     led = ledger()
     settings = CompareSettings(  # validated here, in the page's thread: a bad value is a clear error
         eps_total=float(eps_total), methods=tuple(methods), delta=float(delta), per_class=int(per_class),
-        max_tokens=int(max_tokens), doc_type=s.get("doc_type") or "a document",
-        test_fraction=float(s["test_fraction"]))
+        max_tokens=int(max_tokens), doc_type=state.settings.doc_type or "a document",
+        test_fraction=float(state.settings.test_fraction))
     joint_eps, _ = settings.joint_cost()
     led.require(joint_eps, f"this comparison of {len(methods)} method(s) on the same data (joint cost)")
     out = runs_root() / f"compare-{uuid.uuid4().hex[:8]}"  # the tenant's own runs root (docs/DESIGN.md §2.0)
     if isinstance(led, PersistentLedger):  # its releases are filed under the comparison, not the open run (issue 35 §4)
         led = led.for_run(out.name, tool="app compare", in_session=True)
-    emb = memo_embedder(DEFAULT_MODEL, s.get("device"))
+    emb = memo_embedder(DEFAULT_MODEL, state.settings.device)
     vocab = public_vocabulary()
     # the model chosen on page 6 when it runs here (the user's own folder, SmolLM2…), else SmolLM2, on the device
-    kind = str(s.get("backend") or DEFAULT_BACKEND)
+    kind = str(state.settings.backend or DEFAULT_BACKEND)
     runs_here = kind != DEFAULT_BACKEND and backend_spec(kind).runs_here
-    backend = (shared_backend(kind, model_path=s.get("local_model_path") or "", device=s.get("device"))
-               if runs_here else offline_backend(s.get("device")))
+    backend = (shared_backend(kind, model_path=state.settings.local_model_path or "", device=state.settings.device)
+               if runs_here else offline_backend(state.settings.device))
 
     def work(job: Job) -> Any:
         return compare.compare_methods(c, settings, backend=backend, embedder=emb, vocabulary=vocab, out_dir=out,
                                        progress=job.report, cancel=job.cancel, ledger=led)
 
-    return start_job("job_compare", "method comparison", work)
+    return start_job("compare", "method comparison", work)
 
 
 def start_projection(max_real: int) -> Job:
@@ -127,7 +130,7 @@ def start_projection(max_real: int) -> Job:
         job.report(1.0, "projections done")
         return frames
 
-    return start_job("job_projection", "projection", work)
+    return start_job("projection", "projection", work)
 
 
 def write_projection(run: Any, df: Any) -> None:
@@ -195,7 +198,7 @@ def start_disclosure(*, identifiers: Sequence[str] = (), confidence: float = 0.9
         job.report(1.0, "disclosure test done")
         return result
 
-    return start_job("job_disclosure", "disclosure test", work)
+    return start_job("disclosure", "disclosure test", work)
 
 
 def start_sweep(*, eps_voc: Sequence[float], eps_kde: Sequence[float], methods: Sequence[str], seeds: int,
@@ -222,5 +225,5 @@ def start_sweep(*, eps_voc: Sequence[float], eps_kde: Sequence[float], methods: 
                                     methods=list(methods), seeds=int(seeds), per_class=int(per_class),
                                     progress=job.report, cancel=job.cancel, rows=job.partial)
 
-    return start_job("job_sweep", "sweep", work)
+    return start_job("sweep", "sweep", work)
 

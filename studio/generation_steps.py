@@ -16,14 +16,14 @@ from dpkps_core.errors import ParameterError
 from dpkps_core.llm.factory import BackendSpec, backend_kinds, backend_spec, make_backend
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.llm.model_queue import ordinal
-from dpkps_core.llm.repetition import DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY
 from dpkps_core.method.sampling import SamplingOutcome
 from dpkps_core.progress import format_duration
 from studio import page_ref, run_view
 from studio.jobs import Job, running_job_of_run, start_job
 from studio.resources import shared_backend, wait_for_warm_up
-from studio.session import corpus, generation_secrets, run_dir, ss
+from studio.session import corpus, generation_secrets, run_dir
 from studio.steps import write_run
+from studio.state import session_state
 
 # ============================================================================================ pure helpers
 
@@ -66,39 +66,40 @@ def backend_label(kind: str) -> str:
 
 def chosen_backend() -> BackendSpec:
     """The spec of the session's chosen backend."""
-    return backend_spec(ss()["backend"])
+    state = session_state()
+    return backend_spec(state.settings.backend)
 
 
 def prompt_config() -> Any:
     from dpkps_core.llm import PromptConfig
 
-    s = ss()
-    return PromptConfig(doc_type=s["doc_type"] or "a document", few_shot=tuple(s.get("few_shot") or ()),
-                        include_label=bool(s["include_label"]))
+    state = session_state()
+    return PromptConfig(doc_type=state.settings.doc_type or "a document", few_shot=tuple(state.settings.few_shot or ()),
+                        include_label=bool(state.settings.include_label))
 
 
 def parse_few_shot_upload(data: bytes, filename: str) -> tuple[Any, ...]:
     """PUBLIC few-shot examples from a separate upload; refuses the private corpus file and its documents."""
     from dpkps_core.llm import parse_few_shot
 
-    s = ss()
-    fps = [s["corpus_fingerprint"]] if s.get("corpus_fingerprint") else []
+    state = session_state()
+    fps = [state.loaded.corpus_fingerprint] if state.loaded.corpus_fingerprint else []
     examples = parse_few_shot(data, filename=filename, private_fingerprints=fps)
     check_few_shot_not_private((e.text for e in examples), corpus())
-    s["few_shot"], s["few_shot_name"] = tuple(examples), Path(filename).name
+    state.settings.few_shot, state.settings.few_shot_name = tuple(examples), Path(filename).name
     return examples
 
 
 def llm_backend() -> Any:
     """The chosen backend: one that runs here is cached per server (public weights, :func:`studio.resources.
     shared_backend`); any other is built per session from the fields its spec takes (the key stays in memory)."""
-    s = ss()
+    state = session_state()
     spec = chosen_backend()
     if spec.runs_here:
-        return shared_backend(spec.name, model_path=s.get("local_model_path") or "", device=s.get("device"))
-    return make_backend(spec.name, model=(s["llm_model"] or "").strip() or None,
-                        base_url=(s["base_url"] or "").strip() or None, api_key=s["api_key"] or None,
-                        concurrency=int(s["concurrency"]))
+        return shared_backend(spec.name, model_path=state.settings.local_model_path or "", device=state.settings.device)
+    return make_backend(spec.name, model=(state.settings.llm_model or "").strip() or None,
+                        base_url=(state.settings.base_url or "").strip() or None, api_key=state.settings.api_key or None,
+                        concurrency=int(state.settings.concurrency))
 
 
 def job_sequences() -> list[dict[str, Any]]:
@@ -112,15 +113,15 @@ def job_sequences() -> list[dict[str, Any]]:
 def generation_settings(limit: int) -> Any:
     from dpkps_core.llm import GenerationSettings
 
-    s = ss()
+    state = session_state()
     offline = chosen_backend().runs_here
-    return GenerationSettings(max_tokens=int(s["max_tokens"]), temperature=float(s["llm_temperature"]),
+    return GenerationSettings(max_tokens=int(state.settings.max_tokens), temperature=float(state.settings.llm_temperature),
                               timeout=120.0 if offline else 60.0, retries=2 if offline else 4,
-                              concurrency=1 if offline else int(s["concurrency"]), limit=int(limit),
-                              batch_size=int(s.get("llm_batch_size") or DEFAULT_BATCH_SIZE),
-                              drafts=int(s.get("llm_drafts") or 1),
-                              no_repeat_ngram=int(s.get("llm_no_repeat_ngram", DEFAULT_NO_REPEAT_NGRAM)),
-                              repetition_penalty=float(s.get("llm_repetition_penalty", DEFAULT_REPETITION_PENALTY)))
+                              concurrency=1 if offline else int(state.settings.concurrency), limit=int(limit),
+                              batch_size=int(state.settings.llm_batch_size or DEFAULT_BATCH_SIZE),
+                              drafts=int(state.settings.llm_drafts or 1),
+                              no_repeat_ngram=int(state.settings.llm_no_repeat_ngram),
+                              repetition_penalty=float(state.settings.llm_repetition_penalty))
 
 
 def model_line() -> int:
@@ -152,11 +153,11 @@ def estimate_generation(limit: int, *, written: Iterable[str] = ()) -> Any:
     engine's own tokens/s (llm/estimate.py)."""
     from dpkps_core.llm import estimate_cost
 
-    s = ss()
+    state = session_state()
     done = set(written)
     seqs = [q for q in job_sequences()[: int(limit)] if q["id"] not in done]
     settings = generation_settings(limit)
-    price = float(s["price_per_1k"]) or None
+    price = float(state.settings.price_per_1k) or None
     seqs = [q for q in seqs for _ in range(settings.drafts)]  # K drafts: K prompts per sequence
     return estimate_cost(seqs, prompt_config=prompt_config(), backend=llm_backend(), max_tokens=settings.max_tokens,
                          concurrency=settings.concurrency, price_per_1k=price, batch_size=settings.batch_size,
@@ -198,7 +199,7 @@ def start_generation(limit: int) -> Job:
         return run_generation(seqs, backend=backend, prompt_config=pconf, run_dir=out, settings=settings,
                               progress=on_progress, cancel=job.cancel, secrets=mask)
 
-    job = start_job("job_generation", "generation", work, run=out)
+    job = start_job("generation", "generation", work, run=out)
     job.target = int(limit)
     return job
 
@@ -207,19 +208,15 @@ def reattach_generation() -> Job | None:
     """After a reload (a new session) on a run whose generation is still writing — started by the tab before the
     reload or by another tab — make it this session's generation job, so that page 6 shows its progress, its ETA
     and its Cancel again. Returns the job reattached, or ``None``."""
-    s = ss()
-    rd, job = s.get("run_dir"), s.get("job_generation")
+    state = session_state()
+    rd, job = state.run.run_dir, state.jobs.generation
     if not rd or (isinstance(job, Job) and job.running):
         return None
     other = running_job_of_run("generation", rd)
     if other is not None:
-        s["job_generation"] = other
-        s[REATTACHED_KEY] = other  # page 6 says so while it runs
+        state.jobs.generation = other
+        state.jobs.reattached_generation = other  # page 6 says so while it runs
         if other.target is not None:  # the box "write documents for the first … sequences" shows what it writes
-            s["n_documents"] = other.target
+            state.settings.n_documents = other.target
     return other
-
-
-#: The session key of a generation job this session took up after a reload (not one it started).
-REATTACHED_KEY = "_reattached_generation"
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from dpkps_core.dp.ledger import PrivacyLedger
 from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
 from studio import tenancy
-from studio.session import notice, person_column, ss
+from studio.session import notice, person_column
 from studio.streamed import StreamedView
+from studio.state import session_state
 
 
 def ledger() -> PrivacyLedger:
@@ -25,25 +26,25 @@ def ledger() -> PrivacyLedger:
     The session's cap field is this run's cap setting (public): the cap of documents new to the ledger and the bound
     on this session's own ε. Changing it while a corpus is loaded sets the cap of that corpus's documents (persons)
     in the ledger, recorded with who and when."""
-    s = ss()
-    cid = s.get("corpus_id") or "(no corpus)"
-    ledgers: dict[str, PrivacyLedger] = s["ledgers"]
-    cap = float(s["epsilon_cap"]) if s.get("cap_enabled") else None
+    state = session_state()
+    cid = state.loaded.corpus_id or "(no corpus)"
+    ledgers: dict[str, PrivacyLedger] = state.ledgers
+    cap = float(state.settings.epsilon_cap) if state.settings.cap_enabled else None
     if cid not in ledgers:
-        c = s.get("corpus")
+        c = state.loaded.corpus
         units = c.prepared.units if isinstance(c, StreamedView) else None  # a streamed corpus's: its pass's keys
         ledgers[cid] = (open_corpus_ledger(c, tool="app", cap=cap, by_person=person_column() is not None,
                                            store=tenancy.ledger_store(), units=units)
-                        if c is not None and s.get("corpus_id") else PrivacyLedger(cap))
+                        if c is not None and state.loaded.corpus_id else PrivacyLedger(cap))
         new_ledger_notice(ledgers[cid])
     led = ledgers[cid]
     if led.cap != cap:
         led.cap = cap
     if not isinstance(led, PersistentLedger):
         return led
-    rd = s.get("run_dir")
-    led.run = Path(rd).name if rd else f"session {s.get('session_token', '?')}"
-    seen: dict[str, float | None] = s.setdefault("ledger_caps", {})
+    rd = state.run.run_dir
+    led.run = Path(rd).name if rd else f"session {state.token}"
+    seen = state.ledger_caps
     if cid not in seen:
         seen[cid] = cap                     # opened under this setting: it applies to documents new to the ledger
     elif seen[cid] != cap:
@@ -55,8 +56,9 @@ def ledger() -> PrivacyLedger:
 def new_ledger_notice(led: PrivacyLedger) -> None:
     """On first use of a new ledger folder (a new ``$DPKPS_LEDGER_DIR``, or a new account's ledger): say that a new,
     empty ledger was created, which knows no earlier release, with its id — never its path (issue 35 part 7)."""
-    if isinstance(led, PersistentLedger) and led.created and not ss().get("_ledger_created_said"):
-        ss()["_ledger_created_said"] = True
+    state = session_state()
+    if isinstance(led, PersistentLedger) and led.created and not state.ledger_created_said:
+        state.ledger_created_said = True
         notice(f"A new, empty privacy ledger was created (ledger id {led.ledger_id}): it knows no release made "
                "before. If these documents were released under another ledger, point $DPKPS_LEDGER_DIR at that "
                "ledger's folder instead before spending anything here.")

@@ -19,6 +19,7 @@ from dpkps_core.errors import ParameterError
 from dpkps_core.progress import format_duration
 from dpkps_core.records.runfolder import RunFolder, iter_jsonl
 from studio import accounting, jobs, ledger_view, page_ref, resources, run_view, session
+from studio.state import session_state
 
 #: Human names of the evaluation metrics (docs/ARCHITECTURE.md).
 METRIC_NAMES = {
@@ -129,8 +130,7 @@ def compare_table(rows: Sequence[Mapping[str, Any]], n_classes: int) -> tuple[pd
 def keep_compare_rows(job: Any) -> list[dict[str, Any]]:
     """Merge a finished comparison's rows into the session's list (earlier rows are kept; a method re-run at the
     same ε, δ and size replaces its own row) and return the list, newest last."""
-    s = session.ss()
-    rows: list[dict[str, Any]] = s.setdefault("compare_rows", [])
+    rows: list[dict[str, Any]] = session_state().results.compare_rows
     if job is not None and getattr(job, "result", None) is not None and not getattr(job, "rows_kept", False):
         info = getattr(job.result, "info", {}) or {}
         for r in job.result.table():
@@ -181,11 +181,11 @@ def method_outlook() -> list[dict[str, Any]]:
     from dpkps_core.evaluation.forecast_exact import forecast
     from dpkps_core.method.sampling import SAMPLING_METHODS
 
-    s = session.ss()
+    state = session_state()
     cfg = session.current_config()
-    key = (s.get("corpus_id"), s.get("split_key"), cfg.eps_voc, cfg.eps_kde, cfg.terms_per_doc, cfg.vocab_size,
-           cfg.length, cfg.density, cfg.features, cfg.bandwidth, s.get("vocabulary"), s.get("vocab_max_terms"))
-    memo = s.get("method_outlook")
+    key = (state.loaded.corpus_id, state.loaded.split_key, cfg.eps_voc, cfg.eps_kde, cfg.terms_per_doc, cfg.vocab_size,
+           cfg.length, cfg.density, cfg.features, cfg.bandwidth, state.settings.vocabulary, state.settings.vocab_max_terms)
+    memo = state.results.method_outlook
     if memo and memo[0] == key:
         return memo[1]
     vocab = session.public_vocabulary()
@@ -200,31 +200,23 @@ def method_outlook() -> list[dict[str, Any]]:
         out.append({"method": method, "density": f.density, "near_chance": not f.kde_usable,
                     "weak_classes": weak, "classes": len(f.kde), "worst_snr": worst,
                     "suggested_eps_kde": f.suggested_eps_kde})
-    s["method_outlook"] = (key, out)
+    state.results.method_outlook = (key, out)
     return out
 
 
 # ------------------------------------------------------------------------------------------- DP forecast (default)
 
-#: Session key of the DP forecast release (kept with the corpus, split, vocabulary and S it was made for).
-DP_FORECAST_KEY = "dp_forecast_release"
-#: Default ε_forecast of the app (dpkps_core.dp.forecast.DEFAULT_FORECAST_EPSILON).
-EPS_FORECAST_KEY = "eps_forecast"
-
-
 def eps_forecast() -> float:
     """The ε the DP forecast will spend (a public setting shown in the plan and in the total)."""
-    from dpkps_core.dp.forecast import DEFAULT_FORECAST_EPSILON
-
-    return float(session.ss().setdefault(EPS_FORECAST_KEY, DEFAULT_FORECAST_EPSILON))
+    return float(session_state().settings.eps_forecast)
 
 
 def _forecast_key() -> tuple:
-    s = session.ss()
+    state = session_state()
     cfg = session.current_config()
-    return (s.get("corpus_id"), s.get("split_key"), s.get("vocabulary"), s.get("vocab_max_terms"),
-            s.get("remove_stopwords"), s.get("junk_filter"), cfg.terms_per_doc, tuple(s["corpus"].classes)
-            if s.get("corpus") is not None else ())
+    return (state.loaded.corpus_id, state.loaded.split_key, state.settings.vocabulary, state.settings.vocab_max_terms,
+            state.settings.remove_stopwords, state.settings.junk_filter, cfg.terms_per_doc, tuple(state.loaded.corpus.classes)
+            if state.loaded.corpus is not None else ())
 
 
 def run_dp_forecast() -> Any:
@@ -234,8 +226,9 @@ def run_dp_forecast() -> Any:
     A streamed corpus releases through the same core function in a background job (its pass over the file takes
     minutes): returns the :class:`~studio.jobs.Job` — per-chunk progress and a Cancel on page 2, the release kept
     once the job ended (``studio.steps.finish_step_jobs``)."""
+    state = session_state()
     from dpkps_core.evaluation.forecast_dp import release_forecast
-    from studio.steps import STEP_JOBS, refuse_while_stepping
+    from studio.steps import refuse_while_stepping
     from studio.streamed import Metered, is_streamed
 
     refuse_while_stepping()  # one DP step at a time: a streamed step still reading the corpus blocks this one
@@ -247,7 +240,8 @@ def run_dp_forecast() -> Any:
 
     def keep(stats: Any) -> Any:
         accounting.remember_forecast_events(led, before)  # its ε goes into the total of the run it steers (§4)
-        session.ss()[DP_FORECAST_KEY] = (key, stats)
+        # the DP forecast release, kept with the corpus, split, vocabulary and S it was made for
+        session_state().results.dp_forecast_release = (key, stats)
         return stats
 
     if is_streamed():
@@ -257,18 +251,19 @@ def run_dp_forecast() -> Any:
                                     terms_per_doc=cfg.terms_per_doc, by_person=by_person, progress=job.meter.phase)
 
         def finished(job: jobs.Job) -> None:  # in a script run: a cancelled or failed release stays charged
-            if job.result is not None and session.ss().get("corpus_id") == key[0]:
+            if job.result is not None and state.loaded.corpus_id == key[0]:
                 keep(job.result)
 
-        return jobs.start_job(STEP_JOBS["forecast"], "DP forecast", work, on_finish=finished, meter=True)
+        return jobs.start_job("forecast", "DP forecast", work, on_finish=finished, meter=True)
     return keep(release_forecast(train, vocab, ledger=led, noise=nz, epsilon=eps, terms_per_doc=cfg.terms_per_doc,
                                  by_person=by_person))
 
 
 def dp_forecast_release() -> Any:
     """The DP forecast release for the current corpus, split, vocabulary and S, or None."""
-    kept = session.ss().get(DP_FORECAST_KEY)
-    if not kept or session.ss().get("corpus") is None or kept[0] != _forecast_key():
+    state = session_state()
+    kept = state.results.dp_forecast_release
+    if not kept or state.loaded.corpus is None or kept[0] != _forecast_key():
         return None
     return kept[1]
 
@@ -370,7 +365,7 @@ def start_method_preview(methods: Sequence[str], per_class: int) -> Any:
                                     eps_kde_grid=[base.eps_kde], methods=list(methods), seeds=1,
                                     per_class=int(per_class), progress=job.report, evaluator=ev)
 
-    return jobs.start_job("job_method_preview", "method preview", work)
+    return jobs.start_job("method_preview", "method preview", work)
 
 
 # ------------------------------------------------------------------------------------------- runs (§4)
@@ -379,10 +374,10 @@ def session_runs() -> list[dict[str, Any]]:
     """This session's run folders that still exist, newest first, with what each holds."""
     from dpkps_core.llm import read_documents
 
-    s = session.ss()
-    current = s.get("run_dir")
+    state = session_state()
+    current = state.run.run_dir
     out = []
-    for path in reversed(list(s.get("run_dirs") or [])):
+    for path in reversed(list(state.run.run_dirs or [])):
         p = Path(path)
         if not p.is_dir():
             continue
@@ -401,20 +396,20 @@ def session_runs() -> list[dict[str, Any]]:
 
 def delete_run(path: str) -> str:
     """Delete one of this session's run folders (the ledger keeps its entries: the ε was spent)."""
-    s = session.ss()
-    runs = [str(x) for x in s.get("run_dirs") or []]
+    state = session_state()
+    runs = [str(x) for x in state.run.run_dirs or []]
     if str(path) not in runs:
         raise ParameterError("That run folder is not one of this session's runs.")
-    job = s.get("job_generation")
-    if str(path) == str(s.get("run_dir")) and isinstance(job, jobs.Job) and job.running:
+    job = state.jobs.generation
+    if str(path) == str(state.run.run_dir) and isinstance(job, jobs.Job) and job.running:
         raise ParameterError("The LLM is still writing into this run folder; cancel it first "
                              f"({page_ref('generate')}).")
     p = Path(path)
     if p.is_dir():
         shutil.rmtree(p, ignore_errors=True)
-    s["run_dirs"] = [x for x in runs if x != str(path)]
-    if str(path) == str(s.get("run_dir")):
-        s["run_dir"] = None
+    state.run.run_dirs = [x for x in runs if x != str(path)]
+    if str(path) == str(state.run.run_dir):
+        state.run.run_dir = None
         session.clear_after("sequences", include=True)
     return p.name
 
@@ -445,6 +440,7 @@ def non_document_share(documents: Sequence[Any], failures: Sequence[Mapping[str,
 
 def start_memorisation(*, by_embedding: bool) -> Any:
     """The local memorisation check on this run's documents against the REAL training documents (PRIVATE)."""
+    state = session_state()
     from dpkps_core.embeddings import embed_texts
     from dpkps_core.evaluation.memorisation import memorisation_check
 
@@ -454,8 +450,8 @@ def start_memorisation(*, by_embedding: bool) -> Any:
     train = session.train_part()
     if len(train) == 0:
         raise ParameterError("There are no training documents to compare with.")
-    emb = session.memo_embedder((run_view.density_meta() or {}).get("embedding_model") or session.ss()["embedding_model"],
-                                session.ss().get("device")) if by_embedding else None
+    emb = session.memo_embedder((run_view.density_meta() or {}).get("embedding_model") or state.settings.embedding_model,
+                                state.settings.device) if by_embedding else None
     syn_texts = [d["text"] for d in docs]
     real_texts = list(train.texts)
 
@@ -470,7 +466,7 @@ def start_memorisation(*, by_embedding: bool) -> Any:
         job.report(1.0, "memorisation check done")
         return {"rows": rows, "documents": docs, "real_texts": real_texts}
 
-    return jobs.start_job("job_memorisation", "memorisation check", work)
+    return jobs.start_job("memorisation", "memorisation check", work)
 
 
 def memorisation_frame(result: Mapping[str, Any], excerpt: int = 160) -> pd.DataFrame:

@@ -34,12 +34,12 @@ from dpkps_core.method.sequences import KeyphraseSequence
 from studio import ledger_view, page_ref, session
 from studio.defaults import BUILTIN_VOCABULARIES
 from studio.resources import embedder, embedding_cache
+from studio.state import session_state
 
-_CACHE = "_run_view_cache"     # (stamp, RunView) of the open run folder
-_EVALUATION = "_run_view_evaluation"  # (stamp, EvaluationResult | None) of the open run folder (PRIVATE)
-_LIVE = "_run_view_live"       # {"path", "pv", "density", "density_stamp"}: the releases made in this session
-_EMBEDDINGS = "_run_view_embeddings"  # (model, seeded, Ṽ's terms, embeddings of Ṽ)
-_NOTES = "_run_view_notes"     # run path -> step -> PRIVATE, local figures of that step
+# The session's memory of run folders (``studio.state.RunMemory``): ``cache`` (stamp, RunView) of the open run folder;
+# ``evaluation`` (stamp, EvaluationResult | None) of it (PRIVATE); ``live`` {"path", "pv", "density",
+# "density_stamp"}: the releases made in this session; ``embeddings`` (model, seeded, Ṽ's terms, embeddings of Ṽ);
+# ``notes`` run path -> step -> PRIVATE, local figures of that step.
 _RESULT_FILES = (VOCABULARY_FILE, DENSITY_FILE, SEQUENCES_FILE, PRIVACY_REPORT_FILE, RUN_STATE_FILE)
 #: The private, local figures of a step's meta and their values for a run this session did not build.
 PRIVATE_NOTES: dict[str, dict[str, Any]] = {
@@ -82,23 +82,23 @@ def _read(folder: Path) -> RunView | None:
         run = open_run(folder)
     except DPKPSError:
         return None
-    state = run.state
+    run_state = run.state
     pv = PrivateVocabulary.from_dict(run.vocabulary or {})
-    pv_meta = dict(state.get("pv_meta") or {})
+    pv_meta = dict(run_state.get("pv_meta") or {})
     pv_meta.setdefault("eps_voc", pv.epsilon)
     pv_meta.setdefault("vocabulary_spec", pv.public_vocabulary)
-    d_meta = state.get("density_meta")
+    d_meta = run_state.get("density_meta")
     has_density = run.densities is not None and bool(d_meta)
     outcome = None
-    if has_density and run.sequences and state.get("seq_meta"):
+    if has_density and run.sequences and run_state.get("seq_meta"):
         seqs = tuple(KeyphraseSequence.from_mapping(q, where=f"sequence {i + 1}") for i, q in enumerate(run.sequences))
         outcome = SamplingOutcome(sequences=seqs, uniform_fallbacks=int(run.report.get("uniform_fallback_draws") or 0),
                                   draws=sum(len(q.keyphrases) for q in seqs))
-    return RunView(path=run.path, state=state, private_vocabulary=pv, vocabulary_meta=pv_meta,
+    return RunView(path=run.path, state=run_state, private_vocabulary=pv, vocabulary_meta=pv_meta,
                    density=run.density() if has_density else None,
                    density_meta=dict(d_meta) if has_density else None,
-                   density_info=dict(state.get("density_info") or {}) if has_density else None,
-                   outcome=outcome, sequences_meta=dict(state["seq_meta"]) if outcome is not None else None)
+                   density_info=dict(run_state.get("density_info") or {}) if has_density else None,
+                   outcome=outcome, sequences_meta=dict(run_state["seq_meta"]) if outcome is not None else None)
 
 
 def folder() -> Path | None:
@@ -111,12 +111,12 @@ def view() -> RunView | None:
     out = folder()
     if out is None:
         return None
-    s = session.ss()
+    memory = session_state().run.memory
     stamp = _stamp(out, _RESULT_FILES)
-    hit = s.get(_CACHE)
+    hit = memory.cache
     if hit is None or hit[0] != stamp:
         hit = (stamp, _read(out))
-        s[_CACHE] = hit
+        memory.cache = hit
     return hit[1]
 
 
@@ -126,12 +126,12 @@ def evaluation() -> EvaluationResult | None:
     out = folder()
     if out is None:
         return None
-    s = session.ss()
+    memory = session_state().run.memory
     stamp = _stamp(out, (EVALUATION_FILE,))
-    hit = s.get(_EVALUATION)
+    hit = memory.evaluation
     if hit is None or hit[0] != stamp:
         hit = (stamp, read_evaluation(out))
-        s[_EVALUATION] = hit
+        memory.evaluation = hit
     return hit[1]
 
 
@@ -140,49 +140,49 @@ def evaluation() -> EvaluationResult | None:
 def set_notes(path: Path, step: str, notes: Mapping[str, Any]) -> None:
     """Keep a step's PRIVATE, local figures for the run at ``path`` (session memory only)."""
     allowed = PRIVATE_NOTES[step]
-    session.ss().setdefault(_NOTES, {}).setdefault(str(path), {})[step] = {k: notes[k] for k in allowed if k in notes}
+    session_state().run.memory.notes.setdefault(str(path), {})[step] = {k: notes[k] for k in allowed if k in notes}
 
 
 def _notes(path: Path, step: str) -> dict[str, Any]:
-    mine = session.ss().get(_NOTES, {}).get(str(path), {}).get(step)
+    mine = session_state().run.memory.notes.get(str(path), {}).get(step)
     return {**PRIVATE_NOTES[step], **(mine or {})}
 
 
 def remember_vocabulary(path: Path, pv: PrivateVocabulary) -> None:
     """Keep Ṽ as released in this session for the run at ``path`` (its file holds the counts rounded: the steps
     that follow in this session use the release itself, as the CLI does)."""
-    session.ss()[_LIVE] = {"path": str(path), "pv": pv}
+    session_state().run.memory.live = {"path": str(path), "pv": pv}
 
 
 def remember_density(path: Path, density: Any, embeddings: np.ndarray, *, model: str, seeded: bool) -> None:
     """Keep the density released in this session for the run at ``path`` (after its densities file is written),
     and Ṽ's embeddings it was built with."""
-    s = session.ss()
-    live = s.get(_LIVE) if (s.get(_LIVE) or {}).get("path") == str(path) else {"path": str(path)}
-    s[_LIVE] = {**live, "density": density, "density_stamp": _stamp(path, (DENSITY_FILE,))}
+    memory = session_state().run.memory
+    live = memory.live if memory.live.get("path") == str(path) else {"path": str(path)}
+    memory.live = {**live, "density": density, "density_stamp": _stamp(path, (DENSITY_FILE,))}
     pv = live.get("pv") or (view().private_vocabulary if view() is not None else None)
     if pv is not None:
-        s[_EMBEDDINGS] = (model, bool(seeded), tuple(pv.terms), np.asarray(embeddings))
+        memory.embeddings = (model, bool(seeded), tuple(pv.terms), np.asarray(embeddings))
 
 
 def carry_over(source: str | Path | None, target: Path) -> None:
     """A new run folder that copies what an earlier one built on keeps what the session knows of it: the releases
     themselves and the steps' local figures."""
-    s = session.ss()
-    notes = s.get(_NOTES, {}).get(str(source))
+    memory = session_state().run.memory
+    notes = memory.notes.get(str(source))
     if source and notes:
-        s[_NOTES][str(target)] = {k: dict(v) for k, v in notes.items()}
-    live = s.get(_LIVE)
+        memory.notes[str(target)] = {k: dict(v) for k, v in notes.items()}
+    live = memory.live
     if source and live and live.get("path") == str(source):
         moved = {"path": str(target), "pv": live.get("pv")}
         if live.get("density") is not None and live.get("density_stamp") == _stamp(Path(source), (DENSITY_FILE,)) \
                 and (target / DENSITY_FILE).is_file():
             moved.update(density=live["density"], density_stamp=_stamp(target, (DENSITY_FILE,)))
-        s[_LIVE] = moved
+        memory.live = moved
 
 
 def _live(path: Path, what: str) -> Any | None:
-    live = session.ss().get(_LIVE) or {}
+    live = session_state().run.memory.live
     if live.get("path") != str(path) or live.get(what) is None:
         return None
     if what == "density" and live.get("density_stamp") != _stamp(path, (DENSITY_FILE,)):
@@ -245,7 +245,7 @@ def sequences_meta() -> dict[str, Any] | None:
     return dict(v.sequences_meta) if v is not None and v.sequences_meta is not None else None
 
 
-def state() -> dict[str, Any]:
+def run_state() -> dict[str, Any]:
     """The open run's ``run_state.json`` (public settings of each step); {} without a run."""
     v = view()
     return dict(v.state) if v is not None else {}
@@ -257,16 +257,16 @@ def embeddings() -> np.ndarray:
     v = view()
     if v is None:
         raise VocabularyError(f"Build the private vocabulary first ({page_ref('private-vocabulary')}).")
-    s = session.ss()
+    state = session_state()
     meta = v.density_meta or {}
-    model = str(meta.get("embedding_model") or s["embedding_model"])
+    model = str(meta.get("embedding_model") or state.settings.embedding_model)
     seeded = bool(meta.get("seeded"))
     key = (model, seeded, tuple(v.private_vocabulary.terms))
-    hit = s.get(_EMBEDDINGS)
+    hit = state.run.memory.embeddings
     if hit is None or hit[:3] != key:
         cache = pipeline.seeded_embedding_cache() if seeded else embedding_cache()
         hit = (*key, embed_terms(key[2], embedder(model), cache=cache))
-        s[_EMBEDDINGS] = hit
+        state.run.memory.embeddings = hit
     return hit[3]
 
 
@@ -289,9 +289,9 @@ def sampling_config_used(sequences: Mapping[str, Any] | None = None) -> Sampling
     q_meta = dict(sequences) if sequences is not None else sequences_meta()
     if v is None or pv_meta is None or d_meta is None or q_meta is None:
         raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
-    s = session.ss()
+    state = session_state()
     builtin = pv_meta["vocabulary_spec"] in BUILTIN_VOCABULARIES
-    upload_name = v.state.get("vocab_upload_name") or s.get("vocab_upload_name") or "vocabulary"
+    upload_name = v.state.get("vocab_upload_name") or state.uploads.vocab_upload_name or "vocabulary"
     seeded = bool(pv_meta.get("seeded") or d_meta.get("seeded") or q_meta.get("seeded"))
     split = session.split()
     return session.current_config(
@@ -299,13 +299,13 @@ def sampling_config_used(sequences: Mapping[str, Any] | None = None) -> Sampling
         selection_rule=pv_meta["selection_rule"],
         vocabulary=pv_meta["vocabulary_spec"] if builtin else "upload:" + str(upload_name),
         # the upload's SHA-256 beside its file name (config.to_run_dict), so the bundle identifies the exact file
-        vocabulary_sha256=None if builtin else (v.state.get("vocab_upload_sha256") or s.get("vocab_upload_sha256")),
+        vocabulary_sha256=None if builtin else (v.state.get("vocab_upload_sha256") or state.uploads.vocab_upload_sha256),
         remove_stopwords=pv_meta["remove_stopwords"], junk_filter=pv_meta["junk_filter"],
         vocab_max_terms=pv_meta["vocab_max_terms"], method=d_meta["method"], density=d_meta["density"],
         length=d_meta["length"], eps_kde=d_meta["eps_kde"], bandwidth=d_meta["bandwidth_setting"],
         features=d_meta["features_setting"], embedding_model=d_meta["embedding_model"],
         per_class=q_meta["per_class"], temperature=q_meta["temperature"],
-        seed=int(s["demo_seed"]) if seeded else None,
-        test_fraction=float(split.test_fraction if split is not None else s["test_fraction"]),
+        seed=int(state.settings.demo_seed) if seeded else None,
+        test_fraction=float(split.test_fraction if split is not None else state.settings.test_fraction),
         epsilon_cap=ledger_view.ledger().cap,
     )

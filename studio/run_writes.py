@@ -23,8 +23,9 @@ import numpy as np
 from dpkps_core.records import runfolder
 from dpkps_core.records.run_record import read_ledger_record, write_ledger_record
 from dpkps_core.records.runfolder import DENSITY_FILE, VOCABULARY_FILE, RunFolder
-from studio import ledger_view, run_view, session
-from studio.session import corpus, person_column, run_dir, ss
+from studio import ledger_view, run_view
+from studio.session import corpus, person_column, run_dir
+from studio.state import session_state
 
 #: which steps' events a kept file carries into a new folder (the forecast steered the Ṽ it keeps)
 _STEPS_OF_FILE: dict[str, tuple[str, ...]] = {VOCABULARY_FILE: ("forecast", "vocabulary"), DENSITY_FILE: ("density",)}
@@ -44,29 +45,29 @@ def run_state_base() -> dict[str, Any]:
     session, and the steps' public settings so far from the open run folder — read BEFORE a release: once the
     release is made, its output goes to the run folder before the session is touched (Streamlit may stop a script
     run at any session access when another click arrives; what was released must then still be in the folder)."""
-    s = ss()
+    state = session_state()
     c = corpus()
-    state = run_view.state()
-    built = bool(state.get("pv_meta"))  # Ṽ's vocabulary file is the one it was built from, not today's upload
+    run_state = run_view.run_state()
+    built = bool(run_state.get("pv_meta"))  # Ṽ's vocabulary file is the one it was built from, not today's upload
     return {
-        "corpus_spec": s.get("corpus_spec") or s.get("corpus_id"), "corpus_name": c.name if c is not None else None,
-        "text_column": s.get("loaded_text_column"), "label_column": s.get("loaded_label_column"),
+        "corpus_spec": state.loaded.corpus_spec or state.loaded.corpus_id, "corpus_name": c.name if c is not None else None,
+        "text_column": state.loaded.text_column, "label_column": state.loaded.label_column,
         "person_column": person_column(), "classes": list(c.public_classes or ()) if c is not None else [],
-        "test_fraction": (s.get("split_key") or (None, s.get("test_fraction")))[1],
-        "pv_meta": public_meta(state.get("pv_meta")), "density_meta": public_meta(state.get("density_meta")),
-        "density_info": state.get("density_info") if state.get("density_meta") else None,
-        "seq_meta": state.get("seq_meta"),
-        "vocab_upload_name": state.get("vocab_upload_name") if built else s.get("vocab_upload_name"),
-        "vocab_upload_sha256": state.get("vocab_upload_sha256") if built else s.get("vocab_upload_sha256"),
+        "test_fraction": (state.loaded.split_key or (None, state.settings.test_fraction))[1],
+        "pv_meta": public_meta(run_state.get("pv_meta")), "density_meta": public_meta(run_state.get("density_meta")),
+        "density_info": run_state.get("density_info") if run_state.get("density_meta") else None,
+        "seq_meta": run_state.get("seq_meta"),
+        "vocab_upload_name": run_state.get("vocab_upload_name") if built else state.uploads.vocab_upload_name,
+        "vocab_upload_sha256": run_state.get("vocab_upload_sha256") if built else state.uploads.vocab_upload_sha256,
     }
 
 
-def write_run_state(out: Path, state: Mapping[str, Any]) -> None:
+def write_run_state(out: Path, run_state: Mapping[str, Any]) -> None:
     """Write ``run_state.json`` (public only: the private figures of the step metas are dropped here)."""
-    state = {**state, "pv_meta": public_meta(state.get("pv_meta")),
-             "density_meta": public_meta(state.get("density_meta"))}
-    eps = (state["pv_meta"] or {}).get("eps_voc", 0.0) + (state["density_meta"] or {}).get("eps_kde", 0.0)
-    runfolder.write_json(RunFolder(out).state, {**state, "epsilon_total": round(float(eps), 6)})
+    run_state = {**run_state, "pv_meta": public_meta(run_state.get("pv_meta")),
+             "density_meta": public_meta(run_state.get("density_meta"))}
+    eps = (run_state["pv_meta"] or {}).get("eps_voc", 0.0) + (run_state["density_meta"] or {}).get("eps_kde", 0.0)
+    runfolder.write_json(RunFolder(out).state, {**run_state, "epsilon_total": round(float(eps), 6)})
 
 
 def density_scores_of(density: Any, embeddings: np.ndarray | None) -> np.ndarray:
@@ -122,9 +123,9 @@ def carry_record(old: Path, new: Path, keep: Sequence[str], ledger: Any = None) 
 def new_run_dir(keep: Sequence[str] = ()) -> tuple[Path, str | None]:
     """Point the session at a fresh run folder (copying ``keep`` from the current one, with what the session knows
     of them: ``studio.run_view.carry_over``); returns (new, old)."""
-    s = ss()
-    old = s.get("run_dir")
-    s["run_dir"] = None
+    state = session_state()
+    old = state.run.run_dir
+    state.run.run_dir = None
     new = run_dir()
     if old and Path(old).is_dir():
         for name in keep:
@@ -139,8 +140,8 @@ def new_run_dir(keep: Sequence[str] = ()) -> tuple[Path, str | None]:
 
 def abandon_run_dir(new: Path, old: str | None) -> None:
     """Undo :func:`new_run_dir` when the step failed before writing anything (an empty folder is no run)."""
-    s = ss()
+    state = session_state()
     if not (new / VOCABULARY_FILE).exists():
         shutil.rmtree(new, ignore_errors=True)
-        s["run_dirs"] = [p for p in s["run_dirs"] if p != str(new)]
-        s["run_dir"] = old
+        state.run.run_dirs = [p for p in state.run.run_dirs if p != str(new)]
+        state.run.run_dir = old

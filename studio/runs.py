@@ -28,8 +28,9 @@ from studio import page_ref, tenancy
 from studio.defaults import is_user_corpus
 from studio.jobs import Job
 from studio.session import (CORPUS_FINGERPRINT_FILE, corpus, corpus_content_fingerprint, drop_results, notice,
-                            person_column, split, ss)
+                            person_column, split)
 from studio.steps import load_demo
+from studio.state import session_state
 
 
 def follow_url() -> None:
@@ -46,44 +47,45 @@ RUN_QUERY_PARAM = "run"
 def sync_run_url() -> None:
     """Keep the run folder's name in the URL (``?run=<name>``) so a reloaded tab finds the run again; on the first
     run of a session (a reload) with such a parameter and no run yet, remember it for :func:`pending_reopen`."""
-    s = ss()
+    state = session_state()
     try:
         params = st.query_params
         wanted = params.get(RUN_QUERY_PARAM)
     except Exception:  # noqa: BLE001 - no browser context (bare mode): nothing to sync
         return
-    rd = s.get("run_dir")
-    if not s.get("_run_url_checked"):
-        s["_run_url_checked"] = True
+    rd = state.run.run_dir
+    if not state.run.url_checked:
+        state.run.url_checked = True
         if wanted and not rd:
-            s["pending_reopen"] = str(wanted)
+            state.run.pending_reopen = str(wanted)
             return
     name = Path(rd).name if rd else None
     if name and wanted != name:
         params[RUN_QUERY_PARAM] = name
-    elif not name and wanted and not s.get("pending_reopen"):
+    elif not name and wanted and not state.run.pending_reopen:
         del params[RUN_QUERY_PARAM]
 
 
 def pending_reopen() -> str | None:
     """The run folder named in the URL of a reloaded tab, not reopened yet (or ``None``)."""
-    return ss().get("pending_reopen")
+    state = session_state()
+    return state.run.pending_reopen
 
 
 def reopen_from_url() -> None:
     """After a reload, reopen the run the URL names (at no new ε: post-processing). A run built on an uploaded
     corpus waits until that corpus is loaded again (tried once per loaded corpus); a folder that is gone is said."""
-    s = ss()
-    name = s.get("pending_reopen")
-    if not name or s.get("_pending_reopen_tried") == (name, s.get("corpus_id")):
+    state = session_state()
+    name = state.run.pending_reopen
+    if not name or state.run.pending_reopen_tried == (name, state.loaded.corpus_id):
         return
-    s["_pending_reopen_tried"] = (name, s.get("corpus_id"))
+    state.run.pending_reopen_tried = (name, state.loaded.corpus_id)
     try:
         reopen_run(resolve_run_name(name, tenancy.runs_root()))
     except CorpusError as exc:  # its corpus is not loaded yet: say how, and try again once it is
         notice(f"This tab names the run {name}, which can be reopened once its corpus is loaded. {exc}")
     except DPKPSError as exc:
-        s.pop("pending_reopen", None)
+        state.run.pending_reopen = None
         notice(f"The run {name} named in this tab's address could not be reopened: {exc}")
 
 
@@ -100,25 +102,25 @@ def recorded_fingerprint(folder: str | Path) -> str | None:
     return fp if isinstance(fp, str) and fp else None
 
 
-def run_corpus_matches(state: Mapping[str, Any], folder: str | Path | None = None) -> bool:
+def run_corpus_matches(run_state: Mapping[str, Any], folder: str | Path | None = None) -> bool:
     """Whether the loaded corpus is the one a run was built on: the same (public) demo, or — for an upload — the
     same CONTENT: the loaded corpus's fingerprint (texts, labels, persons) equals the one recorded in the run
     folder, whatever the file's name or columns. A run recorded before fingerprints existed falls back to the
     file name and the text, label and person columns."""
-    s = ss()
+    state = session_state()
     c = corpus()
-    if c is None or not state.get("corpus_spec"):
+    if c is None or not run_state.get("corpus_spec"):
         return False
-    if str(state["corpus_spec"]).startswith("demo:"):
-        return (s.get("corpus_spec") or s.get("corpus_id")) == state["corpus_spec"]
-    if not is_user_corpus(s.get("corpus_id")):
+    if str(run_state["corpus_spec"]).startswith("demo:"):
+        return (state.loaded.corpus_spec or state.loaded.corpus_id) == run_state["corpus_spec"]
+    if not is_user_corpus(state.loaded.corpus_id):
         return False
     recorded = recorded_fingerprint(folder) if folder is not None else None
     if recorded is not None:
         return recorded == corpus_content_fingerprint()
-    return (s.get("corpus_spec") or s.get("corpus_id")) == state["corpus_spec"] and (
-        s.get("loaded_text_column"), s.get("loaded_label_column"), person_column()) == (
-        state.get("text_column"), state.get("label_column"), state.get("person_column"))
+    return (state.loaded.corpus_spec or state.loaded.corpus_id) == run_state["corpus_spec"] and (
+        state.loaded.text_column, state.loaded.label_column, person_column()) == (
+        run_state.get("text_column"), run_state.get("label_column"), run_state.get("person_column"))
 
 
 def own_run(path: str | Path) -> Path:
@@ -135,48 +137,49 @@ def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
     """Reopen a run from its folder: the session points at it, and its Ṽ, densities, sequences and documents are
     what the pages show again; "continue writing", evaluation and export work from them — at no new ε (reading DP
     outputs back is post-processing; no ledger event, nothing admitted)."""
-    s = ss()
-    job = s.get("job_generation")
+    state = session_state()
+    job = state.jobs.generation
     if isinstance(job, Job) and job.running:
         raise ParameterError("The LLM is still writing into the current run folder; cancel it first "
                              f"({page_ref('generate')}).")
     run = open_run(own_run(path))
-    state = run.state
-    spec = state.get("corpus_spec") or run.config.get("corpus")
-    if not state:
+    run_state = run.state
+    spec = run_state.get("corpus_spec") or run.config.get("corpus")
+    if not run_state:
         raise ParameterError(f"The run folder {run.name} was written by the command line, not by the app: export it "
                              "below, or continue it with `python -m dpkps_core generate`.")
-    if not run_corpus_matches(state, run.path):
+    if not run_corpus_matches(run_state, run.path):
         if str(spec).startswith("demo:") and spec in DEMO_SPECS:
-            s["corpus_source"], s["demo_spec"] = "demo", spec
+            state.settings.corpus_source, state.settings.demo_spec = "demo", spec
             load_demo(spec)
         else:
             name = str(spec).split(":", 1)[-1]
-            differs = is_user_corpus(ss().get("corpus_id")) and recorded_fingerprint(run.path)
+            differs = is_user_corpus(state.loaded.corpus_id) and recorded_fingerprint(run.path)
             raise CorpusError(f"The run {run.name} was built on the corpus “{name}”"
                               + (" — the loaded corpus's content is not that corpus's, whatever its name" if differs
                                  else "")
                               + f": load that file on {page_ref('corpus')} (with the text column "
-                              f"“{state.get('text_column')}” "
-                              f"and the label column “{state.get('label_column')}”), then reopen the run.")
+                              f"“{run_state.get('text_column')}” "
+                              f"and the label column “{run_state.get('label_column')}”), then reopen the run.")
     c = corpus()
     source = str(spec).split(":", 1)[0]
-    s["corpus_source"] = source if source in ("demo", "server") else "upload"  # page 1 shows the run's corpus
-    classes = tuple(state.get("classes") or run.report.get("classes") or ())
+    state.settings.corpus_source = source if source in ("demo", "server") else "upload"  # page 1 shows the run's corpus
+    classes = tuple(run_state.get("classes") or run.report.get("classes") or ())
     if classes and c.public_classes != classes:
-        s["corpus"] = c.with_classes(list(classes))
+        state.loaded.corpus = c.with_classes(list(classes))
     drop_results()
-    if state.get("test_fraction") is not None:
-        s["test_fraction"] = float(state["test_fraction"])
+    if run_state.get("test_fraction") is not None:
+        state.settings.test_fraction = float(run_state["test_fraction"])
     split()  # settle the split the run was built on before the session points at its results
-    for key in ("vocab_upload_name", "vocab_upload_sha256"):
-        if state.get(key):
-            s[key] = state[key]
-    s["run_dir"] = str(run.path)
-    if str(run.path) not in s["run_dirs"]:
-        s["run_dirs"].append(str(run.path))
-    s["reopened_run"] = run.name
-    s.pop("pending_reopen", None)
+    if run_state.get("vocab_upload_name"):
+        state.uploads.vocab_upload_name = run_state["vocab_upload_name"]
+    if run_state.get("vocab_upload_sha256"):
+        state.uploads.vocab_upload_sha256 = run_state["vocab_upload_sha256"]
+    state.run.run_dir = str(run.path)
+    if str(run.path) not in state.run.run_dirs:
+        state.run.run_dirs.append(str(run.path))
+    state.run.reopened_run = run.name
+    state.run.pending_reopen = None
     if not quiet:
         notice(f"Reopened the run {run.name}: its Ṽ, densities, sequences and {len(run.documents):,} document(s) "
                "are back. Nothing was spent: reading released outputs back is post-processing.")
@@ -187,9 +190,9 @@ def machine_runs() -> list[dict[str, Any]]:
     """Every run folder of the session's runs root (``dpkps_core.records.runfolder.list_runs``: on this machine without
     login, the signed-in tenant's with login), newest first, marked ``current`` (the session's pointer) and
     ``mine`` (made or reopened in this session) — what page 8 lists to reopen or export."""
-    s = ss()
-    current = str(s.get("run_dir") or "")
-    mine = {str(p) for p in s.get("run_dirs") or []}
+    state = session_state()
+    current = str(state.run.run_dir or "")
+    mine = {str(p) for p in state.run.run_dirs or []}
     return [{**r.to_dict(), "current": str(r.path) == current, "mine": str(r.path) in mine}
             for r in list_runs(tenancy.runs_root())]
 
@@ -198,19 +201,19 @@ def machine_runs() -> list[dict[str, Any]]:
 
 def delete_runs() -> list[str]:
     """Delete every run folder of this session (the ledger stays: the ε was spent)."""
-    s = ss()
-    job = s.get("job_generation")
+    state = session_state()
+    job = state.jobs.generation
     if isinstance(job, Job) and job.running:
         raise ParameterError(f"The LLM is still writing into the run folder; cancel it first ({page_ref('generate')}).")
     deleted = []
     root = tenancy.runs_root()
-    for path in list(s["run_dirs"]):
+    for path in list(state.run.run_dirs):
         p = Path(path)
         if p.parent != root:  # never another runs root's folder (a session is bound to one tenant)
             continue
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
         deleted.append(p.name)
-    s["run_dirs"] = []
+    state.run.run_dirs = []
     drop_results()
     return deleted

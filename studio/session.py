@@ -1,9 +1,9 @@
-"""The app's session: the keys of ``st.session_state`` and the accessors that read or derive them.
+"""The app's session: the accessors that read or derive what the session's typed state (``studio.state``) holds.
 
 Rules (docs/ARCHITECTURE.md "studio/"):
 
-* Everything lives in plain ``st.session_state`` keys (widgets only mirror them, see ``studio.widgets``), so a
-  page that is not on screen loses nothing. The settings and their defaults are ``studio.defaults``; the one path
+* Everything lives in the session's :class:`~studio.state.SessionState` (widgets only mirror its settings, see
+  ``studio.widgets``), so a page that is not on screen loses nothing. The settings and their defaults are ``studio.defaults``; the one path
   from them to a :class:`~dpkps_core.method.config.SamplingConfig` is :func:`current_config`
   (``dpkps_core.method.config.build_sampling_config``).
 * The run folder is the state (``dpkps_core.records.runfolder``): every step writes its DP output there as soon as it is
@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from pathlib import Path
-from typing import Any, Mapping, MutableMapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
-import streamlit as st
 
 from dpkps_core.method import pipeline
 from dpkps_core.method.config import SamplingConfig, build_sampling_config, effective_max_terms, split_epsilon
@@ -44,59 +42,37 @@ from dpkps_core.method.split import CorpusSplit, split_documents
 from dpkps_core.method.training_source import StreamedCorpus
 from dpkps_core.method.vocabulary import PublicVocabulary
 from studio import defaults, page_ref, tenancy
-from studio.defaults import fill_defaults
 from studio.jobs import Job
 from studio.resources import cached_vocabulary, embedder
 from studio.streamed import STREAMED_NOTE, StreamedView, content_fingerprint, is_streamed, term_counts_key
+from studio.state import SessionState, clear_results, session_state, settings_dict
 
-STEPS = ("corpus", "vocabulary", "density", "sequences", "documents", "evaluation")
-
-# Session results cleared when the step they belong to (or an earlier one) is re-run; the steps' DP outputs are in
-# the run folder, not here. Private ones are marked.
-_RESULT_KEYS: dict[str, tuple[str, ...]] = {
-    "corpus": ("split", "split_key", "term_counts", "forecast", "no_llm_history", "real_keyphrase_baseline",
-               "method_outlook", "job_method_preview", "compare_rows", "_embedding_memo"),  # all PRIVATE
-    "vocabulary": ("vocab_check",),                             # PRIVATE
-    "density": ("umap_map",),
-    "sequences": ("no_llm",),                                   # PRIVATE
-    "documents": ("job_generation",),
-    "evaluation": ("evaluation", "projections", "job_projection", "job_evaluation", "job_memorisation"),
-}
-
-
-def ss() -> MutableMapping[str, Any]:
-    return st.session_state
-
-
-def init_session() -> None:
-    """Fill missing keys (first visit, or keys a newer version added). Never overwrites a choice."""
-    s = ss()
-    fill_defaults(s)
-    if "session_token" not in s:
-        s["session_token"] = secrets.token_hex(4)
-    for k, v in (("ledgers", {}), ("run_dirs", []), ("notices", [])):
-        if k not in s:
-            s[k] = v
+def init_session() -> SessionState:
+    """This browser session's :class:`~studio.state.SessionState` (a fresh one, every setting at its default, on the
+    first visit)."""
+    return session_state()
 
 
 def has_results() -> bool:
     """True while the open run folder holds paid-for results (Ṽ, and what followed): the settings they were built on
     are then locked or ask first (docs/DESIGN.md §2.0: a discarded release stays spent)."""
-    rd = ss().get("run_dir")
+    state = session_state()
+    rd = state.run.run_dir
     return bool(rd) and (Path(rd) / VOCABULARY_FILE).is_file()
 
 
 def drop_results() -> None:
     """Put the results on screen aside: the session's derived results go, the pointer to the run folder is dropped
     (the folder stays on disk and can be reopened; the ε it spent stays on the ledger)."""
+    state = session_state()
     clear_after("vocabulary", include=True)
-    ss()["run_dir"] = None
+    state.run.run_dir = None
 
 
 def eps_split() -> tuple[float, float]:
     """(ε_voc, ε_kde) of the budget page's total and share (``dpkps_core.method.config.split_epsilon``)."""
-    s = ss()
-    return split_epsilon(float(s["eps_total"]), float(s["eps_voc_share"]))
+    state = session_state()
+    return split_epsilon(float(state.settings.eps_total), float(state.settings.eps_voc_share))
 
 
 def _settings() -> dict[str, Any]:
@@ -104,14 +80,14 @@ def _settings() -> dict[str, Any]:
     settings the config declares for the app (``studio.defaults.settings_from_state``) and those the app derives
     from its own choices — the corpus and its columns, the vocabulary (an upload is a file), the demo seed, the cap
     switch, the person column."""
-    s = ss()
+    state = session_state()
     return dict(
-        defaults.settings_from_state(s),
-        corpus=s.get("corpus_spec") or s["demo_spec"], text_column=s.get("loaded_text_column"),
-        label_column=s.get("loaded_label_column"), vocabulary=vocabulary_spec(),
-        seed=int(s["demo_seed"]) if s["seeded_demo"] else None,
-        epsilon_cap=float(s["epsilon_cap"]) if s["cap_enabled"] else None,
-        person_column=person_column(), encoding=str(s.get("loaded_encoding") or "utf-8"),
+        defaults.settings_from_state(settings_dict(state.settings)),
+        corpus=state.loaded.corpus_spec or state.settings.demo_spec, text_column=state.loaded.text_column,
+        label_column=state.loaded.label_column, vocabulary=vocabulary_spec(),
+        seed=int(state.settings.demo_seed) if state.settings.seeded_demo else None,
+        epsilon_cap=float(state.settings.epsilon_cap) if state.settings.cap_enabled else None,
+        person_column=person_column(), encoding=str(state.loaded.encoding or "utf-8"),
     )
 
 
@@ -120,28 +96,23 @@ def current_config(**overrides: Any) -> SamplingConfig:
     once through ``dpkps_core.method.config.build_sampling_config``, which checks it (docs/ARCHITECTURE.md "One path for a
     setting"). The ε split is the budget page's total and share unless ε_voc or ε_kde is overridden."""
     settings = {**_settings(), **overrides}
-    s = ss()
+    state = session_state()
     if "eps_voc" in overrides or "eps_kde" in overrides:
         voc, kde = eps_split()
         settings.setdefault("eps_voc", voc)
         settings.setdefault("eps_kde", kde)
         return build_sampling_config(**settings)
-    return build_sampling_config(eps_total=float(s["eps_total"]), eps_voc_share=float(s["eps_voc_share"]),
+    return build_sampling_config(eps_total=float(state.settings.eps_total), eps_voc_share=float(state.settings.eps_voc_share),
                                  **settings)
 
 
 def clear_after(step: str, *, include: bool = False) -> None:
-    """Drop the session results of the steps after ``step`` (and of ``step`` itself when ``include``); a running job
-    among them is cancelled."""
-    s = ss()
-    start = STEPS.index(step) + (0 if include else 1)
-    for name in STEPS[start:]:
-        for key in _RESULT_KEYS[name]:
-            if key.startswith("job_"):
-                job = s.get(key)
-                if isinstance(job, Job) and job.running:
-                    job.cancel.set()
-            s.pop(key, None)
+    """Drop the session results of the steps after ``step`` (and of ``step`` itself when ``include``,
+    ``studio.state.clear_results``); a running job among them is cancelled."""
+    state = session_state()
+    for job in clear_results(state, step, include=include):
+        if isinstance(job, Job) and job.running:
+            job.cancel.set()
 
 
 # ============================================================================================ session accessors
@@ -151,31 +122,35 @@ def memo_embedder(name: str = DEFAULT_MODEL, device: str | None = None) -> Any:
     session and corpus, whether by Evaluate, the map or Compare; never written anywhere."""
     from studio.embedding_memo import session_embedder, session_memo
 
-    return session_embedder(embedder(name, device), session_memo(ss(), ss().get("corpus_id"), name))
+    state = session_state()
+    return session_embedder(embedder(name, device), session_memo(state.results, state.loaded.corpus_id, name))
 
 
 def notice(message: str) -> None:
     """Queue a one-off message for the next page render (e.g. after a switch of corpus)."""
-    ss()["notices"].append(message)
+    state = session_state()
+    state.notices.append(message)
 
 
 def corpus() -> Corpus | None:
-    return ss().get("corpus")
+    state = session_state()
+    return state.loaded.corpus
 
 
 def corpus_id() -> str | None:
-    return ss().get("corpus_id")
+    state = session_state()
+    return state.loaded.corpus_id
 
 
 def noise() -> NoiseSource:
     """OS entropy by default; seeded only when "reproducible demo (NOT FOR RELEASE)" is ticked."""
-    s = ss()
-    seed = int(s["demo_seed"]) if s.get("seeded_demo") else None
-    sampler = str(s.get("noise_sampler") or "opendp")  # OpenDP (vetted, default) or NumPy; a seed means NumPy
-    cur: NoiseSource | None = s.get("noise")
+    state = session_state()
+    seed = int(state.settings.demo_seed) if state.settings.seeded_demo else None
+    sampler = str(state.settings.noise_sampler or "opendp")  # OpenDP (vetted, default) or NumPy; a seed means NumPy
+    cur: NoiseSource | None = state.noise
     if cur is None or cur.seed != seed or cur.requested_sampler != sampler:
         cur = NoiseSource(seed, sampler=sampler)
-        s["noise"] = cur
+        state.noise = cur
     return cur
 
 
@@ -199,37 +174,37 @@ def person_groups(part: Corpus) -> Sequence[str] | None:
 
 def split() -> CorpusSplit | None:
     """The held-out split of the current corpus; only ``split.train`` feeds DP steps (a streamed corpus's: its pass's)."""
-    s = ss()
+    state = session_state()
     c = corpus()
     if c is None:
         return None
-    key = (s.get("corpus_id"), float(s["test_fraction"]))
-    if s.get("split_key") != key:
-        if s.get("split_key") is not None and s["split_key"][0] == key[0] and has_results():
+    key = (state.loaded.corpus_id, float(state.settings.test_fraction))
+    if state.loaded.split_key != key:
+        if state.loaded.split_key is not None and state.loaded.split_key[0] == key[0] and has_results():
             # the slider is locked while results exist (page 1); a change from elsewhere never discards them:
             # the fraction the results were built on stays (docs/DESIGN.md §2.0, a discarded release stays spent)
-            s["test_fraction"] = s["split_key"][1]
-            return s["split"]
+            state.settings.test_fraction = state.loaded.split_key[1]
+            return state.loaded.split
         if isinstance(c, StreamedView):
-            s["corpus"] = c = c.resplit(key[1])  # another fraction reads the file once more
+            state.loaded.corpus = c = c.resplit(key[1])  # another fraction reads the file once more
             new = c.prepared.split
         else:
-            new = split_documents(c, test_fraction=float(s["test_fraction"]), seed=0,
+            new = split_documents(c, test_fraction=float(state.settings.test_fraction), seed=0,
                                   by_person=person_column() is not None)
         clear_after("corpus", include=True)
-        s["split"], s["split_key"] = new, key
-    return s["split"]
+        state.loaded.split, state.loaded.split_key = new, key
+    return state.loaded.split
 
 
 def start_over() -> None:
     """The explicit "start over" action: the results on screen are put aside (their run folders stay on disk and
     can be reopened; the ε they spent stays on the ledger), which unlocks the settings they were built on."""
-    s = ss()
-    job = s.get("job_generation")
+    state = session_state()
+    job = state.jobs.generation
     if isinstance(job, Job) and job.running:
         raise ParameterError(f"The LLM is still writing into the run folder; cancel it first ({page_ref('generate')}).")
     drop_results()
-    s.pop("reopened_run", None)
+    state.run.reopened_run = None
 
 
 def train_part() -> Corpus | StreamedCorpus:
@@ -256,26 +231,26 @@ def test_part() -> Corpus:
 # ============================================================================================ 2. vocabulary & budget
 
 def vocabulary_spec() -> str:
-    s = ss()
-    if s["vocabulary"] == "upload":
-        path = s.get("vocab_upload_path")
+    state = session_state()
+    if state.settings.vocabulary == "upload":
+        path = state.uploads.vocab_upload_path
         if not path:
             raise VocabularyError("Upload a vocabulary file (one term per line) or choose a built-in vocabulary.")
         return str(path)
-    return str(s["vocabulary"])
+    return str(state.settings.vocabulary)
 
 
 def public_vocabulary() -> PublicVocabulary:
-    s = ss()
+    state = session_state()
     spec = vocabulary_spec()
-    return cached_vocabulary(spec, bool(s["remove_stopwords"]), bool(s["junk_filter"]),
-                             effective_max_terms(spec, int(s["vocab_max_terms"]) or None))
+    return cached_vocabulary(spec, bool(state.settings.remove_stopwords), bool(state.settings.junk_filter),
+                             effective_max_terms(spec, int(state.settings.vocab_max_terms) or None))
 
 
 def term_counts(vocab: PublicVocabulary, terms_per_doc: int) -> np.ndarray:
     """PRIVATE first-S-distinct term counts of the training part (session only; they do not depend on ε)."""
-    s = ss()
-    cache = s.get("term_counts")
+    state = session_state()
+    cache = state.results.term_counts
     key = term_counts_key(vocab, terms_per_doc)
     if not cache or cache[0] != key:
         if is_streamed():  # its counts come from its Ṽ release's own pass (studio.streamed.remember_term_counts)
@@ -283,8 +258,8 @@ def term_counts(vocab: PublicVocabulary, terms_per_doc: int) -> np.ndarray:
                               f"({page_ref('private-vocabulary')}) when every training document took part. {STREAMED_NOTE}")
         train = train_part()
         counts = pipeline.term_counts(train.texts, vocab, terms_per_doc=terms_per_doc, groups=person_groups(train))
-        s["term_counts"] = (key, counts)
-        cache = s["term_counts"]
+        state.results.term_counts = (key, counts)
+        cache = state.results.term_counts
     return cache[1]
 
 
@@ -314,39 +289,40 @@ def corpus_content_fingerprint() -> str | None:
     """SHA-256 of the loaded corpus's CONTENT — every document's text, label and person id, in order — whatever
     the file's name, format, columns or encoding (PRIVATE: a digest of private text; kept in the session and in the
     run folder's private file only). ``None`` without a corpus."""
-    s = ss()
+    state = session_state()
     c = corpus()
     if c is None:
         return None
-    memo = s.get("_corpus_content_fp")
-    if memo and memo[0] == s.get("corpus_id"):
+    memo = state.loaded.content_fingerprint
+    if memo and memo[0] == state.loaded.corpus_id:
         return memo[1]
-    s["_corpus_content_fp"] = (s.get("corpus_id"), content_fingerprint(c))
-    return s["_corpus_content_fp"][1]
+    state.loaded.content_fingerprint = (state.loaded.corpus_id, content_fingerprint(c))
+    return state.loaded.content_fingerprint[1]
 
 
 def run_dir(*, create: bool = True) -> Path | None:
     """This session's current run folder (owner-only), created on first use under the tenant's runs root
     (``studio.tenancy``) with the loaded corpus's content fingerprint in a private file."""
-    s = ss()
-    path = s.get("run_dir")
+    state = session_state()
+    path = state.run.run_dir
     if path and Path(path).is_dir():
         return Path(path)
     if not create:
         return None
-    new = create_run_dir(tenancy.runs_root(), s["session_token"])
+    new = create_run_dir(tenancy.runs_root(), state.token)
     fp = corpus_content_fingerprint()
     if fp is not None:
         fd = os.open(new / CORPUS_FINGERPRINT_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(json.dumps({"format": "dpkps-run-corpus", "version": 1, "content_sha256": fp}))
-    s["run_dir"] = str(new)
-    s["run_dirs"].append(str(new))
+    state.run.run_dir = str(new)
+    state.run.run_dirs.append(str(new))
     return new
 
 
 def generation_secrets() -> list[str]:
-    key = ss().get("api_key") or ""
+    state = session_state()
+    key = state.settings.api_key or ""
     return [key] if key else []
 
 

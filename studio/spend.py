@@ -19,56 +19,48 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Iterator, MutableMapping
+from typing import Iterator
 
 import streamlit as st
+from studio.state import session_state
 
-_VERSIONS = "_spend_versions"   # step -> number of releases begun from its button in this session
-_REQUEST = "_spend_request"     # (step, release count the clicked button was drawn with): asked for, not taken yet
-_TAKEN = "_spend_taken"         # script run's thread -> the same, once that run took it and runs the step
-_CONFIRM = "_spend_confirm"     # steps whose re-run question is open
-_LOCK = "_spend_lock"
 IGNORED_NOTE = ("A repeated click was ignored: it was made on a button drawn before the release it repeats "
                 "(a double or triple click), and one intent spends once.")
 
 
-def _s() -> MutableMapping[str, Any]:
-    return st.session_state
-
-
 def version(step: str) -> int:
     """How many releases of ``step`` this session has begun from its button."""
-    return int(_s().setdefault(_VERSIONS, {}).get(step, 0))
+    return int(session_state().spend.versions.get(step, 0))
 
 
 def _request(step: str, drawn_at: int) -> None:
     """on_click: ask for one release of ``step`` — only if the button was drawn after the last one began; a stale
     click (a double or triple click queued behind the release it repeats) is ignored, and said."""
-    s = _s()
+    state = session_state()
     if drawn_at != version(step):
-        s["notices"] = [*s.get("notices", []), IGNORED_NOTE]
+        state.notices.append(IGNORED_NOTE)
         return
-    s[_REQUEST] = (step, drawn_at)
-    s.setdefault(_CONFIRM, set()).discard(step)
+    state.spend.request = (step, drawn_at)
+    state.spend.confirm.discard(step)
 
 
 def _ask(step: str, drawn_at: int) -> None:
     """on_click of the re-run button: open the question (it never spends)."""
     if drawn_at == version(step):
-        _s().setdefault(_CONFIRM, set()).add(step)
+        session_state().spend.confirm.add(step)
 
 
 def _cancel(step: str) -> None:
-    _s().setdefault(_CONFIRM, set()).discard(step)
+    session_state().spend.confirm.discard(step)
 
 
 def requested(step: str) -> bool:
     """True once per accepted click on ``step``'s spend button (the request is taken)."""
-    s = _s()
-    req = s.get(_REQUEST)
+    spend = session_state().spend
+    req = spend.request
     if req is not None and req[0] == step:
-        s.pop(_REQUEST, None)
-        s.setdefault(_TAKEN, {})[threading.get_ident()] = req  # per script run (runs may overlap in time)
+        spend.request = None
+        spend.taken[threading.get_ident()] = req  # per script run (runs may overlap in time)
         return True
     return False
 
@@ -81,20 +73,17 @@ def started() -> None:
     (the command line, tests of the steps) it does nothing."""
     from dpkps_core.errors import ParameterError
 
-    s = _s()
-    lock = s.get(_LOCK)
-    if not isinstance(lock, type(threading.Lock())):
-        lock = s[_LOCK] = threading.Lock()
-    with lock:
-        taken = s.setdefault(_TAKEN, {}).pop(threading.get_ident(), None)
+    spend = session_state().spend
+    with spend.lock:
+        taken = spend.taken.pop(threading.get_ident(), None)
         if taken is None:
             return
         step, drawn_at = taken
         if version(step) != drawn_at:
             raise ParameterError("This click was ignored: the release it asked for was already made (one intent "
                                  "spends once). Nothing more was spent.")
-        s.setdefault(_VERSIONS, {})[step] = drawn_at + 1
-        s.setdefault(_CONFIRM, set()).discard(step)
+        spend.versions[step] = drawn_at + 1
+        spend.confirm.discard(step)
 
 
 def button(step: str, *, label: str, epsilon: float, done: bool, again: str, what: str = "ε",
@@ -108,7 +97,7 @@ def button(step: str, *, label: str, epsilon: float, done: bool, again: str, wha
         st.button(label, type="primary", icon=icon, key=f"spend.{step}", on_click=_request, args=(step, v),
                   disabled=disabled, help=help)
         return requested(step)
-    asking = step in _s().setdefault(_CONFIRM, set())
+    asking = step in session_state().spend.confirm
     st.button(f"{again}…", type="secondary", icon=icon, key=f"spend.{step}.ask", on_click=_ask, args=(step, v),
               disabled=disabled or asking, help=f"Asks first: a re-run spends {what} = {epsilon:g} again.")
     if asking:
@@ -132,4 +121,4 @@ def releasing(step: str) -> Iterator[None]:
     try:
         yield
     finally:
-        _s().setdefault(_CONFIRM, set()).discard(step)
+        session_state().spend.confirm.discard(step)

@@ -8,12 +8,14 @@ import streamlit as st
 
 from studio import jobs
 from studio.steps import STEP_JOBS
+from studio.state import session_state
 from studio.widgets import job_monitor
 
 
 def step_running() -> bool:
     """Whether a DP step of this session is still reading a streamed corpus (its spend buttons wait for it)."""
-    return any(isinstance(j := st.session_state.get(k), jobs.Job) and j.running for k in STEP_JOBS.values())
+    state = session_state()
+    return any(isinstance(j := state.jobs.get(name), jobs.Job) and j.running for name in STEP_JOBS)
 
 
 def step_monitor(step: str) -> None:
@@ -21,7 +23,8 @@ def step_monitor(step: str) -> None:
     chunk, the training documents read, rows per second and the time left (``studio.jobs.ChunkMeter``), with a
     Cancel that takes effect between chunks; once it ended, how (a cancelled or failed step released nothing and
     stays charged)."""
-    key = STEP_JOBS[step]
+    if step not in STEP_JOBS:
+        raise KeyError(f"{step!r} is not a streamed DP step ({', '.join(STEP_JOBS)}).")
 
     def ended(j: jobs.Job) -> None:
         if j.running:
@@ -33,4 +36,4 @@ def step_monitor(step: str) -> None:
         elif j.error:
             st.error(f"{j.error} What this step admitted before it failed stays charged.", icon=":material/error:")
 
-    job_monitor(key, body=ended, cancel_label="Cancel (between chunks; the ε stays charged)")
+    job_monitor(step, body=ended, cancel_label="Cancel (between chunks; the ε stays charged)")

@@ -38,44 +38,47 @@ from studio.jobs import Job, start_job
 from studio.resources import cached_vocabulary, demo_corpus, embedder, embedding_cache
 from studio.accounting import forecast_event_ids, record_step, recorded_event_ids, reserve_plan, run_account
 from studio.run_writes import abandon_run_dir, new_run_dir, run_state_base, save_densities, write_run_state
-from studio.session import clear_after, corpus, current_config, noise, notice, privacy_unit, public_vocabulary, run_dir, ss, term_counts, test_part, train_part
+from studio.session import clear_after, corpus, current_config, noise, notice, privacy_unit, public_vocabulary, run_dir, term_counts, test_part, train_part
 from studio.ledger_view import ledger
 from studio.streamed import Metered, StreamedView, is_streamed, remember_term_counts
+from studio.state import session_state
 
 # ============================================================================================ 1. corpus
 
 def ensure_corpus() -> Corpus | None:
     """The current corpus; on a first visit the preselected demo corpus is loaded."""
-    s = ss()
-    if s.get("corpus") is None and s.get("corpus_source") == "demo":
-        load_demo(s["demo_spec"])
-    return s.get("corpus")
+    state = session_state()
+    if state.loaded.corpus is None and state.settings.corpus_source == "demo":
+        load_demo(state.settings.demo_spec)
+    return state.loaded.corpus
 
 
 def load_demo(spec: str) -> Corpus:
+    state = session_state()
     if spec not in DEMO_SPECS:
         raise CorpusError(f"Unknown demo corpus {spec!r}.")
     refuse_while_stepping()
     c = demo_corpus(spec)
     set_corpus(c, cid=spec, spec=spec, fingerprint=None, text_column=None, label_column=None, filename=None)
-    ss()["loaded_encoding"] = "utf-8"
-    if not ss().get("doc_type"):
-        ss()["doc_type"] = DOC_TYPE_FOR_DEMO.get(spec, "a document")
+    state.loaded.encoding = "utf-8"
+    if not state.settings.doc_type:
+        state.settings.doc_type = DOC_TYPE_FOR_DEMO.get(spec, "a document")
     return c
 
 
 def set_corpus(c: Corpus | StreamedView, *, cid: str, spec: str, fingerprint: str | None, text_column: str | None,
                 label_column: str | None, filename: str | None) -> None:
-    s = ss()
-    if s.get("corpus_id") == cid and s.get("corpus") is not None:
+    state = session_state()
+    if state.loaded.corpus_id == cid and state.loaded.corpus is not None:
         return
-    had = s.get("corpus_id")
+    had = state.loaded.corpus_id
     clear_after("corpus", include=True)
-    s.update(corpus=c, corpus_id=cid, corpus_spec=spec, corpus_fingerprint=fingerprint,
-             loaded_text_column=text_column, loaded_label_column=label_column, corpus_filename=filename,
-             run_dir=None)
+    loaded = state.loaded
+    loaded.corpus, loaded.corpus_id, loaded.corpus_spec, loaded.corpus_fingerprint = c, cid, spec, fingerprint
+    loaded.text_column, loaded.label_column, loaded.corpus_filename = text_column, label_column, filename
+    state.run.run_dir = None
     if had:
-        reset = reset_corpus_settings(s)  # the previous corpus's method, ε, N, S… do not carry over
+        reset = reset_corpus_settings(state.settings)  # the previous corpus's method, ε, N, S… do not carry over
         notice("A new corpus starts a new run with its own privacy ledger and run folder; the previous run's "
                "folder and ledger are kept."
                + (" Its settings (method, ε split, vocabulary, N, S…) are back to their defaults: choose them for "
@@ -86,11 +89,11 @@ def require_selected_corpus() -> Corpus:
     """The loaded corpus, if it is the kind page 1 has selected. A failed upload keeps the corpus loaded before
     (and its results: they cost ε), but no DP step runs on it while "Upload my corpus" is selected and the loaded
     corpus is a demo — the user's file is not what is loaded (a public decision: the user's own setting)."""
-    s = ss()
+    state = session_state()
     c = corpus()
     if c is None:
         raise CorpusError(f"Load a corpus first ({page_ref('corpus')}).")
-    if s.get("corpus_source") in USER_CORPUS_SOURCES and not is_user_corpus(s.get("corpus_id")):
+    if state.settings.corpus_source in USER_CORPUS_SOURCES and not is_user_corpus(state.loaded.corpus_id):
         raise CorpusError(f"Your file is not loaded: the loaded corpus is the demo “{c.name}”. Load your file on "
                           f"{page_ref('corpus')} (“Load this corpus”), or select the demo corpus there. Nothing "
                           "was spent.")
@@ -102,7 +105,7 @@ def declare_classes(names: Sequence[str]) -> Corpus:
 
     Suggestions read off the data are only shown locally; this declaration is what the DP steps release per
     class. Changing it discards Ṽ and what followed (the ε they spent stays on the ledger)."""
-    s = ss()
+    state = session_state()
     c = corpus()
     if c is None:
         raise CorpusError(f"Load a corpus first ({page_ref('corpus')}).")
@@ -113,8 +116,8 @@ def declare_classes(names: Sequence[str]) -> Corpus:
             notice("The public class list changed: the private vocabulary and what followed were put aside (their "
                    "run folder stays on disk; the ε they spent stays on the ledger).")
         clear_after("corpus")
-        s["run_dir"] = None
-        s["corpus"] = declared
+        state.run.run_dir = None
+        state.loaded.corpus = declared
     return declared
 
 
@@ -123,6 +126,7 @@ def declare_classes(names: Sequence[str]) -> Corpus:
 
 def run_forecast() -> Any:
     """"Will this work?" (dpkps_core.evaluation.forecast) on the training part's TRUE counts — private."""
+    state = session_state()
     from dpkps_core import evaluation
 
     cfg = current_config()
@@ -130,21 +134,23 @@ def run_forecast() -> Any:
     counts = term_counts(vocab, cfg.terms_per_doc)
     train = train_part()
     f = evaluation.forecast(train.texts, train.labels, vocab, cfg, counts=counts)
-    ss()["forecast"] = f
+    state.results.forecast = f
     return f
 
 
 
 # ============================================================================================ 3. private vocabulary
 
-#: The session keys of the DP releases' background jobs on a streamed corpus (the forecast, pages 3 and 4).
-STEP_JOBS = {"forecast": "job_forecast", "vocabulary": "job_vocabulary", "density": "job_density"}
+#: The job slots (``studio.state.Jobs``) of the DP releases' background jobs on a streamed corpus (the forecast,
+#: pages 3 and 4).
+STEP_JOBS = ("forecast", "vocabulary", "density")
 
 
 def refuse_while_stepping() -> None:
     """One DP step at a time per session: a streamed step still reading the corpus blocks the next."""
-    for key in STEP_JOBS.values():
-        job = ss().get(key)
+    state = session_state()
+    for name in STEP_JOBS:
+        job = state.jobs.get(name)
         if isinstance(job, Job) and job.running:
             raise ParameterError("A DP step is still reading the corpus (its progress is on its page); wait for it "
                                  "or cancel it first. Nothing changed.")
@@ -154,8 +160,8 @@ def finish_step_jobs() -> None:
     """In a script run: let the session learn what a finished streamed step released (``studio.jobs.finish``)."""
     from studio import jobs
 
-    for key in STEP_JOBS.values():
-        jobs.finish(key)
+    for name in STEP_JOBS:
+        jobs.finish(name)
 
 
 def run_private_vocabulary() -> PrivateVocabulary | Job:
@@ -164,7 +170,7 @@ def run_private_vocabulary() -> PrivateVocabulary | Job:
     A streamed corpus runs the same core step in a background job (its pass over the file takes minutes): returns
     the :class:`Job`, whose page shows its per-chunk progress and Cancel; the release is written to the run folder
     by the job, and the session learns it once the job ended (:func:`finish_step_jobs`)."""
-    s = ss()
+    state = session_state()
     require_selected_corpus()
     cfg = current_config()
     # no refusal here on the corpus's history (it would depend on the data): the step refuses on public input
@@ -193,7 +199,7 @@ def run_private_vocabulary() -> PrivateVocabulary | Job:
         nz = noise()
         train = train_part()
         units = len(train)
-        cid = s.get("corpus_id")
+        cid = state.loaded.corpus_id
 
         def write(step: pipeline.VocabularyStep) -> None:  # the run folder only: no session access
             pv_meta = {
@@ -217,7 +223,7 @@ def run_private_vocabulary() -> PrivateVocabulary | Job:
                                                    "left_out": step.left_out, "units": units})
             if streamed and not step.left_out:  # the pass counted the whole training part: the exact previews' counts
                 remember_term_counts(vocab, cfg.terms_per_doc, step.counts)
-            s.pop("reopened_run", None)
+            state.run.reopened_run = None
 
         spend.started()  # one intent, one release: from here the click is spent (studio.spend)
         if streamed:
@@ -229,7 +235,7 @@ def run_private_vocabulary() -> PrivateVocabulary | Job:
                 return step
 
             def finished(job: Job) -> None:
-                if s.get("corpus_id") != cid:  # (a corpus cannot change while the job runs; kept for safety)
+                if state.loaded.corpus_id != cid:  # (a corpus cannot change while the job runs; kept for safety)
                     return
                 if job.result is not None:
                     learn(job.result)
@@ -238,7 +244,7 @@ def run_private_vocabulary() -> PrivateVocabulary | Job:
                     led.drop_planned()
                 abandon_run_dir(new, old)
 
-            return start_job(STEP_JOBS["vocabulary"], "private vocabulary", work, on_finish=finished, meter=True)
+            return start_job("vocabulary", "private vocabulary", work, on_finish=finished, meter=True)
         step = pipeline.vocabulary_step(train, vocab, cfg, noise=nz, ledger=led, counts=counts)
     except BaseException:
         if isinstance(led, PersistentLedger):
@@ -251,7 +257,8 @@ def run_private_vocabulary() -> PrivateVocabulary | Job:
 
 
 def _refuse_while_writing() -> None:
-    job = ss().get("job_generation")
+    state = session_state()
+    job = state.jobs.generation
     if isinstance(job, Job) and job.running:
         raise ParameterError("The LLM is still writing documents for the current sequences; cancel it first "
                              f"({page_ref('generate')}).")
@@ -268,7 +275,7 @@ def vocabulary_check() -> dict[str, Any]:
     """PRIVATE, local: how much of the non-private top-N Ṽ recovered, and how much of Ṽ is pure noise."""
     from dpkps_core import evaluation
 
-    s = ss()
+    state = session_state()
     pv, meta = run_view.private_vocabulary(), run_view.vocabulary_meta()
     if pv is None or meta is None:
         raise VocabularyError(f"Build the private vocabulary first ({page_ref('private-vocabulary')}).")
@@ -281,7 +288,7 @@ def vocabulary_check() -> dict[str, Any]:
         "terms_in_corpus": int((counts > 0).sum()),
         "top": min(meta["vocab_size"], int((counts > 0).sum())),
     }
-    s["vocab_check"] = out
+    state.results.vocab_check = out
     return out
 
 
@@ -309,6 +316,7 @@ def density_preview() -> dict[str, Any]:
 def run_density() -> Any:
     """ε_kde: per-class DP densities over Ṽ for the chosen method (charges the ledger every time). A streamed corpus
     runs the same core step in a background job (see :func:`run_private_vocabulary`) and returns the :class:`Job`."""
+    state = session_state()
     pv = run_view.private_vocabulary()
     if pv is None:
         raise VocabularyError(f"Build the private vocabulary first ({page_ref('private-vocabulary')}).")
@@ -331,7 +339,7 @@ def run_density() -> Any:
     base = {**run_state_base(), "density_meta": None, "density_info": None, "seq_meta": None}
     train = train_part()
     units = len(train)
-    cid = ss().get("corpus_id")
+    cid = state.loaded.corpus_id
 
     def write(step: pipeline.DensityStep) -> dict[str, Any]:  # the run folder only: no session access
         density_meta = {
@@ -363,10 +371,10 @@ def run_density() -> Any:
             return step, write(step)
 
         def finished(job: Job) -> None:  # failed or cancelled: what it admitted stays charged, nothing to learn
-            if job.result is not None and ss().get("corpus_id") == cid:
+            if job.result is not None and state.loaded.corpus_id == cid:
                 learn(*job.result)
 
-        return start_job(STEP_JOBS["density"], "keyphrase densities", work, on_finish=finished, meter=True)
+        return start_job("density", "keyphrase densities", work, on_finish=finished, meter=True)
     step = pipeline.density_step(train, pv, cfg, classes=tuple(c.classes), embedder=emb,
                                  cache=cache, noise=nz, ledger=led)
     learn(step, write(step))
@@ -377,9 +385,9 @@ def umap_map(seed: int = 0) -> np.ndarray:
     """2-D UMAP of Ṽ's embeddings (DP terms + public model); session only."""
     from dpkps_core.evaluation import term_map
 
-    s = ss()
-    s["umap_map"] = term_map(run_view.embeddings(), seed=seed)
-    return s["umap_map"]
+    state = session_state()
+    state.results.umap_map = term_map(run_view.embeddings(), seed=seed)
+    return state.results.umap_map
 
 
 
@@ -413,6 +421,7 @@ def write_run(outcome: SamplingOutcome | None = None, seq_meta: dict[str, Any] |
     ``seq_meta``: freshly sampled sequences and their settings; default: the open run's own, written again).
 
     A run folder that already holds LLM documents for older sequences is left as it is and a new one is used."""
+    state = session_state()
     if outcome is None:
         outcome, seq_meta = run_view.outcome(), run_view.sequences_meta()
     pv, info, dens = run_view.private_vocabulary(), run_view.density_info(), run_view.density()
@@ -430,7 +439,7 @@ def write_run(outcome: SamplingOutcome | None = None, seq_meta: dict[str, Any] |
         vocabulary_name=pv.public_vocabulary, density_info=info, outcome=outcome,
         classes=tuple(corpus().classes), privacy_unit=privacy_unit())
     base = run_state_base()
-    pipeline.write_run_files(out, config=cfg, split=ss()["split"], private_vocabulary=pv, outcome=outcome,
+    pipeline.write_run_files(out, config=cfg, split=state.loaded.split, private_vocabulary=pv, outcome=outcome,
                              report=report)
     if not (out / DENSITY_FILE).exists() and dens is not None:
         save_densities(out, dens, run_view.embeddings())
@@ -442,7 +451,7 @@ def no_llm_check() -> dict[str, Any]:
     """The cheap no-LLM utility check (paper Table 5) on the current sequences — PRIVATE, local."""
     from dpkps_core import evaluation
 
-    s = ss()
+    state = session_state()
     outcome, pv, meta = run_view.outcome(), run_view.private_vocabulary(), run_view.density_meta()
     if outcome is None or pv is None or meta is None:
         raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
@@ -456,9 +465,8 @@ def no_llm_check() -> dict[str, Any]:
     out = {"method": meta["method"], "no_llm_accuracy": syn.accuracy, "no_llm_macro_f1": syn.macro_f1,
            "real_keyphrase_baseline": real.accuracy, "chance": evaluation.chance_accuracy(test.labels),
            "n_test": len(test), "n_sequences": len(outcome.sequences), "per_class_recall": syn.per_class_recall}
-    history = s.setdefault("no_llm_history", [])
-    history.append({k: v for k, v in out.items() if k != "per_class_recall"})
-    s["no_llm"] = out
+    state.results.no_llm_history.append({k: v for k, v in out.items() if k != "per_class_recall"})
+    state.results.no_llm = out
     return out
 
 
@@ -467,17 +475,17 @@ def real_keyphrase_baseline(length: int) -> Any:
     session for the corpus, split, vocabulary, S, N and L (it does not depend on ε) — PRIVATE, session only."""
     from dpkps_core import evaluation
 
-    s = ss()
+    state = session_state()
     cfg = current_config()
     vocab = public_vocabulary()
     counts = term_counts(vocab, cfg.terms_per_doc)
-    key = (s.get("corpus_id"), s.get("split_key"), vocab.name, len(vocab), cfg.terms_per_doc, cfg.vocab_size,
+    key = (state.loaded.corpus_id, state.loaded.split_key, vocab.name, len(vocab), cfg.terms_per_doc, cfg.vocab_size,
            int(length))
-    memo = s.get("real_keyphrase_baseline")
+    memo = state.results.real_keyphrase_baseline
     if not memo or memo[0] != key:
         train, test = train_part(), test_part()
         scores = evaluation.real_keyphrase_baseline(train.texts, train.labels, test.texts, test.labels,
                                                     vocabulary=vocab, counts=counts, vocab_size=cfg.vocab_size,
                                                     length=int(length))
-        s["real_keyphrase_baseline"] = memo = (key, scores)
+        state.results.real_keyphrase_baseline = memo = (key, scores)
     return memo[1]

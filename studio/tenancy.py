@@ -36,13 +36,12 @@ import streamlit as st
 from dpkps_core.errors import PrivacyBudgetError
 from dpkps_core.ledger_store import STORE_FILE, LedgerStore, ledger_root, unique_keys
 from dpkps_core.records.runfolder import RunSummary, list_runs, runs_root as base_runs_root
+from studio.state import existing_session_state, reset_session, session_state
 
 #: The sub-folder of the runs root and of the ledger root that holds one folder per tenant.
 TENANTS_DIR = "tenants"
 #: In a tenant's runs folder: how the app named the user when the folder was made (for administrators; local).
 TENANT_FILE = "tenant.json"
-#: Session key of the tenant the session is bound to.
-SESSION_KEY = "_tenant"
 _ID_DOMAIN = b"dpkps tenant v1\x00"
 _TENANT_ID = re.compile(r"^[0-9a-f]{32}$")
 
@@ -128,22 +127,18 @@ def bind_session() -> Tenant:
     """Each script run, before the session is initialised: the tenant of the signed-in identity. A session whose
     identity changed (another account signed in) starts afresh: every key of the previous tenant's session goes."""
     tenant = _resolve()
-    s = st.session_state
-    before = s.get(SESSION_KEY)
-    if isinstance(before, Tenant) and before.id != tenant.id:
-        for key in list(s.keys()):
-            del s[key]
-    s[SESSION_KEY] = tenant
+    state = session_state()
+    if isinstance(state.tenant, Tenant) and state.tenant.id != tenant.id:
+        state = reset_session()
+    state.tenant = tenant
     return tenant
 
 
 def current() -> Tenant:
     """The session's tenant (bound by :func:`bind_session`; resolved now if the session has none yet). With login
     configured there is never a fallback to the shared folders."""
-    try:
-        bound = st.session_state.get(SESSION_KEY)
-    except Exception:  # noqa: BLE001 - no script context
-        bound = None
+    state = existing_session_state()
+    bound = state.tenant if state is not None else None
     if isinstance(bound, Tenant):
         if login_configured() and not bound.signed_in:
             raise PrivacyBudgetError("Login is configured but this session has no signed-in tenant; nothing was "

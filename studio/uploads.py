@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from studio.session import ss
+from studio.state import session_state
 
 
 def session_tmp() -> Path:
@@ -16,12 +16,12 @@ def session_tmp() -> Path:
 
     It is a ``tempfile.TemporaryDirectory`` held only by this session's state: when the session ends, Streamlit
     drops the state, the object is garbage-collected and its finalizer deletes the folder (also at exit)."""
-    s = ss()
-    holder = s.get("session_tmp")
+    state = session_state()
+    holder = state.uploads.tmp
     if not isinstance(holder, tempfile.TemporaryDirectory) or not Path(holder.name).is_dir():
         holder = tempfile.TemporaryDirectory(prefix="dpkps-session-")
         os.chmod(holder.name, 0o700)
-        s["session_tmp"] = holder
+        state.uploads.tmp = holder
     return Path(holder.name)
 
 
@@ -49,8 +49,8 @@ def save_vocabulary_upload(data: bytes, filename: str) -> Path:
         n += 1
         path = folder / f"{stem}-{n}.{ext}"
     path.write_bytes(data)
-    s = ss()
-    s["vocab_upload_path"] = str(path)
-    s["vocab_upload_name"] = path.name
-    s["vocab_upload_sha256"] = hashlib.sha256(data).hexdigest()
+    state = session_state()
+    state.uploads.vocab_upload_path = str(path)
+    state.uploads.vocab_upload_name = path.name
+    state.uploads.vocab_upload_sha256 = hashlib.sha256(data).hexdigest()
     return path

@@ -15,6 +15,7 @@ import streamlit as st
 from dpkps_core.dossier.labels import format_epsilon, humanize_key, parameter_label, step_label
 from dpkps_core.errors import DPKPSError
 from studio import fast_mode, jobs, ledger_view, next_page, page, page_ref, run_view, session, tenancy
+from studio.state import check_setting, session_state, set_widget_value, widget_key, widget_value
 
 log = logging.getLogger("dpkps.studio")
 
@@ -23,8 +24,6 @@ DP_BADGE = ":green-badge[:material/verified_user: DP output — safe to release]
 #: Badge of the EXACT previews (forecast, method preview, ε sweep, Ṽ recall) on true counts (docs/PRIVACY.md
 #: "Previews that steer choices"): choosing settings from them is a use of the data ε does not cover.
 EXACT_BADGE = ":orange-badge[:material/lock_open: private, local — not covered by ε]"
-#: Session key of the switch that shows the exact previews (off by default).
-EXACT_PREVIEWS_KEY = "exact_previews"
 
 
 def exact_previews_switch(where: str) -> bool:
@@ -32,43 +31,41 @@ def exact_previews_switch(where: str) -> bool:
 
     The default previews are DP (a charged ε_forecast) or DP post-processing; the exact ones read true counts
     of the private corpus, so a setting chosen from them is outside the ledger's ε."""
-    st.session_state.setdefault(EXACT_PREVIEWS_KEY, False)
+    settings = session_state().settings
     st.markdown(EXACT_BADGE)
-    wkey = widget_key(f"{EXACT_PREVIEWS_KEY}.{where}")
-    st.session_state[wkey] = bool(st.session_state[EXACT_PREVIEWS_KEY])
+    wkey = widget_key(f"exact_previews.{where}")  # one widget per page, one setting (Settings.exact_previews)
+    set_widget_value(wkey, bool(settings.exact_previews))
 
     def sync() -> None:
-        st.session_state[EXACT_PREVIEWS_KEY] = bool(st.session_state[wkey])
+        settings.exact_previews = bool(widget_value(wkey))
 
     st.toggle("Show exact previews on the true counts (private, local — not covered by ε)", key=wkey, on_change=sync,
               help="Off (default): previews come from the DP forecast release, which is on the ledger. On: previews "
                    "read the exact private counts; choosing ε, N or a method from them is a use of the data that ε "
                    "does not cover (docs/PRIVACY.md).")
-    return bool(st.session_state[EXACT_PREVIEWS_KEY])
+    return bool(settings.exact_previews)
 
 
 def exact_previews_on() -> bool:
     """Whether the user turned the exact previews on (False by default)."""
-    return bool(st.session_state.get(EXACT_PREVIEWS_KEY, False))
+    return bool(session_state().settings.exact_previews)
 
 
 # ------------------------------------------------------------------------------------------- bound widgets
 
-def widget_key(key: str) -> str:
-    return f"_w.{key}"
-
-
-def bound(widget: Callable[..., Any], label: str, key: str, *, on_change: Callable[[], None] | None = None,
+def bound(widget: Callable[..., Any], label: str, setting: str, *, on_change: Callable[[], None] | None = None,
           **kwargs: Any) -> Any:
-    """A widget that mirrors the plain session key ``key`` (state survives leaving the page).
+    """A widget that mirrors the setting ``setting`` (a field of ``studio.state.Settings``; any other name is a
+    ``KeyError``), so that the choice survives leaving the page.
 
-    The widget gets its own key (``_w.<key>``), is initialised from ``st.session_state[key]`` on every run and
-    copies its value back in ``on_change``."""
-    wkey = widget_key(key)
-    st.session_state[wkey] = st.session_state[key]
+    The widget gets its own key (``_w.<setting>``, ``studio.state.widget_key``), is initialised from the setting on
+    every run and copies its value back in ``on_change``."""
+    settings = session_state().settings
+    wkey = widget_key(check_setting(setting))
+    set_widget_value(wkey, getattr(settings, setting))
 
     def sync() -> None:
-        st.session_state[key] = st.session_state[wkey]
+        setattr(settings, setting, widget_value(wkey))
         if on_change is not None:
             on_change()
 
@@ -94,10 +91,11 @@ def show_unexpected(exc: BaseException) -> None:
 
 
 def show_notices() -> None:
-    notices = st.session_state.get("notices") or []
+    state = session_state()
+    notices = state.notices or []
     for n in notices:
         st.info(n, icon=":material/info:")
-    st.session_state["notices"] = []
+    state.notices = []
 
 
 # ------------------------------------------------------------------------------------------- authentication
@@ -170,15 +168,15 @@ def user_box() -> None:
 def corpus_line() -> str:
     """The sidebar's corpus line: the corpus actually loaded, and — when page 1's choice names another one (an upload
     not loaded yet, a demo whose switch waits for a confirmation) — that the loaded one is still in use."""
-    s = st.session_state
-    c = s.get("corpus")
+    state = session_state()
+    c = state.loaded.corpus
     if c is None:
         return "Corpus: none loaded"
-    cid = str(s.get("corpus_id") or "")
+    cid = str(state.loaded.corpus_id or "")
     line = f"Corpus: {c.name} ({plural(len(c), 'document')})"
-    if s.get("corpus_source") == "upload" and cid.startswith("demo:"):
+    if state.settings.corpus_source == "upload" and cid.startswith("demo:"):
         line += f" — still loaded: your file is not loaded yet ({page_ref('corpus')}, “Load this corpus”)"
-    elif s.get("corpus_source") == "demo" and cid != s.get("demo_spec"):
+    elif state.settings.corpus_source == "demo" and cid != state.settings.demo_spec:
         line += f" — still loaded: switching to the chosen demo waits for your confirmation ({page_ref('corpus')})"
     if c.persons is not None:
         line += "; unit of privacy: one person"
@@ -187,13 +185,13 @@ def corpus_line() -> str:
 
 def sidebar() -> None:
     """The run's state — on every page (the privacy ledger's lines above it are app.py's)."""
-    s = st.session_state
-    if s.get("seeded_demo"):
+    state = session_state()
+    if state.settings.seeded_demo:
         st.warning("Reproducible demo: noise is SEEDED — NOT FOR RELEASE.", icon=":material/warning:")
     st.subheader("Run")
-    c = s.get("corpus")
+    c = state.loaded.corpus
     pv, outcome, d_meta = run_view.private_vocabulary(), run_view.outcome(), run_view.density_meta()
-    job = s.get("job_generation")
+    job = state.jobs.generation
     docs = len(session.documents()) if outcome is not None else 0
     pv_text = "Private vocabulary"
     if pv is not None:
@@ -209,7 +207,7 @@ def sidebar() -> None:
     ]
     st.markdown("\n".join(f"- {':green[:material/check_circle:]' if ok else ':gray[:material/radio_button_unchecked:]'} "
                           f"{text}" for ok, text in items))
-    rd = s.get("run_dir")
+    rd = state.run.run_dir
     if rd:
         st.caption(f"Run folder: `{Path(rd).name}` (owner-only; {page_ref('export')} lists "
                    + ("your runs)" if tenancy.current().signed_in else "the runs on this machine)"))
@@ -299,7 +297,8 @@ def plural(n: int, word: str, words: str | None = None) -> str:
 def unit_word() -> str:
     """``"person"`` when the loaded corpus has a person column (the unit of privacy, docs/DESIGN.md §2 "optional person
     unit"), else ``"document"`` — so that a sentence says "any one person" where that is the guarantee."""
-    c = st.session_state.get("corpus")
+    state = session_state()
+    c = state.loaded.corpus
     return "person" if c is not None and getattr(c, "persons", None) is not None else "document"
 
 
@@ -313,12 +312,12 @@ def vocabulary_label(spec: str | None) -> str:
     temporary path or the hashed name it is saved under (docs/PRIVACY.md: public inputs are named, not located)."""
     if not spec:
         return "—"
-    s = st.session_state
+    state = session_state()
     text = str(spec)
     if text.startswith("upload:"):
         text = text.split(":", 1)[1]
-    saved = s.get("vocab_upload_path")
-    name = s.get("vocab_upload_name")
+    saved = state.uploads.vocab_upload_path
+    name = state.uploads.vocab_upload_name
     if name and saved and text in (str(saved), Path(str(saved)).name, Path(str(saved)).stem):
         return f"{name} (your upload)"
     if "/" in text or "\\" in text or text.endswith(".txt"):
@@ -333,9 +332,10 @@ def vocabulary_label(spec: str | None) -> str:
 def class_colours() -> dict[str, str]:
     """The loaded corpus's class → colour map (``studio.charts.class_colours`` over its declared and observed
     classes), so that a class has the same colour on every page; {} without a corpus."""
+    state = session_state()
     from studio import charts
 
-    c = st.session_state.get("corpus")
+    c = state.loaded.corpus
     if c is None:
         return {}
     names = list(c.observed_classes) + list(c.public_classes or ())
@@ -446,7 +446,7 @@ def go_to(name: str, label: str | None = None) -> None:
 
 #: Jobs whose progress messages describe only DP outputs and public inputs (the LLM writing from DP sequences).
 #: Every other job reads the private corpus, and its messages may hold exact private sizes (issue 35 part 7).
-PUBLIC_PROGRESS_JOBS = frozenset({"job_generation"})
+PUBLIC_PROGRESS_JOBS = frozenset({"generation"})
 
 
 def progress_text(key: str, message: str) -> str:
@@ -459,20 +459,20 @@ def progress_text(key: str, message: str) -> str:
 
 
 def job_monitor(key: str, *, body: Callable[[jobs.Job], None] | None = None, cancel_label: str = "Cancel") -> None:
-    """Live progress of a background :class:`jobs.Job` (polls every second while it runs); the progress message of a
-    job that reads private data is badged private (:func:`progress_text`)."""
-    job = st.session_state.get(key)
+    """Live progress of the background :class:`jobs.Job` in the session's slot ``key`` (``studio.state.Jobs``; polls
+    while it runs); the progress message of a job that reads private data is badged private (:func:`progress_text`)."""
+    state = session_state()
+    job = state.jobs.get(key)
     if not isinstance(job, jobs.Job):
         return
-    poll_key = f"{key}.polling"
 
     @st.fragment(run_every=jobs.poll_interval(job))  # adaptive: issue 35 §8 (studio/jobs.py)
     def panel() -> None:
-        j = st.session_state.get(key)
+        j = state.jobs.get(key)
         if not isinstance(j, jobs.Job):
             return
         if j.running:
-            st.session_state[poll_key] = True
+            state.jobs.polling.add(key)
             st.progress(j.fraction, text=progress_text(key, j.message))
             if key not in PUBLIC_PROGRESS_JOBS:
                 st.caption(PRIVATE_BADGE)
@@ -480,8 +480,8 @@ def job_monitor(key: str, *, body: Callable[[jobs.Job], None] | None = None, can
                 st.caption("Cancelling after the item in flight; finished work is kept.")
             else:
                 st.button(cancel_label, key=f"cancel.{key}", icon=":material/stop_circle:", on_click=j.cancel.set)
-        elif st.session_state.get(poll_key):
-            st.session_state[poll_key] = False
+        elif key in state.jobs.polling:
+            state.jobs.polling.discard(key)
             st.rerun()
         if body is not None:
             body(j)

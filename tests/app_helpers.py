@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 from dpkps_core.records.runfolder import VOCABULARY_FILE, open_run, read_documents, read_failures
 from studio import page
+from studio.state import STATE_KEY, SessionState
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -67,11 +68,27 @@ def assert_clean(at: AppTest) -> AppTest:
     return at
 
 
-def new_app(**session: Any) -> AppTest:
-    """A fresh session (like a new browser tab) on page 1, after its first run."""
+def state_of(at: AppTest) -> SessionState:
+    """The session's typed state (``studio.state.SessionState``) of ``at`` — the app's only session key."""
+    return at.session_state[STATE_KEY]
+
+
+def use_state(monkeypatch: pytest.MonkeyPatch, state: SessionState | None = None, **settings: Any) -> SessionState:
+    """Run studio functions outside a script run on ``state`` (default: a fresh one with ``settings`` changed): the
+    session they read (``studio.state.session_state``) is that one."""
+    import streamlit
+
+    state = state if state is not None else SessionState.new(**settings)
+    monkeypatch.setattr(streamlit, "session_state", {STATE_KEY: state})
+    return state
+
+
+def new_app(**settings: Any) -> AppTest:
+    """A fresh session (like a new browser tab) on page 1, after its first run; ``settings`` change settings
+    (``studio.state.Settings`` fields) from their defaults before it."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for k, v in session.items():
-        at.session_state[k] = v
+    if settings:
+        at.session_state[STATE_KEY] = SessionState.new(**settings)
     at.run()
     return assert_clean(at)
 
@@ -102,8 +119,8 @@ def run_folder(at: AppTest) -> Any:
     """The session's open run folder read back (``dpkps_core.records.runfolder.open_run``) — the one source of the run's Ṽ,
     densities and sequences, which the session does not copy (``studio.run_view``); ``None`` without a Ṽ."""
     try:
-        rd = at.session_state["run_dir"]
-    except KeyError:
+        rd = state_of(at).run.run_dir
+    except KeyError:  # no script run yet
         return None
     if not rd or not (Path(rd) / VOCABULARY_FILE).is_file():
         return None
@@ -125,7 +142,7 @@ def sequences(at: AppTest) -> list[dict[str, Any]] | None:
 
 
 def ledger_total(at: AppTest) -> float:
-    return at.session_state["ledgers"][at.session_state["corpus_id"]].total_epsilon
+    return state_of(at).ledgers[state_of(at).loaded.corpus_id].total_epsilon
 
 
 def upload_corpus(at: AppTest, data: bytes, filename: str = "private.csv", *, load: bool = True,
@@ -137,7 +154,7 @@ def upload_corpus(at: AppTest, data: bytes, filename: str = "private.csv", *, lo
     at.file_uploader(key="corpus_upload").set_value((filename, data, "text/csv")).run()
     if load and [b for b in at.button if b.label.startswith("Load this corpus")]:
         click(at, "Load this corpus", clean=False)
-        if declare and at.session_state["corpus"] is not None and not at.session_state["corpus"].declared:
+        if declare and state_of(at).loaded.corpus is not None and not state_of(at).loaded.corpus.declared:
             declare_classes(at)
     return at
 
@@ -151,12 +168,12 @@ def declare_classes(at: AppTest, names: list[str] | None = None) -> AppTest:
     return at
 
 
-def wait_job(at: AppTest, key: str, timeout: float = 180.0) -> Any:
-    """Wait for a background job of the session, then rerun the page once."""
+def wait_job(at: AppTest, name: str, timeout: float = 180.0) -> Any:
+    """Wait for the session's background job in slot ``name`` (``studio.state.Jobs``), then rerun the page once."""
     deadline = time.monotonic() + timeout
-    job = at.session_state[key]
+    job = state_of(at).jobs.get(name)
     while job.running:
-        assert time.monotonic() < deadline, f"job {key} still running: {job.message}"
+        assert time.monotonic() < deadline, f"job {name} still running: {job.message}"
         time.sleep(0.2)
     at.run()
     return job
@@ -190,12 +207,12 @@ def finish_writing(at: AppTest, documents: int = 2) -> AppTest:
     item gets only non-documents in all its attempts; “Continue writing” retries it (at most 3 more rounds).
     """
     for round_ in range(4):
-        job = wait_job(at, "job_generation")
+        job = wait_job(at, "generation")
         assert job.error is None, job.error
-        if not read_failures(at.session_state["run_dir"]) or round_ == 3:
+        if not read_failures(state_of(at).run.run_dir) or round_ == 3:
             break
-        click(at, "Continue writing" if read_documents(at.session_state["run_dir"]) else "Write documents")
-    run_dir = at.session_state["run_dir"]
+        click(at, "Continue writing" if read_documents(state_of(at).run.run_dir) else "Write documents")
+    run_dir = state_of(at).run.run_dir
     assert (len(read_documents(run_dir)), read_failures(run_dir)) == (documents, [])
     return at
 

@@ -157,7 +157,7 @@ def test_cli_person_column(tmp_path, capsys):
 
 
 def test_app_person_column_on_page_1(tmp_path, monkeypatch):
-    from app_helpers import click, declare_classes, goto, new_app, walk
+    from app_helpers import state_of, click, declare_classes, goto, new_app, walk
 
     monkeypatch.setenv("DPKPS_TEST_FAST", "1")
     monkeypatch.setenv("DPKPS_WARMUP", "0")
@@ -172,10 +172,10 @@ def test_app_person_column_on_page_1(tmp_path, monkeypatch):
     click(at, "Load this corpus", clean=False)
     declare_classes(at)
     assert any("one person" in i.value for i in at.info)
-    split = at.session_state["split"]
-    c = at.session_state["corpus"]
+    split = state_of(at).loaded.split
+    c = state_of(at).loaded.corpus
     train_people, test_people = {c.persons[i] for i in split.train}, {c.persons[i] for i in split.test}
     assert not train_people & test_people  # whole persons
     walk(at, "private-vocabulary")
-    events = at.session_state["ledgers"][at.session_state["corpus_id"]].events
+    events = state_of(at).ledgers[state_of(at).loaded.corpus_id].events
     assert events and all("one person" in e.neighbouring for e in events)

@@ -276,12 +276,13 @@ def test_the_apps_seeded_density_step_keeps_its_vocabulary_out_of_the_persistent
     from dpkps_core.method import pipeline
     from dpkps_core.dp.ledger import PrivacyLedger
     from dpkps_core.embeddings import EmbeddingCache
+    from app_helpers import use_state
     from studio import run_view, steps
 
     monkeypatch.setenv("DPKPS_CACHE_DIR", str(tmp_path / "cache"))
     c = _corpus()
     cfg = _config(seed=seed)
-    state: dict = {}
+    use_state(monkeypatch)
     released: dict = {}
     run_folder = tmp_path / "run"
     run_folder.mkdir()
@@ -292,7 +293,7 @@ def test_the_apps_seeded_density_step_keeps_its_vocabulary_out_of_the_persistent
     monkeypatch.setattr(run_view, "private_vocabulary", lambda: pv)
     monkeypatch.setattr(run_view, "remember_density", lambda path, density, emb, **kw: released.update(density=density))
     monkeypatch.setattr(run_view, "set_notes", lambda path, step, notes: released.update(notes=notes))
-    for name, value in {"ss": lambda: state, "corpus": lambda: c, "current_config": lambda **kw: cfg,
+    for name, value in {"corpus": lambda: c, "current_config": lambda **kw: cfg,
                         "ledger": lambda: ledger, "noise": lambda: noise, "train_part": lambda: c,
                         "embedder": lambda name: HashingEmbedder(dim=8),
                         "embedding_cache": lambda: EmbeddingCache(),

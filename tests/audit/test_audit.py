@@ -316,7 +316,7 @@ def test_app_audit_page_estimates_runs_in_the_background_and_charges_nothing(fas
     click(at, "Estimate the time")
     assert any("estimated" in c and "trials on each of 3" in c for c in at.caption.values)
     click(at, "Run the audit")
-    job = wait_job(at, "job_audit", timeout=300)
+    job = wait_job(at, "audit", timeout=300)
     assert job.error is None, job.error
     result = job.result["result"]
     assert result.info["trials_per_neighbour"] == 4 and result.info["vocabulary_trials_per_neighbour"] == 40

@@ -363,16 +363,17 @@ def test_app_compare_job_checks_the_joint_cost_first_and_a_crashed_job_stays_cha
     ledger = RecordingLedger(cap=20.0)
     backend = CrashingRemoteBackend(probe=lambda: ledger.total_epsilon, crash_at=9)
     started: dict[str, Any] = {}
-    session = {"doc_type": "a note", "test_fraction": 0.2, "backend": "offline", "device": None}
+    from app_helpers import use_state
+
+    use_state(monkeypatch, doc_type="a note", test_fraction=0.2, backend="offline")
     monkeypatch.setattr(es, "corpus", _corpus)
-    monkeypatch.setattr(es, "ss", lambda: session)
     monkeypatch.setattr(es, "ledger", lambda: ledger)
     monkeypatch.setattr(es, "memo_embedder", lambda *a, **k: HashingEmbedder(dim=32))
     big = PublicVocabulary("test-big", VOCAB.terms + tuple(f"filler{i}" for i in range(1000)), "test", "test")
     monkeypatch.setattr(es, "public_vocabulary", lambda: big)  # the app's default N = 1,000 needs |V| ≥ 1,000
     monkeypatch.setattr(es, "offline_backend", lambda *a, **k: backend)
     monkeypatch.setattr(es, "runs_root", lambda: tmp_path)
-    monkeypatch.setattr(es, "start_job", lambda key, kind, work: started.setdefault("work", work))
+    monkeypatch.setattr(es, "start_job", lambda name, kind, work: started.setdefault("work", work))
     with pytest.raises(PrivacyBudgetError, match="joint cost"):  # 2 × ε = 24 > 20: refused before any job
         es.start_compare(methods=["augpe", "private-prediction"], eps_total=12.0, delta=1e-6, per_class=2,
                          max_tokens=6)

@@ -163,7 +163,7 @@ def test_cli_utf8_error_says_which_flag_to_add(tmp_path: Path, capsys: pytest.Ca
 
 @pytest.mark.assets
 def test_app_a_latin1_file_loads_after_choosing_latin1(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from app_helpers import goto, new_app
+    from app_helpers import state_of, goto, new_app
 
     monkeypatch.setenv("DPKPS_TEST_FAST", "1")
     monkeypatch.setenv("DPKPS_WARMUP", "0")
@@ -180,7 +180,7 @@ def test_app_a_latin1_file_loads_after_choosing_latin1(monkeypatch: pytest.Monke
     assert not at.error and not at.exception
     [b for b in at.button if b.label.startswith("Load this corpus")][0].click().run()
     assert not at.exception, [e.value for e in at.exception]
-    corpus = at.session_state["corpus"]
-    assert str(at.session_state["corpus_id"]).startswith("upload:") and len(corpus) == 12
+    corpus = state_of(at).loaded.corpus
+    assert str(state_of(at).loaded.corpus_id).startswith("upload:") and len(corpus) == 12
     assert corpus.texts[0].startswith("Café crème")
-    assert at.session_state["loaded_encoding"] == "latin-1"
+    assert state_of(at).loaded.encoding == "latin-1"

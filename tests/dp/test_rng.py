@@ -193,18 +193,18 @@ def test_cli_and_config_carry_the_sampler_to_the_run() -> None:
 @pytest.mark.assets
 @pytest.mark.slow
 def test_budget_page_offers_the_sampler_choice(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    from app_helpers import assert_clean, goto, new_app
+    from app_helpers import state_of, assert_clean, goto, new_app
 
     monkeypatch.setenv("DPKPS_TEST_FAST", "1")
     monkeypatch.setenv("DPKPS_WARMUP", "0")
     monkeypatch.setenv("DPKPS_RUNS_DIR", str(tmp_path / "runs"))
     at = goto(new_app(), "budget")
     radio = at.radio(key="_w.noise_sampler")
-    assert at.session_state["noise_sampler"] == radio.value == "opendp" and list(radio.options) == [
+    assert state_of(at).settings.noise_sampler == radio.value == "opendp" and list(radio.options) == [
         "OpenDP (vetted samplers, default)", "NumPy (faster, floating-point)"]
     radio.set_value("numpy").run()
     assert_clean(at)
-    assert at.session_state["noise_sampler"] == "numpy"
+    assert state_of(at).settings.noise_sampler == "numpy"
     at.radio(key="_w.noise_sampler").set_value("opendp").run()
     at.checkbox(key="_w.seeded_demo").check().run()
     assert any("seeded NumPy sampler is used" in c for c in at.caption.values)

@@ -396,7 +396,7 @@ def test_compare_charges_its_joint_cost(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_app_sidebar_follows_the_documents_across_sessions_files_and_the_cli(monkeypatch: pytest.MonkeyPatch,
                                                                              tmp_path: Path) -> None:
-    from app_helpers import click, goto, metrics, new_app, toy_csv, upload_corpus
+    from app_helpers import state_of, click, goto, metrics, new_app, toy_csv, upload_corpus
 
     monkeypatch.setenv("DPKPS_TEST_FAST", "1")
     monkeypatch.setenv("DPKPS_WARMUP", "0")
@@ -411,19 +411,19 @@ def test_app_sidebar_follows_the_documents_across_sessions_files_and_the_cli(mon
     # a new session on the same documents under another file name and other column names: the same budgets
     b = new_app()
     upload_corpus(b, toy_csv(20, text="notes", label="category"), "renamed.csv")
-    assert b.session_state["corpus_id"] != a.session_state["corpus_id"]
+    assert state_of(b).loaded.corpus_id != state_of(a).loaded.corpus_id
     assert metrics(b)["Most-used document: ε spent / cap"] == "5 / 20"
     side = " ".join(m.value for m in b.sidebar.markdown)
     assert "This session has released nothing on this corpus yet" in side and "No release has used" not in side
     # the CLI raises these documents' cap: the session shows it
-    ls.open_corpus_ledger(b.session_state["corpus"], tool="cli ledger").set_unit_cap(30.0)
+    ls.open_corpus_ledger(state_of(b).loaded.corpus, tool="cli ledger").set_unit_cap(30.0)
     b.run()
     assert metrics(b)["Most-used document: ε spent / cap"] == "5 / 30"
     assert any("new to the ledger get 20" in c.value for c in b.sidebar.caption)
     # changing the session's cap field sets the cap of the loaded corpus's documents (recorded, by the app)
-    b.session_state["epsilon_cap"] = 12.0
+    state_of(b).settings.epsilon_cap = 12.0
     b.run()
-    view = ls.open_corpus_ledger(b.session_state["corpus"], tool="t").view()
+    view = ls.open_corpus_ledger(state_of(b).loaded.corpus, tool="t").view()
     assert view.cap_range == (12.0, 12.0) and view.cap_history[-1].tool == "app"
     assert metrics(a.run())["Most-used document: ε spent / cap"] == "5 / 12"
 

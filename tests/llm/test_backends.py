@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from app_helpers import fast_env  # noqa: F401 (fixture)
+from app_helpers import state_of, fast_env  # noqa: F401 (fixture)
 from app_helpers import assert_clean, click, goto, new_app, toy_csv, upload_corpus, wait_job, walk
 from llm_fakes import FakeBackend, make_run_dir
 
@@ -191,9 +191,9 @@ def test_page6_offers_a_registered_backend_with_only_its_own_fields(tmp_path: Pa
         assert "_w.llm_model" in keys and not {"_w.base_url", "_w.api_key", "_w.local_model_path"} & keys
         at.number_input(key="_w.n_documents").set_value(2).run()
         click(at, "Write documents (2 to go)")
-        job = wait_job(at, "job_generation")
+        job = wait_job(at, "generation")
         assert job.error is None and job.result.written == 2, job.error
-        audit = (Path(at.session_state["run_dir"]) / "audit_log.jsonl").read_text(encoding="utf-8")
+        audit = (Path(state_of(at).run.run_dir) / "audit_log.jsonl").read_text(encoding="utf-8")
         assert '"backend":"canned"' in audit
     finally:
         unregister_backend("canned")

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import APP, PAGES_SPECS_FIRST_TITLE, TIMEOUT
+from studio.state import STATE_KEY
+
+from app_helpers import state_of, APP, PAGES_SPECS_FIRST_TITLE, TIMEOUT
 
 pytestmark = [pytest.mark.assets]
 
@@ -36,7 +38,7 @@ def test_without_auth_section_the_app_runs_as_usual() -> None:
     assert not at.exception
     assert at.title[0].value.endswith(PAGES_SPECS_FIRST_TITLE)
     assert not [b for b in at.button if b.label.startswith("Log in")]
-    assert at.session_state["corpus_id"] == "demo:bbc"
+    assert state_of(at).loaded.corpus_id == "demo:bbc"
 
 
 def test_auth_configured_and_logged_out_shows_only_the_login() -> None:
@@ -44,7 +46,7 @@ def test_auth_configured_and_logged_out_shows_only_the_login() -> None:
     assert not at.exception
     assert [t.value for t in at.title] == ["DP-KPS Studio"]
     assert [b.label for b in at.button] == ["Log in"]
-    assert "corpus" not in at.session_state and "ledgers" not in at.session_state   # no page ran
+    assert STATE_KEY not in at.session_state                            # no page ran: no session state
     assert not at.sidebar.children or not at.sidebar.markdown
     at.button[0].click().run()                                          # Authlib missing here: a clear message
     assert not at.exception
@@ -73,7 +75,7 @@ def test_a_signed_in_user_without_a_subject_is_refused() -> None:
     at = app({"auth": AUTH}, {"is_logged_in": True, "email": "officer@example.org"})
     assert not at.exception
     assert any("stable subject" in e.value for e in at.error)
-    assert "corpus" not in at.session_state and "ledgers" not in at.session_state   # no page ran
+    assert STATE_KEY not in at.session_state                            # no page ran: no session state
 
 
 def test_auth_configured_and_logged_in_runs_every_page() -> None:

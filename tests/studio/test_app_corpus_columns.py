@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 
-from app_helpers import click, new_app, toy_records, upload_corpus
+from app_helpers import state_of, click, new_app, toy_records, upload_corpus
 
 
 def _ambiguous_csv() -> bytes:
@@ -29,7 +29,7 @@ def test_text_column_chosen_by_the_user_when_names_are_ambiguous() -> None:
     assert any("Several columns could hold the document text (summary, notes)" in e.value for e in at.error)
     at.selectbox(key="upload_text_col").set_value("notes").run()
     click(at, "Load this corpus")
-    corpus = at.session_state["corpus"]
+    corpus = state_of(at).loaded.corpus
     assert corpus.text_column == "notes" and len(corpus) == 30
     assert at.selectbox(key="upload_text_col").value == "notes"
     assert any("text column “notes”" in c for c in at.caption.values)

@@ -143,7 +143,7 @@ def test_poor_vocabulary_advice_offers_a_smaller_n_and_a_domain_vocabulary_befor
 # ------------------------------------------------------------------------------------------- AppTests (§3, §4)
 
 app = pytest.importorskip("app_helpers")
-from app_helpers import click, fast_env, goto, new_app, toy_csv, upload_corpus, walk  # noqa: E402,F401
+from app_helpers import state_of, click, fast_env, goto, new_app, toy_csv, upload_corpus, walk  # noqa: E402,F401
 
 
 def _sidebar(at) -> str:
@@ -189,10 +189,10 @@ def test_sidebar_names_the_corpus_loaded_and_its_spend_per_person() -> None:
 @pytest.mark.usefixtures("fast_env")
 def test_settings_do_not_carry_over_from_the_demo_to_a_new_corpus() -> None:
     at = new_app()
-    at.session_state["method"] = "iterative-log"                   # chosen for the demo
-    at.session_state["eps_total"] = 3.0
+    state_of(at).settings.method = "iterative-log"                   # chosen for the demo
+    state_of(at).settings.eps_total = 3.0
     upload_corpus(at, toy_csv(20), "mine.csv", declare=False)
-    assert at.session_state["method"] == "independent" and at.session_state["eps_total"] == 10.0
+    assert state_of(at).settings.method == "independent" and state_of(at).settings.eps_total == 10.0
     at.run()                                                       # the notice is shown on the next run
     said = [i.value for i in at.info]
     assert any("back to their defaults" in v for v in said), said
@@ -207,12 +207,12 @@ def test_an_exact_forecast_for_other_settings_is_marked_stale() -> None:
     at.toggle(key="_w.exact_previews.budget").set_value(True).run()
     click(at, "Exact forecast on the true counts")
     assert not [w for w in at.warning if w.value.startswith("**STALE**")]
-    at.session_state["vocab_size"] = 100                           # N changed after the forecast
+    state_of(at).settings.vocab_size = 100                           # N changed after the forecast
     at.run()
     stale = [w.value for w in at.warning if w.value.startswith("**STALE**")]
     assert stale and "N" in stale[0]
-    at.session_state["vocab_size"] = 200
-    at.session_state["vocabulary"] = "wordfreq"                    # another vocabulary, same N
+    state_of(at).settings.vocab_size = 200
+    state_of(at).settings.vocabulary = "wordfreq"                    # another vocabulary, same N
     at.run()
     stale = [w.value for w in at.warning if w.value.startswith("**STALE**")]
     assert stale and "(V changed" in stale[0]
@@ -224,16 +224,16 @@ def test_an_exact_forecast_for_other_settings_is_marked_stale() -> None:
 def test_an_older_run_shows_the_corpus_total_to_date_and_that_later_releases_exist() -> None:
     at = new_app()
     walk(at, "sequences")                                          # run A: Ṽ + densities + sequences (ε = 10)
-    first = Path(at.session_state["run_dir"]).name
+    first = Path(state_of(at).run.run_dir).name
     goto(at, "export")
     assert not [w for w in at.warning if "Later releases exist" in w.value]
     assert any("Corpus total to date" in c.value for c in at.caption)
     goto(at, "private-vocabulary")
     click(at, "Re-run Ṽ")                                          # asks first (one intent, one release)
     click(at, "Yes, spend ε_voc")                                  # a later release, in a new run folder
-    assert Path(at.session_state["run_dir"]).name != first
+    assert Path(state_of(at).run.run_dir).name != first
     goto(at, "export")
-    first_path = next(r for r in at.session_state["run_dirs"] if Path(r).name == first)
+    first_path = next(r for r in state_of(at).run.run_dirs if Path(r).name == first)
     at.selectbox(key="_w.export_run").set_value(first_path).run()
     later = [w.value for w in at.warning if "Later releases exist" in w.value]
     assert later and "ε = 10" in later[0] and "ε = **15**" in later[0]
@@ -249,13 +249,13 @@ def test_an_older_run_shows_the_corpus_total_to_date_and_that_later_releases_exi
 def test_the_ledger_credits_each_release_to_the_run_it_made() -> None:
     at = new_app()
     walk(at, "sequences")                                          # Ṽ, densities and sequences: run A
-    run_a = Path(at.session_state["run_dir"]).name
+    run_a = Path(state_of(at).run.run_dir).name
     goto(at, "densities")
     click(at, "Rebuild the densities")
     click(at, "Yes, spend ε_kde")                                  # a rebuild after sequences: a new run folder B
-    run_b = Path(at.session_state["run_dir"]).name
+    run_b = Path(state_of(at).run.run_dir).name
     assert run_b != run_a
-    led = at.session_state["ledgers"][at.session_state["corpus_id"]]
+    led = state_of(at).ledgers[state_of(at).loaded.corpus_id]
     runs = [r.run for r in led.view().releases]
     assert runs[-3:] == [run_a, run_a, run_b], [(r.what, r.run) for r in led.view().releases]
 
@@ -268,7 +268,7 @@ def test_page6_lets_users_read_a_document_in_full() -> None:
 
     at = new_app()
     walk(at, "generate")
-    docs = read_documents(at.session_state["run_dir"])
+    docs = read_documents(state_of(at).run.run_dir)
     at.run()
     texts = {d["text"] for d in docs}
     assert [c.value for c in at.code if c.value in texts]             # the whole text, not a one-line cell

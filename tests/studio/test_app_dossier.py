@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from app_helpers import (assert_clean, click, fake_umap_module, goto, new_app, toy_csv, upload_corpus, wait_job,
+from app_helpers import (state_of, assert_clean, click, fake_umap_module, goto, new_app, toy_csv, upload_corpus, wait_job,
                          walk)
 from app_helpers import fast_env  # noqa: F401 (fixture)
 
@@ -39,9 +39,9 @@ def test_disclosure_on_page_7_and_both_dossier_editions_on_page_8(tmp_path: Path
     at = new_app()
     upload_corpus(at, toy_csv(20), "ward_notes.csv")
     walk(at, "sequences")
-    s = at.session_state
-    run = Path(s["run_dir"])
-    corpus, split = s["corpus"], s["split"]
+    s = state_of(at)
+    run = Path(s.run.run_dir)
+    corpus, split = s.loaded.corpus, s.loaded.split
     train = [corpus.texts[i] for i in split.train][:30]
     docs = [{"id": f"copy-{k}", "label": corpus.labels[split.train[k]], "keyphrases": [],
              "text": t + f" {IDENTIFIER}" * (k == 0), "model": "test"} for k, t in enumerate(train)]
@@ -56,7 +56,7 @@ def test_disclosure_on_page_7_and_both_dossier_editions_on_page_8(tmp_path: Path
     goto(at, "evaluate")
     at.text_area(key="disclosure_ids").input(IDENTIFIER).run()
     click(at, "Run the disclosure test")
-    job = wait_job(at, "job_disclosure")
+    job = wait_job(at, "disclosure")
     assert job.error is None, job.error
     assert_clean(at)
     result = json.loads((run / DISCLOSURE_FILE).read_text(encoding="utf-8"))
@@ -67,7 +67,7 @@ def test_disclosure_on_page_7_and_both_dossier_editions_on_page_8(tmp_path: Path
     assert any("LEAKAGE" in e.value for e in list(at.warning) + list(at.error))
     # the overlay job keeps its t-SNE points in the run folder (owner-only) for the internal dossier
     click(at, "Draw t-SNE and UMAP overlays")
-    assert wait_job(at, "job_projection").error is None
+    assert wait_job(at, "projection").error is None
     projection = run / "projection.json"
     assert projection.stat().st_mode & 0o777 == 0o600
     points = json.loads(projection.read_text(encoding="utf-8"))["points"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import (click, declare_classes, goto, ledger_total, new_app, private_vocabulary, problems, toy_csv,
+from app_helpers import (state_of, click, declare_classes, goto, ledger_total, new_app, private_vocabulary, problems, toy_csv,
                          upload_corpus)
 
 pytestmark = [pytest.mark.assets]
@@ -47,7 +47,7 @@ def test_unreadable_files(filename: str, data: bytes, fragment: str) -> None:
     shows(at, fragment)
     # a file that fails to load changes nothing (the corpus loaded before stays, with any results: they cost ε),
     # but none of it is the user's: the page says so and "Next" is disabled
-    assert at.session_state["corpus_id"] == "demo:bbc"
+    assert state_of(at).loaded.corpus_id == "demo:bbc"
     assert any("No corpus of yours is loaded" in w.value for w in at.warning)
     assert [b.disabled for b in at.button if b.label.startswith("Next")] == [True]
     at.run()                                                          # still said after any rerun
@@ -55,7 +55,7 @@ def test_unreadable_files(filename: str, data: bytes, fragment: str) -> None:
     goto(at, "private-vocabulary")                                    # and no DP step runs on the hidden demo
     click(at, "Build Ṽ", clean=False)
     assert any("Your file is not loaded" in e.value for e in at.error)
-    assert private_vocabulary(at) is None and not at.session_state["ledgers"]["demo:bbc"].events
+    assert private_vocabulary(at) is None and not state_of(at).ledgers["demo:bbc"].events
 
 
 def test_error_messages_name_a_control_the_page_has() -> None:
@@ -84,7 +84,7 @@ def test_one_class_only() -> None:
     visible(at, "same label")
     declare_classes(at)
     shows(at, "at least two public class names")
-    assert not at.session_state["corpus"].declared
+    assert not state_of(at).loaded.corpus.declared
 
 
 def test_classes_must_be_declared_before_anything_is_built() -> None:
@@ -92,7 +92,7 @@ def test_classes_must_be_declared_before_anything_is_built() -> None:
     upload_corpus(at, toy_csv(10), "toy.csv", declare=False)
     visible(at, "Declare the public class names to continue")
     declare_classes(at, ["sport", "tech", "weather"])
-    assert at.session_state["corpus"].classes == ["sport", "tech", "weather"]
+    assert state_of(at).loaded.corpus.classes == ["sport", "tech", "weather"]
     visible(at, "take part in no DP step")  # the business documents (a private count, shown locally)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dpkps_core.dossier.export import bundle_bytes
-from app_helpers import (assert_clean, click, finish_writing, goto, ledger_total, metrics, new_app, table, toy_csv,
+from app_helpers import (state_of, assert_clean, click, finish_writing, goto, ledger_total, metrics, new_app, table, toy_csv,
                          private_vocabulary, sequences, upload_corpus, wait_job, walk)
 
 from app_helpers import fast_env  # noqa: E402,F401 (fixture)
@@ -35,8 +35,8 @@ def test_default_flow_next_all_the_way_to_a_bundle(fast_env: Path) -> None:
     assert m["Documents"] == "2,125" and m["Classes"] == "5"
     assert table(at, "documents")["documents"].sum() == 2125
     assert spent(at) == "0 / 20"
-    assert at.session_state["corpus_id"] == "demo:bbc"
-    assert len(at.session_state["split"].train) + len(at.session_state["split"].test) == 2125
+    assert state_of(at).loaded.corpus_id == "demo:bbc"
+    assert len(state_of(at).loaded.split.train) + len(state_of(at).loaded.split.test) == 2125
     click(at, "Next: Vocabulary & budget")
     # 2 — defaults only
     assert at.title[0].value.endswith("2 · Vocabulary & budget")
@@ -47,7 +47,7 @@ def test_default_flow_next_all_the_way_to_a_bundle(fast_env: Path) -> None:
     click(at, "Build Ṽ (spends ε_voc = 5)")
     m = metrics(at)
     assert m["Terms in Ṽ"] == "200" and spent(at) == "5 / 20"
-    assert at.session_state["ledgers"]["demo:bbc"].by_step() == {"vocabulary": 5.0}
+    assert state_of(at).ledgers["demo:bbc"].by_step() == {"vocabulary": 5.0}
     click(at, "Next: Keyphrase densities")
     # 4 — densities (ε_kde = 5 charged)
     click(at, "Build densities (spends ε_kde = 5)")
@@ -59,7 +59,7 @@ def test_default_flow_next_all_the_way_to_a_bundle(fast_env: Path) -> None:
     assert len(table(at, "keyphrases")) == 10                     # 2 per class shown, 5 classes
     assert set(table(at, "keyphrases")["class"]) == {"business", "entertainment", "politics", "sports", "tech"}
     assert ledger_total(at) == pytest.approx(10.0)
-    run_dir = Path(at.session_state["run_dir"])
+    run_dir = Path(state_of(at).run.run_dir)
     assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
     assert (run_dir / "sequences.jsonl").read_text().count("\n") == 10
     click(at, "Next: Write with an LLM")
@@ -95,26 +95,26 @@ def test_two_sessions_never_see_each_other(fast_env: Path) -> None:
     assert ledger_total(a) == pytest.approx(10.0)
     # B still sees only the demo corpus, an empty ledger and no outputs
     goto(b, "private-vocabulary")
-    assert b.session_state["corpus_id"] == "demo:bbc"
+    assert state_of(b).loaded.corpus_id == "demo:bbc"
     assert spent(b) == "0 / 20"
     assert private_vocabulary(b) is None and sequences(b) is None
-    assert b.session_state["run_dirs"] == []
+    assert state_of(b).run.run_dirs == []
     click(b, "Build Ṽ")
     assert spent(b) == "5 / 20"
     # A's ledger did not move; the two sessions hold different Ṽ and different run folders
     goto(a, "private-vocabulary")
     assert spent(a) == "10 / 20"
     assert private_vocabulary(a).terms != private_vocabulary(b).terms
-    mine = "upload:" + a.session_state["corpus_fingerprint"][:16] + ":text:label:"  # no person column
-    assert a.session_state["ledgers"][mine].total_epsilon == pytest.approx(10.0)
-    assert a.session_state["ledgers"]["demo:bbc"].total_epsilon == 0      # A saw the demo first, spent nothing on it
-    assert set(b.session_state["ledgers"]) == {"demo:bbc"}
-    assert a.session_state["session_token"] != b.session_state["session_token"]
+    mine = "upload:" + state_of(a).loaded.corpus_fingerprint[:16] + ":text:label:"  # no person column
+    assert state_of(a).ledgers[mine].total_epsilon == pytest.approx(10.0)
+    assert state_of(a).ledgers["demo:bbc"].total_epsilon == 0      # A saw the demo first, spent nothing on it
+    assert set(state_of(b).ledgers) == {"demo:bbc"}
+    assert state_of(a).token != state_of(b).token
     goto(b, "export")
     # page 8 lists the run folders on this machine (a reloaded tab reopens its run from there), but B holds none of
     # A's outputs until it reopens one, and cannot delete a run it did not make or reopen
     runs = table(b, "run")
-    assert a.session_state["run_dir"].rsplit("/", 1)[-1] in set(runs["run"])
-    b.selectbox(key="_w.export_run").set_value(a.session_state["run_dir"]).run()
-    assert a.session_state["run_dir"] not in b.session_state["run_dirs"] and sequences(b) is None
+    assert state_of(a).run.run_dir.rsplit("/", 1)[-1] in set(runs["run"])
+    b.selectbox(key="_w.export_run").set_value(state_of(a).run.run_dir).run()
+    assert state_of(a).run.run_dir not in state_of(b).run.run_dirs and sequences(b) is None
     assert next(x for x in b.button if x.label == "Delete this run").disabled

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from app_helpers import click, fast_env, goto, new_app  # noqa: F401
+from app_helpers import state_of, click, fast_env, goto, new_app  # noqa: F401
 from dpkps_core.ledger_store import LedgerStore, ledger_root
 from studio import widgets
 
@@ -25,10 +25,10 @@ def test_one_epsilon_formatter_and_human_step_names() -> None:
 
 
 def test_progress_of_a_job_that_reads_private_data_is_badged() -> None:
-    assert widgets.progress_text("job_memorisation", "Comparing 1,234 real documents") \
+    assert widgets.progress_text("memorisation", "Comparing 1,234 real documents") \
         == "Comparing 1,234 real documents — private, local"
-    assert widgets.progress_text("job_evaluation", "x").endswith("private, local")
-    assert widgets.progress_text("job_generation", "Writing 3 of 8") == "Writing 3 of 8"
+    assert widgets.progress_text("evaluation", "x").endswith("private, local")
+    assert widgets.progress_text("generation", "Writing 3 of 8") == "Writing 3 of 8"
 
 
 @pytest.mark.model
@@ -38,7 +38,7 @@ def test_progress_of_a_job_that_reads_private_data_is_badged() -> None:
 def test_a_new_ledger_says_so_once_with_its_id_and_never_its_path() -> None:
     at = new_app()                                    # the demo corpus loads: the sidebar opens the ledger
     goto(at, "budget")
-    said = [n for n in at.session_state["notices"]] + [str(i.value) for i in at.info] + \
+    said = [n for n in state_of(at).notices] + [str(i.value) for i in at.info] + \
         [str(c.value) for c in at.caption] + [str(m.value) for m in at.markdown]
     shown = "\n".join(said)
     ledger_id = LedgerStore().ledger_id
@@ -76,7 +76,7 @@ def test_a_stale_vocabulary_names_the_changed_setting_not_its_key() -> None:
     at = new_app()
     goto(at, "private-vocabulary")
     click(at, "Build Ṽ")
-    at.session_state["eps_total"] = 12.0          # ε_voc moves with the total
+    state_of(at).settings.eps_total = 12.0          # ε_voc moves with the total
     at.run()
     warned = " ".join(str(w.value) for w in at.warning)
     assert "Settings changed since Ṽ was built (ε of the private vocabulary (ε_voc))" in warned

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import new_app, toy_records, upload_corpus
+from app_helpers import state_of, new_app, toy_records, upload_corpus
 from dpkps_core.method.config import LIMITS
 
 pytestmark = [pytest.mark.assets]
@@ -47,7 +47,7 @@ def test_page1_shows_the_private_count_of_truncated_documents(n_long: int, expec
     at = new_app()
     upload_corpus(at, _csv_with_long(n_long), "long.csv")
     assert not at.exception, [e.value for e in at.exception]
-    assert len(at.session_state["corpus"]) == 24
+    assert len(state_of(at).loaded.corpus) == 24
     text = _long_caption(at)
     assert expected in text and "private" in text.lower()
     assert ("only the first 100,000 characters" in text) == bool(n_long)

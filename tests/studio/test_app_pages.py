@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import (assert_clean, button, click, fake_umap_module, finish_writing, goto, ledger_total, metrics,
+from app_helpers import (state_of, assert_clean, button, click, fake_umap_module, finish_writing, goto, ledger_total, metrics,
                          new_app, private_vocabulary, problems, run_folder, sequences, table, toy_csv, toy_records,
                          upload_corpus, wait_job, walk)
 
@@ -57,7 +57,7 @@ def test_page1_demo_summary_upload_and_split() -> None:
     assert any("Loaded 60 documents with 3 distinct labels" in s.value for s in at.success)
     # the held-out fraction
     at.slider(key="_w.test_fraction").set_value(0.5).run()
-    sp = at.session_state["split"]
+    sp = state_of(at).loaded.split
     assert (len(sp.train), len(sp.test)) == (29, 31)  # each document on its own: about half
 
 
@@ -87,35 +87,35 @@ def test_page2_budget_split_cap_paper_settings_seed_and_forecast() -> None:
     assert "S/ε_voc = **6.67**" in explainer                      # Laplace scale 10 / 1.5
     assert "between about 5 and 15" in explainer
     # a cap below the plan warns before anything is spent
-    at.number_input(key="cap_draft_value").set_value(5.0).run()     # lowering the cap applies at once
+    at.number_input(key="_w.cap_draft_value").set_value(5.0).run()     # lowering the cap applies at once
     assert any("only 5 is left under the cap" in w.value for w in at.warning)
     # paper settings toggle (and back)
     at.toggle(key="_w.paper_settings").set_value(True).run()
-    s = at.session_state
-    assert (s["density"], s["bandwidth"], s["features"], s["junk_filter"], s["vocab_size"]) == ("rff", 1.0, 2000, False,
+    s = state_of(at)
+    assert (s.settings.density, s.settings.bandwidth, s.settings.features, s.settings.junk_filter, s.settings.vocab_size) == ("rff", 1.0, 2000, False,
                                                                                                1000)
     assert "I = 2,000 random features" in " ".join(md.value for md in at.markdown)
     at.toggle(key="_w.paper_settings").set_value(False).run()
-    assert (at.session_state["density"], at.session_state["bandwidth_auto"], at.session_state["vocab_size"]) == (
+    assert (state_of(at).settings.density, state_of(at).settings.bandwidth_auto, state_of(at).settings.vocab_size) == (
         "auto", True, 200)
     # reproducible demo: seeded, loudly
-    assert at.session_state["seeded_demo"] is False
+    assert state_of(at).settings.seeded_demo is False
     at.checkbox(key="_w.seeded_demo").check().run()
     assert any("NOT FOR RELEASE" in w.value for w in at.warning)
     # forecast: DP by default (charged ε_forecast, in the plan), exact only behind the badged switch (off by default)
-    at.number_input(key="cap_draft_value").set_value(20.0).run()
+    at.number_input(key="_w.cap_draft_value").set_value(20.0).run()
     click(at, "Raise the cap to 20")                                # raising asks first
     assert any("ε_forecast 0.2 (DP forecast, below) + ε_voc 1.5 + ε_kde 4.5" in c for c in at.caption.values)
-    assert at.session_state["exact_previews"] is False
+    assert state_of(at).settings.exact_previews is False
     assert not [b for b in at.button if b.label.startswith("Exact forecast")]
     click(at, "DP forecast (spends ε_forecast = 0.2)")
     assert ledger_total(at) == pytest.approx(0.2)                   # the DP forecast is charged
     assert metrics(at)["Expected noise share of Ṽ"].endswith("%")
-    assert "forecast" not in at.session_state or at.session_state["forecast"] is None
+    assert "forecast" not in at.session_state or state_of(at).results.forecast is None
     at.toggle(key="_w.exact_previews.budget").set_value(True).run()
     assert any("not covered by ε" in md.value for md in at.markdown)
     click(at, "Exact forecast on the true counts")
-    f = at.session_state["forecast"]
+    f = state_of(at).results.forecast
     assert f.private and not f.covered_by_epsilon and f.eps_voc == 1.5 and f.eps_kde == 4.5
     assert any("disclosure" in c for c in at.caption.values)
     assert len(at.get("plotly_chart")) >= 3
@@ -145,10 +145,10 @@ def test_page3_builds_rebuilds_charges_and_respects_the_cap() -> None:
     click(at, "Re-run Ṽ")                                           # asks first (one intent, one release)
     click(at, "Yes, spend ε_voc = 5 again")
     assert ledger_total(at) == pytest.approx(10.0)
-    assert len(at.session_state["ledgers"][at.session_state["corpus_id"]].events) == 2
+    assert len(state_of(at).ledgers[state_of(at).loaded.corpus_id].events) == 2
     # the cap refuses a third run before anything is spent
     goto(at, "budget")
-    at.number_input(key="cap_draft_value").set_value(12.0).run()
+    at.number_input(key="_w.cap_draft_value").set_value(12.0).run()
     goto(at, "private-vocabulary")
     click(at, "Re-run Ṽ")
     click(at, "Yes, spend ε_voc", clean=False)
@@ -168,7 +168,7 @@ def test_page4_histogram_then_iterative_rff_and_umap_map(fake_umap: None) -> Non
     assert m["Density"] == "histogram" and m["Noise sd per term"] == "0.283"
     # issue 11 §4: an exact count of the private corpus is never shown under the DP badge
     # the count is a PRIVATE note the step keeps in the session (never in the run folder)
-    at.session_state["_run_view_notes"][at.session_state["run_dir"]]["density"]["documents_without_keyphrases"] = 3
+    state_of(at).run.memory.notes[state_of(at).run.run_dir]["density"]["documents_without_keyphrases"] = 3
     at.run()
     counted = [c for c in at.caption.values if "contain no term of Ṽ" in c]
     assert counted and all("private" in c for c in counted)
@@ -188,7 +188,7 @@ def test_page4_histogram_then_iterative_rff_and_umap_map(fake_umap: None) -> Non
     assert ledger_total(at) == pytest.approx(15.0)
     # the UMAP map of Ṽ coloured by a class's DP density
     click(at, "Draw the UMAP map")
-    assert at.session_state["umap_map"].shape == (len(private_vocabulary(at)), 2)
+    assert state_of(at).results.umap_map.shape == (len(private_vocabulary(at)), 2)
     at.selectbox(key="umap_class").set_value("tech").run()
     fig = json.loads(at.get("plotly_chart")[-1].proto.spec)
     assert fig["layout"]["title"]["text"].endswith("class “tech”")
@@ -209,14 +209,14 @@ def test_page5_sequences_resample_free_and_no_llm_check() -> None:
     assert len(seqs) == 12 and all(len(q["keyphrases"]) == 10 for q in seqs)
     shown = table(at, "keyphrases")
     assert len(shown) == 12 and set(shown["class"]) == {"business", "sport", "tech"}
-    lines = (Path(at.session_state["run_dir"]) / "sequences.jsonl").read_text().splitlines()
+    lines = (Path(state_of(at).run.run_dir) / "sequences.jsonl").read_text().splitlines()
     assert len(lines) == 12
-    report = json.loads((Path(at.session_state["run_dir"]) / "privacy_report.json").read_text())
+    report = json.loads((Path(state_of(at).run.run_dir) / "privacy_report.json").read_text())
     assert report["epsilon_total"] == 10 and report["parameters"]["per_class"] == 4
     click(at, "Sample again (free)")
     assert ledger_total(at) == pytest.approx(10.0)                 # post-processing: free
     click(at, "Run the no-LLM check")
-    res = at.session_state["no_llm"]
+    res = state_of(at).results.no_llm
     assert 0 <= res["no_llm_accuracy"] <= 1 and res["n_test"] == 15  # the hash split holds out 15 of 60
     m = metrics(at)
     assert m["No-LLM accuracy"] == f"{res['no_llm_accuracy']:.3g}"
@@ -235,7 +235,7 @@ def test_page6_prompt_preview_few_shot_refusal_generation_and_cancel() -> None:
     # the private corpus file is refused as few-shot examples
     at.file_uploader(key="few_shot_upload").set_value(("examples.csv", toy_csv(20), "text/csv")).run()
     assert any("private corpus" in e for e in problems(at))
-    assert not at.session_state["few_shot"]
+    assert not state_of(at).settings.few_shot
     # a public examples file is accepted and appears in the prompt
     public = "text\nA public example document about a rainy weekend in the hills.\n".encode()
     at.file_uploader(key="few_shot_upload").set_value(("public.csv", public, "text/csv")).run()
@@ -256,11 +256,11 @@ def test_page6_prompt_preview_few_shot_refusal_generation_and_cancel() -> None:
     # the estimate is for what remains (3 asked, 1 written), not for documents already written
     assert "Estimate for the 2 document(s) to go: 2 prompts" in " ".join(at.caption.values)
     click(at, "Continue writing (2 to go)")
-    at.session_state["job_generation"].cancel.set()
-    job = wait_job(at, "job_generation")
+    state_of(at).jobs.generation.cancel.set()
+    job = wait_job(at, "generation")
     assert job.result.already_done == 1 and job.result.done < 3
     assert len(table(at, "text")) == job.result.done
-    audit = (Path(at.session_state["run_dir"]) / "audit_log.jsonl").read_text()
+    audit = (Path(state_of(at).run.run_dir) / "audit_log.jsonl").read_text()
     assert "rainy weekend" in audit and "private.csv" not in audit
 
 
@@ -273,9 +273,9 @@ def test_page6_openai_key_stays_in_the_session() -> None:
     at.text_input(key="_w.llm_model").input("tiny").run()
     at.text_input(key="_w.api_key").input("sk-test-secret-123456").run()
     assert_clean(at)
-    assert at.session_state["api_key"] == "sk-test-secret-123456"
+    assert state_of(at).settings.api_key == "sk-test-secret-123456"
     assert "~4 chars/token" in " ".join(at.caption.values)
-    run_dir = Path(at.session_state["run_dir"])
+    run_dir = Path(state_of(at).run.run_dir)
     for p in run_dir.rglob("*"):
         if p.is_file():
             assert b"sk-test-secret" not in p.read_bytes()
@@ -288,7 +288,7 @@ def test_page7_evaluation_overlays_and_sweep(fake_umap: None) -> None:
     walk(at, "generate")
     goto(at, "evaluate")
     click(at, "Evaluate this run")
-    job = wait_job(at, "job_evaluation")
+    job = wait_job(at, "evaluation")
     assert job.error is None, job.error
     rows = table(at, "Classifier trained on")  # human names (issue 14 §6)
     assert {"No-LLM check: DP keyphrase sequences", "Real keyphrase baseline (upper bound)", "Synthetic documents",
@@ -298,7 +298,7 @@ def test_page7_evaluation_overlays_and_sweep(fake_umap: None) -> None:
     assert job.result.distribution is None
     assert any("Precision/recall on embeddings needs more than 3" in c for c in at.caption.values)
     click(at, "Draw t-SNE and UMAP overlays")
-    job = wait_job(at, "job_projection")
+    job = wait_job(at, "projection")
     assert job.error is None, job.error
     assert set(job.result) == {"tsne", "umap"}
     df = job.result["tsne"]
@@ -310,7 +310,7 @@ def test_page7_evaluation_overlays_and_sweep(fake_umap: None) -> None:
     at.multiselect(key="_w.sweep_eps_voc").set_value([1.0, 5.0]).run()
     at.multiselect(key="_w.sweep_eps_kde").set_value([5.0]).run()
     click(at, "Run the sweep (2 cells)")
-    job = wait_job(at, "job_sweep")
+    job = wait_job(at, "sweep")
     assert job.error is None, job.error
     assert len(job.result) == 2 and set(job.result["eps_voc"]) == {1.0, 5.0}
     assert len(table(at, "No-LLM accuracy")) == 2
@@ -331,7 +331,7 @@ def test_page8_bundle_summary_and_delete(fast_env: Path) -> None:
             "manifest.json"} <= files
     assert "split.json" not in files
     assert "2 synthetic documents" in " ".join(md.value for md in at.markdown)
-    run_dir = Path(at.session_state["run_dir"])
+    run_dir = Path(state_of(at).run.run_dir)
     assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700 and (run_dir / "split.json").exists()
     assert button(at, "Delete all runs").disabled
     at.checkbox(key="confirm_delete").check().run()
@@ -351,7 +351,7 @@ def test_seeded_demo_is_marked_not_for_release_everywhere() -> None:
     goto(at, "export", clean=False)
     assert metrics(at)["Noise"] == "seeded demo"
     assert any("NOT FOR RELEASE" in e.value for e in at.error)
-    report = json.loads((Path(at.session_state["run_dir"]) / "privacy_report.json").read_text())
+    report = json.loads((Path(state_of(at).run.run_dir) / "privacy_report.json").read_text())
     assert report["seed_policy"] == "seeded-demo-not-for-release"
 
 
@@ -375,13 +375,13 @@ def test_page7_compare_methods_section() -> None:
     assert any("Pick at least one method" in e.value for e in at.error)
     at.multiselect(key="_w.compare_methods").set_value(["dpkps"]).run()
     click(at, "Compare at this privacy level")
-    job = wait_job(at, "job_compare", timeout=300)
+    job = wait_job(at, "compare", timeout=300)
     assert job.error is None, job.error
     rows = table(at, "Method")
     assert "DP-KPS" in " ".join(map(str, rows["Method"]))
     # issue 11 §4: the comparison's documents are DP releases: its joint cost is shown and charged
     assert any("Joint cost of the selected methods" in md.value for md in at.markdown)
-    assert ledger_total(at) == pytest.approx(float(at.session_state["compare_eps"]), rel=1e-6)
+    assert ledger_total(at) == pytest.approx(float(state_of(at).settings.compare_eps), rel=1e-6)
     # walk 3 §6: what this session already spent counts before the click (6 + 15 > 20), with the ε that fits
     at.multiselect(key="_w.compare_methods").set_value(["dpkps", "private-prediction", "augpe"]).run()
     assert any("from 6 to 21, over the cap of 20: lower ε per method to at most 5.6," in w.value for w in at.warning)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import APP, TIMEOUT, click, fast_env, goto, new_app, walk  # noqa: F401
+from app_helpers import state_of, APP, TIMEOUT, click, fast_env, goto, new_app, walk  # noqa: F401
 from dpkps_core.llm.checkpoint import run_lock
 from dpkps_core.errors import LLMError
 
@@ -45,16 +45,16 @@ def test_a_reloaded_tab_reattaches_to_the_running_writer_and_can_cancel_it(monke
     goto(a, "generate")
     click(a, "Write documents")
     assert writer.started.wait(30)
-    run = Path(a.session_state["run_dir"])
-    job = a.session_state["job_generation"]
+    run = Path(state_of(a).run.run_dir)
+    job = state_of(a).jobs.generation
     assert job.running
 
     b = AppTest.from_file(APP, default_timeout=TIMEOUT)  # the reloaded tab: a new session, the URL names the run
     b.query_params["run"] = run.name
     b.run()
-    assert b.session_state["run_dir"] == str(run)
+    assert state_of(b).run.run_dir == str(run)
     goto(b, "generate")
-    assert b.session_state["job_generation"] is job  # the same writer, not a new one
+    assert state_of(b).jobs.generation is job  # the same writer, not a new one
     assert any("still being written" in i.value for i in b.info)
     assert any("3/" in p.proto.text and "documents written" in p.proto.text and "42 s left" in p.proto.text
                for p in b.get("progress"))

@@ -12,6 +12,8 @@ folder").
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import pytest
 
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import (APP, TIMEOUT, click, fast_env, finish_writing, goto, metrics, new_app,  # noqa: F401
+from app_helpers import (state_of, use_state, APP, TIMEOUT, click, fast_env, finish_writing, goto, metrics, new_app,  # noqa: F401
                          private_vocabulary, run_folder, sequences, toy_csv, upload_corpus, walk)
 from dpkps_core.ledger_store import LedgerStore
 from dpkps_core.records.runfolder import list_runs, open_run, read_documents
@@ -62,7 +64,7 @@ def test_a_bad_file_keeps_the_corpus_and_every_result() -> None:
     at = new_app()
     upload_corpus(at, toy_csv(20), "mine.csv")
     walk(at, "sequences")
-    cid, run = at.session_state["corpus_id"], at.session_state["run_dir"]
+    cid, run = state_of(at).loaded.corpus_id, state_of(at).run.run_dir
     pv, seqs = private_vocabulary(at), sequences(at)
     events = ledger_events()
     goto(at, "corpus")
@@ -74,9 +76,9 @@ def test_a_bad_file_keeps_the_corpus_and_every_result() -> None:
         assert not at.exception, [e.value for e in at.exception]
         assert any(name in e.value and "Nothing changed" in e.value for e in at.error), (name, texts(at))
         # nothing was unloaded: the same corpus, Ṽ, sequences and run folder; the sidebar still has the corpus
-        assert at.session_state["corpus_id"] == cid and at.session_state["corpus"] is not None
+        assert state_of(at).loaded.corpus_id == cid and state_of(at).loaded.corpus is not None
         assert private_vocabulary(at).terms == pv.terms and sequences(at) == seqs
-        assert at.session_state["run_dir"] == run
+        assert state_of(at).run.run_dir == run
         assert metrics(at)["Documents"] == "60"
     assert ledger_events() == events
 
@@ -101,16 +103,16 @@ def test_switching_demo_over_results_asks_first() -> None:
     walk(at, "private-vocabulary")
     goto(at, "corpus")
     at.selectbox(key="_w.demo_spec").set_value("demo:drugs").run()
-    assert at.session_state["corpus_id"] == "demo:bbc" and private_vocabulary(at) is not None
+    assert state_of(at).loaded.corpus_id == "demo:bbc" and private_vocabulary(at) is not None
     assert "replaces the current corpus" in texts(at)
     click(at, "Keep the current corpus and its results")
-    assert at.session_state["demo_spec"] == "demo:bbc" and private_vocabulary(at) is not None
+    assert state_of(at).settings.demo_spec == "demo:bbc" and private_vocabulary(at) is not None
 
 
 def test_reopen_in_a_new_session_continues_and_exports_with_no_ledger_event(fast_env: Path) -> None:
     a = new_app()
     walk(a, "generate")                           # Ṽ, densities, sequences, 2 documents
-    run = Path(a.session_state["run_dir"])
+    run = Path(state_of(a).run.run_dir)
     assert {"private_vocabulary.json", "densities.json", "run_state.json", "sequences.jsonl"} <= \
         {p.name for p in run.iterdir()}
     state = json.loads((run / "run_state.json").read_text())
@@ -122,7 +124,7 @@ def test_reopen_in_a_new_session_continues_and_exports_with_no_ledger_event(fast
     assert any(r.path == run for r in list_runs(fast_env))
     b.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(b, "Reopen this run in the app")
-    assert b.session_state["run_dir"] == str(run)
+    assert state_of(b).run.run_dir == str(run)
     assert private_vocabulary(b).terms == private_vocabulary(a).terms
     assert sequences(b) == sequences(a) and run_folder(b).densities == run_folder(a).densities
     goto(b, "densities")                          # the densities are shown from the folder
@@ -135,13 +137,13 @@ def test_reopen_in_a_new_session_continues_and_exports_with_no_ledger_event(fast
     goto(b, "export")
     assert "Download the release bundle (ZIP)" in [d.proto.label for d in b.get("download_button")]
     assert ledger_events() == events            # reopening, writing and exporting released nothing new
-    assert open_run(run).documents and b.session_state["reopened_run"] == run.name
+    assert open_run(run).documents and state_of(b).run.reopened_run == run.name
 
 
 def test_the_url_names_the_run_and_a_reload_reopens_it() -> None:
     a = new_app()
     walk(a, "sequences")
-    run = Path(a.session_state["run_dir"])
+    run = Path(state_of(a).run.run_dir)
     assert a.query_params.get("run") in (run.name, [run.name])
     events = ledger_events()
     pages = ("private-vocabulary", "densities", "sequences", "evaluate")
@@ -149,7 +151,7 @@ def test_the_url_names_the_run_and_a_reload_reopens_it() -> None:
     b = AppTest.from_file(APP, default_timeout=TIMEOUT)   # a reloaded tab: a new session, the URL names the run
     b.query_params["run"] = run.name
     b.run()
-    assert b.session_state["run_dir"] == str(run), [n for n in b.session_state["notices"]]
+    assert state_of(b).run.run_dir == str(run), [n for n in state_of(b).notices]
     assert sequences(b) == sequences(a)
     assert {i: shown(b, i) for i in pages} == before    # pages 3, 4, 5 and 7 show the same run
     assert ledger_events() == events
@@ -161,10 +163,10 @@ def test_the_test_fraction_is_locked_while_results_exist_until_start_over() -> N
     goto(at, "corpus")
     slider = at.slider(key="_w.test_fraction")
     assert slider.disabled
-    before = at.session_state["test_fraction"]
-    at.session_state["test_fraction"] = before + 0.05   # a change from anywhere never discards Ṽ
+    before = state_of(at).settings.test_fraction
+    state_of(at).settings.test_fraction = before + 0.05   # a change from anywhere never discards Ṽ
     at.run()
-    assert private_vocabulary(at) is not None and at.session_state["test_fraction"] == before
+    assert private_vocabulary(at) is not None and state_of(at).settings.test_fraction == before
     at.checkbox(key="confirm_start_over").check().run()
     click(at, "Start over")
     assert private_vocabulary(at) is None and not at.slider(key="_w.test_fraction").disabled
@@ -190,8 +192,7 @@ def test_a_click_on_a_button_drawn_before_the_last_release_is_ignored(monkeypatc
     """A double or triple click: the later clicks carry the release count the button was drawn with."""
     from studio import spend
 
-    state: dict = {"notices": []}
-    monkeypatch.setattr(spend, "_s", lambda: state)
+    state = use_state(monkeypatch)
     drawn = spend.version("vocabulary")
     spend._request("vocabulary", drawn)                      # the first click
     assert spend.requested("vocabulary") and not spend.requested("vocabulary")   # taken once
@@ -199,9 +200,9 @@ def test_a_click_on_a_button_drawn_before_the_last_release_is_ignored(monkeypatc
         spend.started()                                      # the step began its release
     spend._request("vocabulary", drawn)                      # a click on the button drawn before it
     assert not spend.requested("vocabulary")
-    assert state["notices"] == [spend.IGNORED_NOTE]
+    assert state.notices == [spend.IGNORED_NOTE]
     spend._ask("vocabulary", drawn)                          # a stale "re-run" click does not even ask
-    assert "vocabulary" not in state["_spend_confirm"]
+    assert "vocabulary" not in state.spend.confirm
     spend._request("vocabulary", spend.version("vocabulary"))  # a fresh, deliberate click
     assert spend.requested("vocabulary")
 
@@ -211,8 +212,7 @@ def test_a_run_stopped_before_its_release_keeps_the_next_click(monkeypatch: pyte
     release began, nothing was spent, and the second click of the double click is the one that releases."""
     from studio import spend
 
-    state: dict = {"notices": []}
-    monkeypatch.setattr(spend, "_s", lambda: state)
+    state = use_state(monkeypatch)
     drawn = spend.version("density")
     spend._request("density", drawn)
     assert spend.requested("density")
@@ -220,7 +220,7 @@ def test_a_run_stopped_before_its_release_keeps_the_next_click(monkeypatch: pyte
         raise KeyboardInterrupt  # stands for Streamlit's StopException, raised before the step called started()
     assert spend.version("density") == drawn
     spend._request("density", drawn)                         # the second click counts
-    assert spend.requested("density") and state["notices"] == []
+    assert spend.requested("density") and state.notices == []
     spend.started()
     assert spend.version("density") == drawn + 1
 
@@ -234,8 +234,7 @@ def test_two_overlapping_runs_of_one_click_release_once(monkeypatch: pytest.Monk
     from dpkps_core.errors import ParameterError
     from studio import spend
 
-    state: dict = {"notices": []}
-    monkeypatch.setattr(spend, "_s", lambda: state)
+    state = use_state(monkeypatch)
     drawn = spend.version("vocabulary")
     outcome: dict[str, object] = {}
     a_took, b_took = threading.Event(), threading.Event()
@@ -264,18 +263,18 @@ def test_two_overlapping_runs_of_one_click_release_once(monkeypatch: pytest.Monk
 def test_raising_the_cap_asks_and_is_recorded_lowering_applies() -> None:
     at = new_app()
     goto(at, "budget")
-    at.number_input(key="cap_draft_value").set_value(60.0).run()
+    at.number_input(key="_w.cap_draft_value").set_value(60.0).run()
     assert "Raise the cap from 20 to 60?" in texts(at)
-    assert at.session_state["epsilon_cap"] == 20                          # not yet
+    assert state_of(at).settings.epsilon_cap == 20                          # not yet
     assert "each document's total ε over every release of this corpus" in texts(at) + " ".join(
         n.label for n in at.number_input)
     click(at, "Raise the cap to 60")
-    assert at.session_state["epsilon_cap"] == 60
-    led = at.session_state["ledgers"]["demo:bbc"]
+    assert state_of(at).settings.epsilon_cap == 60
+    led = state_of(at).ledgers["demo:bbc"]
     history = led.view().cap_history
     assert history and history[-1].cap == 60 and history[-1].tool == "app"
-    at.number_input(key="cap_draft_value").set_value(30.0).run()          # lowering protects more: no question
-    assert at.session_state["epsilon_cap"] == 30 and led.view().cap_history[-1].cap == 30
+    at.number_input(key="_w.cap_draft_value").set_value(30.0).run()          # lowering protects more: no question
+    assert state_of(at).settings.epsilon_cap == 30 and led.view().cap_history[-1].cap == 30
     assert "--epsilon-cap" not in texts(at)
 
 
@@ -285,7 +284,7 @@ def test_out_of_range_epsilon_is_said_on_the_page(value: float) -> None:
     goto(at, "budget")
     at.number_input(key="_w.eps_total").set_value(value).run()
     assert any("out of range" in e.value for e in at.error), texts(at)
-    assert at.session_state["eps_total"] == 10.0
+    assert state_of(at).settings.eps_total == 10.0
 
 
 def test_large_epsilon_warns_in_scientific_notation() -> None:
@@ -304,7 +303,7 @@ def test_n_larger_than_v_is_said_and_refused_before_anything_is_spent() -> None:
     words = "football goal league striker coach software computer internet network browser bank shares profits market "
     terms = "\n".join(words.split()).encode()                     # |V| = 14 public terms
     at.file_uploader(key="vocab_upload").set_value(("small.txt", terms, "text/plain")).run()
-    at.session_state["vocab_size"] = 100            # N = 100 > |V| = 14 (public facts)
+    state_of(at).settings.vocab_size = 100            # N = 100 > |V| = 14 (public facts)
     at.run()
     assert any("larger than the public vocabulary" in e.value for e in at.error), texts(at)
     events = ledger_events()
@@ -316,7 +315,20 @@ def test_n_larger_than_v_is_said_and_refused_before_anything_is_spent() -> None:
 
 #: Where the session keeps what it knows of the open run folder beyond the pointer (studio.run_view): a cache of the
 #: parsed files, the releases made in this session, Ṽ's embeddings — all rebuilt from the folder when dropped.
-RUN_VIEW_MEMORY = ("_run_view_cache", "_run_view_live", "_run_view_embeddings")
+def _values(obj: Any, skip: tuple[Any, ...]) -> list[Any]:
+    """Every value held in the typed state ``obj`` (its dataclass fields, recursively; containers' items), except in
+    the objects of ``skip``."""
+    import dataclasses
+
+    if any(obj is s for s in skip):
+        return []
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [v for f in dataclasses.fields(obj) for v in _values(getattr(obj, f.name), skip)]
+    if isinstance(obj, dict):
+        return [v for x in obj.values() for v in _values(x, skip)]
+    if isinstance(obj, (list, tuple, set)):
+        return [v for x in obj for v in _values(x, skip)]
+    return [obj]
 
 
 def shown(at, name: str) -> tuple:
@@ -340,14 +352,11 @@ def test_the_session_holds_a_pointer_not_a_copy_and_the_pages_read_the_folder() 
     before = {i: shown(at, i) for i in pages}
     assert before["private-vocabulary"][0]["Terms in Ṽ"] and before["densities"][0]["Density"] == "histogram" \
         and before["sequences"][1]
-    copies = [k for k in at.session_state.keys() if k not in RUN_VIEW_MEMORY
-              and isinstance(at.session_state[k], (PrivateVocabulary, SamplingOutcome))]
-    assert not copies and not {"pv", "pv_meta", "dp_density", "density_meta", "outcome", "seq_meta",
-                               "embeddings", "keyphrases"} & set(at.session_state.keys())
+    state = state_of(at)
+    copies = [v for v in _values(state, skip=(state.run.memory,)) if isinstance(v, (PrivateVocabulary, SamplingOutcome))]
+    assert not copies                          # only the memory of what was read back (or released here) holds them
     events = ledger_events()
-    for key in RUN_VIEW_MEMORY:
-        if key in at.session_state:
-            del at.session_state[key]
+    state.run.memory.cache, state.run.memory.live, state.run.memory.embeddings = None, {}, None
     assert {i: shown(at, i) for i in pages} == before
     assert ledger_events() == events
 
@@ -359,7 +368,7 @@ def test_a_reopened_upload_run_needs_its_corpus_then_evaluates_with_no_ledger_ev
     a = new_app()
     upload_corpus(a, toy_csv(20), "mine.csv")
     walk(a, "generate")
-    run = Path(a.session_state["run_dir"])
+    run = Path(state_of(a).run.run_dir)
     events = ledger_events()
     b = new_app()                                       # a reload: the uploaded corpus is gone with the session
     goto(b, "export")
@@ -370,10 +379,10 @@ def test_a_reopened_upload_run_needs_its_corpus_then_evaluates_with_no_ledger_ev
     goto(b, "export")
     b.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(b, "Reopen this run in the app")
-    assert sequences(b) is not None and b.session_state["run_dir"] == str(run)
+    assert sequences(b) is not None and state_of(b).run.run_dir == str(run)
     goto(b, "evaluate")
     click(b, "Evaluate this run")
-    job = wait_job(b, "job_evaluation")
+    job = wait_job(b, "evaluation")
     assert job.error is None, job.error
     shown_then = table(b, "Classifier trained on")
     assert "Synthetic documents" in set(shown_then["Classifier trained on"])
@@ -384,7 +393,7 @@ def test_a_reopened_upload_run_needs_its_corpus_then_evaluates_with_no_ledger_ev
     c.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(c, "Reopen this run in the app")
     goto(c, "evaluate")
-    assert "job_evaluation" not in c.session_state       # nothing evaluated in this session...
+    assert state_of(c).jobs.evaluation is None       # nothing evaluated in this session...
     assert any("last evaluation of this run" in x.value for x in c.caption)
     assert table(c, "Classifier trained on").equals(shown_then)  # ...and the page shows the same table
     assert ledger_events() == events                    # reopening and evaluating released nothing
@@ -397,7 +406,7 @@ def test_a_reopened_upload_run_needs_its_corpus_then_evaluates_with_no_ledger_ev
 
     monkeypatch.setattr(evaluation, "evaluate_run", failing)
     click(c, "Evaluate this run", clean=False)
-    assert wait_job(c, "job_evaluation").error
+    assert wait_job(c, "evaluation").error
     c.run()
     assert any("could not be loaded" in e.value for e in c.error)
     assert any("last evaluation of this run" in x.value for x in c.caption)

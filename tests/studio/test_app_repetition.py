@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from app_helpers import assert_clean, click, fast_env, local_model_page, wait_job  # noqa: F401
+from app_helpers import state_of, assert_clean, click, fast_env, local_model_page, wait_job  # noqa: F401
 
 from dpkps_core.llm.repetition import DEFAULT_NO_REPEAT_NGRAM, DEFAULT_REPETITION_PENALTY
 
@@ -23,10 +23,10 @@ def test_page6_repetition_settings_reach_the_audit_log(tmp_path: Path) -> None:
     assert_clean(at)
     at.number_input(key="_w.n_documents").set_value(2).run()
     click(at, "Write documents (2 to go)")
-    job = wait_job(at, "job_generation")
+    job = wait_job(at, "generation")
     assert job.error is None, job.error
     audit = [json.loads(line) for line in
-             (Path(at.session_state["run_dir"]) / "audit_log.jsonl").read_text().splitlines() if line.strip()]
+             (Path(state_of(at).run.run_dir) / "audit_log.jsonl").read_text().splitlines() if line.strip()]
     params = [a["parameters"] for a in audit if "parameters" in a]
     assert params and all(p["no_repeat_ngram"] == 3 and p["repetition_penalty"] == pytest.approx(1.15)
                           for p in params)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import (assert_clean, button, click, goto, ledger_total, new_app, table, toy_csv, upload_corpus,
+from app_helpers import (state_of, assert_clean, button, click, goto, ledger_total, new_app, table, toy_csv, upload_corpus,
                          private_vocabulary, run_folder, wait_job, walk)
 
 from app_helpers import fast_env  # noqa: E402,F401 (fixture)
@@ -54,7 +54,7 @@ def test_forecast_chart_risk_ledger_times_and_why_names_are_in_v() -> None:
     click(at, "DP forecast")
     at.toggle(key="_w.exact_previews.budget").set_value(True).run()
     click(at, "Exact forecast on the true counts")
-    f = at.session_state["forecast"]
+    f = state_of(at).results.forecast
     fig = figure(at, "Vocabulary forecast", last=True)  # the exact forecast's chart, below the DP forecast's
     xr, yr = fig["layout"]["xaxis"]["range"], fig["layout"]["yaxis"]["range"]
     xs = [p[0] for p in f.count_curve] + [max(f.noise_floor, 1.0)]
@@ -72,7 +72,7 @@ def test_forecast_chart_risk_ledger_times_and_why_names_are_in_v() -> None:
     from dpkps_core.evaluation.forecast_outlook import vocabulary_noise_share
 
     why = [i.value for i in at.info if "Why is a name in Ṽ?" in i.value]
-    stats = at.session_state["dp_forecast_release"][1]
+    stats = state_of(at).results.dp_forecast_release[1]
     pv = private_vocabulary(at)
     dp = vocabulary_noise_share(pv, zero_terms=pv.public_vocabulary_size - float(stats.smoothed_curve()[0]))
     assert why and f"**{dp['expected_noise_share']:.0%}**" in why[0] and "Computed from the DP release" in why[0]
@@ -102,7 +102,7 @@ def test_page4_says_near_chance_and_offers_the_free_comparison_before_spending()
     assert not [b for b in at.button if b.label.startswith("Run the no-LLM check")]  # exact: behind the switch
     at.toggle(key="_w.exact_previews.densities").set_value(True).run()
     click(at, "Run the no-LLM check of every method at this ε")
-    job = wait_job(at, "job_method_preview", timeout=300)
+    job = wait_job(at, "method_preview", timeout=300)
     assert job.error is None, job.error
     shown = table(at, "No-LLM accuracy")
     assert list(shown["Method"]) == ["independent", "iterative-linear", "iterative-log"]
@@ -122,12 +122,12 @@ def fake_umap(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_umap: None) -> None:
     at = toy_app()
     walk(at, "generate")
-    s = at.session_state
-    run1 = Path(s["run_dir"])
+    s = state_of(at)
+    run1 = Path(s.run.run_dir)
     # §7: the no-LLM check's baseline on page 5 ...
     goto(at, "sequences")
     click(at, "Run the no-LLM check")
-    base = s["no_llm"]["real_keyphrase_baseline"]
+    base = s.results.no_llm["real_keyphrase_baseline"]
     # §5: a reply that never became a document is counted and its share shown
     with (run1 / "generation_failures.jsonl").open("a", encoding="utf-8") as fh:
         fh.write(json.dumps({"id": "x-1", "label": "tech", "keyphrases": [], "attempts": 5, "retryable": True,
@@ -139,7 +139,7 @@ def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_uma
     # §6: human names, 3 significant digits, training documents beside each accuracy, a warning when too few
     goto(at, "evaluate")
     click(at, "Evaluate this run")
-    assert wait_job(at, "job_evaluation").error is None
+    assert wait_job(at, "evaluation").error is None
     ev = table(at, "Classifier trained on")
     assert list(ev.columns) == ["Classifier trained on", "Accuracy", "± sd", "95 % interval (test documents)",
                                 "Seeds", "Macro-F1", "Training documents", "Enough to judge?"]
@@ -155,11 +155,11 @@ def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_uma
     assert syn["Training documents"] == 2 and syn["Enough to judge?"].startswith("⚠ too few")
     assert any(w.value.startswith("Too few to judge:") and "Synthetic documents" in w.value for w in at.warning)
     # §9: the held-out documents were embedded once, in the session's memory; the map embeds none of them again
-    memo = s["_embedding_memo"]["models"][run_folder(at).state["density_meta"]["embedding_model"]]
+    memo = s.results.embedding_memo["models"][run_folder(at).state["density_meta"]["embedding_model"]]
     size = len(memo)
-    assert size >= len(s["split"].test) + 2
+    assert size >= len(s.loaded.split.test) + 2
     click(at, "Draw t-SNE and UMAP overlays")
-    assert wait_job(at, "job_projection").error is None
+    assert wait_job(at, "projection").error is None
     assert len(memo) == size
     # §9: the prompt count and a time estimate follow the selected compare methods, before starting
     at.multiselect(key="_w.compare_methods").set_value(["dpkps"]).run()
@@ -175,17 +175,17 @@ def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_uma
     at.multiselect(key="_w.sweep_eps_voc").set_value([5.0]).run()
     at.multiselect(key="_w.sweep_eps_kde").set_value([5.0]).run()
     click(at, "Run the sweep (1 cells)")
-    assert wait_job(at, "job_sweep").error is None
+    assert wait_job(at, "sweep").error is None
     curves = figure(at, "No-LLM accuracy vs ε_total")
     assert f"real keyphrase baseline {base:.3g}" in [a["text"] for a in curves["layout"]["annotations"]]
     # §11: the memorisation check flags a synthetic document that copies a training document
-    train_text = s["corpus"].texts[s["split"].train[0]]
+    train_text = s.loaded.corpus.texts[s.loaded.split.train[0]]
     with (run1 / "documents.jsonl").open("a", encoding="utf-8") as fh:
         fh.write(json.dumps({"id": "copy-1", "label": "tech", "keyphrases": [], "text": train_text,
                              "model": "test"}) + "\n")
     at.run()
     click(at, "Run the memorisation check")
-    assert wait_job(at, "job_memorisation").error is None
+    assert wait_job(at, "memorisation").error is None
     memo = table(at, "Reproduces real text?")
     flagged = memo[memo["Reproduces real text?"] == "⚠ yes"]
     assert list(flagged["Synthetic id"]) == ["copy-1"] and len(memo) == 3
@@ -195,7 +195,7 @@ def test_tables_one_baseline_non_documents_memorisation_and_run_history(fake_uma
     assert not any("no synthetic documents" in w.value for w in at.warning)
     goto(at, "sequences")
     click(at, "Sample again (free)")
-    assert Path(s["run_dir"]) != run1
+    assert Path(s.run.run_dir) != run1
     goto(at, "export")
     assert len(table(at, "documents")) == 2                          # the run history lists both runs
     assert any("no synthetic documents" in w.value for w in at.warning)

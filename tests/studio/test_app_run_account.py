@@ -16,7 +16,7 @@ import pytest
 
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import APP, TIMEOUT, click, fast_env, goto, new_app, walk  # noqa: F401
+from app_helpers import state_of, APP, TIMEOUT, click, fast_env, goto, new_app, walk  # noqa: F401
 from dpkps_core.dossier.export import build_bundle
 from dpkps_core.ledger_store import LedgerStore
 from dpkps_core.records.run_record import read_ledger_record
@@ -41,7 +41,7 @@ def test_reopen_resample_rebuild_and_export_never_lower_a_runs_epsilon(tmp_path:
     goto(a, "budget")
     click(a, "DP forecast")                        # ε_forecast 0.2, before the run exists
     walk(a, "sequences")                           # Ṽ (ε_voc 5), densities (ε_kde 5), sequences
-    run = Path(a.session_state["run_dir"])
+    run = Path(state_of(a).run.run_dir)
     first = report(run)
     assert by_step(first) == {"forecast": 0.2, "vocabulary": 5.0, "kde": 5.0}
     assert first["epsilon_total"] == pytest.approx(10.2)
@@ -52,17 +52,17 @@ def test_reopen_resample_rebuild_and_export_never_lower_a_runs_epsilon(tmp_path:
     b = AppTest.from_file(APP, default_timeout=TIMEOUT)   # a reload: a new session whose ledger knows none of it
     b.query_params["run"] = run.name
     b.run()
-    assert b.session_state["run_dir"] == str(run)
+    assert state_of(b).run.run_dir == str(run)
     goto(b, "sequences")
     click(b, "Sample again (free)")
-    assert Path(b.session_state["run_dir"]) == run
+    assert Path(state_of(b).run.run_dir) == run
     again = report(run)
     assert by_step(again) == by_step(first) and again["epsilon_total"] == pytest.approx(10.2)  # was 0 before
 
     goto(b, "densities")
     click(b, "Rebuild the densities")
     click(b, "Yes, spend ε_kde")
-    rebuilt = Path(b.session_state["run_dir"])
+    rebuilt = Path(state_of(b).run.run_dir)
     assert rebuilt != run                          # the earlier chain's folder stays as it is
     goto(b, "sequences")
     click(b, "Sample")
@@ -87,14 +87,14 @@ def test_a_comparisons_releases_are_filed_under_the_comparison_not_the_open_run(
     at = new_app()
     upload_corpus(at, toy_csv(20), "toy.csv")
     walk(at, "sequences")                          # a run is open: Ṽ and densities filed under its folder's name
-    run = Path(at.session_state["run_dir"]).name
+    run = Path(state_of(at).run.run_dir).name
     goto(at, "evaluate")
     at.number_input(key="_w.compare_eps").set_value(6.0).run()
     at.multiselect(key="_w.compare_methods").set_value(["dpkps"]).run()
     click(at, "Compare at this privacy level")
-    job = wait_job(at, "job_compare", timeout=300)
+    job = wait_job(at, "compare", timeout=300)
     assert job.error is None, job.error
-    led = at.session_state["ledgers"][at.session_state["corpus_id"]]
+    led = state_of(at).ledgers[state_of(at).loaded.corpus_id]
     assert sorted(e.event.step for e in led.run_events(run)) == ["kde", "vocabulary"]   # the run's own only
     compared = [r for r in led.view().releases if r.tool == "app compare"]
     assert compared and {r.run for r in compared} == {r.run for r in compared if r.run.startswith("compare-")}
@@ -107,6 +107,6 @@ def test_a_forecast_made_in_another_session_is_in_the_runs_total() -> None:
     click(other, "DP forecast")                    # another session (or the CLI) steered the settings
     at = new_app()
     walk(at, "sequences")
-    rep = report(Path(at.session_state["run_dir"]))
+    rep = report(Path(state_of(at).run.run_dir))
     assert by_step(rep) == {"forecast": 0.2, "vocabulary": 5.0, "kde": 5.0}
     assert rep["epsilon_total"] == pytest.approx(10.2)

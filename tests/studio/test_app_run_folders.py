@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import click, fast_env, goto, new_app, toy_csv, upload_corpus  # noqa: F401
+from app_helpers import state_of, click, fast_env, goto, new_app, toy_csv, upload_corpus  # noqa: F401
 from dpkps_core.errors import DPKPSError
 
 pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow]
@@ -47,4 +47,4 @@ def test_no_folder_before_something_is_written_and_page_8_hides_empty_ones(fast_
     (fast_env / "run-20260101-000000-deadbeef-000000").mkdir()   # a folder holding no run
     goto(at, "export")
     listed = "\n".join(str(df.value) for df in at.dataframe)
-    assert "deadbeef" not in listed and Path(at.session_state["run_dir"]).name in listed
+    assert "deadbeef" not in listed and Path(state_of(at).run.run_dir).name in listed

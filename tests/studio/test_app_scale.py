@@ -17,11 +17,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app_helpers import (assert_clean, click, declare_classes, goto, new_app, private_vocabulary, sequences,
+from app_helpers import (state_of, assert_clean, click, declare_classes, goto, new_app, private_vocabulary, sequences,
                          toy_records, wait_job)
 from dpkps_core.records.runfolder import DENSITY_FILE, VOCABULARY_FILE
 from studio import jobs
-from studio.review import DP_FORECAST_KEY
 from studio.session import CORPUS_FINGERPRINT_FILE
 
 pytestmark = [pytest.mark.assets]
@@ -66,11 +65,11 @@ def _build(at: Any, step: str, button: str, page: str) -> Any:
     goto(at, page)
     click(at, button)
     try:
-        job = at.session_state[f"job_{step}"]
+        job = state_of(at).jobs.get(step)
     except KeyError:  # loaded whole: the step ran in the script run
         job = None
     if job is not None and not job.finished_seen:
-        wait_job(at, f"job_{step}")
+        wait_job(at, step)
         assert_clean(at)
     return job
 
@@ -78,13 +77,13 @@ def _build(at: Any, step: str, button: str, page: str) -> Any:
 def _walk(at: Any) -> dict[str, Any]:
     """Pages 2–5 (the DP forecast, Ṽ, densities, sequences); the forecast's release and what the run folder holds."""
     _build(at, "forecast", "DP forecast", "budget")
-    forecast = at.session_state[DP_FORECAST_KEY][1].to_dict()
+    forecast = state_of(at).results.dp_forecast_release[1].to_dict()
     _build(at, "vocabulary", "Build Ṽ", "private-vocabulary")
     _build(at, "density", "Build densities", "densities")
     goto(at, "sequences")
     click(at, "Sample")
     pv = private_vocabulary(at)
-    run = Path(at.session_state["run_dir"])
+    run = Path(state_of(at).run.run_dir)
     return {"forecast": forecast, "terms": list(pv.terms), "noisy": [round(float(c), 9) for c in pv.noisy_counts],
             "densities": json.loads((run / DENSITY_FILE).read_text()),
             "sequences": [(q["label"], q["keyphrases"]) for q in sequences(at)],
@@ -96,13 +95,13 @@ def _walk(at: Any) -> dict[str, Any]:
 def test_streamed_pages_2_to_5_give_the_in_memory_numbers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                           file: str) -> None:
     at = _load(monkeypatch, streamed=True, file=file)
-    c = at.session_state["corpus"]
+    c = state_of(at).loaded.corpus
     assert getattr(c, "streamed", False) and len(c) == 60
     assert (c.person_column, c.privacy_unit.startswith("add/remove all documents of one person")) == (
         ("patient", True) if file == "people.csv" else (None, False))
     assert any("Streamed from the server" in i.value or "streamed from the server" in i.value for i in at.info)
     streamed = _walk(at)  # page 2's DP forecast too: a job over the chunks, the same release as loaded whole
-    assert isinstance(at.session_state["job_forecast"], jobs.Job) and at.session_state["job_forecast"].meter.chunks > 1
+    assert isinstance(state_of(at).jobs.forecast, jobs.Job) and state_of(at).jobs.forecast.meter.chunks > 1
     assert len({q[0] for q in streamed["sequences"]}) == 3
     assert any("Not available for this corpus" in cap.value for cap in at.caption)  # page 5's no-LLM check
     assert not [b for b in at.button if b.label.startswith("Run the no-LLM check")]
@@ -124,10 +123,10 @@ def test_progress_is_reported_per_chunk_with_rate_and_eta(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(jobs.Job, "report", record)
     at = _load(monkeypatch, streamed=True)
-    prepared = at.session_state["corpus"].prepared
+    prepared = state_of(at).loaded.corpus.prepared
     train = len(prepared)
     job = _build(at, "vocabulary", "Build Ṽ", "private-vocabulary")
-    assert job is not None and job.error is None and (Path(at.session_state["run_dir"]) / VOCABULARY_FILE).is_file()
+    assert job is not None and job.error is None and (Path(state_of(at).run.run_dir) / VOCABULARY_FILE).is_file()
     per_chunk = [m for _, m in reports if "rows/s" in m]
     chunks = len(np.unique(prepared.train_index // CHUNK))  # the file's chunks of 7 rows that hold training rows
     assert job.meter.chunks == chunks and len(per_chunk) == chunks
@@ -146,18 +145,18 @@ def test_cancel_stops_between_chunks_and_the_release_stays_charged(monkeypatch: 
             self.cancel.set()
 
     at = _load(monkeypatch, streamed=True)
-    led = at.session_state["ledgers"][at.session_state["corpus_id"]]
+    led = state_of(at).ledgers[state_of(at).loaded.corpus_id]
     assert led.view().largest_spend == 0.0
     monkeypatch.setattr(jobs.Job, "report", cancel_after_first_chunk)
-    before = at.session_state["run_dir"]
+    before = state_of(at).run.run_dir
     job = _build(at, "vocabulary", "Build Ṽ", "private-vocabulary")
-    train = len(at.session_state["corpus"].prepared)
+    train = len(state_of(at).loaded.corpus.prepared)
     assert job.meter.chunks == 1 and job.error.startswith("Cancelled between chunks after ")
     done = int(job.error.split(" after ")[1].split(" of ")[0])
     assert 0 < done <= CHUNK and job.error.split(" of ")[1].startswith(f"{train} training documents")
     assert any(w.value.startswith("Cancelled between chunks") for w in at.warning)  # said on the page
-    assert private_vocabulary(at) is None and at.session_state["run_dir"] == before  # nothing was released
-    eps_voc = at.session_state["ledgers"][at.session_state["corpus_id"]].view().largest_spend
+    assert private_vocabulary(at) is None and state_of(at).run.run_dir == before  # nothing was released
+    eps_voc = state_of(at).ledgers[state_of(at).loaded.corpus_id].view().largest_spend
     assert eps_voc > 0  # the admission before the first chunk stays charged
     assert any(b.label.startswith("Build Ṽ") and not b.disabled for b in at.button)  # the step may run again
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app_helpers import click, fast_env, goto, new_app, walk  # noqa: F401
+from app_helpers import state_of, click, fast_env, goto, new_app, walk  # noqa: F401
 
 pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow, pytest.mark.usefixtures("fast_env")]
 
@@ -23,7 +23,7 @@ def test_the_sidebar_never_sums_epsilon_over_corpora() -> None:
     buttons = [b for b in at.button if b.label.startswith("Switch corpus")]
     assert buttons, [b.label for b in at.button]
     buttons[0].click().run()
-    assert at.session_state["corpus_id"] == "demo:drugs"
+    assert state_of(at).loaded.corpus_id == "demo:drugs"
     text = _sidebar_text(at)
     assert "in all" not in text
     assert "also released on 1 corpus loaded before" in text

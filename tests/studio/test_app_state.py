@@ -24,6 +24,7 @@ from dpkps_core.records.runfolder import create_run_dir, runs_root
 from dpkps_core.method.split import split_corpus
 from dpkps_core.method.vocabulary import PublicVocabulary
 from studio import PAGES, charts, generation_steps
+from studio.state import SessionState
 
 
 def test_runs_root_from_env_is_created_owner_only(tmp_path: Path) -> None:
@@ -141,12 +142,15 @@ def test_session_upload_folder_is_removed_when_the_session_state_goes(monkeypatc
 
     from studio import uploads
 
-    fake_session: dict = {}
-    monkeypatch.setattr(uploads, "ss", lambda: fake_session)
+    from app_helpers import use_state
+
+    use_state(monkeypatch)
     path = uploads.save_vocabulary_upload(b"goal\nmatch\n", "my vocab.txt")
     folder = path.parent
     assert path.read_bytes() == b"goal\nmatch\n" and oct(folder.stat().st_mode)[-3:] == "700"
-    fake_session.clear()  # what Streamlit does with a session's state when the session ends
+    import streamlit
+
+    streamlit.session_state.clear()  # what Streamlit does with a session's state when the session ends
     gc.collect()
     assert not folder.exists()
 
@@ -208,14 +212,11 @@ def test_run_folders_are_listed_and_reopened_from_their_files_alone(tmp_path: Pa
 
 # ------------------------------------------------------------------- one path for a setting; the run folder as state
 
-def _fake_session(monkeypatch: pytest.MonkeyPatch) -> dict:
-    """A session's state as a plain dict (the studio modules read it through ``session.ss``), with every default."""
-    from studio import defaults, session
+def _fake_session(monkeypatch: pytest.MonkeyPatch) -> SessionState:
+    """A fresh session's typed state (``studio.state.SessionState``, every default) that the studio modules read."""
+    from app_helpers import use_state
 
-    state: dict = {"run_dirs": [], "notices": [], "ledgers": {}}
-    defaults.fill_defaults(state)
-    monkeypatch.setattr(session, "ss", lambda: state)
-    return state
+    return use_state(monkeypatch)
 
 
 def test_current_config_is_built_once_through_build_sampling_config(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -232,13 +233,13 @@ def test_current_config_is_built_once_through_build_sampling_config(monkeypatch:
         return core_config.build_sampling_config(*args, **kwargs)
 
     monkeypatch.setattr(session, "build_sampling_config", counting)
-    state.update(eps_total=8.0, eps_voc_share=0.25, length=4)
+    state.settings.eps_total, state.settings.eps_voc_share, state.settings.length = 8.0, 0.25, 4
     cfg = session.current_config()
     assert len(calls) == 1 and (cfg.eps_voc, cfg.eps_kde, cfg.length) == (2.0, 6.0, 4)
     assert (calls[0]["eps_total"], calls[0]["eps_voc_share"]) == (8.0, 0.25)
     cfg = session.current_config(eps_kde=3.0, method="iterative-log", density="rff")
     assert len(calls) == 2 and (cfg.eps_voc, cfg.eps_kde, cfg.method) == (2.0, 3.0, "iterative-log")
-    state["length"] = 0                                       # an invalid setting never becomes a config
+    state.settings.length = 0                                      # an invalid setting never becomes a config
     with pytest.raises(ParameterError, match="L \\(sequence length\\)"):
         session.current_config()
 
@@ -271,10 +272,10 @@ def test_the_run_view_reads_the_folder_and_follows_its_files(tmp_path: Path, mon
     from studio import run_view
 
     state = _fake_session(monkeypatch)
-    assert run_view.private_vocabulary() is None and run_view.outcome() is None and run_view.state() == {}
+    assert run_view.private_vocabulary() is None and run_view.outcome() is None and run_view.run_state() == {}
     folder = create_run_dir(tmp_path, "tok")
     _write_run(folder)
-    state["run_dir"] = str(folder)
+    state.run.run_dir = str(folder)
     pv = run_view.private_vocabulary()
     assert pv.terms == ("goal", "bank", "match") and run_view.private_vocabulary() is pv     # cached
     assert np.allclose(run_view.density_scores(), [[1.0, 0.0, 0.5], [0.0, 2.0, 0.0]])
@@ -294,13 +295,13 @@ def test_the_run_view_reads_the_folder_and_follows_its_files(tmp_path: Path, mon
     meta = run_view.density_meta()
     assert run_view.density() is released and "reopened" not in meta and "secret" not in meta
     assert (meta["documents_without_keyphrases"], meta["left_out"]) == (3, 1)
-    assert "secret" not in json.dumps(run_view.state())
+    assert "secret" not in json.dumps(run_view.run_state())
     write_json(folder / DENSITY_FILE, {"classes": ["sport", "business"], "scores": [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]})
     assert run_view.density() is not released and run_view.density_meta()["reopened"]  # the folder is the source
     # a pointer elsewhere shows that run, and no pointer shows none
     other = create_run_dir(tmp_path, "tok")
     _write_run(other, seq_meta=False)
-    state["run_dir"] = str(other)
+    state.run.run_dir = str(other)
     assert run_view.outcome() is None and run_view.density_meta()["documents_without_keyphrases"] == 0
-    state["run_dir"] = None
+    state.run.run_dir = None
     assert run_view.private_vocabulary() is None and run_view.density() is None

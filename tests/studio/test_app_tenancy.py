@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import (APP, TIMEOUT, assert_clean, click, fast_env, goto, metrics, private_vocabulary,  # noqa: F401
+from app_helpers import (state_of, APP, TIMEOUT, assert_clean, click, fast_env, goto, metrics, private_vocabulary,  # noqa: F401
                          toy_csv, upload_corpus, walk)
 from dpkps_core.ledger_store import STORE_FILE, ledger_root
 from dpkps_core.records.runfolder import RELEASABLE_FILES, list_runs
@@ -90,7 +90,7 @@ def test_tenant_ids_are_one_way_digests_of_issuer_and_subject() -> None:
 def test_another_account_cannot_list_reopen_download_or_delete_a_run(fast_env: Path) -> None:
     alice = signed_in(ALICE)
     walk(alice, "sequences")                                  # Ṽ, densities, sequences
-    run = Path(alice.session_state["run_dir"])
+    run = Path(state_of(alice).run.run_dir)
     goto(alice, "export")
     assert run.name in shown_tables(alice) and "Download the release bundle (ZIP)" in downloads(alice)
 
@@ -104,7 +104,7 @@ def test_another_account_cannot_list_reopen_download_or_delete_a_run(fast_env: P
     # ?run=<alice's run> answers exactly like a run that does not exist
     by_url = signed_in(BOB, run=run.name)
     missing = signed_in(BOB, run=NO_SUCH_RUN)
-    assert by_url.session_state["run_dir"] is None and private_vocabulary(by_url) is None
+    assert state_of(by_url).run.run_dir is None and private_vocabulary(by_url) is None
     said = [i.value for i in by_url.info if run.name in i.value]
     said_missing = [i.value for i in missing.info if NO_SUCH_RUN in i.value]
     assert said and "does not exist" in said[0]
@@ -127,20 +127,20 @@ def test_ledger_figures_and_caps_are_per_account() -> None:
     assert spent(alice) == "10 / 20"  # ε_voc 5 + ε_kde 5 reserved with it (login: issue 35 part 8)
 
     bob = signed_in(BOB)                                      # the same (demo) documents, another account
-    assert bob.session_state["corpus_id"] == alice.session_state["corpus_id"]
+    assert state_of(bob).loaded.corpus_id == state_of(alice).loaded.corpus_id
     assert spent(bob) == "0 / 20"
     assert "No release has used this corpus's documents yet." in texts(bob)
     goto(bob, "budget")                                       # page 2: the release list and the cap history
     assert [e.label for e in bob.expander if e.label.startswith("Every release that touched")] == [
         "Every release that touched this corpus's documents (0) — the persistent ledger"]
     assert "Nothing has been released from this corpus yet." in texts(bob)
-    assert alice.session_state["run_dir"] and Path(alice.session_state["run_dir"]).name not in texts(bob)
+    assert state_of(alice).run.run_dir and Path(state_of(alice).run.run_dir).name not in texts(bob)
     assert "your own ledger" in texts(bob)
 
     # caps: bob lowers his, then raises it (asked, recorded) — alice's documents keep theirs
-    bob.number_input(key="cap_draft_value").set_value(5.0).run()
+    bob.number_input(key="_w.cap_draft_value").set_value(5.0).run()
     assert spent(bob) == "0 / 5"
-    bob.number_input(key="cap_draft_value").set_value(60.0).run()
+    bob.number_input(key="_w.cap_draft_value").set_value(60.0).run()
     click(bob, "Raise the cap to 60")
     assert spent(bob) == "0 / 60"
     again = signed_in(ALICE)                                  # a new session of alice
@@ -162,7 +162,7 @@ def test_an_administrator_sees_every_account_read_only() -> None:
     for user in (ALICE, BOB):
         at = signed_in(user)
         walk(at, "private-vocabulary")                        # Ṽ on the demo corpus (ε_voc = 5)
-        runs[user["sub"]] = Path(at.session_state["run_dir"]).name
+        runs[user["sub"]] = Path(state_of(at).run.run_dir).name
     officer = signed_in(OFFICER)
     assert any("administrator" in c.value for c in officer.sidebar.caption)
     assert spent(officer) == "0 / 20"                         # the officer's own ledger: nothing of theirs
@@ -198,7 +198,7 @@ def test_reopening_needs_the_same_content_not_the_same_file_name(fast_env: Path)
     a = new_app()
     upload_corpus(a, toy_csv(20), "mine.csv")
     walk(a, "sequences")
-    run = Path(a.session_state["run_dir"])
+    run = Path(state_of(a).run.run_dir)
 
     b = new_app()                                             # another file, the same name and columns
     upload_corpus(b, toy_csv(20, seed=5), "mine.csv")
@@ -206,14 +206,14 @@ def test_reopening_needs_the_same_content_not_the_same_file_name(fast_env: Path)
     b.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(b, "Reopen this run in the app", clean=False)
     assert any("content is not that corpus's" in e.value for e in b.error), texts(b)
-    assert b.session_state["run_dir"] is None and private_vocabulary(b) is None
+    assert state_of(b).run.run_dir is None and private_vocabulary(b) is None
 
     c = new_app()                                             # the same content under another name
     upload_corpus(c, toy_csv(20), "renamed-copy.csv")
     goto(c, "export")
     c.selectbox(key="_w.export_run").set_value(str(run)).run()
     click(c, "Reopen this run in the app")
-    assert c.session_state["run_dir"] == str(run) and private_vocabulary(c).terms == private_vocabulary(a).terms
+    assert state_of(c).run.run_dir == str(run) and private_vocabulary(c).terms == private_vocabulary(a).terms
 
     assert run.parent == fast_env and not (fast_env / TENANTS_DIR).exists()   # no login: nothing changes
     assert (ledger_root() / STORE_FILE).is_file()
@@ -229,10 +229,10 @@ def test_a_session_whose_account_changes_starts_afresh() -> None:
     at = signed_in(ALICE)
     goto(at, "private-vocabulary")
     click(at, "Build Ṽ (spends ε_voc = 5)")
-    run = at.session_state["run_dir"]
+    run = state_of(at).run.run_dir
     assert run and spent(at) == "10 / 20"  # ε_voc 5 + ε_kde 5 reserved with it (login: issue 35 part 8)
     at.user = dict(BOB)                                       # another identity in the same browser session
     at.run()
     assert_clean(at)
-    assert at.session_state["run_dir"] is None and str(run) not in at.session_state["run_dirs"]
+    assert state_of(at).run.run_dir is None and str(run) not in state_of(at).run.run_dirs
     assert spent(at) == "0 / 20" and "No release has used this corpus's documents yet." in texts(at)

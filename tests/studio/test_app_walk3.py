@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app_helpers import fast_env, goto, new_app  # noqa: F401
+from app_helpers import state_of, fast_env, goto, new_app  # noqa: F401
 
 pytestmark = [pytest.mark.model, pytest.mark.assets, pytest.mark.slow, pytest.mark.usefixtures("fast_env")]
 
@@ -18,7 +18,7 @@ def test_a_vocabulary_under_ten_terms_can_be_used_with_the_n_the_page_advises() 
     advice = [e.value for e in at.error if "larger than the public vocabulary" in e.value]
     assert advice and "Choose N ≤ 5" in advice[0]
     at.number_input(key="_w.vocab_size").set_value(5).run()              # the advice can be followed (min was 10)
-    assert at.session_state["vocab_size"] == 5
+    assert state_of(at).settings.vocab_size == 5
     assert not [e.value for e in at.error if "larger than the public vocabulary" in e.value]
 
 
@@ -31,9 +31,9 @@ def test_the_plan_warning_counts_only_what_the_run_still_has_to_spend() -> None:
     goto(at, "private-vocabulary")
     click(at, "Build Ṽ")                                  # ε_voc = 4 spent: 4 left under the cap of 8
     goto(at, "budget")
-    assert at.session_state["epsilon_cap"] == 8.0
+    assert state_of(at).settings.epsilon_cap == 8.0
     assert not warnings(), warnings()                     # the rest of the plan (ε_kde = 4) fits
-    at.session_state["eps_voc_share"] = 0.25              # ε_kde = 6 > the 4 left: said, with what is counted
+    state_of(at).settings.eps_voc_share = 0.25              # ε_kde = 6 > the 4 left: said, with what is counted
     at.run()
     assert any("The rest of this plan (ε_kde) needs ε = 6" in w for w in warnings()), warnings()
 
@@ -51,7 +51,7 @@ def test_an_id_like_column_is_suggested_as_the_person_and_kept_for_a_corrected_f
     assert any("suggested from its name" in c.value for c in at.caption)
     click(at, "Load this corpus", clean=False)
     declare_classes(at)
-    assert at.session_state["corpus"].person_column == "patient_id"
+    assert state_of(at).loaded.corpus.person_column == "patient_id"
     # a corrected file with the same columns keeps the unit of privacy
     fixed = with_ids.replace(b"p6", b"p5")
     at.file_uploader(key="corpus_upload").set_value(("notes-fixed.csv", fixed, "text/csv")).run()
@@ -84,10 +84,10 @@ def test_page1_loads_a_corpus_from_the_servers_data_folder(tmp_path, monkeypatch
     assert at.selectbox(key="upload_text_col").value == "text"
     click(at, "Load this corpus", clean=False)
     declare_classes(at)
-    c = at.session_state["corpus"]
-    assert len(c) == 60 and str(at.session_state["corpus_id"]).startswith("server:")
+    c = state_of(at).loaded.corpus
+    assert len(c) == 60 and str(state_of(at).loaded.corpus_id).startswith("server:")
     walk(at, "private-vocabulary")                            # the DP steps run on it like on an upload
-    assert at.session_state["run_dir"]
+    assert state_of(at).run.run_dir
     monkeypatch.delenv("DPKPS_DATA_DIR")                     # no data folder: no such choice
     without = new_app()
     assert "server" not in without.radio(key="_w.corpus_source").options

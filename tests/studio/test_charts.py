@@ -78,8 +78,9 @@ def test_compare_prompt_count_follows_the_selected_methods() -> None:
 
 
 def test_compare_rows_are_kept_across_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    session: dict = {}
-    monkeypatch.setattr(review.session, "ss", lambda: session)
+    from app_helpers import use_state
+
+    use_state(monkeypatch)
 
     class Result:
         def __init__(self, rows):

@@ -6,6 +6,7 @@ import numpy as np
 
 from dpkps_core.embeddings import HashingEmbedder
 from studio.embedding_memo import MAX_ENTRIES, session_embedder, session_memo
+from studio.state import Results
 
 
 class Counting(HashingEmbedder):
@@ -19,18 +20,18 @@ class Counting(HashingEmbedder):
 
 
 def test_each_text_is_embedded_once_per_corpus() -> None:
-    session: dict = {}
+    results = Results()
     inner = Counting()
-    emb = session_embedder(inner, session_memo(session, "c1", inner.name))
+    emb = session_embedder(inner, session_memo(results, "c1", inner.name))
     a = emb.encode(["x", "y"])
     b = emb.encode(["y", "z", "x"])
     assert inner.seen == ["x", "y", "z"]
     assert np.allclose(a[0], b[2]) and np.allclose(a[1], b[0]) and b.dtype == np.float32
     assert (emb.hits, emb.misses) == (2, 3) and emb.name == inner.name and emb.dim == 16
-    assert all(isinstance(k, bytes) for k in session["_embedding_memo"]["models"][inner.name])  # digests, no text
-    other = session_embedder(inner, session_memo(session, "c2", inner.name))  # another corpus: a fresh memo
+    assert all(isinstance(k, bytes) for k in results.embedding_memo["models"][inner.name])  # digests, no text
+    other = session_embedder(inner, session_memo(results, "c2", inner.name))  # another corpus: a fresh memo
     other.encode(["x"])
-    assert inner.seen[-1] == "x" and session["_embedding_memo"]["corpus_id"] == "c2"
+    assert inner.seen[-1] == "x" and results.embedding_memo["corpus_id"] == "c2"
     assert emb.max_entries == MAX_ENTRIES
 
 

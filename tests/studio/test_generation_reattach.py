@@ -3,17 +3,17 @@ and its own setting of "write documents for the first … sequences", not the ne
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from app_helpers import use_state
 from studio import generation_steps
 from studio.jobs import Job
+from studio.state import SessionState
 
 
-def _session(monkeypatch: pytest.MonkeyPatch, running: Job | None) -> dict[str, Any]:
-    session: dict[str, Any] = {"run_dir": "/runs/run-1", "n_documents": 100}
-    monkeypatch.setattr(generation_steps, "ss", lambda: session)
+def _session(monkeypatch: pytest.MonkeyPatch, running: Job | None) -> SessionState:
+    session = use_state(monkeypatch, n_documents=100)
+    session.run.run_dir = "/runs/run-1"
     monkeypatch.setattr(generation_steps, "running_job_of_run",
                         lambda kind, run: running if (kind, run) == ("generation", "/runs/run-1") else None)
     return session
@@ -23,11 +23,11 @@ def test_a_reattached_writer_shows_the_number_of_documents_it_was_started_for(mo
     writer = Job("generation", target=6)
     session = _session(monkeypatch, writer)
     assert generation_steps.reattach_generation() is writer
-    assert session["job_generation"] is writer and session[generation_steps.REATTACHED_KEY] is writer
-    assert session["n_documents"] == 6                        # the box says what the running job writes
+    assert session.jobs.generation is writer and session.jobs.reattached_generation is writer
+    assert session.settings.n_documents == 6                       # the box says what the running job writes
 
 
 def test_without_a_running_writer_the_sessions_setting_stays(monkeypatch: pytest.MonkeyPatch) -> None:
     session = _session(monkeypatch, None)
     assert generation_steps.reattach_generation() is None
-    assert session["n_documents"] == 100 and "job_generation" not in session
+    assert session.settings.n_documents == 100 and session.jobs.generation is None

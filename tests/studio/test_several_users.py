@@ -57,11 +57,12 @@ def test_the_progress_poll_slows_down_with_the_jobs_on_the_server() -> None:
 
 
 def test_a_started_job_is_counted_while_it_runs(monkeypatch) -> None:
-    state: dict = {}
-    monkeypatch.setattr(jobs.st, "session_state", state)
+    from app_helpers import use_state
+
+    use_state(monkeypatch)
     gate = threading.Event()
     base = jobs.running_jobs()
-    job = jobs.start_job("job_x", "x", lambda j: gate.wait(10))
+    job = jobs.start_job("sweep", "x", lambda j: gate.wait(10))
     assert jobs.running_jobs() == base + 1
     gate.set()
     job.thread.join(5)

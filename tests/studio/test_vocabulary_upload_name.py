@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import goto, new_app, toy_csv, upload_corpus, walk
+from app_helpers import state_of, goto, new_app, toy_csv, upload_corpus, walk
 from studio.uploads import vocabulary_file_name
 
 pytestmark = [pytest.mark.assets]
@@ -39,7 +39,7 @@ def test_the_run_folder_names_the_uploaded_vocabulary_as_the_user_knows_it(
     at.selectbox(key="_w.vocabulary").set_value("upload").run()
     first = _terms("football match goal league striker coach team season")
     at.file_uploader(key="vocab_upload").set_value(("clinical terms.txt", first, "text/plain")).run()
-    assert Path(at.session_state["vocab_upload_path"]).name == "clinical_terms.txt"
+    assert Path(state_of(at).uploads.vocab_upload_path).name == "clinical_terms.txt"
     # another file of the same name: a short suffix, not a hash
     words = ("football match goal league striker coach team season cup software computer internet mobile phone "
              "network bank shares profits market economy")
@@ -47,10 +47,10 @@ def test_the_run_folder_names_the_uploaded_vocabulary_as_the_user_knows_it(
     filler = " ".join("zq" + a + b + c for a in "bcdfgh" for b in "jklmn" for c in "prstvw")
     second = _terms(words + " " + filler)
     at.file_uploader(key="vocab_upload").set_value(("clinical terms.txt", second, "text/plain")).run()
-    path = Path(at.session_state["vocab_upload_path"])
+    path = Path(state_of(at).uploads.vocab_upload_path)
     assert path.name == "clinical_terms-2.txt" and path.read_bytes() == second
     walk(at, "sequences")  # Ṽ, densities and sequences: the run folder is written
-    run_dir = Path(at.session_state["run_dir"])
+    run_dir = Path(state_of(at).run.run_dir)
     text = (run_dir / "run_config.json").read_text(encoding="utf-8")
     config = json.loads(text)
     assert "clinical_terms-2.txt" in config["vocabulary"]
