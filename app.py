@@ -17,13 +17,12 @@ import streamlit as st
 from dpkps_core.errors import DPKPSError
 from dpkps_core.risk import format_probability, posterior_bound
 from studio import PAGES, generation_steps, ledger_view, page_ref, resources, runs, session, tenancy, widgets
-from studio.state import session_state
+from studio.state import SessionState
 
-def other_corpora_released_on() -> int:
+def other_corpora_released_on(state: SessionState) -> int:
     """How many corpora OTHER than the loaded one this session released on (its in-session ledgers). Their ε is
     not summed: a total over different corpora is nobody's loss (each document's budget is its own, docs/DESIGN.md §2.0)."""
-    state = session_state()
-    current = state.loaded.corpus_id if session.corpus() is not None else None
+    current = state.loaded.corpus_id if session.corpus(state) is not None else None
     return sum(1 for cid, led in (state.ledgers or {}).items()
                if cid != current and led.total_epsilon > 0)
 
@@ -32,7 +31,7 @@ def _corpora(n: int) -> str:
     return "1 corpus" if n == 1 else f"{n} corpora"
 
 
-def ledger_sidebar() -> None:
+def ledger_sidebar(state: SessionState) -> None:
     """The privacy ledger in the sidebar, on every page (the corpus's figures are PRIVATE, local).
 
     docs/DESIGN.md §2.0: the ledger is a per-document (per-person) filter, so its figures belong to a loaded corpus: the
@@ -40,8 +39,8 @@ def ledger_sidebar() -> None:
     With no corpus loaded there is no such figure — it says so instead of a "0 / cap" that would look like a
     fresh budget."""
     st.subheader("Privacy ledger")
-    others = other_corpora_released_on()
-    if session.corpus() is None:
+    others = other_corpora_released_on(state)
+    if session.corpus(state) is None:
         st.info("No corpus is loaded, so there is no spend to show: the ledger keeps ε per document (per person) "
                 f"of a corpus, and its figures appear here once one is loaded ({page_ref('corpus')}).",
                 icon=":material/info:")
@@ -50,8 +49,8 @@ def ledger_sidebar() -> None:
                         "spend in the ledger, shown here when a corpus is loaded again.")
         return
     try:
-        status = ledger_view.ledger_status()
-        led = ledger_view.ledger()
+        status = ledger_view.ledger_status(state)
+        led = ledger_view.ledger(state)
     except DPKPSError as exc:  # e.g. the ledger folder or store cannot be used: say so, spend nothing
         st.error(str(exc), icon=":material/error:")
         return
@@ -116,9 +115,9 @@ st.set_page_config(page_title="DP-KPS Studio", page_icon=":material/shield_lock:
 
 if widgets.require_login():
     tenancy.bind_session()  # with login: this account's runs and ledger only (a changed identity starts afresh)
-    session.init_session()
-    runs.follow_url()
-    generation_steps.reattach_generation()  # a reload while its run is written: the writer's progress and Cancel
+    state = session.init_session()
+    runs.follow_url(state)
+    generation_steps.reattach_generation(state)  # a reload while its run is written: the writer's progress and Cancel
     resources.start_warm_up()
     page = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path, default=(p is PAGES[0]))
                           for p in PAGES])
@@ -131,5 +130,5 @@ if widgets.require_login():
         widgets.show_unexpected(exc)
     finally:
         with ledger_slot:
-            ledger_sidebar()
-            widgets.sidebar()
+            ledger_sidebar(state)
+            widgets.sidebar(state)

@@ -16,20 +16,21 @@ from dpkps_core.method.matching import truncated_count
 from studio import charts, corpus_files, defaults, page_ref, session, step_progress, steps, streamed, widgets
 from studio.state import session_state
 
-widgets.page_header("corpus",
+state = session_state()  # this browser session's typed state (studio.state), passed to every action
+
+widgets.page_header(state, "corpus",
                     "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
                     "memory on this machine; only DP outputs ever leave it.")
-state = session_state()
 data_dir = corpus_files.server_data_dir()  # the deployment's data folder ($DPKPS_DATA_DIR), if any
 if state.settings.corpus_source == "server" and data_dir is None:
     state.settings.corpus_source = "upload"
-widgets.bound(st.radio, "Corpus", "corpus_source", options=["demo", "upload"] + (["server"] if data_dir else []),
+widgets.bound(state, st.radio, "Corpus", "corpus_source", options=["demo", "upload"] + (["server"] if data_dir else []),
               horizontal=True, format_func={"demo": "Demo corpus (preselected)", "upload": "Upload my corpus",
                                             "server": "A corpus in the server's data folder"}.get)
 
 def replace_notice(what: str) -> str:
     """What loading another corpus does to the results on screen (nothing is deleted, nothing is refunded)."""
-    loaded = session.corpus()
+    loaded = session.corpus(state)
     return (f"Loading {what} replaces the current corpus “{loaded.name if loaded else '?'}”: its Ṽ, densities and "
             "sequences are put aside. Nothing is deleted — their run folder stays on disk and can be reopened on "
             f"{page_ref('export', titled=True)} — and the ε they spent stays on the ledger.")
@@ -72,7 +73,7 @@ def file_source(name: str, *, read_columns: Callable[[], tuple[list[str], str | 
                 # The columns are suggested from their NAMES only (docs/DESIGN.md §2.0: a guess from the values would let
                 # one row switch the column); when no name or several names fit, the user picks. Once this file
                 # is loaded, the pickers start from the columns the loaded corpus was actually read from.
-                loaded = session.corpus()
+                loaded = session.corpus(state)
                 if (loaded is not None and defaults.is_user_corpus(state.loaded.corpus_id)
                         and state.loaded.corpus_filename == name):
                     guess_text = loaded.text_column or guess_text
@@ -116,7 +117,7 @@ def file_source(name: str, *, read_columns: Callable[[], tuple[list[str], str | 
             else:
                 text_col = label_col = person_col = None
                 st.caption("ZIP of .txt files: each file is a document, labelled by the folder that holds it.")
-            replacing = session.has_results() and state.loaded.corpus_id is not None
+            replacing = session.has_results(state) and state.loaded.corpus_id is not None
             sure = True
             if replacing:
                 st.warning(replace_notice(f"“{name}”"), icon=":material/warning:")
@@ -137,19 +138,19 @@ def file_source(name: str, *, read_columns: Callable[[], tuple[list[str], str | 
 
 
 if state.settings.corpus_source == "demo":
-    widgets.bound(st.selectbox, "Demo corpus", "demo_spec", options=list(defaults.DEMO_CHOICES),
+    widgets.bound(state, st.selectbox, "Demo corpus", "demo_spec", options=list(defaults.DEMO_CHOICES),
                   format_func=defaults.DEMO_CHOICES.get)
     state.loaded.upload_error = None
     with widgets.guard():
         if state.loaded.corpus_id != state.settings.demo_spec:
-            if session.has_results() and state.loaded.corpus_id:
+            if session.has_results(state) and state.loaded.corpus_id:
                 # never discard paid-for results as a side effect of a selection: ask first
                 st.warning(replace_notice(f"the demo corpus “{defaults.DEMO_CHOICES[state.settings.demo_spec]}”"),
                            icon=":material/warning:")
                 c1, c2 = st.columns(2)
                 if c1.button("Switch corpus (results put aside)", key="confirm_switch_demo", icon=":material/swap_horiz:"):
                     with st.spinner("Loading the demo corpus…"):
-                        steps.load_demo(state.settings.demo_spec)
+                        steps.load_demo(state, state.settings.demo_spec)
                     st.rerun()
                 if c2.button("Keep the current corpus and its results", key="keep_corpus", type="primary"):
                     cid = str(state.loaded.corpus_id or "")
@@ -160,7 +161,7 @@ if state.settings.corpus_source == "demo":
                     st.rerun()
             else:
                 with st.spinner("Loading the demo corpus…"):
-                    steps.load_demo(state.settings.demo_spec)
+                    steps.load_demo(state, state.settings.demo_spec)
 elif state.settings.corpus_source == "upload":
     st.markdown("CSV, TSV, JSONL, Parquet (one document per row, a text and a label column) or a ZIP of `.txt` "
                 "files in one folder per class. Up to 200 MB through the browser"
@@ -171,7 +172,7 @@ elif state.settings.corpus_source == "upload":
     if upload is not None:
         data = upload.getvalue()
         file_source(upload.name, read_columns=lambda: corpus_files.upload_columns(data, upload.name, encoding=encoding),
-                    load=lambda **cols: corpus_files.load_upload(data, upload.name, encoding=encoding, **cols))
+                    load=lambda **cols: corpus_files.load_upload(state, data, upload.name, encoding=encoding, **cols))
 else:
     st.markdown("Corpora the deployment put in the server's data folder — files too large for a browser upload, "
                 "or folders of Parquet / CSV / JSONL parts as a data platform exports them. They are read in chunks "
@@ -189,7 +190,7 @@ else:
                 """Load with a progress bar: a streamed corpus's preparing pass reports documents, rows/s, ETA."""
                 bar = st.progress(0.0, text="Reading the corpus…")
                 try:
-                    return corpus_files.load_server(chosen, encoding=encoding,
+                    return corpus_files.load_server(state, chosen, encoding=encoding,
                                              progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m),
                                              **cols)
                 finally:
@@ -198,7 +199,7 @@ else:
             file_source(chosen, read_columns=lambda: corpus_files.server_columns(chosen, encoding=encoding),
                         load=load_server)
 
-corpus = session.corpus()
+corpus = session.corpus(state)
 if state.settings.corpus_source != "demo" and (corpus is None or not defaults.is_user_corpus(state.loaded.corpus_id)):
     corpus = None  # the demo corpus loaded before is not the user's: say so instead of showing it under "upload"
     if state.loaded.upload_error:
@@ -211,11 +212,11 @@ if corpus is not None:
     st.divider()
     st.subheader(f"Summary of “{corpus.name}”")
     st.markdown(widgets.PRIVATE_BADGE)
-    is_streamed = streamed.is_streamed()
+    is_streamed = streamed.is_streamed(state)
     if is_streamed:
         st.info(f"{streamed.STREAMED_NOTE} Each DP step shows its progress (documents, rows/s, time left) and a "
                 "Cancel that stops it between chunks.", icon=":material/stream:")
-    info = corpus_files.corpus_summary_of(corpus)  # computed once per corpus (session memory, PRIVATE)
+    info = corpus_files.corpus_summary_of(state, corpus)  # computed once per corpus (session memory, PRIVATE)
     if corpus.persons is not None:
         persons = int(np.unique(corpus.persons).size) if is_streamed else len(set(corpus.persons))
         st.info(f"Unit of privacy: **one person** (column “{corpus.person_column}”) — every guarantee is stated for "
@@ -240,7 +241,7 @@ if corpus is not None:
                + (f"; only the first {limit:,} characters of each are read for term extraction." if n_long else
                   " (longer ones would be read up to that length for term extraction)."))
     left, right = st.columns(2)
-    colours = widgets.class_colours()  # one colour per class on every page
+    colours = widgets.class_colours(state)  # one colour per class on every page
     left.plotly_chart(charts.class_counts_bar(info["class_counts"], colours=colours), key="chart.class_counts")
     right.plotly_chart(charts.length_histogram(info["words"], info.get("word_labels") or corpus.labels,
                                                colours=colours), key="chart.lengths")
@@ -264,13 +265,13 @@ if corpus is not None:
                                default=suggested, accept_new_options=True, key=f"class_names:{state.loaded.corpus_id}")
         confirmed = st.checkbox("I confirm these class names are public",
                                 key=f"class_names_confirmed:{state.loaded.corpus_id}")
-        locked = session.has_results() and corpus.declared
+        locked = session.has_results(state) and corpus.declared
         if locked:
             st.caption(":material/lock: The declared classes are locked while Ṽ and what followed exist (they were "
                        "built on this list); “Start over” below unlocks them.")
         if st.button("Declare these classes public", disabled=not confirmed or locked, icon=":material/public:"):
             with widgets.guard():
-                steps.declare_classes(names)
+                steps.declare_classes(state, names)
                 st.rerun()
         if corpus.declared:
             st.success(f"Declared public classes: {', '.join(corpus.classes)}.")
@@ -284,12 +285,12 @@ if corpus is not None:
             st.caption(f"{widgets.PRIVATE_BADGE} {note}")
 
     st.subheader("Held-out part for evaluation")
-    locked = session.has_results() or step_progress.step_running()
-    widgets.bound(st.slider, "Test fraction (held out; never touched by a DP step)", "test_fraction",
+    locked = session.has_results(state) or step_progress.step_running(state)
+    widgets.bound(state, st.slider, "Test fraction (held out; never touched by a DP step)", "test_fraction",
                   min_value=0.0, max_value=0.5, step=0.05, disabled=locked,
                   help="Locked while Ṽ and what followed exist: they were built on this training part." if locked
                   else ("A streamed corpus is read once more to apply another fraction." if is_streamed else None))
-    sp = session.split()
+    sp = session.split(state)
     st.caption(f"{len(sp.train):,} training documents feed the DP steps; {len(sp.test):,} are held out for the "
                f"local evaluation ({page_ref('evaluate')}). Each document is assigned on its own by a keyed hash of "
                "its text, so adding or removing one document moves no other; the classes' shares are therefore only "
@@ -303,8 +304,8 @@ if corpus is not None:
         sure = c1.checkbox("Yes, put the current results aside and start over", key="confirm_start_over")
         if c2.button("Start over", disabled=not sure, icon=":material/restart_alt:", key="start_over"):
             with widgets.guard():
-                session.start_over()
-                session.notice("Started over: the previous results are put aside (their run folder stays on disk).")
+                session.start_over(state)
+                session.notice(state, "Started over: the previous results are put aside (their run folder stays on disk).")
                 st.rerun()
     widgets.next_button("corpus", enabled=corpus.declared,
                         help=None if corpus.declared else "Declare the public class names first.")

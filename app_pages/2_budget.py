@@ -15,12 +15,13 @@ from studio import (charts, current, defaults, ledger_view, review, run_view, se
                     streamed, tenancy, uploads, widgets)
 from studio.state import session_state
 
-widgets.page_header("budget",
+state = session_state()  # this browser session's typed state (studio.state), passed to every action
+
+widgets.page_header(state, "budget",
                     "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
                     "each document may contribute, and how the privacy budget ε is split.")
-state = session_state()
 with widgets.guard():
-    steps.finish_step_jobs()  # a streamed DP forecast that ended since the last run: the session keeps its release
+    steps.finish_step_jobs(state)  # a streamed DP forecast that ended since the last run: the session keeps its release
 EPS_TOTAL_RANGE = (0.0, 100.0)      # ε = ε_voc + ε_kde: above 0, at most 100 (the app's bound)
 EPS_FORECAST_RANGE = (0.0, 2.0)
 CAP_RANGE = (0.0, 1000.0)
@@ -58,55 +59,55 @@ def range_error(name: str, where) -> None:
 # ------------------------------------------------------------------------------------------- vocabulary
 st.subheader("Public vocabulary")
 names = {**{k: k for k in defaults.BUILTIN_VOCABULARIES}, "upload": "upload my own (one term per line)"}
-widgets.bound(st.selectbox, "Vocabulary V", "vocabulary", options=list(names), format_func=names.get)
+widgets.bound(state, st.selectbox, "Vocabulary V", "vocabulary", options=list(names), format_func=names.get)
 if state.settings.vocabulary == "upload":
     up = st.file_uploader("Public vocabulary file (UTF-8, one term per line)", type=["txt", "csv", "tsv"],
                           key="vocab_upload")
     if up is not None:
-        uploads.save_vocabulary_upload(up.getvalue(), up.name)
+        uploads.save_vocabulary_upload(state, up.getvalue(), up.name)
     if state.uploads.vocab_upload_name:
         st.caption(f"Using {state.uploads.vocab_upload_name} (public; kept in a session temp folder).")
 else:
     meta = VOCABULARIES[state.settings.vocabulary]
     st.caption(f"{meta['description']} Licence: {meta['licence']}")
 c1, c2, c3 = st.columns(3)
-widgets.bound(c1.checkbox, "Remove English stop words", "remove_stopwords")
-widgets.bound(c2.checkbox, "Drop junk terms", "junk_filter",
+widgets.bound(state, c1.checkbox, "Remove English stop words", "remove_stopwords")
+widgets.bound(state, c2.checkbox, "Drop junk terms", "junk_filter",
               help="Terms without letters, with digits inside words (“66-day”, “x86”), decimals, one-letter terms.")
-widgets.bound(c3.number_input, "Keep the K most frequent terms of V (0 = all)", "vocab_max_terms", min_value=0,
+widgets.bound(state, c3.number_input, "Keep the K most frequent terms of V (0 = all)", "vocab_max_terms", min_value=0,
               help="Frequency-ordered vocabularies only (GloVe, wordfreq): a smaller V lowers the noise floor of the "
                    "private vocabulary. 50,000 was best on both demo corpora (docs/DEFAULTS.md).",
               max_value=1_000_000, step=1000)
 vocab = None
 with widgets.guard():
-    vocab = session.public_vocabulary()
+    vocab = session.public_vocabulary(state)
     st.caption(f"|V| = {len(vocab):,} public terms ({vocab.multiword_count:,} multi-word).")
 
 c1, c2, c3 = st.columns(3)
-widgets.bound(c1.number_input, "S — distinct terms counted per document", "terms_per_doc", min_value=1,
+widgets.bound(state, c1.number_input, "S — distinct terms counted per document", "terms_per_doc", min_value=1,
               max_value=LIMITS["terms_per_doc"], help="The sensitivity of the vocabulary histogram.")
-widgets.bound(c2.number_input, "N — private vocabulary size", "vocab_size", min_value=1,
+widgets.bound(state, c2.number_input, "N — private vocabulary size", "vocab_size", min_value=1,
               max_value=LIMITS["vocab_size"], step=100)
-widgets.bound(c3.selectbox, "How Ṽ is cut from the noisy counts", "selection_rule", options=["top-n", "noise-floor"],
+widgets.bound(state, c3.selectbox, "How Ṽ is cut from the noisy counts", "selection_rule", options=["top-n", "noise-floor"],
               format_func={"top-n": "top N (paper)", "noise-floor": "top N above the noise floor"}.get)
 if vocab is not None and int(state.settings.vocab_size) > len(vocab):
     st.error(f"N = {int(state.settings.vocab_size):,} is larger than the public vocabulary (|V| = {len(vocab):,} terms): Ṽ "
              f"cannot have more terms than V. Choose N ≤ {len(vocab):,} — the private vocabulary step refuses this "
              "before anything is spent.", icon=":material/error:")
-widgets.bound(st.selectbox, "Embedding model (public)", "embedding_model", options=list(EMBEDDING_MODELS),
+widgets.bound(state, st.selectbox, "Embedding model (public)", "embedding_model", options=list(EMBEDDING_MODELS),
               format_func=lambda m: f"{m} — {EMBEDDING_MODELS[m]['description']}")
 
 # ------------------------------------------------------------------------------------------- budget
 st.subheader("Privacy budget")
 c1, c2 = st.columns([1, 2])
-widgets.bound(c1.number_input, "Total ε = ε_voc + ε_kde", "eps_total", step=0.5,
+widgets.bound(state, c1.number_input, "Total ε = ε_voc + ε_kde", "eps_total", step=0.5,
               on_change=lambda: checked("eps_total", *EPS_TOTAL_RANGE, "Total ε",
                                         defaults.default_settings()["eps_total"]),
               help=f"Above {EPS_TOTAL_RANGE[0]:g} and at most {EPS_TOTAL_RANGE[1]:g}.")
 range_error("eps_total", c1)
-widgets.bound(c2.slider, "Share of ε for the private vocabulary (ε_voc); the rest builds the densities (ε_kde)",
+widgets.bound(state, c2.slider, "Share of ε for the private vocabulary (ε_voc); the rest builds the densities (ε_kde)",
               "eps_voc_share", min_value=0.05, max_value=0.95, step=0.05)
-eps_voc, eps_kde = session.eps_split()
+eps_voc, eps_kde = session.eps_split(state)
 if eps_voc + eps_kde > LARGE_EPSILON:
     st.warning(f"**ε = {widgets.eps(eps_voc + eps_kde)} is a weak guarantee.** One document can change the odds of any output "
                f"by up to e^{widgets.eps(eps_voc + eps_kde)} ≈ {times(float(np.exp(min(eps_voc + eps_kde, 700))))}×; deployed "
@@ -116,7 +117,7 @@ c1.metric("ε_voc (vocabulary)", f"{widgets.eps(eps_voc)}")
 c2.metric("ε_kde (densities)", f"{widgets.eps(eps_kde)}")
 
 # ---- the cap: what it covers, in the app's words; raising it asks and is recorded in the ledger's cap history
-unit = "person" if session.person_column() else "document"
+unit = "person" if session.person_column(state) else "document"
 mine = tenancy.current().signed_in  # with login: this account's own ledger (studio.tenancy)
 covers = (f"each {unit}'s total ε over every release of this corpus"
           + (" from your account (your own ledger)" if mine else ", in the app and on the command line"))
@@ -133,17 +134,17 @@ def apply_cap_draft() -> None:
     state.settings.cap_enabled = bool(state.settings.cap_draft_enabled)
     if state.settings.cap_enabled:
         state.settings.epsilon_cap = float(state.settings.cap_draft_value)
-    session.notice("Cap changed: " + (f"{widgets.eps(state.settings.epsilon_cap)}" if state.settings.cap_enabled else "no cap") + f" on {covers}"
-                   + (" (recorded in the ledger's cap history)." if session.corpus() is not None else "."))
+    session.notice(state, "Cap changed: " + (f"{widgets.eps(state.settings.epsilon_cap)}" if state.settings.cap_enabled else "no cap") + f" on {covers}"
+                   + (" (recorded in the ledger's cap history)." if session.corpus(state) is not None else "."))
 
 
 if state.settings.cap_draft_enabled is None or state.settings.cap_draft_value is None:
     reset_cap_draft()
-widgets.bound(c3.checkbox, "Budget cap", "cap_draft_enabled",
+widgets.bound(state, c3.checkbox, "Budget cap", "cap_draft_enabled",
               help=f"A cap on {covers}. A {unit} whose spend plus a step's ε would exceed it is left out of that step; "
                  "a step whose own ε would take this session over it is refused before anything is spent.")
 if state.settings.cap_draft_enabled:
-    widgets.bound(c3.number_input, f"Cap on {covers} (default {defaults.default_settings()['epsilon_cap']:g})",
+    widgets.bound(state, c3.number_input, f"Cap on {covers} (default {defaults.default_settings()['epsilon_cap']:g})",
                   "cap_draft_value", step=1.0,
                   on_change=lambda: checked("cap_draft_value", *CAP_RANGE, "The cap", float(state.settings.epsilon_cap)),
                     help=f"{unit.capitalize()}s new to the ledger get this cap; changing it while a corpus is loaded "
@@ -164,15 +165,15 @@ if cap_draft != cap_now:
     else:  # lowering protects more: applied at once (and recorded)
         apply_cap_draft()
         cap_now = cap_draft
-led = ledger_view.ledger()
+led = ledger_view.ledger(state)
 spent = getattr(led, "corpus_epsilon", led.total_epsilon)  # the most-used document's spend, app and CLI (private)
-eps_fc = review.eps_forecast() if review.dp_forecast_release() is None else 0.0  # still to spend, if planned
+eps_fc = review.eps_forecast(state) if review.dp_forecast_release(state) is None else 0.0  # still to spend, if planned
 st.plotly_chart(charts.budget_split_bar(eps_voc, eps_kde, spent, led.cap, eps_forecast=eps_fc), key="chart.budget")
 st.caption(f"Plan: " + (f"ε_forecast {widgets.eps(eps_fc)} (DP forecast, below) + " if eps_fc else "")
            + f"ε_voc {widgets.eps(eps_voc)} + ε_kde {widgets.eps(eps_kde)} = **ε = {widgets.eps(eps_fc + eps_voc + eps_kde)}** for this run.")
 # what the plan still has to spend: a step this run already released (Ṽ, the densities) is spent, not planned
-done_voc = run_view.vocabulary_meta() is not None
-done_kde = done_voc and run_view.density_meta() is not None
+done_voc = run_view.vocabulary_meta(state) is not None
+done_kde = done_voc and run_view.density_meta(state) is not None
 eps_fc_left = 0.0 if done_voc else eps_fc  # the forecast chooses settings before Ṽ: moot once Ṽ is released
 to_spend = eps_fc_left + (0.0 if done_voc else eps_voc) + (0.0 if done_kde else eps_kde)
 if led.cap is not None and to_spend > 0 and not led.can_afford(to_spend):
@@ -212,18 +213,18 @@ if history:
                      hide_index=True, key="table.cap_history")
 
 with st.expander("What does ε mean here?", expanded=True):
-    cfg = session.current_config()
+    cfg = session.current_config(state)
     risk = risk_sentences(eps_voc + eps_kde)
-    unit = " — here, for every person's documents together" if session.person_column() else ""
+    unit = " — here, for every person's documents together" if session.person_column(state) else ""
     x = epsilon_explainer(eps_voc=eps_voc, eps_kde=eps_kde, terms_per_doc=cfg.terms_per_doc,
                           public_vocabulary_size=len(vocab) if vocab else 2, density_kind=cfg.density_kind,
                           features=cfg.features)
     st.markdown(
         f"""
-- **Odds bound.** Adding or removing any one {widgets.unit_word()} changes the probability of any output by at most a factor
+- **Odds bound.** Adding or removing any one {widgets.unit_word(state)} changes the probability of any output by at most a factor
   e^ε: e^{widgets.eps(eps_voc + eps_kde)} ≈ **{times(x['odds_total'])}×** for the whole run (vocabulary e^{widgets.eps(eps_voc)} ≈
   {times(x['odds_voc'])}×, densities e^{widgets.eps(eps_kde)} ≈ {times(x['odds_kde'])}×). Smaller ε → stronger guarantee.
-- **As a risk to one {widgets.unit_word()}.** Whatever an attacker knows and whatever they see, at ε = {widgets.eps(eps_voc + eps_kde)}
+- **As a risk to one {widgets.unit_word(state)}.** Whatever an attacker knows and whatever they see, at ε = {widgets.eps(eps_voc + eps_kde)}
   {risk[0]}; {risk[1]}. (Bayes with the odds bound: posterior ≤ e^ε·p / (e^ε·p + 1 − p) from a prior p; it
   holds for every document{unit}.)
 - **Noise per vocabulary count.** Each of the |V| counts gets Laplace noise of scale S/ε_voc = **{x['voc_scale']:.2f}**
@@ -242,19 +243,19 @@ with st.expander("What does ε mean here?", expanded=True):
 
 # ------------------------------------------------------------------------------------------- presets
 st.subheader("Presets and noise source")
-widgets.bound(st.toggle, "Paper settings (RFF DP-KDE, σ = 1, I = 2000, no junk filter) instead of the defaults",
+widgets.bound(state, st.toggle, "Paper settings (RFF DP-KDE, σ = 1, I = 2000, no junk filter) instead of the defaults",
               "paper_settings", on_change=lambda: defaults.apply_paper_settings(state.settings,
                                                                                 bool(state.settings.paper_settings)))
-widgets.bound(st.checkbox, "Reproducible demo (seeded noise, NOT FOR RELEASE)", "seeded_demo",
+widgets.bound(state, st.checkbox, "Reproducible demo (seeded noise, NOT FOR RELEASE)", "seeded_demo",
               help="Unticked (default): noise comes from the operating system's entropy. Ticked: a fixed seed, so "
                    "the same clicks give the same output; the report and bundle then say NOT FOR RELEASE.")
 if state.settings.seeded_demo:
-    widgets.bound(st.number_input, "Demo seed", "demo_seed", min_value=0, max_value=2**31 - 1)
+    widgets.bound(state, st.number_input, "Demo seed", "demo_seed", min_value=0, max_value=2**31 - 1)
     st.warning("Seeded noise is predictable: outputs of this mode are a demo, NOT FOR RELEASE.",
                icon=":material/warning:")
 with st.expander("Advanced: noise sampler"):
     sampler_labels = {"opendp": "OpenDP (vetted samplers, default)", "numpy": "NumPy (faster, floating-point)"}
-    widgets.bound(st.radio, "Sampler of the Laplace / Gaussian noise", "noise_sampler", options=tuple(sampler_labels),
+    widgets.bound(state, st.radio, "Sampler of the Laplace / Gaussian noise", "noise_sampler", options=tuple(sampler_labels),
                   format_func=sampler_labels.__getitem__,
                   help="OpenDP: discrete Laplace for integer counts, OpenDP's float Laplace / Gaussian elsewhere "
                        "(about 0.5 s per 50,000 vocabulary terms). NumPy: faster floating-point samplers. A "
@@ -269,7 +270,7 @@ with st.expander("Advanced: noise sampler"):
 
 
 def show_forecast(f, key: str) -> None:
-    widgets.stale_note("This forecast", current.forecast_changes(f))  # never a verdict for other settings
+    widgets.stale_note("This forecast", current.forecast_changes(state, f))  # never a verdict for other settings
     (st.success if f.usable else st.warning)(f.verdict)
     m = st.columns(4)
     m[0].metric("Expected noise share of Ṽ", f"{f.expected_noise_share:.0%}")
@@ -286,49 +287,49 @@ st.caption("The DP forecast releases, with a small ε_forecast charged to this c
            "computed from that release alone. Choosing ε, N or a method from it stays inside ε; changing ε, N or the "
            "method re-forecasts for free (a new S or vocabulary needs a new release).")
 c1, c2 = st.columns([1, 2])
-widgets.bound(c1.number_input, "ε_forecast", "eps_forecast", step=0.05,
+widgets.bound(state, c1.number_input, "ε_forecast", "eps_forecast", step=0.05,
               on_change=lambda: checked("eps_forecast", *EPS_FORECAST_RANGE, "ε_forecast",
                                         defaults.default_settings()["eps_forecast"]),
               help="Spent once per corpus, S and vocabulary; shown in the plan above.")
 range_error("eps_forecast", c1)
-stats = review.dp_forecast_release()
-widgets.before_spend_note(review.eps_forecast(), "forecast")  # documents without budget left (private, local)
-is_streamed = streamed.is_streamed()
-stepping = step_progress.step_running()  # one DP release at a time on a streamed corpus
+stats = review.dp_forecast_release(state)
+widgets.before_spend_note(state, review.eps_forecast(state), "forecast")  # documents without budget left (private, local)
+is_streamed = streamed.is_streamed(state)
+stepping = step_progress.step_running(state)  # one DP release at a time on a streamed corpus
 with c2:
-    go = spend.button("forecast", label=f"DP forecast (spends ε_forecast = {widgets.eps(review.eps_forecast())})",
-                      epsilon=review.eps_forecast(), done=stats is not None, what="ε_forecast",
+    go = spend.button(state, "forecast", label=f"DP forecast (spends ε_forecast = {widgets.eps(review.eps_forecast(state))})",
+                      epsilon=review.eps_forecast(state), done=stats is not None, what="ε_forecast",
                       again="Forecast again with a new release", icon=":material/query_stats:", disabled=stepping)
 if is_streamed:
     st.caption("This corpus is streamed: the forecast's release reads the file chunk by chunk in the background, "
                "with its progress and a Cancel below (the ε it admitted stays charged if cancelled).")
 if go:
     where = "read from the file chunk by chunk" if is_streamed else "in memory"
-    with widgets.guard(), spend.releasing("forecast"), \
+    with widgets.guard(), spend.releasing(state, "forecast"), \
             st.spinner(f"Counting terms of the training part ({where}) and releasing the DP forecast…"):
-        steps.ensure_corpus()
-        steps.require_selected_corpus()
-        session.train_part(), session.public_vocabulary()  # read before the release (cached): no stop inside it
-        spend.started()
-        review.run_dp_forecast()  # a streamed corpus: a background job, its progress just below
+        steps.ensure_corpus(state)
+        steps.require_selected_corpus(state)
+        session.train_part(state), session.public_vocabulary(state)  # read before the release (cached): no stop inside it
+        spend.started(state)
+        review.run_dp_forecast(state)  # a streamed corpus: a background job, its progress just below
         st.rerun()
-step_progress.step_monitor("forecast")
+step_progress.step_monitor(state, "forecast")
 with widgets.guard():
-    f_dp = review.dp_forecast()
+    f_dp = review.dp_forecast(state)
     if f_dp is not None:
         st.caption(f"From the DP release of ε_forecast = {widgets.eps(f_dp.epsilon_forecast)} (on the ledger). {f_dp.note}")
         show_forecast(f_dp, "chart.forecast_dp")
 
-with st.expander("Exact previews (private, local — not covered by ε)", expanded=widgets.exact_previews_on()):
+with st.expander("Exact previews (private, local — not covered by ε)", expanded=widgets.exact_previews_on(state)):
     if is_streamed:
         st.caption(f"Not available for this corpus. {streamed.STREAMED_NOTE}")
-    elif widgets.exact_previews_switch("budget"):
+    elif widgets.exact_previews_switch(state, "budget"):
         st.caption(DISCLOSURE_NOTE)
         if st.button("Exact forecast on the true counts (charges nothing, not covered by ε)",
                      icon=":material/lock_open:"):
             with widgets.guard(), st.spinner("Counting terms of the training part (private, once) and simulating…"):
-                steps.ensure_corpus()
-                current.run_exact_forecast()
+                steps.ensure_corpus(state)
+                current.run_exact_forecast(state)
         f = state.results.forecast
         if f is not None:
             show_forecast(f, "chart.forecast")

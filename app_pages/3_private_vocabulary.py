@@ -9,71 +9,72 @@ from studio import (accounting, charts, jobs, page_ref, review, run_view, sessio
                     streamed, widgets)
 from studio.state import session_state
 
-widgets.page_header("private-vocabulary",
+state = session_state()  # this browser session's typed state (studio.state), passed to every action
+
+widgets.page_header(state, "private-vocabulary",
                     "Each training document counts its first S distinct terms of V; Laplace noise is added to "
                     "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
-state = session_state()
 with widgets.guard():
-    steps.ensure_corpus()
-    steps.finish_step_jobs()  # a streamed step that ended since the last run: the session learns its release
-if session.corpus() is None:
+    steps.ensure_corpus(state)
+    steps.finish_step_jobs(state)  # a streamed step that ended since the last run: the session learns its release
+if session.corpus(state) is None:
     st.info("Load a corpus first.")
     widgets.go_to("corpus")
 else:
-    eps_voc, _ = session.eps_split()
-    cfg = session.current_config()
-    pv = run_view.private_vocabulary()
+    eps_voc, _ = session.eps_split(state)
+    cfg = session.current_config(state)
+    pv = run_view.private_vocabulary(state)
     already = pv is not None
     st.markdown(
         f"Running this step spends **ε_voc = {widgets.eps(eps_voc)}** from the ledger"
         + (" — **again**: re-running charges the ledger a second time (basic composition), it does not replace "
            "the earlier spend." if already else ".")
         + f" Settings: S = {cfg.terms_per_doc}, N = {cfg.vocab_size:,}, vocabulary "
-          f"“{widgets.vocabulary_label(cfg.vocabulary)}”.")
+          f"“{widgets.vocabulary_label(state, cfg.vocabulary)}”.")
     # issue 35 part 8: a run reserves its planned ε for its units at its first release, or is warned before it
-    accounting.reserve_plan()
-    eps_kde_plan = session.eps_split()[1]
-    widgets.bound(st.checkbox, f"Reserve ε_kde = {widgets.eps(eps_kde_plan)} for this run's densities now",
+    accounting.reserve_plan(state)
+    eps_kde_plan = session.eps_split(state)[1]
+    widgets.bound(state, st.checkbox, f"Reserve ε_kde = {widgets.eps(eps_kde_plan)} for this run's densities now",
                   "reserve_plan",
                   help="Charged with Ṽ to the same documents, so that other sessions or command-line runs on this "
                        f"ledger cannot use up their budget before this run's densities ({page_ref('densities')}) "
                        "draw on it. A reservation never drawn on stays charged.")
-    if accounting.reserve_plan():
+    if accounting.reserve_plan(state):
         st.caption(f"Ṽ charges **ε_voc + ε_kde = {widgets.eps(eps_voc + eps_kde_plan)}** to each document now: "
                    f"ε_kde = {widgets.eps(eps_kde_plan)} of it is reserved for the densities of this run.")
     else:
         st.caption(f":material/warning: Without a reservation, another session or a command-line run on the same "
                    f"documents may use up their budget before {page_ref('densities')}, and this run's densities "
                    "would then leave them out.")
-    widgets.before_spend_note(eps_voc + (session.eps_split()[1] if accounting.reserve_plan() else 0.0), "vocabulary")
+    widgets.before_spend_note(state, eps_voc + (session.eps_split(state)[1] if accounting.reserve_plan(state) else 0.0), "vocabulary")
     # one intent, one release (studio.spend): a re-run asks first; stale repeated clicks are ignored
-    stepping = step_progress.step_running()
-    if spend.button("vocabulary", label=f"Build Ṽ (spends ε_voc = {widgets.eps(eps_voc)})", epsilon=eps_voc, done=already,
+    stepping = step_progress.step_running(state)
+    if spend.button(state, "vocabulary", label=f"Build Ṽ (spends ε_voc = {widgets.eps(eps_voc)})", epsilon=eps_voc, done=already,
                     again="Re-run Ṽ", what="ε_voc", icon=":material/casino:", disabled=stepping):
-        with widgets.guard(), spend.releasing("vocabulary"), \
+        with widgets.guard(), spend.releasing(state, "vocabulary"), \
                 st.status("Building the private vocabulary…", expanded=True) as status:
             st.write("Counting each training document's first S distinct terms of V (private"
-                     + (", read from the file chunk by chunk)…" if streamed.is_streamed() else ", in memory)…"))
-            pv = steps.run_private_vocabulary()
+                     + (", read from the file chunk by chunk)…" if streamed.is_streamed(state) else ", in memory)…"))
+            pv = steps.run_private_vocabulary(state)
             if not isinstance(pv, jobs.Job):  # a streamed corpus's step runs on below, with its progress
                 status.update(label=f"Ṽ built: {len(pv):,} terms (ε_voc = {widgets.eps(pv.epsilon)} charged)",
                               state="complete")
             st.rerun()
-    step_progress.step_monitor("vocabulary")
+    step_progress.step_monitor(state, "vocabulary")
 
-    pv, meta = run_view.private_vocabulary(), run_view.vocabulary_meta()
+    pv, meta = run_view.private_vocabulary(state), run_view.vocabulary_meta(state)
     if pv is not None and meta is not None:
         for warning in meta.get("local_warnings", ()):
             st.warning(f"{warning} (A private check shown only to you: the release went ahead as it would for any "
                        "neighbouring corpus, so that whether anything is released never hinges on one document.)",
                        icon=":material/lock:")
-        changed = session.settings_changed_since(meta, session.vocabulary_settings_now())
+        changed = session.settings_changed_since(meta, session.vocabulary_settings_now(state))
         if changed:
             st.warning(f"Settings changed since Ṽ was built ({', '.join(map(widgets.setting_name, changed))}); Ṽ "
                        "below uses the old ones. "
                        "Re-run to apply them (spends ε_voc again).", icon=":material/sync_problem:")
         st.subheader("Ṽ — the private vocabulary")
-        widgets.release_badge(meta, "This Ṽ is")
+        widgets.release_badge(state, meta, "This Ṽ is")
         m = st.columns(4)
         m[0].metric("Terms in Ṽ", f"{len(pv):,}")
         m[1].metric("ε_voc spent for it", f"{widgets.eps(pv.epsilon)}")
@@ -88,7 +89,7 @@ else:
                         hide_index=True, height=520)
 
         with widgets.guard():  # why a name (or any term) is in Ṽ — from DP quantities only (docs/PRIVACY.md)
-            dp_share = review.dp_vocabulary_noise_share()
+            dp_share = review.dp_vocabulary_noise_share(state)
             share = dp_share["expected_noise_share"]
             st.info(f"**Why is a name in Ṽ?** A term of the public vocabulary V — names of people, places and firms "
                     "included — enters Ṽ for one of two reasons: many training documents use it (its count clears "
@@ -100,11 +101,11 @@ else:
                     "alone.)", icon=":material/help:")
 
         st.subheader("How much of the real top terms did Ṽ recover?")
-        if widgets.exact_previews_switch("vocabulary"):
+        if widgets.exact_previews_switch(state, "vocabulary"):
             st.caption("Computed locally from the TRUE counts; for you only — it is not DP, never exported, and a "
                        "choice made from it (say, re-running Ṽ) is not covered by ε.")
             with widgets.guard():
-                chk = state.results.vocab_check or steps.vocabulary_check()
+                chk = state.results.vocab_check or steps.vocabulary_check(state)
                 m = st.columns(3)
                 m[0].metric(f"Recall of the true top {chk['top']:,}", f"{chk['recall']:.0%}")
                 m[1].metric("Share of Ṽ that is pure noise", f"{chk['noise_share']:.0%}",

@@ -10,6 +10,8 @@ from dpkps_core.method.sampling import SAMPLING_METHODS
 from studio import (charts, jobs, page_ref, review, run_view, session, spend, step_progress, steps, streamed, widgets)
 from studio.state import session_state
 
+state = session_state()  # this browser session's typed state (studio.state), passed to every action
+
 SAMPLING_METHOD_LABELS = {  # one label per dpkps_core.method.sampling.SAMPLING_METHODS (a test checks the keys)
     "independent": "independent — L terms drawn i.i.d. from each class's density (fast, robust)",
     "iterative-linear": "iterative, linear ensemble — one DP-KDE per prefix length (ε_kde / L each)",
@@ -18,39 +20,38 @@ SAMPLING_METHOD_LABELS = {  # one label per dpkps_core.method.sampling.SAMPLING_
 DENSITIES = {"auto": "auto (histogram for independent, RFF for iterative)",
              "histogram": "exact smoothed DP histogram (independent only)", "rff": "RFF DP-KDE (the paper's)"}
 
-widgets.page_header("densities",
+widgets.page_header(state, "densities",
                     "Each class gets a DP density over Ṽ built from its training documents' keyphrases (their "
                     "matches of Ṽ). Classes use disjoint documents, so ε_kde is spent once, not per class.")
-state = session_state()
 with widgets.guard():
-    steps.finish_step_jobs()  # a streamed step that ended since the last run: the session learns its release
+    steps.finish_step_jobs(state)  # a streamed step that ended since the last run: the session learns its release
 if state.loaded.corpus is None:  # say the first missing step, not a later one
     st.info("Load a corpus first.")
     widgets.go_to("corpus")
-elif run_view.private_vocabulary() is None:
+elif run_view.private_vocabulary(state) is None:
     st.info("Build the private vocabulary first.")
     widgets.go_to("private-vocabulary")
 else:
     st.subheader("Sampling method (chosen now: the density depends on it)")
-    widgets.bound(st.selectbox, "Method", "method", options=list(SAMPLING_METHODS), format_func=SAMPLING_METHOD_LABELS.get)
+    widgets.bound(state, st.selectbox, "Method", "method", options=list(SAMPLING_METHODS), format_func=SAMPLING_METHOD_LABELS.get)
     c1, c2 = st.columns(2)
-    widgets.bound(c1.number_input, "L — keyphrases per sequence", "length", min_value=1, max_value=LIMITS["length"])
-    widgets.bound(c2.selectbox, "Density", "density", options=list(DENSITIES), format_func=DENSITIES.get)
+    widgets.bound(state, c1.number_input, "L — keyphrases per sequence", "length", min_value=1, max_value=LIMITS["length"])
+    widgets.bound(state, c2.selectbox, "Density", "density", options=list(DENSITIES), format_func=DENSITIES.get)
     c1, c2 = st.columns(2)
-    widgets.bound(c1.checkbox, "Bandwidth σ: automatic (¼ × median distance among Ṽ's embeddings)", "bandwidth_auto")
+    widgets.bound(state, c1.checkbox, "Bandwidth σ: automatic (¼ × median distance among Ṽ's embeddings)", "bandwidth_auto")
     if not state.settings.bandwidth_auto:
-        widgets.bound(c1.number_input, "σ", "bandwidth", min_value=0.0, max_value=10.0, step=0.05)
-    cfg = session.current_config()
+        widgets.bound(state, c1.number_input, "σ", "bandwidth", min_value=0.0, max_value=10.0, step=0.05)
+    cfg = session.current_config(state)
     if cfg.density_kind == "rff":
-        widgets.bound(c2.checkbox, "Random features I: automatic (≈ n_c·ε/2)", "features_auto")
+        widgets.bound(state, c2.checkbox, "Random features I: automatic (≈ n_c·ε/2)", "features_auto")
         if not state.settings.features_auto:
-            widgets.bound(c2.number_input, "I", "features", min_value=16, max_value=LIMITS["features"], step=100)
+            widgets.bound(state, c2.number_input, "I", "features", min_value=16, max_value=LIMITS["features"], step=100)
 
     with widgets.guard():
-        prev = steps.density_preview()
+        prev = steps.density_preview(state)
         if prev["density"] == "histogram":
             st.caption(f"Exact smoothed DP histogram: Laplace(1/ε_kde) on every term of Ṽ per class — expected "
-                       f"noise sd per term {prev['noise_sd_per_term']:.3f} (a {widgets.unit_word()} weighs 1 in "
+                       f"noise sd per term {prev['noise_sd_per_term']:.3f} (a {widgets.unit_word(state)} weighs 1 in "
                        "total).")
         else:
             st.caption(f"RFF DP-KDE with {prev['members']} ensemble member(s), I = {prev['features']:,} features; "
@@ -63,7 +64,7 @@ else:
     # sit behind the badged switch (docs/PRIVACY.md "Previews that steer choices")
     outlook = []
     with widgets.guard():
-        outlook = review.dp_method_outlook()
+        outlook = review.dp_method_outlook(state)
     chosen = next((r for r in outlook if r["method"] == state.settings.method), None)
     if chosen is not None:
         st.caption(f"{widgets.DP_BADGE} An error is small or large only against the signal it blurs: the DP "
@@ -81,13 +82,13 @@ else:
             st.markdown(widgets.DP_BADGE)
             st.markdown("**DP forecast** (post-processing of the forecast release on the ledger):\n"
                         + "\n".join(f"- {review.outlook_sentence(r)}" for r in outlook))
-        if streamed.is_streamed():
+        if streamed.is_streamed(state):
             st.caption(f"The exact forecast and the no-LLM check of every method are not available for this "
                        f"corpus. {streamed.STREAMED_NOTE}")
-        elif widgets.exact_previews_switch("densities"):
+        elif widgets.exact_previews_switch(state, "densities"):
             exact = []
             with widgets.guard():
-                exact = review.method_outlook()
+                exact = review.method_outlook(state)
             st.markdown("**Exact forecast** (true counts of the training part — not covered by ε):\n"
                         + "\n".join(f"- {review.outlook_sentence(r)}" for r in exact))
             st.caption("The no-LLM check below samples each method locally at this ε on the training part (seeded "
@@ -99,7 +100,7 @@ else:
                 if st.button("Run the no-LLM check of every method at this ε (exact, not covered by ε)",
                              icon=":material/science:"):
                     with widgets.guard():
-                        review.start_method_preview(list(SAMPLING_METHODS), per_class=max(int(state.settings.per_class), 10))
+                        review.start_method_preview(state, list(SAMPLING_METHODS), per_class=max(int(state.settings.per_class), 10))
                         st.rerun()
 
             def show_preview(j: jobs.Job) -> None:
@@ -118,35 +119,35 @@ else:
                         st.warning(f"Near chance at this ε: {', '.join(near)} (within 0.1 of chance {chance:.2f}).",
                                    icon=":material/trending_down:")
 
-            widgets.job_monitor("method_preview", body=show_preview)
+            widgets.job_monitor(state, "method_preview", body=show_preview)
 
-    _, eps_kde = session.eps_split()
-    built = run_view.density() is not None
+    _, eps_kde = session.eps_split(state)
+    built = run_view.density(state) is not None
     st.markdown(f"Building spends **ε_kde = {widgets.eps(eps_kde)}**" + (" **again** (re-running charges the ledger a second "
                 "time; changing the method or L needs a rebuild)." if built else "."))
-    widgets.before_spend_note(eps_kde, "density")
+    widgets.before_spend_note(state, eps_kde, "density")
     # one intent, one release (studio.spend): a rebuild asks first; stale repeated clicks are ignored
-    stepping = step_progress.step_running()
-    if spend.button("density", label=f"Build densities (spends ε_kde = {widgets.eps(eps_kde)})", epsilon=eps_kde, done=built,
+    stepping = step_progress.step_running(state)
+    if spend.button(state, "density", label=f"Build densities (spends ε_kde = {widgets.eps(eps_kde)})", epsilon=eps_kde, done=built,
                     again="Rebuild the densities", what="ε_kde", icon=":material/blur_on:", disabled=stepping):
-        with widgets.guard(), spend.releasing("density"), \
+        with widgets.guard(), spend.releasing(state, "density"), \
                 st.status("Building the per-class DP densities…", expanded=True) as status:
             st.write("Extracting each training document's keyphrases (private"
-                     + (", read from the file chunk by chunk)…" if streamed.is_streamed() else ", in memory)…"))
+                     + (", read from the file chunk by chunk)…" if streamed.is_streamed(state) else ", in memory)…"))
             st.write("Embedding Ṽ with the public model (cached on disk: Ṽ is a DP output)…")
-            if not isinstance(steps.run_density(), jobs.Job):  # a streamed corpus's step runs on below
+            if not isinstance(steps.run_density(state), jobs.Job):  # a streamed corpus's step runs on below
                 status.update(label="Densities built", state="complete")
             st.rerun()
-    step_progress.step_monitor("density")
+    step_progress.step_monitor(state, "density")
 
-    meta, info, pv = run_view.density_meta(), run_view.density_info(), run_view.private_vocabulary()
+    meta, info, pv = run_view.density_meta(state), run_view.density_info(state), run_view.private_vocabulary(state)
     if meta is not None and info is not None and pv is not None:
         if (meta["method"], meta["length"], meta["density"]) != (state.settings.method, int(state.settings.length), state.settings.density):
             st.warning("The method, L or density changed since the densities were built; rebuild to apply "
                        f"(spends ε_kde again). Built with: {meta['method']}, L = {meta['length']}.",
                        icon=":material/sync_problem:")
         st.subheader("Densities")
-        widgets.release_badge(meta, "This density release is")
+        widgets.release_badge(state, meta, "This density release is")
         m = st.columns(4)
         m[0].metric("Density", info["density"])
         m[1].metric("Bandwidth σ", f"{info['bandwidth']:.3g}", help=info.get("bandwidth_source"))
@@ -162,16 +163,16 @@ else:
                        "DP output, never exported).")
         for warning in meta.get("local_warnings", ()):  # e.g. documents left out for lack of budget (docs/DESIGN.md §2.0)
             st.warning(f"{widgets.PRIVATE_BADGE} {warning}", icon=":material/lock:")
-        c = session.corpus()
-        scores = run_view.density_scores()
-        st.plotly_chart(charts.density_bars(c.classes, pv.terms, scores, top=10, colours=widgets.class_colours()),
+        c = session.corpus(state)
+        scores = run_view.density_scores(state)
+        st.plotly_chart(charts.density_bars(c.classes, pv.terms, scores, top=10, colours=widgets.class_colours(state)),
                         key="chart.density_bars")
 
         st.subheader("Map of Ṽ coloured by each class's density")
         if state.results.umap_map is None:
             if st.button("Draw the UMAP map", icon=":material/scatter_plot:"):
                 with widgets.guard(), st.spinner("UMAP of Ṽ's embeddings (first time in a server: ~20 s)…"):
-                    steps.umap_map()
+                    steps.umap_map(state)
                     st.rerun()
         else:
             cls = st.selectbox("Colour by the density of class", c.classes, key="umap_class")

@@ -20,32 +20,33 @@ from dpkps_core.method.sampling import SAMPLING_METHODS
 from studio import charts, evaluation_steps, jobs, ledger_view, page_ref, review, run_view, session, steps, widgets
 from studio.state import session_state
 
-widgets.page_header("evaluate",
+state = session_state()  # this browser session's typed state (studio.state), passed to every action
+
+widgets.page_header(state, "evaluate",
                     "Everything on this page reads the real corpus, runs on this machine for you, and is never "
                     f"part of the release bundle ({PRIVATE_NOTE}).")
 st.markdown(widgets.PRIVATE_BADGE)
-state = session_state()
 tab_acc, tab_map, tab_sweep, tab_compare, tab_memo, tab_disc = st.tabs(["Downstream accuracy",
                                                                         "Real vs synthetic map", "ε sweep explorer",
                                                                         "Compare methods", "Memorisation check",
                                                                         "Disclosure test"])
 
 with tab_acc:
-    if run_view.outcome() is None:
+    if run_view.outcome(state) is None:
         st.info(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
     else:
-        n_docs = len(session.documents())
+        n_docs = len(session.documents(state))
         n_test = len(state.loaded.split.test) if state.loaded.split is not None else 0
         st.caption(f"Trains a classifier on the synthetic documents ({n_docs:,} so far) and tests it on the {n_test:,} "
                    "held-out real documents, next to the same classifier on as many real documents, plus the no-LLM "
                    "check. Every held-out document is embedded in memory: a few hundred documents take a few minutes "
                    "on a small CPU (it runs in the background; you can leave this page).")
-        widgets.bound(st.columns(3)[0].number_input, "Seeds (repetitions)", "eval_seeds", min_value=1, max_value=10)
+        widgets.bound(state, st.columns(3)[0].number_input, "Seeds (repetitions)", "eval_seeds", min_value=1, max_value=10)
         job = state.jobs.evaluation
         if not (isinstance(job, jobs.Job) and job.running):
             if st.button("Evaluate this run", icon=":material/analytics:"):
                 with widgets.guard():
-                    evaluation_steps.start_evaluation(int(state.settings.eval_seeds))
+                    evaluation_steps.start_evaluation(state, int(state.settings.eval_seeds))
                     st.rerun()
 
         def show_result(res: Any) -> None:
@@ -86,8 +87,8 @@ with tab_acc:
             elif not j.running and j.result is not None:
                 show_result(j.result)
 
-        widgets.job_monitor("evaluation", body=show_evaluation)
-        stored = run_view.evaluation()  # the run folder's evaluation.json: shown after a reload or reopening the run
+        widgets.job_monitor(state, "evaluation", body=show_evaluation)
+        stored = run_view.evaluation(state)  # the run folder's evaluation.json: shown after a reload or reopening the run
         job = state.jobs.evaluation  # a failed job wrote nothing: the last good evaluation stays in view under it
         if stored is not None and (not isinstance(job, jobs.Job) or (not job.running and job.error)):
             then = int(stored.info.get("n_documents") or 0)
@@ -97,16 +98,16 @@ with tab_acc:
             show_result(stored)
 
 with tab_map:
-    if not session.documents():
+    if not session.documents(state):
         st.info(f"Write some synthetic documents first ({page_ref('generate')}).")
     else:
-        widgets.bound(st.columns(3)[0].number_input, "Real held-out documents to embed (a sample, for speed)",
+        widgets.bound(state, st.columns(3)[0].number_input, "Real held-out documents to embed (a sample, for speed)",
                       "projection_points", min_value=10, max_value=2000, step=50)
         job = state.jobs.projection
         if not (isinstance(job, jobs.Job) and job.running):
             if st.button("Draw t-SNE and UMAP overlays", icon=":material/scatter_plot:"):
                 with widgets.guard():
-                    evaluation_steps.start_projection(int(state.settings.projection_points))
+                    evaluation_steps.start_projection(state, int(state.settings.projection_points))
                     st.rerun()
 
         def show_projection(j: jobs.Job) -> None:
@@ -115,13 +116,13 @@ with tab_map:
             elif not j.running and j.result:
                 for method, df in j.result.items():
                     left, right = st.columns(2)
-                    colours = widgets.class_colours()  # one colour per class in every panel
+                    colours = widgets.class_colours(state)  # one colour per class in every panel
                     left.plotly_chart(charts.projection_by(df, color="label", method=method, colours=colours),
                                       key=f"chart.{method}.l")
                     right.plotly_chart(charts.projection_by(df, color="source", method=method, colours=colours),
                                        key=f"chart.{method}.s")
 
-        widgets.job_monitor("projection", body=show_projection)
+        widgets.job_monitor(state, "projection", body=show_projection)
 
 with tab_sweep:
     st.caption("The ε sweep re-runs the no-LLM check on the EXACT training part and scores it on the real held-out "
@@ -129,31 +130,31 @@ with tab_sweep:
                f"alternative is the DP forecast on {page_ref('budget')}: its release re-forecasts any ε_voc, ε_kde "
                "or method for free, covered by ε.")
     with widgets.guard():
-        dp_grid = review.dp_sweep()
+        dp_grid = review.dp_sweep(state)
         if dp_grid is not None:
             st.markdown(widgets.DP_BADGE)
             st.dataframe(dp_grid, hide_index=True, key="table.dp_sweep")
         else:
             st.caption(f"Run the DP forecast on {page_ref('budget')} to see the DP sweep over ε here.")
-    if widgets.exact_previews_switch("sweep"):
+    if widgets.exact_previews_switch(state, "sweep"):
         st.caption("No-LLM accuracy and vocabulary recall over a grid of ε_voc × ε_kde, without spending ε on the "
                    "real release: each cell is a local, seeded experiment on the training part, scored on the held-out "
                    f"part. {DISCLOSURE_NOTE}")
         grid = [0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 10.0, 15.0, 20.0]
         c1, c2 = st.columns(2)
-        widgets.bound(c1.multiselect, "ε_voc values", "sweep_eps_voc", options=grid)
-        widgets.bound(c2.multiselect, "ε_kde values", "sweep_eps_kde", options=grid)
+        widgets.bound(state, c1.multiselect, "ε_voc values", "sweep_eps_voc", options=grid)
+        widgets.bound(state, c2.multiselect, "ε_kde values", "sweep_eps_kde", options=grid)
         c1, c2, c3 = st.columns(3)
-        widgets.bound(c1.multiselect, "Methods", "sweep_methods", options=list(SAMPLING_METHODS))
-        widgets.bound(c2.number_input, "Seeds", "sweep_seeds", min_value=1, max_value=10)
-        widgets.bound(c3.number_input, "Sequences per class", "sweep_per_class", min_value=5, max_value=2000, step=10)
+        widgets.bound(state, c1.multiselect, "Methods", "sweep_methods", options=list(SAMPLING_METHODS))
+        widgets.bound(state, c2.number_input, "Seeds", "sweep_seeds", min_value=1, max_value=10)
+        widgets.bound(state, c3.number_input, "Sequences per class", "sweep_per_class", min_value=5, max_value=2000, step=10)
         cells = len(state.settings.sweep_eps_voc) * len(state.settings.sweep_eps_kde) * len(state.settings.sweep_methods) * int(state.settings.sweep_seeds)
         job = state.jobs.sweep
         if not (isinstance(job, jobs.Job) and job.running):
             if st.button(f"Run the sweep ({cells} cells)", icon=":material/grid_on:", disabled=cells == 0):
                 with widgets.guard():
-                    steps.ensure_corpus()
-                    evaluation_steps.start_sweep(eps_voc=state.settings.sweep_eps_voc, eps_kde=state.settings.sweep_eps_kde,
+                    steps.ensure_corpus(state)
+                    evaluation_steps.start_sweep(state, eps_voc=state.settings.sweep_eps_voc, eps_kde=state.settings.sweep_eps_kde,
                                                  methods=state.settings.sweep_methods, seeds=int(state.settings.sweep_seeds),
                                                  per_class=int(state.settings.sweep_per_class))
                     st.rerun()
@@ -184,7 +185,7 @@ with tab_sweep:
             st.caption(f"Real keyphrase baseline (the same on every page; it does not depend on ε): "
                        f"{float(df['real_keyphrase_baseline_accuracy'].iloc[0]):.2f}.")
 
-        widgets.job_monitor("sweep", body=show_sweep, cancel_label="Cancel (keeps finished cells)")
+        widgets.job_monitor(state, "sweep", body=show_sweep, cancel_label="Cancel (keeps finished cells)")
 
 with tab_compare:
     st.caption("DP-KPS next to the two other methods of the field — private prediction (clipped logits + sparse "
@@ -196,12 +197,12 @@ with tab_compare:
                "(ε, δ)-DP.")
     st.warning(PRIVATE_PROMPT_WARNING, icon=":material/warning:")
     c1, c2, c3, c4 = st.columns(4)
-    widgets.bound(c1.number_input, "ε (every method)", "compare_eps", min_value=0.1, max_value=100.0, step=1.0)
-    widgets.bound(c2.number_input, "δ (private prediction, AugPE)", "compare_delta", min_value=1e-12, max_value=1e-2,
+    widgets.bound(state, c1.number_input, "ε (every method)", "compare_eps", min_value=0.1, max_value=100.0, step=1.0)
+    widgets.bound(state, c2.number_input, "δ (private prediction, AugPE)", "compare_delta", min_value=1e-12, max_value=1e-2,
                   format="%.0e")
-    widgets.bound(c3.number_input, "Documents per class", "compare_per_class", min_value=1, max_value=50)
-    widgets.bound(c4.number_input, "Max tokens per document", "compare_max_tokens", min_value=8, max_value=512, step=8)
-    widgets.bound(st.multiselect, "Methods", "compare_methods", options=list(GENERATION_METHODS))
+    widgets.bound(state, c3.number_input, "Documents per class", "compare_per_class", min_value=1, max_value=50)
+    widgets.bound(state, c4.number_input, "Max tokens per document", "compare_max_tokens", min_value=8, max_value=512, step=8)
+    widgets.bound(state, st.multiselect, "Methods", "compare_methods", options=list(GENERATION_METHODS))
     n_classes = len(state.loaded.corpus.classes) if state.loaded.corpus is not None else 0
     plan = review.compare_plan(tuple(state.settings.compare_methods), n_classes=n_classes, per_class=int(state.settings.compare_per_class),
                                max_tokens=int(state.settings.compare_max_tokens), epochs=AugPEConfig().epochs,
@@ -217,7 +218,7 @@ with tab_compare:
     st.markdown(f"**Joint cost of the selected methods on this corpus: ε = {joint_eps:g}, δ = {joint_delta:g}** — "
                 "charged to the corpus's ledger when you start.")
     try:
-        led = ledger_view.ledger()
+        led = ledger_view.ledger(state)
     except DPKPSError as e:  # an unusable ledger folder: said here, nothing can be spent
         st.error(str(e), icon=":material/error:")
         led = None
@@ -234,8 +235,8 @@ with tab_compare:
     if not (isinstance(job, jobs.Job) and job.running):
         if st.button("Compare at this privacy level", icon=":material/compare:", disabled=over_cap):
             with widgets.guard():
-                steps.ensure_corpus()
-                evaluation_steps.start_compare(methods=state.settings.compare_methods, eps_total=float(state.settings.compare_eps),
+                steps.ensure_corpus(state)
+                evaluation_steps.start_compare(state, methods=state.settings.compare_methods, eps_total=float(state.settings.compare_eps),
                                                delta=float(state.settings.compare_delta), per_class=int(state.settings.compare_per_class),
                                                max_tokens=int(state.settings.compare_max_tokens))
                 st.rerun()
@@ -244,9 +245,9 @@ with tab_compare:
         if j.error:
             st.error(j.error, icon=":material/error:")
 
-    widgets.job_monitor("compare", body=show_compare)
+    widgets.job_monitor(state, "compare", body=show_compare)
     job = state.jobs.compare
-    rows = review.keep_compare_rows(job if isinstance(job, jobs.Job) and not job.running else None)
+    rows = review.keep_compare_rows(state, job if isinstance(job, jobs.Job) and not job.running else None)
     if rows:  # every row of this session: running one method at a time keeps the earlier ones
         table_df, notes = review.compare_table(rows, n_classes)
         st.dataframe(table_df, hide_index=True, key="table.compare")
@@ -266,7 +267,7 @@ with tab_memo:
                "optionally, the nearest by embedding. A run of 12 words or more is flagged. DP makes copies "
                "unlikely; this check makes it visible. It reads the real training documents on this machine: the "
                "results and excerpts are for you only and never part of the bundle.")
-    if not session.documents():
+    if not session.documents(state):
         st.info(f"Write some synthetic documents first ({page_ref('generate')}).")
     else:
         n_train = len(state.loaded.split.train) if state.loaded.split is not None else 0
@@ -276,7 +277,7 @@ with tab_memo:
         if not (isinstance(job, jobs.Job) and job.running):
             if st.button("Run the memorisation check", icon=":material/content_copy:"):
                 with widgets.guard():
-                    review.start_memorisation(by_embedding=by_emb)
+                    review.start_memorisation(state, by_embedding=by_emb)
                     st.rerun()
 
         def show_memorisation(j: jobs.Job) -> None:
@@ -289,7 +290,7 @@ with tab_memo:
                                                         icon=":material/content_copy:")
                 st.dataframe(df, hide_index=True, key="table.memorisation")
 
-        widgets.job_monitor("memorisation", body=show_memorisation)
+        widgets.job_monitor(state, "memorisation", body=show_memorisation)
 
 with tab_disc:
     st.markdown(widgets.PRIVATE_BADGE)
@@ -300,7 +301,7 @@ with tab_disc:
                "says whether it does (a p-value), and an empirical ε lower bound per document stands beside the "
                "claimed ε. Local and private: the result is kept in the run folder for the internal dossier "
                f"({page_ref('export')}), never in the bundle; the identifiers are not written anywhere.")
-    if not session.documents():
+    if not session.documents(state):
         st.info(f"Write some synthetic documents first ({page_ref('generate')}).")
     else:
         ids = st.text_area("Identifiers to look for (optional: one per line — names, MRNs)", key="disclosure_ids",
@@ -311,7 +312,7 @@ with tab_disc:
         if not (isinstance(job, jobs.Job) and job.running):
             if st.button("Run the disclosure test", icon=":material/policy:", key="run_disclosure"):
                 with widgets.guard():
-                    evaluation_steps.start_disclosure(
+                    evaluation_steps.start_disclosure(state, 
                         identifiers=[line.strip() for line in (ids or "").splitlines() if line.strip()],
                         confidence=float(conf))
                     st.rerun()
@@ -341,11 +342,11 @@ with tab_disc:
 
         job = state.jobs.disclosure
         if isinstance(job, jobs.Job):
-            widgets.job_monitor("disclosure", body=show_disclosure)
+            widgets.job_monitor(state, "disclosure", body=show_disclosure)
         else:
             from dpkps_core.evaluation.disclosure import read_disclosure
 
-            stored = read_disclosure(session.run_dir(create=False)) if session.run_dir(create=False) else None
+            stored = read_disclosure(session.run_dir(state, create=False)) if session.run_dir(state, create=False) else None
             if stored is not None:
                 st.caption("The last disclosure test of this run (kept in its folder, PRIVATE):")
                 show_disclosure_result(stored)

@@ -14,12 +14,13 @@ from dpkps_core.records.runfolder import read_failures
 from studio import dossier_view, jobs, page_ref, review, runs, session, tenancy, widgets
 from studio.state import session_state
 
-widgets.page_header("export",
+state = session_state()  # this browser session's typed state (studio.state), passed to every action
+
+widgets.page_header(state, "export",
                     "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
                     "sequences, Ṽ, the privacy report and the audit log of every prompt. The private corpus, the "
                     "held-out split and every evaluation stay here.")
-state = session_state()
-listed = runs.machine_runs()
+listed = runs.machine_runs(state)
 if not listed:
     st.info("Nothing to export yet: sample keyphrase sequences first.")
     widgets.go_to("sequences")
@@ -40,7 +41,7 @@ else:
     if state.settings.export_run not in paths or state.run.export_current != current:
         state.settings.export_run = current  # a new current run (sampled again) is what the page opens first
         state.run.export_current = current
-    widgets.bound(st.selectbox, "Open a run", "export_run", options=paths,
+    widgets.bound(state, st.selectbox, "Open a run", "export_run", options=paths,
                   format_func=lambda p: f"{by_path[p]['name']}{' (current)' if by_path[p]['current'] else ''} — "
                                         f"{by_path[p]['corpus']}, {by_path[p]['documents']:,} documents, "
                                         f"{by_path[p]['sequences']:,} sequences")
@@ -55,7 +56,7 @@ else:
         if st.button("Reopen this run in the app (no new ε)", icon=":material/folder_open:", key="reopen_run",
                      disabled=isinstance(job, jobs.Job) and job.running):
             with widgets.guard():
-                runs.reopen_run(out)
+                runs.reopen_run(state, out)
                 st.rerun()
     if run["current"] and isinstance(job, jobs.Job) and job.running:
         st.warning("The LLM is still writing; the bundle holds the documents finished so far.",
@@ -66,7 +67,7 @@ else:
     bundle: BundleContents | None = None
     if run["sequences"]:
         with widgets.guard():
-            bundle = BundleContents.of(review.bundle_parts_for(out))
+            bundle = BundleContents.of(review.bundle_parts_for(state, out))
     if bundle is not None:
         report = bundle.report
         st.subheader("What is released, at what ε")
@@ -81,7 +82,7 @@ else:
         m[1].metric("ε_voc (vocabulary)", f"{report['epsilon_vocabulary']:g}")
         m[2].metric("ε_kde (densities)", f"{report['epsilon_kde']:g}")
         m[3].metric("Noise", "seeded demo" if demo else "OS entropy")
-        widgets.run_total_note(report["epsilon_total"], run_name=run["name"])  # the corpus's total to date (local)
+        widgets.run_total_note(state, report["epsilon_total"], run_name=run["name"])  # the corpus's total to date (local)
         st.caption(f"The total ε = {report['epsilon_total']:g} includes abandoned steps, if any: every Ṽ or density "
                    "built in this session — re-runs and rebuilds that no longer feed this run's output included — "
                    "counts, because each was a release. That is correct and conservative: the guarantee never "
@@ -91,7 +92,7 @@ else:
             f"- **{len(docs):,} synthetic documents** and **{seqs:,} keyphrase sequences** "
             f"({report.get('method')}), classes: {', '.join(report.get('classes', []))}\n"
             f"- the private vocabulary Ṽ ({report['vocabulary']['private_size']:,} terms of "
-            f"{widgets.vocabulary_label(report['vocabulary']['name'])}) with its noisy counts\n"
+            f"{widgets.vocabulary_label(state, report['vocabulary']['name'])}) with its noisy counts\n"
             f"- {report['guarantee']}; neighbouring datasets: {report['neighbouring']}\n"
             f"- {len(report.get('events', []))} ledger event(s): mechanisms {', '.join(report.get('mechanisms', []))}\n"
             "- **not released:** the corpus, the held-out split (split.json), term counts, evaluations")
@@ -117,7 +118,7 @@ else:
                                 key="export_without_documents")
         if ready:
             with widgets.guard():
-                data = review.bundle_for(out)
+                data = review.bundle_for(state, out)
                 st.download_button("Download the release bundle (ZIP)", data=data,
                                    file_name=f"{run['name']}-bundle.zip", mime="application/zip", type="primary",
                                    icon=":material/download:", key="download.bundle")
@@ -131,7 +132,7 @@ else:
         # the dossier of the opened run (issue 34 §1): both editions from the run folder alone, reopened runs too;
         # the internal edition is PRIVATE and the export refuses it (docs/DOSSIER.md)
         st.divider()
-        dossier_view.show_dossier_panel(out, ledger_view=dossier_view.ledger_view_for(run["name"]),
+        dossier_view.show_dossier_panel(state, out, ledger_view=dossier_view.ledger_view_for(state, run["name"]),
                                         run_name=run["name"])
 
     st.subheader("Delete a run")
@@ -141,16 +142,16 @@ else:
     sure = st.checkbox(f"Yes, delete {run['name']}", key="confirm_delete_one", disabled=not run["mine"])
     if st.button("Delete this run", disabled=not (sure and run["mine"]), icon=":material/delete:"):
         with widgets.guard():
-            gone = review.delete_run(out)
+            gone = review.delete_run(state, out)
             state.settings.export_run = None
-            session.notice(f"Deleted the run folder {gone}.")
+            session.notice(state, f"Deleted the run folder {gone}.")
             st.rerun()
     sure_all = st.checkbox("Yes, delete every run folder of this session", key="confirm_delete")
     if st.button("Delete all runs of this session", disabled=not sure_all, icon=":material/delete_forever:"):
         with widgets.guard():
-            gone = runs.delete_runs()
+            gone = runs.delete_runs(state)
             state.settings.export_run = None
-            session.notice(f"Deleted {len(gone)} run folder(s): {', '.join(gone)}.")
+            session.notice(state, f"Deleted {len(gone)} run folder(s): {', '.join(gone)}.")
             st.rerun()
 
 
@@ -177,15 +178,15 @@ def admin_view() -> None:
               "documents": r.documents} for rec in records for r in rec.runs]
     if every:
         st.dataframe(pd.DataFrame(every), hide_index=True, key="table.admin_runs")
-    c = session.corpus()
+    c = session.corpus(state)
     if c is None:
         return
     from dpkps_core.ledger_store.units import unit_strings
 
     with widgets.guard():
-        per, across = tenancy.spend_across_tenants(records, unit_strings(c, by_person=session.person_column()
+        per, across = tenancy.spend_across_tenants(records, unit_strings(c, by_person=session.person_column(state)
                                                                           is not None))
-        unit = widgets.unit_word()
+        unit = widgets.unit_word(state)
         st.markdown(f"**The loaded corpus in every account's ledger** ({c.name}): the most-used {unit}'s ε "
                     "in each account, and the largest total of one " + unit + " over all accounts.")
         st.dataframe(pd.DataFrame([{"account": rec.label, "tenant": rec.short_id, f"most-used {unit}: ε": largest,

@@ -27,7 +27,7 @@ from studio.run_writes import record_events
 from studio.session import person_column, train_part
 from studio.ledger_view import ledger
 from studio.streamed import is_streamed
-from studio.state import session_state
+from studio.state import SessionState
 
 
 def recorded_event_ids(led: PrivacyLedger) -> tuple[int, ...]:
@@ -36,23 +36,21 @@ def recorded_event_ids(led: PrivacyLedger) -> tuple[int, ...]:
     return led.recorded_event_ids if isinstance(led, PersistentLedger) else ()
 
 
-def remember_forecast_events(led: PrivacyLedger, before: Sequence[int]) -> None:
+def remember_forecast_events(state: SessionState, led: PrivacyLedger, before: Sequence[int]) -> None:
     """Keep the ids of the events the DP forecast just recorded (those of ``led`` not in ``before``): the forecast that
     steers this session's next run (its ε belongs in that run's total, docs/PRIVACY.md "Previews that steer
     choices"), as (corpus id, ledger id, event ids) in ``Results.dp_forecast_events``."""
-    state = session_state()
     if isinstance(led, PersistentLedger):
         new = [i for i in led.recorded_event_ids if i not in set(before)]
         state.results.dp_forecast_events = (state.loaded.corpus_id, led.ledger_id, tuple(new))
 
 
-def forecast_event_ids(led: PrivacyLedger, *, terms_per_doc: int, public_vocabulary_size: int,
+def forecast_event_ids(state: SessionState, led: PrivacyLedger, *, terms_per_doc: int, public_vocabulary_size: int,
                        classes: int) -> list[int]:
     """The events of the DP forecast that steered the run being built on ``led`` (the corpus's ledger): this session's
     forecast on this corpus, else the latest forecast in this account's ledger for the same public settings (made
     with the CLI or in another session; chosen from public facts only, ``PersistentLedger.steering_forecast``). []
     without one, or without a persistent ledger."""
-    state = session_state()
     if not isinstance(led, PersistentLedger):
         return []
     kept = state.results.dp_forecast_events
@@ -63,21 +61,20 @@ def forecast_event_ids(led: PrivacyLedger, *, terms_per_doc: int, public_vocabul
     return [] if found is None else [found]
 
 
-def would_leave_out(epsilon: float, *, step: str) -> tuple[int, int] | None:
+def would_leave_out(state: SessionState, epsilon: float, *, step: str) -> tuple[int, int] | None:
     """(units of the training part a release of ``epsilon`` would leave out now, units of the training part) —
     PRIVATE, local (docs/DESIGN.md §2.0: shown to the data owner before a spend, never exported); ``None`` without a
     persistent ledger. A release that draws on the run's reservation (``step`` "density" after Ṽ) takes the units
     the reservation admitted."""
     from dpkps_core.ledger_store.units import release_unit, unit_strings
 
-    led = ledger()
-    if not isinstance(led, PersistentLedger) or is_streamed():  # a streamed corpus's units are keys: no estimate
+    led = ledger(state)
+    if not isinstance(led, PersistentLedger) or is_streamed(state):  # a streamed corpus's units are keys: no estimate
         return None
-    state = session_state()
-    key = (state.loaded.corpus_id, state.loaded.split_key, person_column(), id(led.store))
+    key = (state.loaded.corpus_id, state.loaded.split_key, person_column(state), id(led.store))
     held = state.results.train_ledger  # (corpus, split, unit, store) → a ledger over the training part's units (PRIVATE)
     if not held or held[0] != key:  # the training part's units, keyed once per corpus and split (session memory)
-        units = unit_strings(train_part(), by_person=person_column() is not None)
+        units = unit_strings(train_part(state), by_person=person_column(state) is not None)
         held = (key, PersistentLedger(led.store, units, tool="app", cap=led.cap),
                 len({release_unit(u) for u in units}))
         state.results.train_ledger = held
@@ -92,14 +89,13 @@ def would_leave_out(epsilon: float, *, step: str) -> tuple[int, int] | None:
     return train_ledger.view().left_out(epsilon), distinct  # cached until the store changes
 
 
-def reserve_plan() -> bool:
+def reserve_plan(state: SessionState) -> bool:
     """Does the next Ṽ reserve the run's planned ε (ε_voc + ε_kde) for its units (docs/DESIGN.md §2.0; issue 35 part 8;
     page 3's switch)? On by default with login (a shared server: an account's sessions share its ledger and run at
     the same time), off without login (one local user; page 3 then says that another session or a CLI run on the
     same documents could take the room the densities need)."""
     from studio import tenancy
 
-    state = session_state()
     if state.settings.reserve_plan is None:
         state.settings.reserve_plan = bool(tenancy.current().signed_in)
     return bool(state.settings.reserve_plan)

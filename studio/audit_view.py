@@ -20,13 +20,12 @@ from dpkps_core import audit
 from dpkps_core.errors import CorpusError
 from dpkps_core.progress import format_duration
 from studio import charts, jobs, page_ref, resources, session, steps, widgets
-from studio.state import session_state, widget_value
+from studio.state import SessionState, widget_value
 
 UPLOAD_KEY = "audit_corpus_file"
 
 
-def current_settings() -> audit.AuditSettings:
-    state = session_state()
+def current_settings(state: SessionState) -> audit.AuditSettings:
     return audit.AuditSettings(
         trials=None if state.settings.audit_trials_auto else int(state.settings.audit_trials), time_budget=float(state.settings.audit_time_budget),
         vocabulary_trials=None if state.settings.audit_trials_auto else int(state.settings.audit_vocabulary_trials),
@@ -36,21 +35,20 @@ def current_settings() -> audit.AuditSettings:
     ).validate()
 
 
-def _inputs() -> tuple[Any, Any, Any, Any]:
+def _inputs(state: SessionState) -> tuple[Any, Any, Any, Any]:
     """Corpus, sampling config, public vocabulary and embedder of the current settings (read on this thread)."""
-    corpus = steps.ensure_corpus()
+    corpus = steps.ensure_corpus(state)
     if corpus is None:
         raise CorpusError(f"Load a corpus first ({page_ref('corpus')}).")
-    config = session.current_config()
-    return corpus, config, session.public_vocabulary(), resources.embedder(config.embedding_model)
+    config = session.current_config(state)
+    return corpus, config, session.public_vocabulary(state), resources.embedder(config.embedding_model)
 
 
-def rows_source() -> tuple[str, bytes | None, str | None]:
+def rows_source(state: SessionState) -> tuple[str, bytes | None, str | None]:
     """Where the audit's raw rows come from (docs/PRIVACY.md "Empirical audit"): ``("demo", …)`` for a demo
     corpus (its public records), ``("file", data, name)`` when the file given on this page is the uploaded one
     (same SHA-256), else ``("loaded", None, None)`` — the loaded documents as rows, a weaker fallback."""
-    state = session_state()
-    spec = str(session.current_config().corpus)
+    spec = str(session.current_config(state).corpus)
     if spec.startswith("demo:"):
         return "demo", None, None
     given = widget_value(UPLOAD_KEY)
@@ -61,9 +59,9 @@ def rows_source() -> tuple[str, bytes | None, str | None]:
     return "loaded", None, None
 
 
-def _rows_builder(corpus: Any, config: Any) -> Callable[[], Any]:
+def _rows_builder(state: SessionState, corpus: Any, config: Any) -> Callable[[], Any]:
     """A function (run in the job) that builds the audit's raw rows — read from the session on this thread."""
-    kind, data, name = rows_source()
+    kind, data, name = rows_source(state)
     if kind == "demo":
         return lambda: audit.raw_table_for(config)
     if kind == "file":
@@ -73,16 +71,16 @@ def _rows_builder(corpus: Any, config: Any) -> Callable[[], Any]:
     return lambda: audit.RawTable.from_corpus(corpus, config)
 
 
-def rows_widget() -> None:
+def rows_widget(state: SessionState) -> None:
     """For an uploaded corpus: the file again (kept in this session only), so that the audit builds its
     neighbours on the file's raw rows, before loading — otherwise on the loaded documents."""
-    if str(session.current_config().corpus).startswith("demo:"):
+    if str(session.current_config(state).corpus).startswith("demo:"):
         st.caption("Neighbours are built on the demo's public records (raw rows) and loaded as the app loads them.")
         return
     st.file_uploader("The corpus file again (optional): the audit then removes and adds RAW rows before loading, "
                      "so it also tests the loader", type=["csv", "tsv", "jsonl", "json", "parquet", "zip"],
                      key=UPLOAD_KEY)
-    kind, _, _ = rows_source()
+    kind, _, _ = rows_source(state)
     if kind == "file":
         st.caption("Neighbours will be built on this file's raw rows (it is the file you loaded on "
                    f"{page_ref('corpus')}).")
@@ -94,29 +92,28 @@ def rows_widget() -> None:
                    "through the loader, but a row the loader already dropped or collapsed cannot show.")
 
 
-def estimate() -> dict[str, Any]:
+def estimate(state: SessionState) -> dict[str, Any]:
     """Measure one trial of the release path and extrapolate (kept in the session)."""
-    state = session_state()
-    corpus, config, vocab, emb = _inputs()
-    rows = _rows_builder(corpus, config)()
-    est = audit.estimate_audit_time(rows, config, vocabulary=vocab, embedder=emb, settings=current_settings())
-    state.results.audit_estimate = {**est, "corpus_id": session.corpus_id()}
+    corpus, config, vocab, emb = _inputs(state)
+    rows = _rows_builder(state, corpus, config)()
+    est = audit.estimate_audit_time(rows, config, vocabulary=vocab, embedder=emb, settings=current_settings(state))
+    state.results.audit_estimate = {**est, "corpus_id": session.corpus_id(state)}
     return est
 
 
-def start() -> jobs.Job:
+def start(state: SessionState) -> jobs.Job:
     """Run the audit in a background job (progress, cancel); the result stays in this session only."""
-    corpus, config, vocab, emb = _inputs()
-    settings = current_settings()
-    cid = session.corpus_id()
-    build_rows = _rows_builder(corpus, config)
+    corpus, config, vocab, emb = _inputs(state)
+    settings = current_settings(state)
+    cid = session.corpus_id(state)
+    build_rows = _rows_builder(state, corpus, config)
 
     def work(job: jobs.Job) -> Any:
         result = audit.run_audit(build_rows(), config, vocabulary=vocab, embedder=emb, settings=settings,
                                  progress=job.report, cancel=job.cancel, on_plan=job.partial.append)
         return {"result": result, "corpus_id": cid}
 
-    return jobs.start_job("audit", "privacy audit", work)
+    return jobs.start_job(state, "audit", "privacy audit", work)
 
 
 # ------------------------------------------------------------------------------------------------ figures
@@ -163,7 +160,7 @@ def events_table(result: audit.AuditResult) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------------ rendering
 
-def show_job(job: jobs.Job) -> None:
+def show_job(state: SessionState, job: jobs.Job) -> None:
     """Body of the job monitor: the plan while running, the findings when done."""
     if job.error:
         st.error(job.error, icon=":material/error:")
@@ -178,7 +175,7 @@ def show_job(job: jobs.Job) -> None:
         return
     if not job.result:
         return
-    if job.result["corpus_id"] != session.corpus_id():
+    if job.result["corpus_id"] != session.corpus_id(state):
         st.info("This audit was run on another corpus; run it again for the current one.")
         return
     show_result(job.result["result"])
@@ -242,27 +239,26 @@ def show_result(result: audit.AuditResult) -> None:
                        key="download.audit_json")
 
 
-def settings_widgets() -> None:
-    state = session_state()
+def settings_widgets(state: SessionState) -> None:
     c1, c2, c3 = st.columns(3)
-    widgets.bound(c1.toggle, "Trials from a time budget", "audit_trials_auto",  # short: a third of the page wide
+    widgets.bound(state, c1.toggle, "Trials from a time budget", "audit_trials_auto",  # short: a third of the page wide
                   help="On: the audit measures one trial and runs as many as fit in the time budget. Off: choose the "
                        "number of trials of each stage yourself.")
     if state.settings.audit_trials_auto:
-        widgets.bound(c2.number_input, "Time budget (seconds)", "audit_time_budget", min_value=10.0,
+        widgets.bound(state, c2.number_input, "Time budget (seconds)", "audit_time_budget", min_value=10.0,
                       max_value=3600.0, step=30.0)
     else:
-        widgets.bound(c2.number_input, "Release-path trials per neighbour", "audit_trials", min_value=audit.MIN_TRIALS,
+        widgets.bound(state, c2.number_input, "Release-path trials per neighbour", "audit_trials", min_value=audit.MIN_TRIALS,
                       max_value=100_000, step=10)
-        widgets.bound(c3.number_input, "Vocabulary-stage trials per neighbour", "audit_vocabulary_trials",
+        widgets.bound(state, c3.number_input, "Vocabulary-stage trials per neighbour", "audit_vocabulary_trials",
                       min_value=audit.MIN_TRIALS, max_value=1_000_000, step=100)
-        widgets.bound(c1.number_input, "Density-stage trials per neighbour", "audit_density_trials",
+        widgets.bound(state, c1.number_input, "Density-stage trials per neighbour", "audit_density_trials",
                       min_value=audit.MIN_TRIALS, max_value=1_000_000, step=10)
     c1, c2 = st.columns(2)
-    widgets.bound(c1.select_slider, "Confidence", "audit_confidence", options=[0.9, 0.95, 0.99])
-    widgets.bound(c2.number_input, "Canary documents (exposure test; 0 = skip)", "audit_canaries", min_value=0,
+    widgets.bound(state, c1.select_slider, "Confidence", "audit_confidence", options=[0.9, 0.95, 0.99])
+    widgets.bound(state, c2.number_input, "Canary documents (exposure test; 0 = skip)", "audit_canaries", min_value=0,
                   max_value=50)
-    widgets.bound(c1.number_input, "Canaries' in-distribution prefix (words; 0 = rare terms only)",
+    widgets.bound(state, c1.number_input, "Canaries' in-distribution prefix (words; 0 = rare terms only)",
                   "audit_canary_prefix_words", min_value=0, max_value=200,
                   help="The Canary's Echo: each exposure canary starts like a training document of its class (its "
                        "first words, in memory only, never shown) and ends with rare public terms — what the test "

@@ -19,7 +19,7 @@ from dpkps_core.progress import format_duration
 from studio.defaults import MAX_UPLOAD_BYTES
 from studio.steps import refuse_while_stepping, set_corpus
 from studio.streamed import UNDECLARED_CLASSES, StreamedView, SummarisingStream, open_streamed
-from studio.state import session_state
+from studio.state import SessionState
 
 
 def upload_columns(data: bytes, filename: str, *, encoding: str = "utf-8"
@@ -33,14 +33,14 @@ def upload_columns(data: bytes, filename: str, *, encoding: str = "utf-8"
     return cols, text, label
 
 
-def load_upload(data: bytes, filename: str, *, text_column: str | None, label_column: str | None,
+def load_upload(state: SessionState, data: bytes, filename: str, *, text_column: str | None, label_column: str | None,
                 person_column: str | None = None, encoding: str = "utf-8") -> Corpus:
     """Load and validate an uploaded PRIVATE corpus (kept in this session's memory only). With
     ``person_column`` the unit of privacy is the person (docs/DESIGN.md §2); ``encoding`` is the user's choice on page 1."""
-    refuse_while_stepping()
+    refuse_while_stepping(state)
     c = load_corpus(data, filename=filename, text_column=text_column, label_column=label_column,
                     max_bytes=MAX_UPLOAD_BYTES, person_column=person_column or None, encoding=encoding)
-    _set_file_corpus(c, "upload", Path(filename).name, hashlib.sha256(data).hexdigest(), text_column=text_column,
+    _set_file_corpus(state, c, "upload", Path(filename).name, hashlib.sha256(data).hexdigest(), text_column=text_column,
                      label_column=label_column, person_column=person_column, encoding=encoding)
     return c
 
@@ -74,7 +74,7 @@ def server_columns(name: str, *, encoding: str = "utf-8") -> tuple[list[str], st
     return list_columns(path, encoding=encoding), text, label
 
 
-def load_server(name: str, *, text_column: str | None, label_column: str | None, person_column: str | None = None,
+def load_server(state: SessionState, name: str, *, text_column: str | None, label_column: str | None, person_column: str | None = None,
                 encoding: str = "utf-8", progress: Callable[[float, str], None] | None = None
                 ) -> Corpus | StreamedView:
     """Load a PRIVATE corpus from the server's data folder through the one (streaming) loader, under the
@@ -82,14 +82,14 @@ def load_server(name: str, *, text_column: str | None, label_column: str | None,
     above ``$DPKPS_STREAM_ABOVE_BYTES`` (``dpkps_core.corpus.data_folder.streams``) is not held whole: one
     preparing pass (``progress`` hears it) decides its split, units and summary, and each DP step reads it again
     in chunks (:func:`load_streamed`)."""
-    refuse_while_stepping()
+    refuse_while_stepping(state)
     path = server_entry(name)
     if streams(path):
-        return load_streamed(path, name, text_column=text_column, label_column=label_column,
+        return load_streamed(state, path, name, text_column=text_column, label_column=label_column,
                              person_column=person_column, encoding=encoding, progress=progress)
     c = load_corpus(path, text_column=text_column, label_column=label_column, person_column=person_column or None,
                     encoding=encoding)
-    _set_file_corpus(c, "server", name, _content_sha256(path), text_column=text_column, label_column=label_column,
+    _set_file_corpus(state, c, "server", name, _content_sha256(path), text_column=text_column, label_column=label_column,
                      person_column=person_column, encoding=encoding)
     return c
 
@@ -106,7 +106,7 @@ def _content_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def load_streamed(path: Path, name: str, *, text_column: str | None, label_column: str | None,
+def load_streamed(state: SessionState, path: Path, name: str, *, text_column: str | None, label_column: str | None,
                   person_column: str | None = None, encoding: str = "utf-8",
                   progress: Callable[[float, str], None] | None = None) -> StreamedView:
     """A data-folder corpus as a :class:`~studio.session.StreamedView`: one pass — the core's preparing pass
@@ -114,7 +114,6 @@ def load_streamed(path: Path, name: str, *, text_column: str | None, label_colum
     text kept. Its public classes are declared afterwards (:func:`declare_classes`, no new read)."""
     fp = _content_sha256(path)
     cid = _corpus_id("server", fp, text_column, label_column, person_column, encoding)
-    state = session_state()
     if state.loaded.corpus_id == cid and isinstance(state.loaded.corpus, StreamedView):
         return state.loaded.corpus
     person = person_column or None
@@ -140,7 +139,7 @@ def load_streamed(path: Path, name: str, *, text_column: str | None, label_colum
                         test_fraction=tf, person_column=person,
                         text_column=stream.text_column if stream.tabular else None,
                         label_column=stream.label_column if stream.tabular else None)
-    _set_file_corpus(view, "server", name, fp, text_column=text_column, label_column=label_column,
+    _set_file_corpus(state, view, "server", name, fp, text_column=text_column, label_column=label_column,
                      person_column=person_column, encoding=encoding)
     return view
 
@@ -154,25 +153,23 @@ def _corpus_id(source: str, fp: str, text_column: str | None, label_column: str 
     return cid
 
 
-def _set_file_corpus(c: Corpus | StreamedView, source: str, name: str, fp: str, *, text_column: str | None,
+def _set_file_corpus(state: SessionState, c: Corpus | StreamedView, source: str, name: str, fp: str, *, text_column: str | None,
                      label_column: str | None, person_column: str | None, encoding: str) -> None:
     """The session's corpus from a file: its id names the content (SHA-256), the columns and the decoding."""
-    state = session_state()
     cid = _corpus_id(source, fp, text_column, label_column, person_column, encoding)
-    set_corpus(c, cid=cid, spec=f"{source}:{name}", fingerprint=fp, text_column=text_column,
+    set_corpus(state, c, cid=cid, spec=f"{source}:{name}", fingerprint=fp, text_column=text_column,
                 label_column=label_column, filename=name)
     state.loaded.encoding = check_encoding(encoding)
     if not state.settings.doc_type:
         state.settings.doc_type = "a document"
 
 
-def corpus_summary_of(c: Corpus | StreamedView) -> dict[str, Any]:
+def corpus_summary_of(state: SessionState, c: Corpus | StreamedView) -> dict[str, Any]:
     """Page 1's PRIVATE summary of ``c`` (``dpkps_core.corpus.corpus_summary``; a streamed corpus's from its
     preparing pass), computed once per corpus and kept in the session — a page-1 rerun of a large corpus would
     otherwise count every document's words again."""
     from dpkps_core.corpus import corpus_summary
 
-    state = session_state()
     memo = state.loaded.summary
     key = (state.loaded.corpus_id, len(c))  # the declared classes do not change it
     if not memo or memo[0] != key:

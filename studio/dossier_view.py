@@ -23,7 +23,7 @@ from dpkps_core.dossier import (INTERNAL_HTML, INTERNAL_JSON, INTERNAL_PDF, RELE
 from dpkps_core.dossier.policy import parse_policy
 from dpkps_core.errors import DPKPSError
 from studio.widgets import DP_BADGE, PRIVATE_BADGE
-from studio.state import session_state
+from studio.state import SessionState
 
 _MIME = {".html": "text/html", ".json": "application/json", ".pdf": "application/pdf"}
 
@@ -95,17 +95,17 @@ def private_summary(internal: dict) -> list[str]:
     return lines
 
 
-def ledger_view_for(run_name: str) -> object | None:
+def ledger_view_for(state: SessionState, run_name: str) -> object | None:
     """The loaded corpus's ledger view (PRIVATE, local) when the persistent ledger holds releases of ``run_name``
     on its units — the internal edition's left-out counts and ε to date per unit; None otherwise (no corpus loaded,
     an in-memory ledger, or a run of another corpus: nothing is claimed about it)."""
     from dpkps_core.ledger_store import PersistentLedger
     from studio import ledger_view, session
 
-    if session.corpus() is None:
+    if session.corpus(state) is None:
         return None
     try:
-        led = ledger_view.ledger()
+        led = ledger_view.ledger(state)
         if not isinstance(led, PersistentLedger):
             return None
         view = led.view()
@@ -129,16 +129,16 @@ def _policy_from_upload() -> Policy | None:
     return parse_policy(up.getvalue(), name=up.name)
 
 
-def _buttons(offers: list[DossierOffer], run_name: str) -> None:
+def _buttons(state: SessionState, offers: list[DossierOffer], run_name: str) -> None:
     cols = st.columns(len(offers))
     for col, offer in zip(cols, offers):
         key = f"dossier.{run_name}.{offer.file_name}"
         if offer.is_pdf:  # made on demand, then offered for download
-            ready = session_state().results.downloads.get(key)
+            ready = state.results.downloads.get(key)
             if ready is None:
                 if col.button(f"Make: {offer.label}", key=f"{key}.make", icon=":material/picture_as_pdf:"):
                     with st.spinner("Printing with headless Chromium…"):
-                        session_state().results.downloads[key] = offer.make()
+                        state.results.downloads[key] = offer.make()
                     st.rerun()
                 continue
             data = ready
@@ -161,7 +161,7 @@ def _view(html: str, *, private: bool) -> None:
     components.html(html, height=VIEW_HEIGHT, scrolling=True)
 
 
-def show_dossier_panel(run_dir: Path, *, ledger_view: object | None = None, run_name: str | None = None) -> None:
+def show_dossier_panel(state: SessionState, run_dir: Path, *, ledger_view: object | None = None, run_name: str | None = None) -> None:
     """The dossier panel: the release edition (it is also in the bundle) and, under the PRIVATE badge, the internal
     edition with its share decision; each can be viewed on the page and downloaded as HTML, JSON and (with
     Chromium) PDF. ``ledger_view`` (a :class:`~dpkps_core.ledger_store.CorpusView` of the loaded corpus, PRIVATE)
@@ -190,7 +190,7 @@ def show_dossier_panel(run_dir: Path, *, ledger_view: object | None = None, run_
                                        for d in (release, internal)], sort_keys=True, default=str).encode()
                            ).hexdigest()
     key_name = f"{Path(run_dir).name}.{digest[:12]}"
-    _buttons([o for o in offers if not o.private], key_name)
+    _buttons(state, [o for o in offers if not o.private], key_name)
     if st.toggle("View the release dossier here", key=f"dossier.view.release.{Path(run_dir).name}"):
         _view(release.to_html(), private=False)
     decision = internal.content["decision"]
@@ -199,7 +199,7 @@ def show_dossier_panel(run_dir: Path, *, ledger_view: object | None = None, run_
     st.markdown(f"**Decision:** {decision['verdict'].upper()} — " + "; ".join(r["text"] for r in decision["reasons"]))
     for line in private_summary(internal.content["internal"]):
         st.markdown(PRIVATE_BADGE + " " + line)
-    _buttons([o for o in offers if o.private], key_name)
+    _buttons(state, [o for o in offers if o.private], key_name)
     if st.toggle("View the internal dossier here (private)", key=f"dossier.view.internal.{Path(run_dir).name}"):
         _view(internal.to_html(), private=True)
     if not any(o.is_pdf for o in offers):

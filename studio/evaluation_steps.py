@@ -20,28 +20,26 @@ from studio.resources import embedder, embedding_cache, offline_backend, shared_
 from studio.session import corpus, current_config, documents, memo_embedder, public_vocabulary, run_dir, split, term_counts, test_part, train_part
 from studio.ledger_view import ledger
 from studio.tenancy import runs_root
-from studio.state import session_state
+from studio.state import SessionState
 
 
-def _embedding_model() -> str:
+def _embedding_model(state: SessionState) -> str:
     """The public embedding model of the open run's densities (the session's setting before they exist)."""
-    state = session_state()
-    return str((run_view.density_meta() or {}).get("embedding_model") or state.settings.embedding_model)
+    return str((run_view.density_meta(state) or {}).get("embedding_model") or state.settings.embedding_model)
 
 
-def start_evaluation(seeds: int) -> Job:
+def start_evaluation(state: SessionState, seeds: int) -> Job:
     """Downstream accuracy + no-LLM check of the run folder (dpkps_core.evaluation.evaluate_run) — PRIVATE; the
     result goes into the run folder's ``evaluation.json`` as the CLI's ``evaluate`` writes it (never exported)."""
-    state = session_state()
     from dpkps_core import evaluation
 
-    out = run_dir(create=False)
-    if out is None or run_view.outcome() is None:
+    out = run_dir(state, create=False)
+    if out is None or run_view.outcome(state) is None:
         raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
-    c = corpus()
-    emb = memo_embedder(_embedding_model(), state.settings.device)
-    vocab = public_vocabulary()
-    counts = term_counts(vocab, int(current_config().terms_per_doc))
+    c = corpus(state)
+    emb = memo_embedder(state, _embedding_model(state), state.settings.device)
+    vocab = public_vocabulary(state)
+    counts = term_counts(state, vocab, int(current_config(state).terms_per_doc))
 
     def work(job: Job) -> Any:
         result = evaluation.evaluate_run(out, seeds=seeds, embedder=emb, corpus=c, progress=job.report,
@@ -49,10 +47,10 @@ def start_evaluation(seeds: int) -> Job:
         evaluation.write_evaluation(result, out)  # PRIVATE, owner-only; page 7 reads it back after a reload
         return result
 
-    return start_job("evaluation", "evaluation", work)
+    return start_job(state, "evaluation", "evaluation", work)
 
 
-def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per_class: int, max_tokens: int) -> Job:
+def start_compare(state: SessionState, *, methods: Sequence[str], eps_total: float, delta: float, per_class: int, max_tokens: int) -> Job:
     """DP-KPS vs private prediction vs AugPE+Ṽ at one privacy level on the same split (dpkps_core.baselines.compare).
 
     Its accuracies read real data (private, local); the synthetic documents it writes are DP releases, so their
@@ -65,9 +63,8 @@ def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per
 
     if not methods:
         raise ParameterError("Pick at least one method to compare.")
-    c = corpus()
-    state = session_state()
-    led = ledger()
+    c = corpus(state)
+    led = ledger(state)
     settings = CompareSettings(  # validated here, in the page's thread: a bad value is a clear error
         eps_total=float(eps_total), methods=tuple(methods), delta=float(delta), per_class=int(per_class),
         max_tokens=int(max_tokens), doc_type=state.settings.doc_type or "a document",
@@ -77,8 +74,8 @@ def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per
     out = runs_root() / f"compare-{uuid.uuid4().hex[:8]}"  # the tenant's own runs root (docs/DESIGN.md §2.0)
     if isinstance(led, PersistentLedger):  # its releases are filed under the comparison, not the open run (issue 35 §4)
         led = led.for_run(out.name, tool="app compare", in_session=True)
-    emb = memo_embedder(DEFAULT_MODEL, state.settings.device)
-    vocab = public_vocabulary()
+    emb = memo_embedder(state, DEFAULT_MODEL, state.settings.device)
+    vocab = public_vocabulary(state)
     # the model chosen on page 6 when it runs here (the user's own folder, SmolLM2…), else SmolLM2, on the device
     kind = str(state.settings.backend or DEFAULT_BACKEND)
     runs_here = kind != DEFAULT_BACKEND and backend_spec(kind).runs_here
@@ -89,25 +86,25 @@ def start_compare(*, methods: Sequence[str], eps_total: float, delta: float, per
         return compare.compare_methods(c, settings, backend=backend, embedder=emb, vocabulary=vocab, out_dir=out,
                                        progress=job.report, cancel=job.cancel, ledger=led)
 
-    return start_job("compare", "method comparison", work)
+    return start_job(state, "compare", "method comparison", work)
 
 
-def start_projection(max_real: int) -> Job:
+def start_projection(state: SessionState, max_real: int) -> Job:
     """t-SNE and UMAP of real test documents (PRIVATE, in memory) and synthetic documents in one space."""
     from dpkps_core import evaluation
 
-    docs = documents()
+    docs = documents(state)
     if len(docs) < 2:
         raise ParameterError(f"Write at least two synthetic documents first ({page_ref('generate')}).")
-    test = test_part()
+    test = test_part(state)
     if len(test) == 0:
         raise ParameterError("The overlay needs held-out real documents; set a test fraction above 0 on "
                              f"{page_ref('corpus')}.")
     idx = evaluation.subsample(len(test), int(max_real), np.random.default_rng(0))
     real_texts = [test.texts[i] for i in idx]
     real_labels = [test.labels[i] for i in idx]
-    emb_model = memo_embedder(_embedding_model())
-    out = run_dir(create=False)
+    emb_model = memo_embedder(state, _embedding_model(state))
+    out = run_dir(state, create=False)
 
     def work(job: Job) -> Any:
         # how many real test documents there are is an exact private size: the message does not say it
@@ -130,7 +127,7 @@ def start_projection(max_real: int) -> Job:
         job.report(1.0, "projections done")
         return frames
 
-    return start_job("projection", "projection", work)
+    return start_job(state, "projection", "projection", work)
 
 
 def write_projection(run: Any, df: Any) -> None:
@@ -168,20 +165,20 @@ def _claimed_epsilon(run: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def start_disclosure(*, identifiers: Sequence[str] = (), confidence: float = 0.95) -> Job:
+def start_disclosure(state: SessionState, *, identifiers: Sequence[str] = (), confidence: float = 0.95) -> Job:
     """The disclosure test of the open run (issue 34 §2; dpkps_core.evaluation.disclosure, [Phantoms], [OneRun]):
     its synthetic documents against its training part and as many held-out documents — PRIVATE, local; the
     result goes into the run folder's ``disclosure.json`` (owner-only, never exported; the identifiers themselves
     are not written) for the internal dossier."""
     from dpkps_core.evaluation.disclosure import DisclosureSettings, disclosure_test, write_disclosure
 
-    docs = documents()
+    docs = documents(state)
     if not docs:
         raise ParameterError(f"Write some synthetic documents first ({page_ref('generate')}).")
-    out = run_dir(create=False)
+    out = run_dir(state, create=False)
     if out is None:
         raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
-    train, test = train_part(), test_part()
+    train, test = train_part(state), test_part(state)
     if len(test) == 0:
         raise ParameterError("The disclosure test needs held-out documents as its control; set a test fraction "
                              f"above 0 on {page_ref('corpus')}.")
@@ -198,24 +195,24 @@ def start_disclosure(*, identifiers: Sequence[str] = (), confidence: float = 0.9
         job.report(1.0, "disclosure test done")
         return result
 
-    return start_job("disclosure", "disclosure test", work)
+    return start_job(state, "disclosure", "disclosure test", work)
 
 
-def start_sweep(*, eps_voc: Sequence[float], eps_kde: Sequence[float], methods: Sequence[str], seeds: int,
+def start_sweep(state: SessionState, *, eps_voc: Sequence[float], eps_kde: Sequence[float], methods: Sequence[str], seeds: int,
                 per_class: int) -> Job:
     """ε sweep without the LLM; finished cells are kept when cancelled (PRIVATE, local experiment)."""
     from dpkps_core import evaluation
 
     if not eps_voc or not eps_kde or not methods:
         raise ParameterError("Choose at least one ε_voc, one ε_kde and one method for the sweep.")
-    c = corpus()
+    c = corpus(state)
     if c is None:
         raise CorpusError(f"Load a corpus first ({page_ref('corpus')}).")
-    base = current_config(epsilon_cap=None, seed=None)
-    vocab = public_vocabulary()
+    base = current_config(state, epsilon_cap=None, seed=None)
+    vocab = public_vocabulary(state)
     emb = embedder(base.embedding_model)
     cache = embedding_cache()
-    sp = split()
+    sp = split(state)
 
     def work(job: Job) -> Any:
         # the core's sweep (the same numbers as `python -m dpkps_core sweep`); finished cells land in job.partial
@@ -225,5 +222,5 @@ def start_sweep(*, eps_voc: Sequence[float], eps_kde: Sequence[float], methods: 
                                     methods=list(methods), seeds=int(seeds), per_class=int(per_class),
                                     progress=job.report, cancel=job.cancel, rows=job.partial)
 
-    return start_job("sweep", "sweep", work)
+    return start_job(state, "sweep", "sweep", work)
 

@@ -23,7 +23,7 @@ from studio.jobs import Job, running_job_of_run, start_job
 from studio.resources import shared_backend, wait_for_warm_up
 from studio.session import corpus, generation_secrets, run_dir
 from studio.steps import write_run
-from studio.state import session_state
+from studio.state import SessionState
 
 # ============================================================================================ pure helpers
 
@@ -64,37 +64,33 @@ def backend_label(kind: str) -> str:
     return backend_spec(kind).label
 
 
-def chosen_backend() -> BackendSpec:
+def chosen_backend(state: SessionState) -> BackendSpec:
     """The spec of the session's chosen backend."""
-    state = session_state()
     return backend_spec(state.settings.backend)
 
 
-def prompt_config() -> Any:
+def prompt_config(state: SessionState) -> Any:
     from dpkps_core.llm import PromptConfig
 
-    state = session_state()
     return PromptConfig(doc_type=state.settings.doc_type or "a document", few_shot=tuple(state.settings.few_shot or ()),
                         include_label=bool(state.settings.include_label))
 
 
-def parse_few_shot_upload(data: bytes, filename: str) -> tuple[Any, ...]:
+def parse_few_shot_upload(state: SessionState, data: bytes, filename: str) -> tuple[Any, ...]:
     """PUBLIC few-shot examples from a separate upload; refuses the private corpus file and its documents."""
     from dpkps_core.llm import parse_few_shot
 
-    state = session_state()
     fps = [state.loaded.corpus_fingerprint] if state.loaded.corpus_fingerprint else []
     examples = parse_few_shot(data, filename=filename, private_fingerprints=fps)
-    check_few_shot_not_private((e.text for e in examples), corpus())
+    check_few_shot_not_private((e.text for e in examples), corpus(state))
     state.settings.few_shot, state.settings.few_shot_name = tuple(examples), Path(filename).name
     return examples
 
 
-def llm_backend() -> Any:
+def llm_backend(state: SessionState) -> Any:
     """The chosen backend: one that runs here is cached per server (public weights, :func:`studio.resources.
     shared_backend`); any other is built per session from the fields its spec takes (the key stays in memory)."""
-    state = session_state()
-    spec = chosen_backend()
+    spec = chosen_backend(state)
     if spec.runs_here:
         return shared_backend(spec.name, model_path=state.settings.local_model_path or "", device=state.settings.device)
     return make_backend(spec.name, model=(state.settings.llm_model or "").strip() or None,
@@ -102,19 +98,18 @@ def llm_backend() -> Any:
                         concurrency=int(state.settings.concurrency))
 
 
-def job_sequences() -> list[dict[str, Any]]:
+def job_sequences(state: SessionState) -> list[dict[str, Any]]:
     """All sequences, round-robin over classes (the first k cover every class)."""
-    outcome: SamplingOutcome | None = run_view.outcome()
+    outcome: SamplingOutcome | None = run_view.outcome(state)
     if outcome is None:
         raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
     return interleave_by_class([q.to_dict() for q in outcome.sequences])
 
 
-def generation_settings(limit: int) -> Any:
+def generation_settings(state: SessionState, limit: int) -> Any:
     from dpkps_core.llm import GenerationSettings
 
-    state = session_state()
-    offline = chosen_backend().runs_here
+    offline = chosen_backend(state).runs_here
     return GenerationSettings(max_tokens=int(state.settings.max_tokens), temperature=float(state.settings.llm_temperature),
                               timeout=120.0 if offline else 60.0, retries=2 if offline else 4,
                               concurrency=1 if offline else int(state.settings.concurrency), limit=int(limit),
@@ -124,14 +119,14 @@ def generation_settings(limit: int) -> Any:
                               repetition_penalty=float(state.settings.llm_repetition_penalty))
 
 
-def model_line() -> int:
+def model_line(state: SessionState) -> int:
     """The batches using or waiting for this session's local model now — every session's: the offline and local
     models are shared by the server (:mod:`dpkps_core.llm.model_queue`); 0 for a remote backend or an idle model."""
     from dpkps_core.llm.model_queue import model_queue_of
 
-    if not chosen_backend().runs_here:
+    if not chosen_backend(state).runs_here:
         return 0
-    line = model_queue_of(llm_backend())
+    line = model_queue_of(llm_backend(state))
     return line.length if line is not None else 0
 
 
@@ -145,7 +140,7 @@ def model_line_note(busy: int) -> str:
             f"expect about {busy + 1}× the time below while they write. The estimate did not wait for the model.")
 
 
-def estimate_generation(limit: int, *, written: Iterable[str] = ()) -> Any:
+def estimate_generation(state: SessionState, limit: int, *, written: Iterable[str] = ()) -> Any:
     """The estimate of what remains of a job of ``limit`` documents: the first ``limit`` sequences whose document
     is not ``written`` yet (ids). It never writes a calibration batch (the page must be usable at once, and a
     calibration's replies are thrown away): speed and the share of refused replies come from what runs at these
@@ -153,31 +148,30 @@ def estimate_generation(limit: int, *, written: Iterable[str] = ()) -> Any:
     engine's own tokens/s (llm/estimate.py)."""
     from dpkps_core.llm import estimate_cost
 
-    state = session_state()
     done = set(written)
-    seqs = [q for q in job_sequences()[: int(limit)] if q["id"] not in done]
-    settings = generation_settings(limit)
+    seqs = [q for q in job_sequences(state)[: int(limit)] if q["id"] not in done]
+    settings = generation_settings(state, limit)
     price = float(state.settings.price_per_1k) or None
     seqs = [q for q in seqs for _ in range(settings.drafts)]  # K drafts: K prompts per sequence
-    return estimate_cost(seqs, prompt_config=prompt_config(), backend=llm_backend(), max_tokens=settings.max_tokens,
+    return estimate_cost(seqs, prompt_config=prompt_config(state), backend=llm_backend(state), max_tokens=settings.max_tokens,
                          concurrency=settings.concurrency, price_per_1k=price, batch_size=settings.batch_size,
                          retries=settings.retries, temperature=settings.temperature, drafts=settings.drafts,
                          timeout=settings.timeout, repetition=settings.repetition_kwargs(),  # llm/speed.py
                          calibrate=False)
 
 
-def start_generation(limit: int) -> Job:
+def start_generation(state: SessionState, limit: int) -> Job:
     """Write documents for the first ``limit`` sequences (resuming: finished ones are skipped)."""
     from dpkps_core.llm import run_generation
 
-    if run_view.outcome() is None:
+    if run_view.outcome(state) is None:
         raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
-    seqs = job_sequences()
-    backend = llm_backend()
-    pconf = prompt_config()
-    settings = generation_settings(limit)
-    out = run_dir(create=False) or write_run()
-    mask = generation_secrets()
+    seqs = job_sequences(state)
+    backend = llm_backend(state)
+    pconf = prompt_config(state)
+    settings = generation_settings(state, limit)
+    out = run_dir(state, create=False) or write_run(state)
+    mask = generation_secrets(state)
 
     def work(job: Job) -> Any:
         def on_progress(p: Any) -> None:
@@ -199,16 +193,15 @@ def start_generation(limit: int) -> Job:
         return run_generation(seqs, backend=backend, prompt_config=pconf, run_dir=out, settings=settings,
                               progress=on_progress, cancel=job.cancel, secrets=mask)
 
-    job = start_job("generation", "generation", work, run=out)
+    job = start_job(state, "generation", "generation", work, run=out)
     job.target = int(limit)
     return job
 
 
-def reattach_generation() -> Job | None:
+def reattach_generation(state: SessionState) -> Job | None:
     """After a reload (a new session) on a run whose generation is still writing — started by the tab before the
     reload or by another tab — make it this session's generation job, so that page 6 shows its progress, its ETA
     and its Cancel again. Returns the job reattached, or ``None``."""
-    state = session_state()
     rd, job = state.run.run_dir, state.jobs.generation
     if not rd or (isinstance(job, Job) and job.running):
         return None

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 from dpkps_core.errors import DPKPSError, ParameterError
 from dpkps_core.progress import format_duration
-from studio.state import session_state
+from studio.state import SessionState
 
 log = logging.getLogger("dpkps.studio")
 
@@ -105,10 +105,10 @@ def rate_text(what: str, done: int, total: int, seconds: float) -> str:
     return f"{what}: {done:,} of {total:,} training documents read · {rate:,.0f} rows/s · {eta}"
 
 
-def finish(name: str) -> Job | None:
+def finish(state: SessionState, name: str) -> Job | None:
     """In a script run: the session's job in slot ``name`` (``studio.state.Jobs``) once it ended, its
     :attr:`Job.on_finish` run once (the session learns its result); ``None`` while it runs or without one."""
-    job = session_state().jobs.get(name)
+    job = state.jobs.get(name)
     if not isinstance(job, Job) or job.running:
         return None
     if not job.finished_seen:
@@ -178,13 +178,12 @@ def running_job_of_run(kind: str, run: str | Path) -> Job | None:
         return _RUN_JOBS.get(_run_key(kind, run))
 
 
-def start_job(name: str, kind: str, work: Callable[[Job], Any], *, run: str | Path | None = None,
+def start_job(state: SessionState, name: str, kind: str, work: Callable[[Job], Any], *, run: str | Path | None = None,
               on_finish: Callable[[Job], None] | None = None, meter: bool = False) -> Job:
     """Run ``work(job)`` in a daemon thread; the Job is kept in the session's job slot ``name`` (``studio.state.Jobs``)
     and, with ``run``
     (the run folder it writes into), registered so that a reloaded session can reattach to it. ``on_finish``: what
     a later script run does once it ended (:func:`finish`); ``meter``: give the job a :class:`ChunkMeter`."""
-    state = session_state()
     old = state.jobs.get(name)
     if isinstance(old, Job) and old.running:
         raise ParameterError("This step is already running; wait for it or cancel it.")

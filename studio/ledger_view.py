@@ -12,10 +12,10 @@ from dpkps_core.ledger_store import PersistentLedger, open_corpus_ledger
 from studio import tenancy
 from studio.session import notice, person_column
 from studio.streamed import StreamedView
-from studio.state import session_state
+from studio.state import SessionState
 
 
-def ledger() -> PrivacyLedger:
+def ledger(state: SessionState) -> PrivacyLedger:
     """The privacy ledger of the current corpus: the persistent unit ledger (``dpkps_core.ledger_store``; docs/DESIGN.md
     §2.0), opened with the corpus's unit strings — its documents, or its persons when a person column is chosen —
     and shared with every session and CLI run on the same documents, whatever the file. With login, the store is
@@ -26,17 +26,16 @@ def ledger() -> PrivacyLedger:
     The session's cap field is this run's cap setting (public): the cap of documents new to the ledger and the bound
     on this session's own ε. Changing it while a corpus is loaded sets the cap of that corpus's documents (persons)
     in the ledger, recorded with who and when."""
-    state = session_state()
     cid = state.loaded.corpus_id or "(no corpus)"
     ledgers: dict[str, PrivacyLedger] = state.ledgers
     cap = float(state.settings.epsilon_cap) if state.settings.cap_enabled else None
     if cid not in ledgers:
         c = state.loaded.corpus
         units = c.prepared.units if isinstance(c, StreamedView) else None  # a streamed corpus's: its pass's keys
-        ledgers[cid] = (open_corpus_ledger(c, tool="app", cap=cap, by_person=person_column() is not None,
+        ledgers[cid] = (open_corpus_ledger(c, tool="app", cap=cap, by_person=person_column(state) is not None,
                                            store=tenancy.ledger_store(), units=units)
                         if c is not None and state.loaded.corpus_id else PrivacyLedger(cap))
-        new_ledger_notice(ledgers[cid])
+        new_ledger_notice(state, ledgers[cid])
     led = ledgers[cid]
     if led.cap != cap:
         led.cap = cap
@@ -53,13 +52,12 @@ def ledger() -> PrivacyLedger:
     return led
 
 
-def new_ledger_notice(led: PrivacyLedger) -> None:
+def new_ledger_notice(state: SessionState, led: PrivacyLedger) -> None:
     """On first use of a new ledger folder (a new ``$DPKPS_LEDGER_DIR``, or a new account's ledger): say that a new,
     empty ledger was created, which knows no earlier release, with its id — never its path (issue 35 part 7)."""
-    state = session_state()
     if isinstance(led, PersistentLedger) and led.created and not state.ledger_created_said:
         state.ledger_created_said = True
-        notice(f"A new, empty privacy ledger was created (ledger id {led.ledger_id}): it knows no release made "
+        notice(state, f"A new, empty privacy ledger was created (ledger id {led.ledger_id}): it knows no release made "
                "before. If these documents were released under another ledger, point $DPKPS_LEDGER_DIR at that "
                "ledger's folder instead before spending anything here.")
 
@@ -89,11 +87,11 @@ class LedgerStatus:
         return f"{fmt(self.cap_low)}–{fmt(self.cap_high)}"
 
 
-def ledger_status() -> LedgerStatus:
+def ledger_status(state: SessionState) -> LedgerStatus:
     """The ledger figures of the sidebar (raises :class:`~dpkps_core.errors.PrivacyBudgetError` when the ledger
     cannot be used: shown as an error, nothing spent)."""
-    led = ledger()
-    unit = "person" if person_column() else "document"
+    led = ledger(state)
+    unit = "person" if person_column(state) else "document"
     if not isinstance(led, PersistentLedger):
         return LedgerStatus(unit, led.total_epsilon, led.cap, led.cap, led.cap, led.total_epsilon, len(led.events), False)
     view = led.view()

@@ -34,7 +34,7 @@ from dpkps_core.method.sequences import KeyphraseSequence
 from studio import ledger_view, page_ref, session
 from studio.defaults import BUILTIN_VOCABULARIES
 from studio.resources import embedder, embedding_cache
-from studio.state import session_state
+from studio.state import SessionState
 
 # The session's memory of run folders (``studio.state.RunMemory``): ``cache`` (stamp, RunView) of the open run folder;
 # ``evaluation`` (stamp, EvaluationResult | None) of it (PRIVATE); ``live`` {"path", "pv", "density",
@@ -101,17 +101,17 @@ def _read(folder: Path) -> RunView | None:
                    outcome=outcome, sequences_meta=dict(run_state["seq_meta"]) if outcome is not None else None)
 
 
-def folder() -> Path | None:
+def folder(state: SessionState) -> Path | None:
     """The session's open run folder, if it exists."""
-    return session.run_dir(create=False)
+    return session.run_dir(state, create=False)
 
 
-def view() -> RunView | None:
+def view(state: SessionState) -> RunView | None:
     """The open run folder's results (cached while its files are unchanged); ``None`` without a run or Ṽ."""
-    out = folder()
+    out = folder(state)
     if out is None:
         return None
-    memory = session_state().run.memory
+    memory = state.run.memory
     stamp = _stamp(out, _RESULT_FILES)
     hit = memory.cache
     if hit is None or hit[0] != stamp:
@@ -120,13 +120,13 @@ def view() -> RunView | None:
     return hit[1]
 
 
-def evaluation() -> EvaluationResult | None:
+def evaluation(state: SessionState) -> EvaluationResult | None:
     """The open run's last local evaluation (``evaluation.json``, PRIVATE: real-data accuracies for the data owner's
     eyes, never exported), re-read when the file changes; ``None`` before the first evaluation."""
-    out = folder()
+    out = folder(state)
     if out is None:
         return None
-    memory = session_state().run.memory
+    memory = state.run.memory
     stamp = _stamp(out, (EVALUATION_FILE,))
     hit = memory.evaluation
     if hit is None or hit[0] != stamp:
@@ -137,38 +137,38 @@ def evaluation() -> EvaluationResult | None:
 
 # ------------------------------------------------------------------------------------------ the session's additions
 
-def set_notes(path: Path, step: str, notes: Mapping[str, Any]) -> None:
+def set_notes(state: SessionState, path: Path, step: str, notes: Mapping[str, Any]) -> None:
     """Keep a step's PRIVATE, local figures for the run at ``path`` (session memory only)."""
     allowed = PRIVATE_NOTES[step]
-    session_state().run.memory.notes.setdefault(str(path), {})[step] = {k: notes[k] for k in allowed if k in notes}
+    state.run.memory.notes.setdefault(str(path), {})[step] = {k: notes[k] for k in allowed if k in notes}
 
 
-def _notes(path: Path, step: str) -> dict[str, Any]:
-    mine = session_state().run.memory.notes.get(str(path), {}).get(step)
+def _notes(state: SessionState, path: Path, step: str) -> dict[str, Any]:
+    mine = state.run.memory.notes.get(str(path), {}).get(step)
     return {**PRIVATE_NOTES[step], **(mine or {})}
 
 
-def remember_vocabulary(path: Path, pv: PrivateVocabulary) -> None:
+def remember_vocabulary(state: SessionState, path: Path, pv: PrivateVocabulary) -> None:
     """Keep Ṽ as released in this session for the run at ``path`` (its file holds the counts rounded: the steps
     that follow in this session use the release itself, as the CLI does)."""
-    session_state().run.memory.live = {"path": str(path), "pv": pv}
+    state.run.memory.live = {"path": str(path), "pv": pv}
 
 
-def remember_density(path: Path, density: Any, embeddings: np.ndarray, *, model: str, seeded: bool) -> None:
+def remember_density(state: SessionState, path: Path, density: Any, embeddings: np.ndarray, *, model: str, seeded: bool) -> None:
     """Keep the density released in this session for the run at ``path`` (after its densities file is written),
     and Ṽ's embeddings it was built with."""
-    memory = session_state().run.memory
+    memory = state.run.memory
     live = memory.live if memory.live.get("path") == str(path) else {"path": str(path)}
     memory.live = {**live, "density": density, "density_stamp": _stamp(path, (DENSITY_FILE,))}
-    pv = live.get("pv") or (view().private_vocabulary if view() is not None else None)
+    pv = live.get("pv") or (view(state).private_vocabulary if view(state) is not None else None)
     if pv is not None:
         memory.embeddings = (model, bool(seeded), tuple(pv.terms), np.asarray(embeddings))
 
 
-def carry_over(source: str | Path | None, target: Path) -> None:
+def carry_over(state: SessionState, source: str | Path | None, target: Path) -> None:
     """A new run folder that copies what an earlier one built on keeps what the session knows of it: the releases
     themselves and the steps' local figures."""
-    memory = session_state().run.memory
+    memory = state.run.memory
     notes = memory.notes.get(str(source))
     if source and notes:
         memory.notes[str(target)] = {k: dict(v) for k, v in notes.items()}
@@ -181,8 +181,8 @@ def carry_over(source: str | Path | None, target: Path) -> None:
         memory.live = moved
 
 
-def _live(path: Path, what: str) -> Any | None:
-    live = session_state().run.memory.live
+def _live(state: SessionState, path: Path, what: str) -> Any | None:
+    live = state.run.memory.live
     if live.get("path") != str(path) or live.get(what) is None:
         return None
     if what == "density" and live.get("density_stamp") != _stamp(path, (DENSITY_FILE,)):
@@ -192,72 +192,71 @@ def _live(path: Path, what: str) -> Any | None:
 
 # ------------------------------------------------------------------------------------------------- the accessors
 
-def private_vocabulary() -> PrivateVocabulary | None:
+def private_vocabulary(state: SessionState) -> PrivateVocabulary | None:
     """Ṽ of the open run (DP output), or ``None``."""
-    v = view()
+    v = view(state)
     if v is None:
         return None
-    live = _live(v.path, "pv")
+    live = _live(state, v.path, "pv")
     same = live is not None and live.terms == v.private_vocabulary.terms and live.epsilon == v.private_vocabulary.epsilon
     return live if same else v.private_vocabulary
 
 
-def vocabulary_meta() -> dict[str, Any] | None:
+def vocabulary_meta(state: SessionState) -> dict[str, Any] | None:
     """Ṽ's settings (public, from ``run_state.json``) with this session's local figures of the step."""
-    v = view()
-    return None if v is None else {**v.vocabulary_meta, **_notes(v.path, "vocabulary")}
+    v = view(state)
+    return None if v is None else {**v.vocabulary_meta, **_notes(state, v.path, "vocabulary")}
 
 
-def density() -> Any | None:
+def density(state: SessionState) -> Any | None:
     """The open run's per-class DP densities: the object released in this session, else the folder's per-term
     scores (``ReopenedRun.density``); ``None`` before the density step."""
-    v = view()
+    v = view(state)
     if v is None or v.density is None:
         return None
-    live = _live(v.path, "density")
+    live = _live(state, v.path, "density")
     return live if live is not None else v.density
 
 
-def density_meta() -> dict[str, Any] | None:
+def density_meta(state: SessionState) -> dict[str, Any] | None:
     """The density step's settings (public) with its local figures; ``reopened`` when the densities are the
     folder's per-term scores (no object released in this session: they sample independent sequences only)."""
-    v = view()
+    v = view(state)
     if v is None or v.density_meta is None:
         return None
-    reopened = _live(v.path, "density") is None
-    return {**v.density_meta, **_notes(v.path, "density"), **({"reopened": True} if reopened else {})}
+    reopened = _live(state, v.path, "density") is None
+    return {**v.density_meta, **_notes(state, v.path, "density"), **({"reopened": True} if reopened else {})}
 
 
-def density_info() -> dict[str, Any] | None:
+def density_info(state: SessionState) -> dict[str, Any] | None:
     """The density's public choices (σ, I, expected error) as the step reported them."""
-    v = view()
+    v = view(state)
     return dict(v.density_info) if v is not None and v.density_info is not None else None
 
 
-def outcome() -> SamplingOutcome | None:
+def outcome(state: SessionState) -> SamplingOutcome | None:
     """The open run's keyphrase sequences (DP outputs), or ``None``."""
-    v = view()
+    v = view(state)
     return v.outcome if v is not None else None
 
 
-def sequences_meta() -> dict[str, Any] | None:
-    v = view()
+def sequences_meta(state: SessionState) -> dict[str, Any] | None:
+    v = view(state)
     return dict(v.sequences_meta) if v is not None and v.sequences_meta is not None else None
 
 
-def run_state() -> dict[str, Any]:
+def run_state(state: SessionState) -> dict[str, Any]:
     """The open run's ``run_state.json`` (public settings of each step); {} without a run."""
-    v = view()
+    v = view(state)
     return dict(v.state) if v is not None else {}
 
 
-def embeddings() -> np.ndarray:
+def embeddings(state: SessionState) -> np.ndarray:
     """Ṽ's embeddings under the density step's public model (DP terms + public model; cached on disk only for an
     OS-entropy run — a seeded demo's Ṽ is no DP release and stays in memory, docs/PRIVACY.md)."""
-    v = view()
+    v = view(state)
     if v is None:
         raise VocabularyError(f"Build the private vocabulary first ({page_ref('private-vocabulary')}).")
-    state = session_state()
     meta = v.density_meta or {}
     model = str(meta.get("embedding_model") or state.settings.embedding_model)
     seeded = bool(meta.get("seeded"))
@@ -270,31 +269,30 @@ def embeddings() -> np.ndarray:
     return hit[3]
 
 
-def density_scores() -> np.ndarray:
+def density_scores(state: SessionState) -> np.ndarray:
     """(C, |Ṽ|) per-class DP density scores over Ṽ (post-processing of the DP release)."""
-    d = density()
+    d = density(state)
     if d is None:
         raise ParameterError(f"Build the keyphrase densities first ({page_ref('densities')}).")
     if hasattr(d, "scores"):
         return np.asarray(d.scores())
-    return np.asarray(d.single_term_scores(embeddings()))
+    return np.asarray(d.single_term_scores(embeddings(state)))
 
 
-def sampling_config_used(sequences: Mapping[str, Any] | None = None) -> SamplingConfig:
+def sampling_config_used(state: SessionState, sequences: Mapping[str, Any] | None = None) -> SamplingConfig:
     """The config of the outputs on screen: each step's public settings as they were when it ran (from the run
     folder; ``sequences``: the sampling step's, before they are written), the rest as set now — built through
     ``session.current_config`` (one builder, one check)."""
-    v = view()
-    pv_meta, d_meta = vocabulary_meta(), density_meta()
-    q_meta = dict(sequences) if sequences is not None else sequences_meta()
+    v = view(state)
+    pv_meta, d_meta = vocabulary_meta(state), density_meta(state)
+    q_meta = dict(sequences) if sequences is not None else sequences_meta(state)
     if v is None or pv_meta is None or d_meta is None or q_meta is None:
         raise ParameterError(f"Sample keyphrase sequences first ({page_ref('sequences')}).")
-    state = session_state()
     builtin = pv_meta["vocabulary_spec"] in BUILTIN_VOCABULARIES
     upload_name = v.state.get("vocab_upload_name") or state.uploads.vocab_upload_name or "vocabulary"
     seeded = bool(pv_meta.get("seeded") or d_meta.get("seeded") or q_meta.get("seeded"))
-    split = session.split()
-    return session.current_config(
+    split = session.split(state)
+    return session.current_config(state, 
         eps_voc=pv_meta["eps_voc"], terms_per_doc=pv_meta["terms_per_doc"], vocab_size=pv_meta["vocab_size"],
         selection_rule=pv_meta["selection_rule"],
         vocabulary=pv_meta["vocabulary_spec"] if builtin else "upload:" + str(upload_name),
@@ -307,5 +305,5 @@ def sampling_config_used(sequences: Mapping[str, Any] | None = None) -> Sampling
         per_class=q_meta["per_class"], temperature=q_meta["temperature"],
         seed=int(state.settings.demo_seed) if seeded else None,
         test_fraction=float(split.test_fraction if split is not None else state.settings.test_fraction),
-        epsilon_cap=ledger_view.ledger().cap,
+        epsilon_cap=ledger_view.ledger(state).cap,
     )

@@ -25,7 +25,7 @@ from dpkps_core.records.run_record import read_ledger_record, write_ledger_recor
 from dpkps_core.records.runfolder import DENSITY_FILE, VOCABULARY_FILE, RunFolder
 from studio import ledger_view, run_view
 from studio.session import corpus, person_column, run_dir
-from studio.state import session_state
+from studio.state import SessionState
 
 #: which steps' events a kept file carries into a new folder (the forecast steered the Ṽ it keeps)
 _STEPS_OF_FILE: dict[str, tuple[str, ...]] = {VOCABULARY_FILE: ("forecast", "vocabulary"), DENSITY_FILE: ("density",)}
@@ -40,19 +40,18 @@ def public_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if meta is None else {k: v for k, v in meta.items() if k not in _PRIVATE_META_KEYS}
 
 
-def run_state_base() -> dict[str, Any]:
+def run_state_base(state: SessionState) -> dict[str, Any]:
     """The run's public context for ``run_state.json`` (corpus name, public classes, split fraction) from the
     session, and the steps' public settings so far from the open run folder — read BEFORE a release: once the
     release is made, its output goes to the run folder before the session is touched (Streamlit may stop a script
     run at any session access when another click arrives; what was released must then still be in the folder)."""
-    state = session_state()
-    c = corpus()
-    run_state = run_view.run_state()
+    c = corpus(state)
+    run_state = run_view.run_state(state)
     built = bool(run_state.get("pv_meta"))  # Ṽ's vocabulary file is the one it was built from, not today's upload
     return {
         "corpus_spec": state.loaded.corpus_spec or state.loaded.corpus_id, "corpus_name": c.name if c is not None else None,
         "text_column": state.loaded.text_column, "label_column": state.loaded.label_column,
-        "person_column": person_column(), "classes": list(c.public_classes or ()) if c is not None else [],
+        "person_column": person_column(state), "classes": list(c.public_classes or ()) if c is not None else [],
         "test_fraction": (state.loaded.split_key or (None, state.settings.test_fraction))[1],
         "pv_meta": public_meta(run_state.get("pv_meta")), "density_meta": public_meta(run_state.get("density_meta")),
         "density_info": run_state.get("density_info") if run_state.get("density_meta") else None,
@@ -120,27 +119,25 @@ def carry_record(old: Path, new: Path, keep: Sequence[str], ledger: Any = None) 
     write_ledger_record(new, record["ledger_id"], {k: v for k, v in record["steps"].items() if k in steps and v})
 
 
-def new_run_dir(keep: Sequence[str] = ()) -> tuple[Path, str | None]:
+def new_run_dir(state: SessionState, keep: Sequence[str] = ()) -> tuple[Path, str | None]:
     """Point the session at a fresh run folder (copying ``keep`` from the current one, with what the session knows
     of them: ``studio.run_view.carry_over``); returns (new, old)."""
-    state = session_state()
     old = state.run.run_dir
     state.run.run_dir = None
-    new = run_dir()
+    new = run_dir(state)
     if old and Path(old).is_dir():
         for name in keep:
             src = Path(old) / name
             if src.is_file() and not src.is_symlink():
                 shutil.copyfile(src, new / name)
         if keep:
-            carry_record(Path(old), new, keep, ledger_view.ledger())
-            run_view.carry_over(old, new)
+            carry_record(Path(old), new, keep, ledger_view.ledger(state))
+            run_view.carry_over(state, old, new)
     return new, old
 
 
-def abandon_run_dir(new: Path, old: str | None) -> None:
+def abandon_run_dir(state: SessionState, new: Path, old: str | None) -> None:
     """Undo :func:`new_run_dir` when the step failed before writing anything (an empty folder is no run)."""
-    state = session_state()
     if not (new / VOCABULARY_FILE).exists():
         shutil.rmtree(new, ignore_errors=True)
         state.run.run_dirs = [p for p in state.run.run_dirs if p != str(new)]

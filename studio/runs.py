@@ -30,24 +30,23 @@ from studio.jobs import Job
 from studio.session import (CORPUS_FINGERPRINT_FILE, corpus, corpus_content_fingerprint, drop_results, notice,
                             person_column, split)
 from studio.steps import load_demo
-from studio.state import session_state
+from studio.state import SessionState
 
 
-def follow_url() -> None:
+def follow_url(state: SessionState) -> None:
     """Each script run, after ``session.init_session``: keep the run's name in the URL, and after a reload reopen
     the run the URL names."""
-    sync_run_url()
-    reopen_from_url()
+    sync_run_url(state)
+    reopen_from_url(state)
 
 
 #: The URL query parameter that names the session's run folder (a bare folder name, never a path).
 RUN_QUERY_PARAM = "run"
 
 
-def sync_run_url() -> None:
+def sync_run_url(state: SessionState) -> None:
     """Keep the run folder's name in the URL (``?run=<name>``) so a reloaded tab finds the run again; on the first
     run of a session (a reload) with such a parameter and no run yet, remember it for :func:`pending_reopen`."""
-    state = session_state()
     try:
         params = st.query_params
         wanted = params.get(RUN_QUERY_PARAM)
@@ -66,27 +65,25 @@ def sync_run_url() -> None:
         del params[RUN_QUERY_PARAM]
 
 
-def pending_reopen() -> str | None:
+def pending_reopen(state: SessionState) -> str | None:
     """The run folder named in the URL of a reloaded tab, not reopened yet (or ``None``)."""
-    state = session_state()
     return state.run.pending_reopen
 
 
-def reopen_from_url() -> None:
+def reopen_from_url(state: SessionState) -> None:
     """After a reload, reopen the run the URL names (at no new ε: post-processing). A run built on an uploaded
     corpus waits until that corpus is loaded again (tried once per loaded corpus); a folder that is gone is said."""
-    state = session_state()
     name = state.run.pending_reopen
     if not name or state.run.pending_reopen_tried == (name, state.loaded.corpus_id):
         return
     state.run.pending_reopen_tried = (name, state.loaded.corpus_id)
     try:
-        reopen_run(resolve_run_name(name, tenancy.runs_root()))
+        reopen_run(state, resolve_run_name(name, tenancy.runs_root()))
     except CorpusError as exc:  # its corpus is not loaded yet: say how, and try again once it is
-        notice(f"This tab names the run {name}, which can be reopened once its corpus is loaded. {exc}")
+        notice(state, f"This tab names the run {name}, which can be reopened once its corpus is loaded. {exc}")
     except DPKPSError as exc:
         state.run.pending_reopen = None
-        notice(f"The run {name} named in this tab's address could not be reopened: {exc}")
+        notice(state, f"The run {name} named in this tab's address could not be reopened: {exc}")
 
 
 # ============================================================================================ reopening a run
@@ -102,13 +99,12 @@ def recorded_fingerprint(folder: str | Path) -> str | None:
     return fp if isinstance(fp, str) and fp else None
 
 
-def run_corpus_matches(run_state: Mapping[str, Any], folder: str | Path | None = None) -> bool:
+def run_corpus_matches(state: SessionState, run_state: Mapping[str, Any], folder: str | Path | None = None) -> bool:
     """Whether the loaded corpus is the one a run was built on: the same (public) demo, or — for an upload — the
     same CONTENT: the loaded corpus's fingerprint (texts, labels, persons) equals the one recorded in the run
     folder, whatever the file's name or columns. A run recorded before fingerprints existed falls back to the
     file name and the text, label and person columns."""
-    state = session_state()
-    c = corpus()
+    c = corpus(state)
     if c is None or not run_state.get("corpus_spec"):
         return False
     if str(run_state["corpus_spec"]).startswith("demo:"):
@@ -117,9 +113,9 @@ def run_corpus_matches(run_state: Mapping[str, Any], folder: str | Path | None =
         return False
     recorded = recorded_fingerprint(folder) if folder is not None else None
     if recorded is not None:
-        return recorded == corpus_content_fingerprint()
+        return recorded == corpus_content_fingerprint(state)
     return (state.loaded.corpus_spec or state.loaded.corpus_id) == run_state["corpus_spec"] and (
-        state.loaded.text_column, state.loaded.label_column, person_column()) == (
+        state.loaded.text_column, state.loaded.label_column, person_column(state)) == (
         run_state.get("text_column"), run_state.get("label_column"), run_state.get("person_column"))
 
 
@@ -133,11 +129,10 @@ def own_run(path: str | Path) -> Path:
     return resolve_run_name(p.name, root)
 
 
-def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
+def reopen_run(state: SessionState, path: str | Path, *, quiet: bool = False) -> Path:
     """Reopen a run from its folder: the session points at it, and its Ṽ, densities, sequences and documents are
     what the pages show again; "continue writing", evaluation and export work from them — at no new ε (reading DP
     outputs back is post-processing; no ledger event, nothing admitted)."""
-    state = session_state()
     job = state.jobs.generation
     if isinstance(job, Job) and job.running:
         raise ParameterError("The LLM is still writing into the current run folder; cancel it first "
@@ -148,10 +143,10 @@ def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
     if not run_state:
         raise ParameterError(f"The run folder {run.name} was written by the command line, not by the app: export it "
                              "below, or continue it with `python -m dpkps_core generate`.")
-    if not run_corpus_matches(run_state, run.path):
+    if not run_corpus_matches(state, run_state, run.path):
         if str(spec).startswith("demo:") and spec in DEMO_SPECS:
             state.settings.corpus_source, state.settings.demo_spec = "demo", spec
-            load_demo(spec)
+            load_demo(state, spec)
         else:
             name = str(spec).split(":", 1)[-1]
             differs = is_user_corpus(state.loaded.corpus_id) and recorded_fingerprint(run.path)
@@ -161,16 +156,16 @@ def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
                               + f": load that file on {page_ref('corpus')} (with the text column "
                               f"“{run_state.get('text_column')}” "
                               f"and the label column “{run_state.get('label_column')}”), then reopen the run.")
-    c = corpus()
+    c = corpus(state)
     source = str(spec).split(":", 1)[0]
     state.settings.corpus_source = source if source in ("demo", "server") else "upload"  # page 1 shows the run's corpus
     classes = tuple(run_state.get("classes") or run.report.get("classes") or ())
     if classes and c.public_classes != classes:
         state.loaded.corpus = c.with_classes(list(classes))
-    drop_results()
+    drop_results(state)
     if run_state.get("test_fraction") is not None:
         state.settings.test_fraction = float(run_state["test_fraction"])
-    split()  # settle the split the run was built on before the session points at its results
+    split(state)  # settle the split the run was built on before the session points at its results
     if run_state.get("vocab_upload_name"):
         state.uploads.vocab_upload_name = run_state["vocab_upload_name"]
     if run_state.get("vocab_upload_sha256"):
@@ -181,16 +176,15 @@ def reopen_run(path: str | Path, *, quiet: bool = False) -> Path:
     state.run.reopened_run = run.name
     state.run.pending_reopen = None
     if not quiet:
-        notice(f"Reopened the run {run.name}: its Ṽ, densities, sequences and {len(run.documents):,} document(s) "
+        notice(state, f"Reopened the run {run.name}: its Ṽ, densities, sequences and {len(run.documents):,} document(s) "
                "are back. Nothing was spent: reading released outputs back is post-processing.")
     return run.path
 
 
-def machine_runs() -> list[dict[str, Any]]:
+def machine_runs(state: SessionState) -> list[dict[str, Any]]:
     """Every run folder of the session's runs root (``dpkps_core.records.runfolder.list_runs``: on this machine without
     login, the signed-in tenant's with login), newest first, marked ``current`` (the session's pointer) and
     ``mine`` (made or reopened in this session) — what page 8 lists to reopen or export."""
-    state = session_state()
     current = str(state.run.run_dir or "")
     mine = {str(p) for p in state.run.run_dirs or []}
     return [{**r.to_dict(), "current": str(r.path) == current, "mine": str(r.path) in mine}
@@ -199,9 +193,8 @@ def machine_runs() -> list[dict[str, Any]]:
 
 # ============================================================================================ delete
 
-def delete_runs() -> list[str]:
+def delete_runs(state: SessionState) -> list[str]:
     """Delete every run folder of this session (the ledger stays: the ε was spent)."""
-    state = session_state()
     job = state.jobs.generation
     if isinstance(job, Job) and job.running:
         raise ParameterError(f"The LLM is still writing into the run folder; cancel it first ({page_ref('generate')}).")
@@ -215,5 +208,5 @@ def delete_runs() -> list[str]:
             shutil.rmtree(p, ignore_errors=True)
         deleted.append(p.name)
     state.run.run_dirs = []
-    drop_results()
+    drop_results(state)
     return deleted

@@ -22,41 +22,40 @@ import threading
 from typing import Iterator
 
 import streamlit as st
-from studio.state import session_state
+from studio.state import SessionState
 
 IGNORED_NOTE = ("A repeated click was ignored: it was made on a button drawn before the release it repeats "
                 "(a double or triple click), and one intent spends once.")
 
 
-def version(step: str) -> int:
+def version(state: SessionState, step: str) -> int:
     """How many releases of ``step`` this session has begun from its button."""
-    return int(session_state().spend.versions.get(step, 0))
+    return int(state.spend.versions.get(step, 0))
 
 
-def _request(step: str, drawn_at: int) -> None:
+def _request(state: SessionState, step: str, drawn_at: int) -> None:
     """on_click: ask for one release of ``step`` — only if the button was drawn after the last one began; a stale
     click (a double or triple click queued behind the release it repeats) is ignored, and said."""
-    state = session_state()
-    if drawn_at != version(step):
+    if drawn_at != version(state, step):
         state.notices.append(IGNORED_NOTE)
         return
     state.spend.request = (step, drawn_at)
     state.spend.confirm.discard(step)
 
 
-def _ask(step: str, drawn_at: int) -> None:
+def _ask(state: SessionState, step: str, drawn_at: int) -> None:
     """on_click of the re-run button: open the question (it never spends)."""
-    if drawn_at == version(step):
-        session_state().spend.confirm.add(step)
+    if drawn_at == version(state, step):
+        state.spend.confirm.add(step)
 
 
-def _cancel(step: str) -> None:
-    session_state().spend.confirm.discard(step)
+def _cancel(state: SessionState, step: str) -> None:
+    state.spend.confirm.discard(step)
 
 
-def requested(step: str) -> bool:
+def requested(state: SessionState, step: str) -> bool:
     """True once per accepted click on ``step``'s spend button (the request is taken)."""
-    spend = session_state().spend
+    spend = state.spend
     req = spend.request
     if req is not None and req[0] == step:
         spend.request = None
@@ -65,7 +64,7 @@ def requested(step: str) -> bool:
     return False
 
 
-def started() -> None:
+def started(state: SessionState) -> None:
     """Called by the step right before its release (``studio.steps``): the click's intent is spent from here on,
     whatever happens next (docs/DESIGN.md §2.0: a release that fails after admission stays charged). Refuses, before
     anything is spent, a second release from the same click — two script runs that both took a click drawn at the
@@ -73,32 +72,32 @@ def started() -> None:
     (the command line, tests of the steps) it does nothing."""
     from dpkps_core.errors import ParameterError
 
-    spend = session_state().spend
+    spend = state.spend
     with spend.lock:
         taken = spend.taken.pop(threading.get_ident(), None)
         if taken is None:
             return
         step, drawn_at = taken
-        if version(step) != drawn_at:
+        if version(state, step) != drawn_at:
             raise ParameterError("This click was ignored: the release it asked for was already made (one intent "
                                  "spends once). Nothing more was spent.")
         spend.versions[step] = drawn_at + 1
         spend.confirm.discard(step)
 
 
-def button(step: str, *, label: str, epsilon: float, done: bool, again: str, what: str = "ε",
+def button(state: SessionState, step: str, *, label: str, epsilon: float, done: bool, again: str, what: str = "ε",
            icon: str | None = None, disabled: bool = False, help: str | None = None) -> bool:
     """Draw the spend button of ``step``; True when a release should run now (once per deliberate intent).
 
     ``done``: a result of this step exists, so another release is a re-run: the button in this spot then only
     opens a question ("spends ``what`` = ``epsilon`` again"), answered by a separate button below it."""
-    v = version(step)
+    v = version(state, step)
     if not done:
-        st.button(label, type="primary", icon=icon, key=f"spend.{step}", on_click=_request, args=(step, v),
+        st.button(label, type="primary", icon=icon, key=f"spend.{step}", on_click=_request, args=(state, step, v),
                   disabled=disabled, help=help)
-        return requested(step)
-    asking = step in session_state().spend.confirm
-    st.button(f"{again}…", type="secondary", icon=icon, key=f"spend.{step}.ask", on_click=_ask, args=(step, v),
+        return requested(state, step)
+    asking = step in state.spend.confirm
+    st.button(f"{again}…", type="secondary", icon=icon, key=f"spend.{step}.ask", on_click=_ask, args=(state, step, v),
               disabled=disabled or asking, help=f"Asks first: a re-run spends {what} = {epsilon:g} again.")
     if asking:
         with st.container(border=True):
@@ -107,18 +106,18 @@ def button(step: str, *, label: str, epsilon: float, done: bool, again: str, wha
                        icon=":material/warning:")
             c1, c2 = st.columns(2)
             c1.button(f"Yes, spend {what} = {epsilon:g} again", key=f"spend.{step}.yes", on_click=_request,
-                      args=(step, v), disabled=disabled)
-            c2.button("No, keep the current result", key=f"spend.{step}.no", on_click=_cancel, args=(step,),
+                      args=(state, step, v), disabled=disabled)
+            c2.button("No, keep the current result", key=f"spend.{step}.no", on_click=_cancel, args=(state, step),
                       type="primary")
-    return requested(step)
+    return requested(state, step)
 
 
 @contextlib.contextmanager
-def releasing(step: str) -> Iterator[None]:
+def releasing(state: SessionState, step: str) -> Iterator[None]:
     """The block that runs ``step``'s release after an accepted click: when it ends, the re-run question is closed.
     (The count that makes earlier-drawn buttons stale moves in :func:`started`, when the release begins: a run that
     Streamlit stopped before that — another click arrived — spent nothing, and the next click still counts.)"""
     try:
         yield
     finally:
-        session_state().spend.confirm.discard(step)
+        state.spend.confirm.discard(step)

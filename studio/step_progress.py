@@ -8,17 +8,16 @@ import streamlit as st
 
 from studio import jobs
 from studio.steps import STEP_JOBS
-from studio.state import session_state
+from studio.state import SessionState
 from studio.widgets import job_monitor
 
 
-def step_running() -> bool:
+def step_running(state: SessionState) -> bool:
     """Whether a DP step of this session is still reading a streamed corpus (its spend buttons wait for it)."""
-    state = session_state()
     return any(isinstance(j := state.jobs.get(name), jobs.Job) and j.running for name in STEP_JOBS)
 
 
-def step_monitor(step: str) -> None:
+def step_monitor(state: SessionState, step: str) -> None:
     """The progress of a DP release on a streamed corpus (``step``: "forecast", "vocabulary" or "density"): per
     chunk, the training documents read, rows per second and the time left (``studio.jobs.ChunkMeter``), with a
     Cancel that takes effect between chunks; once it ended, how (a cancelled or failed step released nothing and
@@ -36,4 +35,4 @@ def step_monitor(step: str) -> None:
         elif j.error:
             st.error(f"{j.error} What this step admitted before it failed stays charged.", icon=":material/error:")
 
-    job_monitor(step, body=ended, cancel_label="Cancel (between chunks; the ε stays charged)")
+    job_monitor(state, step, body=ended, cancel_label="Cancel (between chunks; the ε stays charged)")

@@ -28,7 +28,7 @@ from dpkps_core.method.training_source import StreamedCorpus
 from dpkps_core.method.vocabulary import PublicVocabulary
 from studio import page, page_ref, pages_ref, tenancy
 from studio.jobs import ChunkMeter
-from studio.state import session_state
+from studio.state import SessionState
 
 _CONTENT_DOMAIN = b"dpkps corpus content v1\x00"
 
@@ -277,23 +277,20 @@ class Metered(StreamedCorpus):
         return dataclasses.replace(part, read=lambda: self._meter.wrap(part.read(), part.documents, label))
 
 
-def is_streamed() -> bool:
+def is_streamed(state: SessionState) -> bool:
     """Whether the session's corpus is streamed from the data folder (a :class:`StreamedView`)."""
-    state = session_state()
     return isinstance(state.loaded.corpus, StreamedView)
 
 
-def term_counts_key(vocab: PublicVocabulary, terms_per_doc: int) -> tuple[Any, ...]:
+def term_counts_key(state: SessionState, vocab: PublicVocabulary, terms_per_doc: int) -> tuple[Any, ...]:
     """What the session's PRIVATE term counts (``studio.session.term_counts``) depend on: the corpus, split and
     classes, V and S."""
-    state = session_state()
     c = state.loaded.corpus
     return (state.loaded.corpus_id, state.loaded.split_key, c.public_classes if c is not None else None, vocab.name,
             vocab.source, len(vocab), vocab.terms[:5], vocab.terms[-5:], int(terms_per_doc))
 
 
-def remember_term_counts(vocab: PublicVocabulary, terms_per_doc: int, counts: np.ndarray) -> None:
+def remember_term_counts(state: SessionState, vocab: PublicVocabulary, terms_per_doc: int, counts: np.ndarray) -> None:
     """Keep the PRIVATE term counts a release's own pass made over the whole training part of a streamed corpus
     (session memory only): page 3's exact preview reads them instead of a pass of its own."""
-    state = session_state()
-    state.results.term_counts = (term_counts_key(vocab, terms_per_doc), counts)
+    state.results.term_counts = (term_counts_key(state, vocab, terms_per_doc), counts)

@@ -15,7 +15,7 @@ import streamlit as st
 from dpkps_core.dossier.labels import format_epsilon, humanize_key, parameter_label, step_label
 from dpkps_core.errors import DPKPSError
 from studio import fast_mode, jobs, ledger_view, next_page, page, page_ref, run_view, session, tenancy
-from studio.state import check_setting, session_state, set_widget_value, widget_key, widget_value
+from studio.state import SessionState, check_setting, set_widget_value, widget_key, widget_value
 
 log = logging.getLogger("dpkps.studio")
 
@@ -26,12 +26,12 @@ DP_BADGE = ":green-badge[:material/verified_user: DP output — safe to release]
 EXACT_BADGE = ":orange-badge[:material/lock_open: private, local — not covered by ε]"
 
 
-def exact_previews_switch(where: str) -> bool:
+def exact_previews_switch(state: SessionState, where: str) -> bool:
     """The badged switch "private, local — not covered by ε" (off by default; one setting for every page).
 
     The default previews are DP (a charged ε_forecast) or DP post-processing; the exact ones read true counts
     of the private corpus, so a setting chosen from them is outside the ledger's ε."""
-    settings = session_state().settings
+    settings = state.settings
     st.markdown(EXACT_BADGE)
     wkey = widget_key(f"exact_previews.{where}")  # one widget per page, one setting (Settings.exact_previews)
     set_widget_value(wkey, bool(settings.exact_previews))
@@ -46,21 +46,21 @@ def exact_previews_switch(where: str) -> bool:
     return bool(settings.exact_previews)
 
 
-def exact_previews_on() -> bool:
+def exact_previews_on(state: SessionState) -> bool:
     """Whether the user turned the exact previews on (False by default)."""
-    return bool(session_state().settings.exact_previews)
+    return bool(state.settings.exact_previews)
 
 
 # ------------------------------------------------------------------------------------------- bound widgets
 
-def bound(widget: Callable[..., Any], label: str, setting: str, *, on_change: Callable[[], None] | None = None,
+def bound(state: SessionState, widget: Callable[..., Any], label: str, setting: str, *, on_change: Callable[[], None] | None = None,
           **kwargs: Any) -> Any:
     """A widget that mirrors the setting ``setting`` (a field of ``studio.state.Settings``; any other name is a
     ``KeyError``), so that the choice survives leaving the page.
 
     The widget gets its own key (``_w.<setting>``, ``studio.state.widget_key``), is initialised from the setting on
     every run and copies its value back in ``on_change``."""
-    settings = session_state().settings
+    settings = state.settings
     wkey = widget_key(check_setting(setting))
     set_widget_value(wkey, getattr(settings, setting))
 
@@ -90,8 +90,7 @@ def show_unexpected(exc: BaseException) -> None:
              "details. Reload the page to continue.", icon=":material/error:")
 
 
-def show_notices() -> None:
-    state = session_state()
+def show_notices(state: SessionState) -> None:
     notices = state.notices or []
     for n in notices:
         st.info(n, icon=":material/info:")
@@ -165,10 +164,9 @@ def user_box() -> None:
 
 # ------------------------------------------------------------------------------------------- sidebar
 
-def corpus_line() -> str:
+def corpus_line(state: SessionState) -> str:
     """The sidebar's corpus line: the corpus actually loaded, and — when page 1's choice names another one (an upload
     not loaded yet, a demo whose switch waits for a confirmation) — that the loaded one is still in use."""
-    state = session_state()
     c = state.loaded.corpus
     if c is None:
         return "Corpus: none loaded"
@@ -183,22 +181,21 @@ def corpus_line() -> str:
     return line
 
 
-def sidebar() -> None:
+def sidebar(state: SessionState) -> None:
     """The run's state — on every page (the privacy ledger's lines above it are app.py's)."""
-    state = session_state()
     if state.settings.seeded_demo:
         st.warning("Reproducible demo: noise is SEEDED — NOT FOR RELEASE.", icon=":material/warning:")
     st.subheader("Run")
     c = state.loaded.corpus
-    pv, outcome, d_meta = run_view.private_vocabulary(), run_view.outcome(), run_view.density_meta()
+    pv, outcome, d_meta = run_view.private_vocabulary(state), run_view.outcome(state), run_view.density_meta(state)
     job = state.jobs.generation
-    docs = len(session.documents()) if outcome is not None else 0
+    docs = len(session.documents(state)) if outcome is not None else 0
     pv_text = "Private vocabulary"
     if pv is not None:
         pv_text = (f"Private vocabulary: {plural(len(pv), 'term')} of "
-                   f"{vocabulary_label((run_view.vocabulary_meta() or {}).get('vocabulary_spec') or pv.public_vocabulary)}")
+                   f"{vocabulary_label(state, (run_view.vocabulary_meta(state) or {}).get('vocabulary_spec') or pv.public_vocabulary)}")
     items = [
-        (c is not None, corpus_line()),
+        (c is not None, corpus_line(state)),
         (pv is not None, pv_text),
         (d_meta is not None, f"Densities: {d_meta['method']}" if d_meta is not None else "Densities"),
         (outcome is not None, f"Sequences: {len(outcome.sequences):,}" if outcome is not None else "Sequences"),
@@ -250,22 +247,22 @@ def noise_only(notes: Mapping[str, Any] | None) -> bool:
     return total > 0 and left >= NOISE_ONLY_SHARE * total
 
 
-def before_spend_note(epsilon: float, step: str) -> None:
+def before_spend_note(state: SessionState, epsilon: float, step: str) -> None:
     """Before a spend: a PRIVATE, local note of how many training documents (persons) this release would leave out,
     having no budget left for it (docs/DESIGN.md §2.0; never exported). Says nothing when none would be."""
     from studio.accounting import would_leave_out
 
-    if session.corpus() is None:
+    if session.corpus(state) is None:
         return
     try:
-        found = would_leave_out(epsilon, step=step)
+        found = would_leave_out(state, epsilon, step=step)
     except DPKPSError as exc:
         st.error(str(exc), icon=":material/error:")
         return
     if not found or not found[0]:
         return
     out, total = found
-    unit = unit_word()
+    unit = unit_word(state)
     text = (f"{PRIVATE_BADGE} This release would leave out **{out:,} of the {total:,}** training {unit}s: they have "
             f"no budget left for ε = {eps(epsilon)} under their cap (a private, local count, never exported).")
     if total and out >= NOISE_ONLY_SHARE * total:
@@ -276,12 +273,12 @@ def before_spend_note(epsilon: float, step: str) -> None:
         st.info(text, icon=":material/lock:")
 
 
-def release_badge(notes: Mapping[str, Any] | None, what: str) -> None:
+def release_badge(state: SessionState, notes: Mapping[str, Any] | None, what: str) -> None:
     """The badge of a step's DP output — or, when all or nearly all of its training documents were left out, a plain
     statement that the output is noise (no ✓ "safe to release": there is nothing of the corpus in it to release).
     ``what``: the output and its verb ("This Ṽ is")."""
     if noise_only(notes):
-        whose = "" if unit_word() == "document" else " (of persons)"
+        whose = "" if unit_word(state) == "document" else " (of persons)"
         st.warning(f"**{what} noise.** {int(notes['left_out']):,} of the {int(notes['units']):,} training "
                    f"documents{whose} had no budget left and were left out, so it carries nothing of the corpus: it "
                    f"is not a result of your data. {PRIVATE_BADGE}", icon=":material/block:")
@@ -294,10 +291,9 @@ def plural(n: int, word: str, words: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else (words or word + 's')}"
 
 
-def unit_word() -> str:
+def unit_word(state: SessionState) -> str:
     """``"person"`` when the loaded corpus has a person column (the unit of privacy, docs/DESIGN.md §2 "optional person
     unit"), else ``"document"`` — so that a sentence says "any one person" where that is the guarantee."""
-    state = session_state()
     c = state.loaded.corpus
     return "person" if c is not None and getattr(c, "persons", None) is not None else "document"
 
@@ -307,12 +303,11 @@ def unit_word() -> str:
 _HASHED_STEM = re.compile(r"^(?P<stem>.*)-[0-9a-f]{12}$")
 
 
-def vocabulary_label(spec: str | None) -> str:
+def vocabulary_label(state: SessionState, spec: str | None) -> str:
     """A vocabulary as users know it: a built-in's name, or an uploaded file's own name — never the session's
     temporary path or the hashed name it is saved under (docs/PRIVACY.md: public inputs are named, not located)."""
     if not spec:
         return "—"
-    state = session_state()
     text = str(spec)
     if text.startswith("upload:"):
         text = text.split(":", 1)[1]
@@ -329,10 +324,9 @@ def vocabulary_label(spec: str | None) -> str:
     return text
 
 
-def class_colours() -> dict[str, str]:
+def class_colours(state: SessionState) -> dict[str, str]:
     """The loaded corpus's class → colour map (``studio.charts.class_colours`` over its declared and observed
     classes), so that a class has the same colour on every page; {} without a corpus."""
-    state = session_state()
     from studio import charts
 
     c = state.loaded.corpus
@@ -372,16 +366,16 @@ def document_reader(docs: list[dict[str, Any]], *, key: str, label: str = "Read 
         st.code(str(d.get("text", "")), language=None, wrap_lines=True)
 
 
-def later_releases(run_name: str | None) -> tuple[float, int] | None:
+def later_releases(state: SessionState, run_name: str | None) -> tuple[float, int] | None:
     """(the corpus's total to date: the largest spend among its units over every release, the number of releases
     on its units recorded after the run ``run_name``'s last one) — PRIVATE, local (docs/DESIGN.md §2.0); ``None`` with no
     corpus, no persistent ledger, or when the ledger holds no release of that run on the loaded corpus's units (a
     run of another corpus, or one recorded under another name): nothing is then claimed about it."""
     from dpkps_core.ledger_store import PersistentLedger
 
-    if session.corpus() is None:
+    if session.corpus(state) is None:
         return None
-    led = ledger_view.ledger()
+    led = ledger_view.ledger(state)
     if not isinstance(led, PersistentLedger):
         return None
     view = led.view()
@@ -393,19 +387,19 @@ def later_releases(run_name: str | None) -> tuple[float, int] | None:
     return view.largest_spend, later
 
 
-def run_total_note(run_epsilon: float | None, *, run_name: str | None = None) -> None:
+def run_total_note(state: SessionState, run_epsilon: float | None, *, run_name: str | None = None) -> None:
     """Beside a run opened or exported: the corpus's total to date (the largest spend among its documents, over
     every release — PRIVATE, local) and a warning when later releases exist, so an older run's "total ε" is never
     read as what the documents have spent (docs/DESIGN.md §2.0; the bundle itself only says that later releases may exist)."""
     try:
-        found = later_releases(run_name)
+        found = later_releases(state, run_name)
     except DPKPSError as exc:
         st.error(str(exc), icon=":material/error:")
         return
     if found is None or run_epsilon is None:
         return
     largest, later = found
-    unit = unit_word()
+    unit = unit_word(state)
     who = f"The run {run_name}" if run_name else "This run"
     if later:
         st.warning(f"**Later releases exist** ({plural(later, 'release')} on this corpus's {unit}s after this run). "
@@ -421,12 +415,12 @@ def run_total_note(run_epsilon: float | None, *, run_name: str | None = None) ->
 
 # ------------------------------------------------------------------------------------------- flow
 
-def page_header(name: str, intro: str) -> None:
+def page_header(state: SessionState, name: str, intro: str) -> None:
     """The title of the page called ``name`` (its number, icon and label), its intro, then the pending notices."""
     spec = page(name)
     st.title(f"{spec.icon} {spec.title}")
     st.caption(intro)
-    show_notices()
+    show_notices(state)
 
 
 def next_button(name: str, *, enabled: bool = True, help: str | None = None) -> None:
@@ -458,10 +452,9 @@ def progress_text(key: str, message: str) -> str:
     return f"{message} — private, local"
 
 
-def job_monitor(key: str, *, body: Callable[[jobs.Job], None] | None = None, cancel_label: str = "Cancel") -> None:
+def job_monitor(state: SessionState, key: str, *, body: Callable[[jobs.Job], None] | None = None, cancel_label: str = "Cancel") -> None:
     """Live progress of the background :class:`jobs.Job` in the session's slot ``key`` (``studio.state.Jobs``; polls
     while it runs); the progress message of a job that reads private data is badged private (:func:`progress_text`)."""
-    state = session_state()
     job = state.jobs.get(key)
     if not isinstance(job, jobs.Job):
         return

@@ -282,7 +282,7 @@ def test_the_apps_seeded_density_step_keeps_its_vocabulary_out_of_the_persistent
     monkeypatch.setenv("DPKPS_CACHE_DIR", str(tmp_path / "cache"))
     c = _corpus()
     cfg = _config(seed=seed)
-    use_state(monkeypatch)
+    state = use_state(monkeypatch)
     released: dict = {}
     run_folder = tmp_path / "run"
     run_folder.mkdir()
@@ -290,19 +290,20 @@ def test_the_apps_seeded_density_step_keeps_its_vocabulary_out_of_the_persistent
     ledger = PrivacyLedger()
     pv = pipeline.vocabulary_step(c, VOCAB, cfg, noise=noise, ledger=ledger).private_vocabulary
     # the open run's Ṽ, and what the step keeps in the session (studio.run_view)
-    monkeypatch.setattr(run_view, "private_vocabulary", lambda: pv)
-    monkeypatch.setattr(run_view, "remember_density", lambda path, density, emb, **kw: released.update(density=density))
-    monkeypatch.setattr(run_view, "set_notes", lambda path, step, notes: released.update(notes=notes))
-    for name, value in {"corpus": lambda: c, "current_config": lambda **kw: cfg,
-                        "ledger": lambda: ledger, "noise": lambda: noise, "train_part": lambda: c,
+    monkeypatch.setattr(run_view, "private_vocabulary", lambda state: pv)
+    monkeypatch.setattr(run_view, "remember_density",
+                        lambda state, path, density, emb, **kw: released.update(density=density))
+    monkeypatch.setattr(run_view, "set_notes", lambda state, path, step, notes: released.update(notes=notes))
+    for name, value in {"corpus": lambda state: c, "current_config": lambda state, **kw: cfg,
+                        "ledger": lambda state: ledger, "noise": lambda state: noise, "train_part": lambda state: c,
                         "embedder": lambda name: HashingEmbedder(dim=8),
                         "embedding_cache": lambda: EmbeddingCache(),
-                        "clear_after": lambda step, include=False: None,
-                        "require_selected_corpus": lambda: c, "run_state_base": lambda: {},
-                        "run_dir": lambda create=True: run_folder}.items():
+                        "clear_after": lambda state, step, include=False: None,
+                        "require_selected_corpus": lambda state: c, "run_state_base": lambda state: {},
+                        "run_dir": lambda state, create=True: run_folder}.items():
         monkeypatch.setattr(steps, name, value)
-    monkeypatch.setattr(steps.spend, "started", lambda: None)
-    steps.run_density()
+    monkeypatch.setattr(steps.spend, "started", lambda state: None)
+    steps.run_density(state)
     assert released["notes"]["left_out"] == 0 and released["density"] is not None
     cached = tmp_path / "cache" / "embeddings.sqlite"
     if seed is not None:

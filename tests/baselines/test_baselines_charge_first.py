@@ -365,20 +365,20 @@ def test_app_compare_job_checks_the_joint_cost_first_and_a_crashed_job_stays_cha
     started: dict[str, Any] = {}
     from app_helpers import use_state
 
-    use_state(monkeypatch, doc_type="a note", test_fraction=0.2, backend="offline")
-    monkeypatch.setattr(es, "corpus", _corpus)
-    monkeypatch.setattr(es, "ledger", lambda: ledger)
-    monkeypatch.setattr(es, "memo_embedder", lambda *a, **k: HashingEmbedder(dim=32))
+    state = use_state(monkeypatch, doc_type="a note", test_fraction=0.2, backend="offline")
+    monkeypatch.setattr(es, "corpus", lambda state: _corpus())
+    monkeypatch.setattr(es, "ledger", lambda state: ledger)
+    monkeypatch.setattr(es, "memo_embedder", lambda state, *a, **k: HashingEmbedder(dim=32))
     big = PublicVocabulary("test-big", VOCAB.terms + tuple(f"filler{i}" for i in range(1000)), "test", "test")
-    monkeypatch.setattr(es, "public_vocabulary", lambda: big)  # the app's default N = 1,000 needs |V| ≥ 1,000
+    monkeypatch.setattr(es, "public_vocabulary", lambda state: big)  # the app's default N = 1,000 needs |V| ≥ 1,000
     monkeypatch.setattr(es, "offline_backend", lambda *a, **k: backend)
     monkeypatch.setattr(es, "runs_root", lambda: tmp_path)
-    monkeypatch.setattr(es, "start_job", lambda name, kind, work: started.setdefault("work", work))
+    monkeypatch.setattr(es, "start_job", lambda state, name, kind, work: started.setdefault("work", work))
     with pytest.raises(PrivacyBudgetError, match="joint cost"):  # 2 × ε = 24 > 20: refused before any job
-        es.start_compare(methods=["augpe", "private-prediction"], eps_total=12.0, delta=1e-6, per_class=2,
+        es.start_compare(state, methods=["augpe", "private-prediction"], eps_total=12.0, delta=1e-6, per_class=2,
                          max_tokens=6)
     assert "work" not in started and ledger.log == [] and backend.sent == []
-    es.start_compare(methods=["augpe"], eps_total=8.0, delta=1e-6, per_class=2, max_tokens=6)
+    es.start_compare(state, methods=["augpe"], eps_total=8.0, delta=1e-6, per_class=2, max_tokens=6)
 
     class FakeJob:
         cancel = threading.Event()

@@ -39,8 +39,9 @@ def _panel(run: str) -> None:
     from pathlib import Path
 
     from studio.dossier_view import show_dossier_panel
+    from studio.state import session_state
 
-    show_dossier_panel(Path(run))
+    show_dossier_panel(session_state(), Path(run))
 
 
 def test_the_panel_draws_and_makes_a_pdf_on_demand(dossier_runs: dict[str, Path]) -> None:

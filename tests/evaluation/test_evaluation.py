@@ -273,16 +273,18 @@ def test_app_and_core_give_identical_sweep_and_no_llm_numbers(monkeypatch) -> No
     core = ev.run_sweep(corpus, config=cfg, vocabulary=vocab, embedder=BowEmbedder(), eps_voc_grid=[2, 20],
                         eps_kde_grid=[5], methods=["independent"], seeds=2, per_class=10)
     # the app's job body, with the session's accessors pointed at the same inputs
-    session = {"corpus": corpus}
-    monkeypatch.setattr(evaluation_steps, "corpus", lambda: session["corpus"])
-    monkeypatch.setattr(evaluation_steps, "current_config", lambda **kw: dataclasses.replace(cfg, **kw))
-    monkeypatch.setattr(evaluation_steps, "public_vocabulary", lambda: vocab)
+    from app_helpers import use_state
+
+    state = use_state(monkeypatch)
+    monkeypatch.setattr(evaluation_steps, "corpus", lambda state: corpus)
+    monkeypatch.setattr(evaluation_steps, "current_config", lambda state, **kw: dataclasses.replace(cfg, **kw))
+    monkeypatch.setattr(evaluation_steps, "public_vocabulary", lambda state: vocab)
     monkeypatch.setattr(evaluation_steps, "embedder", lambda *a, **k: BowEmbedder())
     monkeypatch.setattr(evaluation_steps, "embedding_cache", lambda: None)
-    monkeypatch.setattr(evaluation_steps, "split", lambda: None)
+    monkeypatch.setattr(evaluation_steps, "split", lambda state: None)
     captured = {}
-    monkeypatch.setattr(evaluation_steps, "start_job", lambda key, kind, work: captured.setdefault("work", work))
-    evaluation_steps.start_sweep(eps_voc=[2, 20], eps_kde=[5], methods=["independent"], seeds=2, per_class=10)
+    monkeypatch.setattr(evaluation_steps, "start_job", lambda state, name, kind, work: captured.setdefault("work", work))
+    evaluation_steps.start_sweep(state, eps_voc=[2, 20], eps_kde=[5], methods=["independent"], seeds=2, per_class=10)
     job = jobs.Job(kind="sweep")
     app = captured["work"](job)
     cols = ["method", "eps_voc", "eps_kde", "seed", "no_llm_accuracy", "real_keyphrase_baseline_accuracy",

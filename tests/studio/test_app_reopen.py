@@ -193,18 +193,18 @@ def test_a_click_on_a_button_drawn_before_the_last_release_is_ignored(monkeypatc
     from studio import spend
 
     state = use_state(monkeypatch)
-    drawn = spend.version("vocabulary")
-    spend._request("vocabulary", drawn)                      # the first click
-    assert spend.requested("vocabulary") and not spend.requested("vocabulary")   # taken once
-    with spend.releasing("vocabulary"):
-        spend.started()                                      # the step began its release
-    spend._request("vocabulary", drawn)                      # a click on the button drawn before it
-    assert not spend.requested("vocabulary")
+    drawn = spend.version(state, "vocabulary")
+    spend._request(state, "vocabulary", drawn)                      # the first click
+    assert spend.requested(state, "vocabulary") and not spend.requested(state, "vocabulary")   # taken once
+    with spend.releasing(state, "vocabulary"):
+        spend.started(state)                                      # the step began its release
+    spend._request(state, "vocabulary", drawn)                      # a click on the button drawn before it
+    assert not spend.requested(state, "vocabulary")
     assert state.notices == [spend.IGNORED_NOTE]
-    spend._ask("vocabulary", drawn)                          # a stale "re-run" click does not even ask
+    spend._ask(state, "vocabulary", drawn)                          # a stale "re-run" click does not even ask
     assert "vocabulary" not in state.spend.confirm
-    spend._request("vocabulary", spend.version("vocabulary"))  # a fresh, deliberate click
-    assert spend.requested("vocabulary")
+    spend._request(state, "vocabulary", spend.version(state, "vocabulary"))  # a fresh, deliberate click
+    assert spend.requested(state, "vocabulary")
 
 
 def test_a_run_stopped_before_its_release_keeps_the_next_click(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,16 +213,16 @@ def test_a_run_stopped_before_its_release_keeps_the_next_click(monkeypatch: pyte
     from studio import spend
 
     state = use_state(monkeypatch)
-    drawn = spend.version("density")
-    spend._request("density", drawn)
-    assert spend.requested("density")
-    with pytest.raises(KeyboardInterrupt), spend.releasing("density"):
+    drawn = spend.version(state, "density")
+    spend._request(state, "density", drawn)
+    assert spend.requested(state, "density")
+    with pytest.raises(KeyboardInterrupt), spend.releasing(state, "density"):
         raise KeyboardInterrupt  # stands for Streamlit's StopException, raised before the step called started()
-    assert spend.version("density") == drawn
-    spend._request("density", drawn)                         # the second click counts
-    assert spend.requested("density") and state.notices == []
-    spend.started()
-    assert spend.version("density") == drawn + 1
+    assert spend.version(state, "density") == drawn
+    spend._request(state, "density", drawn)                         # the second click counts
+    assert spend.requested(state, "density") and state.notices == []
+    spend.started(state)
+    assert spend.version(state, "density") == drawn + 1
 
 
 def test_two_overlapping_runs_of_one_click_release_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -235,17 +235,17 @@ def test_two_overlapping_runs_of_one_click_release_once(monkeypatch: pytest.Monk
     from studio import spend
 
     state = use_state(monkeypatch)
-    drawn = spend.version("vocabulary")
+    drawn = spend.version(state, "vocabulary")
     outcome: dict[str, object] = {}
     a_took, b_took = threading.Event(), threading.Event()
 
     def run(name: str, took: threading.Event, wait_for: threading.Event) -> None:
-        spend._request("vocabulary", drawn)      # both clicks are accepted: neither run has begun its release
-        assert spend.requested("vocabulary")
+        spend._request(state, "vocabulary", drawn)      # both clicks are accepted: neither run has begun its release
+        assert spend.requested(state, "vocabulary")
         took.set()
         wait_for.wait(5)
         try:
-            spend.started()
+            spend.started(state)
             outcome[name] = "released"
         except ParameterError as exc:
             outcome[name] = str(exc)

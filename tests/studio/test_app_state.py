@@ -144,12 +144,13 @@ def test_session_upload_folder_is_removed_when_the_session_state_goes(monkeypatc
 
     from app_helpers import use_state
 
-    use_state(monkeypatch)
-    path = uploads.save_vocabulary_upload(b"goal\nmatch\n", "my vocab.txt")
+    state = use_state(monkeypatch)
+    path = uploads.save_vocabulary_upload(state, b"goal\nmatch\n", "my vocab.txt")
     folder = path.parent
     assert path.read_bytes() == b"goal\nmatch\n" and oct(folder.stat().st_mode)[-3:] == "700"
     import streamlit
 
+    del state
     streamlit.session_state.clear()  # what Streamlit does with a session's state when the session ends
     gc.collect()
     assert not folder.exists()
@@ -234,14 +235,14 @@ def test_current_config_is_built_once_through_build_sampling_config(monkeypatch:
 
     monkeypatch.setattr(session, "build_sampling_config", counting)
     state.settings.eps_total, state.settings.eps_voc_share, state.settings.length = 8.0, 0.25, 4
-    cfg = session.current_config()
+    cfg = session.current_config(state)
     assert len(calls) == 1 and (cfg.eps_voc, cfg.eps_kde, cfg.length) == (2.0, 6.0, 4)
     assert (calls[0]["eps_total"], calls[0]["eps_voc_share"]) == (8.0, 0.25)
-    cfg = session.current_config(eps_kde=3.0, method="iterative-log", density="rff")
+    cfg = session.current_config(state, eps_kde=3.0, method="iterative-log", density="rff")
     assert len(calls) == 2 and (cfg.eps_voc, cfg.eps_kde, cfg.method) == (2.0, 3.0, "iterative-log")
     state.settings.length = 0                                      # an invalid setting never becomes a config
     with pytest.raises(ParameterError, match="L \\(sequence length\\)"):
-        session.current_config()
+        session.current_config(state)
 
 
 def _write_run(folder: Path, *, seq_meta: bool = True) -> None:
@@ -272,36 +273,36 @@ def test_the_run_view_reads_the_folder_and_follows_its_files(tmp_path: Path, mon
     from studio import run_view
 
     state = _fake_session(monkeypatch)
-    assert run_view.private_vocabulary() is None and run_view.outcome() is None and run_view.run_state() == {}
+    assert run_view.private_vocabulary(state) is None and run_view.outcome(state) is None and run_view.run_state(state) == {}
     folder = create_run_dir(tmp_path, "tok")
     _write_run(folder)
     state.run.run_dir = str(folder)
-    pv = run_view.private_vocabulary()
-    assert pv.terms == ("goal", "bank", "match") and run_view.private_vocabulary() is pv     # cached
-    assert np.allclose(run_view.density_scores(), [[1.0, 0.0, 0.5], [0.0, 2.0, 0.0]])
-    meta = run_view.density_meta()
+    pv = run_view.private_vocabulary(state)
+    assert pv.terms == ("goal", "bank", "match") and run_view.private_vocabulary(state) is pv     # cached
+    assert np.allclose(run_view.density_scores(state), [[1.0, 0.0, 0.5], [0.0, 2.0, 0.0]])
+    meta = run_view.density_meta(state)
     assert meta["reopened"] and meta["documents_without_keyphrases"] == 0 and meta["left_out"] == 0
-    out = run_view.outcome()
+    out = run_view.outcome(state)
     assert [q.keyphrases for q in out.sequences] == [("goal", "match"), ("bank", "bank")]
     assert (out.uniform_fallbacks, out.draws) == (1, 4)
     # a rewritten file is read again
     write_jsonl(folder / SEQUENCES_FILE, [{"id": "seq-000001", "label": "sport", "keyphrases": ["match"],
                                            "method": "independent"}])
-    assert [q.keyphrases for q in run_view.outcome().sequences] == [("match",)]
+    assert [q.keyphrases for q in run_view.outcome(state).sequences] == [("match",)]
     # this session's private notes and released density: memory only, for this folder only
-    run_view.set_notes(folder, "density", {"documents_without_keyphrases": 3, "left_out": 1, "secret": "x"})
+    run_view.set_notes(state, folder, "density", {"documents_without_keyphrases": 3, "left_out": 1, "secret": "x"})
     released = object()
-    run_view.remember_density(folder, released, np.zeros((3, 2)), model="toy-model", seeded=False)
-    meta = run_view.density_meta()
-    assert run_view.density() is released and "reopened" not in meta and "secret" not in meta
+    run_view.remember_density(state, folder, released, np.zeros((3, 2)), model="toy-model", seeded=False)
+    meta = run_view.density_meta(state)
+    assert run_view.density(state) is released and "reopened" not in meta and "secret" not in meta
     assert (meta["documents_without_keyphrases"], meta["left_out"]) == (3, 1)
-    assert "secret" not in json.dumps(run_view.run_state())
+    assert "secret" not in json.dumps(run_view.run_state(state))
     write_json(folder / DENSITY_FILE, {"classes": ["sport", "business"], "scores": [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]})
-    assert run_view.density() is not released and run_view.density_meta()["reopened"]  # the folder is the source
+    assert run_view.density(state) is not released and run_view.density_meta(state)["reopened"]  # the folder is the source
     # a pointer elsewhere shows that run, and no pointer shows none
     other = create_run_dir(tmp_path, "tok")
     _write_run(other, seq_meta=False)
     state.run.run_dir = str(other)
-    assert run_view.outcome() is None and run_view.density_meta()["documents_without_keyphrases"] == 0
+    assert run_view.outcome(state) is None and run_view.density_meta(state)["documents_without_keyphrases"] == 0
     state.run.run_dir = None
-    assert run_view.private_vocabulary() is None and run_view.density() is None
+    assert run_view.private_vocabulary(state) is None and run_view.density(state) is None

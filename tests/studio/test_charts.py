@@ -80,7 +80,7 @@ def test_compare_prompt_count_follows_the_selected_methods() -> None:
 def test_compare_rows_are_kept_across_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     from app_helpers import use_state
 
-    use_state(monkeypatch)
+    state = use_state(monkeypatch)
 
     class Result:
         def __init__(self, rows):
@@ -93,10 +93,10 @@ def test_compare_rows_are_kept_across_runs(monkeypatch: pytest.MonkeyPatch) -> N
         def __init__(self, rows):
             self.result = Result(rows)
 
-    review.keep_compare_rows(Job([{"method": "dpkps", "epsilon": 10.0, "delta": 0.0, "accuracy": 0.5}]))
-    rows = review.keep_compare_rows(Job([{"method": "augpe", "epsilon": 10.0, "delta": 1e-6, "accuracy": 0.4}]))
+    review.keep_compare_rows(state, Job([{"method": "dpkps", "epsilon": 10.0, "delta": 0.0, "accuracy": 0.5}]))
+    rows = review.keep_compare_rows(state, Job([{"method": "augpe", "epsilon": 10.0, "delta": 1e-6, "accuracy": 0.4}]))
     assert [r["method"] for r in rows] == ["dpkps", "augpe"]      # one method at a time: the earlier row stays
     again = Job([{"method": "dpkps", "epsilon": 10.0, "delta": 0.0, "accuracy": 0.6}])
-    rows = review.keep_compare_rows(again)
-    rows = review.keep_compare_rows(again)                        # the same job merged once
+    rows = review.keep_compare_rows(state, again)
+    rows = review.keep_compare_rows(state, again)                        # the same job merged once
     assert [(r["method"], r["accuracy"]) for r in rows] == [("augpe", 0.4), ("dpkps", 0.6)]

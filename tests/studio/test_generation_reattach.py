@@ -22,12 +22,12 @@ def _session(monkeypatch: pytest.MonkeyPatch, running: Job | None) -> SessionSta
 def test_a_reattached_writer_shows_the_number_of_documents_it_was_started_for(monkeypatch: pytest.MonkeyPatch) -> None:
     writer = Job("generation", target=6)
     session = _session(monkeypatch, writer)
-    assert generation_steps.reattach_generation() is writer
+    assert generation_steps.reattach_generation(session) is writer
     assert session.jobs.generation is writer and session.jobs.reattached_generation is writer
     assert session.settings.n_documents == 6                       # the box says what the running job writes
 
 
 def test_without_a_running_writer_the_sessions_setting_stays(monkeypatch: pytest.MonkeyPatch) -> None:
     session = _session(monkeypatch, None)
-    assert generation_steps.reattach_generation() is None
+    assert generation_steps.reattach_generation(session) is None
     assert session.settings.n_documents == 100 and session.jobs.generation is None

@@ -59,8 +59,9 @@ def _page_calls(path: Path) -> list[tuple[int, str, list[ast.expr]]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and id(node) not in skipped:
             name = _called_name(node)
-            if name in PAGE_ARG_FUNCTIONS:
-                found.append((node.lineno, name, node.args[:PAGE_ARG_FUNCTIONS[name]]))
+            if name in PAGE_ARG_FUNCTIONS:  # the session's state, passed first to a widget, is no page name
+                args = [a for a in node.args if not (isinstance(a, ast.Name) and a.id == "state")]
+                found.append((node.lineno, name, args[:PAGE_ARG_FUNCTIONS[name]]))
     return found
 
 

@@ -59,10 +59,10 @@ def test_the_progress_poll_slows_down_with_the_jobs_on_the_server() -> None:
 def test_a_started_job_is_counted_while_it_runs(monkeypatch) -> None:
     from app_helpers import use_state
 
-    use_state(monkeypatch)
+    state = use_state(monkeypatch)
     gate = threading.Event()
     base = jobs.running_jobs()
-    job = jobs.start_job("sweep", "x", lambda j: gate.wait(10))
+    job = jobs.start_job(state, "sweep", "x", lambda j: gate.wait(10))
     assert jobs.running_jobs() == base + 1
     gate.set()
     job.thread.join(5)
