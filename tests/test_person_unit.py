@@ -104,8 +104,8 @@ def test_one_document_per_person_gives_the_same_release_as_without_the_column():
     with_people = plain.with_persons([f"p{i}" for i in range(80)], "patient")
     cfg = _config(length=3, bandwidth=None)
     r1 = run_sampling(plain, _config(person_column=None, length=3, bandwidth=None), vocabulary=VOCAB,
-                      embedder=HashingEmbedder(dim=8), context=ReleaseContext(noise=NoiseSource(seed=9,
-                                                                                                sampler="numpy")))
+                      embedder=HashingEmbedder(dim=8),
+                      context=ReleaseContext(noise=NoiseSource(seed=9, sampler="numpy")))
     r2 = run_sampling(with_people, cfg, vocabulary=VOCAB, embedder=HashingEmbedder(dim=8),
                       context=ReleaseContext(noise=NoiseSource(seed=9, sampler="numpy")))
     assert r1.split == r2.split

@@ -131,9 +131,9 @@ def estimate_audit_time(
     t3 = time.perf_counter()
     noise = runner.noise()
     density, _ = pipeline.build_density(kps, train.labels, classes=classes, embeddings=emb, config=config_d,
-                                        private_vocabulary=pv, context=ReleaseContext(noise=noise,
-                                                                                      ledger=PrivacyLedger()),
-                                        groups=groups, neighbouring=unit)
+                                        private_vocabulary=pv,
+                                        context=ReleaseContext(noise=noise, ledger=PrivacyLedger()), groups=groups,
+                                        neighbouring=unit)
     pipeline.sample_sequences(density, terms=pv.terms, embeddings=emb, config=config_d, rng=noise.child())
     t_dens = time.perf_counter() - t3
     cheap = 3 + (1 if settings.canary_documents else 0)  # D, D⁻, D⁺ (+ D+k) in the vocabulary and density stages

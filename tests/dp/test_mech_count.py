@@ -100,9 +100,8 @@ def test_unit_count_counts_distinct_admitted_units_then_charges() -> None:
 def test_release_defaults_name_the_training_part() -> None:
     for release in (lambda led: cnt.release_count(4, epsilon=1.0,
                                                   context=ReleaseContext(noise=NoiseSource(seed=0), ledger=led)),
-                    lambda led: budget.release_unit_count(["a", "b"], epsilon=1.0,
-                                                          context=ReleaseContext(noise=NoiseSource(seed=0),
-                                                                                 ledger=led))):
+                    lambda led: budget.release_unit_count(
+                        ["a", "b"], epsilon=1.0, context=ReleaseContext(noise=NoiseSource(seed=0), ledger=led))):
         ledger = PrivacyLedger()
         release(ledger)
         (ev,) = ledger.events
