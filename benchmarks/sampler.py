@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from dpkps_core.dp.kde import build_rff_density
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.method.sampling import reference_extension_scores, sample_iterative
 
@@ -42,7 +43,8 @@ def main() -> None:
     keyphrases = [list(rng.integers(0, args.vocab, size=args.length)) for _ in range(400)]
     labels = ["c"] * len(keyphrases)
     density = build_rff_density(keyphrases, labels, classes=("c",), embeddings=emb, kind="iterative-log", epsilon=5,
-                                bandwidth=0.3, features=args.features, length=args.length, noise=NoiseSource(seed=0))
+                                bandwidth=0.3, features=args.features, length=args.length,
+                                context=ReleaseContext(noise=NoiseSource(seed=0)))
     terms = [f"t{i}" for i in range(args.vocab)]
 
     def run_sampler() -> None:

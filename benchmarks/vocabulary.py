@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> float:
     print(f"all_occurrences_seconds: {t_occ:.3f} ({sum(map(len, occ)):,} matches)")
 
     try:
+        from dpkps_core.dp.release import ReleaseContext
         from dpkps_core.dp.rng import NoiseSource
         from dpkps_core.dp.vocabulary import privatize_vocabulary
     except ImportError:
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> float:
                 terms_per_doc=args.S,
                 size=1000,
                 vocabulary_name=vocab.name,
-                noise=NoiseSource(seed=0),
+                context=ReleaseContext(noise=NoiseSource(seed=0)),
             )
         except TypeError as exc:  # signature changed under us: report, do not fail the benchmark
             print(f"privatize_vocabulary: skipped ({type(exc).__name__})")

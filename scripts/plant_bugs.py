@@ -55,7 +55,7 @@ BUGS = [
   ["tests/dp/test_mech_vocabulary.py::test_histogram_release_is_eps_dp_on_a_full_sensitivity_neighbour",
    "tests/dp/test_mech_vocabulary.py::test_private_vocabulary_end_to_end_is_eps_dp"]),
  ("11 smoothed-histogram noise halved", "dpkps_core/dp/histogram.py",
-  "noisy = noise.add_laplace(hist, scale=scale)", "noisy = noise.add_laplace(hist, scale=scale / 2)",
+  "noisy = context.noise.add_laplace(hist, scale=scale)", "noisy = context.noise.add_laplace(hist, scale=scale / 2)",
   ["tests/dp/test_mech_histogram.py::test_smoothed_histogram_is_eps_dp_on_a_full_sensitivity_neighbour"]),
  ("12 RFF scale formula without the ensemble size J", "dpkps_core/dp/kde.py",
   "scale = SQRT2 * features / eps_member", "scale = SQRT2 * features / epsilon",

@@ -224,6 +224,7 @@ def run_dp_forecast(state: SessionState) -> Any:
     A streamed corpus releases through the same core function in a background job (its pass over the file takes
     minutes): returns the :class:`~studio.jobs.Job` — per-chunk progress and a Cancel on page 2, the release kept
     once the job ended (``studio.steps.finish_step_jobs``)."""
+    from dpkps_core.dp.release import ReleaseContext
     from dpkps_core.evaluation.forecast_dp import release_forecast
     from studio.steps import refuse_while_stepping
     from studio.streamed import Metered, is_streamed
@@ -244,16 +245,17 @@ def run_dp_forecast(state: SessionState) -> Any:
     if is_streamed(state):
         def work(job: jobs.Job) -> Any:
             assert job.meter is not None
-            return release_forecast(Metered(train, job.meter), vocab, ledger=led, noise=nz, epsilon=eps,
-                                    terms_per_doc=cfg.terms_per_doc, by_person=by_person, progress=job.meter.phase)
+            return release_forecast(Metered(train, job.meter), vocab, context=ReleaseContext(noise=nz, ledger=led),
+                                    epsilon=eps, terms_per_doc=cfg.terms_per_doc, by_person=by_person,
+                                    progress=job.meter.phase)
 
         def finished(job: jobs.Job) -> None:  # in a script run: a cancelled or failed release stays charged
             if job.result is not None and state.loaded.corpus_id == key[0]:
                 keep(job.result)
 
         return jobs.start_job(state, "forecast", "DP forecast", work, on_finish=finished, meter=True)
-    return keep(release_forecast(train, vocab, ledger=led, noise=nz, epsilon=eps, terms_per_doc=cfg.terms_per_doc,
-                                 by_person=by_person))
+    return keep(release_forecast(train, vocab, context=ReleaseContext(noise=nz, ledger=led), epsilon=eps,
+                                 terms_per_doc=cfg.terms_per_doc, by_person=by_person))
 
 
 def dp_forecast_release(state: SessionState) -> Any:

@@ -26,6 +26,7 @@ from dpkps_core.method import pipeline
 from dpkps_core.records import runfolder
 from dpkps_core.corpus import DEMO_SPECS, Corpus
 from dpkps_core.method.density_plan import density_plan
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary, check_vocabulary_settings
 from dpkps_core.errors import CorpusError, ParameterError, VocabularyError
@@ -221,8 +222,8 @@ def run_private_vocabulary(state: SessionState) -> PrivateVocabulary | Job:
         if streamed:
             def work(job: Job) -> pipeline.VocabularyStep:
                 assert job.meter is not None
-                step = pipeline.vocabulary_step(Metered(train, job.meter), vocab, cfg, noise=nz, ledger=led,
-                                                progress=job.meter.phase)
+                step = pipeline.vocabulary_step(Metered(train, job.meter), vocab, cfg,
+                                                context=ReleaseContext(noise=nz, ledger=led), progress=job.meter.phase)
                 write(step)
                 return step
 
@@ -237,7 +238,7 @@ def run_private_vocabulary(state: SessionState) -> PrivateVocabulary | Job:
                 abandon_run_dir(state, new, old)
 
             return start_job(state, "vocabulary", "private vocabulary", work, on_finish=finished, meter=True)
-        step = pipeline.vocabulary_step(train, vocab, cfg, noise=nz, ledger=led, counts=counts)
+        step = pipeline.vocabulary_step(train, vocab, cfg, context=ReleaseContext(noise=nz, ledger=led), counts=counts)
     except BaseException:
         if isinstance(led, PersistentLedger):
             led.drop_planned()
@@ -356,7 +357,8 @@ def run_density(state: SessionState) -> Any:
         def work(job: Job) -> tuple[pipeline.DensityStep, dict[str, Any]]:
             assert job.meter is not None
             step = pipeline.density_step(Metered(train, job.meter), pv, cfg, classes=tuple(c.classes),
-                                         embedder=emb, cache=cache, noise=nz, ledger=led, progress=job.meter.phase)
+                                         embedder=emb, cache=cache, context=ReleaseContext(noise=nz, ledger=led),
+                                         progress=job.meter.phase)
             return step, write(step)
 
         def finished(job: Job) -> None:  # failed or cancelled: what it admitted stays charged, nothing to learn
@@ -365,7 +367,7 @@ def run_density(state: SessionState) -> Any:
 
         return start_job(state, "density", "keyphrase densities", work, on_finish=finished, meter=True)
     step = pipeline.density_step(train, pv, cfg, classes=tuple(c.classes), embedder=emb,
-                                 cache=cache, noise=nz, ledger=led)
+                                 cache=cache, context=ReleaseContext(noise=nz, ledger=led))
     learn(step, write(step))
     return step.density
 
@@ -422,7 +424,8 @@ def write_run(state: SessionState, outcome: SamplingOutcome | None = None, seq_m
     cfg = run_view.sampling_config_used(state, seq_meta)
     report_noise = NoiseSource(cfg.seed, sampler=cfg.noise_sampler)  # describes the seed policy of the outputs (demo seed or OS entropy)
     report = pipeline.privacy_report(  # the run's own events, whoever recorded them (issue 35 part 4)
-        config=cfg, ledger=run_account(out, ledger(state)), noise=report_noise, private_vocabulary=pv,
+        config=cfg, context=ReleaseContext(noise=report_noise, ledger=run_account(out, ledger(state))),
+        private_vocabulary=pv,
         vocabulary_name=pv.public_vocabulary, density_info=info, outcome=outcome,
         classes=tuple(corpus(state).classes), privacy_unit=privacy_unit(state))
     base = run_state_base(state)

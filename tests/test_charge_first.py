@@ -23,6 +23,7 @@ from dpkps_core.dp.histogram import build_smoothed_histogram_density
 from dpkps_core.dp.kde import build_rff_density, ensemble_blocks
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import privatize_vocabulary
 from dpkps_core.embeddings import HashingEmbedder
@@ -123,20 +124,21 @@ def config(**kw: Any) -> SamplingConfig:
 
 def vocabulary_release(ledger: PrivacyLedger, noise: NoiseSource, **kw: Any):
     counts = np.arange(len(TERMS)) % 5
-    args = dict(epsilon=1.0, terms_per_doc=2, size=10, noise=noise, ledger=ledger)
+    args = dict(epsilon=1.0, terms_per_doc=2, size=10, context=ReleaseContext(noise=noise, ledger=ledger))
     args.update(kw)
     return privatize_vocabulary(counts, TERMS, **args)
 
 
 def histogram_release(ledger: PrivacyLedger, noise: NoiseSource):
     return build_smoothed_histogram_density(KEYPHRASES, LABELS, classes=("a", "b"), embeddings=EMB, epsilon=2.0,
-                                            bandwidth=0.5, noise=noise, ledger=ledger)
+                                            bandwidth=0.5, context=ReleaseContext(noise=noise, ledger=ledger))
 
 
 def rff_release(kind: str):
     def release(ledger: PrivacyLedger, noise: NoiseSource):
         return build_rff_density(KEYPHRASES, LABELS, classes=("a", "b"), embeddings=EMB, kind=kind, epsilon=2.0,
-                                 bandwidth=0.5, features=16, length=4, noise=noise, ledger=ledger)
+                                 bandwidth=0.5, features=16, length=4,
+                                 context=ReleaseContext(noise=noise, ledger=ledger))
     return release
 
 
@@ -179,8 +181,9 @@ def test_the_noise_floor_refusal_costs_epsilon():
     ledger = RecordingLedger(log)
     counts = np.zeros(len(TERMS), dtype=np.int64)
     with pytest.raises(VocabularyError, match="ε_voc was spent"):
-        privatize_vocabulary(counts, TERMS, epsilon=0.5, terms_per_doc=2, size=10, noise=RecordingNoise(log),
-                             ledger=ledger, selection_rule="noise-floor", floor_fraction=1000.0)
+        privatize_vocabulary(counts, TERMS, epsilon=0.5, terms_per_doc=2, size=10,
+                             context=ReleaseContext(noise=RecordingNoise(log), ledger=ledger),
+                             selection_rule="noise-floor", floor_fraction=1000.0)
     assert kinds(log) == ["charge", "noise"]
     assert ledger.total_epsilon == pytest.approx(0.5)
     (event,) = ledger.events
@@ -203,8 +206,8 @@ def test_run_sampling_admits_and_charges_before_each_noise_draw(method):
     log: list[tuple[Any, ...]] = []
     ledger = RecordingLedger(log)
     cfg = config(method=method, bandwidth=0.0 if method == "independent" else 0.5, features=16)
-    run_sampling(corpus(), cfg, vocabulary=VOCAB, embedder=HashingEmbedder(dim=D), noise=RecordingNoise(log),
-                 ledger=ledger)
+    run_sampling(corpus(), cfg, vocabulary=VOCAB, embedder=HashingEmbedder(dim=D),
+                 context=ReleaseContext(noise=RecordingNoise(log), ledger=ledger))
     assert kinds(log) == ["admit", "charge", "noise", "admit", "charge", "noise"]
     admits = [e for e in log if e[0] == "admit"]
     assert [e[1] for e in admits] == ["the private vocabulary step", "the keyphrase density step"]
@@ -217,7 +220,7 @@ def test_run_sampling_crash_mid_release_leaves_what_was_admitted_charged(crash_o
     ledger = RecordingLedger(log)
     with pytest.raises(SamplerCrash):
         run_sampling(corpus(), config(), vocabulary=VOCAB, embedder=HashingEmbedder(dim=D),
-                     noise=RecordingNoise(log, crash_on=crash_on), ledger=ledger)
+                     context=ReleaseContext(noise=RecordingNoise(log, crash_on=crash_on), ledger=ledger))
     assert ledger.total_epsilon == pytest.approx(1.0 if crash_on == 1 else 3.0)
     assert [e.step for e in ledger.events] == ["vocabulary", "kde"][:crash_on]
 
@@ -227,22 +230,24 @@ def test_n_larger_than_v_refuses_before_anything_is_admitted_or_charged():
     ledger = RecordingLedger(log)
     with pytest.raises(ParameterError, match="larger than the public vocabulary"):
         run_sampling(corpus(), config(vocab_size=len(TERMS) + 1), vocabulary=VOCAB,
-                     embedder=HashingEmbedder(dim=D), noise=RecordingNoise(log), ledger=ledger)
+                     embedder=HashingEmbedder(dim=D), context=ReleaseContext(noise=RecordingNoise(log), ledger=ledger))
     with pytest.raises(ParameterError, match="larger than the public vocabulary"):
-        pipeline.vocabulary_step(corpus(), VOCAB, config(vocab_size=len(TERMS) + 1), noise=RecordingNoise(log),
-                                 ledger=ledger)
+        pipeline.vocabulary_step(corpus(), VOCAB, config(vocab_size=len(TERMS) + 1),
+                                 context=ReleaseContext(noise=RecordingNoise(log), ledger=ledger))
     assert log == [] and ledger.total_epsilon == 0
 
 
 def test_a_density_the_settings_cannot_build_refuses_before_admission():
     log: list[tuple[Any, ...]] = []
     ledger = RecordingLedger(log)
-    voc = pipeline.vocabulary_step(corpus(), VOCAB, config(), noise=RecordingNoise(log), ledger=ledger)
+    voc = pipeline.vocabulary_step(corpus(), VOCAB, config(),
+                                   context=ReleaseContext(noise=RecordingNoise(log), ledger=ledger))
     log.clear()
     cfg = config(method="iterative-log", bandwidth=0.0, features=16)  # RFF with σ = 0: a public refusal
     with pytest.raises(ParameterError, match="bandwidth"):
         pipeline.density_step(corpus(), voc.private_vocabulary, cfg, classes=("a", "b"),
-                              embedder=HashingEmbedder(dim=D), noise=RecordingNoise(log), ledger=ledger)
+                              embedder=HashingEmbedder(dim=D),
+                              context=ReleaseContext(noise=RecordingNoise(log), ledger=ledger))
     assert log == [] and ledger.total_epsilon == pytest.approx(1.0)
 
 
@@ -263,7 +268,8 @@ def test_left_out_documents_take_no_part_in_either_statistic():
     # precomputed counts over ALL of train must not be used once someone was left out
     all_counts = pipeline.term_counts(train.texts, VOCAB, terms_per_doc=cfg.terms_per_doc)
     noise = RecordingNoise(log)
-    voc = pipeline.vocabulary_step(train, VOCAB, cfg, noise=noise, ledger=ledger, counts=all_counts)
+    voc = pipeline.vocabulary_step(train, VOCAB, cfg, context=ReleaseContext(noise=noise, ledger=ledger),
+                                   counts=all_counts)
     expected = pipeline.term_counts(kept.texts, VOCAB, terms_per_doc=cfg.terms_per_doc)
     assert not np.array_equal(expected, all_counts)
     assert np.array_equal(voc.counts, expected) and np.array_equal(noise.statistics[0], expected)
@@ -271,7 +277,7 @@ def test_left_out_documents_take_no_part_in_either_statistic():
     assert "had no budget left" in voc.local_warnings[0]
 
     dens = pipeline.density_step(train, voc.private_vocabulary, cfg, classes=("a", "b"),
-                                 embedder=HashingEmbedder(dim=D), noise=noise, ledger=ledger)
+                                 embedder=HashingEmbedder(dim=D), context=ReleaseContext(noise=noise, ledger=ledger))
     kps = pipeline.extract_keyphrases(kept.texts, voc.private_vocabulary, max_per_doc=cfg.length)
     hist = class_keyphrase_histograms(kps, kept.labels, ("a", "b"), len(voc.private_vocabulary), max_per_doc=cfg.length)
     assert np.allclose(noise.statistics[1], hist)  # the density's statistic: the admitted documents only
@@ -283,7 +289,7 @@ def test_admission_by_person_leaves_out_all_of_a_persons_documents():
     train = corpus(persons=True)
     ledger = RecordingLedger([], leave_out=lambda unit: release_unit(unit) == "person\x1fp3")
     cfg = config(person_column="person")
-    voc = pipeline.vocabulary_step(train, VOCAB, cfg, noise=RecordingNoise([]), ledger=ledger)
+    voc = pipeline.vocabulary_step(train, VOCAB, cfg, context=ReleaseContext(noise=RecordingNoise([]), ledger=ledger))
     mine = [i for i, p in enumerate(train.persons) if p == "p3"]
     kept = train.subset([i for i in range(len(train)) if i not in set(mine)])
     expected = pipeline.term_counts(kept.texts, VOCAB, terms_per_doc=cfg.terms_per_doc, groups=kept.persons)
@@ -313,8 +319,8 @@ def test_the_left_out_count_stays_local(tmp_path):
     split = split_documents(c, test_fraction=0.2, seed=0)
     chosen = {c.texts[i] for i in split.train[:train_left]}
     ledger = RecordingLedger([], leave_out=lambda unit: unit.split("\x1f")[1] in chosen)
-    run = run_sampling(c, config(), vocabulary=VOCAB, embedder=HashingEmbedder(dim=D), noise=NoiseSource(4),
-                       ledger=ledger)
+    run = run_sampling(c, config(), vocabulary=VOCAB, embedder=HashingEmbedder(dim=D),
+                       context=ReleaseContext(noise=NoiseSource(4), ledger=ledger))
     assert run.left_out == {"vocabulary": train_left, "kde": train_left}
     assert sum("had no budget left" in w for w in run.local_warnings) == 2
     out = pipeline.write_run_folder(run, tmp_path / "run")
@@ -332,7 +338,8 @@ def test_a_release_with_every_unit_left_out_is_noise_only_and_says_why():
     document, and the local note names the reason instead of a misleading "no training document" check."""
     train = corpus()
     ledger = RecordingLedger([], leave_out=lambda unit: True)
-    voc = pipeline.vocabulary_step(train, VOCAB, config(), noise=RecordingNoise([]), ledger=ledger)
+    voc = pipeline.vocabulary_step(train, VOCAB, config(),
+                                   context=ReleaseContext(noise=RecordingNoise([]), ledger=ledger))
     assert voc.left_out == len(train) and int(voc.counts.sum()) == 0 and len(voc.private_vocabulary) == 10
     assert len(voc.local_warnings) == 1 and "had no budget left" in voc.local_warnings[0]
     assert [e.step for e in ledger.events] == ["vocabulary"]

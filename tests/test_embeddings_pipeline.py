@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from dpkps_core.corpus import Corpus
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import EmbeddingCache, HashingEmbedder, embed_terms, get_embedder
 from dpkps_core.method.config import SamplingConfig
@@ -62,10 +63,10 @@ def test_cache_holds_only_private_vocabulary_terms_never_rare_private_ones(tmp_p
                          length=3, junk_filter=False, embedding_model="counting")
     # a seeded (demo) Ṽ is no DP release: it is embedded in memory only and never reaches the persistent cache
     run_sampling(_planted_corpus(), cfg, vocabulary=vocab, embedder=CountingEmbedder(), cache=cache,
-                 noise=NoiseSource(seed=0))
+                 context=ReleaseContext(noise=NoiseSource(seed=0)))
     assert cache.terms() == set()
     run = run_sampling(_planted_corpus(), cfg, vocabulary=vocab, embedder=CountingEmbedder(), cache=cache,
-                       noise=NoiseSource(sampler="numpy"))  # OS entropy: a real release
+                       context=ReleaseContext(noise=NoiseSource(sampler="numpy")))  # OS entropy: a real release
     cached = cache.terms()
     assert cached == set(run.private_vocabulary.terms)
     unselected = planted - set(run.private_vocabulary.terms)
@@ -79,7 +80,8 @@ def test_pipeline_touches_only_training_documents_and_writes_report(tmp_path):
                              "test", "test")
     cfg = SamplingConfig(corpus="planted", eps_voc=3, eps_kde=2, vocab_size=8, terms_per_doc=4, per_class=5,
                          length=3, test_fraction=0.25, embedding_model="counting")
-    run = run_sampling(corpus, cfg, vocabulary=vocab, embedder=CountingEmbedder(), noise=NoiseSource(seed=1))
+    run = run_sampling(corpus, cfg, vocabulary=vocab, embedder=CountingEmbedder(),
+                       context=ReleaseContext(noise=NoiseSource(seed=1)))
     assert 5 <= len(run.split.test) <= 25 and not set(run.split.test) & set(run.split.train)  # 15 expected (hash)
     assert len(run.split.test) + len(run.split.train) == len(corpus)
     assert run.ledger.total_epsilon == pytest.approx(5)

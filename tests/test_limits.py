@@ -3,6 +3,7 @@
 import pytest
 
 from dpkps_core.corpus import Corpus, load_corpus
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import CorpusError, ParameterError
@@ -43,7 +44,8 @@ def test_long_documents_are_truncated_for_extraction_and_counted(monkeypatch):
     corpus = Corpus(texts, tuple(["a", "b"] * 10), "t", "t", public_classes=("a", "b"))
     vocab = PublicVocabulary("v", ("goal", "match", "bank", "shares", "profit"), "x", "x")
     cfg = SamplingConfig(eps_voc=2, eps_kde=2, vocab_size=5, per_class=2, length=3, test_fraction=0.0)
-    run = run_sampling(corpus, cfg, vocabulary=vocab, embedder=HashingEmbedder(8), noise=NoiseSource(seed=0))
+    run = run_sampling(corpus, cfg, vocabulary=vocab, embedder=HashingEmbedder(8),
+                       context=ReleaseContext(noise=NoiseSource(seed=0)))
     assert run.truncated_documents == 10
 
 

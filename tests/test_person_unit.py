@@ -12,6 +12,7 @@ from dpkps_core.cli import main
 from dpkps_core.corpus import Corpus, load_corpus
 from dpkps_core.dp.contributions import class_keyphrase_histograms
 from dpkps_core.dp.kde import rff_feature_sums
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rff import RandomFourierFeatures
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
@@ -52,7 +53,8 @@ def _config(**kw) -> SamplingConfig:
 def _target_counts(corpus: Corpus, cfg: SamplingConfig, trials: int) -> np.ndarray:
     emb, out = HashingEmbedder(dim=8), np.empty(trials)
     for k in range(trials):
-        pv = run_sampling(corpus, cfg, vocabulary=VOCAB, embedder=emb, noise=NoiseSource(sampler="numpy")).private_vocabulary
+        pv = run_sampling(corpus, cfg, vocabulary=VOCAB, embedder=emb,
+                          context=ReleaseContext(noise=NoiseSource(sampler="numpy"))).private_vocabulary
         out[k] = pv.noisy_counts[pv.terms.index("target")]
     return out
 
@@ -81,7 +83,7 @@ def test_person_level_noise_equals_document_level_noise_and_the_unit_is_stated(t
     runs = {}
     for name, column in (("person", "patient"), ("document", None)):
         runs[name] = run_sampling(d, _config(person_column=column), vocabulary=VOCAB, embedder=HashingEmbedder(dim=8),
-                                  noise=NoiseSource(seed=3, sampler="numpy"))
+                                  context=ReleaseContext(noise=NoiseSource(seed=3, sampler="numpy")))
     for ep, ed in zip(runs["person"].ledger.events, runs["document"].ledger.events):
         assert (ep.noise_scale, ep.sensitivity, ep.epsilon) == (ed.noise_scale, ed.sensitivity, ed.epsilon)
         assert "one person" in ep.neighbouring and "'patient'" in ep.neighbouring
@@ -102,9 +104,10 @@ def test_one_document_per_person_gives_the_same_release_as_without_the_column():
     with_people = plain.with_persons([f"p{i}" for i in range(80)], "patient")
     cfg = _config(length=3, bandwidth=None)
     r1 = run_sampling(plain, _config(person_column=None, length=3, bandwidth=None), vocabulary=VOCAB,
-                      embedder=HashingEmbedder(dim=8), noise=NoiseSource(seed=9, sampler="numpy"))
+                      embedder=HashingEmbedder(dim=8),
+                      context=ReleaseContext(noise=NoiseSource(seed=9, sampler="numpy")))
     r2 = run_sampling(with_people, cfg, vocabulary=VOCAB, embedder=HashingEmbedder(dim=8),
-                      noise=NoiseSource(seed=9, sampler="numpy"))
+                      context=ReleaseContext(noise=NoiseSource(seed=9, sampler="numpy")))
     assert r1.split == r2.split
     assert r1.private_vocabulary.terms == r2.private_vocabulary.terms
     np.testing.assert_array_equal(r1.private_vocabulary.noisy_counts, r2.private_vocabulary.noisy_counts)
@@ -112,9 +115,9 @@ def test_one_document_per_person_gives_the_same_release_as_without_the_column():
     # the iterative RFF path too
     it = dict(method="iterative-log", density="rff", bandwidth=0.5, features=64, length=4)
     s1 = run_sampling(plain, _config(person_column=None, **it), vocabulary=VOCAB, embedder=HashingEmbedder(dim=8),
-                      noise=NoiseSource(seed=4, sampler="numpy"))
+                      context=ReleaseContext(noise=NoiseSource(seed=4, sampler="numpy")))
     s2 = run_sampling(with_people, _config(**it), vocabulary=VOCAB, embedder=HashingEmbedder(dim=8),
-                      noise=NoiseSource(seed=4, sampler="numpy"))
+                      context=ReleaseContext(noise=NoiseSource(seed=4, sampler="numpy")))
     assert [s.keyphrases for s in s1.outcome.sequences] == [s.keyphrases for s in s2.outcome.sequences]
 
 

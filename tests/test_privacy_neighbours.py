@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpkps_core.corpus import Corpus
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.method.config import SamplingConfig
@@ -101,7 +102,8 @@ def _released_target_counts(corpus: Corpus, trials: int) -> np.ndarray:
     cfg, emb = _config(), HashingEmbedder(dim=8)
     out = np.empty(trials)
     for k in range(trials):
-        run = run_sampling(corpus, cfg, vocabulary=VOCAB, embedder=emb, noise=NoiseSource(sampler="numpy"))
+        run = run_sampling(corpus, cfg, vocabulary=VOCAB, embedder=emb,
+                           context=ReleaseContext(noise=NoiseSource(sampler="numpy")))
         pv = run.private_vocabulary
         out[k] = pv.noisy_counts[pv.terms.index("target")]
     return out
@@ -129,7 +131,7 @@ def test_run_sampling_on_neighbouring_corpora_stays_within_e_epsilon():
 
 def _release(corpus: Corpus, tmp_path, name: str, **kw) -> tuple[dict, list[dict]]:
     run = run_sampling(corpus, _config(per_class=2, **kw), vocabulary=VOCAB, embedder=HashingEmbedder(dim=8),
-                       noise=NoiseSource(seed=5, sampler="numpy"))
+                       context=ReleaseContext(noise=NoiseSource(seed=5, sampler="numpy")))
     out = write_run_folder(run, tmp_path / name)
     report = json.loads((out / "privacy_report.json").read_text())
     seqs = [json.loads(line) for line in (out / "sequences.jsonl").read_text().splitlines()]
@@ -169,7 +171,7 @@ def test_no_vocabulary_match_releases_for_both_neighbours(tmp_path):
     d2 = Corpus(texts + ("now with target",), d.labels + ("a",), "n", "t", public_classes=("a", "b"))
     for corpus in (d, d2):
         run = run_sampling(corpus, _config(), vocabulary=VOCAB, embedder=HashingEmbedder(dim=8),
-                           noise=NoiseSource(seed=1, sampler="numpy"))
+                           context=ReleaseContext(noise=NoiseSource(seed=1, sampler="numpy")))
         assert len(run.private_vocabulary) == len(TERMS) and len(run.outcome.sequences) == 2
     run_d = run_sampling(d, _config(), vocabulary=VOCAB, embedder=HashingEmbedder(dim=8))
     assert any("any term" in w for w in run_d.local_warnings)
@@ -192,10 +194,10 @@ def test_a_seeded_run_embeds_its_vocabulary_in_memory_only(tmp_path):
 
     cache = EmbeddingCache(tmp_path / "c.sqlite")
     run_sampling(_corpus(), _config(), vocabulary=VOCAB, embedder=HashingEmbedder(dim=8), cache=cache,
-                 noise=NoiseSource(seed=5, sampler="numpy"))
+                 context=ReleaseContext(noise=NoiseSource(seed=5, sampler="numpy")))
     assert _cache_rows(tmp_path / "c.sqlite") == 0
     run = run_sampling(_corpus(), _config(), vocabulary=VOCAB, embedder=HashingEmbedder(dim=8), cache=cache,
-                       noise=NoiseSource(sampler="numpy"))
+                       context=ReleaseContext(noise=NoiseSource(sampler="numpy")))
     assert _cache_rows(tmp_path / "c.sqlite") == len(run.private_vocabulary)
 
 
@@ -242,7 +244,7 @@ def test_the_run_folder_names_a_user_vocabulary_file_without_its_path(tmp_path, 
     digest = hashlib.sha256(vocab_file.read_bytes()).hexdigest()
     cfg = _config(corpus=str(corpus_file), vocabulary=str(vocab_file))
     run = run_sampling(_corpus(), cfg, vocabulary=VOCAB, embedder=HashingEmbedder(dim=8),
-                       noise=NoiseSource(seed=5, sampler="numpy"))
+                       context=ReleaseContext(noise=NoiseSource(seed=5, sampler="numpy")))
     out = write_run_folder(run, tmp_path / "run")
     for name in ("run_config.json", "privacy_report.json"):
         assert "secret-vocab-folder" not in (out / name).read_text(encoding="utf-8"), name
@@ -288,7 +290,7 @@ def test_the_apps_seeded_density_step_keeps_its_vocabulary_out_of_the_persistent
     run_folder.mkdir()
     noise = NoiseSource(seed, sampler="numpy")
     ledger = PrivacyLedger()
-    pv = pipeline.vocabulary_step(c, VOCAB, cfg, noise=noise, ledger=ledger).private_vocabulary
+    pv = pipeline.vocabulary_step(c, VOCAB, cfg, context=ReleaseContext(noise=noise, ledger=ledger)).private_vocabulary
     # the open run's Ṽ, and what the step keeps in the session (studio.run_view)
     monkeypatch.setattr(run_view, "private_vocabulary", lambda state: pv)
     monkeypatch.setattr(run_view, "remember_density",

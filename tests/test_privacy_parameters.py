@@ -23,6 +23,7 @@ from dpkps_core.method.config import build_sampling_config
 from dpkps_core.dp.count import release_count
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import noisy_term_histogram
 from dpkps_core.dp import accounting
@@ -46,7 +47,7 @@ EPSILON_ENTRY_POINTS: dict[str, Callable[[Any], object]] = {
     "config, the app's total ε": lambda e: build_sampling_config(eps_total=e, eps_voc_share=0.5),
     "vocabulary mechanism": lambda e: noisy_term_histogram(np.zeros(3), epsilon=e, terms_per_doc=2,
                                                            noise=NoiseSource(seed=0)),
-    "count mechanism": lambda e: release_count(5, epsilon=e, noise=NoiseSource(seed=0)),
+    "count mechanism": lambda e: release_count(5, epsilon=e, context=ReleaseContext(noise=NoiseSource(seed=0))),
     "frozen event": lambda e: _event(epsilon=e),
     "accounting": lambda e: accounting.max_rho_for(e, 1e-6),
     "risk sentence": lambda e: posterior_bound(e, 0.01),

@@ -22,6 +22,7 @@ import pytest
 from dpkps_core.method.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.method.pipeline import run_sampling, write_run_files
@@ -92,7 +93,7 @@ def test_a_seeded_run_writes_byte_identical_released_files(method: str, tmp_path
                          per_class=3, length=4, features=64, bandwidth=1.0, seed=11, noise_sampler="numpy",
                          test_fraction=0.25, split_seed=3)
     run = run_sampling(_corpus(), cfg, vocabulary=_vocabulary(), embedder=HashingEmbedder(16),
-                       noise=NoiseSource(11, sampler="numpy"), ledger=PrivacyLedger(10.0))
+                       context=ReleaseContext(noise=NoiseSource(11, sampler="numpy"), ledger=PrivacyLedger(10.0)))
     out = write_run_files(tmp_path / "run", config=run.config, split=run.split,
                           private_vocabulary=run.private_vocabulary, outcome=run.outcome, report=run.privacy_report())
     folder = RunFolder(out)

@@ -17,6 +17,7 @@ from dpkps_core.method.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.contributions import Keyphrases
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.embeddings import embed_terms
 from dpkps_core.progress import format_duration
 from dpkps_core.method.vocabulary import PublicVocabulary
@@ -116,7 +117,8 @@ def estimate_audit_time(
     t2 = time.perf_counter()
     for _ in range(3):  # a vocabulary-stage trial: step 1's mechanism on counts computed once
         pipeline.build_private_vocabulary((), vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
-                                          vocab_size=config.vocab_size, noise=runner.noise(), ledger=PrivacyLedger(),
+                                          vocab_size=config.vocab_size,
+                                          context=ReleaseContext(noise=runner.noise(), ledger=PrivacyLedger()),
                                           selection_rule=config.selection_rule, counts=counts, neighbouring=unit)
     t_voc = (time.perf_counter() - t2) / 3
     pv = runner.last_vocabulary
@@ -129,7 +131,8 @@ def estimate_audit_time(
     t3 = time.perf_counter()
     noise = runner.noise()
     density, _ = pipeline.build_density(kps, train.labels, classes=classes, embeddings=emb, config=config_d,
-                                        private_vocabulary=pv, noise=noise, ledger=PrivacyLedger(), groups=groups,
+                                        private_vocabulary=pv,
+                                        context=ReleaseContext(noise=noise, ledger=PrivacyLedger()), groups=groups,
                                         neighbouring=unit)
     pipeline.sample_sequences(density, terms=pv.terms, embeddings=emb, config=config_d, rng=noise.child())
     t_dens = time.perf_counter() - t3

@@ -55,6 +55,7 @@ from dpkps_core.embeddings import MemoEmbedder
 from dpkps_core.method.config import LIMITS, SamplingConfig
 from dpkps_core.dp.contributions import Keyphrases
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.embeddings import embed_terms
 from dpkps_core.errors import ParameterError
 from dpkps_core.method.vocabulary import PublicVocabulary
@@ -284,7 +285,7 @@ def vocabulary_stage(ctx: AuditContext, nbs: Neighbours, contributions: Contribu
         ledger = PrivacyLedger()
         pv = pipeline.build_private_vocabulary(
             (), ctx.vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
-            vocab_size=config.vocab_size, noise=ctx.runner.noise(), ledger=ledger,
+            vocab_size=config.vocab_size, context=ReleaseContext(noise=ctx.runner.noise(), ledger=ledger),
             selection_rule=config.selection_rule, counts=counts[name], neighbouring=units[name][1])
         if not events:
             events.extend(e for e in ledger.events if e.step == "vocabulary")
@@ -378,8 +379,9 @@ def density_stage(ctx: AuditContext, nbs: Neighbours, contributions: Contributio
         noise = ctx.runner.noise()
         kps, labels, groups, _ = st.inputs[name]
         density, _ = pipeline.build_density(kps, labels, classes=ctx.classes, embeddings=st.embeddings,
-                                            config=st.config, private_vocabulary=st.vocabulary, noise=noise,
-                                            ledger=PrivacyLedger(), groups=groups, neighbouring=units[name][1])
+                                            config=st.config, private_vocabulary=st.vocabulary,
+                                            context=ReleaseContext(noise=noise, ledger=PrivacyLedger()), groups=groups,
+                                            neighbouring=units[name][1])
         outcome = pipeline.sample_sequences(density, terms=st.vocabulary.terms, embeddings=st.embeddings,
                                             config=st.config, rng=noise.child())
         freq = Counter((q.label, k) for q in outcome.sequences

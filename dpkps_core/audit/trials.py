@@ -14,6 +14,7 @@ from dpkps_core.audit.settings import AuditSettings
 from dpkps_core.method.config import SamplingConfig
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import MemoEmbedder
 from dpkps_core.method.vocabulary import PublicVocabulary
@@ -99,7 +100,7 @@ class _Runner:
 
     def run(self, corpus: Corpus) -> tuple[_Release, Any]:
         run = pipeline.run_sampling(corpus, self.config, vocabulary=self.vocabulary, embedder=self.embedder,
-                                    cache=None, noise=self.noise(), ledger=PrivacyLedger())
+                                    cache=None, context=ReleaseContext(noise=self.noise(), ledger=PrivacyLedger()))
         self.runs += 1
         self.last_vocabulary = run.private_vocabulary
         return _Release.of(run), run.split

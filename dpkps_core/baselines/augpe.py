@@ -44,8 +44,7 @@ from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import calibrate_sigma, composed_mu, gaussian_epsilon
 from dpkps_core.dp.baseline_events import AugPEVoteEvent
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent
-from dpkps_core.dp.ledger import PrivacyLedger
-from dpkps_core.dp.release import AdmittedUnits, admit_units, release
+from dpkps_core.dp.release import AdmittedUnits, ReleaseContext, admit_units, release
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.embeddings import Embedder, embed_texts
@@ -384,7 +383,7 @@ def _vote_epochs(population: dict[str, list[str]], by_class: Mapping[str, np.nda
 def run_augpe(
     texts: Sequence[str], labels: Sequence[str], *, vocabulary_terms: Sequence[str], classes: Sequence[str],
     config: AugPEConfig, epsilon: float, delta: float, embedder: Embedder, backend: Any,
-    noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None, model_name: str | None = None,
+    context: ReleaseContext | None = None, model_name: str | None = None,
     progress: Progress | None = None, cancel: threading.Event | None = None, units: Sequence[str] | None = None,
     neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> AugPEResult:
@@ -404,8 +403,9 @@ def run_augpe(
         epsilon, delta: the (ε_aug, δ) of the Gaussian votes; σ is calibrated to it.
         embedder: public embedding model for the nearest-neighbour votes.
         backend: an :class:`~dpkps_core.llm.backends.LLMBackend`.
-        noise: randomness (Gaussian noise, word draws, selection).
-        ledger: admits the units and is charged ONE event (parallel composition across classes) with δ, up front.
+        context: the release's noise source (Gaussian noise, word draws, selection) and ledger, which admits the
+            units and is charged ONE event (parallel composition across classes) with δ, up front
+            (:class:`~dpkps_core.dp.release.ReleaseContext`; default: OS-entropy noise, no ledger).
         units: one unit string per document (:func:`dpkps_core.ledger_store.units.unit_strings`); default: document units.
         neighbouring: the neighbouring relation of the guarantee (the corpus's privacy unit).
     """
@@ -420,9 +420,10 @@ def run_augpe(
     pool = word_pool(vocabulary_terms, classes)
     if not pool:
         raise ParameterError("The private vocabulary Ṽ is empty; AugPE+Ṽ needs its words for the first prompts.")
+    ledger = context.ledger if context is not None else None
     if ledger is not None:
         ledger.require(eps, "AugPE+Ṽ")  # a refusal on public input (the cap), before anything is read
-    noise = noise or NoiseSource()
+    noise = context.noise if context is not None else NoiseSource()
     rng = noise.child()
     report = progress or (lambda f, m: None)
     t0 = time.perf_counter()

@@ -19,6 +19,7 @@ from dpkps_core.method.config import SamplingConfig, build_sampling_config
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.count import release_count
 from dpkps_core.dp.ledger import PrivacyLedger, SubLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError
 from dpkps_core.records.privacy_report import PrivacyReport
@@ -62,16 +63,17 @@ def vocabulary_for(config: SamplingConfig, vocabulary: Any) -> Any:
 
 
 def build_vocabulary(train: Corpus, *, eps_voc: float, vocabulary: Any, sampling: SamplingConfig | None,
-                     noise: NoiseSource, ledger: PrivacyLedger, progress: Progress) -> Any:
+                     context: ReleaseContext, progress: Progress) -> Any:
     """Ṽ (docs/DESIGN.md §2.1) for AugPE+Ṽ when DP-KPS did not build it first: DP-KPS's own vocabulary step on the
-    training part (its units — persons when the corpus has a person column — admitted, their counts read, the event
-    charged, then the noise: :func:`dpkps_core.dp.release.release`'s order, docs/DESIGN.md §2.0)."""
+    training part (its units — persons when the corpus has a person column — admitted through ``context``'s ledger,
+    their counts read, the event charged, then ``context``'s noise: :func:`dpkps_core.dp.release.release`'s order,
+    docs/DESIGN.md §2.0)."""
     from dpkps_core.method.pipeline import vocabulary_step
 
     cfg = sampling_config(eps_voc=eps_voc, eps_kde=1.0, per_class=1, sampling=sampling, seed=None, test_fraction=0.2,
                           split_seed=0, corpus_name=train.name,
                           person_column=(train.person_column or "person") if train.persons is not None else None)
-    return vocabulary_step(train, vocabulary_for(cfg, vocabulary), cfg, noise=noise, ledger=ledger,
+    return vocabulary_step(train, vocabulary_for(cfg, vocabulary), cfg, context=context,
                            progress=progress).private_vocabulary
 
 
@@ -105,11 +107,6 @@ class MethodOutcome:
     warnings: tuple[str, ...] = ()
 
 
-def privacy_with_ledger(report: PrivacyReport, ledger: PrivacyLedger, noise: NoiseSource) -> PrivacyReport:
-    """A method's privacy report with what its ledger actually recorded (:meth:`PrivacyReport.with_ledger`)."""
-    return report.with_ledger(ledger, noise)
-
-
 def compare_dpkps(plan: ComparePlan, *, ledger: PrivacyLedger, progress: Progress) -> tuple[Any, MethodOutcome]:
     """DP-KPS ([DP-KPS] §3): sampling on the comparison's split (the same one: checked), one prompt per
     sequence through the comparison's shared generator."""
@@ -124,7 +121,8 @@ def compare_dpkps(plan: ComparePlan, *, ledger: PrivacyLedger, progress: Progres
                           test_fraction=settings.test_fraction, split_seed=settings.split_seed,
                           corpus_name=corpus.name, person_column=corpus.person_column if corpus.persons else None)
     run = run_sampling(corpus, cfg, vocabulary=vocabulary_for(cfg, plan.vocabulary), embedder=plan.embedder,
-                       noise=plan.noise, ledger=ledger, progress=lambda f, m: progress(0.4 * f, m))
+                       context=ReleaseContext(noise=plan.noise, ledger=ledger),
+                       progress=lambda f, m: progress(0.4 * f, m))
     if run.split != split_documents(corpus, test_fraction=settings.test_fraction, seed=settings.split_seed,
                                     by_person=corpus.persons is not None):  # pragma: no cover
         raise ParameterError("DP-KPS used another split than the comparison; this is a bug.")
@@ -168,7 +166,8 @@ def compare_augpe(plan: ComparePlan, *, ledger: SubLedger, progress: Progress, d
         voc_time = dpkps_run.timings.get("vocabulary", 0.0)
     else:
         pv = build_vocabulary(plan.train, eps_voc=st.eps_voc, vocabulary=plan.vocabulary, sampling=st.sampling,
-                              noise=plan.noise, ledger=ledger, progress=lambda f, m: progress(0.1 * f, m))
+                              context=ReleaseContext(noise=plan.noise, ledger=ledger),
+                              progress=lambda f, m: progress(0.1 * f, m))
         voc_time = 0.0  # already inside this method's wall time
         note_voc = f"Ṽ built for AugPE+Ṽ ({time.perf_counter() - t_voc:.1f} s)"
     acfg = dataclasses.replace(st.augpe_config or AugPEConfig(), population=st.per_class, max_tokens=st.max_tokens,
@@ -178,7 +177,7 @@ def compare_augpe(plan: ComparePlan, *, ledger: SubLedger, progress: Progress, d
     units = unit_strings(plan.whole, by_person=plan.whole.persons is not None)
     res = run_augpe(plan.whole.texts, plan.whole.labels, vocabulary_terms=pv.terms, classes=plan.classes,
                     config=acfg, epsilon=st.eps_total - st.eps_voc, delta=st.delta, embedder=plan.embedder,
-                    backend=plan.llm, noise=plan.noise, ledger=ledger,
+                    backend=plan.llm, context=ReleaseContext(noise=plan.noise, ledger=ledger),
                     progress=lambda f, m: progress(0.1 + 0.9 * f, m), cancel=plan.cancel, units=units,
                     neighbouring=plan.whole.privacy_unit)
     budget = prompt_budget(classes=len(plan.classes), population=st.per_class, epochs=acfg.epochs)
@@ -192,7 +191,8 @@ def compare_augpe(plan: ComparePlan, *, ledger: SubLedger, progress: Progress, d
               f"{plan.unit_note}",
     )
     row.wall_seconds = voc_time  # the method's own run time is added by the caller
-    return MethodOutcome(row, res.documents, res.audit, privacy_with_ledger(res.privacy_report(), ledger, plan.noise))
+    return MethodOutcome(row, res.documents, res.audit,
+                         res.privacy_report().with_context(ReleaseContext(noise=plan.noise, ledger=ledger)))
 
 
 def compare_private_prediction(plan: ComparePlan, *, ledger: SubLedger, progress: Progress) -> MethodOutcome:
@@ -256,8 +256,9 @@ def compare_private_prediction(plan: ComparePlan, *, ledger: SubLedger, progress
     def generate(_: Any, train: Corpus) -> tuple[Any, int, Any, str]:
         """The noise: the DP count's (when it sizes the buckets), then the generation on the admitted documents."""
         cfg, n_buckets, released, note = pcfg, buckets, None, note_n
+        drawing = ReleaseContext(noise=plan.noise)  # no ledger: release() below charged every event first
         if st_.class_size_estimate is None:
-            released = release_count(len(train), epsilon=eps_size, noise=plan.noise)  # its event charged first
+            released = release_count(len(train), epsilon=eps_size, context=drawing)
             n_buckets = buckets_for(released.clamped / n_classes, pcfg.batch_size)
             cfg, note_b = fit_buckets(n_buckets, pcfg)
             note = (f"hash buckets from a DP count of the training part (ε = {eps_size:g}, Laplace "
@@ -265,7 +266,7 @@ def compare_private_prediction(plan: ComparePlan, *, ledger: SubLedger, progress
                     f"of ε on text" + note_b)
         res = run_private_prediction(train.texts, train.labels, model=model, tokenizer=tok, config=cfg,
                                      epsilon=eps_pp, delta=st_.delta, per_class=per_class, num_buckets=n_buckets,
-                                     classes=plan.classes, noise=plan.noise, model_name=name, progress=progress,
+                                     classes=plan.classes, context=drawing, model_name=name, progress=progress,
                                      cancel=plan.cancel, neighbouring=unit, charged_event=events[-1])
         return res, n_buckets, released, note
 
@@ -287,7 +288,7 @@ def compare_private_prediction(plan: ComparePlan, *, ledger: SubLedger, progress
               f"batches ({st['private_tokens']} private / {st['public_tokens']} public tokens; LLM calls and prompt "
               f"tokens count the private prompts: private, local); {note_n}{plan.unit_note}",
     )
-    report = privacy_with_ledger(res.privacy_report(), ledger, plan.noise)
+    report = res.privacy_report().with_context(ReleaseContext(noise=plan.noise, ledger=ledger))
     report = report.with_details(parameters={**report.parameters, "num_buckets": buckets})
     if released is not None:  # the DP count (a release; its event was charged before its noise was drawn)
         report = report.with_details(dp_training_count={"noisy_count": round(released.value, 2),

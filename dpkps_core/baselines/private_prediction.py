@@ -50,8 +50,7 @@ from dpkps_core.method.config import PRIVATE_PREDICTION_LIMITS
 from dpkps_core.corpus.model import check_class_names
 from dpkps_core.dp.accounting import zcdp_to_epsilon
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent
-from dpkps_core.dp.ledger import PrivacyLedger
-from dpkps_core.dp.release import AdmittedUnits, admit_units, release
+from dpkps_core.dp.release import AdmittedUnits, ReleaseContext, admit_units, release
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta, check_positive_int
 from dpkps_core.errors import LLMError, ParameterError
@@ -263,17 +262,17 @@ class PrivatePredictionResult:
 def run_private_prediction(
     texts: Sequence[str], labels: Sequence[str], *, model: Any, tokenizer: Any, config: PrivatePredictionConfig,
     epsilon: float | None = None, delta: float, per_class: int | Mapping[str, int], num_buckets: int,
-    classes: Sequence[str], noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None,
-    conversion: str = "tight", model_name: str = "local-model", progress: Progress | None = None,
-    cancel: threading.Event | None = None, units: Sequence[str] | None = None,
-    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT, charged_event: PrivacyEvent | None = None,
+    classes: Sequence[str], context: ReleaseContext | None = None, conversion: str = "tight",
+    model_name: str = "local-model", progress: Progress | None = None, cancel: threading.Event | None = None,
+    units: Sequence[str] | None = None, neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
+    charged_event: PrivacyEvent | None = None,
 ) -> PrivatePredictionResult:
     """Algorithm 1 over a labelled PRIVATE corpus (training part only).
 
-    Charge first (docs/DESIGN.md §2.0): every refusal on public input happens first; then, with a ``ledger``, the units
-    are admitted (the individual privacy filter charges them) and the run's event is charged — all BEFORE the
-    first private prompt is built or reaches the model. A crash, Ctrl-C or cancellation after that leaves ε
-    charged. Only the admitted documents take part.
+    Charge first (docs/DESIGN.md §2.0): every refusal on public input happens first; then, with a ledger in
+    ``context``, the units are admitted (the individual privacy filter charges them) and the run's event is charged —
+    all BEFORE the first private prompt is built or reaches the model. A crash, Ctrl-C or cancellation after that
+    leaves ε charged. Only the admitted documents take part.
 
     Args:
         texts, labels: the private documents (each becomes one private prompt) and their labels.
@@ -286,8 +285,9 @@ def run_private_prediction(
         num_buckets: hash buckets per class (public; see :func:`buckets_for`).
         classes: the DECLARED public class names (required: a list read off the private labels would be a
             data-dependent choice steering which batches run).
-        noise: randomness (Laplace SVT noise and token sampling).
-        ledger: admits the units and is charged ONE event (parallel composition over batches) with δ, up front.
+        context: the release's noise source (Laplace SVT noise and token sampling) and ledger, which admits the
+            units and is charged ONE event (parallel composition over batches) with δ, up front
+            (:class:`~dpkps_core.dp.release.ReleaseContext`; default: OS-entropy noise, no ledger).
         units: one unit string per document (:func:`dpkps_core.ledger_store.units.unit_strings`); default: document units.
         neighbouring: the neighbouring relation of the guarantee (the corpus's privacy unit).
         charged_event: the caller has ALREADY admitted the units and charged this event (e.g. a
@@ -302,7 +302,7 @@ def run_private_prediction(
         config = calibrate(config, epsilon=epsilon, delta=delta, conversion=conversion)
     config = config.validate()
     delta = check_delta(delta)
-    noise = noise or NoiseSource()
+    noise = context.noise if context is not None else NoiseSource()
     plan, num_buckets = _batch_plan(config, per_class=per_class, num_buckets=num_buckets, classes=classes)
     rho = config.rho()
     eps = zcdp_to_epsilon(rho, delta, conversion=conversion)
@@ -317,7 +317,7 @@ def run_private_prediction(
     else:
         event = prediction_event(config, delta=delta, conversion=conversion, num_buckets=num_buckets,
                                  batches=len(plan), documents=planned_docs, neighbouring=neighbouring)
-        accountant = ledger
+        accountant = context.ledger if context is not None else None
 
     def decode(_: AdmittedUnits, docs: tuple[Sequence[str], Sequence[str]]) -> tuple[Any, list[dict[str, Any]], float]:
         t0 = time.perf_counter()

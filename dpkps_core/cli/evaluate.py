@@ -143,13 +143,14 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
               "is a use of the data ε does not cover.")
     else:  # the default: a small charged DP release, then post-processing
         from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
+        from dpkps_core.dp.release import ReleaseContext
         from dpkps_core.dp.rng import NoiseSource
         from dpkps_core.evaluation.forecast_dp import dp_forecast
 
         ledger = corpus_ledger(corpus, tool="cli forecast", out=args.out, cap=config.epsilon_cap)
-        _, f = dp_forecast(train, vocabulary, config, ledger=ledger,
-                           noise=NoiseSource(config.seed, sampler=config.noise_sampler), epsilon=args.eps_forecast,
-                           by_person=bool(config.person_column))
+        noise = NoiseSource(config.seed, sampler=config.noise_sampler)
+        _, f = dp_forecast(train, vocabulary, config, context=ReleaseContext(noise=noise, ledger=ledger),
+                           epsilon=args.eps_forecast, by_person=bool(config.person_column))
         print(f"DP forecast for ε_voc = {f.eps_voc:g}, ε_kde = {f.eps_kde:g} ({f.method}, {f.density}) — from a DP "
               f"release of ε_forecast = {f.epsilon_forecast:g} charged to this corpus's ledger; choosing settings "
               "from it is covered by ε.")

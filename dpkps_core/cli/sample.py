@@ -10,6 +10,7 @@ from dpkps_core.cli.common import (add_sampling_arguments, check_output_dir, con
 from dpkps_core.cli.ledger import corpus_ledger, ledger_summary
 from dpkps_core.method.config import LIMITS, SamplingConfig, load_config_corpus, load_vocabulary_for
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import EmbeddingCache, get_embedder
 from dpkps_core.errors import ParameterError
@@ -43,7 +44,8 @@ def _cmd_sample(args: argparse.Namespace) -> int:
             bar.refresh()
 
         run = run_sampling(corpus, config, vocabulary=vocabulary, embedder=embedder, cache=cache,
-                           noise=NoiseSource(config.seed, sampler=config.noise_sampler), ledger=ledger, progress=progress)
+                           context=ReleaseContext(noise=NoiseSource(config.seed, sampler=config.noise_sampler),
+                                                  ledger=ledger), progress=progress)
     run, steered = with_steering_forecast(run, ledger)  # the DP forecast that steered it is in its total (§7)
     out = write_run_folder(run, args.out)
     record_ledger(out, ledger, forecast=steered)  # its local ledger record: which ledger, which events (issue 35 §7)

@@ -17,8 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, LaplaceCountEvent
-from dpkps_core.dp.ledger import PrivacyLedger
-from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.validation import check_epsilon
 
 MECHANISM = "laplace_document_count"
@@ -49,18 +48,18 @@ def count_event(*, epsilon: float, what: str = "documents in the training part",
 
 
 def release_count(
-    true_count: int, *, epsilon: float, noise: NoiseSource, ledger: PrivacyLedger | None = None,
-    what: str = "documents in the training part", step: str = "size",
-    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
+    true_count: int, *, epsilon: float, context: ReleaseContext, what: str = "documents in the training part",
+    step: str = "size", neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> NoisyCount:
     """Release ``true_count`` + Laplace(1/ε) (sensitivity 1 under ``neighbouring``).
 
-    With ``ledger`` the count's event is charged BEFORE the noise is drawn (docs/DESIGN.md §2.0 "charge first"). The
-    caller has admitted the counted units already (:func:`dpkps_core.method.budget.admit`) and counts only the admitted
-    ones, or has charged this event itself as part of a larger release (then it passes no ledger)."""
+    With ``context.ledger`` the count's event is charged BEFORE ``context.noise`` draws (docs/DESIGN.md §2.0 "charge
+    first"). The caller has admitted the counted units already (:func:`dpkps_core.method.budget.admit`) and counts
+    only the admitted ones, or has charged this event itself as part of a larger release (then its context has no
+    ledger: :meth:`~dpkps_core.dp.release.ReleaseContext.for_draw`)."""
     epsilon = check_epsilon(epsilon, "ε (count)")
-    if ledger is not None:
-        ledger.charge(count_event(epsilon=epsilon, what=what, step=step, neighbouring=neighbouring))
+    if context.ledger is not None:
+        context.ledger.charge(count_event(epsilon=epsilon, what=what, step=step, neighbouring=neighbouring))
     scale = 1.0 / epsilon
-    value = float(int(true_count) + float(noise.laplace(scale, 1, integer_valued=True)[0]))
+    value = float(int(true_count) + float(context.noise.laplace(scale, 1, integer_valued=True)[0]))
     return NoisyCount(value=value, epsilon=epsilon, noise_scale=scale)

@@ -33,8 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, ForecastStatisticsEvent
-from dpkps_core.dp.ledger import PrivacyLedger
-from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.errors import ParameterError
 
@@ -158,7 +157,7 @@ def forecast_event(*, epsilon: float, terms_per_doc: int, curve_share: float, th
 
 def release_forecast_statistics(
     counts: np.ndarray, labels: Sequence[str], *, classes: Sequence[str], epsilon: float, terms_per_doc: int,
-    noise: NoiseSource, ledger: PrivacyLedger | None, public_vocabulary: str = "",
+    context: ReleaseContext, public_vocabulary: str = "",
     groups: Sequence[str] | None = None, thresholds: Sequence[int] = DEFAULT_THRESHOLDS,
     curve_share: float = DEFAULT_CURVE_SHARE, neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> ForecastStatistics:
@@ -166,8 +165,9 @@ def release_forecast_statistics(
     the ADMITTED documents) and of the class sizes of ``labels`` (see the module docstring for the relation,
     the sensitivity 1 of the rescaled vector and the noise Laplace(1/ε)).
 
-    Charges ``ledger`` with the frozen event (:func:`forecast_event`) first, then draws the noise; ``ledger=None``:
-    the caller has charged that event already (``dpkps_core.dp.release.release``)."""
+    Charges ``context.ledger`` with the frozen event (:func:`forecast_event`) first, then draws ``context.noise``
+    (:class:`~dpkps_core.dp.release.ReleaseContext`); a context without a ledger: the caller has charged that event
+    already (:func:`dpkps_core.dp.release.release`)."""
     epsilon = check_epsilon(epsilon, "ε_forecast")
     terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)")
     if not 0.0 < float(curve_share) < 1.0:
@@ -181,10 +181,10 @@ def release_forecast_statistics(
     event = forecast_event(epsilon=epsilon, terms_per_doc=terms_per_doc, curve_share=float(curve_share),
                            thresholds=int(t.size), classes=len(classes), public_vocabulary_size=int(counts.size),
                            neighbouring=neighbouring)
-    if ledger is not None:
-        ledger.charge(event)  # charge first: before any noise is drawn (docs/DESIGN.md §2.0)
-    noisy_curve = noise.add_laplace(curve, scale=event.curve_noise_scale, integer_valued=True)
-    noisy_sizes = noise.add_laplace(sizes, scale=event.class_noise_scale, integer_valued=groups is None)
+    if context.ledger is not None:
+        context.ledger.charge(event)  # charge first: before any noise is drawn (docs/DESIGN.md §2.0)
+    noisy_curve = context.noise.add_laplace(curve, scale=event.curve_noise_scale, integer_valued=True)
+    noisy_sizes = context.noise.add_laplace(sizes, scale=event.class_noise_scale, integer_valued=groups is None)
     return ForecastStatistics(
         thresholds=tuple(int(x) for x in t), curve=np.asarray(noisy_curve, dtype=np.float64),
         classes=tuple(str(c) for c in classes), class_counts=np.asarray(noisy_sizes, dtype=np.float64),

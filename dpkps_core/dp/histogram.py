@@ -23,9 +23,8 @@ import numpy as np
 
 from dpkps_core.dp.contributions import class_keyphrase_histograms
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, SmoothedHistogramEvent
-from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rff import exact_gaussian_kernel
-from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_float
 
 MECHANISM = "laplace_smoothed_keyphrase_histogram"
@@ -92,8 +91,7 @@ def build_smoothed_histogram_density(
     embeddings: np.ndarray,
     epsilon: float,
     bandwidth: float,
-    noise: NoiseSource,
-    ledger: PrivacyLedger | None = None,
+    context: ReleaseContext,
     max_per_doc: int | None = None,
     groups: Sequence[str] | None = None,
     neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
@@ -105,13 +103,16 @@ def build_smoothed_histogram_density(
         labels: per document class label; ``classes``: the public class names (order of the output).
         embeddings: (|Ṽ|, d) unit-norm embeddings of Ṽ (public model applied to DP terms).
         epsilon: ε_kde (parallel composition over classes). bandwidth: σ ≥ 0 (0 → no smoothing).
+        context: the release's ledger (charged here; None: the event is accounted elsewhere) and noise source
+            (:class:`~dpkps_core.dp.release.ReleaseContext`).
         max_per_doc: M, truncation of each document's keyphrases.
         groups / neighbouring: one person per document and the person-level relation (docs/DESIGN.md §2, person unit): a person's
             occurrences over all their documents and classes weigh 1 in total, so sensitivity 1 and the same
             Laplace(1/ε) give ε-DP per person.
 
-    Charge first (docs/DESIGN.md §2.0): the event (ε, sensitivity 1, |Ṽ|, σ, M: all public) is recorded in ``ledger``
-    after the statistic is computed and BEFORE the noise is drawn, so a failure from then on leaves ε_kde spent.
+    Charge first (docs/DESIGN.md §2.0): the event (ε, sensitivity 1, |Ṽ|, σ, M: all public) is recorded in
+    ``context.ledger`` after the statistic is computed and BEFORE the noise is drawn, so a failure from then on
+    leaves ε_kde spent.
     """
     epsilon = check_epsilon(epsilon, "ε_kde")
     bandwidth = check_positive_float(bandwidth, "σ (bandwidth)", allow_zero=True)
@@ -120,11 +121,11 @@ def build_smoothed_histogram_density(
     hist = class_keyphrase_histograms(keyphrases, labels, classes, vocab_size, max_per_doc=max_per_doc,
                                       groups=groups)
     scale = 1.0 / epsilon
-    if ledger is not None:  # charge first (docs/DESIGN.md §2.0): the event holds public quantities only
-        ledger.charge(histogram_event(epsilon=epsilon, bandwidth=bandwidth, classes=len(classes),
-                                      private_vocabulary_size=vocab_size, max_per_doc=max_per_doc,
-                                      neighbouring=neighbouring))
-    noisy = noise.add_laplace(hist, scale=scale)  # the statistic goes through the (OpenDP) sampler
+    if context.ledger is not None:  # charge first (docs/DESIGN.md §2.0): the event holds public quantities only
+        context.ledger.charge(histogram_event(epsilon=epsilon, bandwidth=bandwidth, classes=len(classes),
+                                              private_vocabulary_size=vocab_size, max_per_doc=max_per_doc,
+                                              neighbouring=neighbouring))
+    noisy = context.noise.add_laplace(hist, scale=scale)  # the statistic goes through the (OpenDP) sampler
     return SmoothedHistogramDensity(
         classes=classes,
         noisy_histograms=noisy,

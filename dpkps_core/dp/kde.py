@@ -25,9 +25,8 @@ import numpy as np
 
 from dpkps_core.dp.contributions import class_keyphrase_histograms, prefix_matrix, prefix_weights
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, RFFKDEEvent
-from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rff import SQRT2, RandomFourierFeatures
-from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_float, check_positive_int
 from dpkps_core.errors import ParameterError
 
@@ -173,8 +172,7 @@ def build_rff_density(
     bandwidth: float,
     features: int,
     length: int,
-    noise: NoiseSource,
-    ledger: PrivacyLedger | None = None,
+    context: ReleaseContext,
     max_per_doc: int | None = None,
     progress: Callable[[float, str], None] | None = None,
     groups: Sequence[str] | None = None,
@@ -189,11 +187,15 @@ def build_rff_density(
         kind: ``"independent"``, ``"iterative-linear"`` or ``"iterative-log"``.
         epsilon: ε_kde for the whole density (split evenly over ensemble members).
         bandwidth: σ > 0. features: I. length: L (sequence length). max_per_doc: M (default L).
+        context: the release's ledger (charged here; None: the event is accounted elsewhere) and noise source
+            (:class:`~dpkps_core.dp.release.ReleaseContext`: the random features and the Laplace noise).
+        progress: told after each ensemble member.
         groups / neighbouring: one person per document and the person-level relation (docs/DESIGN.md §2, person unit): each
             person's documents weigh 1 in total, so the same noise scale gives ε-DP per person.
 
-    Charge first (docs/DESIGN.md §2.0): the one event for the whole ensemble is recorded in ``ledger`` before the first
-    member's statistic is computed or its noise drawn; a failure or cancellation after that leaves ε_kde spent.
+    Charge first (docs/DESIGN.md §2.0): the one event for the whole ensemble is recorded in ``context.ledger`` before
+    the first member's statistic is computed or its noise drawn; a failure or cancellation after that leaves ε_kde
+    spent.
     """
     epsilon = check_epsilon(epsilon, "ε_kde")
     bandwidth = check_positive_float(bandwidth, "σ (bandwidth)")
@@ -204,9 +206,11 @@ def build_rff_density(
     layout = ensemble_blocks(kind, length)
     eps_member = epsilon / len(layout)
     scale = SQRT2 * features / eps_member
-    if ledger is not None:  # charge first (docs/DESIGN.md §2.0): every field is public (ε, I, σ, L, M, J)
-        ledger.charge(rff_event(kind=kind, epsilon=epsilon, bandwidth=bandwidth, features=features, length=length,
-                                classes=len(classes), max_per_doc=max_per_doc, neighbouring=neighbouring))
+    if context.ledger is not None:  # charge first (docs/DESIGN.md §2.0): every field is public (ε, I, σ, L, M, J)
+        context.ledger.charge(rff_event(kind=kind, epsilon=epsilon, bandwidth=bandwidth, features=features,
+                                        length=length, classes=len(classes), max_per_doc=max_per_doc,
+                                        neighbouring=neighbouring))
+    noise = context.noise
     rng = noise.child()
     members = []
     for j, (blocks, block_scale) in enumerate(layout):

@@ -18,6 +18,10 @@ values — leaves the event charged too. Refusals on public input belong before 
 
 An admitted input without a ticket (no ledger: the caller accounts for the release elsewhere, e.g. an ε sweep or an
 event a caller charged for a larger release) is computed and drawn with nothing charged here.
+
+What every release needs besides its statistic travels as one :class:`ReleaseContext`: the ledger that admits and
+charges (or None) and the noise source that draws. A release function takes ``context=`` instead of a ledger and a
+noise source apart; its draw step runs under :meth:`ReleaseContext.for_draw` (the same noise, no ledger).
 """
 
 from __future__ import annotations
@@ -29,7 +33,50 @@ import numpy as np
 
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import MAX_ROW_FACTOR, AdmissionTicket, PrivacyLedger
-from dpkps_core.errors import ParameterError
+from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.errors import ParameterError, ParameterTypeError
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReleaseContext:
+    """What every release needs besides its statistic (docs/DESIGN.md §2.0 "charge first"): the ledger that admits
+    the release's units and is charged its event BEFORE the noise is drawn, and the noise source that draws it.
+
+    One frozen object, handed down from the caller that owns the ledger and the noise (the app's session, a CLI
+    command, a comparison) to the mechanism that draws, so that no function takes the two apart.
+
+    Args:
+        noise: all randomness of the run (:class:`~dpkps_core.dp.rng.NoiseSource`: the DP noise, random features,
+            sequence sampling).
+        ledger: the privacy ledger (an individual privacy filter, docs/DESIGN.md §2.0) that admits and is charged;
+            None when the release is accounted elsewhere — an ε sweep, or an event a caller has already charged
+            (e.g. :func:`release` charged it before the draw: :meth:`for_draw`).
+
+    Raises:
+        ParameterTypeError: ``noise`` is not a NoiseSource, or ``ledger`` is neither a PrivacyLedger nor None.
+    """
+
+    noise: NoiseSource
+    ledger: PrivacyLedger | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.noise, NoiseSource):
+            raise ParameterTypeError(f"A release context's noise must be a NoiseSource, got "
+                                     f"{type(self.noise).__name__}.")
+        if self.ledger is not None and not isinstance(self.ledger, PrivacyLedger):
+            raise ParameterTypeError(f"A release context's ledger must be a PrivacyLedger or None, got "
+                                     f"{type(self.ledger).__name__}.")
+
+    def for_draw(self) -> "ReleaseContext":
+        """The context of a release's step 4 (the draw): the same noise source, no ledger — the release's event is
+        already charged, and charging it again would count the release twice."""
+        return self if self.ledger is None else ReleaseContext(noise=self.noise)
+
+    def require_ledger(self, what: str) -> PrivacyLedger:
+        """The ledger of a release that must be accounted here (``what``: the release, for the message)."""
+        if self.ledger is None:
+            raise ParameterError(f"{what} needs the ledger that records its releases.")
+        return self.ledger
 
 
 class Admitted(Protocol):

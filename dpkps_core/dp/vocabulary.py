@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, VocabularyHistogramEvent
-from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.errors import ParameterError, VocabularyError
@@ -171,8 +171,7 @@ def privatize_vocabulary(
     terms_per_doc: int = 10,
     size: int = 1000,
     vocabulary_name: str = "custom",
-    noise: NoiseSource,
-    ledger: PrivacyLedger | None = None,
+    context: ReleaseContext,
     selection_rule: str = "top-n",
     floor_fraction: float = 1.0,
     neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
@@ -183,11 +182,15 @@ def privatize_vocabulary(
         counts: per-term document counts over all of V (``TermMatcher.counts_first_distinct`` output).
         terms: the public vocabulary V (same order as ``counts``).
         epsilon: ε_voc. terms_per_doc: S (sensitivity). size: N (≤ |V|).
+        vocabulary_name: the public vocabulary's name (recorded in the event).
+        context: the release's ledger (charged here; None: the event is accounted elsewhere) and noise source
+            (:class:`~dpkps_core.dp.release.ReleaseContext`).
         selection_rule: ``"top-n"`` (paper) or ``"noise-floor"`` (top-N, then drop terms below
             ``floor_fraction`` × :func:`noise_floor`).
+        neighbouring: the neighbouring relation recorded in the event (the corpus's privacy unit).
 
     Charge first (docs/DESIGN.md §2.0): the public settings are checked (a refusal there costs nothing), then one
-    :class:`PrivacyEvent` (step ``"vocabulary"``) is recorded in ``ledger`` BEFORE the noise is drawn. A failure
+    :class:`PrivacyEvent` (step ``"vocabulary"``) is recorded in ``context.ledger`` BEFORE the noise is drawn. A failure
     after that — a crash in the sampler, or the noise-floor rule keeping no term — leaves ε_voc spent.
     """
     epsilon, terms_per_doc, size = check_vocabulary_settings(
@@ -198,12 +201,12 @@ def privatize_vocabulary(
         raise ParameterError(f"counts has shape {counts.shape}, expected ({len(terms)},) — one per term of V.")
     scale = terms_per_doc / epsilon
     floor = floor_fraction * noise_floor(epsilon=epsilon, terms_per_doc=terms_per_doc, vocabulary_size=len(terms))
-    if ledger is not None:
-        ledger.charge(vocabulary_event(
+    if context.ledger is not None:
+        context.ledger.charge(vocabulary_event(
             epsilon=epsilon, terms_per_doc=terms_per_doc, size=size, vocabulary_name=vocabulary_name,
-            vocabulary_size=len(terms), selection_rule=selection_rule, sampler=noise.sampler,
+            vocabulary_size=len(terms), selection_rule=selection_rule, sampler=context.noise.sampler,
             neighbouring=neighbouring))
-    noisy = noisy_term_histogram(counts, epsilon=epsilon, terms_per_doc=terms_per_doc, noise=noise)
+    noisy = noisy_term_histogram(counts, epsilon=epsilon, terms_per_doc=terms_per_doc, noise=context.noise)
     chosen = select_top_terms(noisy, size=size, rule=selection_rule, floor=floor)
     if chosen.size == 0:
         # decided from the noisy counts, after the charge: the refusal is itself a DP output and costs ε_voc

@@ -20,9 +20,7 @@ from dpkps_core.corpus import Corpus
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.forecast import (DEFAULT_CURVE_SHARE, DEFAULT_FORECAST_EPSILON, DEFAULT_THRESHOLDS,
                                     ForecastStatistics, forecast_event, release_forecast_statistics)
-from dpkps_core.dp.ledger import PrivacyLedger
-from dpkps_core.dp.release import release
-from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.release import ReleaseContext, release
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.embeddings import Embedder
 from dpkps_core.errors import ParameterError
@@ -47,7 +45,7 @@ EXACT_PREVIEW_NOTE = "private, local — not covered by ε"
 
 
 def release_forecast(
-    train: Corpus | StreamedCorpus, vocabulary: PublicVocabulary, *, ledger: PrivacyLedger, noise: NoiseSource,
+    train: Corpus | StreamedCorpus, vocabulary: PublicVocabulary, *, context: ReleaseContext,
     epsilon: float = DEFAULT_FORECAST_EPSILON, terms_per_doc: int = 10, by_person: bool = False,
     curve_share: float = DEFAULT_CURVE_SHARE, progress: Progress | None = None,
 ) -> ForecastStatistics:
@@ -60,7 +58,8 @@ def release_forecast(
     (:class:`~dpkps_core.method.training_source.StreamedCorpus`: its admitted rows counted chunk by chunk by the
     vocabulary pass, ``progress`` told after each chunk — the same counts, so the same release, issue 31 §4);
     documents of undeclared labels enter no DP step. ``terms_per_doc`` is the S the release counts (a release serves
-    forecasts of that S only)."""
+    forecasts of that S only). ``context``: the ledger that admits and is charged (the corpus's ledger), and the
+    noise source (:class:`~dpkps_core.dp.release.ReleaseContext`)."""
     epsilon = check_epsilon(epsilon, "ε_forecast")
     terms_per_doc = check_positive_int(terms_per_doc, "S (terms per document)", maximum=LIMITS["terms_per_doc"])
     if not 0.0 < float(curve_share) < 1.0:  # refusals on public input come before anything is admitted
@@ -69,7 +68,7 @@ def release_forecast(
         if bool(by_person) != train.by_person:
             raise ParameterError("This streamed corpus was prepared for another unit of privacy; open it again.")
         classes, unit = tuple(train.classes), train.privacy_unit
-        admit_rows: Any = lambda: train.admit_training_rows(ledger, epsilon, "the DP forecast")  # noqa: E731
+        admit_rows: Any = lambda: train.admit_training_rows(context.ledger, epsilon, "the DP forecast")  # noqa: E731
         statistic: Any = lambda part: (  # noqa: E731 - its rows chunk by chunk (the vocabulary pass)
             pipeline.admitted_term_counts(part, vocabulary, terms_per_doc=terms_per_doc, progress=progress),
             part.labels, part.groups)
@@ -79,7 +78,8 @@ def release_forecast(
         if by_person and train.persons is None:
             raise ParameterError("The privacy unit is a person, but the corpus has no person column.")
         unit = train.privacy_unit if by_person else ADD_REMOVE_ONE_DOCUMENT
-        admit_rows = lambda: admit(train, ledger, epsilon, by_person=by_person, what="the DP forecast")  # noqa: E731
+        admit_rows = lambda: admit(train, context.ledger, epsilon, by_person=by_person,  # noqa: E731
+                                   what="the DP forecast")
 
         def statistic(admission: Any) -> tuple[np.ndarray, Any, Any]:
             docs = admission.corpus
@@ -93,21 +93,22 @@ def release_forecast(
                            public_vocabulary_size=len(vocabulary), neighbouring=unit)
     # the one release order (dpkps_core.dp.release): admit → count the admitted → charge the event → draw the noise
     return release(admit_rows, statistic=statistic, event=event, draw=lambda _, stat: release_forecast_statistics(
-        stat[0], stat[1], classes=classes, epsilon=epsilon, terms_per_doc=terms_per_doc, noise=noise, ledger=None,
+        stat[0], stat[1], classes=classes, epsilon=epsilon, terms_per_doc=terms_per_doc, context=context.for_draw(),
         public_vocabulary=vocabulary.name, groups=stat[2], curve_share=curve_share, neighbouring=unit)).value
 
 
 def dp_forecast(
-    train: Corpus, vocabulary: PublicVocabulary, config: SamplingConfig, *, ledger: PrivacyLedger,
-    noise: NoiseSource, epsilon: float = DEFAULT_FORECAST_EPSILON, by_person: bool = False,
+    train: Corpus, vocabulary: PublicVocabulary, config: SamplingConfig, *, context: ReleaseContext,
+    epsilon: float = DEFAULT_FORECAST_EPSILON, by_person: bool = False,
     curve_share: float = DEFAULT_CURVE_SHARE, **options: Any,
 ) -> tuple[ForecastStatistics, Forecast]:
     """The default "Will this work?": :func:`release_forecast` of ``config``'s S (charges ε_forecast), then
     :func:`forecast_from_release` of ``config`` (``options``: its keyword arguments — ``eps_voc``,
-    ``min_real_terms``, ``max_noise_share``, ``reps``, ``seed``). Returns the release — keep it: forecasts for other
-    ε, N or methods are free post-processing of it — and the forecast."""
+    ``min_real_terms``, ``max_noise_share``, ``reps``, ``seed``; ``context``: the release's ledger and noise source,
+    :class:`~dpkps_core.dp.release.ReleaseContext`). Returns the release — keep it: forecasts for other ε, N or
+    methods are free post-processing of it — and the forecast."""
     forecast_epsilons(config, options.get("eps_voc"))  # refuse a bad setting before anything is charged
-    stats = release_forecast(train, vocabulary, ledger=ledger, noise=noise, epsilon=epsilon,
+    stats = release_forecast(train, vocabulary, context=context, epsilon=epsilon,
                              terms_per_doc=config.terms_per_doc, by_person=by_person, curve_share=curve_share)
     return stats, forecast_from_release(stats, config, **options)
 
@@ -208,12 +209,12 @@ def _min_snr(kde: dict[str, dict[str, float]]) -> float:
 
 def forecast_preview(
     train: Corpus, vocabulary: PublicVocabulary, config: SamplingConfig, *, exact: bool = False,
-    ledger: PrivacyLedger | None = None, noise: NoiseSource | None = None,
-    epsilon_forecast: float = DEFAULT_FORECAST_EPSILON, by_person: bool = False, embedder: Embedder | None = None,
-    **options: Any,
+    context: ReleaseContext | None = None, epsilon_forecast: float = DEFAULT_FORECAST_EPSILON, by_person: bool = False,
+    embedder: Embedder | None = None, **options: Any,
 ) -> Forecast:
-    """One entry point for the CLI and scripts: the DP forecast of ``config`` by default (charges ``ledger``
-    ε_forecast), the exact preview only with ``exact=True`` (private, local — not covered by ε; charges nothing).
+    """One entry point for the CLI and scripts: the DP forecast of ``config`` by default (charges ``context``'s ledger
+    ε_forecast and draws its noise, :class:`~dpkps_core.dp.release.ReleaseContext`), the exact preview only with
+    ``exact=True`` (private, local — not covered by ε; charges nothing, needs no context).
     ``options``: the forecasts' keyword arguments (``eps_voc``, ``min_real_terms``, ``max_noise_share``, ``reps``,
     ``seed``)."""
     if exact:
@@ -221,8 +222,8 @@ def forecast_preview(
         groups = train.persons if by_person else None
         counts = pipeline.term_counts(train.texts, vocabulary, terms_per_doc=config.terms_per_doc, groups=groups)
         return forecast(train.texts, train.labels, vocabulary, config, counts=counts, embedder=embedder, **options)
-    if ledger is None or noise is None:
+    if context is None or context.ledger is None:
         raise ParameterError("The DP forecast charges ε_forecast: give the corpus's ledger and a noise source "
                              "(or ask for the exact preview, which is not covered by ε).")
-    return dp_forecast(train, vocabulary, config, ledger=ledger, noise=noise, epsilon=epsilon_forecast,
+    return dp_forecast(train, vocabulary, config, context=context, epsilon=epsilon_forecast,
                        by_person=by_person, **options)[1]

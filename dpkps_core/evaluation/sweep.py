@@ -17,6 +17,7 @@ from dpkps_core.method import pipeline
 from dpkps_core.method.config import LIMITS
 from dpkps_core.corpus import Corpus
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_epsilon, check_positive_int
 from dpkps_core.dp.vocabulary import PrivateVocabulary
@@ -140,12 +141,13 @@ class NoLLMEvaluator:
         ledger = PrivacyLedger()
         pv = pipeline.build_private_vocabulary(
             self.train.texts, self.vocabulary, eps_voc=config.eps_voc, terms_per_doc=config.terms_per_doc,
-            vocab_size=config.vocab_size, noise=noise, ledger=ledger, selection_rule=config.selection_rule,
-            counts=self.counts)
+            vocab_size=config.vocab_size, context=ReleaseContext(noise=noise, ledger=ledger),
+            selection_rule=config.selection_rule, counts=self.counts)
         entry = self._per_vocabulary(pv, config)
         density, info = pipeline.build_density(
             entry["train_keyphrases"], self.train.labels, classes=self.classes, embeddings=entry["embeddings"],
-            config=config, private_vocabulary=pv, noise=noise, ledger=ledger, groups=self.groups)
+            config=config, private_vocabulary=pv, context=ReleaseContext(noise=noise, ledger=ledger),
+            groups=self.groups)
         outcome = pipeline.sample_sequences(density, terms=pv.terms, embeddings=entry["embeddings"], config=config,
                                             rng=noise.child())
         scores = no_llm_check(outcome.sequences, self.test.texts, self.test.labels, private_vocabulary=pv,

@@ -26,8 +26,7 @@ from dpkps_core.corpus import Corpus
 from dpkps_core.dp import count as dp_count
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.ledger import MAX_ROW_FACTOR, AdmissionTicket, PrivacyLedger
-from dpkps_core.dp.release import admit_units, release
-from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.release import ReleaseContext, admit_units, release
 from dpkps_core.dp.validation import check_epsilon
 from dpkps_core.ledger_store.rules import is_key_source
 from dpkps_core.ledger_store.unit_keys import KeySource
@@ -83,14 +82,14 @@ def admitted_indices(units: Sequence[str] | KeySource, ledger: PrivacyLedger, ep
 
 
 def release_unit_count(
-    units: Sequence[str], *, epsilon: float, noise: NoiseSource, ledger: PrivacyLedger | None = None,
-    what: str = "documents in the training part", step: str = "size",
-    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
+    units: Sequence[str], *, epsilon: float, context: ReleaseContext, what: str = "documents in the training part",
+    step: str = "size", neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> tuple[dp_count.NoisyCount, int]:
     """A DP count of the distinct units in ``units`` (one string per document, see
     :func:`unit_strings`; a person's documents share one string, so persons are counted).
 
-    With ``ledger``: the units are admitted first (individual privacy filter, docs/DESIGN.md §2.0; the admitted ones are
+    ``context``: the release's ledger and noise source (:class:`~dpkps_core.dp.release.ReleaseContext`). With a
+    ledger: the units are admitted first (individual privacy filter, docs/DESIGN.md §2.0; the admitted ones are
     charged at once), only the admitted ones are counted, then the event is charged through the admission's ticket,
     then the noise is drawn. Distinct units are counted by what each row stands for in its release
     (:func:`release_unit`: its person, or its document). Under the person unit one row of a person
@@ -100,9 +99,9 @@ def release_unit_count(
     epsilon = check_epsilon(epsilon, "ε (count)")
     units = list(units)
     done = release(  # admit → count the admitted → charge → noise (dpkps_core.dp.release owns the order)
-        lambda: admit_units(ledger, units, epsilon=epsilon, what=f"the DP count of {what}", row_factor=1.0),
+        lambda: admit_units(context.ledger, units, epsilon=epsilon, what=f"the DP count of {what}", row_factor=1.0),
         statistic=lambda admitted: len({release_unit(u) for u in admitted.take(units)}),
         event=dp_count.count_event(epsilon=epsilon, what=what, step=step, neighbouring=neighbouring),
-        draw=lambda _, n: dp_count.release_count(n, epsilon=epsilon, noise=noise, what=what, step=step,
-                                                 neighbouring=neighbouring))
+        draw=lambda _, n: dp_count.release_count(n, epsilon=epsilon, context=context.for_draw(), what=what,
+                                                 step=step, neighbouring=neighbouring))
     return done.value, done.admitted.left_out

@@ -23,7 +23,7 @@ from dpkps_core.dp.histogram import SmoothedHistogramDensity, build_smoothed_his
 from dpkps_core.dp.kde import RFFDensity, build_rff_density
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.ledger import PrivacyLedger, require_public
-from dpkps_core.dp.release import release
+from dpkps_core.dp.release import ReleaseContext, release
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import (PrivateVocabulary, check_vocabulary_settings, privatize_vocabulary,
                                       vocabulary_event)
@@ -47,7 +47,7 @@ from dpkps_core.progress import Progress
 
 def build_private_vocabulary(
     texts: Sequence[str], vocabulary: PublicVocabulary, *, eps_voc: float, terms_per_doc: int, vocab_size: int,
-    noise: NoiseSource, ledger: PrivacyLedger, selection_rule: str = "top-n",
+    context: ReleaseContext, selection_rule: str = "top-n",
     matcher: TermMatcher | None = None, progress: Progress | None = None, counts: np.ndarray | None = None,
     groups: Sequence[str] | None = None, neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> PrivateVocabulary:
@@ -55,7 +55,7 @@ def build_private_vocabulary(
 
     ``counts`` may be passed when already computed (:func:`term_counts`; they do not depend on ε), e.g. by an
     ε sweep that re-runs only the noise. ``groups`` (a person per document): each person's first S distinct
-    terms over all their documents (docs/DESIGN.md §2, person unit)."""
+    terms over all their documents (docs/DESIGN.md §2, person unit). ``context``: its ledger and noise source."""
     report = progress or (lambda f, m: None)
     if counts is None:
         report(0.05, f"matching the training documents against {len(vocabulary):,} public terms")
@@ -65,7 +65,7 @@ def build_private_vocabulary(
     report(0.8, "adding Laplace noise to every term of the public vocabulary")
     result = privatize_vocabulary(
         counts, vocabulary.terms, epsilon=eps_voc, terms_per_doc=terms_per_doc, size=vocab_size,
-        vocabulary_name=vocabulary.name, noise=noise, ledger=ledger, selection_rule=selection_rule,
+        vocabulary_name=vocabulary.name, context=context, selection_rule=selection_rule,
         neighbouring=neighbouring,
     )
     report(1.0, f"private vocabulary of {len(result)} terms")
@@ -130,21 +130,21 @@ def keyphrase_occurrences(texts: Sequence[str], private_vocabulary: PrivateVocab
 
 def build_density(
     keyphrases: list[list[int]], labels: Sequence[str], *, classes: Sequence[str], embeddings: np.ndarray,
-    config: SamplingConfig, private_vocabulary: PrivateVocabulary, noise: NoiseSource, ledger: PrivacyLedger,
+    config: SamplingConfig, private_vocabulary: PrivateVocabulary, context: ReleaseContext,
     progress: Progress | None = None, groups: Sequence[str] | None = None,
     neighbouring: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> tuple[SmoothedHistogramDensity | RFFDensity, dict[str, Any]]:
     """Step 3 (ε_kde): the per-class DP density for the chosen method; returns it with the public choices made
     (:func:`~dpkps_core.method.density_plan.density_plan`: bandwidth, features, expected error). ``groups``: a person per
-    document (person-level unit, docs/DESIGN.md §2). With ``ledger``, the plan's event is charged before the noise
-    (docs/DESIGN.md §2.0); the mechanism itself then runs without a ledger."""
+    document (person-level unit, docs/DESIGN.md §2). With ``context.ledger``, the plan's event is charged before
+    ``context.noise`` draws (docs/DESIGN.md §2.0); the mechanism itself then runs without a ledger."""
     plan = density_plan(config, n_classes=len(classes), private_vocabulary=private_vocabulary, embeddings=embeddings)
     event = plan.event(config, classes=len(classes), private_vocabulary_size=int(embeddings.shape[0]),
                        neighbouring=neighbouring)
-    if ledger is not None:
-        ledger.charge(event)
-    args = dict(classes=classes, embeddings=embeddings, epsilon=config.eps_kde, bandwidth=plan.bandwidth, noise=noise,
-                max_per_doc=plan.max_keyphrases_per_doc, groups=groups, neighbouring=neighbouring)
+    if context.ledger is not None:
+        context.ledger.charge(event)
+    args = dict(classes=classes, embeddings=embeddings, epsilon=config.eps_kde, bandwidth=plan.bandwidth, groups=groups,
+                context=context.for_draw(), max_per_doc=plan.max_keyphrases_per_doc, neighbouring=neighbouring)
     if plan.density == "histogram":
         return build_smoothed_histogram_density(keyphrases, labels, **args), plan.info()
     return build_rff_density(keyphrases, labels, kind=plan.kind, features=plan.features, length=config.length,
@@ -186,16 +186,16 @@ class VocabularyStep:
 
 
 def vocabulary_step(
-    train: Corpus | StreamedCorpus, vocabulary: PublicVocabulary, config: SamplingConfig, *, noise: NoiseSource,
-    ledger: PrivacyLedger, counts: np.ndarray | None = None, progress: Progress | None = None,
+    train: Corpus | StreamedCorpus, vocabulary: PublicVocabulary, config: SamplingConfig, *,
+    context: ReleaseContext, counts: np.ndarray | None = None, progress: Progress | None = None,
 ) -> VocabularyStep:
     """Step 1 (ε_voc, [DP-KPS] §2 Step 1): the public settings are checked (N ≤ |V|…; such a refusal costs
     nothing), then :func:`~dpkps_core.dp.release.release` (docs/DESIGN.md §2.0): the training part's units admitted
     (those without budget left are left out), the admitted documents' first-S-distinct term counts over V (the
     streaming vocabulary pass, in memory or over a :class:`~dpkps_core.method.training_source.StreamedCorpus`),
-    Ṽ's event charged, then its noise. The local advisory checks describe the counts the release saw.
-
-    ``counts``: the counts already computed for the same part, V and S; used only when no unit was left out."""
+    Ṽ's event charged, then its noise. The local advisory checks describe the counts the release saw. ``context``:
+    the ledger that admits and is charged, and the noise source. ``counts``: the counts already computed for the
+    same part, V and S; used only when no unit was left out."""
     epsilon, terms_per_doc, size = check_vocabulary_settings(
         epsilon=config.eps_voc, terms_per_doc=config.terms_per_doc, size=config.vocab_size,
         vocabulary_size=len(vocabulary), selection_rule=config.selection_rule)
@@ -204,15 +204,15 @@ def vocabulary_step(
                              "term of V.")
     unit = _unit(train, config)
     done = release(
-        lambda: admit_part(train, config, ledger, epsilon, "the private vocabulary step"),
+        lambda: admit_part(train, config, context.ledger, epsilon, "the private vocabulary step"),
         statistic=lambda part: admitted_term_counts(part, vocabulary, terms_per_doc=terms_per_doc, progress=progress,
                                                  given=counts),
         event=vocabulary_event(epsilon=epsilon, terms_per_doc=terms_per_doc, size=size, vocabulary_name=vocabulary.name,
                                vocabulary_size=len(vocabulary), selection_rule=config.selection_rule,
-                               sampler=noise.sampler, neighbouring=unit),
+                               sampler=context.noise.sampler, neighbouring=unit),
         draw=lambda part, counts: build_private_vocabulary(  # no ledger: release() charged the event
-            (), vocabulary, eps_voc=epsilon, terms_per_doc=terms_per_doc, vocab_size=size, noise=noise,
-            ledger=None, selection_rule=config.selection_rule, progress=progress, counts=counts,
+            (), vocabulary, eps_voc=epsilon, terms_per_doc=terms_per_doc, vocab_size=size,
+            context=context.for_draw(), selection_rule=config.selection_rule, progress=progress, counts=counts,
             neighbouring=unit),
     )
     part, counts = done.admitted, done.statistic
@@ -253,17 +253,17 @@ def seeded_embedding_cache(persistent: EmbeddingCache | None = None) -> MemoryEm
 def density_step(
     train: Corpus | StreamedCorpus, private_vocabulary: PrivateVocabulary, config: SamplingConfig, *,
     classes: Sequence[str], embedder: Embedder, cache: EmbeddingCache | MemoryEmbeddingCache | None = None,
-    noise: NoiseSource, ledger: PrivacyLedger, progress: Progress | None = None,
+    context: ReleaseContext, progress: Progress | None = None,
 ) -> DensityStep:
     """Steps 2–3 (ε_kde, [DP-KPS] §2): the embeddings of Ṽ (public model, DP terms), the density's public plan and
     event, then :func:`~dpkps_core.dp.release.release` (docs/DESIGN.md §2.0): the training part's units admitted,
     the admitted documents' keyphrases (the streaming keyphrase pass, held compactly), the event charged, and the
-    per-class DP density of ``config``'s method (:func:`build_density` without a ledger: its noise).
+    per-class DP density of ``config``'s method (:func:`build_density`, ``context`` without its ledger: its noise).
 
     A seeded (demo) noise source embeds Ṽ in memory only: a seeded Ṽ is not a release, so its terms must not
     reach the persistent embedding cache (docs/PRIVACY.md; the cache is then only read)."""
     report = progress or (lambda f, m: None)
-    if noise.seed is not None and isinstance(cache, EmbeddingCache):
+    if context.noise.seed is not None and isinstance(cache, EmbeddingCache):
         cache = seeded_embedding_cache(cache)
     timings: dict[str, float] = {}
     t = time.perf_counter()
@@ -290,12 +290,12 @@ def density_step(
         t = time.perf_counter()
         report(0.6, "building the per-class DP densities")
         out = build_density(keyphrases, part.labels, classes=classes, embeddings=embeddings, config=config,
-                            private_vocabulary=private_vocabulary, noise=noise, ledger=None,  # charged in release()
+                            private_vocabulary=private_vocabulary, context=context.for_draw(),  # charged in release()
                             progress=lambda f, m: report(0.6 + 0.4 * f, m), groups=part.groups, neighbouring=unit)
         timings["density"] = time.perf_counter() - t
         return out
 
-    done = release(lambda: admit_part(train, config, ledger, config.eps_kde, "the keyphrase density step"),
+    done = release(lambda: admit_part(train, config, context.ledger, config.eps_kde, "the keyphrase density step"),
                    statistic=keyphrase_pass, event=event, draw=noised_density)
     part, keyphrases, (density, info) = done.admitted, done.statistic, done.value
     note = part.left_out_note("the keyphrase densities (ε_kde)")
@@ -330,25 +330,25 @@ class SamplingRun:
 
     def privacy_report(self) -> PrivacyReport:
         """The public privacy report (DP outputs and public parameters only)."""
-        return privacy_report(config=self.config, ledger=self.ledger, noise=self.noise,
+        return privacy_report(config=self.config, context=ReleaseContext(noise=self.noise, ledger=self.ledger),
                               private_vocabulary=self.private_vocabulary, vocabulary_name=self.vocabulary_name,
                               density_info=self.density_info, outcome=self.outcome, classes=self.classes,
                               privacy_unit=self.privacy_unit)
 
 
 def privacy_report(
-    *, config: SamplingConfig, ledger: PrivacyLedger, noise: NoiseSource, private_vocabulary: PrivateVocabulary,
+    *, config: SamplingConfig, context: ReleaseContext, private_vocabulary: PrivateVocabulary,
     vocabulary_name: str, density_info: Mapping[str, Any], outcome: SamplingOutcome, classes: Sequence[str],
     privacy_unit: str = ADD_REMOVE_ONE_DOCUMENT,
 ) -> PrivacyReport:
     """The public privacy report of a sampling run (DP outputs and public parameters only) — from the pieces, so
     the app's step-by-step run and :func:`run_sampling` write the same report (``privacy_report.json``'s layout,
-    :data:`~dpkps_core.records.privacy_report.DPKPS_KEYS`)."""
-    led = ledger.to_dict()
+    :data:`~dpkps_core.records.privacy_report.DPKPS_KEYS`). ``context``: the run's ledger (required) and noise."""
+    led = context.require_ledger("A sampling run's privacy report").to_dict()
     by_step = led["epsilon_by_step"]
     details = {
         "epsilon_vocabulary": by_step.get("vocabulary", 0.0), "epsilon_kde": by_step.get("kde", 0.0),
-        "epsilon_class_counts": by_step.get("class_counts", 0.0), "noise": noise.describe(),
+        "epsilon_class_counts": by_step.get("class_counts", 0.0), "noise": context.noise.describe(),
         "mechanisms": sorted({e["mechanism"] for e in led["events"]}),
         "vocabulary": {"name": vocabulary_name, "public_size": private_vocabulary.public_vocabulary_size,
                        "private_size": len(private_vocabulary)},
@@ -359,9 +359,9 @@ def privacy_report(
     }
     parameters = {**{k: v for k, v in config.to_run_dict().items() if k not in ("corpus",)},
                   **{f"density_{k}": v for k, v in density_info.items()}}
-    return PrivacyReport.from_ledger(ledger, method=config.method, guarantee=DPKPS_GUARANTEE,
-                                     neighbouring=privacy_unit, noise=noise, parameters=parameters, details=details,
-                                     layout=DPKPS_KEYS)
+    return PrivacyReport.from_context(context, method=config.method, guarantee=DPKPS_GUARANTEE,
+                                      neighbouring=privacy_unit, parameters=parameters, details=details,
+                                      layout=DPKPS_KEYS)
 
 
 def local_warnings(train: Corpus, counts: np.ndarray, *, vocabulary_name: str) -> list[str]:
@@ -430,8 +430,7 @@ def _training(corpus: Corpus | StreamedCorpus, config: SamplingConfig
 
 def run_sampling(
     corpus: Corpus | StreamedCorpus, config: SamplingConfig, *, vocabulary: PublicVocabulary, embedder: Embedder,
-    cache: EmbeddingCache | None = None, noise: NoiseSource | None = None, ledger: PrivacyLedger | None = None,
-    progress: Progress | None = None,
+    cache: EmbeddingCache | None = None, context: ReleaseContext | None = None, progress: Progress | None = None,
 ) -> SamplingRun:
     """Split → Ṽ (ε_voc) → keyphrases → embeddings of Ṽ → DP density (ε_kde) → sequences.
 
@@ -441,9 +440,11 @@ def run_sampling(
     Refusals on public input (the settings, N > |V|, this run's cap) come first and cost nothing; each DP step
     then admits the units that still have budget (docs/DESIGN.md §2.0) and charges before it draws noise. ``config`` was
     checked when it was built; the run's cap is the ledger's check (this run's total against its cap, here), and the
-    vocabulary step checks N against |V| before its admission."""
-    noise = noise or NoiseSource(config.seed, sampler=config.noise_sampler)
-    ledger = ledger if ledger is not None else PrivacyLedger(config.epsilon_cap)
+    vocabulary step checks N against |V| before its admission. ``context``: the run's ledger and noise (default:
+    ``config``'s seed and sampler; a new ledger of ``config``'s cap when it has none: a run is always accounted)."""
+    noise = context.noise if context is not None else NoiseSource(config.seed, sampler=config.noise_sampler)
+    ledger = context.ledger if context is not None and context.ledger is not None else PrivacyLedger(config.epsilon_cap)
+    context = ReleaseContext(noise=noise, ledger=ledger)
     require_public(ledger, config.eps_voc + config.eps_kde, "this sampling run")
     report = progress or (lambda f, m: None)
     timings: dict[str, float] = {}
@@ -452,12 +453,11 @@ def run_sampling(
     # progress messages may reach a terminal or log: no exact private size in them (docs/DESIGN.md §2: local figures)
     report(0.02, "split: the training documents of the declared classes feed the DP steps")
     report(0.03, f"matching the training documents against {len(vocabulary):,} public terms")
-    voc = vocabulary_step(train, vocabulary, config, noise=noise, ledger=ledger,
-                          progress=lambda f, m: report(0.02 + 0.3 * f, m))
+    voc = vocabulary_step(train, vocabulary, config, context=context, progress=lambda f, m: report(0.02 + 0.3 * f, m))
     pv = voc.private_vocabulary
     timings["vocabulary"] = time.perf_counter() - t
-    dens = density_step(train, pv, config, classes=classes, embedder=embedder, cache=cache, noise=noise,
-                        ledger=ledger, progress=lambda f, m: report(0.35 + 0.4 * f, m))
+    dens = density_step(train, pv, config, classes=classes, embedder=embedder, cache=cache, context=context,
+                        progress=lambda f, m: report(0.35 + 0.4 * f, m))
     timings.update(dens.timings)
     embeddings, density, info = dens.embeddings, dens.density, dens.info
     t = time.perf_counter()

@@ -16,8 +16,7 @@ from types import MappingProxyType
 from typing import Any, Iterator, Mapping, Sequence
 
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT, PrivacyEvent
-from dpkps_core.dp.ledger import PrivacyLedger
-from dpkps_core.dp.rng import NoiseSource
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.errors import ParameterError
 from dpkps_core.records.report_markdown import render_report_summary
 
@@ -86,24 +85,28 @@ class PrivacyReport(Mapping[str, Any]):
 
     # ---- construction
     @classmethod
-    def from_ledger(cls, ledger: PrivacyLedger, *, method: str, guarantee: str,
-                    neighbouring: str = ADD_REMOVE_ONE_DOCUMENT, noise: NoiseSource | None = None,
-                    parameters: Mapping[str, Any] | None = None, details: Mapping[str, Any] | None = None,
-                    layout: Sequence[str] = ()) -> "PrivacyReport":
-        """The report of what ``ledger`` charged (this run's events, totals and cap), with public settings."""
+    def from_context(cls, context: ReleaseContext, *, method: str, guarantee: str,
+                     neighbouring: str = ADD_REMOVE_ONE_DOCUMENT, parameters: Mapping[str, Any] | None = None,
+                     details: Mapping[str, Any] | None = None, layout: Sequence[str] = ()) -> "PrivacyReport":
+        """The report of the releases made in ``context`` (:class:`~dpkps_core.dp.release.ReleaseContext`): what
+        its ledger charged (this run's events, totals and cap; the ledger is required) and its noise source's seed
+        policy (docs/DESIGN.md §2), with public settings."""
+        ledger = context.require_ledger("A privacy report")
         return cls(method=method, guarantee=guarantee, neighbouring=neighbouring,
                    epsilon_total=ledger.total_epsilon, delta_total=ledger.total_delta, events=ledger.events,
-                   epsilon_cap=ledger.cap, epsilon_by_step=ledger.by_step(),
-                   seed_policy=None if noise is None else noise.policy, parameters=parameters or {},
-                   details=details or {}, layout=tuple(layout))
+                   epsilon_cap=ledger.cap, epsilon_by_step=ledger.by_step(), seed_policy=context.noise.policy,
+                   parameters=parameters or {}, details=details or {}, layout=tuple(layout))
 
-    def with_ledger(self, ledger: PrivacyLedger, noise: NoiseSource) -> "PrivacyReport":
-        """This report with what ``ledger`` actually recorded (a comparison's method ledger) and ``noise``'s seed
-        policy; the totals, ε per step, events and seed policy are written after the method's own entries."""
+    def with_context(self, context: ReleaseContext) -> "PrivacyReport":
+        """This report with what ``context``'s ledger actually recorded (a comparison's method ledger; required) and
+        its noise source's seed policy; the totals, ε per step, events and seed policy are written after the method's
+        own entries."""
+        ledger = context.require_ledger("A privacy report")
         recorded = ("epsilon_total", "delta_total", "epsilon_by_step", "events", "seed_policy")
         layout = tuple(self.layout) + tuple(k for k in recorded if k not in self.layout)
         return dataclasses.replace(self, epsilon_total=ledger.total_epsilon, delta_total=ledger.total_delta,
-                                   epsilon_by_step=ledger.by_step(), events=ledger.events, seed_policy=noise.policy,
+                                   epsilon_by_step=ledger.by_step(), events=ledger.events,
+                                   seed_policy=context.noise.policy,
                                    layout=layout)
 
     def with_details(self, **entries: Any) -> "PrivacyReport":

@@ -25,6 +25,8 @@ from app_helpers import fast_env  # noqa: F401 (fixture)
 
 from dpkps_core import audit
 from dpkps_core.corpus import Corpus
+from dpkps_core.dp.release import ReleaseContext
+from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
 from dpkps_core.method.config import SamplingConfig
@@ -177,10 +179,11 @@ def test_flags_a_density_with_too_little_noise(monkeypatch: pytest.MonkeyPatch) 
 
     real = pl.build_smoothed_histogram_density
 
-    class Quieter:
-        """The release's noise source with every Laplace scale divided by 1000."""
+    class Quieter(NoiseSource):
+        """The release's noise source with every Laplace scale divided by 1000 (a NoiseSource, so that it travels in
+        a ReleaseContext; everything else is the wrapped source's)."""
 
-        def __init__(self, inner):
+        def __init__(self, inner):  # no super().__init__: every other attribute is the inner source's
             self._inner = inner
 
         def __getattr__(self, name):
@@ -189,8 +192,8 @@ def test_flags_a_density_with_too_little_noise(monkeypatch: pytest.MonkeyPatch) 
         def add_laplace(self, values, *, scale, **kw):
             return self._inner.add_laplace(values, scale=scale / 1000, **kw)
 
-    def too_little_noise(*args, noise, **kwargs):
-        return real(*args, noise=Quieter(noise), **kwargs)
+    def too_little_noise(*args, context, **kwargs):
+        return real(*args, context=ReleaseContext(noise=Quieter(context.noise), ledger=context.ledger), **kwargs)
 
     monkeypatch.setattr(pl, "build_smoothed_histogram_density", too_little_noise)
     corpus, vocab, config = synthetic(60)

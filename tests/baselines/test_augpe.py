@@ -13,6 +13,7 @@ import pytest
 from dpkps_core.baselines import augpe
 from dpkps_core.dp.accounting import max_rho_for
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
@@ -99,7 +100,8 @@ def test_run_augpe_prompts_hold_only_vocabulary_words_and_synthetic_texts(monkey
     cfg = augpe.AugPEConfig(epochs=3, population=2, words_per_prompt=4, doc_type="a short note")
     res = augpe.run_augpe(texts, labels, vocabulary_terms=vocab, classes=("finance", "medicine"), config=cfg,
                           epsilon=4.0, delta=1e-6,
-                          embedder=HashingEmbedder(dim=32), backend=backend, noise=NoiseSource(3), ledger=ledger)
+                          embedder=HashingEmbedder(dim=32), backend=backend,
+                          context=ReleaseContext(noise=NoiseSource(3), ledger=ledger))
     # budget: C·K·T prompts (+1 retried call), T per document
     assert len(res.documents) == 4 and {d["label"] for d in res.documents} == {"medicine", "finance"}
     assert res.stats["prompts"] == 2 * 2 * 3 and res.stats["llm_calls"] == 2 * 2 * 3 + 1
@@ -124,7 +126,8 @@ def test_run_augpe_prompts_hold_only_vocabulary_words_and_synthetic_texts(monkey
     with pytest.raises(PrivacyBudgetError):
         augpe.run_augpe(texts, labels, vocabulary_terms=vocab, classes=("finance", "medicine"), config=cfg,
                         epsilon=20.0, delta=1e-6,
-                        embedder=HashingEmbedder(dim=32), backend=backend, ledger=PrivacyLedger(cap=10.0))
+                        embedder=HashingEmbedder(dim=32), backend=backend,
+                        context=ReleaseContext(noise=NoiseSource(), ledger=PrivacyLedger(cap=10.0)))
 
 
 def test_config_validation_and_prompt_budget() -> None:

@@ -24,6 +24,7 @@ from dpkps_core.corpus import Corpus
 from dpkps_core.dp import count as dpcount
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import PrivacyBudgetError
@@ -78,7 +79,7 @@ def test_augpe_charges_all_epochs_before_the_first_prompt_and_stays_charged_afte
     with pytest.raises(crash):
         augpe.run_augpe(texts, labels, vocabulary_terms=VOCAB_TERMS, classes=("finance", "medicine"), config=cfg,
                         epsilon=3.0, delta=1e-6, embedder=HashingEmbedder(dim=32), backend=backend,
-                        noise=NoiseSource(5), ledger=ledger)
+                        context=ReleaseContext(noise=NoiseSource(5), ledger=ledger))
     (ev,) = ledger.events
     assert ev.step == augpe.STEP and 2.9 < ev.epsilon <= 3.0 and ev.params["epochs_T"] == 4
     assert ledger.total_epsilon == ev.epsilon  # all T epochs charged, though the run died in epoch 2
@@ -111,7 +112,8 @@ def test_augpe_runs_only_on_admitted_documents_and_cancel_leaves_the_charge() ->
 
     res = augpe.run_augpe(texts, labels, vocabulary_terms=VOCAB_TERMS, classes=("finance", "medicine"),
                           config=augpe.AugPEConfig(epochs=3, population=2, retries=0), epsilon=2.0, delta=1e-6,
-                          embedder=SpyEmbedder(dim=32), backend=backend, noise=NoiseSource(1), ledger=ledger,
+                          embedder=SpyEmbedder(dim=32), backend=backend,
+                          context=ReleaseContext(noise=NoiseSource(1), ledger=ledger),
                           progress=progress, cancel=cancel)
     assert ledger.total_epsilon == res.epsilon > 0  # cancelled in epoch 1, still charged
     private_batches = [b for b in seen if any("zyxsecret" in t or "qwvprivate" in t for t in b)]
@@ -129,7 +131,8 @@ def test_augpe_refuses_over_the_cap_before_reading_or_sending_anything() -> None
     with pytest.raises(PrivacyBudgetError):
         augpe.run_augpe(texts, labels, vocabulary_terms=VOCAB_TERMS, classes=("finance", "medicine"),
                         config=augpe.AugPEConfig(epochs=2, population=2), epsilon=2.0, delta=1e-6,
-                        embedder=HashingEmbedder(dim=32), backend=backend, ledger=ledger)
+                        embedder=HashingEmbedder(dim=32), backend=backend,
+                        context=ReleaseContext(noise=NoiseSource(), ledger=ledger))
     assert ledger.total_epsilon == 0 and ledger.log == [] and backend.sent == []
 
 
@@ -165,7 +168,7 @@ def test_private_prediction_charges_before_the_first_forward_pass_and_stays_char
     with pytest.raises(crash):  # after a few private tokens of the first batch
         pp.run_private_prediction(texts, labels, model=model, tokenizer=FakeTokenizer(), config=cfg, epsilon=4.0,
                                   delta=1e-6, per_class=2, num_buckets=3, classes=("business", "sport"),
-                                  noise=NoiseSource(5), ledger=ledger)
+                                  context=ReleaseContext(noise=NoiseSource(5), ledger=ledger))
     (ev,) = ledger.events
     assert ev.step == STEP and 3.9 < ev.epsilon <= 4.0 and ev.delta == 1e-6
     assert [k for k, _ in ledger.log] == ["admit", "charge"]
@@ -181,7 +184,7 @@ def test_private_prediction_left_out_documents_never_reach_the_model() -> None:
                                      max_prompt_tokens=64)
     res = pp.run_private_prediction(texts, labels, model=FakeLM(seed=4), tokenizer=tok, config=cfg, epsilon=4.0,
                                     delta=1e-6, per_class=1, num_buckets=1, classes=("business", "sport"),
-                                    noise=NoiseSource(5), ledger=ledger)
+                                    context=ReleaseContext(noise=NoiseSource(5), ledger=ledger))
     assert ledger.log[0] == ("admit", (round(res.epsilon, 9), 47, 48))
     assert any("the match goal 5" in t for t in tok.seen_texts)  # the admitted ones did
     assert not any("uniqueleftout" in t for t in tok.seen_texts)
@@ -195,7 +198,8 @@ def test_private_prediction_event_names_the_units_and_a_charged_event_is_not_cha
     cfg = pp.PrivatePredictionConfig(batch_size=8, private_tokens=4, max_new_tokens=4, svt_threshold=None)
     res = pp.run_private_prediction(texts, labels, model=FakeLM(seed=4), tokenizer=FakeTokenizer(), config=cfg,
                                     epsilon=4.0, delta=1e-6, per_class=1, num_buckets=2, classes=("business", "sport"),
-                                    ledger=ledger, units=[f"person\x1fp{i % 10}" for i in range(48)],
+                                    context=ReleaseContext(noise=NoiseSource(), ledger=ledger),
+                                    units=[f"person\x1fp{i % 10}" for i in range(48)],
                                     neighbouring=unit)
     assert ledger.events[0].neighbouring == unit and res.privacy_report()["neighbouring"] == unit
     reserved = reservation_event(cfg, epsilon=5.0, delta=1e-6, documents=2, neighbouring=unit)
@@ -203,7 +207,8 @@ def test_private_prediction_event_names_the_units_and_a_charged_event_is_not_cha
     other.charge(reserved)
     res2 = pp.run_private_prediction(texts, labels, model=FakeLM(seed=4), tokenizer=FakeTokenizer(), config=cfg,
                                      epsilon=4.0, delta=1e-6, per_class=1, num_buckets=2,
-                                     classes=("business", "sport"), ledger=other, charged_event=reserved)
+                                     classes=("business", "sport"),
+                                     context=ReleaseContext(noise=NoiseSource(), ledger=other), charged_event=reserved)
     assert other.events == (reserved,) and res2.event is reserved and res2.epsilon <= reserved.epsilon
     with pytest.raises(Exception, match="more than"):
         pp.run_private_prediction(texts, labels, model=FakeLM(seed=4), tokenizer=FakeTokenizer(), config=cfg,
@@ -223,18 +228,20 @@ class ExplodingNoise(NoiseSource):
 def test_dp_count_charges_before_its_noise_and_counts_admitted_persons() -> None:
     ledger = RecordingLedger(cap=5.0)
     with pytest.raises(SimulatedCrash):
-        dpcount.release_count(40, epsilon=0.5, noise=ExplodingNoise(0), ledger=ledger,
+        dpcount.release_count(40, epsilon=0.5, context=ReleaseContext(noise=ExplodingNoise(0), ledger=ledger),
                               neighbouring="add/remove all documents of one person")
     (ev,) = ledger.events
     assert ev.epsilon == 0.5 and ev.neighbouring == "add/remove all documents of one person"
     assert "noisy_count" not in ev.params  # frozen before the noise existed
     ledger = RecordingLedger(cap=5.0, deny=["p3"])
     units = [f"person\x1fp{i % 5}" for i in range(20)]  # 5 persons, 4 documents each; p3 exhausted
-    counts = [budget.release_unit_count(units, epsilon=1e6, noise=NoiseSource(s), ledger=RecordingLedger(
-        cap=1e7, deny=["p3"]))[0].value for s in range(3)]
+    counts = [budget.release_unit_count(units, epsilon=1e6,
+                                        context=ReleaseContext(noise=NoiseSource(s), ledger=RecordingLedger(
+        cap=1e7, deny=["p3"])))[0].value for s in range(3)]
     counts = [round(c, 3) for c in counts]
     assert counts == [4.0, 4.0, 4.0]  # distinct ADMITTED persons (noise ≈ 0 at ε = 10⁶)
-    released, left_out = budget.release_unit_count(units, epsilon=1.0, noise=NoiseSource(1), ledger=ledger)
+    released, left_out = budget.release_unit_count(units, epsilon=1.0,
+                                                   context=ReleaseContext(noise=NoiseSource(1), ledger=ledger))
     assert left_out == 4 and [k for k, _ in ledger.log] == ["admit", "charge"]
 
 

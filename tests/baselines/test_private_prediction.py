@@ -14,6 +14,7 @@ import torch
 from dpkps_core.baselines import private_prediction as pp
 from dpkps_core.baselines.prediction_config import MECHANISM
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import LLMError, ParameterError, PrivacyBudgetError
 from dpkps_core.llm.local import chat_token_ids
@@ -198,8 +199,8 @@ def test_run_records_one_ledger_event_with_delta_and_calibrated_epsilon() -> Non
     ledger = PrivacyLedger(cap=20.0)
     cfg = pp.PrivatePredictionConfig(batch_size=8, private_tokens=6, max_new_tokens=6, svt_threshold=None)
     res = pp.run_private_prediction(texts, labels, model=model, tokenizer=tok, config=cfg, epsilon=4.0, delta=1e-6,
-                                    per_class=2, num_buckets=3, classes=("business", "sport"), noise=NoiseSource(5),
-                                    ledger=ledger)
+                                    per_class=2, num_buckets=3, classes=("business", "sport"),
+                                    context=ReleaseContext(noise=NoiseSource(5), ledger=ledger))
     assert res.epsilon <= 4.0 and res.epsilon > 3.9 and res.config.clip != cfg.clip
     (ev,) = ledger.events
     assert ev.mechanism == MECHANISM and ev.delta == 1e-6 and ev.epsilon == res.epsilon
@@ -215,7 +216,7 @@ def test_run_records_one_ledger_event_with_delta_and_calibrated_epsilon() -> Non
     with pytest.raises(PrivacyBudgetError):
         pp.run_private_prediction(texts, labels, model=model, tokenizer=tok, config=cfg, epsilon=30.0, delta=1e-6,
                                   per_class=1, num_buckets=3, classes=("business", "sport"),
-                                  ledger=PrivacyLedger(cap=20.0))
+                                  context=ReleaseContext(noise=NoiseSource(), ledger=PrivacyLedger(cap=20.0)))
     with pytest.raises(ParameterError, match="buckets"):
         pp.run_private_prediction(texts, labels, model=model, tokenizer=tok, config=cfg, delta=1e-6, per_class=5,
                                   num_buckets=3, classes=("business", "sport"))
@@ -259,7 +260,7 @@ def test_private_prediction_on_the_real_offline_model(toy_corpus) -> None:
     t0 = time.perf_counter()
     res = pp.run_private_prediction(toy_corpus.texts, toy_corpus.labels, model=model, tokenizer=tok, config=cfg,
                                     epsilon=8.0, delta=1e-6, per_class=1, num_buckets=1, classes=["sport"],
-                                    ledger=ledger, model_name=name)
+                                    context=ReleaseContext(noise=NoiseSource(), ledger=ledger), model_name=name)
     elapsed = time.perf_counter() - t0
     assert len(res.documents) == 1 and ledger.total_delta == 1e-6 and res.epsilon <= 8.0
     assert res.stats["private_tokens"] >= 1 and res.stats["batch_sizes"] == [4]

@@ -32,6 +32,7 @@ from dpkps_core.dp.count import release_count
 from dpkps_core.dp.histogram import build_smoothed_histogram_density
 from dpkps_core.dp.kde import build_rff_density, ensemble_blocks, rff_feature_sums
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rff import SQRT2, RandomFourierFeatures
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.llm.backends import LLMBackend
@@ -66,7 +67,8 @@ def _vocabulary_step(indices: list[int], *, persons: bool) -> tuple[pipeline.Voc
     config = SamplingConfig(eps_voc=2.0, terms_per_doc=S, vocab_size=5, seed=0, noise_sampler="numpy",
                             person_column="person" if persons else None)
     ledger, noise = PrivacyLedger(), RecordingNoise(0)
-    step = pipeline.vocabulary_step(_corpus(indices, persons=persons), VOCABULARY, config, noise=noise, ledger=ledger)
+    step = pipeline.vocabulary_step(_corpus(indices, persons=persons), VOCABULARY, config,
+                                    context=ReleaseContext(noise=noise, ledger=ledger))
     return step, ledger, noise
 
 
@@ -91,7 +93,7 @@ def test_density_contributions_stay_within_the_recorded_sensitivity() -> None:
     full = class_keyphrase_histograms(keyphrases, labels, ("a", "b"), 5)
     ledger, noise = PrivacyLedger(), RecordingNoise(1)
     build_smoothed_histogram_density(keyphrases, labels, classes=("a", "b"), embeddings=np.eye(5), epsilon=0.7,
-                                     bandwidth=0.0, noise=noise, ledger=ledger)
+                                     bandwidth=0.0, context=ReleaseContext(noise=noise, ledger=ledger))
     (event,) = ledger.events
     moves = [np.abs(full - class_keyphrase_histograms(keyphrases[:i] + keyphrases[i + 1:], labels[:i] + labels[i + 1:],
                                                      ("a", "b"), 5)).sum() for i in range(len(keyphrases))]
@@ -111,7 +113,8 @@ def test_rff_event_matches_every_member_draw(kind: str, length: int) -> None:
     labels = ["a", "a", "b", "b"]
     ledger, noise = PrivacyLedger(), RecordingNoise(2)
     density = build_rff_density(keyphrases, labels, classes=("a", "b"), embeddings=emb, kind=kind, epsilon=1.5,
-                                bandwidth=0.8, features=7, length=length, noise=noise, ledger=ledger)
+                                bandwidth=0.8, features=7, length=length,
+                                context=ReleaseContext(noise=noise, ledger=ledger))
     (event,) = ledger.events
     members = len(ensemble_blocks(kind, length))
     assert len(density.members) == members
@@ -130,7 +133,7 @@ def test_rff_event_matches_every_member_draw(kind: str, length: int) -> None:
 
 def test_count_event_matches_its_draw() -> None:
     ledger, noise = PrivacyLedger(), RecordingNoise(3)
-    released = release_count(17, epsilon=0.25, noise=noise, ledger=ledger)
+    released = release_count(17, epsilon=0.25, context=ReleaseContext(noise=noise, ledger=ledger))
     (event,) = ledger.events
     assert event.sensitivity == 1.0 and event.noise_scale == pytest.approx(1 / 0.25) == released.noise_scale
     assert noise.draws == [("laplace", event.noise_scale, 1)]
@@ -160,7 +163,8 @@ def test_augpe_event_matches_every_vote_draw() -> None:
     ledger, noise = PrivacyLedger(), RecordingNoise(4)
     result = augpe.run_augpe(texts, labels, vocabulary_terms=("river", "bridge", "market", "school"),
                              classes=("x", "y"), config=config, epsilon=3.0, delta=1e-6,
-                             embedder=HashingEmbedder(dim=16), backend=_EchoBackend(), noise=noise, ledger=ledger)
+                             embedder=HashingEmbedder(dim=16), backend=_EchoBackend(),
+                             context=ReleaseContext(noise=noise, ledger=ledger))
     (event,) = ledger.events
     sigma = calibrate_sigma(epsilon=3.0, delta=1e-6, epochs=3)
     assert event.noise_scale == sigma == result.sigma and event.sensitivity == 1.0
@@ -198,7 +202,8 @@ PP_CONFIG = pp.PrivatePredictionConfig(batch_size=2, private_tokens=4, clip=2.0,
 def _run_prediction(noise, ledger) -> pp.PrivatePredictionResult:  # type: ignore[no-untyped-def]
     return pp.run_private_prediction(["ROW10", "ROW11", "ROW12", "ROW13"], ["a", "a", "a", "a"],
                                      model=_prediction_model(), tokenizer=ScriptedTokenizer(), config=PP_CONFIG,
-                                     delta=1e-5, per_class=2, num_buckets=1, classes=("a",), noise=noise, ledger=ledger)
+                                     delta=1e-5, per_class=2, num_buckets=1, classes=("a",),
+                                     context=ReleaseContext(noise=noise, ledger=ledger))
 
 
 def test_private_prediction_candidates_come_only_from_the_public_logits(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,6 +33,7 @@ from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.forecast import (DEFAULT_THRESHOLDS, ForecastStatistics, class_sizes, count_curve,
                                     monotone_non_increasing, release_forecast_statistics)
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import PrivateVocabulary
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
@@ -83,7 +84,8 @@ def _hits(corpus: Corpus, *, epsilon: float, trials: int, seed: int) -> int:
     noise = NoiseSource(seed)
     hits = 0
     for _ in range(trials):
-        stats = release_forecast(corpus, VOCAB, ledger=PrivacyLedger(), noise=noise, epsilon=epsilon,
+        stats = release_forecast(corpus, VOCAB, context=ReleaseContext(noise=noise, ledger=PrivacyLedger()),
+                                 epsilon=epsilon,
                                  terms_per_doc=S)
         hits += int(stats.curve[G2] >= 4 and stats.class_counts[0] >= 3)
     return hits
@@ -171,7 +173,7 @@ def test_forecast_admits_then_charges_before_any_noise(monkeypatch: pytest.Monke
     real_counts = pipeline.term_counts
     monkeypatch.setattr(pipeline, "term_counts", lambda *a, **k: (log.append("count"), real_counts(*a, **k))[1])
     led = OrderLedger(log)
-    dp_forecast(D, VOCAB, CFG, ledger=led, noise=OrderNoise(log), epsilon=0.3, reps=1)
+    dp_forecast(D, VOCAB, CFG, context=ReleaseContext(noise=OrderNoise(log), ledger=led), epsilon=0.3, reps=1)
     assert log == ["admit", "count", "charge:forecast", "noise", "noise"]
     (event,) = led.events
     assert event.step == "forecast" and event.epsilon == pytest.approx(0.3)
@@ -184,7 +186,7 @@ def test_a_refused_budget_spends_nothing_and_draws_no_noise() -> None:
     led = OrderLedger(log)
     led.cap = 0.1
     with pytest.raises(Exception):
-        dp_forecast(D, VOCAB, CFG, ledger=led, noise=OrderNoise(log), epsilon=0.3)
+        dp_forecast(D, VOCAB, CFG, context=ReleaseContext(noise=OrderNoise(log), ledger=led), epsilon=0.3)
     assert "noise" not in log and led.total_epsilon == 0
 
 
@@ -192,9 +194,10 @@ def test_exact_preview_only_on_request() -> None:
     with pytest.raises(ParameterError, match="charges ε_forecast"):
         forecast_preview(D, VOCAB, CFG)
     led = PrivacyLedger()
-    f = forecast_preview(D, VOCAB, CFG, ledger=led, noise=NoiseSource(1), epsilon_forecast=0.25, reps=1)
+    f = forecast_preview(D, VOCAB, CFG, context=ReleaseContext(noise=NoiseSource(1), ledger=led), epsilon_forecast=0.25,
+                         reps=1)
     assert f.dp and f.covered_by_epsilon and not f.private and led.total_epsilon == pytest.approx(0.25)
-    exact = forecast_preview(D, VOCAB, CFG, exact=True, ledger=led, reps=1)
+    exact = forecast_preview(D, VOCAB, CFG, exact=True, context=ReleaseContext(noise=NoiseSource(), ledger=led), reps=1)
     assert not exact.dp and not exact.covered_by_epsilon and exact.private
     assert led.total_epsilon == pytest.approx(0.25)  # the exact preview charged nothing
     assert "not covered by ε" in exact.to_dict()["disclosure_note"] or exact.to_dict()["covered_by_epsilon"] is False
@@ -247,7 +250,8 @@ def test_vocabulary_noise_share_from_dp_quantities_matches_simulation() -> None:
 def test_release_refuses_bad_settings() -> None:
     with pytest.raises(ParameterError):
         release_forecast_statistics(np.zeros(3), ["a"], classes=("a",), epsilon=1.0, terms_per_doc=1,
-                                    noise=NoiseSource(0), ledger=PrivacyLedger(), curve_share=1.0)
+                                    context=ReleaseContext(noise=NoiseSource(0), ledger=PrivacyLedger()),
+                                    curve_share=1.0)
     with pytest.raises(ParameterError):
         count_curve(np.zeros(3), [2, 1])
 
@@ -295,7 +299,7 @@ def test_forecast_statistics_serialise_rounded() -> None:
 
 def test_count_noise_is_integer_valued_with_opendp() -> None:
     """The event says "Laplace(1/ε), integer-valued": OpenDP's discrete Laplace keeps the released count whole."""
-    values = [cnt.release_count(10, epsilon=1.0, noise=NoiseSource()).value for _ in range(5)]
+    values = [cnt.release_count(10, epsilon=1.0, context=ReleaseContext(noise=NoiseSource())).value for _ in range(5)]
     assert all(float(v).is_integer() for v in values)
 
 
@@ -344,7 +348,8 @@ def test_release_charges_its_event_and_returns_the_public_record() -> None:
     ledger, noise = PrivacyLedger(), PassThroughNoise()
     counts = np.array([0, 1, 3, 5, 5, 2])
     stats = fc.release_forecast_statistics(counts, ["a", "b", "a", "zz"], classes=["a", "b", "c"], epsilon=0.5,
-                                           terms_per_doc=2, noise=noise, ledger=ledger, public_vocabulary="glove",
+                                           terms_per_doc=2, context=ReleaseContext(noise=noise, ledger=ledger),
+                                           public_vocabulary="glove",
                                            thresholds=[1, 3, 6], curve_share=0.25)
     b_curve, b_class = 2 / (0.25 * 0.5), 1 / (0.75 * 0.5)
     (event,) = ledger.events
@@ -370,7 +375,8 @@ def test_release_charges_its_event_and_returns_the_public_record() -> None:
 def test_release_defaults_and_the_person_unit() -> None:
     ledger, noise = PrivacyLedger(), PassThroughNoise()
     stats = fc.release_forecast_statistics(np.array([2, 1]), ["a", "a", "a"], classes=["a"], epsilon=1.0,
-                                           terms_per_doc=1, noise=noise, ledger=ledger, thresholds=[1, 2],
+                                           terms_per_doc=1, context=ReleaseContext(noise=noise, ledger=ledger),
+                                           thresholds=[1, 2],
                                            groups=["p", "p", "q"], neighbouring=PERSON)
     assert stats.public_vocabulary == "" and stats.classes == ("a",)  # one declared class is enough
     assert stats.neighbouring == PERSON and ledger.events[0].neighbouring == PERSON
@@ -389,7 +395,8 @@ def test_release_refusals_name_their_parameter(kwargs: dict[str, object], messag
     settings.update(kwargs)
     ledger = PrivacyLedger()
     with pytest.raises(ParameterError, match=message):
-        fc.release_forecast_statistics(np.array([1]), ["a"], noise=PassThroughNoise(), ledger=ledger,
+        fc.release_forecast_statistics(np.array([1]), ["a"],
+                                       context=ReleaseContext(noise=PassThroughNoise(), ledger=ledger),
                                        thresholds=[1], **settings)  # type: ignore[arg-type]
     assert len(ledger) == 0  # refused before anything is charged
 
@@ -398,12 +405,14 @@ def test_opendp_release_keeps_integer_statistics_whole() -> None:
     """The curve and the document-unit class sizes are counts: OpenDP's discrete Laplace (integer_valued) keeps
     them whole; person-unit sizes (Σ 1/k) are fractional and take the float Laplace."""
     docs = fc.release_forecast_statistics(np.arange(40), ["a", "b"] * 5, classes=["a", "b"], epsilon=1.0,
-                                          terms_per_doc=2, noise=NoiseSource(), ledger=PrivacyLedger(),
+                                          terms_per_doc=2,
+                                          context=ReleaseContext(noise=NoiseSource(), ledger=PrivacyLedger()),
                                           thresholds=range(1, 30))
     assert all(float(v).is_integer() for v in docs.curve) and docs.curve.dtype == np.float64
     assert all(float(v).is_integer() for v in docs.class_counts) and docs.class_counts.dtype == np.float64
     persons = fc.release_forecast_statistics(np.arange(4), ["a", "b", "a"], classes=["a", "b"], epsilon=1.0,
-                                             terms_per_doc=1, noise=NoiseSource(), ledger=PrivacyLedger(),
+                                             terms_per_doc=1,
+                                             context=ReleaseContext(noise=NoiseSource(), ledger=PrivacyLedger()),
                                              thresholds=[1, 2], groups=["p", "p", "q"], neighbouring=PERSON)
     assert persons.class_counts.shape == (2,) and np.isfinite(persons.class_counts).all()
     assert all(float(v).is_integer() for v in persons.curve)
@@ -428,5 +437,6 @@ def test_the_exact_preview_reads_the_corpus_in_chunks_and_says_what_it_read(monk
     assert chunked.verdict == whole.verdict and chunked.count_curve == whole.count_curve
     assert "every training document (60), read 7 at a time" in chunked.computed_over
     assert "every training document (60), read 20,000 at a time" in whole.computed_over
-    dp = forecast_preview(corpus, VOCAB, cfg, ledger=PrivacyLedger(), noise=NoiseSource(3), reps=1)
+    dp = forecast_preview(corpus, VOCAB, cfg, context=ReleaseContext(noise=NoiseSource(3), ledger=PrivacyLedger()),
+                          reps=1)
     assert dp.computed_over.startswith("post-processing of the ε_forecast release") and "60" not in dp.computed_over

@@ -15,6 +15,7 @@ from dpkps_core.dp import contributions, histogram, kde, rff
 from dpkps_core.dp.contributions import class_keyphrase_histograms
 from dpkps_core.dp.histogram import build_smoothed_histogram_density
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
@@ -46,7 +47,7 @@ def test_noise_variance_matches_formula():
     noise = NoiseSource(seed=1)
     draws = np.stack([
         build_smoothed_histogram_density(KP, LABELS, classes=CLASSES, embeddings=EMB, epsilon=eps, bandwidth=0,
-                                         noise=noise).noisy_histograms
+                                         context=ReleaseContext(noise=noise)).noisy_histograms
         for _ in range(3000)
     ])
     assert draws.var(axis=0).mean() == pytest.approx(2 / eps**2, rel=0.06)
@@ -54,19 +55,19 @@ def test_noise_variance_matches_formula():
 
 def test_zero_bandwidth_equals_unsmoothed_noisy_histogram():
     d0 = build_smoothed_histogram_density(KP, LABELS, classes=CLASSES, embeddings=EMB, epsilon=1, bandwidth=0,
-                                          noise=NoiseSource(seed=5))
+                                          context=ReleaseContext(noise=NoiseSource(seed=5)))
     assert np.array_equal(d0.scores(), d0.noisy_histograms)
     tiny = build_smoothed_histogram_density(KP, LABELS, classes=CLASSES, embeddings=EMB, epsilon=1, bandwidth=1e-4,
-                                            noise=NoiseSource(seed=5))
+                                            context=ReleaseContext(noise=NoiseSource(seed=5)))
     assert np.allclose(tiny.scores(), d0.noisy_histograms, atol=1e-12)
     wide = build_smoothed_histogram_density(KP, LABELS, classes=CLASSES, embeddings=EMB, epsilon=1, bandwidth=2.0,
-                                            noise=NoiseSource(seed=5))
+                                            context=ReleaseContext(noise=NoiseSource(seed=5)))
     assert not np.allclose(wide.scores(), wide.noisy_histograms)
 
 
 def test_every_entry_of_every_class_gets_noise():
     d = build_smoothed_histogram_density([[0]], ["a"], classes=("a", "b", "c"), embeddings=EMB, epsilon=1,
-                                         bandwidth=0, noise=NoiseSource(seed=2))
+                                         bandwidth=0, context=ReleaseContext(noise=NoiseSource(seed=2)))
     assert np.count_nonzero(d.noisy_histograms) == 3 * 6
 
 
@@ -81,7 +82,8 @@ def _emb(n: int, d: int = 3, seed: int = 1) -> np.ndarray:
 def test_smoothed_histogram_truncates_each_document_to_m_keyphrases() -> None:
     noise = PassThroughNoise()
     dens = histogram.build_smoothed_histogram_density(
-        [[0, 1, 2, 3]], ["a"], classes=["a"], embeddings=_emb(4), epsilon=1.0, bandwidth=0.0, noise=noise,
+        [[0, 1, 2, 3]], ["a"], classes=["a"], embeddings=_emb(4), epsilon=1.0, bandwidth=0.0,
+        context=ReleaseContext(noise=noise),
         max_per_doc=2)
     np.testing.assert_allclose(noise.calls[0][0], [[0.5, 0.5, 0.0, 0.0]])
     np.testing.assert_allclose(dens.noisy_histograms, [[0.5, 0.5, 0.0, 0.0]])
@@ -91,7 +93,7 @@ def test_smoothed_histogram_weighs_a_persons_documents_to_one_in_total() -> None
     noise = PassThroughNoise()
     histogram.build_smoothed_histogram_density(
         [[0], [1], [2, 2]], ["a", "a", "b"], classes=["a", "b"], embeddings=_emb(3), epsilon=1.0, bandwidth=0.0,
-        noise=noise, groups=["p", "p", "q"], neighbouring=PERSON)
+        context=ReleaseContext(noise=noise), groups=["p", "p", "q"], neighbouring=PERSON)
     stat = noise.calls[0][0]
     np.testing.assert_allclose(stat, [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])
     assert noise.calls[0][1] == 1.0  # sensitivity 1 per person → Laplace(1/ε)
@@ -100,8 +102,8 @@ def test_smoothed_histogram_weighs_a_persons_documents_to_one_in_total() -> None
 def test_smoothed_histogram_event_and_result_carry_the_public_settings() -> None:
     ledger, noise = PrivacyLedger(), PassThroughNoise()
     dens = histogram.build_smoothed_histogram_density(
-        [[0, 1]], ["a"], classes=["a", "b"], embeddings=_emb(3), epsilon=0.5, bandwidth=0.3, noise=noise,
-        ledger=ledger, max_per_doc=4, groups=["p"], neighbouring=PERSON)
+        [[0, 1]], ["a"], classes=["a", "b"], embeddings=_emb(3), epsilon=0.5, bandwidth=0.3,
+        context=ReleaseContext(noise=noise, ledger=ledger), max_per_doc=4, groups=["p"], neighbouring=PERSON)
     (event,) = ledger.events
     assert event.step == "kde" and event.mechanism == histogram.MECHANISM
     assert event.neighbouring == PERSON
@@ -117,7 +119,7 @@ def test_smoothed_histogram_event_and_result_carry_the_public_settings() -> None
 
 
 def test_smoothed_histogram_validators_name_their_argument() -> None:
-    kw = dict(classes=["a"], embeddings=_emb(2), noise=PassThroughNoise())
+    kw = dict(classes=["a"], embeddings=_emb(2), context=ReleaseContext(noise=PassThroughNoise()))
     with pytest.raises(ParameterError, match=r"^ε_kde must be a finite number > 0"):
         histogram.build_smoothed_histogram_density([[0]], ["a"], epsilon=0.0, bandwidth=0.0, **kw)
     with pytest.raises(ParameterError, match=r"^σ \(bandwidth\) must be a finite number ≥ 0"):

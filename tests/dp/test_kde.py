@@ -31,6 +31,7 @@ from dpkps_core.dp import contributions, histogram, kde, rff
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.kde import build_rff_density, ensemble_blocks, rff_feature_sums
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rff import RandomFourierFeatures, SQRT2, exact_gaussian_kernel, optimal_features, rff_expected_error
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
@@ -80,7 +81,8 @@ def test_ensemble_splits_epsilon_and_noise_variance_matches():
     led = PrivacyLedger()
     noise = NoiseSource(seed=3)
     dens = build_rff_density(KP, LABELS, classes=("x", "y"), embeddings=EMB, kind="iterative-log", epsilon=eps,
-                             bandwidth=0.5, features=features, length=5, noise=noise, ledger=led)
+                             bandwidth=0.5, features=features, length=5,
+                             context=ReleaseContext(noise=noise, ledger=led))
     n_members = len(ensemble_blocks("iterative-log", 5))
     assert n_members == 4 and len(dens.members) == 4  # j = 0..⌈log2 5⌉
     assert [m.blocks for m in dens.members] == [1, 2, 4, 5]
@@ -93,7 +95,7 @@ def test_ensemble_splits_epsilon_and_noise_variance_matches():
 @pytest.mark.parametrize("kind,length", [("iterative-log", 7), ("iterative-linear", 4)])
 def test_fast_gemm_path_matches_padded_vector_computation(kind, length):
     dens = build_rff_density(KP, LABELS, classes=("x", "y"), embeddings=EMB, kind=kind, epsilon=5, bandwidth=0.7,
-                             features=64, length=length, noise=NoiseSource(seed=6))
+                             features=64, length=length, context=ReleaseContext(noise=NoiseSource(seed=6)))
     scorer = IterativeScorer(dens, EMB)
     rng = np.random.default_rng(1)
     for prefix_len in range(length):
@@ -187,7 +189,8 @@ def test_independent_statistic_is_the_mean_feature_of_at_most_m_keyphrases() -> 
     """Independent method: φ(doc) = mean of f(x) over the document's first M keyphrases (docs/DESIGN.md §2.2)."""
     emb, noise = _emb(3), PassThroughNoise()
     dens = kde.build_rff_density([[0, 1, 2], [2]], ["a", "b"], classes=["a", "b"], embeddings=emb, kind="independent",
-                                 epsilon=1.0, bandwidth=0.8, features=5, length=3, noise=noise, max_per_doc=2)
+                                 epsilon=1.0, bandwidth=0.8, features=5, length=3, context=ReleaseContext(noise=noise),
+                                 max_per_doc=2)
     (m,) = dens.members
     want = np.stack([(_phi(m, emb, [0]) + _phi(m, emb, [1])) / 2, _phi(m, emb, [2])])
     np.testing.assert_allclose(noise.calls[0][0], want, rtol=1e-5, atol=1e-6)
@@ -207,7 +210,8 @@ def test_a_member_leaves_out_keyphrases_beyond_m() -> None:
     """M < L: the member over L blocks gets no document (each is truncated to M keyphrases first)."""
     emb, noise = _emb(3), PassThroughNoise()
     dens = kde.build_rff_density([[0, 1, 2]], ["a"], classes=["a"], embeddings=emb, kind="iterative-linear",
-                                 epsilon=3.0, bandwidth=0.8, features=4, length=3, noise=noise, max_per_doc=2)
+                                 epsilon=3.0, bandwidth=0.8, features=4, length=3, context=ReleaseContext(noise=noise),
+                                 max_per_doc=2)
     sums = [c[0] for c in noise.calls]
     np.testing.assert_allclose(sums[0], _phi(dens.members[0], emb, [0])[None], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(sums[1], _phi(dens.members[1], emb, [0, 1])[None], rtol=1e-5, atol=1e-6)
@@ -244,7 +248,8 @@ def test_member_sums_cover_every_chunk_of_documents(groups: bool) -> None:
 def test_rff_release_charges_one_event_with_its_public_settings() -> None:
     ledger, noise = PrivacyLedger(), PassThroughNoise()
     kde.build_rff_density([[0, 1, 2]], ["a"], classes=["a", "b"], embeddings=_emb(3), kind="iterative-log",
-                          epsilon=1.5, bandwidth=0.7, features=4, length=3, noise=noise, ledger=ledger, max_per_doc=2)
+                          epsilon=1.5, bandwidth=0.7, features=4, length=3,
+                          context=ReleaseContext(noise=noise, ledger=ledger), max_per_doc=2)
     (event,) = ledger.events
     d = event.to_dict()
     scale = SQRT2 * 4 / (1.5 / 3)  # three members (1, 2, 3 blocks), ε_kde/3 each
@@ -261,7 +266,8 @@ def test_rff_release_charges_one_event_with_its_public_settings() -> None:
 def test_rff_release_defaults_m_to_l_and_names_the_relation() -> None:
     ledger = PrivacyLedger()
     kde.build_rff_density([[0, 1]], ["a"], classes=["a"], embeddings=_emb(2), kind="independent", epsilon=1.0,
-                          bandwidth=1.0, features=2, length=2, noise=PassThroughNoise(), ledger=ledger, groups=["p"],
+                          bandwidth=1.0, features=2, length=2,
+                          context=ReleaseContext(noise=PassThroughNoise(), ledger=ledger), groups=["p"],
                           neighbouring=PERSON)
     (event,) = ledger.events
     assert event.to_dict()["params"]["max_keyphrases_per_doc"] == 2 and event.neighbouring == PERSON
@@ -270,7 +276,8 @@ def test_rff_release_defaults_m_to_l_and_names_the_relation() -> None:
 def test_rff_density_carries_its_public_fields_and_reports_progress() -> None:
     progress: list[tuple[float, str]] = []
     dens = kde.build_rff_density([[0, 1]], ["a"], classes=("a", "b"), embeddings=_emb(2), kind="iterative-linear",
-                                 epsilon=2.0, bandwidth=0.6, features=3, length=2, noise=PassThroughNoise(),
+                                 epsilon=2.0, bandwidth=0.6, features=3, length=2,
+                                 context=ReleaseContext(noise=PassThroughNoise()),
                                  progress=lambda f, msg: progress.append((f, msg)))
     assert (dens.kind, dens.classes, dens.bandwidth, dens.n_features, dens.length, dens.epsilon) == (
         "iterative-linear", ("a", "b"), 0.6, 3, 2, 2.0)
@@ -292,5 +299,6 @@ def test_rff_release_refusals_name_their_parameter(kwargs: dict[str, float], mes
     ledger = PrivacyLedger()
     with pytest.raises(ParameterError, match=message):
         kde.build_rff_density([[0]], ["a"], classes=["a"], embeddings=_emb(1), kind="independent",
-                              noise=PassThroughNoise(), ledger=ledger, **settings)  # type: ignore[arg-type]
+                              context=ReleaseContext(noise=PassThroughNoise(), ledger=ledger),
+                              **settings)  # type: ignore[arg-type]
     assert len(ledger) == 0  # refused before anything is charged

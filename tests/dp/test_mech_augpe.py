@@ -31,6 +31,7 @@ from dpkps_core.baselines import augpe, private_prediction as pp
 from dpkps_core.method.config import PRIVATE_PREDICTION_LIMITS
 from dpkps_core.dp.accounting import gaussian_delta
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
@@ -197,8 +198,9 @@ def _run(*, vote_threshold: float, epochs: int = 3, population: int = 2) -> tupl
     progress: list[tuple[float, str]] = []
     res = augpe.run_augpe(texts, labels, vocabulary_terms=("fever", "payment", "river", "school"),
                           classes=("finance", "medicine"), config=cfg, epsilon=4.0, delta=1e-6,
-                          embedder=HashingEmbedder(dim=16), backend=EchoBackend(), noise=NoiseSource(7),
-                          ledger=PrivacyLedger(cap=10.0), progress=lambda f, m: progress.append((f, m)))
+                          embedder=HashingEmbedder(dim=16), backend=EchoBackend(),
+                          context=ReleaseContext(noise=NoiseSource(7), ledger=PrivacyLedger(cap=10.0)),
+                          progress=lambda f, m: progress.append((f, m)))
     return res, progress
 
 

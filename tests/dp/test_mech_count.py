@@ -19,6 +19,7 @@ from dpkps_core.dp import count as cnt, forecast as fc
 from dpkps_core.dp.count import release_count
 from dpkps_core.dp.events import ADD_REMOVE_ONE_DOCUMENT
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError, PrivacyBudgetError
 
@@ -36,7 +37,8 @@ def _hits(trials: int, *, seed: int | None, sampler: str = "numpy") -> tuple[int
     noise = NoiseSource(seed, sampler=sampler)
     hits = []
     for count in (N_DOCS, N_DOCS + 1):
-        hits.append(sum(release_count(count, epsilon=EPS, noise=noise, ledger=PrivacyLedger()).value > THRESHOLD
+        hits.append(sum(release_count(count, epsilon=EPS,
+                                      context=ReleaseContext(noise=noise, ledger=PrivacyLedger())).value > THRESHOLD
                         for _ in range(trials)))
     return hits[0], hits[1]
 
@@ -79,8 +81,9 @@ def test_count_event_defaults_describe_the_training_part() -> None:
 
 def test_unit_count_counts_distinct_admitted_units_then_charges() -> None:
     ledger = PrivacyLedger(cap=5.0)
-    released, left_out = budget.release_unit_count(["p1", "p2", "p1", "p3"], epsilon=2.0, noise=NoiseSource(seed=4),
-                                                ledger=ledger, what="persons", step="persons",
+    released, left_out = budget.release_unit_count(["p1", "p2", "p1", "p3"], epsilon=2.0,
+                                                   context=ReleaseContext(noise=NoiseSource(seed=4), ledger=ledger),
+                                                   what="persons", step="persons",
                                                 neighbouring="add/remove one person")
     noise = NoiseSource(seed=4).laplace(0.5, 1, integer_valued=True)[0]
     assert released.value == pytest.approx(3 + noise) and left_out == 0
@@ -88,29 +91,32 @@ def test_unit_count_counts_distinct_admitted_units_then_charges() -> None:
     (ev,) = ledger.events
     assert (ev.step, ev.released, ev.neighbouring, ev.epsilon) == ("persons", "Laplace-noised number of persons",
                                                                    "add/remove one person", 2.0)
-    alone, none_left = budget.release_unit_count(["a", "a"], epsilon=1.0, noise=NoiseSource(seed=1))
+    alone, none_left = budget.release_unit_count(["a", "a"], epsilon=1.0,
+                                                 context=ReleaseContext(noise=NoiseSource(seed=1)))
     assert alone.value == pytest.approx(1 + NoiseSource(seed=1).laplace(1.0, 1, integer_valued=True)[0])
     assert none_left == 0
 
 
 def test_release_defaults_name_the_training_part() -> None:
-    for release in (lambda led: cnt.release_count(4, epsilon=1.0, noise=NoiseSource(seed=0), ledger=led),
-                    lambda led: budget.release_unit_count(["a", "b"], epsilon=1.0, noise=NoiseSource(seed=0),
-                                                       ledger=led)):
+    for release in (lambda led: cnt.release_count(4, epsilon=1.0,
+                                                  context=ReleaseContext(noise=NoiseSource(seed=0), ledger=led)),
+                    lambda led: budget.release_unit_count(
+                        ["a", "b"], epsilon=1.0, context=ReleaseContext(noise=NoiseSource(seed=0), ledger=led))):
         ledger = PrivacyLedger()
         release(ledger)
         (ev,) = ledger.events
         assert (ev.step, ev.released) == ("size", "Laplace-noised number of documents in the training part")
     with pytest.raises(ParameterError, match=r"^ε \(count\) must be a finite number > 0"):
-        cnt.release_count(1, epsilon=0.0, noise=NoiseSource(seed=0))
+        cnt.release_count(1, epsilon=0.0, context=ReleaseContext(noise=NoiseSource(seed=0)))
 
 
 def test_unit_count_refusal_names_the_count() -> None:
     with pytest.raises(PrivacyBudgetError, match=r"^Running the DP count of persons would spend ε = 2"):
-        budget.release_unit_count(["a"], epsilon=2.0, noise=NoiseSource(seed=0), ledger=PrivacyLedger(cap=1.0),
+        budget.release_unit_count(["a"], epsilon=2.0,
+                                  context=ReleaseContext(noise=NoiseSource(seed=0), ledger=PrivacyLedger(cap=1.0)),
                                what="persons")
     with pytest.raises(ParameterError, match=r"^ε \(count\) must be a finite number > 0"):
-        budget.release_unit_count(["a"], epsilon=-1.0, noise=NoiseSource(seed=0))
+        budget.release_unit_count(["a"], epsilon=-1.0, context=ReleaseContext(noise=NoiseSource(seed=0)))
 
 
 def test_noisy_count_clamps_to_one() -> None:

@@ -15,6 +15,7 @@ import pytest
 from dp_stats import CONSISTENT, VIOLATION, dp_verdict, scale_noise
 from dpkps_core.dp.histogram import build_smoothed_histogram_density
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 
 EPS = 1.0
@@ -46,7 +47,7 @@ def _hits(trials: int, *, seed: int, bandwidth: float = 0.0) -> tuple[int, int]:
         for _ in range(trials):
             density = build_smoothed_histogram_density(
                 keyphrases, labels, classes=CLASSES, embeddings=EMBEDDINGS, epsilon=EPS, bandwidth=bandwidth,
-                noise=noise, ledger=PrivacyLedger())
+                context=ReleaseContext(noise=noise, ledger=PrivacyLedger()))
             n += bool(density.noisy_histograms[MOVED] > threshold)
         hits.append(n)
     return hits[0], hits[1]

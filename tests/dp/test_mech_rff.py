@@ -28,6 +28,7 @@ from dp_stats import CONSISTENT, PassThroughNoise, VIOLATION, dp_verdict, scale_
 from dpkps_core.dp import accounting as acc, contributions, histogram, kde, rff
 from dpkps_core.dp.kde import build_rff_density, ensemble_blocks
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rff import RandomFourierFeatures, SQRT2
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError
@@ -89,7 +90,7 @@ def _member_hits(kind: str, length: int, trials: int, *, seed: int) -> tuple[lis
         for _ in range(trials):
             density = build_rff_density(keyphrases, labels, classes=CLASSES, embeddings=EMBEDDINGS, kind=kind,
                                         epsilon=epsilon, bandwidth=1.0, features=FEATURES, length=length,
-                                        noise=noise, ledger=PrivacyLedger())
+                                        context=ReleaseContext(noise=noise, ledger=PrivacyLedger()))
             for j, member in enumerate(density.members):
                 counts[j] += bool((member.noisy_sums[0] > thresholds[j]).all())
         hits.append(counts)
@@ -103,7 +104,8 @@ def test_every_member_moves_by_the_full_sensitivity(kind: str, length: int) -> N
     sums = []
     for keyphrases, labels in ((KEYPHRASES_D, LABELS_D), (KEYPHRASES_D + [ADDED[0]], LABELS_D + [ADDED[1]])):
         density = build_rff_density(keyphrases, labels, classes=CLASSES, embeddings=EMBEDDINGS, kind=kind,
-                                    epsilon=1e9, bandwidth=1.0, features=FEATURES, length=length, noise=noise)
+                                    epsilon=1e9, bandwidth=1.0, features=FEATURES, length=length,
+                                    context=ReleaseContext(noise=noise))
         sums.append(np.stack([m.noisy_sums for m in density.members]))
     moved = np.abs(sums[1] - sums[0]).sum(axis=(1, 2))  # L1 move per member (noise ≈ 0 at ε = 10⁹)
     assert moved == pytest.approx(np.full(len(ensemble_blocks(kind, length)), SQRT2 * FEATURES), abs=1e-6)
@@ -169,7 +171,8 @@ def test_rff_release_weighs_a_persons_prefixes_and_charges_one_event() -> None:
     ledger, noise = PrivacyLedger(), PassThroughNoise()
     kp = [[0, 1], [1, 2], [2, 0, 1]]
     dens = kde.build_rff_density(kp, ["a", "a", "b"], classes=["a", "b"], embeddings=_emb(3), kind="iterative-linear",
-                                 epsilon=1.0, bandwidth=0.8, features=6, length=2, noise=noise, ledger=ledger,
+                                 epsilon=1.0, bandwidth=0.8, features=6, length=2,
+                                 context=ReleaseContext(noise=noise, ledger=ledger),
                                  groups=["p", "p", "q"], neighbouring=PERSON)
     (event,) = ledger.events
     assert event.neighbouring == PERSON and event.sensitivity == pytest.approx(math.sqrt(2) * 6 * 2)

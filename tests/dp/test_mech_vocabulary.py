@@ -15,6 +15,7 @@ import pytest
 
 from dp_stats import CONSISTENT, VIOLATION, dp_verdict, scale_noise
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.vocabulary import privatize_vocabulary, noisy_term_histogram
 
@@ -53,8 +54,8 @@ def _vocabulary_hits(trials: int, *, seed: int) -> tuple[int, int]:
     for counts in (COUNTS_D, COUNTS_D2):
         noisy = np.empty((trials, len(TERMS)))
         for k in range(trials):
-            pv = privatize_vocabulary(counts, TERMS, epsilon=EPS, terms_per_doc=S, size=len(TERMS), noise=noise,
-                                      ledger=PrivacyLedger())
+            pv = privatize_vocabulary(counts, TERMS, epsilon=EPS, terms_per_doc=S, size=len(TERMS),
+                                      context=ReleaseContext(noise=noise, ledger=PrivacyLedger()))
             noisy[k, [position[t] for t in pv.terms]] = pv.noisy_counts
         hits.append(int(_event(noisy).sum()))
     return hits[0], hits[1]

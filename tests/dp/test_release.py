@@ -15,9 +15,9 @@ from dpkps_core import ledger_store as ls
 from dpkps_core.dp.count import count_event
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger, require_public, within_cap, SubLedger
-from dpkps_core.dp.release import AdmittedUnits, admit_units, release
+from dpkps_core.dp.release import AdmittedUnits, ReleaseContext, admit_units, release
 from dpkps_core.dp.rng import NoiseSource
-from dpkps_core.errors import ParameterError, PrivacyBudgetError
+from dpkps_core.errors import ParameterError, ParameterTypeError, PrivacyBudgetError
 from dpkps_core.ledger_store.units import document_units
 
 UNITS = document_units([f"note {i} about the river" for i in range(6)], ["a"] * 6)
@@ -207,3 +207,33 @@ def test_require_public_checks_every_cap_up_a_chain_of_sub_ledgers() -> None:
         require_public(SubLedger(PrivacyLedger(), cap=0.1), 0.5, "a step")
     with pytest.raises(PrivacyBudgetError, match="taking its part's total to 0.5, over the budget cap of 0.1"):
         SubLedger(PrivacyLedger(), cap=0.1).require(0.5, "a step")
+
+
+# ------------------------------------------------------------------------------------------ the release context
+
+def test_a_release_context_is_frozen_keyword_only_and_typed() -> None:
+    """What every release needs besides its statistic travels as one frozen object (issue 32 §4): a NoiseSource and
+    a PrivacyLedger or None, by keyword only; anything else is refused by type, before any release starts."""
+    noise, ledger = NoiseSource(1), PrivacyLedger()
+    ctx = ReleaseContext(noise=noise, ledger=ledger)
+    assert ctx.noise is noise and ctx.ledger is ledger and ReleaseContext(noise=noise).ledger is None
+    with pytest.raises(AttributeError):
+        ctx.ledger = None  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        ReleaseContext(noise, ledger)  # type: ignore[misc]
+    for bad in (dict(noise=None), dict(noise=np.random.default_rng(0)), dict(noise=noise, ledger="ledger"),
+                dict(noise=noise, ledger=[])):
+        with pytest.raises(ParameterTypeError, match="release context's"):
+            ReleaseContext(**bad)  # type: ignore[arg-type]
+    assert issubclass(ParameterTypeError, ParameterError) and issubclass(ParameterTypeError, TypeError)
+
+
+def test_a_release_contexts_draw_step_has_the_same_noise_and_no_ledger() -> None:
+    """Step 4 runs the mechanism without a ledger: the event is already charged (charging it twice would count the
+    release twice); the noise source is the same object, so the draws continue in the same order."""
+    noise, ledger = NoiseSource(1), PrivacyLedger()
+    drawing = ReleaseContext(noise=noise, ledger=ledger).for_draw()
+    assert drawing.noise is noise and drawing.ledger is None and drawing.for_draw() is drawing
+    assert ReleaseContext(noise=noise, ledger=ledger).require_ledger("a report") is ledger
+    with pytest.raises(ParameterError, match="^a report needs the ledger"):
+        drawing.require_ledger("a report")

@@ -18,6 +18,7 @@ from hypothesis import given, settings, strategies as st
 from dp_stats import assert_ratio_within, tail_event
 from dpkps_core.dp import vocabulary as voc
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.dp.validation import check_delta
 from dpkps_core.dp.vocabulary import noise_floor, noisy_term_histogram, privatize_vocabulary, select_top_terms
@@ -68,7 +69,8 @@ def test_zero_count_terms_can_enter_private_vocabulary():
     terms = [f"t{i}" for i in range(2000)]
     counts = np.zeros(len(terms), dtype=int)
     counts[:5] = 3  # only 5 terms occur
-    pv = privatize_vocabulary(counts, terms, epsilon=0.5, terms_per_doc=10, size=50, noise=NoiseSource(seed=0))
+    pv = privatize_vocabulary(counts, terms, epsilon=0.5, terms_per_doc=10, size=50,
+                              context=ReleaseContext(noise=NoiseSource(seed=0)))
     assert len(pv) == 50
     assert sum(t not in {"t0", "t1", "t2", "t3", "t4"} for t in pv.terms) >= 40
 
@@ -83,19 +85,21 @@ def test_repeated_term_moves_histogram_by_at_most_s():
 def test_records_frozen_ledger_event_and_respects_cap():
     counts = _counts(BASE_DOCS)
     ledger = PrivacyLedger(cap=1.5)
-    pv = privatize_vocabulary(counts, TERMS, epsilon=1.0, terms_per_doc=3, size=4, noise=NoiseSource(seed=0), ledger=ledger)
+    pv = privatize_vocabulary(counts, TERMS, epsilon=1.0, terms_per_doc=3, size=4,
+                              context=ReleaseContext(noise=NoiseSource(seed=0), ledger=ledger))
     (event,) = ledger.events
     assert event.step == "vocabulary" and event.sensitivity == 3 and event.noise_scale == pytest.approx(3.0)
     assert event.neighbouring == "add/remove one document" and len(pv) == 4
     with pytest.raises(PrivacyBudgetError):
-        privatize_vocabulary(counts, TERMS, epsilon=1.0, terms_per_doc=3, size=4, noise=NoiseSource(seed=0), ledger=ledger)
+        privatize_vocabulary(counts, TERMS, epsilon=1.0, terms_per_doc=3, size=4,
+                             context=ReleaseContext(noise=NoiseSource(seed=0), ledger=ledger))
     assert ledger.total_epsilon == 1.0
 
 
 @pytest.mark.parametrize("eps", [0, -2, float("nan")])
 def test_rejects_bad_epsilon(eps):
     with pytest.raises(ParameterError, match="ε_voc"):
-        privatize_vocabulary(np.ones(3), ["a", "b", "c"], epsilon=eps, noise=NoiseSource())
+        privatize_vocabulary(np.ones(3), ["a", "b", "c"], epsilon=eps, context=ReleaseContext(noise=NoiseSource()))
 
 
 def test_noise_floor_rule_uses_only_noisy_counts_and_public_inputs():
@@ -144,7 +148,8 @@ def test_kept_set_depends_only_on_noisy_counts_and_public_inputs(counts_a, count
         for counts in (counts_a, counts_b):
             try:
                 pv = privatize_vocabulary(np.array(counts), terms, epsilon=eps, terms_per_doc=5, size=size,
-                                          noise=NoiseSource(seed=0), selection_rule=rule, floor_fraction=0.01)
+                                          context=ReleaseContext(noise=NoiseSource(seed=0)), selection_rule=rule,
+                                          floor_fraction=0.01)
                 picks.append(pv.terms)
             except Exception as exc:  # noqa: BLE001 - an empty selection must then be empty for both
                 picks.append(type(exc).__name__)
@@ -217,11 +222,13 @@ def test_noise_floor_formula() -> None:
 def test_release_checks_the_rule_before_spending_and_records_the_relation() -> None:
     ledger = PrivacyLedger()
     with pytest.raises(ParameterError, match=r"^Unknown vocabulary selection rule 'best'"):
-        voc.privatize_vocabulary(np.zeros(3), ["a", "b", "c"], epsilon=1.0, size=2, noise=NoiseSource(seed=0),
-                                 ledger=ledger, selection_rule="best")
+        voc.privatize_vocabulary(np.zeros(3), ["a", "b", "c"], epsilon=1.0, size=2,
+                                 context=ReleaseContext(noise=NoiseSource(seed=0), ledger=ledger),
+                                 selection_rule="best")
     assert len(ledger) == 0
-    voc.privatize_vocabulary(np.zeros(3), ["a", "b", "c"], epsilon=1.0, size=2, noise=NoiseSource(seed=0),
-                             ledger=ledger, neighbouring="add/remove one person")
+    voc.privatize_vocabulary(np.zeros(3), ["a", "b", "c"], epsilon=1.0, size=2,
+                             context=ReleaseContext(noise=NoiseSource(seed=0), ledger=ledger),
+                             neighbouring="add/remove one person")
     assert ledger.events[0].neighbouring == "add/remove one person"
     ev = voc.vocabulary_event(epsilon=1.0, terms_per_doc=1, size=1, vocabulary_name="v", vocabulary_size=1,
                               selection_rule="top-n", sampler="numpy", neighbouring="add/remove one person")
@@ -249,7 +256,8 @@ def test_vocabulary_event_holds_the_public_settings(rule: str, fewer: str) -> No
 def test_release_defaults_and_fields() -> None:
     counts = np.zeros(1001, dtype=np.int64)
     ledger = PrivacyLedger()
-    pv = voc.privatize_vocabulary(counts, _terms(1001), epsilon=2.0, noise=NoiseSource(seed=3), ledger=ledger)
+    pv = voc.privatize_vocabulary(counts, _terms(1001), epsilon=2.0,
+                                  context=ReleaseContext(noise=NoiseSource(seed=3), ledger=ledger))
     assert (pv.terms_per_doc, pv.requested_size, pv.public_vocabulary) == (10, 1000, "custom")
     assert (pv.public_vocabulary_size, pv.epsilon, pv.noise_scale, pv.selection_rule) == (1001, 2.0, 5.0, "top-n")
     noisy = NoiseSource(seed=3).add_laplace(counts, scale=5.0, integer_valued=True)
@@ -267,7 +275,7 @@ def test_noise_floor_rule_keeps_exactly_the_terms_at_or_over_its_threshold(fract
     kw = dict(epsilon=0.5, terms_per_doc=1, size=300, selection_rule="noise-floor")
     if fraction != 1.0:
         kw["floor_fraction"] = fraction
-    pv = voc.privatize_vocabulary(counts, _terms(400), noise=NoiseSource(seed=9), **kw)
+    pv = voc.privatize_vocabulary(counts, _terms(400), context=ReleaseContext(noise=NoiseSource(seed=9)), **kw)
     noisy = NoiseSource(seed=9).add_laplace(counts, scale=2.0, integer_valued=True)
     floor = fraction * voc.noise_floor(epsilon=0.5, terms_per_doc=1, vocabulary_size=400)
     assert floor == pytest.approx(fraction * 2.0 * math.log(200.0))
@@ -279,21 +287,23 @@ def test_noise_floor_rule_keeps_exactly_the_terms_at_or_over_its_threshold(fract
 
 def test_a_single_kept_term_is_a_valid_release_and_none_is_a_spent_refusal() -> None:
     pv = voc.privatize_vocabulary(np.array([50, 0]), ["a", "b"], epsilon=5.0, terms_per_doc=1, size=1,
-                                  noise=NoiseSource(seed=1))
+                                  context=ReleaseContext(noise=NoiseSource(seed=1)))
     assert pv.terms == ("a",)
     ledger = PrivacyLedger()
     with pytest.raises(VocabularyError, match=r"^No term of the public vocabulary cleared the noise floor at "
                                               r"ε_voc = 0\.01; ε_voc was spent \(the noisy counts were drawn\)\. "
                                               r"Raise ε_voc, use the top-N rule, or use a smaller vocabulary\.$"):
         voc.privatize_vocabulary(np.zeros(1000, dtype=np.int64), _terms(1000), epsilon=0.01, terms_per_doc=1,
-                                 size=1, noise=NoiseSource(seed=2), ledger=ledger, selection_rule="noise-floor",
+                                 size=1, context=ReleaseContext(noise=NoiseSource(seed=2), ledger=ledger),
+                                 selection_rule="noise-floor",
                                  floor_fraction=1e6)
     assert len(ledger) == 1
 
 
 def test_counts_of_the_wrong_shape_are_refused() -> None:
     with pytest.raises(ParameterError, match=r"^counts has shape \(3,\), expected \(2,\) — one per term of V\.$"):
-        voc.privatize_vocabulary(np.zeros(3), ["a", "b"], epsilon=1.0, size=1, noise=NoiseSource(seed=0))
+        voc.privatize_vocabulary(np.zeros(3), ["a", "b"], epsilon=1.0, size=1,
+                                 context=ReleaseContext(noise=NoiseSource(seed=0)))
 
 
 def test_private_vocabulary_round_trips_through_its_dict() -> None:

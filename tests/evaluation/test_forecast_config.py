@@ -16,6 +16,7 @@ import pytest
 
 from dpkps_core.method.config import SamplingConfig, build_sampling_config
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError
 from dpkps_core.evaluation.forecast_dp import dp_forecast, forecast_from_release, release_forecast
@@ -99,7 +100,8 @@ def test_dp_forecast_from_a_config_equals_the_keyword_forecast(toy: tuple) -> No
     led = PrivacyLedger()
     stats, f = dp_forecast(corpus, big, build_sampling_config(eps_voc=1.0, eps_kde=2.0, terms_per_doc=5,
                                                               vocab_size=30, length=5),
-                           ledger=led, noise=NoiseSource(7, sampler="numpy"), epsilon=0.5, reps=3)
+                           context=ReleaseContext(noise=NoiseSource(7, sampler="numpy"), ledger=led), epsilon=0.5,
+                           reps=3)
     assert led.total_epsilon == pytest.approx(0.5) and f.dp and f.epsilon_forecast == 0.5
     _pin(f, "dp_histogram")
     assert f.suggested_eps_voc == 8.0 and f.suggested_eps_kde == pytest.approx(1.4695507056190422, rel=1e-12)
@@ -111,7 +113,8 @@ def test_dp_forecast_from_a_config_equals_the_keyword_forecast(toy: tuple) -> No
 
 def test_what_if_eps_voc_and_the_dp_sweep_are_the_config_with_that_eps_voc(toy: tuple) -> None:
     corpus, big, _ = toy
-    stats = release_forecast(corpus, big, ledger=PrivacyLedger(), noise=NoiseSource(3, sampler="numpy"),
+    stats = release_forecast(corpus, big,
+                             context=ReleaseContext(noise=NoiseSource(3, sampler="numpy"), ledger=PrivacyLedger()),
                              epsilon=1.0, terms_per_doc=5)
     cfg = SamplingConfig(eps_voc=1.0, eps_kde=2.0, terms_per_doc=5, vocab_size=30, length=5)
     assert _digest(forecast_from_release(stats, cfg, eps_voc=4.0, reps=2)) == \
@@ -124,7 +127,8 @@ def test_what_if_eps_voc_and_the_dp_sweep_are_the_config_with_that_eps_voc(toy: 
 
 def test_settings_come_only_as_a_config(toy: tuple) -> None:
     corpus, big, _ = toy
-    stats = release_forecast(corpus, big, ledger=PrivacyLedger(), noise=NoiseSource(3, sampler="numpy"),
+    stats = release_forecast(corpus, big,
+                             context=ReleaseContext(noise=NoiseSource(3, sampler="numpy"), ledger=PrivacyLedger()),
                              epsilon=1.0, terms_per_doc=5)
     with pytest.raises(ParameterError, match="SamplingConfig"):
         forecast_from_release(stats, {"eps_voc": 1.0, "terms_per_doc": 5})
@@ -134,5 +138,6 @@ def test_settings_come_only_as_a_config(toy: tuple) -> None:
         forecast_from_release(stats, SamplingConfig(terms_per_doc=10))
     led = PrivacyLedger()
     with pytest.raises(ParameterError, match="ε_voc"):  # refused before anything is charged
-        dp_forecast(corpus, big, SamplingConfig(terms_per_doc=5), ledger=led, noise=NoiseSource(1), eps_voc=-1.0)
+        dp_forecast(corpus, big, SamplingConfig(terms_per_doc=5),
+                    context=ReleaseContext(noise=NoiseSource(1), ledger=led), eps_voc=-1.0)
     assert led.total_epsilon == 0

@@ -16,6 +16,7 @@ from eval_toys import make_toy_corpus, make_toy_vocabulary
 from dpkps_core.method import pipeline
 from dpkps_core.method.config import build_sampling_config
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import ParameterError
 from dpkps_core.evaluation.forecast_dp import dp_forecast, forecast_from_release
@@ -46,8 +47,9 @@ def test_a_corpus_the_exact_preview_calls_not_usable_is_never_called_usable(by_p
     assert not forecast(corpus.texts, corpus.labels, NO_MATCH, SMALL_CFG, counts=counts).usable
     levels = []
     for seed in range(60):
-        _, f = dp_forecast(corpus, NO_MATCH, SMALL_CFG, ledger=PrivacyLedger(), by_person=by_person,
-                           noise=NoiseSource(seed, sampler="numpy"), epsilon=0.2, reps=2)
+        _, f = dp_forecast(corpus, NO_MATCH, SMALL_CFG,
+                           context=ReleaseContext(noise=NoiseSource(seed, sampler="numpy"), ledger=PrivacyLedger()),
+                           by_person=by_person, epsilon=0.2, reps=2)
         assert not f.usable and not f.vocabulary_usable, (seed, f.verdict)
         assert not f.verdict.startswith(("Likely usable", "Usable")), (seed, f.verdict)
         levels.append(f.confidence)
@@ -56,8 +58,9 @@ def test_a_corpus_the_exact_preview_calls_not_usable_is_never_called_usable(by_p
 
 
 def test_too_small_says_why_and_what_to_do() -> None:
-    _, f = dp_forecast(_small_corpus(), NO_MATCH, SMALL_CFG, ledger=PrivacyLedger(),
-                       noise=NoiseSource(3, sampler="numpy"), epsilon=0.2, reps=2)
+    _, f = dp_forecast(_small_corpus(), NO_MATCH, SMALL_CFG,
+                       context=ReleaseContext(noise=NoiseSource(3, sampler="numpy"), ledger=PrivacyLedger()),
+                       epsilon=0.2, reps=2)
     if f.confidence != TOO_SMALL:  # seed 3 is one of the many "too small" draws
         pytest.fail(f"expected a too-small verdict, got {f.confidence}: {f.verdict}")
     assert f.verdict.startswith("Too small to forecast at ε_forecast = 0.2")
@@ -70,7 +73,8 @@ def test_a_strong_corpus_stays_confidently_usable_with_its_interval() -> None:
     corpus, vocab = make_toy_corpus(per_class=300), make_toy_vocabulary(n_filler=400)
     cfg = build_sampling_config(eps_voc=5.0, eps_kde=5.0, terms_per_doc=5, vocab_size=20, length=5)
     for seed in range(5):
-        _, f = dp_forecast(corpus, vocab, cfg, ledger=PrivacyLedger(), noise=NoiseSource(seed, sampler="numpy"),
+        _, f = dp_forecast(corpus, vocab, cfg,
+                           context=ReleaseContext(noise=NoiseSource(seed, sampler="numpy"), ledger=PrivacyLedger()),
                            epsilon=1.0, reps=2)
         assert f.usable and f.confidence == CONFIDENT and f.verdict.startswith("Likely usable")
         lo, hi = f.real_terms_interval
@@ -81,7 +85,8 @@ def test_a_strong_corpus_stays_confidently_usable_with_its_interval() -> None:
 
 def test_the_judgement_is_post_processing_seeded_and_charges_nothing() -> None:
     led = PrivacyLedger()
-    stats, f = dp_forecast(_small_corpus(), NO_MATCH, SMALL_CFG, ledger=led, noise=NoiseSource(5, sampler="numpy"),
+    stats, f = dp_forecast(_small_corpus(), NO_MATCH, SMALL_CFG,
+                           context=ReleaseContext(noise=NoiseSource(5, sampler="numpy"), ledger=led),
                            epsilon=0.2, reps=2)
     spent = led.total_epsilon
     again = forecast_from_release(stats, SMALL_CFG, reps=2)
@@ -92,8 +97,9 @@ def test_the_judgement_is_post_processing_seeded_and_charges_nothing() -> None:
 
 
 def test_simulated_releases_keep_the_public_parameters_and_the_noise_scale() -> None:
-    stats, _ = dp_forecast(_small_corpus(), NO_MATCH, SMALL_CFG, ledger=PrivacyLedger(),
-                           noise=NoiseSource(1, sampler="numpy"), epsilon=0.2, reps=2)
+    stats, _ = dp_forecast(_small_corpus(), NO_MATCH, SMALL_CFG,
+                           context=ReleaseContext(noise=NoiseSource(1, sampler="numpy"), ledger=PrivacyLedger()),
+                           epsilon=0.2, reps=2)
     rng = np.random.default_rng(0)
     empty = [noise_only(stats, rng) for _ in range(400)]
     assert all(e.thresholds == stats.thresholds and e.classes == stats.classes for e in empty)
@@ -104,8 +110,9 @@ def test_simulated_releases_keep_the_public_parameters_and_the_noise_scale() -> 
 
 
 def test_judge_confidence_refuses_a_bad_draw_count() -> None:
-    stats, _ = dp_forecast(_small_corpus(), NO_MATCH, SMALL_CFG, ledger=PrivacyLedger(),
-                           noise=NoiseSource(1, sampler="numpy"), epsilon=0.2, reps=2)
+    stats, _ = dp_forecast(_small_corpus(), NO_MATCH, SMALL_CFG,
+                           context=ReleaseContext(noise=NoiseSource(1, sampler="numpy"), ledger=PrivacyLedger()),
+                           epsilon=0.2, reps=2)
     observed = ForecastQuantities(real_terms=0.0, min_snr=0.0, need=10)
     for bad in (0, -1, True, 2.5, "4"):
         with pytest.raises(ParameterError, match="noise draw"):
@@ -117,7 +124,8 @@ def test_the_dp_forecast_chart_says_dp_and_the_exact_one_private() -> None:
 
     corpus, vocab = make_toy_corpus(per_class=300), make_toy_vocabulary(n_filler=400)
     cfg = build_sampling_config(eps_voc=5.0, eps_kde=5.0, terms_per_doc=5, vocab_size=20, length=5)
-    _, dp = dp_forecast(corpus, vocab, cfg, ledger=PrivacyLedger(), noise=NoiseSource(0, sampler="numpy"),
+    _, dp = dp_forecast(corpus, vocab, cfg,
+                        context=ReleaseContext(noise=NoiseSource(0, sampler="numpy"), ledger=PrivacyLedger()),
                         epsilon=1.0, reps=2)
     exact = forecast(corpus.texts, corpus.labels, vocab, cfg,
                      counts=pipeline.term_counts(corpus.texts, vocab, terms_per_doc=5))

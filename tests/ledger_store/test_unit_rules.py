@@ -25,6 +25,7 @@ from dpkps_core.ledger_store.units import unit_strings
 from dpkps_core.corpus import Corpus, load_corpus
 from dpkps_core.method.budget import release_unit_count
 from dpkps_core.dp.events import PrivacyEvent
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.errors import PrivacyBudgetError
 
@@ -137,7 +138,7 @@ def test_a_dp_count_of_persons_charges_each_row_once(tmp_path: Path) -> None:
     people = _load(_write(tmp_path / "notes.csv", SIX), persons=True)
     led = ls.open_corpus_ledger(people, tool="test", cap=CAP)
     released, left_out = release_unit_count(unit_strings(people, by_person=True), epsilon=0.5,
-                                            noise=NoiseSource(3), ledger=led, what="persons")
+                                            context=ReleaseContext(noise=NoiseSource(3), ledger=led), what="persons")
     assert left_out == 0 and led.total_epsilon == 0.5
     assert _text_spends(people) == pytest.approx([0.5] * 6)          # factor 1: a row moves the count by ≤ 1
     assert sorted(led.view().spent.tolist()) == [0.5] * 4

@@ -21,6 +21,7 @@ from dpkps_core.method.density_plan import density_plan
 from dpkps_core.dp.histogram import build_smoothed_histogram_density
 from dpkps_core.dp.kde import build_rff_density
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import EmbeddingCache, HashingEmbedder, embed_terms
 from dpkps_core.errors import ParameterError
@@ -91,8 +92,8 @@ def test_keyphrases_keep_repeats_in_text_order_up_to_m_and_the_character_limit()
 # ------------------------------------------------------------------------------------------ the private vocabulary
 
 def _private_vocabulary(**kw: Any):
-    args: dict[str, Any] = dict(eps_voc=2.0, terms_per_doc=2, vocab_size=6, noise=NoiseSource(11),
-                                ledger=PrivacyLedger())
+    args: dict[str, Any] = dict(eps_voc=2.0, terms_per_doc=2, vocab_size=6,
+                                context=ReleaseContext(noise=NoiseSource(11), ledger=PrivacyLedger()))
     args.update(kw)
     return pipeline.build_private_vocabulary(_corpus().texts, VOCAB, **args)
 
@@ -144,10 +145,12 @@ def test_histogram_density_truncates_to_m_and_weights_persons_as_the_mechanism_d
     assert max(len(k) for k in kp) > 2
     ledger = PrivacyLedger()
     density, info = pipeline.build_density(kp, corpus.labels, classes=("a", "b"), embeddings=emb, config=cfg,
-                                           private_vocabulary=pv, noise=NoiseSource(3), ledger=ledger,
+                                           private_vocabulary=pv,
+                                           context=ReleaseContext(noise=NoiseSource(3), ledger=ledger),
                                            groups=corpus.persons, neighbouring=PERSON_UNIT)
     direct = build_smoothed_histogram_density(kp, corpus.labels, classes=("a", "b"), embeddings=emb, epsilon=2.0,
-                                              bandwidth=0.5, noise=NoiseSource(3), ledger=PrivacyLedger(),
+                                              bandwidth=0.5,
+                                              context=ReleaseContext(noise=NoiseSource(3), ledger=PrivacyLedger()),
                                               max_per_doc=2, groups=corpus.persons, neighbouring=PERSON_UNIT)
     assert density.noisy_histograms.tolist() == direct.noisy_histograms.tolist()
     assert info["max_keyphrases_per_doc"] == 2 and ledger.events[-1].neighbouring == PERSON_UNIT
@@ -161,14 +164,16 @@ def test_rff_density_gets_m_persons_progress_and_the_plan_from_the_vocabulary() 
     progress: list[tuple[float, str]] = []
     ledger = PrivacyLedger()
     density, info = pipeline.build_density(kp, corpus.labels, classes=("a", "b"), embeddings=emb, config=cfg,
-                                           private_vocabulary=pv, noise=NoiseSource(3), ledger=ledger,
+                                           private_vocabulary=pv,
+                                           context=ReleaseContext(noise=NoiseSource(3), ledger=ledger),
                                            progress=lambda f, m: progress.append((f, m)), groups=corpus.persons,
                                            neighbouring=PERSON_UNIT)
     plan = density_plan(cfg, n_classes=2, private_vocabulary=pv, embeddings=emb)
     assert plan.features and info["features"] == plan.features and info["class_size_estimate"] is not None
     direct = build_rff_density(kp, corpus.labels, classes=("a", "b"), embeddings=emb, kind=plan.kind, epsilon=2.0,
-                               bandwidth=plan.bandwidth, features=plan.features, length=2, noise=NoiseSource(3),
-                               ledger=PrivacyLedger(), max_per_doc=3, groups=corpus.persons,
+                               bandwidth=plan.bandwidth, features=plan.features, length=2,
+                               context=ReleaseContext(noise=NoiseSource(3), ledger=PrivacyLedger()), max_per_doc=3,
+                               groups=corpus.persons,
                                neighbouring=PERSON_UNIT)
     assert density.single_term_scores(emb).tolist() == direct.single_term_scores(emb).tolist()
     assert progress and all(isinstance(m, str) for _, m in progress)
@@ -181,10 +186,12 @@ def test_rff_density_refuses_a_zero_bandwidth() -> None:
     kp, emb, pv = _density_inputs(cfg, corpus)
     with pytest.raises(ParameterError, match=r"^The RFF DP-KDE needs a bandwidth σ > 0\.$"):
         pipeline.build_density(kp, corpus.labels, classes=("a", "b"), embeddings=emb, config=cfg,
-                               private_vocabulary=pv, noise=NoiseSource(3), ledger=PrivacyLedger())
+                               private_vocabulary=pv,
+                               context=ReleaseContext(noise=NoiseSource(3), ledger=PrivacyLedger()))
     ok = _config(density="rff", bandwidth=1.0, features=16)
     density, _ = pipeline.build_density(kp, corpus.labels, classes=("a", "b"), embeddings=emb, config=ok,
-                                        private_vocabulary=pv, noise=NoiseSource(3), ledger=PrivacyLedger())
+                                        private_vocabulary=pv,
+                                        context=ReleaseContext(noise=NoiseSource(3), ledger=PrivacyLedger()))
     assert density.bandwidth == 1.0
 
 
@@ -194,17 +201,18 @@ def test_a_person_unit_needs_the_person_column() -> None:
     with pytest.raises(ParameterError, match=r"^The unit of privacy is a person \(column 'patient'\), but the "
                                              r"corpus was loaded without that column; load it with the person "
                                              r"column\.$"):
-        pipeline.vocabulary_step(_corpus(), VOCAB, _config(person_column="patient"), noise=NoiseSource(1),
-                                 ledger=PrivacyLedger())
+        pipeline.vocabulary_step(_corpus(), VOCAB, _config(person_column="patient"),
+                                 context=ReleaseContext(noise=NoiseSource(1), ledger=PrivacyLedger()))
 
 
 def test_vocabulary_step_refuses_bad_settings_before_admitting_anyone() -> None:
     ledger = LeaveOutLedger()
     bad = dataclasses.replace(_config(), selection_rule="bogus")
     with pytest.raises(ParameterError, match=r"^Unknown vocabulary selection rule 'bogus'"):
-        pipeline.vocabulary_step(_corpus(), VOCAB, bad, noise=NoiseSource(1), ledger=ledger)
+        pipeline.vocabulary_step(_corpus(), VOCAB, bad, context=ReleaseContext(noise=NoiseSource(1), ledger=ledger))
     with pytest.raises(ParameterError, match=r"^counts has shape \(3,\), expected \(12,\) — one per term of V\.$"):
-        pipeline.vocabulary_step(_corpus(), VOCAB, _config(), noise=NoiseSource(1), ledger=ledger,
+        pipeline.vocabulary_step(_corpus(), VOCAB, _config(),
+                                 context=ReleaseContext(noise=NoiseSource(1), ledger=ledger),
                                  counts=np.zeros(3))
     assert ledger.admissions == [] and ledger.events == ()
 
@@ -214,7 +222,7 @@ def test_vocabulary_step_notes_left_out_documents_first_then_the_data_checks() -
     ledger = LeaveOutLedger(drop=lambda unit: "note 0 " in unit)
     progress: list[tuple[float, str]] = []
     cfg = _config(selection_rule="noise-floor")
-    step = pipeline.vocabulary_step(corpus, VOCAB, cfg, noise=NoiseSource(1), ledger=ledger,
+    step = pipeline.vocabulary_step(corpus, VOCAB, cfg, context=ReleaseContext(noise=NoiseSource(1), ledger=ledger),
                                     progress=lambda f, m: progress.append((f, m)))
     assert step.left_out == 1 and ledger.admissions == [("the private vocabulary step", 35)]
     assert step.local_warnings == (
@@ -227,7 +235,8 @@ def test_vocabulary_step_notes_left_out_documents_first_then_the_data_checks() -
 
 def test_vocabulary_step_warns_when_no_document_holds_a_term_of_v() -> None:
     corpus = Corpus(("nothing here", "nor here"), ("a", "b"), "toy", "tests", public_classes=("a", "b"))
-    step = pipeline.vocabulary_step(corpus, VOCAB, _config(), noise=NoiseSource(1), ledger=PrivacyLedger())
+    step = pipeline.vocabulary_step(corpus, VOCAB, _config(),
+                                    context=ReleaseContext(noise=NoiseSource(1), ledger=PrivacyLedger()))
     assert step.local_warnings == ("No training document contains any term of the v vocabulary: the private "
                                    "vocabulary is pure noise. Choose a vocabulary that matches the corpus language "
                                    "and domain.",)
@@ -236,8 +245,8 @@ def test_vocabulary_step_warns_when_no_document_holds_a_term_of_v() -> None:
 # ------------------------------------------------------------------------------------------ the density step
 
 def _density_step(cfg: SamplingConfig, corpus: Corpus, **kw: Any) -> pipeline.DensityStep:
-    args: dict[str, Any] = dict(classes=("a", "b"), embedder=HashingEmbedder(dim=8), noise=NoiseSource(5),
-                                ledger=PrivacyLedger())
+    args: dict[str, Any] = dict(classes=("a", "b"), embedder=HashingEmbedder(dim=8),
+                                context=ReleaseContext(noise=NoiseSource(5), ledger=PrivacyLedger()))
     args.update(kw)
     return pipeline.density_step(corpus, _private_vocabulary(), cfg, **args)
 
@@ -253,7 +262,7 @@ def test_density_step_notes_left_out_documents_and_is_quiet_otherwise() -> None:
     corpus = _corpus()
     assert _density_step(_config(), corpus).local_warnings == ()
     ledger = LeaveOutLedger(drop=lambda unit: "note 1 " in unit or "note 2 " in unit)
-    step = _density_step(_config(), corpus, ledger=ledger)
+    step = _density_step(_config(), corpus, context=ReleaseContext(noise=NoiseSource(5), ledger=ledger))
     assert step.left_out == 2 and ledger.admissions == [("the keyphrase density step", 34)]
     assert step.local_warnings == ("2 document(s) had no budget left and were left out of the keyphrase densities "
                                    "(ε_kde) (private, local: this count is never released).",)
@@ -265,10 +274,11 @@ def test_density_step_weights_persons() -> None:
     pv = _private_vocabulary()
     ledger = PrivacyLedger()
     step = pipeline.density_step(corpus, pv, cfg, classes=("a", "b"), embedder=HashingEmbedder(dim=8),
-                                 noise=NoiseSource(5), ledger=ledger)
+                                 context=ReleaseContext(noise=NoiseSource(5), ledger=ledger))
     direct = build_smoothed_histogram_density(step.keyphrases, corpus.labels, classes=("a", "b"),
                                               embeddings=step.embeddings, epsilon=2.0, bandwidth=0.5,
-                                              noise=NoiseSource(5), ledger=PrivacyLedger(), max_per_doc=2,
+                                              context=ReleaseContext(noise=NoiseSource(5), ledger=PrivacyLedger()),
+                                              max_per_doc=2,
                                               groups=corpus.persons, neighbouring=PERSON_UNIT)
     assert step.density.noisy_histograms.tolist() == direct.noisy_histograms.tolist()
     assert ledger.events[-1].neighbouring == PERSON_UNIT
@@ -286,13 +296,13 @@ def test_density_step_progress_and_timings() -> None:
     texts = tuple(" ".join(f"word{(i * 13 + j) % 400}" for j in range(30)) for i in range(60))
     corpus = Corpus(texts, tuple(("a", "b")[i % 2] for i in range(60)), "toy", "tests", public_classes=("a", "b"))
     pv = pipeline.build_private_vocabulary(texts, vocab, eps_voc=5.0, terms_per_doc=10, vocab_size=300,
-                                           noise=NoiseSource(2), ledger=PrivacyLedger())
+                                           context=ReleaseContext(noise=NoiseSource(2), ledger=PrivacyLedger()))
     assert len(pv) == 300  # two batches of new embeddings (256 + 44)
     progress: list[tuple[float, str]] = []
     cfg = _config(density="rff", method="iterative-log", length=4, bandwidth=0.5, features=32, vocabulary="big")
     t0 = time.perf_counter()
     step = pipeline.density_step(corpus, pv, cfg, classes=("a", "b"), embedder=HashingEmbedder(dim=8),
-                                 noise=NoiseSource(5), ledger=PrivacyLedger(),
+                                 context=ReleaseContext(noise=NoiseSource(5), ledger=PrivacyLedger()),
                                  progress=lambda f, m: progress.append((f, m)))
     wall = time.perf_counter() - t0
     build = progress.index((0.6, "building the per-class DP densities"))
@@ -325,7 +335,8 @@ def _sentinel_cache(tmp_path: Path, pv: Any) -> tuple[EmbeddingCache, np.ndarray
 def test_a_seeded_density_step_reads_the_persistent_cache_but_never_writes_it(tmp_path: Path) -> None:
     pv = _private_vocabulary()
     cache, vec = _sentinel_cache(tmp_path, pv)
-    step = _density_step(_config(), _corpus(), cache=cache, noise=NoiseSource(5))
+    step = _density_step(_config(), _corpus(), cache=cache,
+                         context=ReleaseContext(noise=NoiseSource(5), ledger=PrivacyLedger()))
     assert step.embeddings[0].tolist() == vec.tolist()  # read from the persistent cache
     assert set(cache.get_many("hashing-test", list(pv.terms), 8)) == {pv.terms[0]}  # Ṽ not stored at rest
 
@@ -333,6 +344,7 @@ def test_a_seeded_density_step_reads_the_persistent_cache_but_never_writes_it(tm
 def test_an_unseeded_density_step_uses_the_persistent_cache(tmp_path: Path) -> None:
     pv = _private_vocabulary()
     cache, vec = _sentinel_cache(tmp_path, pv)
-    step = _density_step(_config(), _corpus(), cache=cache, noise=NoiseSource(sampler="numpy"))
+    step = _density_step(_config(), _corpus(), cache=cache,
+                         context=ReleaseContext(noise=NoiseSource(sampler="numpy"), ledger=PrivacyLedger()))
     assert step.embeddings[0].tolist() == vec.tolist()
     assert set(cache.get_many("hashing-test", list(pv.terms), 8)) == set(pv.terms)  # a DP release: stored

@@ -5,6 +5,7 @@ import pytest
 
 from dpkps_core.dp.histogram import build_smoothed_histogram_density
 from dpkps_core.dp.kde import build_rff_density
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.method.sampling import draw_rows, sample_independent, sample_iterative, weights_from_scores
@@ -33,11 +34,11 @@ def test_independent_follows_classes_at_large_eps_and_is_near_uniform_at_tiny_ep
         noise = NoiseSource(seed=seed)
         if density == "histogram":
             d = build_smoothed_histogram_density(KP, LABELS, classes=CLASSES, embeddings=EMB, epsilon=eps,
-                                                 bandwidth=0.3, noise=noise)
+                                                 bandwidth=0.3, context=ReleaseContext(noise=noise))
             scores = d.scores()
         else:
             d = build_rff_density(KP, LABELS, classes=CLASSES, embeddings=EMB, kind="independent", epsilon=eps,
-                                  bandwidth=0.5, features=500, length=8, noise=noise)
+                                  bandwidth=0.5, features=500, length=8, context=ReleaseContext(noise=noise))
             scores = d.single_term_scores(EMB)
         return sample_independent(scores, classes=CLASSES, terms=TERMS, per_class=200, length=8, rng=noise.child())
 
@@ -49,7 +50,7 @@ def test_independent_follows_classes_at_large_eps_and_is_near_uniform_at_tiny_ep
 def test_iterative_log_follows_classes():
     noise = NoiseSource(seed=2)
     d = build_rff_density(KP, LABELS, classes=CLASSES, embeddings=EMB, kind="iterative-log", epsilon=10,
-                          bandwidth=0.6, features=600, length=6, noise=noise)
+                          bandwidth=0.6, features=600, length=6, context=ReleaseContext(noise=noise))
     out = sample_iterative(d, EMB, terms=TERMS, per_class=100, rng=noise.child())
     assert len(out.sequences) == 200 and all(len(s.keyphrases) == 6 for s in out.sequences)
     assert _share_own(out) > 0.8

@@ -29,6 +29,7 @@ from dpkps_core.corpus.stream import CorpusStream
 from dpkps_core.dp.contributions import Keyphrases, class_keyphrase_histograms
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
@@ -95,8 +96,9 @@ def _files(folder: Path, run: Any, config: SamplingConfig) -> dict[str, bytes]:
 def _run(corpus: Any, config: SamplingConfig, ledger: PrivacyLedger | None = None,
          noise: NoiseSource | None = None) -> Any:
     return run_sampling(corpus, config, vocabulary=VOCAB, embedder=EMBEDDER,
-                        ledger=ledger if ledger is not None else PrivacyLedger(),
-                        noise=noise if noise is not None else NoiseSource(config.seed, sampler="numpy"))
+                        context=ReleaseContext(
+                            noise=noise if noise is not None else NoiseSource(config.seed, sampler="numpy"),
+                            ledger=ledger if ledger is not None else PrivacyLedger()))
 
 
 def _streamed(path: Path, config: SamplingConfig, chunk_rows: int) -> StreamedCorpus:
@@ -219,12 +221,13 @@ def _statistics(path: Path, config: SamplingConfig, chunk_rows: int) -> tuple[np
     log: list[tuple[Any, ...]] = []
     noise = RecordingNoise(log)
     streamed = _streamed(path, config, chunk_rows)
-    voc = vocabulary_step(streamed, VOCAB, config, noise=noise, ledger=PrivacyLedger())
+    voc = vocabulary_step(streamed, VOCAB, config, context=ReleaseContext(noise=noise, ledger=PrivacyLedger()))
     # a fixed PUBLIC Ṽ for both neighbours, so that only D vs D′ varies
     fixed = type(voc.private_vocabulary)(terms=TERMS[:12], noisy_counts=np.zeros(12), public_vocabulary="test-v",
                                          public_vocabulary_size=len(TERMS), epsilon=1.0, terms_per_doc=S,
                                          requested_size=12, noise_scale=S)
-    density_step(streamed, fixed, config, classes=CLASSES, embedder=EMBEDDER, noise=noise, ledger=PrivacyLedger())
+    density_step(streamed, fixed, config, classes=CLASSES, embedder=EMBEDDER,
+                 context=ReleaseContext(noise=noise, ledger=PrivacyLedger()))
     return noise.statistics[0], noise.statistics[1]
 
 
@@ -282,16 +285,19 @@ def test_the_dp_forecast_of_a_streamed_file_is_the_loaded_files(tmp_path, chunk_
     loaded = load_corpus(path, classes=CLASSES, person_column="patient" if person else None)
     train = _training(loaded, config)[0]
     expected_ledger, ledger = PrivacyLedger(), PrivacyLedger()
-    expected = release_forecast(train, VOCAB, ledger=expected_ledger, noise=NoiseSource(5, sampler="numpy"),
+    expected = release_forecast(train, VOCAB,
+                                context=ReleaseContext(noise=NoiseSource(5, sampler="numpy"), ledger=expected_ledger),
                                 epsilon=0.5, terms_per_doc=S, by_person=person)
     heard: list[str] = []
     streamed = _streamed(path, config, chunk_rows)
-    got = release_forecast(streamed, VOCAB, ledger=ledger, noise=NoiseSource(5, sampler="numpy"), epsilon=0.5,
+    got = release_forecast(streamed, VOCAB,
+                           context=ReleaseContext(noise=NoiseSource(5, sampler="numpy"), ledger=ledger), epsilon=0.5,
                            terms_per_doc=S, by_person=person, progress=lambda f, m: heard.append(m))
     assert got.to_dict() == expected.to_dict()
     assert [e.to_dict() | {"timestamp": ""} for e in ledger.events] == [
         e.to_dict() | {"timestamp": ""} for e in expected_ledger.events]
     assert (len(heard) >= 2) == (chunk_rows < len(train))     # told between chunks when there are several
     with pytest.raises(ParameterError, match="another unit of privacy"):
-        release_forecast(streamed, VOCAB, ledger=PrivacyLedger(), noise=NoiseSource(5, sampler="numpy"),
+        release_forecast(streamed, VOCAB,
+                         context=ReleaseContext(noise=NoiseSource(5, sampler="numpy"), ledger=PrivacyLedger()),
                          epsilon=0.5, terms_per_doc=S, by_person=not person)

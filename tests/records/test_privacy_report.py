@@ -12,6 +12,7 @@ import pytest
 from dpkps_core.method.config import SamplingConfig
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder
 from dpkps_core.errors import ParameterError
@@ -37,7 +38,7 @@ def _seeded_report(method: str, tmp_path: Path) -> tuple[PrivacyReport, str]:
                          per_class=3, length=4, features=64, bandwidth=1.0, seed=11, noise_sampler="numpy",
                          test_fraction=0.25, split_seed=3)
     run = run_sampling(_corpus(), cfg, vocabulary=_vocabulary(), embedder=HashingEmbedder(16),
-                       noise=NoiseSource(11, sampler="numpy"), ledger=PrivacyLedger(10.0))
+                       context=ReleaseContext(noise=NoiseSource(11, sampler="numpy"), ledger=PrivacyLedger(10.0)))
     report = run.privacy_report()
     out = write_run_files(tmp_path / "run", config=run.config, split=run.split,
                           private_vocabulary=run.private_vocabulary, outcome=run.outcome, report=report)
@@ -74,15 +75,19 @@ def test_an_old_report_reads_back_and_writes_the_same_json(tmp_path: Path) -> No
     assert "| vocabulary |" in md and "| kde |" in md and "Total ε = 5" in md
 
 
-def test_a_report_from_a_ledger_and_its_checks() -> None:
+def test_a_report_from_a_release_context_and_its_checks() -> None:
     ledger = PrivacyLedger(8.0)
     ledger.charge(PrivacyEvent("laplace_count", "size", 0.5, 1.0, 2.0, "a count"))
-    rep = PrivacyReport.from_ledger(ledger, method="m", guarantee="g", details={"extra": 1})
+    rep = PrivacyReport.from_context(ReleaseContext(noise=NoiseSource(), ledger=ledger), method="m", guarantee="g",
+                                     details={"extra": 1})
     assert rep["extra"] == 1 and rep.epsilon_total == 0.5 and rep.epsilon_by_step == {"size": 0.5}
-    assert "seed_policy" in rep and rep["seed_policy"] is None
+    assert rep["seed_policy"] == "os-entropy"
+    with pytest.raises(ParameterError, match="needs the ledger"):  # a report is read off a ledger: none, no report
+        PrivacyReport.from_context(ReleaseContext(noise=NoiseSource()), method="m", guarantee="g")
     other = PrivacyLedger()
     other.charge(PrivacyEvent("gauss", "votes", 1.5, 1.0, 3.0, "votes", delta=1e-6))
-    moved = rep.with_ledger(other, NoiseSource(1, sampler="numpy")).with_details(note="n", method="m2")
+    moved = rep.with_context(ReleaseContext(noise=NoiseSource(1, sampler="numpy"), ledger=other)).with_details(
+        note="n", method="m2")
     assert (moved.epsilon_total, moved.delta_total, moved.method, moved["note"]) == (1.5, 1e-6, "m2", "n")
     assert moved.seed_policy == "seeded-demo-not-for-release" and [e.step for e in moved.events] == ["votes"]
     with pytest.raises(ParameterError, match="repeat its typed fields"):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from dpkps_core.dp.events import PrivacyEvent
 from dpkps_core.dp.ledger import PrivacyLedger
-from dpkps_core.dp.rng import SEED_POLICY_DEMO
+from dpkps_core.dp.release import ReleaseContext
+from dpkps_core.dp.rng import SEED_POLICY_DEMO, NoiseSource
 from dpkps_core.records.privacy_report import PrivacyReport
 from dpkps_core.records.report_markdown import (
     DEMO_HEADING,
@@ -183,11 +184,12 @@ def test_privacy_report_to_markdown_uses_the_same_events_table_as_the_bundle() -
     ledger = PrivacyLedger(8.0)
     ledger.charge(PrivacyEvent("laplace_histogram", "vocabulary", 1.0, 1.0, 1 / 3, "noisy counts | top 200"))
     ledger.charge(PrivacyEvent("gaussian", "kde", 4.0, 2.0, 0.123456789, "kde", delta=1e-6))
-    report = PrivacyReport.from_ledger(ledger, method="independent", guarantee="pure ε-DP")
+    report = PrivacyReport.from_context(ReleaseContext(noise=NoiseSource(), ledger=ledger), method="independent",
+                                        guarantee="pure ε-DP")
     md = report.to_markdown()
     assert md.startswith("# Privacy report: independent\n\n- Guarantee: pure ε-DP\n")
     assert "- Total ε = 5, δ = 1e-06 (neighbouring: add/remove one document)" in md
-    assert "- Budget cap of this run: ε = 8" in md and "- Noise:" not in md              # no noise source given
+    assert "- Budget cap of this run: ε = 8" in md and "- Noise: os-entropy" in md       # the context's seed policy
     table = "\n".join(events_section(report.to_dict()))
     assert table in md and table in render_report_markdown(report.to_dict())               # one table, one renderer
     assert "| kde | gaussian | 4 | 1e-06 | 2 | 0.123457 | kde |" in md

@@ -13,6 +13,7 @@ import pytest
 
 from dpkps_core.corpus import Corpus, corpus_summary
 from dpkps_core.dp.ledger import PrivacyLedger
+from dpkps_core.dp.release import ReleaseContext
 from dpkps_core.dp.rng import NoiseSource
 from dpkps_core.embeddings import HashingEmbedder, embed_terms
 from dpkps_core.errors import ParameterError
@@ -85,14 +86,15 @@ def test_step_by_step_pieces_write_the_cli_run_folder(toy_corpus: Corpus, tmp_pa
     split = split_corpus(toy_corpus.texts, test_fraction=0.0)
     train = toy_corpus.subset(split.train)
     ledger, noise = PrivacyLedger(10.0), NoiseSource(7)
-    pv = build_private_vocabulary(train.texts, vocab, eps_voc=2.0, terms_per_doc=10, vocab_size=8, noise=noise,
-                                  ledger=ledger)
+    pv = build_private_vocabulary(train.texts, vocab, eps_voc=2.0, terms_per_doc=10, vocab_size=8,
+                                  context=ReleaseContext(noise=noise, ledger=ledger))
     emb = embed_terms(pv.terms, HashingEmbedder(16))
     kp = extract_keyphrases(train.texts, pv, max_per_doc=3)
     density, info = build_density(kp, train.labels, classes=tuple(toy_corpus.classes), embeddings=emb, config=cfg,
-                                  private_vocabulary=pv, noise=noise, ledger=ledger)
+                                  private_vocabulary=pv, context=ReleaseContext(noise=noise, ledger=ledger))
     outcome = sample_sequences(density, terms=pv.terms, embeddings=emb, config=cfg, rng=noise.child())
-    report = pipeline.privacy_report(config=cfg, ledger=ledger, noise=noise, private_vocabulary=pv,
+    report = pipeline.privacy_report(config=cfg, context=ReleaseContext(noise=noise, ledger=ledger),
+                                     private_vocabulary=pv,
                                      vocabulary_name="toy", density_info=info, outcome=outcome,
                                      classes=toy_corpus.classes)
     out = pipeline.write_run_files(tmp_path / "run", config=cfg, split=split, private_vocabulary=pv, outcome=outcome,
@@ -166,12 +168,12 @@ def test_the_app_steps_release_what_run_sampling_releases(toy_corpus: Corpus) ->
                                      "network", "league", "rates"), "test", "test")
     cfg = SamplingConfig(eps_voc=2.0, eps_kde=3.0, vocab_size=8, per_class=2, length=3, test_fraction=0.2, seed=5)
     whole = pipeline.run_sampling(toy_corpus, cfg, vocabulary=vocab, embedder=HashingEmbedder(16),
-                                  noise=NoiseSource(5), ledger=PrivacyLedger(10.0))
+                                  context=ReleaseContext(noise=NoiseSource(5), ledger=PrivacyLedger(10.0)))
     noise, ledger = NoiseSource(5), PrivacyLedger(10.0)
     train = toy_corpus.subset(split_documents(toy_corpus, test_fraction=0.2).train).declared_only()
-    voc = pipeline.vocabulary_step(train, vocab, cfg, noise=noise, ledger=ledger)
+    voc = pipeline.vocabulary_step(train, vocab, cfg, context=ReleaseContext(noise=noise, ledger=ledger))
     dens = pipeline.density_step(train, voc.private_vocabulary, cfg, classes=toy_corpus.classes,
-                                 embedder=HashingEmbedder(16), noise=noise, ledger=ledger)
+                                 embedder=HashingEmbedder(16), context=ReleaseContext(noise=noise, ledger=ledger))
     outcome = pipeline.sample_sequences(dens.density, terms=voc.private_vocabulary.terms, embeddings=dens.embeddings,
                                         config=cfg, rng=noise.child())
     assert voc.private_vocabulary.terms == whole.private_vocabulary.terms
