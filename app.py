@@ -16,7 +16,7 @@ import streamlit as st
 
 from dpkps_core.errors import DPKPSError
 from dpkps_core.risk import format_probability, posterior_bound
-from studio import PAGES, generation_steps, ledger_view, page_ref, resources, runs, session, tenancy, widgets
+from studio import PAGES, generation_steps, ledger_view, login, page_ref, resources, runs, session, tenancy, widgets
 from studio.state import SessionState
 
 def other_corpora_released_on(state: SessionState) -> int:
@@ -113,7 +113,7 @@ def ledger_sidebar(state: SessionState) -> None:
 
 st.set_page_config(page_title="DP-KPS Studio", page_icon=":material/shield_lock:", layout="wide")
 
-if widgets.require_login():
+if login.require_login():
     tenancy.bind_session()  # with login: this account's runs and ledger only (a changed identity starts afresh)
     state = session.init_session()
     runs.follow_url(state)

@@ -13,12 +13,13 @@ from dpkps_core.corpus.formats import ENCODING_LABELS
 from dpkps_core.method.config import LIMITS
 from dpkps_core.errors import DPKPSError
 from dpkps_core.method.matching import truncated_count
-from studio import charts, corpus_files, defaults, page_ref, session, step_progress, steps, streamed, widgets
+from studio import (charts, corpus_files, defaults, navigation, page_ref, session, step_progress, steps, streamed,
+                    widgets)
 from studio.state import session_state
 
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
-widgets.page_header(state, "corpus",
+navigation.page_header(state, "corpus",
                     "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
                     "memory on this machine; only DP outputs ever leave it.")
 data_dir = corpus_files.server_data_dir()  # the deployment's data folder ($DPKPS_DATA_DIR), if any
@@ -207,7 +208,7 @@ if state.settings.corpus_source != "demo" and (corpus is None or not defaults.is
                    icon=":material/block:")
     else:
         st.info("No corpus of yours is loaded yet: choose a file above and press “Load this corpus”.")
-    widgets.next_button("corpus", enabled=False, help="Load a corpus of yours first.")
+    navigation.next_button("corpus", enabled=False, help="Load a corpus of yours first.")
 if corpus is not None:
     st.divider()
     st.subheader(f"Summary of “{corpus.name}”")
@@ -307,7 +308,7 @@ if corpus is not None:
                 session.start_over(state)
                 session.notice(state, "Started over: the previous results are put aside (their run folder stays on disk).")
                 st.rerun()
-    widgets.next_button("corpus", enabled=corpus.declared,
+    navigation.next_button("corpus", enabled=corpus.declared,
                         help=None if corpus.declared else "Declare the public class names first.")
 elif state.settings.corpus_source == "demo":
     st.info("Load a corpus to continue.")

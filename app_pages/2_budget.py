@@ -11,13 +11,13 @@ from dpkps_core.evaluation import DISCLOSURE_NOTE, forecast_figure
 from dpkps_core.risk import epsilon_explainer, risk_sentences
 from dpkps_core.method.config import LIMITS
 from dpkps_core.method.vocabulary import VOCABULARIES
-from studio import (charts, current, defaults, ledger_view, review, run_view, session, spend, step_progress, steps,
-                    streamed, tenancy, uploads, widgets)
+from studio import (charts, defaults, forecasts, ledger_view, navigation, run_view, session, spend, step_progress,
+                    steps, streamed, tenancy, uploads, widgets)
 from studio.state import session_state
 
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
-widgets.page_header(state, "budget",
+navigation.page_header(state, "budget",
                     "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
                     "each document may contribute, and how the privacy budget ε is split.")
 with widgets.guard():
@@ -167,7 +167,7 @@ if cap_draft != cap_now:
         cap_now = cap_draft
 led = ledger_view.ledger(state)
 spent = getattr(led, "corpus_epsilon", led.total_epsilon)  # the most-used document's spend, app and CLI (private)
-eps_fc = review.eps_forecast(state) if review.dp_forecast_release(state) is None else 0.0  # still to spend, if planned
+eps_fc = forecasts.eps_forecast(state) if forecasts.dp_forecast_release(state) is None else 0.0  # still to spend, if planned
 st.plotly_chart(charts.budget_split_bar(eps_voc, eps_kde, spent, led.cap, eps_forecast=eps_fc), key="chart.budget")
 st.caption(f"Plan: " + (f"ε_forecast {widgets.eps(eps_fc)} (DP forecast, below) + " if eps_fc else "")
            + f"ε_voc {widgets.eps(eps_voc)} + ε_kde {widgets.eps(eps_kde)} = **ε = {widgets.eps(eps_fc + eps_voc + eps_kde)}** for this run.")
@@ -270,7 +270,7 @@ with st.expander("Advanced: noise sampler"):
 
 
 def show_forecast(f, key: str) -> None:
-    widgets.stale_note("This forecast", current.forecast_changes(state, f))  # never a verdict for other settings
+    widgets.stale_note("This forecast", forecasts.forecast_changes(state, f))  # never a verdict for other settings
     (st.success if f.usable else st.warning)(f.verdict)
     m = st.columns(4)
     m[0].metric("Expected noise share of Ṽ", f"{f.expected_noise_share:.0%}")
@@ -292,13 +292,13 @@ widgets.bound(state, c1.number_input, "ε_forecast", "eps_forecast", step=0.05,
                                         defaults.default_settings()["eps_forecast"]),
               help="Spent once per corpus, S and vocabulary; shown in the plan above.")
 range_error("eps_forecast", c1)
-stats = review.dp_forecast_release(state)
-widgets.before_spend_note(state, review.eps_forecast(state), "forecast")  # documents without budget left (private, local)
+stats = forecasts.dp_forecast_release(state)
+widgets.before_spend_note(state, forecasts.eps_forecast(state), "forecast")  # documents without budget left (private, local)
 is_streamed = streamed.is_streamed(state)
 stepping = step_progress.step_running(state)  # one DP release at a time on a streamed corpus
 with c2:
-    go = spend.button(state, "forecast", label=f"DP forecast (spends ε_forecast = {widgets.eps(review.eps_forecast(state))})",
-                      epsilon=review.eps_forecast(state), done=stats is not None, what="ε_forecast",
+    go = spend.button(state, "forecast", label=f"DP forecast (spends ε_forecast = {widgets.eps(forecasts.eps_forecast(state))})",
+                      epsilon=forecasts.eps_forecast(state), done=stats is not None, what="ε_forecast",
                       again="Forecast again with a new release", icon=":material/query_stats:", disabled=stepping)
 if is_streamed:
     st.caption("This corpus is streamed: the forecast's release reads the file chunk by chunk in the background, "
@@ -311,11 +311,11 @@ if go:
         steps.require_selected_corpus(state)
         session.train_part(state), session.public_vocabulary(state)  # read before the release (cached): no stop inside it
         spend.started(state)
-        review.run_dp_forecast(state)  # a streamed corpus: a background job, its progress just below
+        forecasts.run_dp_forecast(state)  # a streamed corpus: a background job, its progress just below
         st.rerun()
 step_progress.step_monitor(state, "forecast")
 with widgets.guard():
-    f_dp = review.dp_forecast(state)
+    f_dp = forecasts.dp_forecast(state)
     if f_dp is not None:
         st.caption(f"From the DP release of ε_forecast = {widgets.eps(f_dp.epsilon_forecast)} (on the ledger). {f_dp.note}")
         show_forecast(f_dp, "chart.forecast_dp")
@@ -329,9 +329,9 @@ with st.expander("Exact previews (private, local — not covered by ε)", expand
                      icon=":material/lock_open:"):
             with widgets.guard(), st.spinner("Counting terms of the training part (private, once) and simulating…"):
                 steps.ensure_corpus(state)
-                current.run_exact_forecast(state)
+                forecasts.run_exact_forecast(state)
         f = state.results.forecast
         if f is not None:
             show_forecast(f, "chart.forecast")
 
-widgets.next_button("budget")
+navigation.next_button("budget")

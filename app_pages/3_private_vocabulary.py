@@ -5,13 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from studio import (accounting, charts, jobs, page_ref, review, run_view, session, spend, step_progress, steps,
-                    streamed, widgets)
+from studio import (accounting, charts, forecasts, jobs, navigation, page_ref, run_view, session, spend, step_progress,
+                    steps, streamed, widgets)
 from studio.state import session_state
 
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
-widgets.page_header(state, "private-vocabulary",
+navigation.page_header(state, "private-vocabulary",
                     "Each training document counts its first S distinct terms of V; Laplace noise is added to "
                     "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
 with widgets.guard():
@@ -19,7 +19,7 @@ with widgets.guard():
     steps.finish_step_jobs(state)  # a streamed step that ended since the last run: the session learns its release
 if session.corpus(state) is None:
     st.info("Load a corpus first.")
-    widgets.go_to("corpus")
+    navigation.go_to("corpus")
 else:
     eps_voc, _ = session.eps_split(state)
     cfg = session.current_config(state)
@@ -89,7 +89,7 @@ else:
                         hide_index=True, height=520)
 
         with widgets.guard():  # why a name (or any term) is in Ṽ — from DP quantities only (docs/PRIVACY.md)
-            dp_share = review.dp_vocabulary_noise_share(state)
+            dp_share = forecasts.dp_vocabulary_noise_share(state)
             share = dp_share["expected_noise_share"]
             st.info(f"**Why is a name in Ṽ?** A term of the public vocabulary V — names of people, places and firms "
                     "included — enters Ṽ for one of two reasons: many training documents use it (its count clears "
@@ -111,4 +111,4 @@ else:
                 m[1].metric("Share of Ṽ that is pure noise", f"{chk['noise_share']:.0%}",
                             help="Terms of Ṽ that never occur in the training documents (selected by noise alone).")
                 m[2].metric("Terms of V that occur in the corpus", f"{chk['terms_in_corpus']:,}")
-        widgets.next_button("private-vocabulary")
+        navigation.next_button("private-vocabulary")

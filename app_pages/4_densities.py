@@ -7,7 +7,8 @@ import streamlit as st
 
 from dpkps_core.method.config import LIMITS
 from dpkps_core.method.sampling import SAMPLING_METHODS
-from studio import (charts, jobs, page_ref, review, run_view, session, spend, step_progress, steps, streamed, widgets)
+from studio import (charts, forecasts, jobs, navigation, page_ref, review, run_view, session, spend, step_progress,
+                    steps, streamed, widgets)
 from studio.state import session_state
 
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
@@ -20,17 +21,17 @@ SAMPLING_METHOD_LABELS = {  # one label per dpkps_core.method.sampling.SAMPLING_
 DENSITIES = {"auto": "auto (histogram for independent, RFF for iterative)",
              "histogram": "exact smoothed DP histogram (independent only)", "rff": "RFF DP-KDE (the paper's)"}
 
-widgets.page_header(state, "densities",
+navigation.page_header(state, "densities",
                     "Each class gets a DP density over Ṽ built from its training documents' keyphrases (their "
                     "matches of Ṽ). Classes use disjoint documents, so ε_kde is spent once, not per class.")
 with widgets.guard():
     steps.finish_step_jobs(state)  # a streamed step that ended since the last run: the session learns its release
 if state.loaded.corpus is None:  # say the first missing step, not a later one
     st.info("Load a corpus first.")
-    widgets.go_to("corpus")
+    navigation.go_to("corpus")
 elif run_view.private_vocabulary(state) is None:
     st.info("Build the private vocabulary first.")
-    widgets.go_to("private-vocabulary")
+    navigation.go_to("private-vocabulary")
 else:
     st.subheader("Sampling method (chosen now: the density depends on it)")
     widgets.bound(state, st.selectbox, "Method", "method", options=list(SAMPLING_METHODS), format_func=SAMPLING_METHOD_LABELS.get)
@@ -64,7 +65,7 @@ else:
     # sit behind the badged switch (docs/PRIVACY.md "Previews that steer choices")
     outlook = []
     with widgets.guard():
-        outlook = review.dp_method_outlook(state)
+        outlook = forecasts.dp_method_outlook(state)
     chosen = next((r for r in outlook if r["method"] == state.settings.method), None)
     if chosen is not None:
         st.caption(f"{widgets.DP_BADGE} An error is small or large only against the signal it blurs: the DP "
@@ -75,22 +76,22 @@ else:
         st.caption(f"Run the DP forecast on {page_ref('budget')} (a small charged ε) to see which methods are "
                    "expected near chance at this corpus size and ε_kde.")
     if chosen is not None and chosen["near_chance"]:
-        st.warning(review.outlook_sentence(chosen) + " Compare the methods from the DP forecast below before "
+        st.warning(forecasts.outlook_sentence(chosen) + " Compare the methods from the DP forecast below before "
                    "spending ε_kde.", icon=":material/trending_down:")
     with st.expander("Compare the methods before spending ε_kde", expanded=bool(chosen and chosen["near_chance"])):
         if outlook:
             st.markdown(widgets.DP_BADGE)
             st.markdown("**DP forecast** (post-processing of the forecast release on the ledger):\n"
-                        + "\n".join(f"- {review.outlook_sentence(r)}" for r in outlook))
+                        + "\n".join(f"- {forecasts.outlook_sentence(r)}" for r in outlook))
         if streamed.is_streamed(state):
             st.caption(f"The exact forecast and the no-LLM check of every method are not available for this "
                        f"corpus. {streamed.STREAMED_NOTE}")
         elif widgets.exact_previews_switch(state, "densities"):
             exact = []
             with widgets.guard():
-                exact = review.method_outlook(state)
+                exact = forecasts.method_outlook(state)
             st.markdown("**Exact forecast** (true counts of the training part — not covered by ε):\n"
-                        + "\n".join(f"- {review.outlook_sentence(r)}" for r in exact))
+                        + "\n".join(f"- {forecasts.outlook_sentence(r)}" for r in exact))
             st.caption("The no-LLM check below samples each method locally at this ε on the training part (seeded "
                        "noise: a local experiment, not a release) and classifies the held-out documents' keyphrase "
                        "sequences. Nothing is charged to the ledger and nothing leaves this machine — and a method "
@@ -100,7 +101,7 @@ else:
                 if st.button("Run the no-LLM check of every method at this ε (exact, not covered by ε)",
                              icon=":material/science:"):
                     with widgets.guard():
-                        review.start_method_preview(state, list(SAMPLING_METHODS), per_class=max(int(state.settings.per_class), 10))
+                        forecasts.start_method_preview(state, list(SAMPLING_METHODS), per_class=max(int(state.settings.per_class), 10))
                         st.rerun()
 
             def show_preview(j: jobs.Job) -> None:
@@ -178,4 +179,4 @@ else:
             cls = st.selectbox("Colour by the density of class", c.classes, key="umap_class")
             i = c.classes.index(cls)
             st.plotly_chart(charts.umap_density_map(state.results.umap_map, pv.terms, scores[i], cls), key="chart.umap")
-        widgets.next_button("densities")
+        navigation.next_button("densities")

@@ -6,12 +6,12 @@ import pandas as pd
 import streamlit as st
 
 from dpkps_core.method.config import LIMITS
-from studio import charts, page_ref, run_view, session, steps, streamed, widgets
+from studio import charts, navigation, page_ref, run_view, session, steps, streamed, widgets
 from studio.state import session_state
 
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
-widgets.page_header(state, "sequences",
+navigation.page_header(state, "sequences",
                     "Sequences are sampled from the DP densities: post-processing, so sampling (and re-sampling) "
                     "costs no privacy. They are written to the run folder with the privacy report.")
 with widgets.guard():
@@ -20,12 +20,12 @@ meta = run_view.density_meta(state)
 if meta is None:
     st.info("Build the keyphrase densities first — or reopen an earlier run from its folder on "
             f"{page_ref('export')} (no new ε).")
-    widgets.go_to("densities")
+    navigation.go_to("densities")
 else:
     st.markdown(f"**Method:** {meta['method']} · **L** = {meta['length']} · density {meta['density_kind']} "
                 f"(chosen on {page_ref('densities')}; changing them means rebuilding the densities, which charges "
                 "ε_kde again).")
-    widgets.go_to("densities", f"Change the method or L on {page_ref('densities')}")
+    navigation.go_to("densities", f"Change the method or L on {page_ref('densities')}")
     c1, c2 = st.columns(2)
     widgets.bound(state, c1.number_input, "Sequences per class", "per_class", min_value=1, max_value=LIMITS["per_class"])
     widgets.bound(state, c2.slider, "Temperature T (1 = sample from the density; → 0 = most likely terms only)",
@@ -76,4 +76,4 @@ else:
                              "documents' keyphrases over the noise-free top-N terms of V; it does not depend on ε.")
             m[2].metric("Chance (majority class)", f"{res['chance']:.3g}")
             st.plotly_chart(charts.no_llm_bars(state.results.no_llm_history), key="chart.no_llm")
-        widgets.next_button("sequences")
+        navigation.next_button("sequences")

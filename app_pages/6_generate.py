@@ -10,12 +10,12 @@ from dpkps_core.llm import preview
 from dpkps_core.llm.local import DEFAULT_BATCH_SIZE
 from dpkps_core.llm.repetition import MAX_NO_REPEAT_NGRAM, MAX_REPETITION_PENALTY
 from dpkps_core.llm.settings import MAX_DRAFTS
-from studio import generation_steps, jobs, page_ref, review, run_view, session, widgets
+from studio import generation_steps, jobs, navigation, page_ref, review, run_view, session, widgets
 from studio.state import session_state
 
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
-widgets.page_header(state, "generate",
+navigation.page_header(state, "generate",
                     "Each prompt holds only a public template, the document type, one DP keyphrase sequence and "
                     "(optionally) PUBLIC examples — never the private corpus. Every prompt sent is logged in the "
                     "run's audit log.")
@@ -24,8 +24,8 @@ if outcome is None:
     st.info("Sample keyphrase sequences first — or, after a reload, reopen an earlier run from its folder on "
             f"{page_ref('export', titled=True)}: its documents are kept and “Continue writing” resumes it, at no "
             "new ε.")
-    widgets.go_to("sequences")
-    widgets.go_to("export", f"Reopen a run ({page_ref('export')})")
+    navigation.go_to("sequences")
+    navigation.go_to("export", f"Reopen a run ({page_ref('export')})")
 else:
     job = state.jobs.generation
     if isinstance(job, jobs.Job) and job.running and state.jobs.reattached_generation is job:  # app.py
@@ -171,4 +171,4 @@ else:
                          hide_index=True, key="table.documents")
             widgets.document_reader(docs, key="read.documents")
         show_non_documents(docs, session.failures(state))
-    widgets.next_button("generate")
+    navigation.next_button("generate")

@@ -17,12 +17,13 @@ from dpkps_core.baselines.compare_settings import joint_cost
 from dpkps_core.baselines.prediction_config import PRIVATE_PROMPT_WARNING
 from dpkps_core.evaluation.memorisation import memorisation_advice
 from dpkps_core.method.sampling import SAMPLING_METHODS
-from studio import charts, evaluation_steps, jobs, ledger_view, page_ref, review, run_view, session, steps, widgets
+from studio import (charts, evaluation_steps, forecasts, jobs, ledger_view, navigation, page_ref, review, run_view,
+                    session, steps, widgets)
 from studio.state import session_state
 
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
-widgets.page_header(state, "evaluate",
+navigation.page_header(state, "evaluate",
                     "Everything on this page reads the real corpus, runs on this machine for you, and is never "
                     f"part of the release bundle ({PRIVATE_NOTE}).")
 st.markdown(widgets.PRIVATE_BADGE)
@@ -130,7 +131,7 @@ with tab_sweep:
                f"alternative is the DP forecast on {page_ref('budget')}: its release re-forecasts any ε_voc, ε_kde "
                "or method for free, covered by ε.")
     with widgets.guard():
-        dp_grid = review.dp_sweep(state)
+        dp_grid = forecasts.dp_sweep(state)
         if dp_grid is not None:
             st.markdown(widgets.DP_BADGE)
             st.dataframe(dp_grid, hide_index=True, key="table.dp_sweep")
@@ -277,7 +278,7 @@ with tab_memo:
         if not (isinstance(job, jobs.Job) and job.running):
             if st.button("Run the memorisation check", icon=":material/content_copy:"):
                 with widgets.guard():
-                    review.start_memorisation(state, by_embedding=by_emb)
+                    evaluation_steps.start_memorisation(state, by_embedding=by_emb)
                     st.rerun()
 
         def show_memorisation(j: jobs.Job) -> None:
@@ -351,4 +352,4 @@ with tab_disc:
                 st.caption("The last disclosure test of this run (kept in its folder, PRIVATE):")
                 show_disclosure_result(stored)
 
-widgets.next_button("evaluate")
+navigation.next_button("evaluate")

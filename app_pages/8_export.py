@@ -11,19 +11,19 @@ import streamlit as st
 
 from dpkps_core.dossier.export import BundleContents
 from dpkps_core.records.runfolder import read_failures
-from studio import dossier_view, jobs, page_ref, review, runs, session, tenancy, widgets
+from studio import dossier_view, jobs, navigation, page_ref, review, runs, session, tenancy, widgets
 from studio.state import session_state
 
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
-widgets.page_header(state, "export",
+navigation.page_header(state, "export",
                     "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
                     "sequences, Ṽ, the privacy report and the audit log of every prompt. The private corpus, the "
                     "held-out split and every evaluation stay here.")
 listed = runs.machine_runs(state)
 if not listed:
     st.info("Nothing to export yet: sample keyphrase sequences first.")
-    widgets.go_to("sequences")
+    navigation.go_to("sequences")
 else:
     # ------------------------------------------------------------------------------- runs on this machine
     # The run folder is the state (docs/ARCHITECTURE.md): every run on this machine is listed, whatever session or
@@ -67,7 +67,7 @@ else:
     bundle: BundleContents | None = None
     if run["sequences"]:
         with widgets.guard():
-            bundle = BundleContents.of(review.bundle_parts_for(state, out))
+            bundle = BundleContents.of(runs.bundle_parts_for(state, out))
     if bundle is not None:
         report = bundle.report
         st.subheader("What is released, at what ε")
@@ -118,7 +118,7 @@ else:
                                 key="export_without_documents")
         if ready:
             with widgets.guard():
-                data = review.bundle_for(state, out)
+                data = runs.bundle_for(state, out)
                 st.download_button("Download the release bundle (ZIP)", data=data,
                                    file_name=f"{run['name']}-bundle.zip", mime="application/zip", type="primary",
                                    icon=":material/download:", key="download.bundle")
@@ -142,7 +142,7 @@ else:
     sure = st.checkbox(f"Yes, delete {run['name']}", key="confirm_delete_one", disabled=not run["mine"])
     if st.button("Delete this run", disabled=not (sure and run["mine"]), icon=":material/delete:"):
         with widgets.guard():
-            gone = review.delete_run(state, out)
+            gone = runs.delete_run(state, out)
             state.settings.export_run = None
             session.notice(state, f"Deleted the run folder {gone}.")
             st.rerun()

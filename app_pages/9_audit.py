@@ -5,12 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from dpkps_core.audit import coverage_sentence, format_seconds
-from studio import audit_view, jobs, page_ref, pages_ref, session, steps, widgets
+from studio import audit_view, jobs, navigation, page_ref, pages_ref, session, steps, widgets
 from studio.state import session_state
 
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
-widgets.page_header(state, "audit",
+navigation.page_header(state, "audit",
                     "Tests the implementation, not just the maths: the exact release path runs many times with fresh "
                     "noise on neighbouring copies of your corpus, built on its raw rows and loaded as "
                     f"{page_ref('corpus')} loads them (one influential document — or, with a person column, every "

@@ -94,7 +94,7 @@ def default_settings() -> dict[str, Any]:
         "eps_total": float(d.eps_voc + d.eps_kde), "eps_voc_share": d.eps_voc / (d.eps_voc + d.eps_kde),
         "cap_enabled": True, "epsilon_cap": DEFAULT_EPSILON_CAP, "paper_settings": False,
         "seeded_demo": False, "demo_seed": 2024,
-        "eps_forecast": DEFAULT_FORECAST_EPSILON,  # the DP forecast's ε (studio.review.eps_forecast)
+        "eps_forecast": DEFAULT_FORECAST_EPSILON,  # the DP forecast's ε (studio.forecasts.eps_forecast)
         # 5 sequences
         "per_class": 2 if fast else 20,
         # 6 LLM

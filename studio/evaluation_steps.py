@@ -224,3 +224,32 @@ def start_sweep(state: SessionState, *, eps_voc: Sequence[float], eps_kde: Seque
 
     return start_job(state, "sweep", "sweep", work)
 
+
+def start_memorisation(state: SessionState, *, by_embedding: bool) -> Any:
+    """The local memorisation check on this run's documents against the REAL training documents (PRIVATE)."""
+    from dpkps_core.embeddings import embed_texts
+    from dpkps_core.evaluation.memorisation import memorisation_check
+
+    docs = documents(state)
+    if not docs:
+        raise ParameterError(f"Write some synthetic documents first ({page_ref('generate')}).")
+    train = train_part(state)
+    if len(train) == 0:
+        raise ParameterError("There are no training documents to compare with.")
+    emb = memo_embedder(state, (run_view.density_meta(state) or {}).get("embedding_model") or state.settings.embedding_model,
+                                state.settings.device) if by_embedding else None
+    syn_texts = [d["text"] for d in docs]
+    real_texts = list(train.texts)
+
+    def work(job: Any) -> Any:
+        syn_emb = real_emb = None
+        if emb is not None:
+            job.report(0.05, f"embedding {len(real_texts):,} real training documents (in memory only)")
+            real_emb = embed_texts(real_texts, emb, progress=lambda f, m: job.report(0.05 + 0.8 * f, m))
+            syn_emb = embed_texts(syn_texts, emb)
+        job.report(0.9, "comparing long word sequences")
+        rows = memorisation_check(syn_texts, real_texts, synthetic_embeddings=syn_emb, real_embeddings=real_emb)
+        job.report(1.0, "memorisation check done")
+        return {"rows": rows, "documents": docs, "real_texts": real_texts}
+
+    return start_job(state, "memorisation", "memorisation check", work)

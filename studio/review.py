@@ -1,24 +1,19 @@
-"""What the app shows must be right, readable and honest: table formatting, method outlook before
-spending ε, run history, the non-document share, compare bookkeeping and the memorisation check.
+"""What the app shows must be right, readable and honest: the tables of results (rounded, with their training
+documents and intervals), the comparison's rows and plan, the non-document share and the memorisation table.
 
-Streamlit-side glue only: every number comes from ``dpkps_core`` (forecast, no-LLM sweep, risk, memorisation);
-this module formats it, keeps it in the session (never in a global cache) and starts the background jobs.
+Formatting only: every number comes from ``dpkps_core``; the jobs that make them are the pages' actions
+(``studio.forecasts`` for the forecasts, ``studio.evaluation_steps`` for page 7, ``studio.runs`` for page 8).
 """
 
 from __future__ import annotations
 
 import math
-import shutil
 import time
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from dpkps_core.errors import ParameterError
 from dpkps_core.progress import format_duration
-from dpkps_core.records.runfolder import RunFolder, iter_jsonl
-from studio import accounting, jobs, ledger_view, page_ref, resources, run_view, session
 from studio.state import SessionState
 
 #: Human names of the evaluation metrics (docs/ARCHITECTURE.md).
@@ -173,253 +168,11 @@ def _duration(seconds: float) -> str:
 
 # ------------------------------------------------------------------------------------------- method outlook (§2)
 
-def method_outlook(state: SessionState) -> list[dict[str, Any]]:
-    """Per sampling method, the EXACT forecast's word on the densities at this corpus size and ε_kde (private,
-    local — not covered by ε; shown only behind the exact-preview switch): whether each class's density stands
-    above its noise, or the method is expected near chance.
-    Memoised in the session for the current settings."""
-    from dpkps_core.evaluation.forecast_exact import forecast
-    from dpkps_core.method.sampling import SAMPLING_METHODS
-
-    cfg = session.current_config(state)
-    key = (state.loaded.corpus_id, state.loaded.split_key, cfg.eps_voc, cfg.eps_kde, cfg.terms_per_doc, cfg.vocab_size,
-           cfg.length, cfg.density, cfg.features, cfg.bandwidth, state.settings.vocabulary, state.settings.vocab_max_terms)
-    memo = state.results.method_outlook
-    if memo and memo[0] == key:
-        return memo[1]
-    vocab = session.public_vocabulary(state)
-    counts = session.term_counts(state, vocab, cfg.terms_per_doc)
-    train = session.train_part(state)
-    out = []
-    for method in SAMPLING_METHODS:
-        # an iterative method never keeps the histogram density (SamplingConfig.replace falls back to auto: RFF)
-        f = forecast(train.texts, train.labels, vocab, cfg.replace(method=method), counts=counts, reps=2)
-        weak = sum(1 for v in f.kde.values() if v["snr"] < 1)
-        worst = min((v["snr"] for v in f.kde.values()), default=0.0)
-        out.append({"method": method, "density": f.density, "near_chance": not f.kde_usable,
-                    "weak_classes": weak, "classes": len(f.kde), "worst_snr": worst,
-                    "suggested_eps_kde": f.suggested_eps_kde})
-    state.results.method_outlook = (key, out)
-    return out
-
 
 # ------------------------------------------------------------------------------------------- DP forecast (default)
 
-def eps_forecast(state: SessionState) -> float:
-    """The ε the DP forecast will spend (a public setting shown in the plan and in the total)."""
-    return float(state.settings.eps_forecast)
-
-
-def _forecast_key(state: SessionState) -> tuple:
-    cfg = session.current_config(state)
-    return (state.loaded.corpus_id, state.loaded.split_key, state.settings.vocabulary, state.settings.vocab_max_terms,
-            state.settings.remove_stopwords, state.settings.junk_filter, cfg.terms_per_doc, tuple(state.loaded.corpus.classes)
-            if state.loaded.corpus is not None else ())
-
-
-def run_dp_forecast(state: SessionState) -> Any:
-    """The default "Will this work?": releases the forecast statistics with ε_forecast, charged to the corpus's
-    ledger before any noise (``dpkps_core.evaluation.forecast_dp.release_forecast``), and keeps the release.
-
-    A streamed corpus releases through the same core function in a background job (its pass over the file takes
-    minutes): returns the :class:`~studio.jobs.Job` — per-chunk progress and a Cancel on page 2, the release kept
-    once the job ended (``studio.steps.finish_step_jobs``)."""
-    from dpkps_core.dp.release import ReleaseContext
-    from dpkps_core.evaluation.forecast_dp import release_forecast
-    from studio.steps import refuse_while_stepping
-    from studio.streamed import Metered, is_streamed
-
-    refuse_while_stepping(state)  # one DP step at a time: a streamed step still reading the corpus blocks this one
-    cfg = session.current_config(state)  # built and checked once (build_sampling_config)
-    led = ledger_view.ledger(state)
-    before = accounting.recorded_event_ids(led)
-    train, vocab, nz, eps = session.train_part(state), session.public_vocabulary(state), session.noise(state), eps_forecast(state)
-    by_person, key = bool(session.person_column(state)), _forecast_key(state)
-
-    def keep(stats: Any) -> Any:
-        accounting.remember_forecast_events(state, led, before)  # its ε goes into the total of the run it steers (§4)
-        # the DP forecast release, kept with the corpus, split, vocabulary and S it was made for
-        state.results.dp_forecast_release = (key, stats)
-        return stats
-
-    if is_streamed(state):
-        def work(job: jobs.Job) -> Any:
-            assert job.meter is not None
-            return release_forecast(Metered(train, job.meter), vocab, context=ReleaseContext(noise=nz, ledger=led),
-                                    epsilon=eps, terms_per_doc=cfg.terms_per_doc, by_person=by_person,
-                                    progress=job.meter.phase)
-
-        def finished(job: jobs.Job) -> None:  # in a script run: a cancelled or failed release stays charged
-            if job.result is not None and state.loaded.corpus_id == key[0]:
-                keep(job.result)
-
-        return jobs.start_job(state, "forecast", "DP forecast", work, on_finish=finished, meter=True)
-    return keep(release_forecast(train, vocab, context=ReleaseContext(noise=nz, ledger=led), epsilon=eps,
-                                 terms_per_doc=cfg.terms_per_doc, by_person=by_person))
-
-
-def dp_forecast_release(state: SessionState) -> Any:
-    """The DP forecast release for the current corpus, split, vocabulary and S, or None."""
-    kept = state.results.dp_forecast_release
-    if not kept or state.loaded.corpus is None or kept[0] != _forecast_key(state):
-        return None
-    return kept[1]
-
-
-def dp_forecast(state: SessionState, method: str | None = None, reps: int = 5) -> Any:
-    """The DP forecast for the current settings: free post-processing of the kept release (None without one)."""
-    from dpkps_core.evaluation.forecast_dp import forecast_from_release
-
-    stats = dp_forecast_release(state)
-    if stats is None:
-        return None
-    cfg = session.current_config(state)
-    # an iterative method never keeps the histogram density (SamplingConfig.replace falls back to auto: RFF)
-    return forecast_from_release(stats, cfg.replace(method=method or cfg.method), reps=reps)
-
-
-def dp_sweep(state: SessionState) -> Any:
-    """The DP sweep table (post-processing of the kept DP forecast release; None without one)."""
-    from dpkps_core.evaluation.sweep import dp_forecast_grid
-
-    stats = dp_forecast_release(state)
-    if stats is None:
-        return None
-    cfg = session.current_config(state)
-    # the table forecasts the method's default density (auto), whatever density is set
-    df = dp_forecast_grid(stats, cfg.replace(density="auto"), eps_voc_grid=(0.5, 1.0, 2.0, 5.0),
-                          eps_kde_grid=(1.0, 2.0, 5.0, 10.0), methods=(cfg.method,), reps=2)
-    return pd.DataFrame({"Method": df["method"], "ε_voc": df["eps_voc"], "ε_kde": df["eps_kde"],
-                         "Real terms expected in Ṽ": df["expected_real_terms"],
-                         "Noise share of Ṽ": [sig3(v) for v in df["expected_noise_share"]],
-                         "Weakest class signal/noise": [sig3(v) for v in df["worst_class_snr"]],
-                         "Usable?": ["yes" if u else "no" for u in df["usable"]]})
-
-
-def dp_method_outlook(state: SessionState) -> list[dict[str, Any]]:
-    """:func:`method_outlook` from the DP forecast release (post-processing: covered by ε); [] without one."""
-    from dpkps_core.method.sampling import SAMPLING_METHODS
-
-    if dp_forecast_release(state) is None:
-        return []
-    out = []
-    for method in SAMPLING_METHODS:
-        f = dp_forecast(state, method, reps=2)
-        weak = sum(1 for v in f.kde.values() if v["snr"] < 1)
-        worst = min((v["snr"] for v in f.kde.values()), default=0.0)
-        out.append({"method": method, "density": f.density, "near_chance": not f.kde_usable,
-                    "weak_classes": weak, "classes": len(f.kde), "worst_snr": worst,
-                    "suggested_eps_kde": f.suggested_eps_kde})
-    return out
-
-
-def dp_vocabulary_noise_share(state: SessionState) -> dict[str, float]:
-    """How much of the built Ṽ is expected to be pure noise, from DP quantities only (Ṽ's noisy counts, ε_voc, S,
-    |V|; with a DP forecast release, its count of terms in use narrows |V| to the terms no document uses)."""
-    from dpkps_core.evaluation.forecast_outlook import vocabulary_noise_share
-
-    pv = run_view.private_vocabulary(state)
-    if pv is None:
-        raise ParameterError(f"Build the private vocabulary first ({page_ref('private-vocabulary')}).")
-    stats = dp_forecast_release(state)
-    zero = None
-    if stats is not None and stats.terms_per_doc == pv.terms_per_doc \
-            and stats.public_vocabulary_size == pv.public_vocabulary_size:
-        zero = pv.public_vocabulary_size - float(stats.smoothed_curve()[0])
-    return vocabulary_noise_share(pv, zero_terms=zero)
-
-
-def outlook_sentence(row: Mapping[str, Any]) -> str:
-    """One plain sentence for a method's outlook."""
-    if row["near_chance"]:
-        tip = (f" An ε_kde of about {row['suggested_eps_kde']:.3g} would be needed."
-               if row.get("suggested_eps_kde") else "")
-        return (f"**{row['method']}** is expected to score **near chance** at this corpus size: its density noise "
-                f"outweighs the signal in {row['weak_classes']} of {row['classes']} classes (weakest signal/noise "
-                f"{row['worst_snr']:.2f}).{tip}")
-    return (f"**{row['method']}**: every class's density stands above its noise (weakest signal/noise "
-            f"{row['worst_snr']:.1f}).")
-
-
-def start_method_preview(state: SessionState, methods: Sequence[str], per_class: int) -> Any:
-    """The free comparison before spending ε_kde: the local no-LLM check of each method at the current ε on the
-    training part, scored on the held-out part (seeded local experiment: PRIVATE, nothing released or charged)."""
-    from dpkps_core import evaluation
-
-    if not methods:
-        raise ParameterError("Pick at least one method to compare.")
-    c = session.corpus(state)
-    if c is None:
-        raise ParameterError(f"Load a corpus first ({page_ref('corpus')}).")
-    base = session.current_config(state, epsilon_cap=None, seed=None)
-    vocab = session.public_vocabulary(state)
-    emb = resources.embedder(base.embedding_model)
-    cache = resources.embedding_cache()
-    sp = session.split(state)
-
-    def work(job: Any) -> Any:
-        ev = evaluation.NoLLMEvaluator(c, config=base, vocabulary=vocab, embedder=emb, cache=cache, split=sp)
-        return evaluation.run_sweep(c, config=base, vocabulary=vocab, embedder=emb, eps_voc_grid=[base.eps_voc],
-                                    eps_kde_grid=[base.eps_kde], methods=list(methods), seeds=1,
-                                    per_class=int(per_class), progress=job.report, evaluator=ev)
-
-    return jobs.start_job(state, "method_preview", "method preview", work)
-
 
 # ------------------------------------------------------------------------------------------- runs (§4)
-
-def session_runs(state: SessionState) -> list[dict[str, Any]]:
-    """This session's run folders that still exist, newest first, with what each holds."""
-    from dpkps_core.llm import read_documents
-
-    current = state.run.run_dir
-    out = []
-    for path in reversed(list(state.run.run_dirs or [])):
-        p = Path(path)
-        if not p.is_dir():
-            continue
-        folder = RunFolder(p)
-        eps = None
-        try:
-            eps = folder.read_report().get("epsilon_total")
-        except (OSError, ValueError):
-            pass
-        seqs = sum(1 for _ in iter_jsonl(folder.sequences))
-        out.append({"path": str(p), "name": p.name, "current": str(p) == str(current),
-                    "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(p.stat().st_mtime)),
-                    "sequences": seqs, "documents": len(read_documents(p)), "epsilon_total": eps})
-    return out
-
-
-def delete_run(state: SessionState, path: str) -> str:
-    """Delete one of this session's run folders (the ledger keeps its entries: the ε was spent)."""
-    runs = [str(x) for x in state.run.run_dirs or []]
-    if str(path) not in runs:
-        raise ParameterError("That run folder is not one of this session's runs.")
-    job = state.jobs.generation
-    if str(path) == str(state.run.run_dir) and isinstance(job, jobs.Job) and job.running:
-        raise ParameterError("The LLM is still writing into this run folder; cancel it first "
-                             f"({page_ref('generate')}).")
-    p = Path(path)
-    if p.is_dir():
-        shutil.rmtree(p, ignore_errors=True)
-    state.run.run_dirs = [x for x in runs if x != str(path)]
-    if str(path) == str(state.run.run_dir):
-        state.run.run_dir = None
-        session.clear_after(state, "sequences", include=True)
-    return p.name
-
-
-def bundle_parts_for(state: SessionState, path: str) -> dict[str, bytes]:
-    from dpkps_core.dossier.export import collect_bundle
-
-    return collect_bundle(path, secrets=session.generation_secrets(state))
-
-
-def bundle_for(state: SessionState, path: str) -> bytes:
-    from dpkps_core.dossier.export import bundle_bytes
-
-    return bundle_bytes(path, secrets=session.generation_secrets(state))
 
 
 # ------------------------------------------------------------------------------------------- non-documents (§5)
@@ -433,35 +186,6 @@ def non_document_share(documents: Sequence[Any], failures: Sequence[Mapping[str,
 
 
 # ------------------------------------------------------------------------------------------- memorisation (§11)
-
-def start_memorisation(state: SessionState, *, by_embedding: bool) -> Any:
-    """The local memorisation check on this run's documents against the REAL training documents (PRIVATE)."""
-    from dpkps_core.embeddings import embed_texts
-    from dpkps_core.evaluation.memorisation import memorisation_check
-
-    docs = session.documents(state)
-    if not docs:
-        raise ParameterError(f"Write some synthetic documents first ({page_ref('generate')}).")
-    train = session.train_part(state)
-    if len(train) == 0:
-        raise ParameterError("There are no training documents to compare with.")
-    emb = session.memo_embedder(state, (run_view.density_meta(state) or {}).get("embedding_model") or state.settings.embedding_model,
-                                state.settings.device) if by_embedding else None
-    syn_texts = [d["text"] for d in docs]
-    real_texts = list(train.texts)
-
-    def work(job: Any) -> Any:
-        syn_emb = real_emb = None
-        if emb is not None:
-            job.report(0.05, f"embedding {len(real_texts):,} real training documents (in memory only)")
-            real_emb = embed_texts(real_texts, emb, progress=lambda f, m: job.report(0.05 + 0.8 * f, m))
-            syn_emb = embed_texts(syn_texts, emb)
-        job.report(0.9, "comparing long word sequences")
-        rows = memorisation_check(syn_texts, real_texts, synthetic_embeddings=syn_emb, real_embeddings=real_emb)
-        job.report(1.0, "memorisation check done")
-        return {"rows": rows, "documents": docs, "real_texts": real_texts}
-
-    return jobs.start_job(state, "memorisation", "memorisation check", work)
 
 
 def memorisation_frame(result: Mapping[str, Any], excerpt: int = 160) -> pd.DataFrame:

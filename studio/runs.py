@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -23,8 +24,8 @@ import streamlit as st
 
 from dpkps_core.corpus import DEMO_SPECS
 from dpkps_core.errors import CorpusError, DPKPSError, ParameterError
-from dpkps_core.records.runfolder import list_runs, open_run, resolve_run_name
-from studio import page_ref, tenancy
+from dpkps_core.records.runfolder import RunFolder, iter_jsonl, list_runs, open_run, resolve_run_name
+from studio import jobs, page_ref, session, tenancy
 from studio.defaults import is_user_corpus
 from studio.jobs import Job
 from studio.session import (CORPUS_FINGERPRINT_FILE, corpus, corpus_content_fingerprint, drop_results, notice,
@@ -210,3 +211,57 @@ def delete_runs(state: SessionState) -> list[str]:
     state.run.run_dirs = []
     drop_results(state)
     return deleted
+
+
+def session_runs(state: SessionState) -> list[dict[str, Any]]:
+    """This session's run folders that still exist, newest first, with what each holds."""
+    from dpkps_core.llm import read_documents
+
+    current = state.run.run_dir
+    out = []
+    for path in reversed(list(state.run.run_dirs or [])):
+        p = Path(path)
+        if not p.is_dir():
+            continue
+        folder = RunFolder(p)
+        eps = None
+        try:
+            eps = folder.read_report().get("epsilon_total")
+        except (OSError, ValueError):
+            pass
+        seqs = sum(1 for _ in iter_jsonl(folder.sequences))
+        out.append({"path": str(p), "name": p.name, "current": str(p) == str(current),
+                    "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(p.stat().st_mtime)),
+                    "sequences": seqs, "documents": len(read_documents(p)), "epsilon_total": eps})
+    return out
+
+
+def delete_run(state: SessionState, path: str) -> str:
+    """Delete one of this session's run folders (the ledger keeps its entries: the ε was spent)."""
+    runs = [str(x) for x in state.run.run_dirs or []]
+    if str(path) not in runs:
+        raise ParameterError("That run folder is not one of this session's runs.")
+    job = state.jobs.generation
+    if str(path) == str(state.run.run_dir) and isinstance(job, jobs.Job) and job.running:
+        raise ParameterError("The LLM is still writing into this run folder; cancel it first "
+                             f"({page_ref('generate')}).")
+    p = Path(path)
+    if p.is_dir():
+        shutil.rmtree(p, ignore_errors=True)
+    state.run.run_dirs = [x for x in runs if x != str(path)]
+    if str(path) == str(state.run.run_dir):
+        state.run.run_dir = None
+        session.clear_after(state, "sequences", include=True)
+    return p.name
+
+
+def bundle_parts_for(state: SessionState, path: str) -> dict[str, bytes]:
+    from dpkps_core.dossier.export import collect_bundle
+
+    return collect_bundle(path, secrets=session.generation_secrets(state))
+
+
+def bundle_for(state: SessionState, path: str) -> bytes:
+    from dpkps_core.dossier.export import bundle_bytes
+
+    return bundle_bytes(path, secrets=session.generation_secrets(state))

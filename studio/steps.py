@@ -117,21 +117,7 @@ def declare_classes(state: SessionState, names: Sequence[str]) -> Corpus:
     return declared
 
 
-
 # ============================================================================================ 2. vocabulary & budget
-
-def run_forecast(state: SessionState) -> Any:
-    """"Will this work?" (dpkps_core.evaluation.forecast) on the training part's TRUE counts — private."""
-    from dpkps_core import evaluation
-
-    cfg = current_config(state)
-    vocab = public_vocabulary(state)
-    counts = term_counts(state, vocab, cfg.terms_per_doc)
-    train = train_part(state)
-    f = evaluation.forecast(train.texts, train.labels, vocab, cfg, counts=counts)
-    state.results.forecast = f
-    return f
-
 
 
 # ============================================================================================ 3. private vocabulary
@@ -283,7 +269,6 @@ def vocabulary_check(state: SessionState) -> dict[str, Any]:
     return out
 
 
-
 # ============================================================================================ 4. densities
 
 def density_preview(state: SessionState) -> dict[str, Any]:
@@ -378,7 +363,6 @@ def umap_map(state: SessionState, seed: int = 0) -> np.ndarray:
 
     state.results.umap_map = term_map(run_view.embeddings(state), seed=seed)
     return state.results.umap_map
-
 
 
 # ============================================================================================ 5. sequences

@@ -1,4 +1,5 @@
-"""Shared Streamlit widgets: bound inputs, error guard, login gate, sidebar ledger, job monitor, navigation."""
+"""Shared Streamlit widgets: badges, bound inputs, the error guard and notices, the sidebar, wording helpers and the
+job monitor (the login gate is ``studio.login``, the flow's header and buttons ``studio.navigation``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import streamlit as st
 
 from dpkps_core.dossier.labels import format_epsilon, humanize_key, parameter_label, step_label
 from dpkps_core.errors import DPKPSError
-from studio import fast_mode, jobs, ledger_view, next_page, page, page_ref, run_view, session, tenancy
+from studio import fast_mode, jobs, ledger_view, page_ref, run_view, session, tenancy
+from studio.login import user_box
 from studio.state import SessionState, check_setting, set_widget_value, widget_key, widget_value
 
 log = logging.getLogger("dpkps.studio")
@@ -95,71 +97,6 @@ def show_notices(state: SessionState) -> None:
     for n in notices:
         st.info(n, icon=":material/info:")
     state.notices = []
-
-
-# ------------------------------------------------------------------------------------------- authentication
-
-def auth_configured() -> bool:
-    """True when ``st.secrets`` has an ``[auth]`` section (OIDC via st.login)."""
-    return tenancy.login_configured()
-
-
-def _providers() -> list[str | None]:
-    try:
-        section = st.secrets["auth"]
-    except Exception:  # noqa: BLE001
-        return [None]
-    named = [k for k, v in section.items() if isinstance(v, Mapping)]
-    return named or [None]
-
-
-#: What signing in guarantees (docs/PRIVACY.md "Tenancy"), said on the login screen.
-LOGIN_NOTE = ("This deployment requires signing in. Each account is kept apart: your runs and your privacy ledger are "
-              "your own — other users cannot list, reopen, download or delete your runs, and the budget figures you "
-              "see count your releases only (another user who uploads the same documents has a separate budget). "
-              "Your uploaded corpus is held in your session's memory on this server, never written to its disk; "
-              "your run folders are. Administrators named in the app's settings can see every account's runs and "
-              "ledger totals, read-only, and whoever runs the server can read its disk.")
-
-
-def require_login() -> bool:
-    """When authentication is configured, only a logged-in user with a stable subject (a tenant, ``studio.tenancy``)
-    gets past this; else everyone does."""
-    if not auth_configured():
-        return True
-    try:
-        logged_in = bool(st.user.get("is_logged_in", False))
-    except Exception:  # noqa: BLE001
-        logged_in = False
-    if logged_in and tenancy.identity() is not None:
-        return True
-    st.title("DP-KPS Studio")
-    if logged_in:  # signed in, but the provider gave no subject: no tenant to file runs and budgets under
-        st.error("Your identity provider did not give a stable subject (the `sub` claim), so the app cannot keep "
-                 "your runs and budgets apart from other users'. Nothing was read or spent; ask the administrator "
-                 "to configure a provider that sends it.", icon=":material/error:")
-        if st.button("Log out", key="logout.no_subject"):
-            st.logout()
-        return False
-    st.info(LOGIN_NOTE, icon=":material/lock:")
-    for provider in _providers():
-        label = "Log in" if provider is None else f"Log in with {provider}"
-        if st.button(label, type="primary", key=f"login.{provider}"):
-            try:
-                st.login(provider) if provider else st.login()
-            except Exception as exc:  # noqa: BLE001 - e.g. Authlib missing or a bad [auth] section
-                st.error(f"Login is configured but could not start ({type(exc).__name__}); check the [auth] "
-                         "section of secrets.toml and that Authlib is installed.")
-    return False
-
-
-def user_box() -> None:
-    if auth_configured() and st.user.get("is_logged_in", False):
-        who = st.user.get("email") or st.user.get("name") or "signed in"
-        admin = f" · administrator ({page_ref('export')} shows every account's runs, read-only)"
-        st.caption(f"Signed in as {who}" + (admin if tenancy.current().admin else ""))
-        if st.button("Log out", key="logout"):
-            st.logout()
 
 
 # ------------------------------------------------------------------------------------------- sidebar
@@ -411,31 +348,6 @@ def run_total_note(state: SessionState, run_epsilon: float | None, *, run_name: 
         st.caption(f"Corpus total to date: the most-used {unit} has spent ε = {largest:g} over every release "
                    f"(private, local; {who[0].lower() + who[1:]} accounts for ε = {float(run_epsilon):g}). No release on this "
                    f"corpus's {unit}s came after it.")
-
-
-# ------------------------------------------------------------------------------------------- flow
-
-def page_header(state: SessionState, name: str, intro: str) -> None:
-    """The title of the page called ``name`` (its number, icon and label), its intro, then the pending notices."""
-    spec = page(name)
-    st.title(f"{spec.icon} {spec.title}")
-    st.caption(intro)
-    show_notices(state)
-
-
-def next_button(name: str, *, enabled: bool = True, help: str | None = None) -> None:
-    """The button to the step after the page called ``name`` (nothing after the last page)."""
-    nxt = next_page(name)
-    if nxt is None:
-        return
-    if st.button(f"Next: {nxt.label} →", type="primary", disabled=not enabled, help=help, key=f"next.{name}"):
-        st.switch_page(nxt.path)
-
-
-def go_to(name: str, label: str | None = None) -> None:
-    """A link to the page called ``name`` (``label`` or "Go to <its title>")."""
-    spec = page(name)
-    st.page_link(spec.path, label=label or f"Go to {spec.title}", icon=spec.icon)
 
 
 #: Jobs whose progress messages describe only DP outputs and public inputs (the LLM writing from DP sequences).

@@ -99,9 +99,9 @@ def test_disclosure_on_page_7_and_both_dossier_editions_on_page_8(tmp_path: Path
     assert_clean(at)
     assert any("the internal edition, **INTERNAL — NOT FOR RELEASE**" in m.value for m in at.markdown)
     # the bundle the page offers holds the release edition and nothing private
-    from studio import review
+    from studio import runs
 
-    bundle = zipfile.ZipFile(io.BytesIO(review.bundle_for(state_of(at), str(run))))
+    bundle = zipfile.ZipFile(io.BytesIO(runs.bundle_for(state_of(at), str(run))))
     names = {Path(n).name for n in bundle.namelist()}
     assert {"dossier.html", "dossier.json", "reproduce.md", "reproduce_config.json"} <= names
     assert not names & (set(INTERNAL_DOSSIER_FILES) | {DISCLOSURE_FILE, "projection.json", "evaluation.json"})

@@ -18,13 +18,13 @@ from studio import PAGES, next_page, page, page_ref, pages_ref
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Functions whose first argument(s) are page names (called as ``widgets.go_to`` or a bare imported name).
+#: Functions whose first argument(s) are page names (called as ``navigation.go_to`` or a bare imported name).
 PAGE_ARG_FUNCTIONS = {"page_header": 1, "next_button": 1, "go_to": 1, "page": 1, "page_ref": 1, "pages_ref": 2,
                       "next_page": 1}
 
 #: Functions that only forward a page name they were given (their own calls use a variable on purpose).
-FORWARDERS = {("studio/widgets.py", "page_header"), ("studio/widgets.py", "next_button"),
-              ("studio/widgets.py", "go_to")}
+FORWARDERS = {("studio/navigation.py", "page_header"), ("studio/navigation.py", "next_button"),
+              ("studio/navigation.py", "go_to")}
 
 #: A page number written into text: "page 4", "Page 1's", "pages 2–5".
 LITERAL_PAGE = re.compile(r"\b[Pp]ages? [1-9]")
