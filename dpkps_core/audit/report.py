@@ -40,7 +40,7 @@ AUDIT_DOES_NOT_COVER: tuple[str, ...] = (
     "docs/DESIGN.md §2.0: every trial runs with a throwaway ledger and no cap)",
     "the DP forecast (a release of its own, before Ṽ)",
     "the baselines and the method comparison (private prediction, AugPE)",
-    "the LLM step (post-processing of the sequences; the disclosure test on page 7 looks at its documents)",
+    "the LLM step (post-processing of the sequences; the disclosure test of the Evaluate page looks at its documents)",
 )
 
 

@@ -222,7 +222,7 @@ def internal_content(run_dir: Path, config: Mapping[str, Any], *, ledger_view: A
             "How many units were left out of each release because their budget was spent, and the corpus's total ε "
             "to date per unit, are kept in the persistent ledger, never in the run folder (docs/DESIGN.md §2.0): run "
             "python -m dpkps_core ledger --corpus <YOUR_CORPUS.csv>, or build this dossier with the corpus loaded "
-            "(page 8, or dpkps report --internal --corpus <YOUR_CORPUS.csv>) to see them here.")
+            "(the app's Export page, or dpkps report --internal --corpus <YOUR_CORPUS.csv>) to see them here.")
     return {
         "fingerprint": fingerprint(run_dir, config),
         "ledger": ledger,

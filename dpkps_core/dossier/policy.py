@@ -209,7 +209,7 @@ def _disclosure_reasons(policy: Policy, disclosure: Mapping[str, Any] | None) ->
         if not required:
             return []
         return [_reason(RESTRICT, "required_disclosure_verdict", "No disclosure test is in the run folder (run it "
-                        "on page 7 or with `python -m dpkps_core evaluate --disclosure`), so the required verdict "
+                        "on the app's Evaluate page or with `python -m dpkps_core evaluate --disclosure`), so the required verdict "
                         "cannot be shown.")]
     verdict = str(disclosure.get("verdict") or "")
     figures = (f"empirical ε lower bound {disclosure.get('epsilon_lower_bound'):.3g} vs claimed ε = "

@@ -242,7 +242,7 @@ def _ledger(led: Mapping[str, Any] | None) -> str:
 def _overlay(o: Mapping[str, Any] | None) -> str:
     if o is None:
         return ("<h3>Overlay of real and synthetic documents</h3><p>No projection in the run folder (draw the "
-                "t-SNE / UMAP overlay on page 7).</p>")
+                "t-SNE / UMAP overlay on the app's Evaluate page).</p>")
     return ("<h3>Overlay of real and synthetic documents</h3>"
             f"<p>{o['real']} real test documents and {o['synthetic']} synthetic documents, embedded together and "
             "projected to two dimensions: synthetic dots that cover the real rings of their class mean the "
@@ -253,7 +253,7 @@ def _overlay(o: Mapping[str, Any] | None) -> str:
 def _disclosure(d: Mapping[str, Any] | None) -> str:
     head = "<h3>Disclosure test (training vs held-out matches)</h3>"
     if d is None:
-        return head + ("<p>No disclosure test in the run folder (run it on page 7, or <code>python -m dpkps_core "
+        return head + ("<p>No disclosure test in the run folder (run it on the app's Evaluate page, or <code>python -m dpkps_core "
                        "evaluate --disclosure</code>).</p>")
     tiers = d.get("tiers") or {}
     rows = [(name, t.get("train"), t.get("holdout"), format_value(t.get("p_value")),

@@ -326,7 +326,7 @@ def disclosure_for_run(run: Any, *, settings: DisclosureSettings | None = None) 
 
     docs = [d["text"] for d in run.documents]
     if not docs:
-        raise ParameterError("The run holds no synthetic documents yet; write them on page 6 (or dpkps generate).")
+        raise ParameterError("The run holds no synthetic documents yet; write them on the app's “Write with an LLM” page (or dpkps generate).")
     claimed = None
     report_path = runfolder.RunFolder(run.run_dir).privacy_report
     if report_path.is_file():

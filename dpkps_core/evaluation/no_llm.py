@@ -99,7 +99,7 @@ def real_keyphrase_baseline(
     terms = [vocabulary.terms[i] for i in order if counts[i] > 0]
     if not terms:
         raise ParameterError("No term of the public vocabulary occurs in the training documents, so there is no "
-                             "real keyphrase baseline; choose a vocabulary that fits the corpus (page 2).")
+                             "real keyphrase baseline; choose a vocabulary that fits the corpus (the app's “Vocabulary & budget” page, or --vocabulary).")
     matcher = TermMatcher(terms)
     length = check_positive_int(length, "L (sequence length)")
     limit = LIMITS["max_chars_per_doc"]
