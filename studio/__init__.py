@@ -1,5 +1,6 @@
-"""Streamlit-side helpers of DP-KPS Studio: the session (``session``), the actions that call the core (``steps``,
-``generation_steps``, ``evaluation_steps``), cached public resources, background jobs, widgets and charts.
+"""Streamlit-side helpers of DP-KPS Studio: the session's typed state (``state``) and what derives from it
+(``session``), each page's actions that call the core (``steps``, ``forecasts``, ``generation_steps``,
+``evaluation_steps``, ``runs``, ``audit_view``), cached public resources, background jobs, widgets and charts.
 
 ``dpkps_core`` never imports Streamlit; everything that does lives here or in ``app.py`` / ``app_pages/``.
 """

@@ -1,5 +1,6 @@
-"""The app's actions for pages 1–5: each reads the session (``studio.session``), calls the ``dpkps_core`` step and
-writes what it returned to the run folder — the same core functions the CLI runs, so the same numbers.
+"""The app's actions for pages 1 and 3–5: each takes the session's state (``studio.state.SessionState``), calls the
+``dpkps_core`` step and writes what it returned to the run folder — the same core functions the CLI runs, so the same
+numbers. Page 2's forecasts are ``studio.forecasts``.
 
 Each DP step charges the session's :class:`PrivacyLedger` (inside the core function) and clears the session results
 that depended on the previous output (``session.clear_after``); the ledger is never cleared. The LLM step (page 6)
