@@ -27,10 +27,26 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import threading
-from typing import Any, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any, Mapping, MutableMapping
 
 from dpkps_core.method.config import APP_AUTO, APP_PLAIN, APP_ZERO_NONE, setting_options, setting_value_type
 from studio import defaults
+
+if TYPE_CHECKING:  # the core's types of the fields (the state module imports none of them at run time)
+    import tempfile
+
+    import numpy as np
+
+    from dpkps_core.corpus import Corpus
+    from dpkps_core.dp.ledger import PrivacyLedger
+    from dpkps_core.dp.rng import NoiseSource
+    from dpkps_core.evaluation.run import EvaluationResult
+    from dpkps_core.method.split import CorpusSplit
+
+#: The app's own types the state holds, by name (aliases of ``Any`` for the checker): the modules that define them
+#: (studio.jobs.Job, studio.streamed.StreamedView, studio.run_view.RunView, studio.tenancy.Tenant) stand above this
+#: one and take the state, so importing them here would close a loop.
+Job = StreamedView = RunView = Tenant = Any
 
 #: The one key of ``st.session_state`` that holds the app's own state (the widgets keep theirs under ``_w.<name>``).
 STATE_KEY = "dpkps"
@@ -108,7 +124,7 @@ def _make_settings() -> type:
 Settings = _make_settings()
 
 
-def new_settings(**changes: Any) -> Any:
+def new_settings(**changes: Any) -> Settings:
     """A :class:`Settings` at the defaults of now, with ``changes`` (each name checked)."""
     settings = Settings(**default_values())
     update_settings(settings, changes)
@@ -130,12 +146,12 @@ def check_setting(name: str) -> str:
 _SETTING_NAMES = frozenset(setting_names())
 
 
-def settings_dict(settings: Any) -> dict[str, Any]:
+def settings_dict(settings: Settings) -> dict[str, Any]:
     """The settings as a plain mapping by name (for ``studio.defaults``' pure functions and the config builder)."""
     return {name: getattr(settings, name) for name in _SETTING_NAMES}
 
 
-def update_settings(settings: Any, values: Mapping[str, Any]) -> None:
+def update_settings(settings: Settings, values: Mapping[str, Any]) -> None:
     """Set several settings at once (each name checked)."""
     for name, value in values.items():
         setattr(settings, check_setting(name), value)
@@ -147,7 +163,7 @@ def update_settings(settings: Any, values: Mapping[str, Any]) -> None:
 class LoadedCorpus:
     """The loaded corpus and where it came from — PRIVATE (its documents, their content fingerprint, the split)."""
 
-    corpus: Any = None                              #: dpkps_core.corpus.Corpus, or a streamed view (studio.streamed)
+    corpus: Corpus | StreamedView | None = None     #: a corpus in memory, or a streamed view (studio.streamed)
     corpus_id: str | None = None                    #: "demo:bbc", "upload:<sha>", "server:<name>"
     corpus_spec: str | None = None                  #: what the config names as the corpus
     corpus_fingerprint: str | None = None           #: SHA-256 of the uploaded file's bytes (PRIVATE)
@@ -159,7 +175,7 @@ class LoadedCorpus:
     summary: tuple[Any, Any] | None = None          #: (key, page 1's summary of the file) — PRIVATE
     upload_error: str | None = None                 #: the last upload's error, and its file's name
     upload_error_file: str | None = None
-    split: Any = None                               #: dpkps_core.method.split.CorpusSplit (PRIVATE positions)
+    split: CorpusSplit | None = None                #: the held-out split (PRIVATE positions)
     split_key: tuple[str | None, float] | None = None   #: (corpus id, test fraction) the split was made for
 
 
@@ -168,11 +184,11 @@ class RunMemory:
     """What was read back from run folders (keyed by the folders' files' stamps) and what a step made in this script
     run (``studio.run_view``) — never a second copy of the folder's truth."""
 
-    cache: Any = None
-    evaluation: Any = None
+    cache: tuple[Any, RunView | None] | None = None
+    evaluation: tuple[Any, EvaluationResult | None] | None = None
     notes: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)   #: PRIVATE local figures per step
     live: dict[str, Any] = dataclasses.field(default_factory=dict)
-    embeddings: Any = None
+    embeddings: tuple[str, bool, tuple[str, ...], np.ndarray] | None = None
 
 
 @dataclasses.dataclass(slots=True)
@@ -206,16 +222,13 @@ class Results:
     # the vocabulary step
     vocab_check: dict[str, Any] | None = None
     # the density step
-    umap_map: Any = None                            #: a map of Ṽ's embeddings (DP output + public model)
+    umap_map: np.ndarray | None = None              #: a map of Ṽ's embeddings (DP output + public model)
     # the sequences step
     no_llm: dict[str, Any] | None = None
-    # evaluation
-    evaluation: Any = None
-    projections: Any = None
     # kept across steps (keyed by what they were made for)
     dp_forecast_release: tuple[Any, Any] | None = None   #: the DP forecast (a DP release) and its key
     dp_forecast_events: tuple[Any, ...] | None = None    #: (corpus id, ledger id, event ids) of that release
-    audit_estimate: Any = None
+    audit_estimate: dict[str, Any] | None = None
     train_ledger: tuple[Any, ...] | None = None     #: a ledger over the training part's units (PRIVATE)
     downloads: dict[str, bytes] = dataclasses.field(default_factory=dict)    #: documents made on demand (PDFs)
 
@@ -229,7 +242,7 @@ RESULTS_OF_STEP: dict[str, tuple[str, ...]] = {
     "density": ("umap_map",),
     "sequences": ("no_llm",),
     "documents": ("generation",),
-    "evaluation": ("evaluation", "projections", "projection", "memorisation"),
+    "evaluation": ("projection", "evaluation", "memorisation"),
 }
 
 
@@ -237,30 +250,30 @@ RESULTS_OF_STEP: dict[str, tuple[str, ...]] = {
 class Jobs:
     """The session's background jobs (``studio.jobs.Job``), one slot each; ``None`` before the first."""
 
-    forecast: Any = None            #: page 2's DP forecast on a streamed corpus
-    vocabulary: Any = None          #: page 3's Ṽ on a streamed corpus
-    density: Any = None             #: page 4's densities on a streamed corpus
-    generation: Any = None          #: page 6's LLM writer (reads only DP sequences: its messages are public)
-    method_preview: Any = None
-    projection: Any = None
-    evaluation: Any = None
-    memorisation: Any = None
-    compare: Any = None
-    disclosure: Any = None
-    sweep: Any = None
-    audit: Any = None
-    reattached_generation: Any = None   #: a writer of the open run taken up after a reload (studio.generation_steps)
+    forecast: Job | None = None         #: page 2's DP forecast on a streamed corpus
+    vocabulary: Job | None = None       #: page 3's Ṽ on a streamed corpus
+    density: Job | None = None          #: page 4's densities on a streamed corpus
+    generation: Job | None = None       #: page 6's LLM writer (reads only DP sequences: its messages are public)
+    method_preview: Job | None = None
+    projection: Job | None = None
+    evaluation: Job | None = None
+    memorisation: Job | None = None
+    compare: Job | None = None
+    disclosure: Job | None = None
+    sweep: Job | None = None
+    audit: Job | None = None
+    reattached_generation: Job | None = None   #: a writer of the open run taken up after a reload (studio.generation_steps)
     polling: set[str] = dataclasses.field(default_factory=set)   #: jobs whose progress panel is polling
 
     @staticmethod
     def names() -> tuple[str, ...]:
         return _JOB_NAMES
 
-    def get(self, name: str) -> Any:
+    def get(self, name: str) -> Job | None:
         """The job in slot ``name`` (a ``KeyError`` for a name that is not a slot)."""
         return getattr(self, check_job(name))
 
-    def set(self, name: str, job: Any) -> None:
+    def set(self, name: str, job: Job | None) -> None:
         setattr(self, check_job(name), job)
 
 
@@ -280,7 +293,7 @@ class Uploads:
     vocab_upload_path: str | None = None
     vocab_upload_name: str | None = None
     vocab_upload_sha256: str | None = None
-    tmp: Any = None                                 #: a tempfile.TemporaryDirectory, deleted with the session
+    tmp: tempfile.TemporaryDirectory[str] | None = None   #: deleted with the session (its finalizer)
 
 
 @dataclasses.dataclass(slots=True)
@@ -292,7 +305,7 @@ class Spend:
     request: tuple[str, int] | None = None
     taken: dict[int, tuple[str, int]] = dataclasses.field(default_factory=dict)
     confirm: set[str] = dataclasses.field(default_factory=set)
-    lock: Any = dataclasses.field(default_factory=threading.Lock)
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
 
 @dataclasses.dataclass(slots=True)
@@ -315,13 +328,13 @@ class SessionState:
     uploads: Uploads = dataclasses.field(default_factory=Uploads)
     spend: Spend = dataclasses.field(default_factory=Spend)
     range_checks: RangeChecks = dataclasses.field(default_factory=RangeChecks)
-    ledgers: dict[str, Any] = dataclasses.field(default_factory=dict)   #: corpus id → its PrivacyLedger
+    ledgers: dict[str, PrivacyLedger] = dataclasses.field(default_factory=dict)   #: corpus id → its ledger
     ledger_caps: dict[str, float | None] = dataclasses.field(default_factory=dict)  #: cap each ledger was opened or last set under
     ledger_created_said: bool = False
     notices: list[str] = dataclasses.field(default_factory=list)       #: one-off messages for the next render
-    noise: Any = None                                                   #: dpkps_core.dp.rng.NoiseSource
+    noise: NoiseSource | None = None
     token: str = dataclasses.field(default_factory=lambda: secrets.token_hex(4))   #: names this session's run folders
-    tenant: Any = None                                                  #: studio.tenancy.Tenant the session is bound to
+    tenant: Tenant | None = None                                        #: the tenant the session is bound to
 
     @classmethod
     def new(cls, **settings: Any) -> "SessionState":
@@ -329,11 +342,11 @@ class SessionState:
         return cls(settings=new_settings(**settings))
 
 
-def clear_results(state: SessionState, step: str, *, include: bool = False) -> list[Any]:
+def clear_results(state: SessionState, step: str, *, include: bool = False) -> list[Job]:
     """Reset the session results of the steps after ``step`` (and of ``step`` itself when ``include``) to their
     defaults; returns the jobs among them that were set (the caller cancels a running one)."""
     start = STEPS.index(step) + (0 if include else 1)
-    dropped_jobs: list[Any] = []
+    dropped_jobs: list[Job] = []
     for name in STEPS[start:]:
         for field in RESULTS_OF_STEP[name]:
             if field in _JOB_NAMES:

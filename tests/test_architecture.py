@@ -166,7 +166,15 @@ def test_studio_state_is_the_typed_state_and_nothing_else_holds_session_keys() -
     writes ``st.session_state``: no string key outside the state module (issue 12: no second orchestrator)."""
     for name in ("state.py", "session.py", "steps.py", "resources.py", "jobs.py"):
         assert (ROOT / "studio" / name).is_file(), name
-    state_imports = {m for m in _imports(ROOT / "studio" / "state.py") if m.startswith(("studio", "dpkps_core"))}
+    tree = ast.parse((ROOT / "studio" / "state.py").read_text(encoding="utf-8"))
+    typing_only = {id(n) for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+                   for n in ast.walk(node)}
+    state_imports = {f"{node.module}.{a.name}" for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and id(node) not in typing_only and node.module
+                     for a in node.names} | {a.name for node in ast.walk(tree)
+                                             if isinstance(node, ast.Import) and id(node) not in typing_only
+                                             for a in node.names}
+    state_imports = {m for m in state_imports if m.startswith(("studio", "dpkps_core"))}
     allowed = ("studio.defaults", "dpkps_core.method.config")  # names imported from them count as their module
     assert all(m == "studio" or m.startswith(allowed) for m in state_imports), state_imports
     offenders = [p.relative_to(ROOT).as_posix() for p in [ROOT / "app.py", *sorted((ROOT / "app_pages").glob("*.py")),

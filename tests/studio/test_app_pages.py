@@ -111,7 +111,7 @@ def test_page2_budget_split_cap_paper_settings_seed_and_forecast() -> None:
     click(at, "DP forecast (spends ε_forecast = 0.2)")
     assert ledger_total(at) == pytest.approx(0.2)                   # the DP forecast is charged
     assert metrics(at)["Expected noise share of Ṽ"].endswith("%")
-    assert "forecast" not in at.session_state or state_of(at).results.forecast is None
+    assert state_of(at).results.forecast is None
     at.toggle(key="_w.exact_previews.budget").set_value(True).run()
     assert any("not covered by ε" in md.value for md in at.markdown)
     click(at, "Exact forecast on the true counts")
