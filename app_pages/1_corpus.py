@@ -306,7 +306,8 @@ if corpus is not None:
         if c2.button("Start over", disabled=not sure, icon=":material/restart_alt:", key="start_over"):
             with widgets.guard():
                 session.start_over(state)
-                session.notice(state, "Started over: the previous results are put aside (their run folder stays on disk).")
+                session.notice(state,
+                               "Started over: the previous results are put aside (their run folder stays on disk).")
                 st.rerun()
     navigation.next_button("corpus", enabled=corpus.declared,
                         help=None if corpus.declared else "Declare the public class names first.")

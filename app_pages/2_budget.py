@@ -88,7 +88,8 @@ widgets.bound(state, c1.number_input, "S — distinct terms counted per document
               max_value=LIMITS["terms_per_doc"], help="The sensitivity of the vocabulary histogram.")
 widgets.bound(state, c2.number_input, "N — private vocabulary size", "vocab_size", min_value=1,
               max_value=LIMITS["vocab_size"], step=100)
-widgets.bound(state, c3.selectbox, "How Ṽ is cut from the noisy counts", "selection_rule", options=["top-n", "noise-floor"],
+widgets.bound(state, c3.selectbox, "How Ṽ is cut from the noisy counts", "selection_rule",
+              options=["top-n", "noise-floor"],
               format_func={"top-n": "top N (paper)", "noise-floor": "top N above the noise floor"}.get)
 if vocab is not None and int(state.settings.vocab_size) > len(vocab):
     st.error(f"N = {int(state.settings.vocab_size):,} is larger than the public vocabulary (|V| = {len(vocab):,} terms): Ṽ "
@@ -134,8 +135,9 @@ def apply_cap_draft() -> None:
     state.settings.cap_enabled = bool(state.settings.cap_draft_enabled)
     if state.settings.cap_enabled:
         state.settings.epsilon_cap = float(state.settings.cap_draft_value)
-    session.notice(state, "Cap changed: " + (f"{widgets.eps(state.settings.epsilon_cap)}" if state.settings.cap_enabled else "no cap") + f" on {covers}"
-                   + (" (recorded in the ledger's cap history)." if session.corpus(state) is not None else "."))
+    cap = widgets.eps(state.settings.epsilon_cap) if state.settings.cap_enabled else "no cap"
+    recorded = " (recorded in the ledger's cap history)." if session.corpus(state) is not None else "."
+    session.notice(state, f"Cap changed: {cap} on {covers}{recorded}")
 
 
 if state.settings.cap_draft_enabled is None or state.settings.cap_draft_value is None:
@@ -146,7 +148,8 @@ widgets.bound(state, c3.checkbox, "Budget cap", "cap_draft_enabled",
 if state.settings.cap_draft_enabled:
     widgets.bound(state, c3.number_input, f"Cap on {covers} (default {defaults.default_settings()['epsilon_cap']:g})",
                   "cap_draft_value", step=1.0,
-                  on_change=lambda: checked("cap_draft_value", *CAP_RANGE, "The cap", float(state.settings.epsilon_cap)),
+                  on_change=lambda: checked("cap_draft_value", *CAP_RANGE, "The cap",
+                                            float(state.settings.epsilon_cap)),
                     help=f"{unit.capitalize()}s new to the ledger get this cap; changing it while a corpus is loaded "
                          f"sets the cap of that corpus's {unit}s, recorded in the ledger with who and when.")
     range_error("cap_draft_value", c3)
@@ -255,7 +258,8 @@ if state.settings.seeded_demo:
                icon=":material/warning:")
 with st.expander("Advanced: noise sampler"):
     sampler_labels = {"opendp": "OpenDP (vetted samplers, default)", "numpy": "NumPy (faster, floating-point)"}
-    widgets.bound(state, st.radio, "Sampler of the Laplace / Gaussian noise", "noise_sampler", options=tuple(sampler_labels),
+    widgets.bound(state, st.radio, "Sampler of the Laplace / Gaussian noise", "noise_sampler",
+                  options=tuple(sampler_labels),
                   format_func=sampler_labels.__getitem__,
                   help="OpenDP: discrete Laplace for integer counts, OpenDP's float Laplace / Gaussian elsewhere "
                        "(about 0.5 s per 50,000 vocabulary terms). NumPy: faster floating-point samplers. A "
@@ -293,11 +297,13 @@ widgets.bound(state, c1.number_input, "ε_forecast", "eps_forecast", step=0.05,
               help="Spent once per corpus, S and vocabulary; shown in the plan above.")
 range_error("eps_forecast", c1)
 stats = forecasts.dp_forecast_release(state)
-widgets.before_spend_note(state, forecasts.eps_forecast(state), "forecast")  # documents without budget left (private, local)
+# documents without budget left (private, local)
+widgets.before_spend_note(state, forecasts.eps_forecast(state), "forecast")
 is_streamed = streamed.is_streamed(state)
 stepping = step_progress.step_running(state)  # one DP release at a time on a streamed corpus
 with c2:
-    go = spend.button(state, "forecast", label=f"DP forecast (spends ε_forecast = {widgets.eps(forecasts.eps_forecast(state))})",
+    go = spend.button(state, "forecast",
+                      label=f"DP forecast (spends ε_forecast = {widgets.eps(forecasts.eps_forecast(state))})",
                       epsilon=forecasts.eps_forecast(state), done=stats is not None, what="ε_forecast",
                       again="Forecast again with a new release", icon=":material/query_stats:", disabled=stepping)
 if is_streamed:

@@ -46,10 +46,13 @@ else:
         st.caption(f":material/warning: Without a reservation, another session or a command-line run on the same "
                    f"documents may use up their budget before {page_ref('densities')}, and this run's densities "
                    "would then leave them out.")
-    widgets.before_spend_note(state, eps_voc + (session.eps_split(state)[1] if accounting.reserve_plan(state) else 0.0), "vocabulary")
+    widgets.before_spend_note(state,
+                              eps_voc + (session.eps_split(state)[1] if accounting.reserve_plan(state) else 0.0),
+                              "vocabulary")
     # one intent, one release (studio.spend): a re-run asks first; stale repeated clicks are ignored
     stepping = step_progress.step_running(state)
-    if spend.button(state, "vocabulary", label=f"Build Ṽ (spends ε_voc = {widgets.eps(eps_voc)})", epsilon=eps_voc, done=already,
+    if spend.button(state, "vocabulary", label=f"Build Ṽ (spends ε_voc = {widgets.eps(eps_voc)})", epsilon=eps_voc,
+                    done=already,
                     again="Re-run Ṽ", what="ε_voc", icon=":material/casino:", disabled=stepping):
         with widgets.guard(), spend.releasing(state, "vocabulary"), \
                 st.status("Building the private vocabulary…", expanded=True) as status:

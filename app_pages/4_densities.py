@@ -34,12 +34,15 @@ elif run_view.private_vocabulary(state) is None:
     navigation.go_to("private-vocabulary")
 else:
     st.subheader("Sampling method (chosen now: the density depends on it)")
-    widgets.bound(state, st.selectbox, "Method", "method", options=list(SAMPLING_METHODS), format_func=SAMPLING_METHOD_LABELS.get)
+    widgets.bound(state, st.selectbox, "Method", "method", options=list(SAMPLING_METHODS),
+                  format_func=SAMPLING_METHOD_LABELS.get)
     c1, c2 = st.columns(2)
-    widgets.bound(state, c1.number_input, "L — keyphrases per sequence", "length", min_value=1, max_value=LIMITS["length"])
+    widgets.bound(state, c1.number_input, "L — keyphrases per sequence", "length", min_value=1,
+                  max_value=LIMITS["length"])
     widgets.bound(state, c2.selectbox, "Density", "density", options=list(DENSITIES), format_func=DENSITIES.get)
     c1, c2 = st.columns(2)
-    widgets.bound(state, c1.checkbox, "Bandwidth σ: automatic (¼ × median distance among Ṽ's embeddings)", "bandwidth_auto")
+    widgets.bound(state, c1.checkbox, "Bandwidth σ: automatic (¼ × median distance among Ṽ's embeddings)",
+                  "bandwidth_auto")
     if not state.settings.bandwidth_auto:
         widgets.bound(state, c1.number_input, "σ", "bandwidth", min_value=0.0, max_value=10.0, step=0.05)
     cfg = session.current_config(state)
@@ -101,7 +104,8 @@ else:
                 if st.button("Run the no-LLM check of every method at this ε (exact, not covered by ε)",
                              icon=":material/science:"):
                     with widgets.guard():
-                        forecasts.start_method_preview(state, list(SAMPLING_METHODS), per_class=max(int(state.settings.per_class), 10))
+                        forecasts.start_method_preview(state, list(SAMPLING_METHODS),
+                                                       per_class=max(int(state.settings.per_class), 10))
                         st.rerun()
 
             def show_preview(j: jobs.Job) -> None:
@@ -129,7 +133,8 @@ else:
     widgets.before_spend_note(state, eps_kde, "density")
     # one intent, one release (studio.spend): a rebuild asks first; stale repeated clicks are ignored
     stepping = step_progress.step_running(state)
-    if spend.button(state, "density", label=f"Build densities (spends ε_kde = {widgets.eps(eps_kde)})", epsilon=eps_kde, done=built,
+    if spend.button(state, "density", label=f"Build densities (spends ε_kde = {widgets.eps(eps_kde)})",
+                    epsilon=eps_kde, done=built,
                     again="Rebuild the densities", what="ε_kde", icon=":material/blur_on:", disabled=stepping):
         with widgets.guard(), spend.releasing(state, "density"), \
                 st.status("Building the per-class DP densities…", expanded=True) as status:
@@ -143,7 +148,8 @@ else:
 
     meta, info, pv = run_view.density_meta(state), run_view.density_info(state), run_view.private_vocabulary(state)
     if meta is not None and info is not None and pv is not None:
-        if (meta["method"], meta["length"], meta["density"]) != (state.settings.method, int(state.settings.length), state.settings.density):
+        if (meta["method"], meta["length"], meta["density"]) != (state.settings.method, int(state.settings.length),
+                                                                 state.settings.density):
             st.warning("The method, L or density changed since the densities were built; rebuild to apply "
                        f"(spends ε_kde again). Built with: {meta['method']}, L = {meta['length']}.",
                        icon=":material/sync_problem:")

@@ -27,7 +27,8 @@ else:
                 "ε_kde again).")
     navigation.go_to("densities", f"Change the method or L on {page_ref('densities')}")
     c1, c2 = st.columns(2)
-    widgets.bound(state, c1.number_input, "Sequences per class", "per_class", min_value=1, max_value=LIMITS["per_class"])
+    widgets.bound(state, c1.number_input, "Sequences per class", "per_class", min_value=1,
+                  max_value=LIMITS["per_class"])
     widgets.bound(state, c2.slider, "Temperature T (1 = sample from the density; → 0 = most likely terms only)",
                   "temperature", min_value=0.05, max_value=2.0, step=0.05)
     n_classes = len(session.corpus(state).classes)
@@ -45,7 +46,8 @@ else:
     if outcome is not None:
         st.subheader(f"{len(outcome.sequences):,} sequences")
         # sequences of a noise-only density (or Ṽ) carry nothing of the corpus either (issue 35 part 5)
-        widgets.release_badge(state, meta if widgets.noise_only(meta) else run_view.vocabulary_meta(state), "These sequences are")
+        widgets.release_badge(state, meta if widgets.noise_only(meta) else run_view.vocabulary_meta(state),
+                              "These sequences are")
         if outcome.uniform_fallbacks:
             st.caption(f"{outcome.uniform_fallbacks:,} of {outcome.draws:,} draws fell back to uniform over Ṽ "
                        "(every density score of that step was ≤ 0).")

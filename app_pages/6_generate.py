@@ -37,14 +37,17 @@ else:
                   disabled=running, format_func=generation_steps.backend_label)  # the registry (llm/factory.py)
     spec = generation_steps.chosen_backend(state)
     if "model_path" in spec.settings:
-        widgets.bound(state, st.text_input, "Model folder on this server (a Hugging Face causal-LM folder: config.json, "
+        widgets.bound(state, st.text_input,
+                      "Model folder on this server (a Hugging Face causal-LM folder: config.json, "
                       "safetensors weights, tokenizer; loaded offline, nothing is downloaded)", "local_model_path",
                       placeholder="/models/my-approved-instruct-model", disabled=running)
     if spec.runs_here:
         c1, c2 = st.columns(2)
-        widgets.bound(state, c1.radio, "Device", "device", options=list(DEVICE_CHOICES), horizontal=True, disabled=running,
+        widgets.bound(state, c1.radio, "Device", "device", options=list(DEVICE_CHOICES), horizontal=True,
+                      disabled=running,
                       format_func={"auto": "auto (GPU when present)", "cpu": "CPU", "cuda": "CUDA GPU"}.get)
-        widgets.bound(state, c2.number_input, "Documents per batch (written together in one model call)", "llm_batch_size",
+        widgets.bound(state, c2.number_input, "Documents per batch (written together in one model call)",
+                      "llm_batch_size",
                       min_value=1, max_value=256, disabled=running)
         has_gpu = cuda_available()
         st.caption(f"This server: {'a CUDA GPU (' + describe_device('cuda') + ')' if has_gpu else 'no CUDA GPU, CPU'}"
@@ -55,7 +58,8 @@ else:
             st.warning("No CUDA GPU is visible here: choose auto or CPU.", icon=":material/warning:")
         with st.expander("Advanced: repetition control"):
             r1, r2 = st.columns(2)  # dpkps_core/llm/repetition.py: the generated tokens only, never the prompt
-            widgets.bound(state, r1.number_input, "No repeated n-gram of this many tokens (0 = off)", "llm_no_repeat_ngram",
+            widgets.bound(state, r1.number_input, "No repeated n-gram of this many tokens (0 = off)",
+                          "llm_no_repeat_ngram",
                           min_value=0, max_value=MAX_NO_REPEAT_NGRAM, disabled=running)
             widgets.bound(state, r2.number_input, "Repetition penalty (1.0 = off)", "llm_repetition_penalty",
                           min_value=1.0, max_value=MAX_REPETITION_PENALTY, step=0.05, disabled=running)
@@ -79,7 +83,8 @@ else:
 
     st.subheader("Prompt")
     c1, c2 = st.columns([3, 2])
-    widgets.bound(state, c1.text_input, "Document type (with its article)", "doc_type", placeholder="a short news article")
+    widgets.bound(state, c1.text_input, "Document type (with its article)", "doc_type",
+                  placeholder="a short news article")
     widgets.bound(state, c2.checkbox, "Class names in the prompt", "include_label",
                   help=f"The class names declared public on {page_ref('corpus')} (they are released with the data "
                        "anyway); untick to leave them out of every prompt.")

@@ -42,7 +42,8 @@ with tab_acc:
                    "held-out real documents, next to the same classifier on as many real documents, plus the no-LLM "
                    "check. Every held-out document is embedded in memory: a few hundred documents take a few minutes "
                    "on a small CPU (it runs in the background; you can leave this page).")
-        widgets.bound(state, st.columns(3)[0].number_input, "Seeds (repetitions)", "eval_seeds", min_value=1, max_value=10)
+        widgets.bound(state, st.columns(3)[0].number_input, "Seeds (repetitions)", "eval_seeds", min_value=1,
+                      max_value=10)
         job = state.jobs.evaluation
         if not (isinstance(job, jobs.Job) and job.running):
             if st.button("Evaluate this run", icon=":material/analytics:"):
@@ -148,15 +149,18 @@ with tab_sweep:
         c1, c2, c3 = st.columns(3)
         widgets.bound(state, c1.multiselect, "Methods", "sweep_methods", options=list(SAMPLING_METHODS))
         widgets.bound(state, c2.number_input, "Seeds", "sweep_seeds", min_value=1, max_value=10)
-        widgets.bound(state, c3.number_input, "Sequences per class", "sweep_per_class", min_value=5, max_value=2000, step=10)
+        widgets.bound(state, c3.number_input, "Sequences per class", "sweep_per_class", min_value=5, max_value=2000,
+                      step=10)
         cells = len(state.settings.sweep_eps_voc) * len(state.settings.sweep_eps_kde) * len(state.settings.sweep_methods) * int(state.settings.sweep_seeds)
         job = state.jobs.sweep
         if not (isinstance(job, jobs.Job) and job.running):
             if st.button(f"Run the sweep ({cells} cells)", icon=":material/grid_on:", disabled=cells == 0):
                 with widgets.guard():
                     steps.ensure_corpus(state)
-                    evaluation_steps.start_sweep(state, eps_voc=state.settings.sweep_eps_voc, eps_kde=state.settings.sweep_eps_kde,
-                                                 methods=state.settings.sweep_methods, seeds=int(state.settings.sweep_seeds),
+                    evaluation_steps.start_sweep(state, eps_voc=state.settings.sweep_eps_voc,
+                                                 eps_kde=state.settings.sweep_eps_kde,
+                                                 methods=state.settings.sweep_methods,
+                                                 seeds=int(state.settings.sweep_seeds),
                                                  per_class=int(state.settings.sweep_per_class))
                     st.rerun()
 
@@ -199,13 +203,16 @@ with tab_compare:
     st.warning(PRIVATE_PROMPT_WARNING, icon=":material/warning:")
     c1, c2, c3, c4 = st.columns(4)
     widgets.bound(state, c1.number_input, "ε (every method)", "compare_eps", min_value=0.1, max_value=100.0, step=1.0)
-    widgets.bound(state, c2.number_input, "δ (private prediction, AugPE)", "compare_delta", min_value=1e-12, max_value=1e-2,
+    widgets.bound(state, c2.number_input, "δ (private prediction, AugPE)", "compare_delta", min_value=1e-12,
+                  max_value=1e-2,
                   format="%.0e")
     widgets.bound(state, c3.number_input, "Documents per class", "compare_per_class", min_value=1, max_value=50)
-    widgets.bound(state, c4.number_input, "Max tokens per document", "compare_max_tokens", min_value=8, max_value=512, step=8)
+    widgets.bound(state, c4.number_input, "Max tokens per document", "compare_max_tokens", min_value=8, max_value=512,
+                  step=8)
     widgets.bound(state, st.multiselect, "Methods", "compare_methods", options=list(GENERATION_METHODS))
     n_classes = len(state.loaded.corpus.classes) if state.loaded.corpus is not None else 0
-    plan = review.compare_plan(tuple(state.settings.compare_methods), n_classes=n_classes, per_class=int(state.settings.compare_per_class),
+    plan = review.compare_plan(tuple(state.settings.compare_methods), n_classes=n_classes,
+                               per_class=int(state.settings.compare_per_class),
                                max_tokens=int(state.settings.compare_max_tokens), epochs=AugPEConfig().epochs,
                                gpu=cuda_available())
     if len(plan):
@@ -214,8 +221,10 @@ with tab_compare:
                    "this machine (plus embedding the held-out documents once per session). AugPE+Ṽ sends "
                    f"{AugPEConfig().epochs} prompts per synthetic document, DP-KPS one ({AugPEConfig().epochs}× per "
                    "synthetic document).")
-    joint_eps, joint_delta = joint_cost(tuple(state.settings.compare_methods), eps_total=float(state.settings.compare_eps),
-                                        eps_voc=float(state.settings.compare_eps) / 2, delta=float(state.settings.compare_delta))
+    joint_eps, joint_delta = joint_cost(tuple(state.settings.compare_methods),
+                                        eps_total=float(state.settings.compare_eps),
+                                        eps_voc=float(state.settings.compare_eps) / 2,
+                                        delta=float(state.settings.compare_delta))
     st.markdown(f"**Joint cost of the selected methods on this corpus: ε = {joint_eps:g}, δ = {joint_delta:g}** — "
                 "charged to the corpus's ledger when you start.")
     try:
@@ -237,8 +246,10 @@ with tab_compare:
         if st.button("Compare at this privacy level", icon=":material/compare:", disabled=over_cap):
             with widgets.guard():
                 steps.ensure_corpus(state)
-                evaluation_steps.start_compare(state, methods=state.settings.compare_methods, eps_total=float(state.settings.compare_eps),
-                                               delta=float(state.settings.compare_delta), per_class=int(state.settings.compare_per_class),
+                evaluation_steps.start_compare(state, methods=state.settings.compare_methods,
+                                               eps_total=float(state.settings.compare_eps),
+                                               delta=float(state.settings.compare_delta),
+                                               per_class=int(state.settings.compare_per_class),
                                                max_tokens=int(state.settings.compare_max_tokens))
                 st.rerun()
 
@@ -347,7 +358,8 @@ with tab_disc:
         else:
             from dpkps_core.evaluation.disclosure import read_disclosure
 
-            stored = read_disclosure(session.run_dir(state, create=False)) if session.run_dir(state, create=False) else None
+            folder = session.run_dir(state, create=False)
+            stored = read_disclosure(folder) if folder else None
             if stored is not None:
                 st.caption("The last disclosure test of this run (kept in its folder, PRIVATE):")
                 show_disclosure_result(stored)

@@ -82,7 +82,8 @@ else:
         m[1].metric("ε_voc (vocabulary)", f"{report['epsilon_vocabulary']:g}")
         m[2].metric("ε_kde (densities)", f"{report['epsilon_kde']:g}")
         m[3].metric("Noise", "seeded demo" if demo else "OS entropy")
-        widgets.run_total_note(state, report["epsilon_total"], run_name=run["name"])  # the corpus's total to date (local)
+        # the corpus's total to date (local)
+        widgets.run_total_note(state, report["epsilon_total"], run_name=run["name"])
         st.caption(f"The total ε = {report['epsilon_total']:g} includes abandoned steps, if any: every Ṽ or density "
                    "built in this session — re-runs and rebuilds that no longer feed this run's output included — "
                    "counts, because each was a release. That is correct and conservative: the guarantee never "

@@ -48,4 +48,5 @@ if not running and c2.button("Run the audit", type="primary", icon=":material/po
         audit_view.start(state)
         st.rerun()
 
-widgets.job_monitor(state, "audit", body=lambda job: audit_view.show_job(state, job), cancel_label="Cancel (analyses the finished rounds)")
+widgets.job_monitor(state, "audit", body=lambda job: audit_view.show_job(state, job),
+                    cancel_label="Cancel (analyses the finished rounds)")

@@ -27,7 +27,8 @@ UPLOAD_KEY = "audit_corpus_file"
 
 def current_settings(state: SessionState) -> audit.AuditSettings:
     return audit.AuditSettings(
-        trials=None if state.settings.audit_trials_auto else int(state.settings.audit_trials), time_budget=float(state.settings.audit_time_budget),
+        trials=None if state.settings.audit_trials_auto else int(state.settings.audit_trials),
+        time_budget=float(state.settings.audit_time_budget),
         vocabulary_trials=None if state.settings.audit_trials_auto else int(state.settings.audit_vocabulary_trials),
         density_trials=None if state.settings.audit_trials_auto else int(state.settings.audit_density_trials),
         confidence=float(state.settings.audit_confidence), canary_documents=int(state.settings.audit_canaries),
@@ -248,7 +249,8 @@ def settings_widgets(state: SessionState) -> None:
         widgets.bound(state, c2.number_input, "Time budget (seconds)", "audit_time_budget", min_value=10.0,
                       max_value=3600.0, step=30.0)
     else:
-        widgets.bound(state, c2.number_input, "Release-path trials per neighbour", "audit_trials", min_value=audit.MIN_TRIALS,
+        widgets.bound(state, c2.number_input, "Release-path trials per neighbour", "audit_trials",
+                      min_value=audit.MIN_TRIALS,
                       max_value=100_000, step=10)
         widgets.bound(state, c3.number_input, "Vocabulary-stage trials per neighbour", "audit_vocabulary_trials",
                       min_value=audit.MIN_TRIALS, max_value=1_000_000, step=100)

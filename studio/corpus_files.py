@@ -74,7 +74,8 @@ def server_columns(name: str, *, encoding: str = "utf-8") -> tuple[list[str], st
     return list_columns(path, encoding=encoding), text, label
 
 
-def load_server(state: SessionState, name: str, *, text_column: str | None, label_column: str | None, person_column: str | None = None,
+def load_server(state: SessionState, name: str, *, text_column: str | None, label_column: str | None,
+                person_column: str | None = None,
                 encoding: str = "utf-8", progress: Callable[[float, str], None] | None = None
                 ) -> Corpus | StreamedView:
     """Load a PRIVATE corpus from the server's data folder through the one (streaming) loader, under the
@@ -89,7 +90,8 @@ def load_server(state: SessionState, name: str, *, text_column: str | None, labe
                              person_column=person_column, encoding=encoding, progress=progress)
     c = load_corpus(path, text_column=text_column, label_column=label_column, person_column=person_column or None,
                     encoding=encoding)
-    _set_file_corpus(state, c, "server", name, _content_sha256(path), text_column=text_column, label_column=label_column,
+    _set_file_corpus(state, c, "server", name, _content_sha256(path), text_column=text_column,
+                     label_column=label_column,
                      person_column=person_column, encoding=encoding)
     return c
 
@@ -153,7 +155,8 @@ def _corpus_id(source: str, fp: str, text_column: str | None, label_column: str 
     return cid
 
 
-def _set_file_corpus(state: SessionState, c: Corpus | StreamedView, source: str, name: str, fp: str, *, text_column: str | None,
+def _set_file_corpus(state: SessionState, c: Corpus | StreamedView, source: str, name: str, fp: str, *,
+                     text_column: str | None,
                      label_column: str | None, person_column: str | None, encoding: str) -> None:
     """The session's corpus from a file: its id names the content (SHA-256), the columns and the decoding."""
     cid = _corpus_id(source, fp, text_column, label_column, person_column, encoding)

@@ -161,7 +161,8 @@ def _view(html: str, *, private: bool) -> None:
     components.html(html, height=VIEW_HEIGHT, scrolling=True)
 
 
-def show_dossier_panel(state: SessionState, run_dir: Path, *, ledger_view: object | None = None, run_name: str | None = None) -> None:
+def show_dossier_panel(state: SessionState, run_dir: Path, *, ledger_view: object | None = None,
+                       run_name: str | None = None) -> None:
     """The dossier panel: the release edition (it is also in the bundle) and, under the PRIVATE badge, the internal
     edition with its share decision; each can be viewed on the page and downloaded as HTML, JSON and (with
     Chromium) PDF. ``ledger_view`` (a :class:`~dpkps_core.ledger_store.CorpusView` of the loaded corpus, PRIVATE)

@@ -50,7 +50,8 @@ def start_evaluation(state: SessionState, seeds: int) -> Job:
     return start_job(state, "evaluation", "evaluation", work)
 
 
-def start_compare(state: SessionState, *, methods: Sequence[str], eps_total: float, delta: float, per_class: int, max_tokens: int) -> Job:
+def start_compare(state: SessionState, *, methods: Sequence[str], eps_total: float, delta: float, per_class: int,
+                  max_tokens: int) -> Job:
     """DP-KPS vs private prediction vs AugPE+Ṽ at one privacy level on the same split (dpkps_core.baselines.compare).
 
     Its accuracies read real data (private, local); the synthetic documents it writes are DP releases, so their
@@ -198,7 +199,8 @@ def start_disclosure(state: SessionState, *, identifiers: Sequence[str] = (), co
     return start_job(state, "disclosure", "disclosure test", work)
 
 
-def start_sweep(state: SessionState, *, eps_voc: Sequence[float], eps_kde: Sequence[float], methods: Sequence[str], seeds: int,
+def start_sweep(state: SessionState, *, eps_voc: Sequence[float], eps_kde: Sequence[float], methods: Sequence[str],
+                seeds: int,
                 per_class: int) -> Job:
     """ε sweep without the LLM; finished cells are kept when cancelled (PRIVATE, local experiment)."""
     from dpkps_core import evaluation
@@ -236,7 +238,8 @@ def start_memorisation(state: SessionState, *, by_embedding: bool) -> Any:
     train = train_part(state)
     if len(train) == 0:
         raise ParameterError("There are no training documents to compare with.")
-    emb = memo_embedder(state, (run_view.density_meta(state) or {}).get("embedding_model") or state.settings.embedding_model,
+    emb = memo_embedder(state,
+                        (run_view.density_meta(state) or {}).get("embedding_model") or state.settings.embedding_model,
                                 state.settings.device) if by_embedding else None
     syn_texts = [d["text"] for d in docs]
     real_texts = list(train.texts)

@@ -31,7 +31,8 @@ def forecast_settings(state: SessionState) -> dict[str, Any]:
     """The current public settings a forecast depends on: V (which vocabulary and how it is cleaned), N, S, the
     ε split and the sampling method (docs/DESIGN.md §2.1, §2.2)."""
     cfg = session.current_config(state)
-    vocabulary = (str(state.settings.vocabulary), str(state.uploads.vocab_upload_path or "") if state.settings.vocabulary == "upload"
+    vocabulary = (str(state.settings.vocabulary),
+                  str(state.uploads.vocab_upload_path or "") if state.settings.vocabulary == "upload"
                   else "", int(state.settings.vocab_max_terms or 0), bool(state.settings.remove_stopwords),
                   bool(state.settings.junk_filter))
     return {"V": vocabulary, "N": int(cfg.vocab_size), "S": int(cfg.terms_per_doc), "ε_voc": float(cfg.eps_voc),
@@ -97,7 +98,8 @@ def method_outlook(state: SessionState) -> list[dict[str, Any]]:
 
     cfg = session.current_config(state)
     key = (state.loaded.corpus_id, state.loaded.split_key, cfg.eps_voc, cfg.eps_kde, cfg.terms_per_doc, cfg.vocab_size,
-           cfg.length, cfg.density, cfg.features, cfg.bandwidth, state.settings.vocabulary, state.settings.vocab_max_terms)
+           cfg.length, cfg.density, cfg.features, cfg.bandwidth, state.settings.vocabulary,
+           state.settings.vocab_max_terms)
     memo = state.results.method_outlook
     if memo and memo[0] == key:
         return memo[1]
@@ -125,7 +127,8 @@ def eps_forecast(state: SessionState) -> float:
 def _forecast_key(state: SessionState) -> tuple:
     cfg = session.current_config(state)
     return (state.loaded.corpus_id, state.loaded.split_key, state.settings.vocabulary, state.settings.vocab_max_terms,
-            state.settings.remove_stopwords, state.settings.junk_filter, cfg.terms_per_doc, tuple(state.loaded.corpus.classes)
+            state.settings.remove_stopwords, state.settings.junk_filter, cfg.terms_per_doc,
+            tuple(state.loaded.corpus.classes)
             if state.loaded.corpus is not None else ())
 
 

@@ -94,7 +94,8 @@ def llm_backend(state: SessionState) -> Any:
     if spec.runs_here:
         return shared_backend(spec.name, model_path=state.settings.local_model_path or "", device=state.settings.device)
     return make_backend(spec.name, model=(state.settings.llm_model or "").strip() or None,
-                        base_url=(state.settings.base_url or "").strip() or None, api_key=state.settings.api_key or None,
+                        base_url=(state.settings.base_url or "").strip() or None,
+                        api_key=state.settings.api_key or None,
                         concurrency=int(state.settings.concurrency))
 
 
@@ -110,7 +111,8 @@ def generation_settings(state: SessionState, limit: int) -> Any:
     from dpkps_core.llm import GenerationSettings
 
     offline = chosen_backend(state).runs_here
-    return GenerationSettings(max_tokens=int(state.settings.max_tokens), temperature=float(state.settings.llm_temperature),
+    return GenerationSettings(max_tokens=int(state.settings.max_tokens),
+                              temperature=float(state.settings.llm_temperature),
                               timeout=120.0 if offline else 60.0, retries=2 if offline else 4,
                               concurrency=1 if offline else int(state.settings.concurrency), limit=int(limit),
                               batch_size=int(state.settings.llm_batch_size or DEFAULT_BATCH_SIZE),
@@ -153,7 +155,8 @@ def estimate_generation(state: SessionState, limit: int, *, written: Iterable[st
     settings = generation_settings(state, limit)
     price = float(state.settings.price_per_1k) or None
     seqs = [q for q in seqs for _ in range(settings.drafts)]  # K drafts: K prompts per sequence
-    return estimate_cost(seqs, prompt_config=prompt_config(state), backend=llm_backend(state), max_tokens=settings.max_tokens,
+    return estimate_cost(seqs, prompt_config=prompt_config(state), backend=llm_backend(state),
+                         max_tokens=settings.max_tokens,
                          concurrency=settings.concurrency, price_per_1k=price, batch_size=settings.batch_size,
                          retries=settings.retries, temperature=settings.temperature, drafts=settings.drafts,
                          timeout=settings.timeout, repetition=settings.repetition_kwargs(),  # llm/speed.py

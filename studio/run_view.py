@@ -154,7 +154,8 @@ def remember_vocabulary(state: SessionState, path: Path, pv: PrivateVocabulary) 
     state.run.memory.live = {"path": str(path), "pv": pv}
 
 
-def remember_density(state: SessionState, path: Path, density: Any, embeddings: np.ndarray, *, model: str, seeded: bool) -> None:
+def remember_density(state: SessionState, path: Path, density: Any, embeddings: np.ndarray, *, model: str,
+                     seeded: bool) -> None:
     """Keep the density released in this session for the run at ``path`` (after its densities file is written),
     and Ṽ's embeddings it was built with."""
     memory = state.run.memory

@@ -49,7 +49,8 @@ def run_state_base(state: SessionState) -> dict[str, Any]:
     run_state = run_view.run_state(state)
     built = bool(run_state.get("pv_meta"))  # Ṽ's vocabulary file is the one it was built from, not today's upload
     return {
-        "corpus_spec": state.loaded.corpus_spec or state.loaded.corpus_id, "corpus_name": c.name if c is not None else None,
+        "corpus_spec": state.loaded.corpus_spec or state.loaded.corpus_id,
+        "corpus_name": c.name if c is not None else None,
         "text_column": state.loaded.text_column, "label_column": state.loaded.label_column,
         "person_column": person_column(state), "classes": list(c.public_classes or ()) if c is not None else [],
         "test_fraction": (state.loaded.split_key or (None, state.settings.test_fraction))[1],

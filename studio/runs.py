@@ -177,7 +177,8 @@ def reopen_run(state: SessionState, path: str | Path, *, quiet: bool = False) ->
     state.run.reopened_run = run.name
     state.run.pending_reopen = None
     if not quiet:
-        notice(state, f"Reopened the run {run.name}: its Ṽ, densities, sequences and {len(run.documents):,} document(s) "
+        notice(state,
+               f"Reopened the run {run.name}: its Ṽ, densities, sequences and {len(run.documents):,} document(s) "
                "are back. Nothing was spent: reading released outputs back is post-processing.")
     return run.path
 

@@ -97,7 +97,8 @@ def current_config(state: SessionState, **overrides: Any) -> SamplingConfig:
         settings.setdefault("eps_voc", voc)
         settings.setdefault("eps_kde", kde)
         return build_sampling_config(**settings)
-    return build_sampling_config(eps_total=float(state.settings.eps_total), eps_voc_share=float(state.settings.eps_voc_share),
+    return build_sampling_config(eps_total=float(state.settings.eps_total),
+                                 eps_voc_share=float(state.settings.eps_voc_share),
                                  **settings)
 
 
@@ -241,7 +242,8 @@ def term_counts(state: SessionState, vocab: PublicVocabulary, terms_per_doc: int
             raise CorpusError("The exact counts of a streamed corpus come from its private vocabulary's own pass "
                               f"({page_ref('private-vocabulary')}) when every training document took part. {STREAMED_NOTE}")
         train = train_part(state)
-        counts = pipeline.term_counts(train.texts, vocab, terms_per_doc=terms_per_doc, groups=person_groups(state, train))
+        counts = pipeline.term_counts(train.texts, vocab, terms_per_doc=terms_per_doc,
+                                      groups=person_groups(state, train))
         state.results.term_counts = (key, counts)
         cache = state.results.term_counts
     return cache[1]

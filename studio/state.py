@@ -329,7 +329,8 @@ class SessionState:
     spend: Spend = dataclasses.field(default_factory=Spend)
     range_checks: RangeChecks = dataclasses.field(default_factory=RangeChecks)
     ledgers: dict[str, PrivacyLedger] = dataclasses.field(default_factory=dict)   #: corpus id → its ledger
-    ledger_caps: dict[str, float | None] = dataclasses.field(default_factory=dict)  #: cap each ledger was opened or last set under
+    ledger_caps: dict[str,
+                      float | None] = dataclasses.field(default_factory=dict)  #: cap each ledger was opened or last set under
     ledger_created_said: bool = False
     notices: list[str] = dataclasses.field(default_factory=list)       #: one-off messages for the next render
     noise: NoiseSource | None = None

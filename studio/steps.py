@@ -66,7 +66,8 @@ def load_demo(state: SessionState, spec: str) -> Corpus:
     return c
 
 
-def set_corpus(state: SessionState, c: Corpus | StreamedView, *, cid: str, spec: str, fingerprint: str | None, text_column: str | None,
+def set_corpus(state: SessionState, c: Corpus | StreamedView, *, cid: str, spec: str, fingerprint: str | None,
+               text_column: str | None,
                 label_column: str | None, filename: str | None) -> None:
     if state.loaded.corpus_id == cid and state.loaded.corpus is not None:
         return
@@ -110,7 +111,8 @@ def declare_classes(state: SessionState, names: Sequence[str]) -> Corpus:
     declared = c.with_classes(list(names))  # validates: ≥ 2 distinct non-empty names
     if declared.public_classes != c.public_classes:
         if run_view.private_vocabulary(state) is not None:
-            notice(state, "The public class list changed: the private vocabulary and what followed were put aside (their "
+            notice(state,
+                   "The public class list changed: the private vocabulary and what followed were put aside (their "
                    "run folder stays on disk; the ε they spent stays on the ledger).")
         clear_after(state, "corpus")
         state.run.run_dir = None
@@ -391,7 +393,8 @@ def run_sequences(state: SessionState) -> SamplingOutcome:
     return outcome
 
 
-def write_run(state: SessionState, outcome: SamplingOutcome | None = None, seq_meta: dict[str, Any] | None = None) -> Path:
+def write_run(state: SessionState, outcome: SamplingOutcome | None = None,
+              seq_meta: dict[str, Any] | None = None) -> Path:
     """Write sequences, privacy report, Ṽ, config and (private) split into the run folder (``outcome`` and
     ``seq_meta``: freshly sampled sequences and their settings; default: the open run's own, written again).
 

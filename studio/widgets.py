@@ -55,7 +55,8 @@ def exact_previews_on(state: SessionState) -> bool:
 
 # ------------------------------------------------------------------------------------------- bound widgets
 
-def bound(state: SessionState, widget: Callable[..., Any], label: str, setting: str, *, on_change: Callable[[], None] | None = None,
+def bound(state: SessionState, widget: Callable[..., Any], label: str, setting: str, *,
+          on_change: Callable[[], None] | None = None,
           **kwargs: Any) -> Any:
     """A widget that mirrors the setting ``setting`` (a field of ``studio.state.Settings``; any other name is a
     ``KeyError``), so that the choice survives leaving the page.
@@ -364,7 +365,8 @@ def progress_text(key: str, message: str) -> str:
     return f"{message} — private, local"
 
 
-def job_monitor(state: SessionState, key: str, *, body: Callable[[jobs.Job], None] | None = None, cancel_label: str = "Cancel") -> None:
+def job_monitor(state: SessionState, key: str, *, body: Callable[[jobs.Job], None] | None = None,
+                cancel_label: str = "Cancel") -> None:
     """Live progress of the background :class:`jobs.Job` in the session's slot ``key`` (``studio.state.Jobs``; polls
     while it runs); the progress message of a job that reads private data is badged private (:func:`progress_text`)."""
     job = state.jobs.get(key)

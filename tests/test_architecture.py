@@ -179,7 +179,8 @@ def test_studio_state_is_the_typed_state_and_nothing_else_holds_session_keys() -
     assert all(m == "studio" or m.startswith(allowed) for m in state_imports), state_imports
     offenders = [p.relative_to(ROOT).as_posix() for p in [ROOT / "app.py", *sorted((ROOT / "app_pages").glob("*.py")),
                                                           *sorted((ROOT / "studio").glob("*.py"))]
-                 if p.name != "state.py" and re.search(r"\b(st|streamlit)\.session_state\b", p.read_text(encoding="utf-8"))]
+                 if p.name != "state.py" and re.search(r"\b(st|streamlit)\.session_state\b",
+                                                       p.read_text(encoding="utf-8"))]
     assert not offenders, offenders
 
 

@@ -283,7 +283,8 @@ def test_app_and_core_give_identical_sweep_and_no_llm_numbers(monkeypatch) -> No
     monkeypatch.setattr(evaluation_steps, "embedding_cache", lambda: None)
     monkeypatch.setattr(evaluation_steps, "split", lambda state: None)
     captured = {}
-    monkeypatch.setattr(evaluation_steps, "start_job", lambda state, name, kind, work: captured.setdefault("work", work))
+    monkeypatch.setattr(evaluation_steps, "start_job", lambda state, name, kind,
+                        work: captured.setdefault("work", work))
     evaluation_steps.start_sweep(state, eps_voc=[2, 20], eps_kde=[5], methods=["independent"], seeds=2, per_class=10)
     job = jobs.Job(kind="sweep")
     app = captured["work"](job)

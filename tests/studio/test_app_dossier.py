@@ -15,7 +15,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from app_helpers import (state_of, assert_clean, click, fake_umap_module, goto, new_app, toy_csv, upload_corpus, wait_job,
+from app_helpers import (state_of, assert_clean, click, fake_umap_module, goto, new_app, toy_csv, upload_corpus,
+                         wait_job,
                          walk)
 from app_helpers import fast_env  # noqa: F401 (fixture)
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import (state_of, click, declare_classes, goto, ledger_total, new_app, private_vocabulary, problems, toy_csv,
+from app_helpers import (state_of, click, declare_classes, goto, ledger_total, new_app, private_vocabulary, problems,
+                         toy_csv,
                          upload_corpus)
 
 pytestmark = [pytest.mark.assets]

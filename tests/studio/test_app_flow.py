@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from dpkps_core.dossier.export import bundle_bytes
-from app_helpers import (state_of, assert_clean, click, finish_writing, goto, ledger_total, metrics, new_app, table, toy_csv,
+from app_helpers import (state_of, assert_clean, click, finish_writing, goto, ledger_total, metrics, new_app, table,
+                         toy_csv,
                          private_vocabulary, sequences, upload_corpus, wait_job, walk)
 
 from app_helpers import fast_env  # noqa: E402,F401 (fixture)

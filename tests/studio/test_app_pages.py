@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import (state_of, assert_clean, button, click, fake_umap_module, finish_writing, goto, ledger_total, metrics,
+from app_helpers import (state_of, assert_clean, button, click, fake_umap_module, finish_writing, goto, ledger_total,
+                         metrics,
                          new_app, private_vocabulary, problems, run_folder, sequences, table, toy_csv, toy_records,
                          upload_corpus, wait_job, walk)
 
@@ -92,7 +93,8 @@ def test_page2_budget_split_cap_paper_settings_seed_and_forecast() -> None:
     # paper settings toggle (and back)
     at.toggle(key="_w.paper_settings").set_value(True).run()
     s = state_of(at)
-    assert (s.settings.density, s.settings.bandwidth, s.settings.features, s.settings.junk_filter, s.settings.vocab_size) == ("rff", 1.0, 2000, False,
+    assert (s.settings.density, s.settings.bandwidth, s.settings.features, s.settings.junk_filter,
+            s.settings.vocab_size) == ("rff", 1.0, 2000, False,
                                                                                                1000)
     assert "I = 2,000 random features" in " ".join(md.value for md in at.markdown)
     at.toggle(key="_w.paper_settings").set_value(False).run()

@@ -21,7 +21,8 @@ import pytest
 
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import (state_of, use_state, APP, TIMEOUT, click, fast_env, finish_writing, goto, metrics, new_app,  # noqa: F401
+from app_helpers import (state_of, use_state, APP, TIMEOUT, click, fast_env, finish_writing, goto, metrics, new_app,
+                         # noqa: F401
                          private_vocabulary, run_folder, sequences, toy_csv, upload_corpus, walk)
 from dpkps_core.ledger_store import LedgerStore
 from dpkps_core.records.runfolder import list_runs, open_run, read_documents
@@ -353,7 +354,8 @@ def test_the_session_holds_a_pointer_not_a_copy_and_the_pages_read_the_folder() 
     assert before["private-vocabulary"][0]["Terms in Ṽ"] and before["densities"][0]["Density"] == "histogram" \
         and before["sequences"][1]
     state = state_of(at)
-    copies = [v for v in _values(state, skip=(state.run.memory,)) if isinstance(v, (PrivateVocabulary, SamplingOutcome))]
+    copies = [v for v in _values(state, skip=(state.run.memory,)) if isinstance(v,
+                                                                                (PrivateVocabulary, SamplingOutcome))]
     assert not copies                          # only the memory of what was read back (or released here) holds them
     events = ledger_events()
     state.run.memory.cache, state.run.memory.live, state.run.memory.embeddings = None, {}, None

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import (state_of, assert_clean, button, click, goto, ledger_total, new_app, table, toy_csv, upload_corpus,
+from app_helpers import (state_of, assert_clean, button, click, goto, ledger_total, new_app, table, toy_csv,
+                         upload_corpus,
                          private_vocabulary, run_folder, wait_job, walk)
 
 from app_helpers import fast_env  # noqa: E402,F401 (fixture)

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import (state_of, APP, TIMEOUT, assert_clean, click, fast_env, goto, metrics, private_vocabulary,  # noqa: F401
+from app_helpers import (state_of, APP, TIMEOUT, assert_clean, click, fast_env, goto, metrics, private_vocabulary,
+                         # noqa: F401
                          toy_csv, upload_corpus, walk)
 from dpkps_core.ledger_store import STORE_FILE, ledger_root
 from dpkps_core.records.runfolder import RELEASABLE_FILES, list_runs
