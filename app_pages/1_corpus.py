@@ -20,8 +20,8 @@ from studio.state import session_state
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
 navigation.page_header(state, "corpus",
-                    "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
-                    "memory on this machine; only DP outputs ever leave it.")
+                       "Pick the private corpus the synthetic corpus should resemble. It stays in this session's "
+                       "memory on this machine; only DP outputs ever leave it.")
 data_dir = corpus_files.server_data_dir()  # the deployment's data folder ($DPKPS_DATA_DIR), if any
 if state.settings.corpus_source == "server" and data_dir is None:
     state.settings.corpus_source = "upload"
@@ -310,6 +310,6 @@ if corpus is not None:
                                "Started over: the previous results are put aside (their run folder stays on disk).")
                 st.rerun()
     navigation.next_button("corpus", enabled=corpus.declared,
-                        help=None if corpus.declared else "Declare the public class names first.")
+                           help=None if corpus.declared else "Declare the public class names first.")
 elif state.settings.corpus_source == "demo":
     st.info("Load a corpus to continue.")

@@ -18,8 +18,8 @@ from studio.state import session_state
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
 navigation.page_header(state, "budget",
-                    "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
-                    "each document may contribute, and how the privacy budget ε is split.")
+                       "Public choices (they cost no privacy): the vocabulary keyphrases come from, how many terms "
+                       "each document may contribute, and how the privacy budget ε is split.")
 with widgets.guard():
     steps.finish_step_jobs(state)  # a streamed DP forecast that ended since the last run: the session keeps its release
 EPS_TOTAL_RANGE = (0.0, 100.0)      # ε = ε_voc + ε_kde: above 0, at most 100 (the app's bound)

@@ -12,8 +12,8 @@ from studio.state import session_state
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
 navigation.page_header(state, "private-vocabulary",
-                    "Each training document counts its first S distinct terms of V; Laplace noise is added to "
-                    "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
+                       "Each training document counts its first S distinct terms of V; Laplace noise is added to "
+                       "the count of EVERY term of V (zero counts included) and the N largest noisy counts form Ṽ.")
 with widgets.guard():
     steps.ensure_corpus(state)
     steps.finish_step_jobs(state)  # a streamed step that ended since the last run: the session learns its release

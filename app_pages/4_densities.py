@@ -22,8 +22,8 @@ DENSITIES = {"auto": "auto (histogram for independent, RFF for iterative)",
              "histogram": "exact smoothed DP histogram (independent only)", "rff": "RFF DP-KDE (the paper's)"}
 
 navigation.page_header(state, "densities",
-                    "Each class gets a DP density over Ṽ built from its training documents' keyphrases (their "
-                    "matches of Ṽ). Classes use disjoint documents, so ε_kde is spent once, not per class.")
+                       "Each class gets a DP density over Ṽ built from its training documents' keyphrases (their "
+                       "matches of Ṽ). Classes use disjoint documents, so ε_kde is spent once, not per class.")
 with widgets.guard():
     steps.finish_step_jobs(state)  # a streamed step that ended since the last run: the session learns its release
 if state.loaded.corpus is None:  # say the first missing step, not a later one

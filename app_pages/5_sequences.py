@@ -12,8 +12,8 @@ from studio.state import session_state
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
 navigation.page_header(state, "sequences",
-                    "Sequences are sampled from the DP densities: post-processing, so sampling (and re-sampling) "
-                    "costs no privacy. They are written to the run folder with the privacy report.")
+                       "Sequences are sampled from the DP densities: post-processing, so sampling (and re-sampling) "
+                       "costs no privacy. They are written to the run folder with the privacy report.")
 with widgets.guard():
     steps.finish_step_jobs(state)  # a streamed step that ended since the last run: the session learns its release
 meta = run_view.density_meta(state)

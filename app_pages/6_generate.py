@@ -16,9 +16,9 @@ from studio.state import session_state
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
 navigation.page_header(state, "generate",
-                    "Each prompt holds only a public template, the document type, one DP keyphrase sequence and "
-                    "(optionally) PUBLIC examples — never the private corpus. Every prompt sent is logged in the "
-                    "run's audit log.")
+                       "Each prompt holds only a public template, the document type, one DP keyphrase sequence and "
+                       "(optionally) PUBLIC examples — never the private corpus. Every prompt sent is logged in the "
+                       "run's audit log.")
 outcome = run_view.outcome(state)
 if outcome is None:
     st.info("Sample keyphrase sequences first — or, after a reload, reopen an earlier run from its folder on "

@@ -24,8 +24,8 @@ from studio.state import session_state
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
 navigation.page_header(state, "evaluate",
-                    "Everything on this page reads the real corpus, runs on this machine for you, and is never "
-                    f"part of the release bundle ({PRIVATE_NOTE}).")
+                       "Everything on this page reads the real corpus, runs on this machine for you, and is never "
+                       f"part of the release bundle ({PRIVATE_NOTE}).")
 st.markdown(widgets.PRIVATE_BADGE)
 tab_acc, tab_map, tab_sweep, tab_compare, tab_memo, tab_disc = st.tabs(["Downstream accuracy",
                                                                         "Real vs synthetic map", "ε sweep explorer",

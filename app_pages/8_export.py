@@ -17,9 +17,9 @@ from studio.state import session_state
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
 navigation.page_header(state, "export",
-                    "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
-                    "sequences, Ṽ, the privacy report and the audit log of every prompt. The private corpus, the "
-                    "held-out split and every evaluation stay here.")
+                       "The bundle holds only DP outputs and public parameters: the synthetic documents, the keyphrase "
+                       "sequences, Ṽ, the privacy report and the audit log of every prompt. The private corpus, the "
+                       "held-out split and every evaluation stay here.")
 listed = runs.machine_runs(state)
 if not listed:
     st.info("Nothing to export yet: sample keyphrase sequences first.")

@@ -11,12 +11,12 @@ from studio.state import session_state
 state = session_state()  # this browser session's typed state (studio.state), passed to every action
 
 navigation.page_header(state, "audit",
-                    "Tests the implementation, not just the maths: the exact release path runs many times with fresh "
-                    "noise on neighbouring copies of your corpus, built on its raw rows and loaded as "
-                    f"{page_ref('corpus')} loads them (one influential document — or, with a person column, every "
-                    "row of one person — removed; a canary of rare public terms added), and the outputs are "
-                    "compared. The result is an empirical LOWER bound on ε with a confidence level, next to the ε "
-                    "you chose — it can reveal a leak, never prove there is none.")
+                       "Tests the implementation, not just the maths: the exact release path runs many times with "
+                       "fresh noise on neighbouring copies of your corpus, built on its raw rows and loaded as "
+                       f"{page_ref('corpus')} loads them (one influential document — or, with a person column, every "
+                       "row of one person — removed; a canary of rare public terms added), and the outputs are "
+                       "compared. The result is an empirical LOWER bound on ε with a confidence level, next to the ε "
+                       "you chose — it can reveal a leak, never prove there is none.")
 st.markdown(widgets.PRIVATE_BADGE)
 st.caption("Runs on in-memory copies with throwaway ledgers: it charges nothing to the privacy ledger, writes nothing "
            "to the run folder, and nothing of it enters the release bundle. Embeddings of the trials' vocabularies "
