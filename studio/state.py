@@ -265,10 +265,6 @@ class Jobs:
     reattached_generation: Job | None = None   #: a writer of the open run taken up after a reload (studio.generation_steps)
     polling: set[str] = dataclasses.field(default_factory=set)   #: jobs whose progress panel is polling
 
-    @staticmethod
-    def names() -> tuple[str, ...]:
-        return _JOB_NAMES
-
     def get(self, name: str) -> Job | None:
         """The job in slot ``name`` (a ``KeyError`` for a name that is not a slot)."""
         return getattr(self, check_job(name))
